@@ -1,0 +1,102 @@
+// Stored-only zip reader and writer for PyTorch's archive container (FORMAT.md §2).
+//
+// Layout read: local headers `PK\3\4` (30 bytes + name + extra) each followed by data (and a
+// `PK\7\8` data descriptor when flag bit 3 is set), then the central directory, an optional
+// ZIP64 end record + locator, and the classic end record `PK\5\6` (22 bytes + comment) at the
+// end. Sizes and offsets come from the central directory (ZIP64 extras when a field is
+// 0xFFFFFFFF); a record's payload starts at local-header offset + 30 + the LOCAL name length +
+// the LOCAL extra length, which is exactly the offset torch maps with mmap=True.
+//
+// Layout written (as torch's miniz writer): each local header carries an extra field 0x4246 ("FB")
+// padded with 'Z' so the payload starts on a 64-byte boundary; ZIP64 fields when a size or
+// offset reaches 0xFFFFFFFF; the ZIP64 end record + locator always; stored, never compressed.
+#pragma once
+
+#include "util/bytes.h"
+#include "util/error.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ckpt::archive {
+
+struct ZipRecord {
+    std::string name;                  // full name, archive folder included
+    std::uint64_t localHeaderOffset = 0;
+    std::uint64_t dataOffset = 0;      // payload start in the file
+    std::uint64_t size = 0;            // uncompressed
+    std::uint64_t compressedSize = 0;
+    std::uint32_t crc32 = 0;           // from the central directory
+    std::uint16_t method = 0;          // 0 stored, 8 deflate
+};
+
+class ZipReader {
+public:
+    // Parses the central directory of `file` (which must outlive the reader). Errors name the cause:
+    // truncated (no end record), not a zip, corrupt entry, entries past the end of the file.
+    static Expected<ZipReader> parse(Bytes file);
+
+    [[nodiscard]] const std::vector<ZipRecord>& records() const { return records_; }
+    // Everything before the first '/' of the first central entry (FORMAT.md §2.1).
+    [[nodiscard]] const std::string& folder() const { return folder_; }
+    // Looks up `folder/relName`; nullptr when absent.
+    [[nodiscard]] const ZipRecord* find(std::string_view relName) const;
+    // The payload of a record: a view into the file for stored records; deflated records are
+    // inflated into `scratch` (and the returned span points there).
+    Expected<Bytes> data(const ZipRecord& r, std::vector<std::byte>& scratch) const;
+
+private:
+    Bytes file_;
+    std::string folder_;
+    std::vector<ZipRecord> records_;
+};
+
+// Standard CRC-32 (zlib polynomial); `crc` is the running value for incremental use.
+[[nodiscard]] std::uint32_t crc32(Bytes data, std::uint32_t crc = 0);
+
+// Streams an archive into a file descriptor, record by record, with torch's alignment.
+class ZipWriter {
+public:
+    explicit ZipWriter(int fd, std::uint32_t alignment = 64);
+
+    // A record whose bytes are all in memory.
+    Expected<void> addRecord(std::string_view name, Bytes data);
+    // A record copied from another file descriptor without passing through memory as a whole
+    // (copy_file_range, falling back to pread/write). `knownCrc` skips the CRC pass when the
+    // bytes are copied unchanged from a record whose CRC the input's central directory gave.
+    Expected<void> addRecordFromFile(std::string_view name, int srcFd, std::uint64_t srcOffset, std::uint64_t size,
+                                     std::optional<std::uint32_t> knownCrc);
+    // A record produced in pieces: begin, write chunks, end. The size must be declared up front.
+    Expected<void> beginRecord(std::string_view name, std::uint64_t size);
+    Expected<void> writeChunk(Bytes chunk);
+    Expected<void> endRecord();
+    // Central directory, ZIP64 end record and locator, end record.
+    Expected<void> finish();
+
+    [[nodiscard]] std::uint64_t bytesWritten() const { return pos_; }
+
+private:
+    struct Entry {
+        std::string name;
+        std::uint64_t offset;
+        std::uint64_t size;
+        std::uint32_t crc;
+    };
+    Expected<void> writeAll(Bytes b);
+    Expected<void> writeLocalHeader(std::string_view name, std::uint64_t size);
+    Expected<void> writeDescriptor(const Entry& e);
+
+    int fd_;
+    std::uint32_t alignment_;
+    std::uint64_t pos_ = 0;
+    std::vector<Entry> entries_;
+    // the record in progress (beginRecord/writeChunk/endRecord)
+    std::optional<Entry> open_;
+    std::uint64_t openWritten_ = 0;
+};
+
+}  // namespace ckpt::archive

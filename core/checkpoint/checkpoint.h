@@ -1,0 +1,149 @@
+// The checkpoint model: what one file holds, as torch.load(map_location='cpu') would see it,
+// read without running any of it.
+//
+// A Checkpoint is an immutable snapshot shared as std::shared_ptr<const Checkpoint>: the value
+// arena from the unpickler, a storage table (one row per persistent-id key, with the file offset
+// of its bytes), a flat node table over the key tree (children contiguous, so a tree model answers
+// parent/rowCount in O(1)), a flat tensor index and an object index. Key paths join container
+// levels with '/', dict keys as written, sequence positions as numbers; an opaque object's state
+// appears under the object's path as if it were a dict (`_modules/conv/_parameters/weight`).
+#pragma once
+
+#include "pickle/value.h"
+#include "util/bytes.h"
+#include "util/dtype.h"
+#include "util/error.h"
+
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors };
+[[nodiscard]] std::string_view formatName(Format f);  // "torch-zip", "torch-legacy", "safetensors"
+
+struct NodeId {
+    std::uint32_t v = 0;
+    friend bool operator==(NodeId a, NodeId b) = default;
+};
+inline constexpr std::uint32_t kNoIndex = 0xFFFFFFFFU;
+
+enum class NodeKind : std::uint8_t {
+    Dict, OrderedDict, List, Tuple, Set,
+    Tensor,      // a tensor or nn.Parameter
+    Module,      // an opaque object whose state looks like an nn.Module's __dict__
+    Object,      // any other opaque object (argparse.Namespace, numpy values, ...)
+    Scalar,      // None, bool, int, float, str, bytes, dtype, device, torch.Size, globals
+    Recursive,   // a reference back to one of its own ancestors (cyclic pickle)
+};
+[[nodiscard]] std::string_view nodeKindName(NodeKind k);
+
+struct Node {
+    std::uint32_t parent = kNoIndex;   // kNoIndex for the root
+    std::uint32_t firstChild = 0;      // children are nodes[firstChild, firstChild + childCount)
+    std::uint32_t childCount = 0;
+    std::uint32_t row = 0;             // position among its parent's children
+    NodeKind kind = NodeKind::Scalar;
+    bool stateDictLike = false;        // a dict whose values are mostly tensors
+    pickle::ValueId value;
+    std::uint32_t tensor = kNoIndex;   // index into tensors() when kind == Tensor
+    std::uint32_t object = kNoIndex;   // index into objects() for Module/Object
+    std::uint32_t tensorCount = 0;     // tensors in this subtree
+    std::uint64_t bytes = 0;           // sum of the subtree's tensor nbytes
+    std::string name;                  // key-path component ("" for the root)
+};
+
+struct StorageEntry {
+    std::string key;
+    std::string location;
+    DType dtype = DType::Unknown;
+    std::uint64_t numel = 0;
+    std::uint64_t nbytes = 0;          // numel x element size: what torch reads
+    std::string record;                // zip record name (folder included), "" otherwise
+    std::uint64_t fileOffset = 0;      // where the bytes start in the file
+    std::uint64_t storedBytes = 0;     // bytes present in the file for it
+    bool present = false;              // the file holds at least nbytes for it
+    bool compressed = false;           // a deflated zip member (not mmap-able)
+    std::uint32_t crc32 = 0;           // zip central-directory CRC, 0 otherwise
+    std::uint32_t tensorCount = 0;     // tensors viewing it
+    std::uint64_t reachedBytes = 0;    // bytes any tensor can reach (union of view extents)
+};
+
+struct TensorEntry {
+    std::uint32_t node = 0;
+    std::string path;
+    pickle::ValueId value;
+    std::uint32_t storage = kNoIndex;  // index into storages(), kNoIndex when storage-less
+    DType dtype = DType::Unknown;
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> stride;
+    std::int64_t storageOffset = 0;
+    std::uint64_t numel = 0;
+    std::uint64_t nbytes = 0;          // numel x element size
+    std::string location;              // storage location, or the device of storage-less forms
+    bool requiresGrad = false;
+    bool isParameter = false;
+    bool contiguous = true;
+    pickle::TensorForm form = pickle::TensorForm::Strided;
+};
+
+struct ObjectEntry {
+    std::uint32_t node = 0;
+    std::string path;
+    std::string type;                  // qualified name, e.g. "argparse.Namespace"
+    bool isModule = false;
+};
+
+// Every GLOBAL the pickle names, with the key paths of the values that use it.
+struct GlobalUse {
+    std::string qualified;
+    std::vector<std::string> paths;
+};
+
+class Checkpoint {
+public:
+    Format format = Format::TorchZip;
+    std::string path;
+    std::uint64_t fileSize = 0;
+    std::string archiveFolder;         // zip only
+    std::string byteorder = "little";
+    int pickleProtocol = 0;
+    std::bitset<256> opcodesSeen;
+    bool torchScript = false;
+    std::vector<std::pair<std::string, std::string>> safetensorsMetadata;
+    std::vector<std::string> warnings;
+
+    pickle::Arena arena;
+    pickle::ValueId root;
+    std::vector<Node> nodes;           // nodes[0] is the root
+    std::vector<StorageEntry> storages;
+    std::vector<TensorEntry> tensors;
+    std::vector<ObjectEntry> objects;
+    std::vector<GlobalUse> globals;
+
+    std::shared_ptr<const MappedFile> file;  // keeps the bytes below alive
+    Bytes bytes;                             // the whole file
+
+    [[nodiscard]] std::string pathOf(std::uint32_t node) const;
+    [[nodiscard]] const Node& node(std::uint32_t i) const { return nodes[i]; }
+    // Finds a node by key path ("" = root); kNoIndex when absent.
+    [[nodiscard]] std::uint32_t find(std::string_view keyPath) const;
+    // The bytes of a storage, as torch reads them (a view into the mapping; deflated members are
+    // inflated into `scratch`).
+    Expected<Bytes> storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const;
+    // Total tensor bytes per location, ordered "cpu", then by name.
+    [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> bytesByLocation() const;
+};
+
+using CheckpointPtr = std::shared_ptr<const Checkpoint>;
+
+// Opens and maps a file and reads it. The error message names the real cause (truncated download,
+// Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all).
+Expected<CheckpointPtr> openCheckpoint(const std::string& path);
+// Reads from memory (fuzzing, tests); `name` is used in messages.
+Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name);
+
+}  // namespace ckpt

@@ -1,0 +1,3 @@
+ckptscope_core_library(ckptscope_checkpoint
+    SOURCES checkpoint/checkpoint.cpp checkpoint/open.cpp checkpoint/index.cpp
+    DEPS ckptscope_archive ckptscope_pickle)

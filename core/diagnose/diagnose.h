@@ -1,0 +1,40 @@
+// Rules over a Checkpoint -> Findings: what will go wrong when it is loaded, where, how badly,
+// and the convert options that fix it. Codes are stable and documented in the README.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "transform/options.h"
+
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace ckpt::diagnose {
+
+enum class Severity : std::uint8_t { Info, Warning, Error };
+[[nodiscard]] std::string_view severityName(Severity s);  // "info" | "warning" | "error"
+
+struct Finding {
+    std::string code;                  // "module-prefix", "device-pinned", ...
+    Severity severity = Severity::Info;
+    std::string title;                 // one line
+    std::string detail;
+    std::vector<std::string> paths;    // key paths concerned
+    std::optional<transform::Options> fix;
+};
+
+struct CheckOptions {
+    bool values = false;               // read tensor data (nonfinite-values)
+    std::optional<std::string> againstPath;  // --against REF
+    std::optional<std::string> againstSelect;
+};
+
+// Findings sorted by severity (errors first), then code.
+Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions& opts = {},
+                                     std::stop_token stop = {});
+
+// JSON for one finding (the shape used by `check --json` and the window).
+[[nodiscard]] std::string findingToJson(const Finding& f);
+
+}  // namespace ckpt::diagnose

@@ -1,0 +1,40 @@
+// Restricted unpickler: a small virtual machine over pickle opcodes (protocols 0-5) that builds
+// an Arena of values and never calls, imports or evaluates anything.
+//
+// Byte layout it expects: an optional PROTO, then opcodes up to STOP (FORMAT.md §4.1); protocol
+// 4+ FRAMEs are read as inline data. Known GLOBALs become typed values (value.h): tensor rebuild
+// functions, storages from persistent ids, OrderedDict, torch.Size/dtype/device, _codecs.encode
+// bytes, set/frozenset/bytearray. Every other GLOBAL stays an opaque Object. Limits keep hostile
+// input bounded: stack and memo sizes are bounded by the input length, every declared length is
+// checked against the remaining bytes, and errors carry the byte offset.
+#pragma once
+
+#include "pickle/value.h"
+#include "util/bytes.h"
+#include "util/error.h"
+
+#include <bitset>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace ckpt::pickle {
+
+struct UnpickleOptions {
+    // Legacy streams use 6-tuple storage pids and ('module', cls, file, source) pids; zip uses 5.
+    bool legacyPersistentIds = false;
+    std::size_t maxValues = 50'000'000;  // refuse pickles that expand beyond this many values
+};
+
+struct UnpickleResult {
+    ValueId root;
+    int protocol = 0;                 // PROTO argument, 0 when absent (protocol 0/1)
+    std::bitset<256> opcodesSeen;     // for the weights-only check (FORMAT.md §5.3)
+    std::size_t consumed = 0;         // bytes read, STOP included
+    std::vector<std::string> warnings;
+};
+
+// Reads one pickle from the start of `data`, appending values to `arena`.
+Expected<UnpickleResult> unpickle(Bytes data, Arena& arena, const UnpickleOptions& opts = {});
+
+}  // namespace ckpt::pickle

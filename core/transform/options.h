@@ -1,0 +1,49 @@
+// What a user asks convert to do. The same options come from the command line, from a finding's
+// `fix` (as JSON), and from the window's export panel.
+#pragma once
+
+#include "util/error.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ckpt::transform {
+
+// `cpu`, `cuda:1`, or pairs `cuda:0=cuda:1,cuda:2=cpu` (FORMAT.md §4.3: a tag not in the pairs stays).
+struct LocationMap {
+    std::optional<std::string> all;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    [[nodiscard]] bool empty() const { return !all && pairs.empty(); }
+    [[nodiscard]] std::string apply(const std::string& location) const;
+    [[nodiscard]] std::string spec() const;  // back to the command-line form
+    static Expected<LocationMap> parse(const std::string& spec);
+};
+
+enum class OutputFormat { Torch, Safetensors };
+
+struct Options {
+    std::vector<std::string> stripPrefixes;  // each anchored at the key start, applied in order
+    std::optional<std::string> addPrefix;
+    std::optional<std::string> select;       // key path that becomes the new root
+    std::vector<std::string> drop;           // key paths removed
+    LocationMap mapLocation;
+    bool unwrapModules = false;              // whole-model pickle -> model.state_dict()
+    bool weightsOnly = false;                // make torch.load(weights_only=True) accept it
+    bool compact = false;                    // storages shrunk to what tensors reach
+    bool singleModulePrefix = false;         // --multi-card: every state-dict key gets exactly one `module.`
+    OutputFormat format = OutputFormat::Torch;
+
+    // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),
+    // map_location, unwrap, weights_only, compact, multi_card, format: the `fix` of a finding.
+    [[nodiscard]] std::string toJson() const;
+    static Expected<Options> fromJson(const std::string& json);
+    // Merges `other` into this (used when the window applies several findings' fixes).
+    void merge(const Options& other);
+};
+
+Options singleCardPreset();
+Options multiCardPreset();
+
+}  // namespace ckpt::transform

@@ -1,0 +1,47 @@
+// Edits -> Plan: the exact effect of the options on one checkpoint (every rename, remap, drop and
+// conversion), computed before anything is written; the writer only executes a Plan.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "pickle/value.h"
+#include "transform/options.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::transform {
+
+enum class StepKind : std::uint8_t { Select, Rename, Remap, Drop, Convert, Unwrap, Compact, Note };
+[[nodiscard]] std::string_view stepKindName(StepKind k);  // "select", "rename", ...
+
+struct PlanStep {
+    StepKind kind = StepKind::Note;
+    std::string path;      // key path in the input
+    std::string before;    // old key / location / type
+    std::string after;     // new key / location / replacement ("" when dropped)
+    std::string detail;
+};
+
+// One storage of the output: where its bytes come from.
+struct OutStorage {
+    std::uint32_t source = 0;         // index into the input's storages
+    std::uint64_t byteOffset = 0;     // first byte taken from the source (compact)
+    std::uint64_t nbytes = 0;         // bytes written
+    std::string key;                  // output key ("0", "1", ...)
+    std::string location;             // output location
+};
+
+struct Plan {
+    Options options;
+    std::vector<PlanStep> steps;
+    pickle::Arena arena;               // the output value tree (Arena::storages rewritten)
+    pickle::ValueId root;
+    std::vector<OutStorage> storages;  // parallel to arena.storages
+    [[nodiscard]] bool changesNothing() const;
+    [[nodiscard]] std::string toJson() const;
+};
+
+Expected<Plan> makePlan(const Checkpoint& in, const Options& opts);
+
+}  // namespace ckpt::transform

@@ -1,0 +1,61 @@
+// Byte spans and a read-only file mapping: every reader takes a span, so it can be fuzzed from
+// memory; the mapping is only how a path becomes a span without copying.
+#pragma once
+
+#include "util/error.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ckpt {
+
+using Bytes = std::span<const std::byte>;
+
+inline std::string_view asText(Bytes b)
+{
+    return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+}
+
+inline Bytes asBytes(std::string_view s)
+{
+    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+}
+
+// Little-endian loads that never read past the span (callers check the size first).
+inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < width; ++i) {
+        v |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(b[at + i])) << (8 * i);
+    }
+    return v;
+}
+
+// A whole file mapped read-only (MAP_PRIVATE). Empty files map to an empty span.
+class MappedFile {
+public:
+    static Expected<std::shared_ptr<const MappedFile>> open(const std::string& path);
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    ~MappedFile();
+
+    [[nodiscard]] Bytes bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
+    [[nodiscard]] const std::string& path() const { return path_; }
+    [[nodiscard]] int fd() const { return fd_; }  // kept open for copy_file_range
+
+private:
+    MappedFile() = default;
+    std::string path_;
+    void* data_ = nullptr;
+    std::size_t size_ = 0;
+    int fd_ = -1;
+};
+
+// "1.5 GiB", "512 B": binary units, one decimal above KiB.
+[[nodiscard]] std::string humanBytes(std::uint64_t n);
+
+}  // namespace ckpt

@@ -1,0 +1,41 @@
+// Torch element types, with the three spellings a checkpoint uses for them: torch's dtype name
+// (`float32`), the legacy storage class (`FloatStorage`, FORMAT.md §4.2) and safetensors' code (`F32`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ckpt {
+
+enum class DType : std::uint8_t {
+    Float64, Float32, Float16, BFloat16,
+    Int64, Int32, Int16, Int8, UInt8, Bool,
+    Complex128, Complex64, Complex32,
+    QInt8, QUInt8, QInt32, QUInt4x2, QUInt2x4,
+    Float8_e5m2, Float8_e4m3fn, Float8_e5m2fnuz, Float8_e4m3fnuz, Float8_e8m0fnu, Float4_e2m1fn_x2,
+    UInt16, UInt32, UInt64,
+    Bits8, Bits16, Bits1x8, Bits2x4, Bits4x2,
+    Unknown,
+};
+
+inline constexpr int kDTypeCount = static_cast<int>(DType::Unknown) + 1;
+
+// `float32`, `bfloat16`, ... as torch prints them without the `torch.` prefix.
+[[nodiscard]] std::string_view dtypeName(DType t);
+[[nodiscard]] std::optional<DType> dtypeFromName(std::string_view name);  // accepts torch attribute aliases (float, half, long, ...)
+[[nodiscard]] std::uint32_t elementSize(DType t);                       // bytes; 0 for Unknown
+
+// Typed storage class of the zip/legacy persistent id (`FloatStorage`); empty for dtypes that
+// torch saves through UntypedStorage + `_rebuild_tensor_v3`.
+[[nodiscard]] std::string_view storageClassName(DType t);
+[[nodiscard]] std::optional<DType> dtypeFromStorageClass(std::string_view name);  // `UntypedStorage` -> UInt8
+
+[[nodiscard]] std::string_view safetensorsName(DType t);  // empty when safetensors has no such type
+[[nodiscard]] std::optional<DType> dtypeFromSafetensors(std::string_view name);
+
+// Whether a value of this type can be NaN/Inf (used by the non-finite scan).
+[[nodiscard]] bool isFloatingPoint(DType t);
+[[nodiscard]] bool isComplex(DType t);
+
+}  // namespace ckpt

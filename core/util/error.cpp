@@ -1,0 +1,40 @@
+#include "util/error.h"
+
+namespace ckpt {
+
+std::string Error::describe() const
+{
+    std::string out;
+    if (!path.empty()) {
+        out += path;
+        out += ": ";
+    }
+    out += message;
+    if (offset) {
+        out += " (at byte " + std::to_string(*offset) + ")";
+    }
+    return out;
+}
+
+int exitCodeFor(ErrorCode code)
+{
+    switch (code) {
+    case ErrorCode::Io:
+    case ErrorCode::NotCheckpoint:
+    case ErrorCode::Truncated:
+    case ErrorCode::Corrupt:
+    case ErrorCode::Unsupported:
+    case ErrorCode::Limit:
+    case ErrorCode::Usage:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+Error makeError(ErrorCode code, std::string message, std::optional<std::uint64_t> offset)
+{
+    return Error{code, std::move(message), {}, offset};
+}
+
+}  // namespace ckpt
