@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace ckpt::archive {
@@ -50,9 +51,14 @@ public:
     Expected<Bytes> data(const ZipRecord& r, std::vector<std::byte>& scratch) const;
 
 private:
+    [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
+
     Bytes file_;
     std::string folder_;
     std::vector<ZipRecord> records_;
+    // Open-addressing hash of record names (index + 1, 0 = empty), so lookups stay O(1) for
+    // archives with tens of thousands of records without one allocation per name.
+    std::vector<std::uint32_t> slots_;
 };
 
 // Standard CRC-32 (zlib polynomial); `crc` is the running value for incremental use.
@@ -87,6 +93,9 @@ private:
         std::uint32_t crc;
     };
     Expected<void> writeAll(Bytes b);
+    Expected<void> flush();
+    Expected<void> writeRaw(Bytes b);
+    Expected<void> startEntry(std::string_view name, std::uint64_t size);
     Expected<void> writeLocalHeader(std::string_view name, std::uint64_t size);
     Expected<void> writeDescriptor(const Entry& e);
 
@@ -97,6 +106,11 @@ private:
     // the record in progress (beginRecord/writeChunk/endRecord)
     std::optional<Entry> open_;
     std::uint64_t openWritten_ = 0;
+    // headers and small records collect here so a 40k-record export is not 120k write() calls
+    std::vector<std::byte> buf_;
+    std::unordered_set<std::string> names_;  // torch refuses to write a name twice; so do we
+    bool failed_ = false;                    // after a write error the archive is unusable
+    bool finished_ = false;
 };
 
 }  // namespace ckpt::archive

@@ -1,0 +1,300 @@
+#include "archive/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <optional>
+
+namespace ckpt::archive {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the header's order, which users see
+
+constexpr std::uint64_t kMaxHeader = 100'000'000;  // the reference reader's MAX_HEADER_SIZE
+constexpr std::uint64_t kMaxSize = std::numeric_limits<std::uint64_t>::max();
+
+Error corrupt(std::string what, std::optional<std::uint64_t> at = {})
+{
+    return makeError(ErrorCode::Corrupt, "safetensors: " + std::move(what), at);
+}
+
+// Bits per element of every code the reference reader knows, including the sub-byte floats
+// that have no torch dtype here: their sizes can still be checked.
+std::optional<std::uint64_t> bitsOf(std::string_view code)
+{
+    struct Row {
+        std::string_view code;
+        std::uint64_t bits;
+    };
+    static constexpr std::array<Row, 22> kBits{{
+        {"BOOL", 8},  {"F4", 4},           {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
+        {"F8_E5M2", 8}, {"F8_E4M3", 8},    {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+        {"I16", 16},  {"U16", 16},         {"F16", 16},        {"BF16", 16},   {"I32", 32}, {"U32", 32},
+        {"F32", 32},  {"C64", 64},         {"F64", 64},        {"I64", 64},    {"U64", 64},
+    }};
+    for (const auto& r : kBits) {
+        if (r.code == code) {
+            return r.bits;
+        }
+    }
+    if (auto t = dtypeFromSafetensors(code)) {
+        return std::uint64_t{elementSize(*t)} * 8;
+    }
+    return std::nullopt;
+}
+
+bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out)
+{
+    if (a != 0 && b > kMaxSize / a) {
+        return false;
+    }
+    out = a * b;
+    return true;
+}
+
+std::optional<std::uint64_t> asUnsigned(const Json& v)
+{
+    if (v.is_number_unsigned()) {
+        return v.get<std::uint64_t>();
+    }
+    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) {
+        return static_cast<std::uint64_t>(v.get<std::int64_t>());
+    }
+    return std::nullopt;
+}
+
+Expected<SafetensorsEntry> readEntry(const std::string& name, const Json& v)
+{
+    auto bad = [&](const std::string& what) { return corrupt("tensor \"" + name + "\": " + what); };
+    if (!v.is_object()) {
+        return bad("entry is not an object");
+    }
+    const auto dtype = v.find("dtype");
+    const auto shape = v.find("shape");
+    const auto offsets = v.find("data_offsets");
+    if (dtype == v.end() || !dtype->is_string()) {
+        return bad("missing or non-string \"dtype\"");
+    }
+    if (shape == v.end() || !shape->is_array()) {
+        return bad("missing or non-array \"shape\"");
+    }
+    if (offsets == v.end() || !offsets->is_array() || offsets->size() != 2) {
+        return bad("\"data_offsets\" must be [begin, end]");
+    }
+    SafetensorsEntry e;
+    e.name = name;
+    e.dtypeCode = dtype->get<std::string>();
+    e.dtype = dtypeFromSafetensors(e.dtypeCode).value_or(DType::Unknown);
+    for (const Json& d : *shape) {
+        const auto n = asUnsigned(d);
+        if (!n || *n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+            return bad("shape entries must be non-negative integers");
+        }
+        e.shape.push_back(static_cast<std::int64_t>(*n));
+    }
+    const auto begin = asUnsigned((*offsets)[0]);
+    const auto end = asUnsigned((*offsets)[1]);
+    if (!begin || !end) {
+        return bad("\"data_offsets\" must be non-negative integers");
+    }
+    e.begin = *begin;
+    e.end = *end;
+    return e;
+}
+
+Expected<void> readMetadata(const Json& v, SafetensorsFile& out)
+{
+    if (v.is_null()) {
+        return {};
+    }
+    if (!v.is_object()) {
+        return corrupt("\"__metadata__\" must be an object of strings");
+    }
+    for (const auto& [k, s] : v.items()) {
+        if (!s.is_string()) {
+            return corrupt("\"__metadata__\" value of \"" + k + "\" is not a string");
+        }
+        out.metadata.emplace_back(k, s.get<std::string>());
+    }
+    return {};
+}
+
+// The reference reader's `validate`: sorted by offsets, contiguous from 0, sizes exact.
+Expected<std::uint64_t> validateLayout(const std::vector<SafetensorsEntry>& tensors)
+{
+    std::vector<const SafetensorsEntry*> sorted;
+    sorted.reserve(tensors.size());
+    for (const auto& t : tensors) {
+        sorted.push_back(&t);
+    }
+    std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+        return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+    });
+    std::uint64_t next = 0;
+    for (const SafetensorsEntry* t : sorted) {
+        if (t->begin != next || t->end < t->begin) {
+            return corrupt("tensor \"" + t->name + "\" has offsets [" + std::to_string(t->begin) + ", " +
+                           std::to_string(t->end) + "] but the previous tensor ends at " + std::to_string(next) +
+                           " (a hole or an overlap)");
+        }
+        next = t->end;
+        const auto bits = bitsOf(t->dtypeCode);
+        if (!bits) {
+            return makeError(ErrorCode::Unsupported, "safetensors: tensor \"" + t->name + "\" has unknown dtype \"" +
+                                                         t->dtypeCode + "\", so its size cannot be checked");
+        }
+        std::uint64_t numel = 1;
+        for (std::int64_t d : t->shape) {
+            if (!checkedMul(numel, static_cast<std::uint64_t>(d), numel)) {
+                return corrupt("tensor \"" + t->name + "\": shape overflows");
+            }
+        }
+        std::uint64_t nbits = 0;
+        if (!checkedMul(numel, *bits, nbits)) {
+            return corrupt("tensor \"" + t->name + "\": size overflows");
+        }
+        if (nbits % 8 != 0) {
+            return corrupt("tensor \"" + t->name + "\": " + std::to_string(numel) + " elements of " + t->dtypeCode +
+                           " do not fill whole bytes");
+        }
+        if (t->end - t->begin != nbits / 8) {
+            return corrupt("tensor \"" + t->name + "\" has " + std::to_string(t->end - t->begin) +
+                           " bytes but its shape and dtype need " + std::to_string(nbits / 8));
+        }
+    }
+    return next;
+}
+
+}  // namespace
+
+bool looksLikeSafetensors(Bytes file)
+{
+    if (file.size() < 10) {
+        return false;
+    }
+    const std::uint64_t n = loadLE(file, 0, 8);
+    return n >= 2 && n <= kMaxHeader && n <= file.size() - 8 && std::to_integer<char>(file[8]) == '{';
+}
+
+Expected<SafetensorsFile> parseSafetensors(Bytes file)
+{
+    if (file.size() < 8) {
+        return makeError(ErrorCode::Truncated, "safetensors: file is shorter than its 8-byte header length");
+    }
+    SafetensorsFile out;
+    out.headerSize = loadLE(file, 0, 8);
+    if (out.headerSize > kMaxHeader) {
+        return makeError(ErrorCode::Limit, "safetensors: header of " + std::to_string(out.headerSize) +
+                                               " bytes is larger than the 100000000 allowed");
+    }
+    if (out.headerSize > file.size() - 8) {
+        return makeError(ErrorCode::Truncated, "safetensors: header length " + std::to_string(out.headerSize) +
+                                                   " runs past the end of the file");
+    }
+    out.dataStart = 8 + out.headerSize;
+    const std::string_view text = asText(file.subspan(8, static_cast<std::size_t>(out.headerSize)));
+    if (text.empty() || text.front() != '{') {
+        return corrupt("header does not start with '{'", 8);
+    }
+
+    // nlohmann keeps the last of duplicate keys silently; the reference reader refuses them, so
+    // count the top-level keys while parsing and compare.
+    std::size_t topKeys = 0;
+    auto countKeys = [&topKeys](int depth, Json::parse_event_t ev, Json&) {
+        if (depth == 1 && ev == Json::parse_event_t::key) {
+            ++topKeys;
+        }
+        return true;
+    };
+    const Json header = Json::parse(text, countKeys, /*allow_exceptions=*/false);
+    if (header.is_discarded()) {
+        return corrupt("header is not valid JSON", 8);
+    }
+    if (!header.is_object()) {
+        return corrupt("header is not a JSON object", 8);
+    }
+    if (topKeys != header.size()) {
+        return corrupt("header has duplicate keys", 8);
+    }
+    for (const auto& [key, value] : header.items()) {
+        if (key == "__metadata__") {
+            if (auto ok = readMetadata(value, out); !ok) {
+                return std::move(ok.error());
+            }
+            continue;
+        }
+        auto e = readEntry(key, value);
+        if (!e) {
+            return std::move(e.error());
+        }
+        out.tensors.push_back(std::move(*e));
+    }
+    auto end = validateLayout(out.tensors);
+    if (!end) {
+        return std::move(end.error());
+    }
+    const std::uint64_t dataSize = file.size() - out.dataStart;
+    if (*end != dataSize) {
+        const ErrorCode code = *end > dataSize ? ErrorCode::Truncated : ErrorCode::Corrupt;
+        return makeError(code, "safetensors: tensors end at " + std::to_string(*end) +
+                                   " bytes into the data buffer, but the buffer has " + std::to_string(dataSize) +
+                                   (*end > dataSize ? " (the file is truncated)" : " (trailing bytes)"));
+    }
+    return out;
+}
+
+Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tensors,
+                                        const std::vector<std::pair<std::string, std::string>>& metadata)
+{
+    Json header = Json::object();
+    if (!metadata.empty()) {
+        Json meta = Json::object();
+        for (const auto& [k, v] : metadata) {
+            meta[k] = v;
+        }
+        header["__metadata__"] = std::move(meta);
+    }
+    std::uint64_t offset = 0;
+    for (const auto& t : tensors) {
+        const std::string_view code = safetensorsName(t.dtype);
+        if (code.empty()) {
+            return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name + "\" of dtype " +
+                                                         std::string(dtypeName(t.dtype)));
+        }
+        if (t.name == "__metadata__" || header.contains(t.name)) {
+            return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");
+        }
+        std::uint64_t numel = 1;
+        for (std::int64_t d : t.shape) {
+            if (d < 0 || !checkedMul(numel, static_cast<std::uint64_t>(d), numel)) {
+                return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\" has an invalid shape");
+            }
+        }
+        std::uint64_t nbytes = 0;
+        if (!checkedMul(numel, elementSize(t.dtype), nbytes) || nbytes != t.nbytes ||
+            offset > kMaxSize - t.nbytes) {
+            return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) +
+                                                   " bytes do not match its shape and dtype");
+        }
+        header[t.name] = Json{{"dtype", std::string(code)},
+                              {"shape", t.shape},
+                              {"data_offsets", Json::array({offset, offset + t.nbytes})}};
+        offset += t.nbytes;
+    }
+    std::string text;
+    try {
+        text = header.dump();
+    } catch (const Json::exception&) {
+        return makeError(ErrorCode::Usage, "safetensors: a tensor name or metadata text is not valid UTF-8");
+    }
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) {
+        out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+    }
+    return out + text;
+}
+
+}  // namespace ckpt::archive

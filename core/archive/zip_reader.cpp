@@ -1,0 +1,360 @@
+#include "archive/zip.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+
+namespace ckpt::archive {
+namespace {
+
+constexpr std::uint32_t kLocalSig = 0x04034b50;     // PK\3\4
+constexpr std::uint32_t kCentralSig = 0x02014b50;   // PK\1\2
+constexpr std::uint32_t kEndSig = 0x06054b50;       // PK\5\6
+constexpr std::uint32_t kZip64EndSig = 0x06064b50;  // PK\6\6
+constexpr std::uint32_t kLocatorSig = 0x07064b50;   // PK\6\7
+
+constexpr std::size_t kLocalSize = 30;
+constexpr std::size_t kCentralSize = 46;
+constexpr std::size_t kEndSize = 22;
+constexpr std::size_t kZip64EndSize = 56;
+constexpr std::size_t kLocatorSize = 20;
+constexpr std::size_t kMaxComment = 0xFFFF;
+constexpr std::uint32_t kOverflow32 = 0xFFFFFFFF;
+
+// Inflating is the one place a declared size turns into an allocation. Deflate cannot expand
+// data by more than ~1032:1, so a declared size beyond that ratio is a lie, and 16 GiB is more
+// than any record we would want in memory rather than mapped.
+constexpr std::uint64_t kMaxInflated = 16ULL << 30;
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+
+std::uint32_t u16(Bytes b, std::size_t at) { return static_cast<std::uint32_t>(loadLE(b, at, 2)); }
+std::uint32_t u32(Bytes b, std::size_t at) { return static_cast<std::uint32_t>(loadLE(b, at, 4)); }
+std::uint64_t u64(Bytes b, std::size_t at) { return loadLE(b, at, 8); }
+
+// [at, at + len) lies inside a file of `size` bytes, without overflowing.
+bool fits(std::uint64_t at, std::uint64_t len, std::uint64_t size) { return at <= size && len <= size - at; }
+
+Error corrupt(std::string what, std::uint64_t offset) { return makeError(ErrorCode::Corrupt, std::move(what), offset); }
+
+struct EndInfo {
+    std::uint64_t entries = 0;
+    std::uint64_t cdSize = 0;
+    std::uint64_t cdOffset = 0;
+    std::uint64_t cdLimit = 0;  // where the central directory must end (the first end structure)
+};
+
+// The end record is the last `PK\5\6` whose comment length reaches exactly to the end of the
+// file; a signature inside a comment or payload does not count. Scanning further back than the
+// longest comment is pointless, so a truncated archive is found out in at most 64 KiB of reads.
+std::optional<std::size_t> findEndRecord(Bytes f)
+{
+    if (f.size() < kEndSize) {
+        return std::nullopt;
+    }
+    const std::size_t last = f.size() - kEndSize;
+    const std::size_t first = last > kMaxComment ? last - kMaxComment : 0;
+    for (std::size_t at = last + 1; at-- > first;) {
+        if (u32(f, at) == kEndSig && at + kEndSize + u16(f, at + 20) == f.size()) {
+            return at;
+        }
+    }
+    return std::nullopt;
+}
+
+Expected<EndInfo> readEnd(Bytes f)
+{
+    const auto endAt = findEndRecord(f);
+    if (!endAt) {
+        if (f.size() >= 4 && u32(f, 0) == kLocalSig) {
+            return makeError(ErrorCode::Truncated,
+                             "zip archive is truncated: central directory not found (torch: \"failed finding "
+                             "central directory\"); the file was probably cut off while downloading or saving");
+        }
+        return makeError(ErrorCode::NotCheckpoint, "not a zip archive: no end of central directory record");
+    }
+    const std::size_t e = *endAt;
+    EndInfo info;
+    info.entries = u16(f, e + 10);
+    info.cdSize = u32(f, e + 12);
+    info.cdOffset = u32(f, e + 16);
+    info.cdLimit = e;
+    if (u16(f, e + 4) != 0 || u16(f, e + 6) != 0) {
+        return makeError(ErrorCode::Unsupported, "multi-disk (split) zip archives are not supported", e);
+    }
+    // torch writes the ZIP64 end record and locator for every archive; others write them only
+    // when a classic field overflows. When present, the ZIP64 values win (as in Python's zipfile).
+    if (e >= kLocatorSize && u32(f, e - kLocatorSize) == kLocatorSig) {
+        const std::size_t loc = e - kLocatorSize;
+        const std::uint64_t z = u64(f, loc + 8);
+        if (!fits(z, kZip64EndSize, loc) || u32(f, static_cast<std::size_t>(z)) != kZip64EndSig) {
+            return corrupt("ZIP64 end of central directory record missing or misplaced", loc);
+        }
+        const auto zp = static_cast<std::size_t>(z);
+        info.entries = u64(f, zp + 32);
+        info.cdSize = u64(f, zp + 40);
+        info.cdOffset = u64(f, zp + 48);
+        info.cdLimit = zp;
+    }
+    if (!fits(info.cdOffset, info.cdSize, info.cdLimit)) {
+        return corrupt("central directory (offset " + std::to_string(info.cdOffset) + ", size " +
+                           std::to_string(info.cdSize) + ") lies outside the file",
+                       info.cdLimit);
+    }
+    if (info.entries > info.cdSize / kCentralSize) {
+        return corrupt("central directory declares " + std::to_string(info.entries) + " entries but has room for " +
+                           std::to_string(info.cdSize / kCentralSize),
+                       info.cdLimit);
+    }
+    return info;
+}
+
+// Fills the 0xFFFFFFFF fields of a central entry from its ZIP64 extra (id 1), in the standard
+// order: uncompressed size, compressed size, local header offset — only the overflowing ones.
+Expected<void> applyZip64Extra(Bytes extra, std::uint64_t extraAt, ZipRecord& r, bool usize, bool csize, bool off)
+{
+    std::size_t at = 0;
+    while (at + 4 <= extra.size()) {
+        const std::uint32_t id = u16(extra, at);
+        const std::uint32_t len = u16(extra, at + 2);
+        if (at + 4 + len > extra.size()) {
+            break;  // a short trailing field: tolerated like Python's zipfile, unless we needed it
+        }
+        if (id == 1) {
+            const Bytes field = extra.subspan(at + 4, len);
+            std::size_t p = 0;
+            auto take = [&](std::uint64_t& v) {
+                if (p + 8 > field.size()) {
+                    return false;
+                }
+                v = u64(field, p);
+                p += 8;
+                return true;
+            };
+            if ((usize && !take(r.size)) || (csize && !take(r.compressedSize)) ||
+                (off && !take(r.localHeaderOffset))) {
+                return corrupt("ZIP64 extra field of \"" + r.name + "\" is too short", extraAt + at);
+            }
+            return {};
+        }
+        at += 4 + len;
+    }
+    if (usize || csize || off) {
+        return corrupt("\"" + r.name + "\" needs a ZIP64 extra field but has none", extraAt);
+    }
+    return {};
+}
+
+std::uint64_t hashName(std::string_view s) { return std::hash<std::string_view>{}(s); }
+
+bool equalsIgnoreCase(std::string_view a, std::string_view b)
+{
+    if (a.size() != b.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+        if (lower(a[i]) != lower(b[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+Expected<void> inflateInto(Bytes in, std::uint64_t size, std::vector<std::byte>& out, std::uint64_t at)
+{
+    out.resize(static_cast<std::size_t>(size));
+    z_stream zs{};
+    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
+        return makeError(ErrorCode::Internal, "zlib inflateInit2 failed");
+    }
+    std::size_t inPos = 0;
+    std::size_t outPos = 0;
+    int rc = Z_OK;
+    std::byte none{};  // zlib rejects a null next_out even when nothing is to be written
+    constexpr std::size_t kStep = 1U << 30;  // zlib counts in 32-bit uInt
+    while (rc == Z_OK) {
+        const std::size_t inChunk = std::min(in.size() - inPos, kStep);
+        const std::size_t outChunk = std::min(out.size() - outPos, kStep);
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast,cppcoreguidelines-pro-type-const-cast)
+        zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.empty() ? &none : in.data() + inPos));
+        zs.avail_in = static_cast<uInt>(inChunk);
+        zs.next_out = reinterpret_cast<Bytef*>(out.empty() ? &none : out.data() + outPos);  // NOLINT
+        zs.avail_out = static_cast<uInt>(outChunk);
+        rc = inflate(&zs, Z_NO_FLUSH);
+        const std::size_t usedIn = inChunk - zs.avail_in;
+        const std::size_t madeOut = outChunk - zs.avail_out;
+        inPos += usedIn;
+        outPos += madeOut;
+        if (rc == Z_BUF_ERROR || (rc == Z_OK && usedIn == 0 && madeOut == 0)) {
+            break;  // no progress possible: input exhausted or output full before the stream ended
+        }
+    }
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END || outPos != out.size()) {
+        return corrupt("deflated record does not inflate to its declared size of " + std::to_string(size) + " bytes",
+                       at);
+    }
+    return {};
+}
+
+}  // namespace
+
+Expected<ZipReader> ZipReader::parse(Bytes file)
+{
+    auto end = readEnd(file);
+    if (!end) {
+        return std::move(end.error());
+    }
+    const EndInfo& info = *end;
+    ZipReader z;
+    z.file_ = file;
+    z.records_.reserve(static_cast<std::size_t>(info.entries));
+
+    const std::uint64_t cdEnd = info.cdOffset + info.cdSize;
+    std::uint64_t at = info.cdOffset;
+    for (std::uint64_t i = 0; i < info.entries; ++i) {
+        if (!fits(at, kCentralSize, cdEnd) || u32(file, static_cast<std::size_t>(at)) != kCentralSig) {
+            return corrupt("central directory entry " + std::to_string(i) + " is missing or has a bad signature", at);
+        }
+        const auto c = static_cast<std::size_t>(at);
+        const std::uint32_t nameLen = u16(file, c + 28);
+        const std::uint32_t extraLen = u16(file, c + 30);
+        const std::uint32_t commentLen = u16(file, c + 32);
+        const std::uint64_t varLen = std::uint64_t{nameLen} + extraLen + commentLen;
+        if (!fits(at + kCentralSize, varLen, cdEnd)) {
+            return corrupt("central directory entry " + std::to_string(i) + " runs past the directory's end", at);
+        }
+        ZipRecord r;
+        r.method = static_cast<std::uint16_t>(u16(file, c + 10));
+        r.crc32 = u32(file, c + 16);
+        r.compressedSize = u32(file, c + 20);
+        r.size = u32(file, c + 24);
+        r.localHeaderOffset = u32(file, c + 42);
+        r.name.assign(asText(file.subspan(c + kCentralSize, nameLen)));
+        if ((u16(file, c + 8) & 1U) != 0) {
+            return makeError(ErrorCode::Unsupported, "record \"" + r.name + "\" is encrypted", at);
+        }
+        auto z64 = applyZip64Extra(file.subspan(c + kCentralSize + nameLen, extraLen), at + kCentralSize + nameLen, r,
+                                   r.size == kOverflow32, r.compressedSize == kOverflow32,
+                                   r.localHeaderOffset == kOverflow32);
+        if (!z64) {
+            return std::move(z64.error());
+        }
+        // The payload offset comes from the LOCAL header's own lengths: torch may put ZIP64 extras
+        // or different padding there than in the central directory.
+        const std::uint64_t lh = r.localHeaderOffset;
+        if (!fits(lh, kLocalSize, info.cdOffset) || u32(file, static_cast<std::size_t>(lh)) != kLocalSig) {
+            return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
+        }
+        const auto l = static_cast<std::size_t>(lh);
+        r.dataOffset = lh + kLocalSize + u16(file, l + 26) + u16(file, l + 28);
+        if (!fits(r.dataOffset, r.compressedSize, info.cdOffset)) {
+            return corrupt("data of \"" + r.name + "\" (" + std::to_string(r.compressedSize) +
+                               " bytes) runs past the start of the central directory",
+                           lh);
+        }
+        if (r.method == 0 && r.compressedSize != r.size) {
+            return corrupt("stored record \"" + r.name + "\" has different compressed and uncompressed sizes", at);
+        }
+        z.records_.push_back(std::move(r));
+        at += kCentralSize + varLen;
+    }
+
+    if (!z.records_.empty()) {
+        const std::string& first = z.records_.front().name;
+        const auto slash = first.find('/');
+        if (slash == std::string::npos) {
+            return corrupt("file in archive is not in a subdirectory: " + first, info.cdOffset);
+        }
+        z.folder_ = first.substr(0, slash);
+    }
+
+    // Power-of-two table at most half full; linear probing.
+    std::size_t cap = 16;
+    while (cap < z.records_.size() * 2) {
+        cap *= 2;
+    }
+    z.slots_.assign(cap, 0);
+    for (std::size_t i = 0; i < z.records_.size(); ++i) {
+        std::size_t s = hashName(z.records_[i].name) & (cap - 1);
+        while (z.slots_[s] != 0) {
+            s = (s + 1) & (cap - 1);
+        }
+        z.slots_[s] = static_cast<std::uint32_t>(i + 1);
+    }
+    return z;
+}
+
+const ZipRecord* ZipReader::findExact(std::string_view fullName) const
+{
+    if (slots_.empty()) {
+        return nullptr;
+    }
+    const std::size_t mask = slots_.size() - 1;
+    // The first record with a name wins when names repeat: the table is filled in order.
+    for (std::size_t s = hashName(fullName) & mask; slots_[s] != 0; s = (s + 1) & mask) {
+        const ZipRecord& r = records_[slots_[s] - 1];
+        if (r.name == fullName) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+const ZipRecord* ZipReader::find(std::string_view relName) const
+{
+    std::string full;
+    full.reserve(folder_.size() + 1 + relName.size());
+    full.append(folder_).append("/").append(relName);
+    if (const ZipRecord* r = findExact(full)) {
+        return r;
+    }
+    // miniz (torch's reader) compares names case-insensitively by default.
+    for (const ZipRecord& r : records_) {
+        if (equalsIgnoreCase(r.name, full)) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+Expected<Bytes> ZipReader::data(const ZipRecord& r, std::vector<std::byte>& scratch) const
+{
+    if (!fits(r.dataOffset, r.compressedSize, file_.size())) {
+        return corrupt("record \"" + r.name + "\" lies outside the file", r.localHeaderOffset);
+    }
+    const Bytes raw = file_.subspan(static_cast<std::size_t>(r.dataOffset), static_cast<std::size_t>(r.compressedSize));
+    if (r.method == 0) {
+        if (r.compressedSize != r.size) {
+            return corrupt("stored record \"" + r.name + "\" has different compressed and uncompressed sizes",
+                           r.localHeaderOffset);
+        }
+        return raw;
+    }
+    if (r.method != 8) {
+        return makeError(ErrorCode::Unsupported,
+                         "record \"" + r.name + "\" uses compression method " + std::to_string(r.method) +
+                             " (only stored and deflate are read)",
+                         r.localHeaderOffset);
+    }
+    if (r.size > kMaxInflated) {
+        return makeError(ErrorCode::Limit,
+                         "deflated record \"" + r.name + "\" is " + humanBytes(r.size) +
+                             ", more than the 16 GiB read into memory; re-save it uncompressed",
+                         r.localHeaderOffset);
+    }
+    if (r.size / kMaxDeflateRatio > r.compressedSize + 1) {
+        return corrupt("deflated record \"" + r.name + "\" declares a size its compressed bytes cannot hold",
+                       r.localHeaderOffset);
+    }
+    auto ok = inflateInto(raw, r.size, scratch, r.dataOffset);
+    if (!ok) {
+        return std::move(ok.error());
+    }
+    return Bytes{scratch.data(), scratch.size()};
+}
+
+}  // namespace ckpt::archive
