@@ -76,6 +76,9 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// System RAM from /proc/meminfo: total = MemTotal, used = MemTotal - MemAvailable.
+[[nodiscard]] GpuMemory systemMemory();
+
 // The CPU row alone (from /proc/meminfo and /proc/cpuinfo).
 [[nodiscard]] DeviceInfo cpuInfo();
 

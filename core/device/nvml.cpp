@@ -1,0 +1,345 @@
+#include "device/nvml.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <fstream>
+#include <sstream>
+
+namespace ckpt::device {
+
+namespace {
+
+// The slice of nvml.h we use (the header is not installed here; these layouts are NVML's ABI).
+using nvmlReturn_t = int;
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kInsufficientSize = 7;
+struct nvmlDevice_st;
+using nvmlDevice_t = nvmlDevice_st*;
+struct nvmlMemory_t {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+};
+struct nvmlProcessInfo_v1_t {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+};
+struct nvmlProcessInfo_v2_t {  // also the layout of the v3 call's nvmlProcessInfo_t
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+};
+constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
+
+constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
+
+}  // namespace
+
+struct Nvml::Impl {
+    void* handle = nullptr;
+    std::string path;
+    nvmlReturn_t (*init)() = nullptr;
+    nvmlReturn_t (*shutdown)() = nullptr;
+    nvmlReturn_t (*getCount)(unsigned int*) = nullptr;
+    nvmlReturn_t (*getHandle)(unsigned int, nvmlDevice_t*) = nullptr;
+    nvmlReturn_t (*getName)(nvmlDevice_t, char*, unsigned int) = nullptr;
+    nvmlReturn_t (*getMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+    nvmlReturn_t (*getUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
+    nvmlReturn_t (*getProcs)(nvmlDevice_t, unsigned int*, void*) = nullptr;
+    int procsVersion = 0;  // which symbol getProcs is: 3, 2 or 1 (layouts differ)
+    nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
+    const char* (*errorString)(nvmlReturn_t) = nullptr;
+    bool initialised = false;
+    unsigned int count = 0;
+
+    [[nodiscard]] std::string why(nvmlReturn_t r) const
+    {
+        const char* s = errorString ? errorString(r) : nullptr;
+        return s ? std::string(s) : "NVML error " + std::to_string(r);
+    }
+
+    ~Impl()
+    {
+        if (initialised && shutdown) {
+            shutdown();
+        }
+        if (handle) {
+            dlclose(handle);
+        }
+    }
+
+    Expected<nvmlDevice_t> device(int index) const
+    {
+        if (index < 0 || static_cast<unsigned>(index) >= count) {
+            return makeError(ErrorCode::DeviceUnavailable,
+                             "GPU " + std::to_string(index) + " does not exist (NVML lists " + std::to_string(count) + ")");
+        }
+        nvmlDevice_t dev = nullptr;
+        if (auto r = getHandle(static_cast<unsigned>(index), &dev); r != kSuccess) {
+            return makeError(ErrorCode::DeviceUnavailable, "NVML cannot open GPU " + std::to_string(index) + ": " + why(r));
+        }
+        return dev;
+    }
+};
+
+namespace {
+
+template <class F>
+bool bind(void* handle, const char* name, F& out)
+{
+    out = reinterpret_cast<F>(dlsym(handle, name));  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    return out != nullptr;
+}
+
+}  // namespace
+
+Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Nvml::~Nvml() = default;
+
+Expected<std::shared_ptr<const Nvml>> Nvml::load()
+{
+    auto impl = std::make_unique<Impl>();
+    const char* env = std::getenv("CKPTSCOPE_NVML_LIBRARY");
+    impl->path = (env && *env) ? env : kDefaultLibrary;
+    dlerror();
+    impl->handle = dlopen(impl->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!impl->handle) {
+        const char* e = dlerror();
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML not available (no NVIDIA driver?): " + std::string(e ? e : impl->path));
+    }
+    void* h = impl->handle;
+    const char* missing = nullptr;
+    if (!bind(h, "nvmlInit_v2", impl->init)) {
+        missing = "nvmlInit_v2";
+    } else if (!bind(h, "nvmlShutdown", impl->shutdown)) {
+        missing = "nvmlShutdown";
+    } else if (!bind(h, "nvmlDeviceGetCount_v2", impl->getCount)) {
+        missing = "nvmlDeviceGetCount_v2";
+    } else if (!bind(h, "nvmlDeviceGetHandleByIndex_v2", impl->getHandle)) {
+        missing = "nvmlDeviceGetHandleByIndex_v2";
+    } else if (!bind(h, "nvmlDeviceGetMemoryInfo", impl->getMemory)) {
+        missing = "nvmlDeviceGetMemoryInfo";
+    }
+    if (missing) {
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML not usable: " + impl->path + " has no symbol " + missing);
+    }
+    // Optional ones: their absence only costs a column.
+    bind(h, "nvmlDeviceGetName", impl->getName);
+    bind(h, "nvmlDeviceGetUUID", impl->getUuid);
+    bind(h, "nvmlErrorString", impl->errorString);
+    bind(h, "nvmlSystemGetDriverVersion", impl->driverVersion);
+    if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v3", impl->getProcs)) {
+        impl->procsVersion = 3;
+    } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v2", impl->getProcs)) {
+        impl->procsVersion = 2;
+    } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses", impl->getProcs)) {
+        impl->procsVersion = 1;
+    }
+
+    if (auto r = impl->init(); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable, "NVML could not start (driver not loaded?): " + impl->why(r));
+    }
+    impl->initialised = true;
+    if (auto r = impl->getCount(&impl->count); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable, "NVML cannot count GPUs: " + impl->why(r));
+    }
+    return std::shared_ptr<const Nvml>(new Nvml(std::move(impl)));
+}
+
+int Nvml::deviceCount() const { return static_cast<int>(impl_->count); }
+const std::string& Nvml::libraryPath() const { return impl_->path; }
+
+Expected<std::string> Nvml::name(int index) const
+{
+    auto dev = impl_->device(index);
+    if (!dev) {
+        return dev.error();
+    }
+    if (!impl_->getName) {
+        return std::string("NVIDIA GPU");
+    }
+    std::array<char, 128> buf{};
+    if (auto r = impl_->getName(*dev, buf.data(), buf.size()); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable, "NVML cannot name GPU " + std::to_string(index) + ": " + impl_->why(r));
+    }
+    return std::string(buf.data());
+}
+
+Expected<std::string> Nvml::uuid(int index) const
+{
+    auto dev = impl_->device(index);
+    if (!dev) {
+        return dev.error();
+    }
+    if (!impl_->getUuid) {
+        return std::string();
+    }
+    std::array<char, 96> buf{};
+    if (auto r = impl_->getUuid(*dev, buf.data(), buf.size()); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable, "NVML has no UUID for GPU " + std::to_string(index) + ": " + impl_->why(r));
+    }
+    return std::string(buf.data());
+}
+
+Expected<GpuMemory> Nvml::memory(int index) const
+{
+    auto dev = impl_->device(index);
+    if (!dev) {
+        return dev.error();
+    }
+    nvmlMemory_t m{};
+    if (auto r = impl_->getMemory(*dev, &m); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML cannot read GPU " + std::to_string(index) + "'s memory: " + impl_->why(r));
+    }
+    return GpuMemory{m.total, m.used, m.free};
+}
+
+Expected<std::vector<GpuProcess>> Nvml::processes(int index) const
+{
+    auto dev = impl_->device(index);
+    if (!dev) {
+        return dev.error();
+    }
+    std::vector<GpuProcess> out;
+    if (!impl_->getProcs) {
+        return out;
+    }
+    // The list can grow between the two calls; retry a few times with room to spare.
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        unsigned int n = 0;
+        auto r = impl_->getProcs(*dev, &n, nullptr);
+        if (r == kSuccess) {
+            return out;  // none
+        }
+        if (r != kInsufficientSize) {
+            return makeError(ErrorCode::DeviceUnavailable,
+                             "NVML cannot list GPU " + std::to_string(index) + "'s processes: " + impl_->why(r));
+        }
+        n += 8;
+        if (impl_->procsVersion == 1) {
+            std::vector<nvmlProcessInfo_v1_t> infos(n);
+            r = impl_->getProcs(*dev, &n, infos.data());
+            if (r == kSuccess) {
+                for (unsigned i = 0; i < n; ++i) {
+                    auto used = infos[i].usedGpuMemory;
+                    out.push_back({infos[i].pid, used == kValueNotAvailable ? 0 : used});
+                }
+                return out;
+            }
+        } else {
+            std::vector<nvmlProcessInfo_v2_t> infos(n);
+            r = impl_->getProcs(*dev, &n, infos.data());
+            if (r == kSuccess) {
+                for (unsigned i = 0; i < n; ++i) {
+                    auto used = infos[i].usedGpuMemory;
+                    out.push_back({infos[i].pid, used == kValueNotAvailable ? 0 : used});
+                }
+                return out;
+            }
+        }
+        if (r != kInsufficientSize) {
+            return makeError(ErrorCode::DeviceUnavailable,
+                             "NVML cannot list GPU " + std::to_string(index) + "'s processes: " + impl_->why(r));
+        }
+    }
+    return out;
+}
+
+std::string Nvml::driverVersion() const
+{
+    if (!impl_->driverVersion) {
+        return {};
+    }
+    std::array<char, 96> buf{};
+    return impl_->driverVersion(buf.data(), buf.size()) == kSuccess ? std::string(buf.data()) : std::string();
+}
+
+GpuMemory systemMemory()
+{
+    std::ifstream mem("/proc/meminfo");
+    std::uint64_t totalKb = 0;
+    std::uint64_t availableKb = 0;
+    for (std::string line; std::getline(mem, line);) {
+        std::istringstream ls(line);
+        std::string key;
+        std::uint64_t kb = 0;
+        ls >> key >> kb;
+        if (key == "MemTotal:") {
+            totalKb = kb;
+        } else if (key == "MemAvailable:") {
+            availableKb = kb;
+        }
+    }
+    availableKb = std::min(availableKb, totalKb);
+    return GpuMemory{totalKb * 1024, (totalKb - availableKb) * 1024, availableKb * 1024};
+}
+
+DeviceInfo cpuInfo()
+{
+    DeviceInfo cpu;
+    cpu.id = "cpu";
+    cpu.index = -1;
+    cpu.name = "CPU";
+    std::ifstream info("/proc/cpuinfo");
+    for (std::string line; std::getline(info, line);) {
+        if (line.rfind("model name", 0) == 0) {
+            if (auto colon = line.find(':'); colon != std::string::npos) {
+                cpu.name = line.substr(colon + 1);
+                cpu.name.erase(0, cpu.name.find_first_not_of(" \t"));
+            }
+            break;
+        }
+    }
+    auto mem = systemMemory();
+    cpu.totalBytes = mem.totalBytes;
+    cpu.usedBytes = mem.usedBytes;
+    return cpu;
+}
+
+Inventory queryInventory(const std::shared_ptr<const Nvml>& given)
+{
+    Inventory inv;
+    inv.devices.push_back(cpuInfo());
+    std::shared_ptr<const Nvml> nvml = given;
+    if (!nvml) {
+        auto loaded = Nvml::load();
+        if (!loaded) {
+            inv.gpuNote = loaded.error().message;
+            return inv;
+        }
+        nvml = *loaded;
+    }
+    inv.driverVersion = nvml->driverVersion();
+    if (nvml->deviceCount() == 0) {
+        inv.gpuNote = "NVML found no GPU";
+        return inv;
+    }
+    for (int i = 0; i < nvml->deviceCount(); ++i) {
+        DeviceInfo d;
+        d.id = "cuda:" + std::to_string(i);
+        d.index = i;
+        auto name = nvml->name(i);
+        d.name = name ? *name : "NVIDIA GPU (" + name.error().message + ")";
+        if (auto uuid = nvml->uuid(i)) {
+            d.uuid = *uuid;
+        }
+        if (auto mem = nvml->memory(i)) {
+            d.totalBytes = mem->totalBytes;
+            d.usedBytes = mem->usedBytes;
+        }
+        if (auto procs = nvml->processes(i)) {
+            d.processes = std::move(*procs);
+        }
+        inv.devices.push_back(std::move(d));
+    }
+    return inv;
+}
+
+}  // namespace ckpt::device
