@@ -1,0 +1,323 @@
+#include "write/output_file.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+
+namespace ckpt::write::detail {
+
+namespace {
+
+std::pair<std::string, std::string> splitDirName(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos) {
+        return {".", path};
+    }
+    return {slash == 0 ? std::string("/") : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+std::string randomSuffix()
+{
+    static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::uniform_int_distribution<std::size_t> pick(0, sizeof(kAlphabet) - 2);
+    std::string s(6, 'x');
+    for (auto& c : s) {
+        c = kAlphabet[pick(rng)];
+    }
+    return s;
+}
+
+void fsyncDirectory(const std::string& dir)
+{
+    // Best effort: the rename is durable only once the directory is synced, but a filesystem that
+    // cannot sync directories (some network mounts) has still renamed the file.
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+}  // namespace
+
+Error writeError(const std::string& target, const std::string& what, int err)
+{
+    Error e = makeError(ErrorCode::WriteFailed, what + ": " + std::strerror(err));
+    e.path = target;
+    return e;
+}
+
+Error onTarget(Error e, const std::string& target)
+{
+    if (e.path.empty()) {
+        e.path = target;
+    }
+    return e;
+}
+
+Error cancelled(const std::string& target)
+{
+    Error e = makeError(ErrorCode::Cancelled, "conversion cancelled; nothing was written");
+    e.path = target;
+    return e;
+}
+
+OutputFile::OutputFile(std::string target, std::string temp, int fd)
+    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd)
+{
+}
+
+OutputFile::OutputFile(OutputFile&& other) noexcept
+    : target_(std::move(other.target_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1))
+{
+    other.temp_.clear();
+}
+
+OutputFile::~OutputFile()
+{
+    discard();
+}
+
+void OutputFile::discard()
+{
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+    if (!temp_.empty()) {
+        ::unlink(temp_.c_str());
+        temp_.clear();
+    }
+}
+
+Expected<OutputFile> OutputFile::create(const std::string& target)
+{
+    const auto [dir, name] = splitDirName(target);
+    if (name.empty()) {
+        return onTarget(makeError(ErrorCode::Usage, "the output path names a directory, not a file"), target);
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        std::string temp = dir + "/." + name + ".ckptscope-" + randomSuffix();
+        // 0666 so the final file gets the mode the umask gives any new file, as `cp` would.
+        const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            return OutputFile(target, std::move(temp), fd);
+        }
+        if (errno != EEXIST) {
+            return writeError(target, "cannot create a temporary file in " + dir, errno);
+        }
+    }
+    return writeError(target, "cannot create a temporary file in " + dir, EEXIST);
+}
+
+Expected<void> OutputFile::commit()
+{
+    if (::fsync(fd_) != 0) {
+        const int err = errno;
+        discard();
+        return writeError(target_, "cannot flush the output to disk", err);
+    }
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) {
+        const int err = errno;
+        discard();
+        return writeError(target_, "cannot close the output", err);
+    }
+    if (::rename(temp_.c_str(), target_.c_str()) != 0) {
+        const int err = errno;
+        discard();
+        return writeError(target_, "cannot move the finished output into place", err);
+    }
+    temp_.clear();
+    fsyncDirectory(splitDirName(target_).first);
+    return {};
+}
+
+Expected<void> checkTarget(const Checkpoint& in, const std::string& target)
+{
+    struct stat out {};
+    if (::stat(target.c_str(), &out) != 0) {
+        return {};  // does not exist yet (a missing directory is reported when the file is created)
+    }
+    if (S_ISDIR(out.st_mode)) {
+        return onTarget(makeError(ErrorCode::Usage, "the output is a directory; name a file"), target);
+    }
+    struct stat src {};
+    const bool haveSource = in.file ? ::fstat(in.file->fd(), &src) == 0 : ::stat(in.path.c_str(), &src) == 0;
+    if (haveSource && src.st_dev == out.st_dev && src.st_ino == out.st_ino) {
+        return onTarget(makeError(ErrorCode::Usage, "the output is the input file itself; choose another output "
+                                                    "(the input is never modified)"),
+                        target);
+    }
+    return {};
+}
+
+ProgressMeter::ProgressMeter(const std::function<void(const WriteProgress&)>& sink, std::uint64_t total)
+    : sink_(sink), step_(std::max<std::uint64_t>(total / 200, 1))
+{
+    p_.bytesTotal = total;
+    if (sink_) {
+        sink_(p_);
+    }
+    nextReport_ = step_;
+}
+
+void ProgressMeter::advance(std::uint64_t n)
+{
+    p_.bytesDone += n;
+    if (sink_ && p_.bytesDone >= nextReport_ && p_.bytesDone < p_.bytesTotal) {
+        sink_(p_);
+        nextReport_ = p_.bytesDone + step_;
+    }
+}
+
+void ProgressMeter::finish()
+{
+    p_.bytesDone = p_.bytesTotal;
+    if (sink_) {
+        sink_(p_);
+    }
+}
+
+Expected<void> writeBytes(int outFd, Bytes data, const std::string& target)
+{
+    while (!data.empty()) {
+        const ssize_t n = ::write(outFd, data.data(), std::min<std::size_t>(data.size(), 1U << 30));
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return writeError(target, "cannot write the output", errno);
+        }
+        if (n == 0) {
+            return writeError(target, "cannot write the output", ENOSPC);
+        }
+        data = data.subspan(static_cast<std::size_t>(n));
+    }
+    return {};
+}
+
+namespace {
+
+// pread/write fallback through one chunk-sized buffer.
+Expected<void> copyByReading(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
+                             ProgressMeter& progress, const std::stop_token& stop)
+{
+    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(size, kChunk)));
+    while (size > 0) {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buf.size()));
+        const ssize_t got = ::pread(inFd, buf.data(), want, static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            Error e = makeError(ErrorCode::Io, std::string("cannot read the input: ") +
+                                                   (got < 0 ? std::strerror(errno) : "it ended early (truncated?)"));
+            e.path = target;
+            return e;
+        }
+        if (auto w = writeBytes(outFd, Bytes(buf.data(), static_cast<std::size_t>(got)), target); !w) {
+            return w;
+        }
+        offset += static_cast<std::uint64_t>(got);
+        size -= static_cast<std::uint64_t>(got);
+        progress.advance(static_cast<std::uint64_t>(got));
+    }
+    return {};
+}
+
+bool copyFileRangeUnsupported(int err)
+{
+    // EXDEV: across filesystems (refused again since Linux 5.19); EINVAL/EOPNOTSUPP/ENOSYS:
+    // filesystems or kernels without it; EBADF: e.g. an input opened through a pipe-like file.
+    return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF;
+}
+
+}  // namespace
+
+Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
+                             ProgressMeter& progress, const std::stop_token& stop)
+{
+    bool anyCopied = false;
+    while (size > 0) {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        auto inOff = static_cast<loff_t>(offset);
+        const ssize_t n = ::copy_file_range(inFd, &inOff, outFd, nullptr, static_cast<std::size_t>(std::min(size, kChunk)), 0);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (!anyCopied && copyFileRangeUnsupported(errno)) {
+                return copyByReading(inFd, offset, size, outFd, target, progress, stop);
+            }
+            return writeError(target, "cannot write the output", errno);
+        }
+        if (n == 0) {
+            // The input ended before the range did: copy_file_range reports EOF as 0.
+            Error e = makeError(ErrorCode::Io, "cannot read the input: it ended early (truncated?)");
+            e.path = target;
+            return e;
+        }
+        anyCopied = true;
+        offset += static_cast<std::uint64_t>(n);
+        size -= static_cast<std::uint64_t>(n);
+        progress.advance(static_cast<std::uint64_t>(n));
+    }
+    return {};
+}
+
+Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s)
+{
+    if (s.source >= in.storages.size()) {
+        return makeError(ErrorCode::Internal, "the plan names input storage " + std::to_string(s.source) +
+                                                  " but the input has " + std::to_string(in.storages.size()));
+    }
+    const StorageEntry& src = in.storages[s.source];
+    if (!src.present) {
+        return makeError(ErrorCode::Corrupt, "storage '" + src.key + "' is missing from the input (" +
+                                                 std::to_string(src.storedBytes) + " of " +
+                                                 std::to_string(src.nbytes) + " bytes present)");
+    }
+    if (s.byteOffset > src.nbytes || s.nbytes > src.nbytes - s.byteOffset) {
+        return makeError(ErrorCode::Internal, "the plan reads bytes " + std::to_string(s.byteOffset) + ".." +
+                                                  std::to_string(s.byteOffset + s.nbytes) + " of storage '" + src.key +
+                                                  "', which holds " + std::to_string(src.nbytes));
+    }
+    return {};
+}
+
+std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform::OutStorage& s)
+{
+    const StorageEntry& src = in.storages[s.source];
+    if (!in.file || src.compressed) {
+        return std::nullopt;
+    }
+    return src.fileOffset + s.byteOffset;
+}
+
+Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s, std::vector<std::byte>& scratch)
+{
+    auto whole = in.storageData(s.source, scratch);
+    if (!whole) {
+        return whole.error();
+    }
+    if (s.byteOffset + s.nbytes > whole->size()) {
+        return makeError(ErrorCode::Corrupt, "storage '" + in.storages[s.source].key + "' holds fewer bytes than " +
+                                                 "its tensors need");
+    }
+    return whole->subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));
+}
+
+}  // namespace ckpt::write::detail

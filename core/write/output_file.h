@@ -1,0 +1,88 @@
+// The pieces both writers share: the temporary file beside the target that becomes the output only
+// when everything was written, throttled progress, and byte copies from the mapped input that
+// never hold a whole storage in memory.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "util/bytes.h"
+#include "util/error.h"
+#include "write/write.h"
+
+#include <cstdint>
+#include <functional>
+#include <stop_token>
+#include <string>
+
+namespace ckpt::write::detail {
+
+// `<dir>/.<name>.ckptscope-XXXXXX`, created with O_EXCL and the umask's mode. Unless commit()
+// succeeds, the destructor closes and unlinks it, so every early return leaves nothing behind.
+class OutputFile {
+public:
+    static Expected<OutputFile> create(const std::string& target);
+    OutputFile(OutputFile&& other) noexcept;
+    OutputFile& operator=(OutputFile&&) = delete;
+    OutputFile(const OutputFile&) = delete;
+    OutputFile& operator=(const OutputFile&) = delete;
+    ~OutputFile();
+
+    [[nodiscard]] int fd() const { return fd_; }
+    [[nodiscard]] const std::string& tempPath() const { return temp_; }
+    // fsync, close, rename over the target, fsync the directory.
+    Expected<void> commit();
+
+private:
+    OutputFile(std::string target, std::string temp, int fd);
+    void discard();
+
+    std::string target_;
+    std::string temp_;
+    int fd_ = -1;
+};
+
+// Refuses a target that is the input itself (same device and inode, so hard links and symlinks
+// count) or a directory.
+Expected<void> checkTarget(const Checkpoint& in, const std::string& target);
+
+// "<what>: <strerror(err)>" as a WriteFailed error on the target.
+Error writeError(const std::string& target, const std::string& what, int err);
+// Re-labels an error from a lower layer (the zip writer) as concerning the target.
+Error onTarget(Error e, const std::string& target);
+Error cancelled(const std::string& target);
+
+// Reports bytes done at most every ~0.5% (and at the end), so a 40k-record export does not call
+// the GUI 40k times.
+class ProgressMeter {
+public:
+    ProgressMeter(const std::function<void(const WriteProgress&)>& sink, std::uint64_t total);
+    void advance(std::uint64_t n);
+    void finish();
+
+private:
+    const std::function<void(const WriteProgress&)>& sink_;
+    WriteProgress p_;
+    std::uint64_t step_;
+    std::uint64_t nextReport_ = 0;
+};
+
+// Chunk size for copies and strided gathers: large enough for full-speed I/O, small enough that
+// cancellation answers quickly and memory stays flat.
+inline constexpr std::uint64_t kChunk = 8ULL << 20;
+
+// Appends `size` bytes of the input starting at `offset` to `outFd` (at its file position):
+// copy_file_range in chunks, falling back to pread/write across filesystems that refuse it.
+Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
+                             ProgressMeter& progress, const std::stop_token& stop);
+// Appends memory to `outFd`, retrying short writes.
+Expected<void> writeBytes(int outFd, Bytes data, const std::string& target);
+
+// The input's bytes for output storage `i` of the plan: a view into the mapping, or into
+// `scratch` for deflated zip members (then memory is bounded by that one record).
+Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s, std::vector<std::byte>& scratch);
+// Where a stored (not deflated) source range starts in the input file; nullopt when the bytes are
+// not in the file as they are (deflated member or an input read from memory).
+[[nodiscard]] std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform::OutStorage& s);
+// Checks the plan's source range lies inside the source storage's bytes.
+Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s);
+
+}  // namespace ckpt::write::detail

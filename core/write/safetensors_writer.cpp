@@ -1,0 +1,503 @@
+// Plan -> safetensors (FORMAT.md §10). Tensors only, C-contiguous, no sharing:
+// - names: the key-path components joined by '.', so a state-dict root keeps its keys as they
+//   are (`conv.weight`) and a nested one reads `model.conv.weight`;
+// - tensors sharing a storage, as Hugging Face's save_model does: identical views (same storage,
+//   offset, shape, stride, dtype; tied weights) are stored once under the first name in byte
+//   order and every other name is recorded in __metadata__ as `removed -> kept`; different views
+//   of one storage are written as separate copies (the sharing is lost, and a note says so);
+// - top-level ints, floats, strings and bools become __metadata__ strings, plus "format": "pt"
+//   (transformers refuses files without it); anything else that is not a tensor is dropped and
+//   counted in a note;
+// - order: descending dtype alignment, then name (the reference writer's `prepare`);
+// - contiguous tensors are copied straight from the input file; non-contiguous views are gathered
+//   in 8 MiB chunks, so memory does not grow with the file.
+#include "archive/safetensors.h"
+#include "write/output_file.h"
+#include "write/writers.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace ckpt::write::detail {
+
+namespace {
+
+using pickle::Kind;
+using pickle::ValueId;
+
+struct Named {
+    std::string name;
+    ValueId value;
+};
+
+// What the tree holds, flattened: tensors by name, top-level scalars as text, and what was dropped.
+struct Flattened {
+    std::vector<Named> tensors;
+    std::vector<std::pair<std::string, std::string>> scalars;
+    std::vector<std::string> dropped;
+};
+
+std::string pythonFloat(double d)
+{
+    if (d != d) {
+        return "nan";
+    }
+    if (d == std::numeric_limits<double>::infinity() || d == -std::numeric_limits<double>::infinity()) {
+        return d > 0 ? "inf" : "-inf";
+    }
+    std::array<char, 64> buf{};
+    auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), d);
+    std::string s(buf.data(), end);
+    if (s.find_first_of(".e") == std::string::npos) {
+        s += ".0";  // Python's repr: 1.0, not 1
+    }
+    return s;
+}
+
+std::optional<std::string> scalarText(const pickle::Value& v)
+{
+    switch (v.kind) {
+    case Kind::Bool:
+        return std::string(v.flag ? "True" : "False");
+    case Kind::Int:
+        return std::to_string(v.i);
+    case Kind::Float:
+        return pythonFloat(v.f);
+    case Kind::Str:
+        return v.text;
+    default:
+        return std::nullopt;
+    }
+}
+
+std::string join(const std::string& prefix, const std::string& component)
+{
+    return prefix.empty() ? component : prefix + "." + component;
+}
+
+// Depth-first over dicts, lists, tuples and opaque objects' dict state, with an explicit stack (hostile
+// trees can be very deep) and the current path marked so a cycle is not followed.
+Flattened flatten(const pickle::Arena& arena, ValueId root)
+{
+    Flattened out;
+    struct Frame {
+        ValueId id;
+        std::string name;
+        int depth;
+        bool leave;
+    };
+    std::vector<bool> onPath(arena.size(), false);
+    std::vector<Frame> stack{{root, "", 0, false}};
+    while (!stack.empty()) {
+        Frame f = std::move(stack.back());
+        stack.pop_back();
+        if (f.leave) {
+            onPath[f.id.v] = false;
+            continue;
+        }
+        const pickle::Value& v = arena[f.id];
+        if (v.kind == Kind::Tensor) {
+            out.tensors.push_back({f.name.empty() ? std::string("tensor") : f.name, f.id});
+            continue;
+        }
+        std::vector<std::pair<std::string, ValueId>> children;
+        if (v.kind == Kind::Dict) {
+            for (std::size_t k = 0; k + 1 < v.items.size(); k += 2) {
+                children.emplace_back(pickle::keyText(arena, v.items[k]), v.items[k + 1]);
+            }
+        } else if (v.kind == Kind::List || v.kind == Kind::Tuple) {
+            for (std::size_t k = 0; k < v.items.size(); ++k) {
+                children.emplace_back(std::to_string(k), v.items[k]);
+            }
+        } else if (v.kind == Kind::Object && pickle::objectOf(arena, f.id).state.valid() &&
+                   arena[pickle::objectOf(arena, f.id).state].kind == Kind::Dict) {
+            const pickle::Value& state = arena[pickle::objectOf(arena, f.id).state];
+            for (std::size_t k = 0; k + 1 < state.items.size(); k += 2) {
+                children.emplace_back(pickle::keyText(arena, state.items[k]), state.items[k + 1]);
+            }
+        } else {
+            if (f.depth == 1) {
+                if (auto text = scalarText(v)) {
+                    out.scalars.emplace_back(f.name, *text);
+                    continue;
+                }
+            }
+            if (v.kind != Kind::None || f.depth == 1) {
+                out.dropped.push_back(f.name.empty() ? std::string("the root") : f.name);
+            }
+            continue;
+        }
+        if (onPath[f.id.v]) {
+            out.dropped.push_back(f.name);
+            continue;
+        }
+        onPath[f.id.v] = true;
+        stack.push_back({f.id, "", 0, true});
+        // reversed, so children come off the stack in their own order
+        for (auto it = children.rbegin(); it != children.rend(); ++it) {
+            stack.push_back({it->second, join(f.name, it->first), f.depth + 1, false});
+        }
+    }
+    return out;
+}
+
+// One tensor as it will be written.
+struct OutTensor {
+    std::string name;
+    DType dtype = DType::Unknown;
+    std::uint32_t storage = 0;          // index into plan.storages
+    std::int64_t offset = 0;            // elements into that storage
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> stride;
+    std::uint64_t nbytes = 0;
+    bool contiguous = true;
+
+    [[nodiscard]] auto viewKey() const { return std::tie(storage, offset, shape, stride, dtype); }
+};
+
+const char* formName(pickle::TensorForm f)
+{
+    switch (f) {
+    case pickle::TensorForm::Quantized:
+        return "a quantized tensor";
+    case pickle::TensorForm::Sparse:
+        return "a sparse tensor";
+    case pickle::TensorForm::Meta:
+        return "a meta tensor (no data)";
+    case pickle::TensorForm::Wrapper:
+        return "a tensor subclass without storage";
+    case pickle::TensorForm::DeviceFromCpu:
+        return "a device tensor rebuilt from CPU data";
+    case pickle::TensorForm::Nested:
+        return "a nested tensor";
+    default:
+        return "a tensor";
+    }
+}
+
+Error unsupported(const std::string& name, const std::string& why)
+{
+    return makeError(ErrorCode::Unsupported, "cannot write tensor '" + name + "' as safetensors: " + why);
+}
+
+bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride)
+{
+    std::int64_t expected = 1;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] == 0) {
+            return true;
+        }
+        if (shape[d] != 1 && stride[d] != expected) {
+            return false;
+        }
+        expected *= shape[d];
+    }
+    return true;
+}
+
+Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
+{
+    const pickle::TensorInfo& t = pickle::tensorOf(plan.arena, n.value);
+    if (t.form != pickle::TensorForm::Strided || !t.storage.valid()) {
+        return unsupported(n.name, std::string("it is ") + formName(t.form));
+    }
+    if (safetensorsName(t.dtype).empty()) {
+        return unsupported(n.name, "safetensors has no " + std::string(dtypeName(t.dtype)) + " type");
+    }
+    const auto storage = static_cast<std::uint32_t>(plan.arena[t.storage].i);
+    if (storage >= plan.storages.size()) {
+        return makeError(ErrorCode::Internal, "tensor '" + n.name + "' names a storage the plan does not have");
+    }
+    if (t.shape.size() != t.stride.size()) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + n.name + "' has a shape and a stride of different ranks");
+    }
+    OutTensor o{n.name, t.dtype, storage, t.storageOffset, t.shape, t.stride, 0, true};
+    const std::uint64_t esize = elementSize(t.dtype);
+    std::uint64_t numel = 1;
+    std::uint64_t lastElement = 0;  // the furthest element the view reaches, relative to its offset
+    bool overflow = t.storageOffset < 0;
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.shape[d] < 0 || t.stride[d] < 0) {
+            overflow = true;
+            break;
+        }
+        const auto size = static_cast<std::uint64_t>(t.shape[d]);
+        overflow |= __builtin_mul_overflow(numel, size, &numel);
+        if (size > 0) {
+            std::uint64_t reach = 0;
+            overflow |= __builtin_mul_overflow(size - 1, static_cast<std::uint64_t>(t.stride[d]), &reach);
+            overflow |= __builtin_add_overflow(lastElement, reach, &lastElement);
+        }
+    }
+    overflow |= __builtin_mul_overflow(numel, esize, &o.nbytes);
+    if (overflow) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + n.name + "' has a negative or overflowing shape/stride");
+    }
+    const std::uint64_t storageElements = plan.storages[storage].nbytes / esize;
+    if (numel > 0 && (static_cast<std::uint64_t>(t.storageOffset) >= storageElements ||
+                      lastElement >= storageElements - static_cast<std::uint64_t>(t.storageOffset))) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + n.name + "' reaches past the end of its storage");
+    }
+    o.contiguous = isCContiguous(t.shape, t.stride);
+    return o;
+}
+
+// safetensors' Dtype enum order, which is by alignment: the reference writer sorts by it, descending.
+int alignmentRank(DType t)
+{
+    static constexpr std::array<std::string_view, 22> kOrder = {
+        "BOOL",  "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+        "I16",   "U16", "F16",     "BF16",    "I32", "U32", "F32",     "C64",     "F64",     "I64",         "U64"};
+    const auto name = safetensorsName(t);
+    const auto it = std::find(kOrder.begin(), kOrder.end(), name);
+    return it == kOrder.end() ? static_cast<int>(elementSize(t)) * 4 : static_cast<int>(it - kOrder.begin());
+}
+
+// Tied weights (identical views) stored once; other names become `removed -> kept` metadata.
+// Different views of one storage are each materialised, with a note.
+std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::pair<std::string, std::string>>& aliases,
+                              std::vector<std::string>& notes)
+{
+    std::sort(tensors.begin(), tensors.end(), [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
+    std::vector<OutTensor> kept;
+    std::map<decltype(std::declval<const OutTensor&>().viewKey()), std::size_t> byView;
+    std::map<std::uint32_t, std::vector<std::string>> viewsPerStorage;
+    for (auto& t : tensors) {
+        if (t.nbytes > 0) {
+            if (auto it = byView.find(t.viewKey()); it != byView.end()) {
+                const std::string& keep = kept[it->second].name;
+                aliases.emplace_back(t.name, keep);
+                notes.push_back("'" + t.name + "' is the same tensor as '" + keep + "': stored once as '" + keep +
+                                "', alias recorded in __metadata__");
+                continue;
+            }
+            viewsPerStorage[t.storage].push_back(t.name);
+        }
+        kept.push_back(std::move(t));
+        if (kept.back().nbytes > 0) {
+            byView.emplace(kept.back().viewKey(), kept.size() - 1);
+        }
+    }
+    for (const auto& [storage, names] : viewsPerStorage) {
+        if (names.size() < 2) {
+            continue;
+        }
+        std::string list;
+        for (const auto& n : names) {
+            list += (list.empty() ? "'" : ", '") + n + "'";
+        }
+        notes.push_back("tensors " + list + " are different views of one storage: each is written as its own copy "
+                        "(safetensors cannot share memory)");
+    }
+    return kept;
+}
+
+// Writes a contiguous tensor from memory in chunks, so cancellation is seen during big ones.
+Expected<void> writeChunked(int fd, Bytes data, const std::string& target, ProgressMeter& meter,
+                            const std::stop_token& stop)
+{
+    while (!data.empty()) {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), kChunk));
+        if (auto ok = writeBytes(fd, data.first(n), target); !ok) {
+            return ok;
+        }
+        meter.advance(n);
+        data = data.subspan(n);
+    }
+    return {};
+}
+
+// Strided gather of a non-contiguous view into C order, through one chunk-sized buffer. Dimensions
+// of size 1 are dropped and contiguous trailing runs are copied with one memcpy each.
+Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::string& target, ProgressMeter& meter,
+                      const std::stop_token& stop)
+{
+    const std::uint64_t esize = elementSize(t.dtype);
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> stride;
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.shape[d] != 1) {
+            shape.push_back(t.shape[d]);
+            stride.push_back(t.stride[d]);
+        }
+    }
+    std::uint64_t runElements = 1;
+    while (!shape.empty() && stride.back() == static_cast<std::int64_t>(runElements)) {
+        runElements *= static_cast<std::uint64_t>(shape.back());
+        shape.pop_back();
+        stride.pop_back();
+    }
+    const std::uint64_t runBytes = runElements * esize;
+    // Runs longer than a chunk go straight from the mapping, so the buffer never exceeds a chunk.
+    const bool direct = runBytes > kChunk;
+    std::vector<std::byte> buf(direct ? 0 : static_cast<std::size_t>(std::min(kChunk, t.nbytes)));
+    std::size_t fill = 0;
+    auto flush = [&]() -> Expected<void> {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        if (auto ok = writeBytes(fd, Bytes(buf.data(), fill), target); !ok) {
+            return ok;
+        }
+        meter.advance(fill);
+        fill = 0;
+        return {};
+    };
+    std::vector<std::int64_t> index(shape.size(), 0);
+    std::uint64_t element = static_cast<std::uint64_t>(t.offset);
+    for (std::uint64_t done = 0; done < t.nbytes; done += runBytes) {
+        const Bytes run = storage.subspan(static_cast<std::size_t>(element * esize), static_cast<std::size_t>(runBytes));
+        if (direct) {
+            if (auto ok = writeChunked(fd, run, target, meter, stop); !ok) {
+                return ok;
+            }
+        } else {
+            if (fill + runBytes > buf.size()) {
+                if (auto ok = flush(); !ok) {
+                    return ok;
+                }
+            }
+            std::memcpy(buf.data() + fill, run.data(), run.size());
+            fill += run.size();
+        }
+        // odometer over the outer dimensions
+        for (std::size_t d = shape.size(); d-- > 0;) {
+            element += static_cast<std::uint64_t>(stride[d]);
+            if (++index[d] < shape[d]) {
+                break;
+            }
+            element -= static_cast<std::uint64_t>(stride[d] * shape[d]);
+            index[d] = 0;
+        }
+    }
+    return fill > 0 ? flush() : Expected<void>{};
+}
+
+Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan, const OutTensor& t, int fd,
+                               const std::string& target, ProgressMeter& meter, const std::stop_token& stop,
+                               std::vector<std::byte>& scratch)
+{
+    if (t.nbytes == 0) {
+        return {};
+    }
+    const transform::OutStorage& s = plan.storages[t.storage];
+    const std::uint64_t start = static_cast<std::uint64_t>(t.offset) * elementSize(t.dtype);
+    if (t.contiguous) {
+        if (auto offset = fileOffsetOf(in, s)) {
+            return copyFromInput(in.file->fd(), *offset + start, t.nbytes, fd, target, meter, stop);
+        }
+    }
+    auto bytes = sourceBytes(in, s, scratch);
+    if (!bytes) {
+        return bytes.error();
+    }
+    if (t.contiguous) {
+        return writeChunked(fd, bytes->subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(t.nbytes)),
+                            target, meter, stop);
+    }
+    return gather(fd, *bytes, t, target, meter, stop);
+}
+
+}  // namespace
+
+Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+                                         const std::string& target,
+                                         const std::function<void(const WriteProgress&)>& progress,
+                                         const std::stop_token& stop, std::vector<std::string>& notes)
+{
+    if (!in.byteorder.empty() && in.byteorder != "little") {
+        return makeError(ErrorCode::Unsupported, "the input's tensors are " + in.byteorder +
+                                                     "-endian; safetensors holds little-endian data only");
+    }
+    Flattened flat = flatten(plan.arena, plan.root);
+    std::vector<OutTensor> tensors;
+    std::set<std::string> names;
+    for (const auto& n : flat.tensors) {
+        if (!names.insert(n.name).second) {
+            return makeError(ErrorCode::Unsupported, "two tensors would both be named '" + n.name +
+                                                         "' in safetensors (key paths joined by '.')");
+        }
+        auto t = describeTensor(plan, n);
+        if (!t) {
+            return t.error();
+        }
+        if (auto ok = checkSourceRange(in, plan.storages[t->storage]); !ok) {
+            return ok.error();
+        }
+        tensors.push_back(std::move(*t));
+    }
+    std::vector<std::pair<std::string, std::string>> metadata;
+    tensors = dedupe(std::move(tensors), metadata, notes);
+    std::set<std::string> metaKeys;
+    for (const auto& [k, v] : metadata) {
+        metaKeys.insert(k);
+    }
+    for (auto& [k, v] : flat.scalars) {
+        if (metaKeys.insert(k).second) {
+            metadata.emplace_back(k, v);
+        }
+    }
+    if (metaKeys.insert("format").second) {
+        metadata.emplace_back("format", "pt");
+    }
+    if (!flat.dropped.empty()) {
+        std::string list;
+        for (std::size_t i = 0; i < flat.dropped.size() && i < 5; ++i) {
+            list += (i == 0 ? "'" : ", '") + flat.dropped[i] + "'";
+        }
+        if (flat.dropped.size() > 5) {
+            list += ", ...";
+        }
+        notes.push_back(std::to_string(flat.dropped.size()) +
+                        " non-tensor value(s) not kept (safetensors holds tensors and top-level scalars only): " + list);
+    }
+    for (const auto& t : tensors) {
+        if (!t.contiguous) {
+            notes.push_back("'" + t.name + "' is a non-contiguous view: written as a contiguous copy");
+        }
+    }
+
+    std::stable_sort(tensors.begin(), tensors.end(), [](const OutTensor& a, const OutTensor& b) {
+        const int ra = alignmentRank(a.dtype);
+        const int rb = alignmentRank(b.dtype);
+        return ra != rb ? ra > rb : a.name < b.name;
+    });
+    std::vector<archive::SafetensorsOut> layout;
+    layout.reserve(tensors.size());
+    std::uint64_t total = 0;
+    for (const auto& t : tensors) {
+        layout.push_back({t.name, t.dtype, t.shape, t.nbytes});
+        total += t.nbytes;
+    }
+    auto header = archive::safetensorsHeader(layout, metadata);
+    if (!header) {
+        return header.error();
+    }
+    total += header->size();
+    ProgressMeter meter(progress, total);
+    if (auto ok = writeBytes(out.fd(), asBytes(*header), target); !ok) {
+        return ok.error();
+    }
+    meter.advance(header->size());
+    std::vector<std::byte> scratch;
+    for (const auto& t : tensors) {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        if (auto ok = writeTensorData(in, plan, t, out.fd(), target, meter, stop, scratch); !ok) {
+            return ok.error();
+        }
+    }
+    meter.finish();
+    return total;
+}
+
+}  // namespace ckpt::write::detail

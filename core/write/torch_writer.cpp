@@ -1,0 +1,147 @@
+// Plan -> torch zip archive, records in torch.save's order (FORMAT.md §2.1, §14): data.pkl,
+// byteorder, data/<key> in the plan's storage order, version. Storage bytes go from the input file
+// to the output with copy_file_range; only deflated input members pass through memory, one record
+// at a time.
+#include "archive/zip.h"
+#include "pickle/pickler.h"
+#include "write/output_file.h"
+#include "write/writers.h"
+
+namespace ckpt::write::detail {
+
+namespace {
+
+// torch's rule (FORMAT.md §2.1): the output's basename without its last extension; `archive` when
+// that leaves nothing (torch itself refuses such a name).
+std::string archiveFolderFor(const std::string& outPath)
+{
+    const auto slash = outPath.rfind('/');
+    std::string base = slash == std::string::npos ? outPath : outPath.substr(slash + 1);
+    const auto dot = base.rfind('.');
+    if (dot != std::string::npos) {
+        base.erase(dot);
+    }
+    return base.empty() ? std::string("archive") : base;
+}
+
+std::uint64_t declaredBytes(const pickle::StorageRef& ref)
+{
+    return ref.untyped ? ref.numel : ref.numel * elementSize(ref.dtype);
+}
+
+// torch.load reads exactly numel x element size bytes per record and fails on any other size, so
+// a plan that disagrees with its own pickle is a bug caught here rather than in the user's load.
+Expected<void> checkPlanConsistent(const transform::Plan& plan)
+{
+    if (plan.storages.size() != plan.arena.storages.size()) {
+        return makeError(ErrorCode::Internal, "the plan lists " + std::to_string(plan.storages.size()) +
+                                                  " storages but its pickle " +
+                                                  std::to_string(plan.arena.storages.size()));
+    }
+    for (std::size_t i = 0; i < plan.storages.size(); ++i) {
+        const auto& out = plan.storages[i];
+        const auto& ref = plan.arena.storages[i];
+        if (out.key != ref.key) {
+            return makeError(ErrorCode::Internal, "plan storage " + std::to_string(i) + " is keyed '" + out.key +
+                                                      "' but its pickle says '" + ref.key + "'");
+        }
+        if (elementSize(ref.dtype) != 0 && declaredBytes(ref) != out.nbytes) {
+            return makeError(ErrorCode::Internal, "plan storage '" + out.key + "' has " + std::to_string(out.nbytes) +
+                                                      " bytes but its pickle declares " +
+                                                      std::to_string(declaredBytes(ref)));
+        }
+    }
+    return {};
+}
+
+// The input's CRC-32 is still right only for a whole zip record copied unchanged. A CRC of 0 on a
+// non-empty record most likely means the writer skipped CRCs (torch's set_crc32_options(False)),
+// so that one is computed.
+std::optional<std::uint32_t> carriedCrc(const Checkpoint& in, const transform::OutStorage& s)
+{
+    const StorageEntry& src = in.storages[s.source];
+    if (in.format != Format::TorchZip || src.compressed || s.byteOffset != 0 || s.nbytes != src.storedBytes) {
+        return std::nullopt;
+    }
+    if (src.crc32 == 0 && s.nbytes != 0) {
+        return std::nullopt;
+    }
+    return src.crc32;
+}
+
+Expected<void> writeStorageRecord(archive::ZipWriter& zip, const Checkpoint& in, const transform::OutStorage& s,
+                                  const std::string& name, std::vector<std::byte>& scratch)
+{
+    if (auto offset = fileOffsetOf(in, s)) {
+        return zip.addRecordFromFile(name, in.file->fd(), *offset, s.nbytes, carriedCrc(in, s));
+    }
+    auto bytes = sourceBytes(in, s, scratch);
+    if (!bytes) {
+        return bytes.error();
+    }
+    return zip.addRecord(name, *bytes);
+}
+
+}  // namespace
+
+Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+                                   const std::string& target, const std::function<void(const WriteProgress&)>& progress,
+                                   const std::stop_token& stop, std::vector<std::string>& /*notes*/)
+{
+    if (auto ok = checkPlanConsistent(plan); !ok) {
+        return ok.error();
+    }
+    for (const auto& s : plan.storages) {
+        if (auto ok = checkSourceRange(in, s); !ok) {
+            return ok.error();
+        }
+    }
+    auto pickled = pickle::picklePersistent(plan.arena, plan.root);
+    if (!pickled) {
+        return pickled.error();
+    }
+
+    static constexpr std::string_view kVersion = "3\n";
+    const std::string byteorder = in.byteorder.empty() ? std::string("little") : in.byteorder;
+    std::uint64_t total = pickled->size() + byteorder.size() + kVersion.size();
+    for (const auto& s : plan.storages) {
+        total += s.nbytes;
+    }
+    ProgressMeter meter(progress, total);
+
+    const std::string folder = archiveFolderFor(target) + "/";
+    archive::ZipWriter zip(out.fd());
+    auto fail = [&](Error e) -> Expected<std::uint64_t> { return onTarget(std::move(e), target); };
+
+    if (auto ok = zip.addRecord(folder + "data.pkl", asBytes(*pickled)); !ok) {
+        return fail(ok.error());
+    }
+    meter.advance(pickled->size());
+    // A big-endian input keeps its mark: the bytes are copied as they are and torch >= 2.1 swaps them.
+    if (auto ok = zip.addRecord(folder + "byteorder", asBytes(byteorder)); !ok) {
+        return fail(ok.error());
+    }
+    meter.advance(byteorder.size());
+
+    std::vector<std::byte> scratch;
+    for (const auto& s : plan.storages) {
+        if (stop.stop_requested()) {
+            return cancelled(target);
+        }
+        if (auto ok = writeStorageRecord(zip, in, s, folder + "data/" + s.key, scratch); !ok) {
+            return fail(ok.error());
+        }
+        meter.advance(s.nbytes);
+    }
+    if (auto ok = zip.addRecord(folder + "version", asBytes(kVersion)); !ok) {
+        return fail(ok.error());
+    }
+    meter.advance(kVersion.size());
+    if (auto ok = zip.finish(); !ok) {
+        return fail(ok.error());
+    }
+    meter.finish();
+    return zip.bytesWritten();
+}
+
+}  // namespace ckpt::write::detail

@@ -1,0 +1,43 @@
+#include "write/write.h"
+
+#include "write/output_file.h"
+#include "write/writers.h"
+
+namespace ckpt::write {
+
+Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Plan& plan, const std::string& outPath,
+                                      const std::function<void(const WriteProgress&)>& progress, std::stop_token stop)
+{
+    if (outPath.empty()) {
+        return makeError(ErrorCode::Usage, "no output path given");
+    }
+    if (auto ok = detail::checkTarget(in, outPath); !ok) {
+        return ok.error();
+    }
+    if (stop.stop_requested()) {
+        return detail::cancelled(outPath);
+    }
+    auto out = detail::OutputFile::create(outPath);
+    if (!out) {
+        return out.error();
+    }
+    WriteResult result;
+    result.path = outPath;
+    auto written = plan.options.format == transform::OutputFormat::Safetensors
+                       ? detail::writeSafetensors(in, plan, *out, outPath, progress, stop, result.notes)
+                       : detail::writeTorch(in, plan, *out, outPath, progress, stop, result.notes);
+    if (!written) {
+        return written.error();  // `out` unlinks the temporary file on the way out
+    }
+    // Last chance to cancel: after the rename the output exists.
+    if (stop.stop_requested()) {
+        return detail::cancelled(outPath);
+    }
+    if (auto ok = out->commit(); !ok) {
+        return ok.error();
+    }
+    result.bytes = *written;
+    return result;
+}
+
+}  // namespace ckpt::write

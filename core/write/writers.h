@@ -1,0 +1,26 @@
+// The two output formats behind writeCheckpoint(); each writes into an open OutputFile and returns
+// the bytes written. The caller owns the file's fate (commit or discard).
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "transform/transform.h"
+#include "write/output_file.h"
+#include "write/write.h"
+
+#include <functional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace ckpt::write::detail {
+
+Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+                                   const std::string& target, const std::function<void(const WriteProgress&)>& progress,
+                                   const std::stop_token& stop, std::vector<std::string>& notes);
+
+Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+                                         const std::string& target,
+                                         const std::function<void(const WriteProgress&)>& progress,
+                                         const std::stop_token& stop, std::vector<std::string>& notes);
+
+}  // namespace ckpt::write::detail
