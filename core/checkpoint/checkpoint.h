@@ -134,7 +134,7 @@ public:
     // The bytes of a storage, as torch reads them (a view into the mapping; deflated members are
     // inflated into `scratch`).
     Expected<Bytes> storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const;
-    // Total tensor bytes per location, ordered "cpu", then by name.
+    // Storage bytes per saved location (what torch.load would allocate there), "cpu" first.
     [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> bytesByLocation() const;
 };
 

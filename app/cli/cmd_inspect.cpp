@@ -1,0 +1,214 @@
+#include "cli/cmd_inspect.h"
+
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <ostream>
+
+namespace ckpt::cli {
+namespace {
+
+std::string shapeText(const std::vector<std::int64_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(dims[i]);
+    }
+    return s + "]";
+}
+
+// What the KIND column says: the node kind, or an object's qualified type.
+std::string kindText(const Checkpoint& c, const Node& n)
+{
+    switch (n.kind) {
+    case NodeKind::Tensor:
+        return c.tensors[n.tensor].isParameter ? "Parameter" : "tensor";
+    case NodeKind::Module:
+    case NodeKind::Object:
+        return c.objects[n.object].type;
+    case NodeKind::Scalar:
+        return std::string(pickle::kindName(c.arena[n.value].kind));
+    default:
+        return std::string(nodeKindName(n.kind)) + (n.stateDictLike ? " (state dict)" : "");
+    }
+}
+
+struct Row {
+    std::string key;
+    std::string kind;
+    std::string dtype;
+    std::string shape;
+    std::string device;
+    std::string size;
+};
+
+void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDepth, std::vector<Row>& rows)
+{
+    // Depth-first for reading; the node table itself is breadth-first.
+    struct Item {
+        std::uint32_t node;
+        int depth;
+    };
+    std::vector<Item> stack{{node, depth}};
+    while (!stack.empty()) {
+        const Item it = stack.back();
+        stack.pop_back();
+        const Node& n = c.nodes[it.node];
+        if (it.node != 0) {
+            Row r;
+            r.key = std::string(static_cast<std::size_t>(2 * (it.depth - 1)), ' ') + n.name;
+            r.kind = kindText(c, n);
+            if (n.kind == NodeKind::Tensor) {
+                const auto& t = c.tensors[n.tensor];
+                r.dtype = dtypeName(t.dtype);
+                r.shape = shapeText(t.shape);
+                r.device = t.location;
+                r.size = humanBytes(t.nbytes);
+            } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
+                       (n.kind == NodeKind::Object && n.childCount == 0)) {
+                r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")
+                                                        : pickle::shortRepr(c.arena, n.value, 60);
+            } else if (n.tensorCount > 0) {
+                r.size = humanBytes(n.bytes);
+                r.shape = std::to_string(n.tensorCount) + (n.tensorCount == 1 ? " tensor" : " tensors");
+            } else {
+                r.shape = std::to_string(n.childCount) + (n.childCount == 1 ? " entry" : " entries");
+            }
+            rows.push_back(std::move(r));
+        }
+        if (maxDepth >= 0 && it.depth >= maxDepth) {
+            continue;
+        }
+        for (std::uint32_t k = n.childCount; k-- > 0;) {
+            stack.push_back({n.firstChild + k, it.depth + 1});
+        }
+    }
+}
+
+void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
+{
+    std::uint64_t tensorBytes = 0;
+    for (const auto& t : c.tensors) {
+        tensorBytes += t.nbytes;
+    }
+    out << c.path << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
+        << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size()
+        << " objects";
+    if (c.format != Format::Safetensors) {
+        out << ", pickle protocol " << c.pickleProtocol;
+    }
+    out << "\n\n";
+
+    std::vector<Row> rows;
+    collectRows(c, 0, 0, maxDepth, rows);
+    std::size_t wKey = 3;
+    std::size_t wKind = 4;
+    std::size_t wDtype = 5;
+    std::size_t wShape = 5;
+    std::size_t wDev = 6;
+    for (const auto& r : rows) {
+        wKey = std::max(wKey, std::min<std::size_t>(r.key.size(), 64));
+        wKind = std::max(wKind, std::min<std::size_t>(r.kind.size(), 32));
+        wDtype = std::max(wDtype, r.dtype.size());
+        wShape = std::max(wShape, std::min<std::size_t>(r.shape.size(), 40));
+        wDev = std::max(wDev, r.device.size());
+    }
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s;
+        out << std::string(s.size() < w ? w - s.size() : 0, ' ') << "  ";
+    };
+    cell("KEY", wKey);
+    cell("KIND", wKind);
+    cell("DTYPE", wDtype);
+    cell("SHAPE/VALUE", wShape);
+    cell("DEVICE", wDev);
+    out << "SIZE\n";
+    for (const auto& r : rows) {
+        cell(r.key, wKey);
+        cell(r.kind, wKind);
+        cell(r.dtype, wDtype);
+        cell(r.shape, wShape);
+        cell(r.device, wDev);
+        out << r.size << '\n';
+    }
+    out << "\nStorage bytes by location:";
+    for (const auto& [loc, n] : c.bytesByLocation()) {
+        out << "  " << loc << " " << humanBytes(n);
+    }
+    out << '\n';
+    for (const auto& w : c.warnings) {
+        out << "warning: " << w << '\n';
+    }
+}
+
+}  // namespace
+
+int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+    CLI::App app{"Show a checkpoint's key tree, tensors (dtype, shape, device, size), storages and objects, "
+                 "read without running its pickle.",
+                 "ckptscope inspect"};
+    std::vector<std::string> inputs;
+    bool json = false;
+    int depth = -1;
+    app.add_option("FILE", inputs, "checkpoint files (.pt .pth .ckpt .bin .safetensors); globs allowed")->required();
+    app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_option("--depth", depth, "show the text tree only down to this depth");
+    app.footer("Examples:\n"
+               "  ckptscope inspect model.pt\n"
+               "  ckptscope inspect --json model.pt | jq '.totals.by_location'\n"
+               "  ckptscope inspect --depth 1 'runs/*.ckpt'\n"
+               "Exit codes: 0 read, 2 a file could not be read.");
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    try {
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return kExitOk;
+    } catch (const CLI::ParseError& e) {
+        err << "ckptscope inspect: " << e.what() << " (see ckptscope inspect --help)\n";
+        return kExitBadInput;
+    }
+
+    const auto files = expandInputs(inputs);
+    int rc = kExitOk;
+    auto docs = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        auto ck = openCheckpoint(files[i]);
+        if (!ck) {
+            printError(err, ck.error());
+            if (json && files.size() > 1) {
+                docs.push_back(errorJson(ck.error()));
+            }
+            rc = kExitBadInput;
+            continue;
+        }
+        if (json) {
+            docs.push_back(inspectJson(**ck));
+        } else {
+            if (i > 0) {
+                out << '\n';
+            }
+            printText(**ck, depth, out);
+        }
+    }
+    if (json) {
+        if (files.size() == 1) {
+            if (!docs.empty()) {
+                out << docs.front().dump(1) << '\n';
+            }
+        } else {
+            nlohmann::ordered_json all;
+            all["schema"] = kJsonSchema;
+            all["files"] = std::move(docs);
+            out << all.dump(1) << '\n';
+        }
+    }
+    return rc;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,22 @@
+// Pieces every subcommand shares: input expansion, the one-line error, terminal detection.
+#pragma once
+
+#include "util/error.h"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ckpt::cli {
+
+// Expands glob patterns that the shell left alone (quoted, or from scripts); a pattern that
+// matches nothing is kept as given so the open error names it.
+[[nodiscard]] std::vector<std::string> expandInputs(const std::vector<std::string>& patterns);
+
+// "ckptscope: <path>: <message>" on one line.
+void printError(std::ostream& err, const Error& e);
+
+// Progress goes to stderr only when it is a terminal.
+[[nodiscard]] bool stderrIsTerminal();
+
+}  // namespace ckpt::cli

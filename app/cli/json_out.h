@@ -1,0 +1,17 @@
+// The JSON shapes the command line prints. Every document carries "schema" so scripts can check
+// what they parse; a field once published keeps its name and meaning.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ckpt::cli {
+
+inline constexpr int kJsonSchema = 1;
+
+[[nodiscard]] nlohmann::ordered_json inspectJson(const Checkpoint& c);
+[[nodiscard]] nlohmann::ordered_json errorJson(const Error& e);
+[[nodiscard]] nlohmann::ordered_json shapeJson(const std::vector<std::int64_t>& dims);
+
+}  // namespace ckpt::cli

@@ -1,0 +1,521 @@
+// The key tree as a flat table. Nodes are laid out breadth-first so that every node's children
+// are contiguous (a tree model answers rowCount/index/parent in O(1)) and parents precede their
+// children (subtree totals are one reverse pass). Values reached twice (tied weights, shared
+// optimizer params) appear at every path torch.load would give them; a value that is its own
+// ancestor becomes a Recursive leaf; limits keep hostile DAG "bombs" bounded.
+#include "checkpoint/index.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace ckpt::detail {
+namespace {
+
+using pickle::Arena;
+using pickle::Kind;
+using pickle::ValueId;
+
+struct Child {
+    std::string name;
+    ValueId value;
+};
+
+bool isScalarKind(Kind k)
+{
+    switch (k) {
+    case Kind::None:
+    case Kind::Bool:
+    case Kind::Int:
+    case Kind::BigInt:
+    case Kind::Float:
+    case Kind::Str:
+    case Kind::Bytes:
+    case Kind::Global:
+    case Kind::DType:
+    case Kind::Device:
+    case Kind::Size:
+    case Kind::Storage:
+    case Kind::PersistentId:
+        return true;
+    default:
+        return false;
+    }
+}
+
+// Objects that are values rather than containers: shown as one leaf with their repr.
+bool isValueLikeObject(const Arena& a, const pickle::ObjectInfo& o)
+{
+    const std::string q = o.callable.qualified();
+    if (q == "builtins.complex" || q.starts_with("numpy.") || q == "_codecs.encode" || q == "datetime.datetime" ||
+        q == "datetime.date" || q == "datetime.timedelta" || q == "decimal.Decimal" || q == "fractions.Fraction" ||
+        q == "pathlib.PosixPath" || q == "pathlib.WindowsPath" || q == "uuid.UUID") {
+        return true;
+    }
+    (void)a;
+    return false;
+}
+
+bool hasNonScalar(const Arena& a, ValueId v)
+{
+    if (!v.valid()) {
+        return false;
+    }
+    const auto& val = a[v];
+    if (val.kind == Kind::Tuple || val.kind == Kind::List) {
+        return std::any_of(val.items.begin(), val.items.end(),
+                           [&](ValueId it) { return !isScalarKind(a[it].kind); });
+    }
+    return !isScalarKind(val.kind);
+}
+
+void appendPairs(const Arena& a, const std::vector<ValueId>& kv, std::vector<Child>& out)
+{
+    for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+        out.push_back({pickle::keyText(a, kv[i]), kv[i + 1]});
+    }
+}
+
+void appendItems(const std::vector<ValueId>& items, std::vector<Child>& out)
+{
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        out.push_back({std::to_string(i), items[i]});
+    }
+}
+
+// An object's state as if it were a dict: a dict state's items, `(dict, slots)` merged, any
+// other state under `__state__`; arguments only when they hold more than scalars.
+void objectChildren(const Arena& a, const pickle::ObjectInfo& o, std::vector<Child>& out)
+{
+    if (o.state.valid()) {
+        const auto& st = a[o.state];
+        if (st.kind == Kind::Dict) {
+            appendPairs(a, st.items, out);
+        } else if (st.kind == Kind::Tuple && st.items.size() == 2 &&
+                   (a[st.items[0]].kind == Kind::Dict || a[st.items[0]].kind == Kind::None) &&
+                   (a[st.items[1]].kind == Kind::Dict || a[st.items[1]].kind == Kind::None)) {
+            for (ValueId part : st.items) {
+                if (a[part].kind == Kind::Dict) {
+                    appendPairs(a, a[part].items, out);
+                }
+            }
+        } else if (st.kind != Kind::None) {
+            out.push_back({"__state__", o.state});
+        }
+    }
+    if (o.args.valid() && !o.state.valid() && hasNonScalar(a, o.args)) {
+        out.push_back({"__args__", o.args});
+    }
+    appendItems(o.listItems, out);
+    appendPairs(a, o.dictItems, out);
+}
+
+bool looksLikeModuleState(const Arena& a, const pickle::ObjectInfo& o)
+{
+    if (!o.state.valid() || a[o.state].kind != Kind::Dict) {
+        return false;
+    }
+    bool modules = false;
+    bool params = false;
+    const auto& items = a[o.state].items;
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        const auto& k = a[items[i]];
+        if (k.kind == Kind::Str) {
+            modules = modules || k.text == "_modules";
+            params = params || k.text == "_parameters";
+        }
+    }
+    return modules && params;
+}
+
+NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
+{
+    const auto& val = a[v];
+    switch (val.kind) {
+    case Kind::Dict:
+        return val.flag ? NodeKind::OrderedDict : NodeKind::Dict;
+    case Kind::List:
+        return NodeKind::List;
+    case Kind::Tuple:
+        return NodeKind::Tuple;
+    case Kind::Set:
+        return NodeKind::Set;
+    case Kind::Tensor:
+        return NodeKind::Tensor;
+    case Kind::Object: {
+        const auto& o = pickle::objectOf(a, v);
+        object = static_cast<std::uint32_t>(val.i);
+        return looksLikeModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
+    }
+    default:
+        return NodeKind::Scalar;
+    }
+}
+
+void childrenOf(const Arena& a, ValueId v, NodeKind kind, std::vector<Child>& out)
+{
+    out.clear();
+    const auto& val = a[v];
+    switch (kind) {
+    case NodeKind::Dict:
+    case NodeKind::OrderedDict:
+        appendPairs(a, val.items, out);
+        break;
+    case NodeKind::List:
+    case NodeKind::Tuple:
+    case NodeKind::Set:
+        appendItems(val.items, out);
+        break;
+    case NodeKind::Module:
+    case NodeKind::Object: {
+        const auto& o = pickle::objectOf(a, v);
+        if (!isValueLikeObject(a, o)) {
+            objectChildren(a, o, out);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+bool isStateDictLike(const Arena& a, const Node& n, const std::vector<Node>& nodes)
+{
+    if (n.kind != NodeKind::Dict && n.kind != NodeKind::OrderedDict) {
+        return false;
+    }
+    std::uint32_t tensors = 0;
+    std::uint32_t stringKeys = 0;
+    for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
+        tensors += nodes[c].kind == NodeKind::Tensor ? 1U : 0U;
+    }
+    const auto& items = a[n.value].items;
+    for (std::size_t i = 0; i < items.size(); i += 2) {
+        stringKeys += a[items[i]].kind == Kind::Str ? 1U : 0U;
+    }
+    return n.childCount > 0 && stringKeys == n.childCount && tensors * 2 >= n.childCount;
+}
+
+void addGlobalUse(std::map<std::string, std::vector<std::string>>& uses, std::string q, const std::string& path)
+{
+    auto& paths = uses[std::move(q)];
+    if (paths.size() < 1000 && (paths.empty() || paths.back() != path)) {
+        paths.push_back(path);
+    }
+}
+
+// Every GLOBAL a value names, shallowly plus through values that are not nodes of their own
+// (an object's arguments, a tensor's rebuild arguments).
+void collectGlobals(const Arena& a, ValueId root, const std::string& path,
+                    std::map<std::string, std::vector<std::string>>& uses, bool deep)
+{
+    std::vector<ValueId> stack{root};
+    std::set<std::uint32_t> seen;
+    while (!stack.empty()) {
+        const ValueId v = stack.back();
+        stack.pop_back();
+        if (!v.valid() || !seen.insert(v.v).second || seen.size() > 10000) {
+            continue;
+        }
+        const auto& val = a[v];
+        const bool top = v == root;
+        switch (val.kind) {
+        case Kind::Dict:
+            if (val.flag) {
+                addGlobalUse(uses, "collections.OrderedDict", path);
+            }
+            if (val.attrs.valid()) {
+                stack.push_back(val.attrs);
+            }
+            if (deep && !top) {
+                stack.insert(stack.end(), val.items.begin(), val.items.end());
+            }
+            break;
+        case Kind::Set:
+            addGlobalUse(uses, val.flag ? "builtins.frozenset" : "builtins.set", path);
+            if (deep && !top) {
+                stack.insert(stack.end(), val.items.begin(), val.items.end());
+            }
+            break;
+        case Kind::Bytes:
+            addGlobalUse(uses, val.flag ? "builtins.bytearray" : (val.text.empty() ? "builtins.bytes" : "_codecs.encode"),
+                         path);
+            break;
+        case Kind::Global:
+            addGlobalUse(uses, pickle::globalOf(a, v).qualified(), path);
+            break;
+        case Kind::DType:
+            addGlobalUse(uses, "torch." + std::string(dtypeName(static_cast<DType>(val.i))), path);
+            break;
+        case Kind::Device:
+            addGlobalUse(uses, "torch.device", path);
+            break;
+        case Kind::Size:
+            addGlobalUse(uses, "torch.Size", path);
+            break;
+        case Kind::Storage: {
+            const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
+            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className), path);
+            break;
+        }
+        case Kind::Tuple:
+        case Kind::List:
+            if (deep && !top) {
+                stack.insert(stack.end(), val.items.begin(), val.items.end());
+            }
+            break;
+        case Kind::Tensor: {
+            const auto& t = pickle::tensorOf(a, v);
+            addGlobalUse(uses, t.rebuild.qualified(), path);
+            if (t.isParameter) {
+                addGlobalUse(uses, t.parameterState.valid() ? "torch._utils._rebuild_parameter_with_state"
+                                                            : "torch._utils._rebuild_parameter",
+                             path);
+            }
+            if (t.subclassType.valid()) {
+                addGlobalUse(uses, "torch._tensor._rebuild_from_type_v2", path);
+                stack.push_back(t.subclassType);
+            }
+            for (ValueId x : {t.rawArgs, t.storage, t.metadata, t.parameterState, t.subclassState, t.backwardHooks,
+                              t.parameterHooks}) {
+                if (x.valid()) {
+                    stack.push_back(x);
+                }
+            }
+            break;
+        }
+        case Kind::Object: {
+            const auto& o = pickle::objectOf(a, v);
+            addGlobalUse(uses, o.callable.qualified(), path);
+            for (ValueId x : {o.args, o.kwargs}) {
+                if (x.valid()) {
+                    stack.push_back(x);
+                }
+            }
+            if (!top || isValueLikeObject(a, o)) {
+                if (o.state.valid()) {
+                    stack.push_back(o.state);
+                }
+                stack.insert(stack.end(), o.listItems.begin(), o.listItems.end());
+                stack.insert(stack.end(), o.dictItems.begin(), o.dictItems.end());
+            }
+            break;
+        }
+        case Kind::PersistentId:
+            stack.insert(stack.end(), val.items.begin(), val.items.end());
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+std::uint64_t elementCount(const std::vector<std::int64_t>& shape)
+{
+    std::uint64_t n = 1;
+    for (auto d : shape) {
+        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(0, d));
+    }
+    return n;
+}
+
+bool isContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride)
+{
+    if (stride.size() != shape.size()) {
+        return false;
+    }
+    std::int64_t expected = 1;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] != 1 && stride[d] != expected) {
+            return false;
+        }
+        expected *= shape[d];
+    }
+    return true;
+}
+
+}  // namespace
+
+Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
+{
+    const Arena& a = c.arena;
+    c.nodes.clear();
+    c.tensors.clear();
+    c.objects.clear();
+    c.globals.clear();
+    if (!c.root.valid()) {
+        return makeError(ErrorCode::Corrupt, "the pickle has no root value");
+    }
+
+    Node root;
+    root.value = c.root;
+    root.kind = classify(a, c.root, root.object);
+    c.nodes.push_back(root);
+    std::vector<std::uint32_t> depth{0};
+    std::vector<bool> expanded(a.size(), false);
+    std::vector<Child> kids;
+
+    // Breadth-first: node i's children are appended together when i is visited.
+    for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
+        const NodeKind kind = c.nodes[i].kind;
+        if (kind == NodeKind::Tensor || kind == NodeKind::Scalar || kind == NodeKind::Recursive) {
+            continue;
+        }
+        const ValueId v = c.nodes[i].value;
+        if (expanded[v.v]) {
+            // Seen before: expand again only if it is not its own ancestor.
+            bool cyclic = false;
+            for (std::uint32_t p = c.nodes[i].parent; p != kNoIndex; p = c.nodes[p].parent) {
+                if (c.nodes[p].value == v) {
+                    cyclic = true;
+                    break;
+                }
+            }
+            if (cyclic) {
+                c.nodes[i].kind = NodeKind::Recursive;
+                continue;
+            }
+        }
+        expanded[v.v] = true;
+        childrenOf(a, v, kind, kids);
+        if (kids.empty()) {
+            continue;
+        }
+        if (depth[i] + 1 > limits.maxDepth) {
+            return makeError(ErrorCode::Limit, "values nest deeper than " + std::to_string(limits.maxDepth) +
+                                                   " levels; no real checkpoint does (hostile or corrupt pickle)");
+        }
+        if (c.nodes.size() + kids.size() > limits.maxNodes) {
+            return makeError(ErrorCode::Limit, "the key tree expands to more than " + std::to_string(limits.maxNodes) +
+                                                   " entries (shared values referenced exponentially often?)");
+        }
+        c.nodes[i].firstChild = static_cast<std::uint32_t>(c.nodes.size());
+        c.nodes[i].childCount = static_cast<std::uint32_t>(kids.size());
+        std::uint32_t row = 0;
+        for (auto& k : kids) {
+            Node n;
+            n.parent = i;
+            n.row = row++;
+            n.value = k.value;
+            n.name = std::move(k.name);
+            n.kind = classify(a, k.value, n.object);
+            c.nodes.push_back(std::move(n));
+            depth.push_back(depth[i] + 1);
+        }
+    }
+
+    // Tensors and objects, in node (breadth-first) order; paths computed once here.
+    std::map<std::string, std::vector<std::string>> uses;
+    std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> extents(c.storages.size());
+    for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
+        Node& n = c.nodes[i];
+        const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module ||
+                               n.kind == NodeKind::Object || n.kind == NodeKind::Scalar ||
+                               n.kind == NodeKind::OrderedDict || n.kind == NodeKind::Set;
+        const std::string path = needsPath ? c.pathOf(i) : std::string();
+        if (needsPath && n.kind != NodeKind::Tensor) {
+            collectGlobals(a, n.value, path, uses, n.kind == NodeKind::Object || n.kind == NodeKind::Module);
+        }
+        if (n.kind == NodeKind::Tensor) {
+            const auto& t = pickle::tensorOf(a, n.value);
+            collectGlobals(a, n.value, path, uses, true);
+            TensorEntry e;
+            e.node = i;
+            e.path = path;
+            e.value = n.value;
+            e.dtype = t.dtype;
+            e.shape = t.shape;
+            e.stride = t.stride;
+            e.storageOffset = t.storageOffset;
+            e.numel = elementCount(t.shape);
+            e.nbytes = e.numel * elementSize(t.dtype);
+            e.requiresGrad = t.isParameter ? t.parameterRequiresGrad : t.requiresGrad;
+            e.isParameter = t.isParameter;
+            e.form = t.form;
+            e.contiguous = isContiguous(t.shape, t.stride);
+            if (t.storage.valid() && a[t.storage].kind == Kind::Storage) {
+                e.storage = static_cast<std::uint32_t>(a[t.storage].i);
+                StorageEntry& s = c.storages.at(e.storage);
+                e.location = s.location;
+                ++s.tensorCount;
+                if (t.form == pickle::TensorForm::Strided && e.numel > 0) {
+                    // Highest element reached: offset + sum (size-1)*stride (checked by the unpickler).
+                    std::uint64_t last = static_cast<std::uint64_t>(t.storageOffset);
+                    for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
+                        last += static_cast<std::uint64_t>(t.shape[d] - 1) *
+                                static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
+                    }
+                    if (last >= s.numel) {
+                        return makeError(ErrorCode::Corrupt,
+                                         "tensor '" + path + "' reaches element " + std::to_string(last) +
+                                             " of storage " + s.key + ", which holds only " + std::to_string(s.numel) +
+                                             " elements");
+                    }
+                    const std::uint64_t elem = elementSize(s.dtype);
+                    extents[e.storage].emplace_back(static_cast<std::uint64_t>(t.storageOffset) * elem,
+                                                    (last + 1) * elem);
+                } else if (t.form != pickle::TensorForm::Strided) {
+                    extents[e.storage].emplace_back(0, s.nbytes);  // exotic forms: count the whole storage
+                }
+            } else {
+                e.location = t.device.empty() ? std::string("meta") : t.device;
+            }
+            n.tensor = static_cast<std::uint32_t>(c.tensors.size());
+            n.tensorCount = 1;
+            n.bytes = e.nbytes;
+            c.tensors.push_back(std::move(e));
+        } else if (n.kind == NodeKind::Module || n.kind == NodeKind::Object) {
+            ObjectEntry o;
+            o.node = i;
+            o.path = path;
+            o.type = pickle::objectOf(a, n.value).callable.qualified();
+            o.isModule = n.kind == NodeKind::Module;
+            c.objects.push_back(std::move(o));
+        }
+    }
+
+    // Union of the byte ranges tensors reach, per storage. Storages no indexed tensor views
+    // (quantizer scales inside rebuild arguments) count as fully reached: they are not waste.
+    for (std::size_t s = 0; s < c.storages.size(); ++s) {
+        auto& ex = extents[s];
+        std::sort(ex.begin(), ex.end());
+        std::uint64_t reached = 0;
+        std::uint64_t curBegin = 0;
+        std::uint64_t curEnd = 0;
+        bool open = false;
+        for (const auto& [b, e] : ex) {
+            if (!open || b > curEnd) {
+                if (open) {
+                    reached += curEnd - curBegin;
+                }
+                curBegin = b;
+                curEnd = e;
+                open = true;
+            } else {
+                curEnd = std::max(curEnd, e);
+            }
+        }
+        if (open) {
+            reached += curEnd - curBegin;
+        }
+        c.storages[s].reachedBytes = c.storages[s].tensorCount == 0 ? c.storages[s].nbytes : reached;
+    }
+
+    // Subtree totals: children come after parents, so one reverse pass suffices.
+    for (std::uint32_t i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
+        Node& p = c.nodes[c.nodes[i].parent];
+        p.tensorCount += c.nodes[i].tensorCount;
+        p.bytes += c.nodes[i].bytes;
+    }
+    for (auto& n : c.nodes) {
+        n.stateDictLike = isStateDictLike(a, n, c.nodes);
+    }
+    for (auto& [q, paths] : uses) {
+        c.globals.push_back({q, std::move(paths)});
+    }
+    return {};
+}
+
+}  // namespace ckpt::detail

@@ -1,0 +1,421 @@
+// Format detection and the per-format loaders: each fills the arena, the root and the storage
+// table; index.cpp then builds the key tree. Messages name the real cause of a bad file, since
+// "invalid load key, 'v'" is what torch would have said.
+#include "archive/safetensors.h"
+#include "archive/zip.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/index.h"
+#include "pickle/unpickler.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
+namespace ckpt {
+namespace {
+
+using pickle::Arena;
+using pickle::Kind;
+using pickle::ValueId;
+
+Error fail(ErrorCode code, std::string message, std::optional<std::uint64_t> offset = {})
+{
+    return makeError(code, std::move(message), offset);
+}
+
+bool startsWith(Bytes b, std::string_view prefix)
+{
+    return b.size() >= prefix.size() && std::memcmp(b.data(), prefix.data(), prefix.size()) == 0;
+}
+
+std::string hexPrefix(Bytes b)
+{
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (std::size_t i = 0; i < std::min<std::size_t>(8, b.size()); ++i) {
+        const auto v = std::to_integer<unsigned>(b[i]);
+        if (i) {
+            out += ' ';
+        }
+        out += kHex[v >> 4U];
+        out += kHex[v & 15U];
+    }
+    return out;
+}
+
+// The LONG1 payload of torch's legacy MAGIC_NUMBER 0x1950a86a20f9469cfc6c, little-endian.
+constexpr std::array<unsigned char, 10> kLegacyMagic{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+std::optional<Error> sniffNonCheckpoint(Bytes b)
+{
+    if (b.empty()) {
+        return fail(ErrorCode::NotCheckpoint,
+                    "the file is empty (0 bytes): an interrupted save or download? (torch.load says \"EOFError: Ran out "
+                    "of input\")");
+    }
+    if (startsWith(b, "version https://git-lfs")) {
+        return fail(ErrorCode::NotCheckpoint, "is a Git LFS pointer, not the checkpoint: fetch the real file with "
+                                              "`git lfs pull` (torch.load says \"invalid load key, 'v'\")");
+    }
+    std::string_view text = asText(b.first(std::min<std::size_t>(b.size(), 512)));
+    const auto firstNonSpace = text.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
+    if (firstNonSpace != std::string_view::npos && text[firstNonSpace] == '<') {
+        return fail(ErrorCode::NotCheckpoint, "is an HTML/XML page, not a checkpoint: the download saved an error or "
+                                              "login page (torch.load says \"invalid load key, '<'\")");
+    }
+    if (startsWith(b, "PYTORCH1")) {
+        return fail(ErrorCode::Unsupported, "is an archive from PyTorch's preview release (PYTORCH1), which no "
+                                            "current PyTorch reads");
+    }
+    if (b.size() > 262 && std::memcmp(b.data() + 257, "ustar", 5) == 0) {
+        return fail(ErrorCode::Unsupported,
+                    "is a tar-format checkpoint from PyTorch 0.x; ckptscope does not read that format yet");
+    }
+    return std::nullopt;
+}
+
+// Sets each storage's byte location and checks that the bytes are there.
+Expected<void> checkStorageBytes(Checkpoint& c)
+{
+    for (auto& s : c.storages) {
+        if (s.present && s.storedBytes < s.nbytes) {
+            return fail(ErrorCode::Corrupt, "storage " + s.key + " holds " + std::to_string(s.storedBytes) +
+                                                " bytes but its declared size needs " + std::to_string(s.nbytes) +
+                                                ": the file is truncated or corrupt");
+        }
+        if (s.present && s.storedBytes > s.nbytes) {
+            c.warnings.push_back("storage " + s.key + " record holds " + std::to_string(s.storedBytes) +
+                                 " bytes, more than the " + std::to_string(s.nbytes) +
+                                 " its pickle declares (torch.load refuses a size mismatch)");
+        }
+    }
+    return {};
+}
+
+// Copies the unpickler's storage references into the checkpoint's storage table.
+Expected<void> adoptStorages(Checkpoint& c)
+{
+    c.storages.clear();
+    c.storages.reserve(c.arena.storages.size());
+    for (const auto& ref : c.arena.storages) {
+        StorageEntry s;
+        s.key = ref.key;
+        s.location = ref.location;
+        s.dtype = ref.dtype;
+        s.numel = ref.numel;
+        const std::uint64_t elem = elementSize(ref.dtype);
+        if (elem != 0 && ref.numel > UINT64_MAX / elem) {
+            return fail(ErrorCode::Limit, "storage " + ref.key + " declares " + std::to_string(ref.numel) +
+                                              " elements, more bytes than a file can hold");
+        }
+        s.nbytes = ref.numel * elem;
+        if (ref.conflicting) {
+            c.warnings.push_back("storage " + ref.key +
+                                 " is declared with different dtypes or sizes by different tensors");
+        }
+        c.storages.push_back(std::move(s));
+    }
+    return {};
+}
+
+Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, std::size_t* consumed = nullptr)
+{
+    pickle::UnpickleOptions opts;
+    opts.legacyPersistentIds = legacy;
+    auto r = pickle::unpickle(pkl, c.arena, opts);
+    if (!r) {
+        return r.error();
+    }
+    c.root = r->root;
+    c.pickleProtocol = r->protocol;
+    c.opcodesSeen |= r->opcodesSeen;
+    for (auto& w : r->warnings) {
+        c.warnings.push_back(std::move(w));
+    }
+    if (consumed != nullptr) {
+        *consumed = r->consumed;
+    }
+    return {};
+}
+
+Expected<void> loadZip(Checkpoint& c)
+{
+    auto zip = archive::ZipReader::parse(c.bytes);
+    if (!zip) {
+        return zip.error();
+    }
+    c.format = Format::TorchZip;
+    c.archiveFolder = zip->folder();
+    if (zip->find("constants.pkl") != nullptr) {
+        c.torchScript = true;
+        return fail(ErrorCode::NotCheckpoint, "is a TorchScript archive (torch.jit.save): load it with torch.jit.load; "
+                                              "it is not a torch.save checkpoint");
+    }
+    const archive::ZipRecord* pkl = zip->find("data.pkl");
+    if (pkl == nullptr) {
+        if (zip->find(".data/extern_modules") != nullptr) {
+            return fail(ErrorCode::Unsupported, "is a torch.package archive, not a torch.save checkpoint");
+        }
+        return fail(ErrorCode::Corrupt, "the zip archive has no data.pkl record (folder '" + zip->folder() +
+                                            "'): it is not a torch.save checkpoint or it is damaged");
+    }
+    if (zip->find("version") == nullptr && zip->find(".data/version") == nullptr) {
+        c.warnings.push_back("the archive has no 'version' record; torch.load will refuse it");
+    }
+    if (const auto* bo = zip->find("byteorder")) {
+        std::vector<std::byte> scratch;
+        if (auto d = zip->data(*bo, scratch)) {
+            c.byteorder = std::string(asText(*d));
+            if (c.byteorder != "little" && c.byteorder != "big") {
+                c.warnings.push_back("unknown byteorder record '" + c.byteorder + "'");
+            }
+        }
+    }
+    std::vector<std::byte> scratch;
+    auto data = zip->data(*pkl, scratch);
+    if (!data) {
+        return data.error();
+    }
+    if (auto r = unpickleInto(c, *data, false); !r) {
+        r.error().message = "data.pkl: " + r.error().message;
+        if (r.error().offset) {
+            r.error().message += " (pickle byte " + std::to_string(*r.error().offset) + ")";
+            r.error().offset.reset();
+        }
+        return r;
+    }
+    if (auto r = adoptStorages(c); !r) {
+        return r;
+    }
+    for (auto& s : c.storages) {
+        const archive::ZipRecord* rec = zip->find("data/" + s.key);
+        if (rec == nullptr) {
+            return fail(ErrorCode::Corrupt, "storage record data/" + s.key +
+                                                " is missing from the archive (torch.load fails with \"failed "
+                                                "locating file data/" +
+                                                s.key + "\")");
+        }
+        s.record = rec->name;
+        s.fileOffset = rec->dataOffset;
+        s.storedBytes = rec->size;
+        s.crc32 = rec->crc32;
+        s.compressed = rec->method != 0;
+        s.present = true;
+    }
+    return checkStorageBytes(c);
+}
+
+bool isLegacyMagic(const Arena& a, ValueId v)
+{
+    const auto& val = a[v];
+    return val.kind == Kind::BigInt && val.text.size() >= kLegacyMagic.size() &&
+           std::memcmp(val.text.data(), kLegacyMagic.data(), kLegacyMagic.size()) == 0 &&
+           std::all_of(val.text.begin() + kLegacyMagic.size(), val.text.end(), [](char ch) { return ch == 0; });
+}
+
+Expected<void> loadLegacy(Checkpoint& c)
+{
+    c.format = Format::TorchLegacy;
+    Bytes rest = c.bytes;
+    std::uint64_t pos = 0;
+    auto next = [&](bool legacyIds) -> Expected<ValueId> {
+        std::size_t used = 0;
+        Arena& a = c.arena;
+        pickle::UnpickleOptions opts;
+        opts.legacyPersistentIds = legacyIds;
+        auto r = pickle::unpickle(rest, a, opts);
+        if (!r) {
+            Error e = r.error();
+            if (e.offset) {
+                e.offset = *e.offset + pos;
+            }
+            return e;
+        }
+        used = r->consumed;
+        c.opcodesSeen |= r->opcodesSeen;
+        if (legacyIds) {
+            c.pickleProtocol = r->protocol;
+        }
+        rest = rest.subspan(used);
+        pos += used;
+        return r->root;
+    };
+    auto magic = next(false);
+    if (!magic) {
+        return magic.error();
+    }
+    if (!isLegacyMagic(c.arena, *magic)) {
+        return fail(ErrorCode::NotCheckpoint,
+                    "is a plain pickle, not a torch.save checkpoint (no torch magic number; torch.load says \"Invalid "
+                    "magic number; corrupt file?\")");
+    }
+    auto proto = next(false);
+    if (!proto) {
+        return proto.error();
+    }
+    if (c.arena[*proto].kind != Kind::Int || c.arena[*proto].i != 1001) {
+        return fail(ErrorCode::Unsupported, "legacy stream with protocol version " +
+                                                pickle::shortRepr(c.arena, *proto) + " (torch reads only 1001)");
+    }
+    auto sysInfo = next(false);
+    if (!sysInfo) {
+        return sysInfo.error();
+    }
+    auto root = next(true);
+    if (!root) {
+        return root.error();
+    }
+    c.root = *root;
+    auto keys = next(false);
+    if (!keys) {
+        return keys.error();
+    }
+    if (auto r = adoptStorages(c); !r) {
+        return r;
+    }
+    const auto& keyList = c.arena[*keys];
+    if (keyList.kind != Kind::List && keyList.kind != Kind::Tuple) {
+        return fail(ErrorCode::Corrupt, "legacy stream: the storage key list is not a list", pos);
+    }
+    // Storages follow in key-list order: u64 element count, then count x element size bytes.
+    for (ValueId k : keyList.items) {
+        const std::string key = pickle::keyText(c.arena, k);
+        auto it = std::find_if(c.storages.begin(), c.storages.end(), [&](const auto& s) { return s.key == key; });
+        if (rest.size() < 8) {
+            return fail(ErrorCode::Truncated, "legacy stream ends before storage " + key + ": the file is truncated",
+                        pos);
+        }
+        const std::uint64_t count = loadLE(rest, 0, 8);
+        const std::uint64_t elem = it != c.storages.end() ? std::max<std::uint32_t>(1, elementSize(it->dtype)) : 1;
+        if (count > (rest.size() - 8) / elem) {
+            return fail(ErrorCode::Truncated,
+                        "legacy stream: storage " + key + " declares " + std::to_string(count) +
+                            " elements but the file ends first: the file is truncated",
+                        pos);
+        }
+        const std::uint64_t n = count * elem;
+        if (it != c.storages.end()) {
+            it->fileOffset = pos + 8;
+            it->storedBytes = n;
+            it->present = true;
+        }
+        rest = rest.subspan(8 + n);
+        pos += 8 + n;
+    }
+    for (const auto& s : c.storages) {
+        if (!s.present) {
+            return fail(ErrorCode::Corrupt, "legacy stream: storage " + s.key + " is referenced but not stored");
+        }
+    }
+    if (!rest.empty()) {
+        c.warnings.push_back(std::to_string(rest.size()) + " bytes after the last storage are ignored");
+    }
+    return checkStorageBytes(c);
+}
+
+Expected<void> loadSafetensors(Checkpoint& c)
+{
+    auto st = archive::parseSafetensors(c.bytes);
+    if (!st) {
+        return st.error();
+    }
+    c.format = Format::Safetensors;
+    c.safetensorsMetadata = st->metadata;
+    Arena& a = c.arena;
+    std::vector<ValueId> items;
+    items.reserve(st->tensors.size() * 2);
+    for (const auto& t : st->tensors) {
+        pickle::StorageRef ref;
+        ref.key = t.name;
+        ref.location = "cpu";
+        ref.dtype = t.dtype;
+        ref.className = std::string(storageClassName(t.dtype));
+        const std::uint32_t elem = std::max<std::uint32_t>(1, elementSize(t.dtype));
+        ref.numel = (t.end - t.begin) / elem;
+        a.storages.push_back(ref);
+        pickle::TensorInfo info;
+        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
+        info.dtype = t.dtype;
+        info.shape = t.shape;
+        info.stride.resize(t.shape.size());
+        std::int64_t stride = 1;
+        for (std::size_t d = t.shape.size(); d-- > 0;) {
+            info.stride[d] = stride;
+            stride *= std::max<std::int64_t>(1, t.shape[d]);
+        }
+        items.push_back(a.str(t.name));
+        items.push_back(a.tensor(std::move(info)));
+    }
+    c.root = a.dict(std::move(items), true);
+    if (auto r = adoptStorages(c); !r) {
+        return r;
+    }
+    for (std::size_t i = 0; i < st->tensors.size(); ++i) {
+        auto& s = c.storages[i];
+        s.fileOffset = st->dataStart + st->tensors[i].begin;
+        s.storedBytes = st->tensors[i].end - st->tensors[i].begin;
+        s.present = true;
+    }
+    return checkStorageBytes(c);
+}
+
+Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file)
+{
+    auto withPath = [&](Error e) {
+        if (e.path.empty()) {
+            e.path = name;
+        }
+        return e;
+    };
+    if (auto e = sniffNonCheckpoint(data)) {
+        return withPath(*e);
+    }
+    auto c = std::make_shared<Checkpoint>();
+    c->path = name;
+    c->file = std::move(file);
+    c->bytes = data;
+    c->fileSize = data.size();
+    c->arena.reserve(std::min<std::size_t>(data.size() / 4, 1U << 20U));
+    Expected<void> loaded;
+    if (startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06")) {
+        loaded = loadZip(*c);
+    } else if (archive::looksLikeSafetensors(data)) {
+        loaded = loadSafetensors(*c);
+    } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
+               std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||
+               std::to_integer<unsigned>(data[0]) == 0x8a) {
+        loaded = loadLegacy(*c);
+    } else {
+        return withPath(fail(ErrorCode::NotCheckpoint, "is not a PyTorch checkpoint: no zip, legacy-torch or "
+                                                       "safetensors signature (first bytes: " +
+                                                           hexPrefix(data) + ")"));
+    }
+    if (!loaded) {
+        return withPath(loaded.error());
+    }
+    if (auto r = detail::buildIndex(*c); !r) {
+        return withPath(r.error());
+    }
+    return CheckpointPtr(std::move(c));
+}
+
+}  // namespace
+
+Expected<CheckpointPtr> openCheckpoint(const std::string& path)
+{
+    auto m = MappedFile::open(path);
+    if (!m) {
+        return m.error();
+    }
+    const Bytes b = (*m)->bytes();
+    return readImpl(b, path, *m);
+}
+
+Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name)
+{
+    return readImpl(data, name, nullptr);
+}
+
+}  // namespace ckpt
