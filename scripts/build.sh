@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configures and builds into build/ (or $CKPTSCOPE_BUILD_DIR) with Ninja; extra arguments go to CMake.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CKPTSCOPE_BUILD_DIR:-$root/build}
+jobs=${CKPTSCOPE_JOBS:-$(nproc)}
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build" -j "$jobs"
