@@ -1,3 +1,3 @@
 ckptscope_core_library(ckptscope_checkpoint
-    SOURCES checkpoint/checkpoint.cpp checkpoint/open.cpp checkpoint/index.cpp
+    SOURCES checkpoint/checkpoint.cpp checkpoint/open.cpp checkpoint/index.cpp checkpoint/tensor_bytes.cpp
     DEPS ckptscope_archive ckptscope_pickle)

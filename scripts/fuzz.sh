@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang-14 under ASan + UBSan and runs each for
+# $CKPTSCOPE_FUZZ_SECONDS (default 60) seconds, seeded with the real-PyTorch fixtures and the
+# checked-in regression inputs (tests/fuzz/regressions/). A crash fails the script and leaves the
+# reproducer in build-fuzz/crashes/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CKPTSCOPE_FUZZ_BUILD_DIR:-$root/build-fuzz}
+secs=${CKPTSCOPE_FUZZ_SECONDS:-60}
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+  -DCKPTSCOPE_FUZZ=ON -DCKPTSCOPE_BUILD_GUI=OFF -DCKPTSCOPE_WITH_TORCH=OFF -DBUILD_TESTING=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target $(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
+fixtures="$build/fixtures"
+/usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
+mkdir -p "$build/crashes"
+status=0
+for fz in "$build"/fuzz_*; do
+  name=$(basename "$fz")
+  corpus="$build/corpus-$name"
+  mkdir -p "$corpus"
+  seeds=("$corpus")
+  case "$name" in
+    fuzz_pickle) seeds+=("$fixtures/pickles") ;;
+    *) seeds+=("$fixtures" "$fixtures/bad") ;;
+  esac
+  [ -d "$root/tests/fuzz/regressions" ] && seeds+=("$root/tests/fuzz/regressions")
+  existing=()
+  for s in "${seeds[@]}"; do [ -d "$s" ] && existing+=("$s"); done
+  echo "fuzz: $name for ${secs}s" >&2
+  if ! "$fz" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4194304 -timeout=20 \
+       -artifact_prefix="$build/crashes/$name-" -print_final_stats=1 "${existing[@]}" \
+       >"$build/$name.log" 2>&1; then
+    echo "fuzz: $name FAILED, see $build/$name.log and $build/crashes/" >&2
+    tail -30 "$build/$name.log" >&2
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|cov:" "$build/$name.log" | tail -2 >&2 || true
+  fi
+done
+exit $status

@@ -1,0 +1,239 @@
+// The reader against real PyTorch: every fixture written by tests/fixtures/gen_fixtures.py comes
+// with an oracle (what torch.load(map_location='cpu') produced); ckptscope's tensor index and every
+// tensor's bytes must match it. Bad inputs must fail with the expected error class, one line.
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/tensor_bytes.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTest>
+
+#include <map>
+
+using namespace ckpt;
+
+namespace {
+
+QString fixtureDir()
+{
+    return QStringLiteral(CKPTSCOPE_FIXTURE_DIR);
+}
+
+QJsonDocument readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return QJsonDocument::fromJson(f.readAll());
+}
+
+QString errorCodeName(ErrorCode c)
+{
+    switch (c) {
+    case ErrorCode::Io:
+        return QStringLiteral("Io");
+    case ErrorCode::NotCheckpoint:
+        return QStringLiteral("NotCheckpoint");
+    case ErrorCode::Truncated:
+        return QStringLiteral("Truncated");
+    case ErrorCode::Corrupt:
+        return QStringLiteral("Corrupt");
+    case ErrorCode::Unsupported:
+        return QStringLiteral("Unsupported");
+    case ErrorCode::Limit:
+        return QStringLiteral("Limit");
+    default:
+        return QStringLiteral("Other");
+    }
+}
+
+QJsonArray shapeArray(const std::vector<std::int64_t>& v)
+{
+    QJsonArray a;
+    for (auto d : v) {
+        a.append(static_cast<qint64>(d));
+    }
+    return a;
+}
+
+QString tensorSha(const Checkpoint& c, const TensorEntry& t)
+{
+    QCryptographicHash h(QCryptographicHash::Sha256);
+    auto r = forEachTensorChunk(c, t, [&](Bytes b) {
+        h.addData(QByteArrayView(reinterpret_cast<const char*>(b.data()), static_cast<qsizetype>(b.size())));
+        return true;
+    });
+    if (!r) {
+        return {};
+    }
+    return QString::fromLatin1(h.result().toHex());
+}
+
+}  // namespace
+
+class TestReader : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void fixturesMatchTorch_data();
+    void fixturesMatchTorch();
+    void badInputs_data();
+    void badInputs();
+    void bundledSample();
+    void largeStateDictIsFast();
+    void keyPaths();
+};
+
+void TestReader::fixturesMatchTorch_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("oracle");
+    const QDir dir(fixtureDir());
+    const auto oracles = dir.entryList({QStringLiteral("*.oracle.json")}, QDir::Files, QDir::Name);
+    QVERIFY2(oracles.size() >= 20, "the fixture generator wrote too few fixtures");
+    for (const auto& o : oracles) {
+        const QString base = o.chopped(QStringLiteral(".oracle.json").size());
+        QTest::newRow(qPrintable(base)) << dir.filePath(base) << dir.filePath(o);
+    }
+}
+
+void TestReader::fixturesMatchTorch()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, oracle);
+    const QJsonObject expect = readJson(oracle).object();
+    QVERIFY(!expect.isEmpty());
+    auto ck = openCheckpoint(file.toStdString());
+    QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
+    const Checkpoint& c = **ck;
+    QCOMPARE(QString::fromLatin1(formatName(c.format).data()), expect.value(QStringLiteral("format")).toString());
+
+    std::map<QString, const TensorEntry*> byPath;
+    for (const auto& t : c.tensors) {
+        byPath[QString::fromStdString(t.path)] = &t;
+    }
+    const QJsonArray tensors = expect.value(QStringLiteral("tensors")).toArray();
+    for (const auto& v : tensors) {
+        const QJsonObject et = v.toObject();
+        const QString path = et.value(QStringLiteral("path")).toString();
+        const auto it = byPath.find(path);
+        QVERIFY2(it != byPath.end(), qPrintable(QStringLiteral("missing tensor ") + path));
+        const TensorEntry& t = *it->second;
+        QCOMPARE(QString::fromLatin1(dtypeName(t.dtype).data()), et.value(QStringLiteral("dtype")).toString());
+        QCOMPARE(shapeArray(t.shape), et.value(QStringLiteral("shape")).toArray());
+        if (t.form == pickle::TensorForm::Strided) {
+            QCOMPARE(shapeArray(t.stride), et.value(QStringLiteral("stride")).toArray());
+            QCOMPARE(static_cast<qint64>(t.storageOffset), et.value(QStringLiteral("storage_offset")).toInteger());
+        }
+        QCOMPARE(QString::fromStdString(t.location), et.value(QStringLiteral("location")).toString());
+        QCOMPARE(static_cast<qint64>(t.nbytes), et.value(QStringLiteral("nbytes")).toInteger());
+        QCOMPARE(t.requiresGrad, et.value(QStringLiteral("requires_grad")).toBool());
+        QCOMPARE(t.isParameter, et.value(QStringLiteral("is_parameter")).toBool());
+        const QString sha = et.value(QStringLiteral("sha256")).toString();
+        if (!sha.isEmpty() && t.form == pickle::TensorForm::Strided) {
+            QCOMPARE(tensorSha(c, t), sha);
+        }
+    }
+    QCOMPARE(static_cast<qsizetype>(c.tensors.size()), tensors.size());
+
+    std::map<QString, QString> objects;
+    for (const auto& o : c.objects) {
+        objects[QString::fromStdString(o.path)] = QString::fromStdString(o.type);
+    }
+    for (const auto& v : expect.value(QStringLiteral("objects")).toArray()) {
+        const QJsonObject eo = v.toObject();
+        const QString path = eo.value(QStringLiteral("path")).toString();
+        QVERIFY2(objects.count(path) == 1, qPrintable(QStringLiteral("missing object ") + path));
+        QCOMPARE(objects[path], eo.value(QStringLiteral("type")).toString());
+    }
+}
+
+void TestReader::badInputs_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("code");
+    QTest::addColumn<QString>("fragment");
+    const QString dir = fixtureDir() + QStringLiteral("/bad");
+    const QJsonArray rows = readJson(dir + QStringLiteral("/manifest.json")).array();
+    QVERIFY2(rows.size() >= 15, "too few bad inputs");
+    for (const auto& v : rows) {
+        const QJsonObject r = v.toObject();
+        const QString f = r.value(QStringLiteral("file")).toString();
+        QTest::newRow(qPrintable(f)) << dir + QLatin1Char('/') + f << r.value(QStringLiteral("expect_code")).toString()
+                                     << r.value(QStringLiteral("message_contains")).toString();
+    }
+}
+
+void TestReader::badInputs()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, code);
+    QFETCH(QString, fragment);
+    QElapsedTimer timer;
+    timer.start();
+    auto ck = openCheckpoint(file.toStdString());
+    QVERIFY2(!ck.ok(), "a bad input was accepted");
+    const Error& e = ck.error();
+    const QString line = QString::fromStdString(e.describe());
+    QVERIFY2(!line.contains(QLatin1Char('\n')), "the error is not one line");
+    QVERIFY2(line.contains(file), "the error does not name the file");
+    QVERIFY2(line.contains(fragment, Qt::CaseInsensitive), qPrintable(line + QStringLiteral(" lacks ") + fragment));
+    QCOMPARE(errorCodeName(e.code), code);
+    QVERIFY2(timer.elapsed() < 5000, "bad input took too long");
+}
+
+void TestReader::bundledSample()
+{
+    auto ck = openCheckpoint(CKPTSCOPE_SOURCE_DIR "/resources/sample/ddp_checkpoint.pt");
+    QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
+    const Checkpoint& c = **ck;
+    QVERIFY(!c.tensors.empty());
+    bool prefixed = false;
+    bool cuda = false;
+    for (const auto& t : c.tensors) {
+        prefixed = prefixed || t.path.find("/module.") != std::string::npos;
+        cuda = cuda || t.location == "cuda:0";
+    }
+    QVERIFY(prefixed);
+    QVERIFY(cuda);
+    bool ns = false;
+    for (const auto& o : c.objects) {
+        ns = ns || o.type == "argparse.Namespace";
+    }
+    QVERIFY(ns);
+}
+
+void TestReader::largeStateDictIsFast()
+{
+    QElapsedTimer timer;
+    timer.start();
+    auto ck = openCheckpoint((fixtureDir() + QStringLiteral("/big40k.pt")).toStdString());
+    QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
+    qInfo("big40k.pt opened in %lld ms", static_cast<long long>(timer.elapsed()));
+    QCOMPARE((*ck)->tensors.size(), std::size_t{40000});
+    QVERIFY((*ck)->nodes[0].stateDictLike);
+}
+
+void TestReader::keyPaths()
+{
+    auto ck = openCheckpoint((fixtureDir() + QStringLiteral("/whole_model_dp.pt")).toStdString());
+    QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
+    const Checkpoint& c = **ck;
+    bool found = false;
+    for (const auto& t : c.tensors) {
+        found = found || t.path.starts_with("_modules/module/_modules/");
+    }
+    QVERIFY(found);
+    QVERIFY(c.nodes[0].kind == NodeKind::Module);
+    const auto n = c.find("_modules/module");
+    QVERIFY(n != kNoIndex);
+    QCOMPARE(QString::fromStdString(c.pathOf(n)), QStringLiteral("_modules/module"));
+}
+
+QTEST_GUILESS_MAIN(TestReader)
+#include "tst_reader.moc"
