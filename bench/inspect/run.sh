@@ -6,30 +6,17 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 data=${CKPTSCOPE_BENCH_DIR:-$root/build/bench-data}
-exe="$build/app/ckptscope"
 /usr/bin/python3 "$root/bench/make_checkpoints.py" "$data" >/dev/null
-
-measure() {  # prints "seconds peak_rss_kib" of a command, best of 5 for time
-  local best=999 rss=0
-  for _ in 1 2 3 4 5; do
-    local t
-    t=$( { /usr/bin/time -f "%e %M" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-    local s=${t% *} m=${t#* }
-    best=$(python3 -c "print(min($best, $s))")
-    rss=$m
-  done
-  echo "$best $rss"
-}
-py_load() { /usr/bin/python3 -c "import torch,sys; torch.load(sys.argv[1], map_location='cpu')" "$1"; }
-export -f py_load
-
-printf "%-14s %12s %12s %12s %12s %8s\n" file ckpt_s ckpt_rss_MiB torch_s torch_rss_MiB speedup
-for f in big_1gib.pt keys_40k.pt; do
-  read -r cs cr < <(measure "$exe" inspect --json "$data/$f")
-  read -r ts tr < <(measure bash -c "py_load $data/$f")
-  python3 - "$f" "$cs" "$cr" "$ts" "$tr" <<'PY'
+cat /proc/cpuinfo | grep -m1 "model name" || true
+/usr/bin/python3 - "$root" "$build/app/ckptscope" "$data" <<'PY'
 import sys
-f, cs, cr, ts, tr = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-print(f"{f:<14} {cs:12.3f} {cr/1024:12.1f} {ts:12.3f} {tr/1024:12.1f} {ts/max(cs,1e-3):7.0f}x")
+sys.path.insert(0, sys.argv[1] + "/bench")
+from harness import measure
+exe, data = sys.argv[2], sys.argv[3]
+print(f"{'file':<14} {'inspect_s':>10} {'inspect_MiB':>12} {'torch_s':>9} {'torch_MiB':>10} {'faster':>7}")
+for f in ("big_1gib.pt", "keys_40k.pt"):
+    path = f"{data}/{f}"
+    cs, cr = measure([exe, "inspect", "--json", path], runs=7)
+    ts, tr = measure(["/usr/bin/python3", "-c", "import torch,sys; torch.load(sys.argv[1], map_location='cpu')", path], runs=3)
+    print(f"{f:<14} {cs:10.3f} {cr:12.1f} {ts:9.3f} {tr:10.1f} {ts/cs:6.0f}x")
 PY
-done
