@@ -1,4 +1,5 @@
 // Convert options: location specs, JSON round trips (the `fix` of a finding), merge and presets.
+#include "transform/allowlist.h"
 #include "transform/options.h"
 
 #include <QtTest>
@@ -158,6 +159,32 @@ private Q_SLOTS:
         auto back = Options::fromJson(multi.toJson());
         QVERIFY(back.ok());
         QCOMPARE(back->toJson(), multi.toJson());
+    }
+
+    void allowlistMatchesTorch26()
+    {
+        using ckpt::transform::weightsOnlyAllowed;
+        for (const char* ok : {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
+                               "torch.cuda.HalfTensor", "torch.bfloat16", "torch.float", "torch.uint3",
+                               "torch.per_channel_affine", "torch.device", "builtins.set", "_codecs.encode",
+                               "torch._tensor._rebuild_from_type_v2", "torch.UntypedStorage"}) {
+            QVERIFY2(weightsOnlyAllowed(ok), ok);
+        }
+        for (const char* no : {"argparse.Namespace", "numpy.core.multiarray.scalar", "builtins.frozenset",
+                               "builtins.bytes", "__main__.Net", "torch.nn.modules.linear.Linear", "torch.uint8x",
+                               "torch._utils._rebuild_sparse_csr_tensor", "torch.storage._load_from_bytes",
+                               "torch.Tensorx", "torch.load"}) {
+            QVERIFY2(!weightsOnlyAllowed(no), no);
+        }
+        using ckpt::transform::unsafeCallable;
+        for (const char* bad : {"os.system", "posix.system", "subprocess.Popen", "builtins.eval", "builtins.getattr",
+                                "nt.system", "runpy._run_code", "torch.load", "os.path.join"}) {
+            QVERIFY2(unsafeCallable(bad), bad);
+        }
+        for (const char* fine : {"argparse.Namespace", "collections.OrderedDict", "numpy.dtype", "__main__.Net",
+                                 "osmosis.Thing", "builtins.set"}) {
+            QVERIFY2(!unsafeCallable(fine), fine);
+        }
     }
 };
 
