@@ -1,0 +1,184 @@
+// The command line in-process (streams injected): output shapes, exit codes, one-line errors.
+// The JSON shape is guarded by golden files: tests/cli/golden/*.schema lists every key path and
+// its JSON type, so a renamed or retyped field fails here before it breaks someone's script.
+#include "cli/cli.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QStringList>
+#include <QTest>
+
+#include <set>
+#include <sstream>
+
+namespace {
+
+struct Result {
+    int rc = 0;
+    std::string out;
+    std::string err;
+};
+
+Result run(std::vector<std::string> args)
+{
+    std::ostringstream out;
+    std::ostringstream err;
+    Result r;
+    r.rc = ckpt::cli::run(args, out, err);
+    r.out = out.str();
+    r.err = err.str();
+    return r;
+}
+
+std::string fixture(const char* name)
+{
+    return std::string(CKPTSCOPE_FIXTURE_DIR) + "/" + name;
+}
+
+QString typeName(const QJsonValue& v)
+{
+    switch (v.type()) {
+    case QJsonValue::Null:
+        return QStringLiteral("null");
+    case QJsonValue::Bool:
+        return QStringLiteral("bool");
+    case QJsonValue::Double:
+        return QStringLiteral("number");
+    case QJsonValue::String:
+        return QStringLiteral("string");
+    case QJsonValue::Array:
+        return QStringLiteral("array");
+    case QJsonValue::Object:
+        return QStringLiteral("object");
+    default:
+        return QStringLiteral("undefined");
+    }
+}
+
+// Every key path with its type; array elements are merged under "[]"; object keys that are data
+// (by_location's device names) are collapsed to "*".
+void schemaOf(const QJsonValue& v, const QString& path, std::set<QString>& out)
+{
+    out.insert(path + QStringLiteral(": ") + typeName(v));
+    if (v.isObject()) {
+        const QJsonObject o = v.toObject();
+        const bool dataKeys = path.endsWith(QStringLiteral("by_location")) || path.endsWith(QStringLiteral("metadata"));
+        for (auto it = o.begin(); it != o.end(); ++it) {
+            schemaOf(it.value(), path + QLatin1Char('.') + (dataKeys ? QStringLiteral("*") : it.key()), out);
+        }
+    } else if (v.isArray()) {
+        for (const auto& e : v.toArray()) {
+            schemaOf(e, path + QStringLiteral("[]"), out);
+        }
+    }
+}
+
+QStringList schemaLines(const std::string& json)
+{
+    std::set<QString> s;
+    schemaOf(QJsonDocument::fromJson(QByteArray::fromStdString(json)).object(), QStringLiteral("$"), s);
+    return QStringList(s.begin(), s.end());
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void helpAndVersion();
+    void inspectText();
+    void inspectJsonMatchesGolden();
+    void inspectSeveralFiles();
+    void badInputIsOneLineExit2();
+    void usageErrorsExit2();
+};
+
+void TestCli::helpAndVersion()
+{
+    auto r = run({"--help"});
+    QCOMPARE(r.rc, 0);
+    QVERIFY(r.out.find("inspect") != std::string::npos);
+    r = run({"--version"});
+    QCOMPARE(r.rc, 0);
+    QVERIFY(r.out.starts_with("ckptscope "));
+    r = run({"inspect", "--help"});
+    QCOMPARE(r.rc, 0);
+    QVERIFY(r.out.find("Examples:") != std::string::npos);
+    QVERIFY(ckpt::cli::isSubcommand("inspect"));
+    QVERIFY(!ckpt::cli::isSubcommand("model.pt"));
+}
+
+void TestCli::inspectText()
+{
+    auto r = run({"inspect", fixture("ddp_sd_cuda0.pt")});
+    QCOMPARE(r.rc, 0);
+    QVERIFY2(r.out.find("module.") != std::string::npos, r.out.c_str());
+    QVERIFY(r.out.find("cuda:0") != std::string::npos);
+    QVERIFY(r.out.find("float32") != std::string::npos);
+    QVERIFY(r.out.find("Storage bytes by location") != std::string::npos);
+    QVERIFY(r.err.empty());
+}
+
+void TestCli::inspectJsonMatchesGolden()
+{
+    auto r = run({"inspect", "--json", fixture("train_ckpt.pt")});
+    QCOMPARE(r.rc, 0);
+    const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+    QCOMPARE(doc.value(QStringLiteral("schema")).toInt(), 1);
+    QCOMPARE(doc.value(QStringLiteral("format")).toString(), QStringLiteral("torch-zip"));
+    QVERIFY(doc.value(QStringLiteral("tensors")).toArray().size() > 5);
+    QVERIFY(doc.value(QStringLiteral("totals")).toObject().value(QStringLiteral("by_location")).toObject().contains(
+        QStringLiteral("cuda:0")));
+
+    const QString goldenPath = QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/cli/golden/inspect.schema");
+    const QStringList got = schemaLines(r.out);
+    if (qEnvironmentVariableIsSet("CKPTSCOPE_UPDATE_GOLDEN")) {
+        QFile f(goldenPath);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(got.join(QLatin1Char('\n')).toUtf8() + '\n');
+    }
+    QFile f(goldenPath);
+    QVERIFY2(f.open(QIODevice::ReadOnly), "golden file missing (run with CKPTSCOPE_UPDATE_GOLDEN=1)");
+    const QStringList want = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    for (const auto& line : want) {
+        QVERIFY2(got.contains(line), qPrintable(QStringLiteral("JSON lost: ") + line));
+    }
+    for (const auto& line : got) {
+        QVERIFY2(want.contains(line), qPrintable(QStringLiteral("JSON gained (update the golden file): ") + line));
+    }
+}
+
+void TestCli::inspectSeveralFiles()
+{
+    auto r = run({"inspect", "--json", fixture("plain_sd.pt"), fixture("ddp_sd.pt")});
+    QCOMPARE(r.rc, 0);
+    const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+    QCOMPARE(doc.value(QStringLiteral("files")).toArray().size(), 2);
+    r = run({"inspect", "--json", std::string(CKPTSCOPE_FIXTURE_DIR) + "/*_sd.pt"});
+    QCOMPARE(r.rc, 0);
+    QVERIFY(QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object().value(QStringLiteral("files")).toArray().size() >= 3);
+}
+
+void TestCli::badInputIsOneLineExit2()
+{
+    const std::string lfs = fixture("bad/lfs_pointer.pt");
+    auto r = run({"inspect", lfs});
+    QCOMPARE(r.rc, 2);
+    QVERIFY(r.out.empty());
+    QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1L);
+    QVERIFY2(r.err.find(lfs) != std::string::npos, r.err.c_str());
+    r = run({"inspect", "/nonexistent/model.pt"});
+    QCOMPARE(r.rc, 2);
+    QVERIFY(r.err.find("cannot open") != std::string::npos);
+}
+
+void TestCli::usageErrorsExit2()
+{
+    QCOMPARE(run({"inspect"}).rc, 2);
+    QCOMPARE(run({"inspect", "--bogus", fixture("plain_sd.pt")}).rc, 2);
+}
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
