@@ -1,0 +1,279 @@
+#include "cli/cmd_testload.h"
+
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+#include "device/nvml.h"
+#include "device/testload.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+namespace ckpt::cli {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ojson timelineJson(const device::Timeline& t)
+{
+    ojson j;
+    j["interval_ms"] = t.intervalMs;
+    j["devices"] = t.devices;
+    j["total_bytes"] = t.totalBytes;
+    auto samples = ojson::array();
+    for (const auto& s : t.samples) {
+        samples.push_back(ojson{{"t_ms", std::round(s.tMs * 1000) / 1000}, {"used_bytes", s.usedBytes}, {"own_bytes", s.ownBytes}});
+    }
+    j["samples"] = std::move(samples);
+    return j;
+}
+
+ojson inventoryJson(const device::Inventory& inv)
+{
+    auto rows = ojson::array();
+    for (const auto& d : inv.devices) {
+        ojson r{{"id", d.id}, {"name", d.name}, {"total_bytes", d.totalBytes}, {"used_bytes", d.usedBytes}};
+        if (!d.uuid.empty()) {
+            r["uuid"] = d.uuid;
+        }
+        rows.push_back(std::move(r));
+    }
+    return rows;
+}
+
+ojson placementJson(const device::TorchLoadPlacement& p)
+{
+    auto rows = ojson::array();
+    for (const auto& r : p.rows) {
+        ojson row{{"location", r.location}, {"bytes", r.bytes}, {"fails", r.fails}};
+        if (!r.reason.empty()) {
+            row["reason"] = r.reason;
+        }
+        rows.push_back(std::move(row));
+    }
+    return ojson{{"would_fail", p.wouldFail}, {"by_location", std::move(rows)}};
+}
+
+ojson reportJson(const device::TestloadReport& r)
+{
+    ojson j;
+    j["device"] = r.device;
+    if (!r.deviceUuid.empty()) {
+        j["device_uuid"] = r.deviceUuid;
+    }
+    j["tensors_loaded"] = r.tensorsLoaded;
+    j["storages_loaded"] = r.storagesLoaded;
+    j["bytes"] = r.bytes;
+    j["seconds"] = r.seconds;
+    j["gb_per_s"] = r.gbPerS;
+    j["peak_bytes"] = r.peakBytes;
+    j["peak_source"] = r.peakSource;
+    j["other_devices_touched"] = r.otherDevicesTouched;
+    auto others = ojson::array();
+    for (const auto& d : r.otherDevices) {
+        others.push_back(ojson{{"device", d.device}, {"rise_bytes", d.riseBytes}});
+    }
+    j["other_devices"] = std::move(others);
+    auto skipped = ojson::array();
+    for (const auto& s : r.skipped) {
+        skipped.push_back(ojson{{"path", s.path}, {"reason", s.reason}});
+    }
+    j["skipped"] = std::move(skipped);
+    j["helper"] = ojson{{"path", r.helperPath}, {"torch_version", r.torchVersion}, {"cuda", r.helperHasCuda},
+                        {"wall_seconds", r.helperSeconds}};
+    j["timeline"] = timelineJson(r.timeline);
+    return j;
+}
+
+void printPlacement(std::ostream& out, const device::TorchLoadPlacement& p)
+{
+    out << "plain torch.load (no map_location) would place:\n";
+    for (const auto& r : p.rows) {
+        out << "  " << std::left << std::setw(10) << r.location << ' ' << std::setw(10) << humanBytes(r.bytes);
+        if (r.fails) {
+            out << "  FAILS: " << r.reason;
+        } else if (!r.reason.empty()) {
+            out << "  (" << r.reason << ")";
+        }
+        out << '\n';
+    }
+    if (p.wouldFail) {
+        out << "  -> torch.load would fail here; pass map_location (or convert with --map-location)\n";
+    }
+}
+
+void printReport(std::ostream& out, const std::string& file, const device::TestloadReport& r)
+{
+    std::ostringstream rate;
+    rate << std::fixed << std::setprecision(2) << r.gbPerS;
+    std::ostringstream secs;
+    secs << std::fixed << std::setprecision(3) << r.seconds;
+    out << file << ": loaded " << r.tensorsLoaded << (r.tensorsLoaded == 1 ? " tensor" : " tensors") << " ("
+        << humanBytes(r.bytes) << " in " << r.storagesLoaded << (r.storagesLoaded == 1 ? " storage" : " storages")
+        << ") onto " << r.device << " in " << secs.str() << " s, " << rate.str() << " GB/s\n";
+    out << "peak memory on " << r.device << ": " << humanBytes(r.peakBytes);
+    if (!r.peakSource.empty()) {
+        out << " (" << r.peakSource << ")";
+    }
+    out << '\n';
+    if (r.timeline.devices.size() <= 1) {
+        out << "other GPUs: none to watch\n";
+    } else if (r.otherDevicesTouched) {
+        out << "WARNING: other devices' memory moved during the load:";
+        for (const auto& d : r.otherDevices) {
+            out << ' ' << d.device << " +" << humanBytes(d.riseBytes);
+        }
+        out << '\n';
+    } else {
+        out << "other GPUs untouched (" << r.timeline.samples.size() << " samples every " << r.timeline.intervalMs
+            << " ms)\n";
+    }
+    for (const auto& s : r.skipped) {
+        out << "skipped " << s.path << ": " << s.reason << '\n';
+    }
+}
+
+}  // namespace
+
+int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+    CLI::App app{"Load every tensor of a checkpoint onto a device through LibTorch (in a helper process) while "
+                 "watching every GPU's memory; reports time, GB/s, peak memory and whether any other GPU moved.",
+                 "ckptscope testload"};
+    std::string file;
+    std::string deviceText = "cpu";
+    std::string select;
+    bool json = false;
+    bool compare = false;
+    bool verify = false;
+    int intervalMs = 20;
+    app.add_option("FILE", file, "checkpoint file")->required();
+    app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
+    app.add_option("--select", select, "only the tensors at or under this key path");
+    app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_option("--interval-ms", intervalMs, "memory sampling interval in milliseconds (default 20)")
+        ->check(CLI::Range(1, 60000));
+    app.add_flag("--compare-torch-load", compare,
+                 "also show where plain torch.load (no map_location) would put each storage");
+    app.add_flag("--verify", verify, "read every storage back after loading and compare it with the file");
+    app.footer("Examples:\n"
+               "  ckptscope testload model.pt --device cuda:1\n"
+               "  ckptscope testload model.pt --device cuda:0 --select model --json | jq .other_devices_touched\n"
+               "Environment: CKPTSCOPE_TORCH_HELPER names the helper; CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
+               "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    try {
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return kExitOk;
+    } catch (const CLI::ParseError& e) {
+        err << "ckptscope testload: " << e.what() << " (see ckptscope testload --help)\n";
+        return kExitBadInput;
+    }
+    const auto device = device::parseDevice(deviceText);
+    if (!device) {
+        err << "ckptscope testload: unknown device '" << deviceText << "': use cpu or cuda:N\n";
+        return kExitBadInput;
+    }
+
+    // Read the file here first: an unreadable file is bad input (exit 2) without starting LibTorch.
+    auto ck = openCheckpoint(file);
+    if (!ck) {
+        printError(err, ck.error());
+        if (json) {
+            out << errorJson(ck.error()).dump(2) << '\n';
+        }
+        return exitCodeFor(ck.error().code);
+    }
+    if (!select.empty() && (*ck)->find(select) == kNoIndex) {
+        Error e = makeError(ErrorCode::Usage, "no key path '" + select + "' in this file");
+        e.path = file;
+        printError(err, e);
+        return kExitBadInput;
+    }
+
+    std::shared_ptr<const device::Nvml> nvml;
+    if (auto loaded = device::Nvml::load()) {
+        nvml = *loaded;
+    }
+    const auto inventory = device::queryInventory(nvml);
+    std::optional<device::TorchLoadPlacement> placement;
+    if (compare) {
+        placement = device::torchLoadPlacement((*ck)->bytesByLocation(), inventory.gpuCount());
+    }
+
+    device::TestloadRequest req;
+    req.path = file;
+    req.device = *device;
+    req.select = select;
+    req.verify = verify;
+    req.interval = std::chrono::milliseconds(intervalMs);
+    const bool showProgress = !json && stderrIsTerminal();
+    auto report = device::testLoad(
+        req,
+        [&](const device::TestloadProgress& p) {
+            if (showProgress && p.totalBytes > 0) {
+                err << "\rloading onto " << *device << ": " << humanBytes(p.bytes) << " / " << humanBytes(p.totalBytes)
+                    << "  " << p.tensors << " tensors  " << std::fixed << std::setprecision(2) << p.bytesPerSecond / 1e9
+                    << " GB/s   " << std::flush;
+            }
+        },
+        {}, nvml);
+    if (showProgress) {
+        err << "\r\033[K" << std::flush;
+    }
+
+    if (!report) {
+        Error e = report.error();
+        e.path = file;
+        printError(err, e);
+        if (json) {
+            ojson j = errorJson(e);
+            j["device"] = *device;
+            j["gpus"] = inventoryJson(inventory);
+            if (placement) {
+                j["torch_load"] = placementJson(*placement);
+            }
+            out << j.dump(2) << '\n';
+        } else if (placement) {
+            printPlacement(out, *placement);
+        }
+        const int rc = exitCodeFor(e.code);
+        return rc == kExitOk ? kExitProblems : rc;
+    }
+
+    if (json) {
+        ojson j;
+        j["schema"] = kJsonSchema;
+        j["file"] = file;
+        for (auto& [k, v] : reportJson(*report).items()) {
+            j[k] = v;
+        }
+        j["gpus"] = inventoryJson(inventory);
+        if (!inventory.gpuNote.empty()) {
+            j["gpu_note"] = inventory.gpuNote;
+        }
+        if (placement) {
+            j["torch_load"] = placementJson(*placement);
+        }
+        out << j.dump(2) << '\n';
+    } else {
+        if (!inventory.gpuNote.empty()) {
+            out << "GPUs: " << inventory.gpuNote << '\n';
+        }
+        printReport(out, file, *report);
+        if (placement) {
+            printPlacement(out, *placement);
+        }
+    }
+    return kExitOk;
+}
+
+}  // namespace ckpt::cli
