@@ -158,14 +158,21 @@ void TestReader::badInputs_data()
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("code");
     QTest::addColumn<QString>("fragment");
+    QTest::addColumn<QStringList>("codesOk");
+    QTest::addColumn<bool>("maySucceed");
     const QString dir = fixtureDir() + QStringLiteral("/bad");
     const QJsonArray rows = readJson(dir + QStringLiteral("/manifest.json")).array();
     QVERIFY2(rows.size() >= 15, "too few bad inputs");
     for (const auto& v : rows) {
         const QJsonObject r = v.toObject();
         const QString f = r.value(QStringLiteral("file")).toString();
+        QStringList ok;
+        for (const auto& c : r.value(QStringLiteral("codes_ok")).toArray()) {
+            ok << c.toString();
+        }
         QTest::newRow(qPrintable(f)) << dir + QLatin1Char('/') + f << r.value(QStringLiteral("expect_code")).toString()
-                                     << r.value(QStringLiteral("message_contains")).toString();
+                                     << r.value(QStringLiteral("message_contains")).toString() << ok
+                                     << r.value(QStringLiteral("may_succeed")).toBool();
     }
 }
 
@@ -174,16 +181,24 @@ void TestReader::badInputs()
     QFETCH(QString, file);
     QFETCH(QString, code);
     QFETCH(QString, fragment);
+    QFETCH(QStringList, codesOk);
+    QFETCH(bool, maySucceed);
     QElapsedTimer timer;
     timer.start();
     auto ck = openCheckpoint(file.toStdString());
+    if (ck.ok() && maySucceed) {
+        return;  // torch itself may accept it (an unclosed MARK at STOP); reading it must simply not crash
+    }
     QVERIFY2(!ck.ok(), "a bad input was accepted");
     const Error& e = ck.error();
     const QString line = QString::fromStdString(e.describe());
     QVERIFY2(!line.contains(QLatin1Char('\n')), "the error is not one line");
     QVERIFY2(line.contains(file), "the error does not name the file");
     QVERIFY2(line.contains(fragment, Qt::CaseInsensitive), qPrintable(line + QStringLiteral(" lacks ") + fragment));
-    QCOMPARE(errorCodeName(e.code), code);
+    if (codesOk.isEmpty()) {
+        codesOk << code;
+    }
+    QVERIFY2(codesOk.contains(errorCodeName(e.code)), qPrintable(errorCodeName(e.code) + QStringLiteral(": ") + line));
     QVERIFY2(timer.elapsed() < 5000, "bad input took too long");
 }
 
