@@ -1,3 +1,3 @@
 ckptscope_core_library(ckptscope_pickle
-    SOURCES pickle/value.cpp pickle/unpickler.cpp pickle/pickler.cpp
+    SOURCES pickle/value.cpp pickle/unpickler.cpp pickle/pickler.cpp pickle/compat.cpp pickle/text.cpp
     DEPS ckptscope_util)
