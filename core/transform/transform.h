@@ -38,6 +38,7 @@ struct Plan {
     pickle::Arena arena;               // the output value tree (Arena::storages rewritten)
     pickle::ValueId root;
     std::vector<OutStorage> storages;  // parallel to arena.storages
+    std::uint64_t tensorCount = 0;     // distinct tensors the output holds
     [[nodiscard]] bool changesNothing() const;
     [[nodiscard]] std::string toJson() const;
 };

@@ -1,0 +1,44 @@
+// Shared state of makePlan's passes (transform.cpp runs them in order: select, drop, unwrap,
+// sanitize, prefixes, storages). Each pass edits Plan::arena in place and records its steps.
+#pragma once
+
+#include "transform/transform.h"
+
+#include <string>
+#include <unordered_set>
+
+namespace ckpt::transform::detail {
+
+struct Builder {
+    const Checkpoint& in;
+    const Options& opts;
+    Plan& plan;
+    std::string rootPath;                         // input key path of the output root
+    std::unordered_set<std::uint32_t> stateDicts; // dict values whose keys are state-dict keys
+
+    void step(StepKind kind, std::string path, std::string before, std::string after, std::string detail = {})
+    {
+        plan.steps.push_back({kind, std::move(path), std::move(before), std::move(after), std::move(detail)});
+    }
+    pickle::Arena& arena() { return plan.arena; }
+};
+
+[[nodiscard]] std::string joinPath(const std::string& parent, const std::string& name);
+
+// The dict items of an object's BUILD state, where it has a dict (or a (dict, slots) pair).
+[[nodiscard]] std::vector<pickle::ValueId> objectStateItems(const pickle::Arena& a, const pickle::ObjectInfo& o);
+// An nn.Module's __dict__: a dict state with `_modules` and `_parameters` (as the reader decides).
+[[nodiscard]] bool isModuleObject(const pickle::Arena& a, pickle::ValueId v);
+// The value of string key `key` in a dict's item list, or invalid.
+[[nodiscard]] pickle::ValueId dictGet(const pickle::Arena& a, const std::vector<pickle::ValueId>& items,
+                                      std::string_view key);
+
+// Rewrites a strided tensor's original argument tuple from its fields, so a pickler that writes
+// either form writes the edited tensor.
+void refreshStridedArgs(pickle::Arena& a, pickle::ValueId tensor);
+
+Expected<void> unwrapModules(Builder& b);
+Expected<void> sanitize(Builder& b);
+Expected<void> editPrefixes(Builder& b);
+
+}  // namespace ckpt::transform::detail
