@@ -1,0 +1,33 @@
+// The rules behind check(): each appends the findings of one family. Internal to the stage.
+#pragma once
+
+#include "diagnose/diagnose.h"
+
+#include <cstdint>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace ckpt::diagnose {
+
+using Findings = std::vector<Finding>;
+
+void prefixRules(const Checkpoint& ckpt, Findings& out);     // module/nested/compile/fsdp/mixed-prefix
+void deviceRules(const Checkpoint& ckpt, Findings& out);     // device-pinned, mixed-devices
+void pickleRules(const Checkpoint& ckpt, Findings& out);     // not-weights-only, unsafe-callable, whole-model
+void storageRules(const Checkpoint& ckpt, Findings& out);    // legacy-format, torchscript-archive, storage-bloat,
+                                                             // shared-storage, truncated-or-missing-storage
+Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
+
+// torch's validate_cuda_device messages (FORMAT.md §4.3), with the exception type as printed.
+[[nodiscard]] std::string cudaUnavailableMessage();
+[[nodiscard]] std::string cudaDeviceCountMessage(int device, int count);
+
+// Helpers shared by the rules.
+[[nodiscard]] std::string quotedPath(const std::string& path);  // `model/fc.weight`, "the root" for ""
+[[nodiscard]] std::string joinPath(const std::string& dict, const std::string& key);
+[[nodiscard]] std::string plural(std::uint64_t n, std::string_view one, std::string_view many);
+[[nodiscard]] std::string withCommas(std::uint64_t n);  // 1,234,567
+[[nodiscard]] std::string bytesText(std::uint64_t n);   // "1.5 GiB (1,610,612,736 bytes)"
+
+}  // namespace ckpt::diagnose

@@ -1,0 +1,266 @@
+// What the pickle itself asks the loader to do: globals outside torch's weights-only allowlist,
+// globals that run code, and whole pickled nn.Modules (FORMAT.md §5, §9).
+#include "diagnose/rules.h"
+#include "diagnose/safety.h"
+
+#include <algorithm>
+
+namespace ckpt::diagnose {
+namespace {
+
+constexpr std::size_t kMaxPathsShown = 3;
+
+std::string pathsText(const std::vector<std::string>& paths)
+{
+    if (paths.empty()) {
+        return "(not reachable from the root)";
+    }
+    std::string out;
+    for (std::size_t i = 0; i < paths.size() && i < kMaxPathsShown; ++i) {
+        out += (i ? ", " : "") + quotedPath(paths[i]);
+    }
+    if (paths.size() > kMaxPathsShown) {
+        out += " and " + std::to_string(paths.size() - kMaxPathsShown) + " more";
+    }
+    return out;
+}
+
+std::string lastComponent(const std::string& qualified)
+{
+    const auto dot = qualified.rfind('.');
+    return dot == std::string::npos ? qualified : qualified.substr(dot + 1);
+}
+
+std::string moduleOf(const std::string& qualified)
+{
+    const auto dot = qualified.rfind('.');
+    return dot == std::string::npos ? std::string() : qualified.substr(0, dot);
+}
+
+// How to replace a non-allowlisted value with something weights_only accepts.
+std::string remedyFor(const std::string& q, const Checkpoint& ckpt)
+{
+    if (q == "argparse.Namespace") {
+        return "a dict of its attributes";
+    }
+    if (q.starts_with("numpy.")) {
+        return "Python numbers or tensors";
+    }
+    for (const auto& o : ckpt.objects) {
+        if (o.type == q && o.isModule) {
+            return "its state dict";
+        }
+    }
+    if (q.starts_with("torch.storage._load_from_bytes")) {
+        return "tensors (it is a storage pickled by plain pickle)";
+    }
+    return "plain values, or dropped";
+}
+
+// Legacy whole-model saves carry ('module', class, file, source) persistent ids, which the
+// weights-only loader refuses ("Only persistent_load of storage is allowed, but got module").
+std::vector<std::string> legacyModulePids(const Checkpoint& ckpt)
+{
+    std::vector<std::string> out;
+    const auto& a = ckpt.arena;
+    for (std::uint32_t i = 0; i < a.size(); ++i) {
+        const auto& v = a[pickle::ValueId{i}];
+        if (v.kind != pickle::Kind::PersistentId || v.items.empty()) {
+            continue;
+        }
+        const auto& pid = a[v.items[0]];
+        if (pid.kind != pickle::Kind::Tuple || pid.items.size() < 2) {
+            continue;
+        }
+        const auto& tag = a[pid.items[0]];
+        if ((tag.kind == pickle::Kind::Str || tag.kind == pickle::Kind::Bytes) && tag.text == "module") {
+            const auto& cls = a[pid.items[1]];
+            out.push_back(cls.kind == pickle::Kind::Global ? pickle::globalOf(a, pid.items[1]).qualified()
+                                                           : std::string("?"));
+        }
+    }
+    return out;
+}
+
+void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
+{
+    std::vector<const GlobalUse*> refused;
+    for (const auto& g : ckpt.globals) {
+        if (!isWeightsOnlyAllowed(g.qualified)) {
+            refused.push_back(&g);
+        }
+    }
+    const auto ops = refusedOpcodes(ckpt.opcodesSeen);
+    const auto modulePids = legacyModulePids(ckpt);
+    if (refused.empty() && ops.empty() && modulePids.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "not-weights-only";
+    f.severity = Severity::Warning;
+    f.title = "torch.load(weights_only=True), the default since PyTorch 2.6, refuses this file";
+    std::string first;
+    if (!ops.empty()) {
+        f.detail += "The pickle uses opcodes the weights-only unpickler does not implement: ";
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+            f.detail += (i ? ", " : "") + std::string(ops[i].name) + " (" + std::to_string(ops[i].code) + ")";
+        }
+        f.detail += " (it was written with pickle protocol " + std::to_string(ckpt.pickleProtocol) +
+                    "; torch only ever reads protocol 2's opcodes there, up to at least 2.10).";
+        // FRAME comes right after PROTO in protocol 4/5 pickles, so it is what torch trips on first.
+        const auto frame = std::find_if(ops.begin(), ops.end(), [](const RefusedOpcode& o) { return o.code == 0x95; });
+        first = "WeightsUnpickler error: Unsupported operand " + std::to_string((frame != ops.end() ? *frame : ops[0]).code);
+    }
+    if (!refused.empty()) {
+        f.detail += std::string(f.detail.empty() ? "" : " ") + "It names " +
+                    plural(refused.size(), "global", "globals") + " outside the default allowlist: ";
+        for (std::size_t i = 0; i < refused.size(); ++i) {
+            const auto& g = *refused[i];
+            f.detail += (i ? "; " : "") + g.qualified + " at " + pathsText(g.paths) + " (make it " +
+                        remedyFor(g.qualified, ckpt) + ")";
+            f.paths.insert(f.paths.end(), g.paths.begin(), g.paths.end());
+        }
+        f.detail += ".";
+        if (first.empty()) {
+            const auto& q = refused.front()->qualified;
+            first = "WeightsUnpickler error: Unsupported global: GLOBAL " + q +
+                    " was not an allowed global by default. Please use `torch.serialization.add_safe_globals([" +
+                    lastComponent(q) + "])` or the `torch.serialization.safe_globals([" + lastComponent(q) +
+                    "])` context manager to allowlist this global if you trust this class/function.";
+        }
+    }
+    if (!modulePids.empty()) {
+        f.detail += std::string(f.detail.empty() ? "" : " ") +
+                    "Its legacy format embeds module classes as persistent ids (" + modulePids.front() +
+                    (modulePids.size() > 1 ? " and " + std::to_string(modulePids.size() - 1) + " more" : "") +
+                    "), which the weights-only loader refuses.";
+        if (first.empty()) {
+            first = "WeightsUnpickler error: Only persistent_load of storage is allowed, but got module";
+        }
+    }
+    f.detail += " PyTorch 2.6+ stops with \"Weights only load failed. ... " + first +
+                "\"; loading with weights_only=False instead runs whatever the pickle names. Fix: convert those "
+                "values to plain ones or drop them and rewrite the file at pickle protocol 2.";
+    std::sort(f.paths.begin(), f.paths.end());
+    f.paths.erase(std::unique(f.paths.begin(), f.paths.end()), f.paths.end());
+    transform::Options fix;
+    fix.weightsOnly = true;
+    f.fix = fix;
+    out.push_back(std::move(f));
+}
+
+std::string callText(const Checkpoint& ckpt, const std::string& qualified)
+{
+    for (const auto& o : ckpt.objects) {
+        if (o.type != qualified || o.node >= ckpt.nodes.size()) {
+            continue;
+        }
+        const auto id = ckpt.nodes[o.node].value;
+        if (!id.valid() || id.v >= ckpt.arena.size() || ckpt.arena[id].kind != pickle::Kind::Object) {
+            continue;
+        }
+        const auto& info = pickle::objectOf(ckpt.arena, id);
+        if (info.args.valid()) {
+            auto args = pickle::shortRepr(ckpt.arena, info.args, 160);
+            if (args.size() >= 2 && args.front() == '(' && args.ends_with(",)")) {
+                args.erase(args.size() - 2, 1);  // a one-element tuple reads better as a call
+            }
+            return qualified + args;
+        }
+    }
+    return {};
+}
+
+void unsafeCallables(const Checkpoint& ckpt, Findings& out)
+{
+    for (const auto& g : ckpt.globals) {
+        const auto reason = unsafeReason(g.qualified);
+        if (!reason) {
+            continue;
+        }
+        Finding f;
+        f.code = "unsafe-callable";
+        f.severity = Severity::Error;
+        f.title = "The pickle calls " + g.qualified + ", which " + std::string(*reason);
+        const auto call = callText(ckpt, g.qualified);
+        f.detail = "The pickle names `" + g.qualified + "` (" + std::string(*reason) + ")" +
+                   (call.empty() ? std::string() : ", as the call `" + call + "`,") + " at " + pathsText(g.paths) +
+                   ". ckptscope read it without running it, but plain torch.load (weights_only=False, the default "
+                   "before PyTorch 2.6 and what people fall back to when 2.6 refuses a file) or pickle.load would "
+                   "run it while loading, with your user's rights. Do not load this file with Python unless you "
+                   "trust its source.";
+        f.paths = g.paths;
+        const bool droppable =
+            !g.paths.empty() && std::none_of(g.paths.begin(), g.paths.end(), [](const std::string& p) { return p.empty(); });
+        if (droppable) {
+            f.detail += " Fix: drop the values that carry it and write the rest as a weights-only file.";
+            transform::Options fix;
+            fix.drop = g.paths;
+            fix.weightsOnly = true;
+            f.fix = fix;
+        } else {
+            f.detail += " It sits at the root of the file, so nothing remains to keep without it.";
+        }
+        out.push_back(std::move(f));
+    }
+}
+
+bool hasModuleAncestor(const Checkpoint& ckpt, std::uint32_t node)
+{
+    for (auto p = ckpt.nodes[node].parent; p != kNoIndex; p = ckpt.nodes[p].parent) {
+        if (ckpt.nodes[p].kind == NodeKind::Module) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void wholeModel(const Checkpoint& ckpt, Findings& out)
+{
+    for (const auto& o : ckpt.objects) {
+        if (!o.isModule || o.node >= ckpt.nodes.size() || hasModuleAncestor(ckpt, o.node)) {
+            continue;
+        }
+        const auto& n = ckpt.nodes[o.node];
+        const bool wrapped = o.type.ends_with("DataParallel");
+        Finding f;
+        f.code = "whole-model";
+        f.severity = Severity::Warning;
+        f.title = "A whole pickled model (" + o.type + ") at " + quotedPath(o.path) + ", not a state dict";
+        const auto cls = lastComponent(o.type);
+        const auto mod = moduleOf(o.type);
+        f.detail = quotedPath(o.path) + " is a pickled nn.Module of class `" + o.type + "` holding " +
+                   plural(n.tensorCount, "tensor", "tensors") + " (" + humanBytes(n.bytes) +
+                   "), saved with torch.save(model). Loading it imports that class: without `" + mod +
+                   "` on the path exactly as it was, torch.load fails with \"AttributeError: Can't get attribute '" +
+                   cls + "' on <module '" + mod + "'>\" or \"ModuleNotFoundError: No module named '" + mod +
+                   "'\", a changed class loads silently wrong, and under weights_only=True (the 2.6+ default) it "
+                   "is refused (\"Unsupported global: GLOBAL " +
+                   o.type + " was not an allowed global by default\").";
+        transform::Options fix;
+        fix.unwrapModules = true;
+        if (wrapped) {
+            f.detail += " The model inside is wrapped in " + cls +
+                        " (under `_modules/module`), so its state dict keys start with `module.`: the fix strips it.";
+            fix.stripPrefixes = {"module."};
+        }
+        f.detail += " Fix: extract its state dict (model.state_dict()), which loads into the model built in code.";
+        f.paths = {o.path};
+        f.fix = fix;
+        out.push_back(std::move(f));
+    }
+}
+
+}  // namespace
+
+void pickleRules(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.format == Format::Safetensors) {
+        return;
+    }
+    unsafeCallables(ckpt, out);
+    notWeightsOnly(ckpt, out);
+    wholeModel(ckpt, out);
+}
+
+}  // namespace ckpt::diagnose

@@ -1,0 +1,221 @@
+// Facts about the container and its storages: the legacy stream format, TorchScript archives,
+// storages missing from the file, bytes no tensor reaches, and tensors sharing a storage.
+#include "diagnose/rules.h"
+
+#include <algorithm>
+#include <map>
+
+namespace ckpt::diagnose {
+namespace {
+
+constexpr std::uint64_t kBloatWarnBytes = 1ULL << 20;
+constexpr std::size_t kExamples = 3;
+
+std::vector<std::vector<std::uint32_t>> tensorsByStorage(const Checkpoint& ckpt)
+{
+    std::vector<std::vector<std::uint32_t>> out(ckpt.storages.size());
+    for (std::uint32_t t = 0; t < ckpt.tensors.size(); ++t) {
+        const auto s = ckpt.tensors[t].storage;
+        if (s != kNoIndex && s < out.size()) {
+            out[s].push_back(t);
+        }
+    }
+    return out;
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string out = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        out += (i ? ", " : "") + std::to_string(shape[i]);
+    }
+    return out + "]";
+}
+
+void legacyFormat(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.format != Format::TorchLegacy) {
+        return;
+    }
+    Finding f;
+    f.code = "legacy-format";
+    f.severity = Severity::Warning;
+    f.title = "Legacy (pre-1.6) serialization format, not a zip archive";
+    f.detail = "The file is the legacy magic-number stream that torch.save wrote before PyTorch 1.6 (or with "
+               "_use_new_zipfile_serialization=False). Current PyTorch still reads it, but only by reading every "
+               "byte in order: torch.load(mmap=True) refuses it (\"mmap can only be used with files saved with "
+               "`torch.save(_, _use_new_zipfile_serialization=True)`, please torch.save your checkpoint with this "
+               "option in order to use mmap.\"), storages cannot be read lazily, and tools that expect the zip "
+               "layout (torch.jit, C++ readers) fail. Fix: rewrite it as a zip archive.";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
+void torchScript(const Checkpoint& ckpt, Findings& out)
+{
+    if (!ckpt.torchScript) {
+        return;
+    }
+    Finding f;
+    f.code = "torchscript-archive";
+    f.severity = Severity::Info;
+    f.title = "A TorchScript archive (torch.jit.save), not a torch.save checkpoint";
+    f.detail = "The archive holds TorchScript code and constants. torch.load hands it to torch.jit.load (with the "
+               "warning \"'torch.load' received a zip file that looks like a TorchScript archive dispatching to "
+               "'torch.jit.load' (call 'torch.jit.load' directly to silence this warning)\") and returns a "
+               "ScriptModule, not a state dict; load it with torch.jit.load and call .state_dict() for weights.";
+    out.push_back(std::move(f));
+}
+
+void missingStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+{
+    std::vector<std::uint32_t> missing;
+    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+        if (!ckpt.storages[s].present) {
+            missing.push_back(s);
+        }
+    }
+    if (missing.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "truncated-or-missing-storage";
+    f.severity = Severity::Error;
+    f.title = plural(missing.size(), "storage is", "storages are") + " missing or cut short in the file";
+    std::uint64_t lacking = 0;
+    std::string examples;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+        const auto& s = ckpt.storages[missing[i]];
+        lacking += s.nbytes > s.storedBytes ? s.nbytes - s.storedBytes : 0;
+        if (i < kExamples) {
+            examples += std::string(i ? "; " : "") + "storage " + s.key +
+                        (s.record.empty() ? std::string() : " (" + s.record + ")") + " needs " + bytesText(s.nbytes) +
+                        ", the file holds " + bytesText(s.storedBytes);
+        }
+        for (auto t : users[missing[i]]) {
+            f.paths.push_back(ckpt.tensors[t].path);
+        }
+    }
+    f.detail = examples + (missing.size() > kExamples ? "; ..." : "") + ". In all " + bytesText(lacking) +
+               " of tensor data are absent: the download or save was interrupted, or the file was cut. torch.load "
+               "fails when it reaches the first of them; only the tensors listed are affected.";
+    out.push_back(std::move(f));
+}
+
+void storageBloat(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+{
+    struct Waste {
+        std::uint32_t storage;
+        std::uint64_t bytes;
+    };
+    std::vector<Waste> wastes;
+    std::uint64_t wasted = 0;
+    std::uint64_t total = 0;
+    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+        const auto& st = ckpt.storages[s];
+        total += st.nbytes;
+        if (st.tensorCount == 0 || users[s].empty() || st.reachedBytes >= st.nbytes) {
+            continue;
+        }
+        wastes.push_back({s, st.nbytes - st.reachedBytes});
+        wasted += st.nbytes - st.reachedBytes;
+    }
+    if (wastes.empty()) {
+        return;
+    }
+    std::sort(wastes.begin(), wastes.end(), [](const Waste& a, const Waste& b) { return a.bytes > b.bytes; });
+    Finding f;
+    f.code = "storage-bloat";
+    const bool big = wasted >= kBloatWarnBytes || wasted * 10 >= total;
+    f.severity = big ? Severity::Warning : Severity::Info;
+    f.title = bytesText(wasted) + " stored that no tensor reaches";
+    std::string examples;
+    for (std::size_t i = 0; i < wastes.size(); ++i) {
+        const auto& st = ckpt.storages[wastes[i].storage];
+        if (i < kExamples) {
+            const auto& t = ckpt.tensors[users[wastes[i].storage].front()];
+            examples += std::string(i ? "; " : "") + quotedPath(t.path) + " (" + std::string(dtypeName(t.dtype)) +
+                        " " + shapeText(t.shape) + ") views " + bytesText(st.reachedBytes) + " of a " +
+                        bytesText(st.nbytes) + " storage";
+        }
+        for (auto t : users[wastes[i].storage]) {
+            f.paths.push_back(ckpt.tensors[t].path);
+        }
+    }
+    f.detail = plural(wastes.size(), "storage holds", "storages hold") + " " + bytesText(wasted) +
+               " that no tensor can reach (of " + bytesText(total) + " in all storages): " + examples +
+               (wastes.size() > kExamples ? "; ..." : "") +
+               ". torch.save writes a view's whole storage (a slice or a few rows of a large tensor), and "
+               "torch.load reads and allocates all of it. Fix: compact, so each storage keeps only the bytes its "
+               "tensors view.";
+    transform::Options fix;
+    fix.compact = true;
+    f.fix = fix;
+    out.push_back(std::move(f));
+}
+
+bool sameView(const TensorEntry& a, const TensorEntry& b)
+{
+    return a.storageOffset == b.storageOffset && a.shape == b.shape && a.stride == b.stride && a.dtype == b.dtype;
+}
+
+void sharedStorage(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+{
+    std::vector<std::uint32_t> groups;
+    for (std::uint32_t s = 0; s < users.size(); ++s) {
+        if (users[s].size() > 1) {
+            groups.push_back(s);
+        }
+    }
+    if (groups.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "shared-storage";
+    f.severity = Severity::Info;
+    std::size_t tied = 0;
+    std::size_t partial = 0;
+    std::string examples;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        const auto& ts = users[groups[g]];
+        const auto& first = ckpt.tensors[ts.front()];
+        const bool identical =
+            std::all_of(ts.begin(), ts.end(), [&](std::uint32_t t) { return sameView(ckpt.tensors[t], first); });
+        (identical ? tied : partial) += 1;
+        if (g < kExamples) {
+            std::string names;
+            for (std::size_t i = 0; i < ts.size() && i < 4; ++i) {
+                names += (i ? (identical ? " = " : ", ") : "") + quotedPath(ckpt.tensors[ts[i]].path);
+            }
+            if (ts.size() > 4) {
+                names += ", ...";
+            }
+            examples += std::string(g ? "; " : "") + names + (identical ? " (the same view: tied)" : " (different views)");
+        }
+        for (auto t : ts) {
+            f.paths.push_back(ckpt.tensors[t].path);
+        }
+    }
+    f.title = plural(groups.size(), "storage is", "storages are") + " shared by several tensors";
+    f.detail = examples + (groups.size() > kExamples ? "; ..." : "") +
+               ". torch.load keeps them shared (tied weights stay tied). safetensors cannot share: an export keeps "
+               "one name per tied group (" +
+               plural(tied, "group", "groups") + ", the others recorded as aliases in __metadata__, as "
+               "safetensors' save_model does) and has to copy partially overlapping views (" +
+               plural(partial, "group", "groups") + ").";
+    out.push_back(std::move(f));
+}
+
+}  // namespace
+
+void storageRules(const Checkpoint& ckpt, Findings& out)
+{
+    legacyFormat(ckpt, out);
+    torchScript(ckpt, out);
+    const auto users = tensorsByStorage(ckpt);
+    missingStorages(ckpt, users, out);
+    storageBloat(ckpt, users, out);
+    sharedStorage(ckpt, users, out);
+}
+
+}  // namespace ckpt::diagnose
