@@ -1,8 +1,7 @@
 #include "archive/zip.h"
 
-#include <zlib.h>
-
 #include <algorithm>
+#include <zlib.h>
 
 namespace ckpt::archive {
 

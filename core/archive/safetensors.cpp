@@ -1,10 +1,9 @@
 #include "archive/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 namespace ckpt::archive {
@@ -29,10 +28,10 @@ std::optional<std::uint64_t> bitsOf(std::string_view code)
         std::uint64_t bits;
     };
     static constexpr std::array<Row, 22> kBits{{
-        {"BOOL", 8},  {"F4", 4},           {"F6_E2M3", 6},     {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},
-        {"F8_E5M2", 8}, {"F8_E4M3", 8},    {"F8_E8M0", 8},     {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
-        {"I16", 16},  {"U16", 16},         {"F16", 16},        {"BF16", 16},   {"I32", 32}, {"U32", 32},
-        {"F32", 32},  {"C64", 64},         {"F64", 64},        {"I64", 64},    {"U64", 64},
+        {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},          {"I8", 8},
+        {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
+        {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},        {"U32", 32},        {"F32", 32},
+        {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64},
     }};
     for (const auto& r : kBits) {
         if (r.code == code) {
@@ -129,9 +128,8 @@ Expected<std::uint64_t> validateLayout(const std::vector<SafetensorsEntry>& tens
     for (const auto& t : tensors) {
         sorted.push_back(&t);
     }
-    std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
-        return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
-    });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto* a, const auto* b) { return std::pair(a->begin, a->end) < std::pair(b->begin, b->end); });
     std::uint64_t next = 0;
     for (const SafetensorsEntry* t : sorted) {
         if (t->begin != next || t->end < t->begin) {
@@ -273,8 +271,7 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
             }
         }
         std::uint64_t nbytes = 0;
-        if (!checkedMul(numel, elementSize(t.dtype), nbytes) || nbytes != t.nbytes ||
-            offset > kMaxSize - t.nbytes) {
+        if (!checkedMul(numel, elementSize(t.dtype), nbytes) || nbytes != t.nbytes || offset > kMaxSize - t.nbytes) {
             return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) +
                                                    " bytes do not match its shape and dtype");
         }

@@ -1,11 +1,10 @@
 #include "archive/zip.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <zlib.h>
 
 namespace ckpt::archive {
 namespace {
@@ -30,14 +29,29 @@ constexpr std::uint32_t kOverflow32 = 0xFFFFFFFF;
 constexpr std::uint64_t kMaxInflated = 16ULL << 30;
 constexpr std::uint64_t kMaxDeflateRatio = 1032;
 
-std::uint32_t u16(Bytes b, std::size_t at) { return static_cast<std::uint32_t>(loadLE(b, at, 2)); }
-std::uint32_t u32(Bytes b, std::size_t at) { return static_cast<std::uint32_t>(loadLE(b, at, 4)); }
-std::uint64_t u64(Bytes b, std::size_t at) { return loadLE(b, at, 8); }
+std::uint32_t u16(Bytes b, std::size_t at)
+{
+    return static_cast<std::uint32_t>(loadLE(b, at, 2));
+}
+std::uint32_t u32(Bytes b, std::size_t at)
+{
+    return static_cast<std::uint32_t>(loadLE(b, at, 4));
+}
+std::uint64_t u64(Bytes b, std::size_t at)
+{
+    return loadLE(b, at, 8);
+}
 
 // [at, at + len) lies inside a file of `size` bytes, without overflowing.
-bool fits(std::uint64_t at, std::uint64_t len, std::uint64_t size) { return at <= size && len <= size - at; }
+bool fits(std::uint64_t at, std::uint64_t len, std::uint64_t size)
+{
+    return at <= size && len <= size - at;
+}
 
-Error corrupt(std::string what, std::uint64_t offset) { return makeError(ErrorCode::Corrupt, std::move(what), offset); }
+Error corrupt(std::string what, std::uint64_t offset)
+{
+    return makeError(ErrorCode::Corrupt, std::move(what), offset);
+}
 
 struct EndInfo {
     std::uint64_t entries = 0;
@@ -133,8 +147,7 @@ Expected<void> applyZip64Extra(Bytes extra, std::uint64_t extraAt, ZipRecord& r,
                 p += 8;
                 return true;
             };
-            if ((usize && !take(r.size)) || (csize && !take(r.compressedSize)) ||
-                (off && !take(r.localHeaderOffset))) {
+            if ((usize && !take(r.size)) || (csize && !take(r.compressedSize)) || (off && !take(r.localHeaderOffset))) {
                 return corrupt("ZIP64 extra field of \"" + r.name + "\" is too short", extraAt + at);
             }
             return {};
@@ -147,7 +160,10 @@ Expected<void> applyZip64Extra(Bytes extra, std::uint64_t extraAt, ZipRecord& r,
     return {};
 }
 
-std::uint64_t hashName(std::string_view s) { return std::hash<std::string_view>{}(s); }
+std::uint64_t hashName(std::string_view s)
+{
+    return std::hash<std::string_view>{}(s);
+}
 
 bool equalsIgnoreCase(std::string_view a, std::string_view b)
 {
@@ -173,7 +189,7 @@ Expected<void> inflateInto(Bytes in, std::uint64_t size, std::vector<std::byte>&
     std::size_t inPos = 0;
     std::size_t outPos = 0;
     int rc = Z_OK;
-    std::byte none{};  // zlib rejects a null next_out even when nothing is to be written
+    std::byte none{};                        // zlib rejects a null next_out even when nothing is to be written
     constexpr std::size_t kStep = 1U << 30;  // zlib counts in 32-bit uInt
     while (rc == Z_OK) {
         const std::size_t inChunk = std::min(in.size() - inPos, kStep);
@@ -237,9 +253,9 @@ Expected<ZipReader> ZipReader::parse(Bytes file)
         if ((u16(file, c + 8) & 1U) != 0) {
             return makeError(ErrorCode::Unsupported, "record \"" + r.name + "\" is encrypted", at);
         }
-        auto z64 = applyZip64Extra(file.subspan(c + kCentralSize + nameLen, extraLen), at + kCentralSize + nameLen, r,
-                                   r.size == kOverflow32, r.compressedSize == kOverflow32,
-                                   r.localHeaderOffset == kOverflow32);
+        auto z64 =
+            applyZip64Extra(file.subspan(c + kCentralSize + nameLen, extraLen), at + kCentralSize + nameLen, r,
+                            r.size == kOverflow32, r.compressedSize == kOverflow32, r.localHeaderOffset == kOverflow32);
         if (!z64) {
             return std::move(z64.error());
         }

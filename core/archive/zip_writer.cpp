@@ -38,15 +38,24 @@ private:
     std::vector<std::byte> bytes_;
 };
 
-std::uint16_t flagsFor(std::uint64_t size) { return size > 0 ? 0x0808 : 0x0800; }
-std::uint64_t clamp32(std::uint64_t v) { return std::min(v, kMax32); }
+std::uint16_t flagsFor(std::uint64_t size)
+{
+    return size > 0 ? 0x0808 : 0x0800;
+}
+std::uint64_t clamp32(std::uint64_t v)
+{
+    return std::min(v, kMax32);
+}
 
 Error writeFailed(const std::string& what, int err)
 {
     return makeError(ErrorCode::WriteFailed, what + ": " + std::strerror(err));
 }
 
-Error usage(const std::string& what) { return makeError(ErrorCode::Usage, what); }
+Error usage(const std::string& what)
+{
+    return makeError(ErrorCode::Usage, what);
+}
 
 bool copyUnsupported(int err)
 {
@@ -184,7 +193,10 @@ Expected<void> ZipWriter::startEntry(std::string_view name, std::uint64_t size)
     return {};
 }
 
-Expected<void> ZipWriter::beginRecord(std::string_view name, std::uint64_t size) { return startEntry(name, size); }
+Expected<void> ZipWriter::beginRecord(std::string_view name, std::uint64_t size)
+{
+    return startEntry(name, size);
+}
 
 Expected<void> ZipWriter::writeChunk(Bytes chunk)
 {
@@ -302,7 +314,7 @@ Expected<void> ZipWriter::addRecordFromFile(std::string_view name, int srcFd, st
                 buf_.clear();
                 failed_ = true;
                 return makeError(ErrorCode::Io, "cannot read the source of record \"" + std::string(name) +
-                                                     "\": " + std::strerror(err));
+                                                    "\": " + std::strerror(err));
             }
             buf_.resize(static_cast<std::size_t>(n));
             auto ok = flush();

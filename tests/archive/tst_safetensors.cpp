@@ -59,8 +59,8 @@ QByteArray writeReference(const QString& path, const std::vector<Spec>& tensors,
     }
     QJsonObject spec{{QStringLiteral("tensors"), list},
                      {QStringLiteral("metadata"), metadata.isEmpty() ? QJsonValue() : QJsonValue(metadata)}};
-    const PyResult r = runPython(kReferenceWriter,
-                                 {path, QString::fromUtf8(QJsonDocument(spec).toJson(QJsonDocument::Compact))});
+    const PyResult r =
+        runPython(kReferenceWriter, {path, QString::fromUtf8(QJsonDocument(spec).toJson(QJsonDocument::Compact))});
     if (r.exitCode != 0) {
         qWarning("%s", r.err.constData());
         return {};
@@ -149,7 +149,8 @@ void TestSafetensors::headerMatchesReferenceWriter()
         {QStringLiteral("z.ü\"q"), QStringLiteral("U8"), {0}, 0},
     };
     for (bool withMeta : {false, true}) {
-        const QJsonObject meta = withMeta ? QJsonObject{{QStringLiteral("format"), QStringLiteral("pt")}} : QJsonObject{};
+        const QJsonObject meta =
+            withMeta ? QJsonObject{{QStringLiteral("format"), QStringLiteral("pt")}} : QJsonObject{};
         const QByteArray file = writeReference(dir_.filePath(QStringLiteral("hdr.safetensors")), specs, meta);
         QVERIFY(!file.isEmpty());
         auto st = parseSafetensors(bytesOf(file));
@@ -193,14 +194,11 @@ void TestSafetensors::validationErrors_data()
     row("garbage after object", fileWith("{}x", 0), ErrorCode::Corrupt);
     row("duplicate keys", fileWith("{" + u8a + "," + u8a + "}", 2), ErrorCode::Corrupt);
     row("entry not an object", fileWith(R"({"a":5})", 0), ErrorCode::Corrupt);
-    row("dtype not a string", fileWith(R"({"a":{"dtype":4,"shape":[],"data_offsets":[0,1]}})", 1),
-        ErrorCode::Corrupt);
-    row("negative shape", fileWith(R"({"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", 0),
-        ErrorCode::Corrupt);
+    row("dtype not a string", fileWith(R"({"a":{"dtype":4,"shape":[],"data_offsets":[0,1]}})", 1), ErrorCode::Corrupt);
+    row("negative shape", fileWith(R"({"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}})", 0), ErrorCode::Corrupt);
     row("fractional shape", fileWith(R"({"a":{"dtype":"U8","shape":[1.5],"data_offsets":[0,0]}})", 0),
         ErrorCode::Corrupt);
-    row("three offsets", fileWith(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}})", 1),
-        ErrorCode::Corrupt);
+    row("three offsets", fileWith(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}})", 1), ErrorCode::Corrupt);
     row("negative offset", fileWith(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[-1,0]}})", 0),
         ErrorCode::Corrupt);
     row("missing offsets", fileWith(R"({"a":{"dtype":"U8","shape":[1]}})", 1), ErrorCode::Corrupt);
@@ -232,8 +230,7 @@ void TestSafetensors::validEdgeCases_data()
     QTest::newRow("empty header") << fileWith("{}", 0) << 0;
     QTest::newRow("padded header") << fileWith("{}      ", 0) << 0;
     QTest::newRow("null metadata") << fileWith(R"({"__metadata__":null})", 0) << 0;
-    QTest::newRow("empty tensor") << fileWith(R"({"a":{"dtype":"F32","shape":[3,0],"data_offsets":[0,0]}})", 0)
-                                  << 1;
+    QTest::newRow("empty tensor") << fileWith(R"({"a":{"dtype":"F32","shape":[3,0],"data_offsets":[0,0]}})", 0) << 1;
     QTest::newRow("scalar") << fileWith(R"({"a":{"dtype":"I16","shape":[],"data_offsets":[0,2]}})", 2) << 1;
     QTest::newRow("F4 pairs") << fileWith(R"({"a":{"dtype":"F4","shape":[4],"data_offsets":[0,2]}})", 2) << 1;
     QTest::newRow("header order differs from offsets")
