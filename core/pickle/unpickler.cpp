@@ -4,6 +4,8 @@
 #include "pickle/opcodes.h"
 #include "pickle/text.h"
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -125,6 +127,22 @@ bool checkedAdd(std::int64_t a, std::int64_t b, std::int64_t& out)
     return !__builtin_add_overflow(a, b, &out);
 }
 
+// The arguments of a recognised call, copied out of the arena (creating values may move it)
+// without a heap allocation: no recognised callable takes more than eight.
+struct Args {
+    std::array<ValueId, 8> v{};
+    std::size_t n = 0;
+    bool fits = true;
+    Args(const std::vector<ValueId>& items)  // NOLINT(google-explicit-constructor)
+    {
+        fits = items.size() <= v.size();
+        n = fits ? items.size() : 0;
+        std::copy_n(items.begin(), n, v.begin());
+    }
+    [[nodiscard]] std::size_t size() const { return n; }
+    ValueId operator[](std::size_t i) const { return v[i]; }
+};
+
 std::string dimsText(const std::vector<std::int64_t>& dims)
 {
     std::string s = "[";
@@ -142,7 +160,9 @@ public:
         // A pickle rarely expands to more than one value per 6 input bytes (state dicts: ~1 per 8).
         const std::size_t guess = std::min<std::size_t>(data.size() / 6 + 16, opts.maxValues);
         arena.reserve(arena.size() + guess);
+        arena.tensors.reserve(arena.tensors.size() + data.size() / 256);  // a v2 call takes ~130 bytes
         stack_.reserve(64);
+        storageByKey_.reserve(arena.storages.size() + data.size() / 256);
         for (std::size_t n = 0; n < arena.storages.size(); ++n) {
             storageByKey_.emplace(arena.storages[n].key, Seen{static_cast<std::uint32_t>(n), {}});
         }
@@ -990,7 +1010,10 @@ bool Machine::opCall(ValueId callable, ValueId args, ObjectForm form, ValueId kw
 std::optional<ValueId> Machine::callKnown(Known k, ValueId callable, ValueId args, ObjectForm form)
 {
     // Copy: creating values below may move the arena's storage.
-    const std::vector<ValueId> av = val(args).items;
+    const Args av = val(args).items;
+    if (!av.fits) {
+        return std::nullopt;
+    }
     const std::size_t n = av.size();
     const bool isNew = form == ObjectForm::NewObj || form == ObjectForm::NewObjEx;
     switch (k) {
@@ -1185,9 +1208,9 @@ bool Machine::validateGeometry(const std::string& fn, TensorInfo& t)
 
 std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueId args)
 {
-    const std::vector<ValueId> av = val(args).items;
+    const Args av = val(args).items;
     const std::size_t n = av.size();
-    const GlobalRef fnRef = globalOf(a_, callable);
+    const GlobalRef& fnRef = globalOf(a_, callable);
     const std::string fn = fnRef.qualified();
     const bool arityOk = (k == Known::RebuildTensor && n == 4) || (k == Known::RebuildTensorV2 && (n == 6 || n == 7)) ||
                          (k == Known::RebuildTensorV3 && (n == 7 || n == 8)) || (k == Known::RebuildQTensor && n == 7);
@@ -1249,7 +1272,7 @@ std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueI
 
 std::optional<ValueId> Machine::rebuildParameter(Known k, ValueId args)
 {
-    const std::vector<ValueId> av = val(args).items;
+    const Args av = val(args).items;
     const std::size_t want = k == Known::RebuildParameter ? 3 : 4;
     bool requiresGrad = true;
     if (av.size() != want || kindOf(av[0]) != Kind::Tensor || !boolArg(av[1], requiresGrad)) {
@@ -1268,7 +1291,7 @@ std::optional<ValueId> Machine::rebuildParameter(Known k, ValueId args)
 
 std::optional<ValueId> Machine::rebuildFromType(ValueId args)
 {
-    const std::vector<ValueId> av = val(args).items;
+    const Args av = val(args).items;
     if (av.size() != 4 || kindOf(av[0]) != Kind::Global || kindOf(av[2]) != Kind::Tuple) {
         return std::nullopt;
     }
@@ -1288,7 +1311,7 @@ std::optional<ValueId> Machine::rebuildFromType(ValueId args)
 
 std::optional<ValueId> Machine::rebuildOther(Known k, ValueId callable, ValueId args)
 {
-    const std::vector<ValueId> av = val(args).items;
+    const Args av = val(args).items;
     const std::size_t n = av.size();
     TensorInfo t;
     t.rebuild = globalOf(a_, callable);
