@@ -253,7 +253,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         ojson j;
         j["schema"] = kJsonSchema;
         j["file"] = file;
-        for (auto& [k, v] : reportJson(*report).items()) {
+        const ojson body = reportJson(*report);  // named: items() of a temporary would dangle
+        for (const auto& [k, v] : body.items()) {
             j[k] = v;
         }
         j["gpus"] = inventoryJson(inventory);
