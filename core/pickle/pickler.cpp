@@ -161,6 +161,12 @@ private:
     // memoises the class object, so 40 000 tensors cost one `_rebuild_tensor_v2` line.
     std::uint32_t nameIndex(std::string module, std::string name)
     {
+        if (module.find('\n') != std::string::npos || name.find('\n') != std::string::npos) {
+            // GLOBAL is line-based; such a name (possible through STACK_GLOBAL) cannot be written
+            fail(ErrorCode::Unsupported, "global name with a line break cannot be written at protocol 2");
+            module.clear();
+            name.clear();
+        }
         detail::mapToPython2(module, name);
         std::string key = module + '\n' + name;
         auto [it, inserted] = nameIndex_.try_emplace(std::move(key), static_cast<std::uint32_t>(names_.size()));

@@ -13,6 +13,29 @@ using namespace pickletest;
 
 namespace {
 
+std::string le32(std::uint32_t v)
+{
+    std::string s;
+    for (int n = 0; n < 4; ++n) {
+        s.push_back(static_cast<char>((v >> (8 * n)) & 0xFFU));
+    }
+    return s;
+}
+
+std::string str(const std::string& s)
+{
+    return "X" + le32(static_cast<std::uint32_t>(s.size())) + s;
+}
+
+std::string pid(const std::string& cls, const std::string& key, int numel)
+{
+    return "(" + str("storage") + "ctorch\n" + cls + "\n" + str(key) + str("cpu") + "K" +
+           std::string(1, static_cast<char>(numel)) + "tQ";
+}
+
+const std::string kHooks = "ccollections\nOrderedDict\n)R";
+const std::string kZero = std::string("K\x00", 2);
+
 ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data)
 {
     return unpickle(ckpt::asBytes(data), a);
@@ -118,6 +141,63 @@ private Q_SLOTS:
         QString out;
         const int rc = runOracle({QStringLiteral("torchcheck"), torch_}, &out);
         QVERIFY2(rc == 0, qPrintable(out));
+    }
+
+    // Forms torch 2.x writes (torch 1.13 here cannot make them): v3 with an untyped storage,
+    // tensors with Python attributes, parameters with state, meta tensors.
+    void modernForms()
+    {
+        const std::string v2args = "(" + pid("FloatStorage", "1", 4) + kZero + "K\x02K\x02\x86K\x02K\x01\x86\x89" +
+                                   kHooks + "t";
+        const std::string data =
+            "\x80\x02(" +
+            // v3: float8 over UntypedStorage
+            std::string("ctorch._utils\n_rebuild_tensor_v3\n(") + pid("UntypedStorage", "0", 8) + kZero +
+            "K\x02K\x04\x86K\x04K\x01\x86\x89" + kHooks + "ctorch\nfloat8_e4m3fn\ntR" +
+            // _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, args, {'tag': 1})
+            "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\nctorch\nTensor\n" + v2args +
+            "}" + str("tag") + "K\x01stR" +
+            // Parameter with state
+            "ctorch._utils\n_rebuild_parameter_with_state\n(ctorch._utils\n_rebuild_tensor_v2\n" + v2args + "R\x88" +
+            kHooks + "}" + str("x") + "K\x07stR" +
+            // meta
+            "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat16\nK\x03\x85K\x01\x85\x89tR" + "t.";
+        RoundTrip rt;
+        QVERIFY2(roundTrip(data, rt), rt.error.c_str());
+        const Value& items = rt.first[rt.root1];
+        QCOMPARE(items.items.size(), std::size_t{4});
+        const TensorInfo& v3 = tensorOf(rt.first, items.items[0]);
+        QCOMPARE(v3.dtype, ckpt::DType::Float8_e4m3fn);
+        QVERIFY(rt.first.storages[0].untyped);
+        QCOMPARE(rt.first.storages[0].numel, std::uint64_t{8});
+        const TensorInfo& sub = tensorOf(rt.first, items.items[1]);
+        QVERIFY(sub.subclassType.valid());
+        QCOMPARE(shortRepr(rt.first, sub.subclassState), std::string("{'tag': 1}"));
+        const TensorInfo& param = tensorOf(rt.first, items.items[2]);
+        QVERIFY(param.isParameter);
+        QCOMPARE(shortRepr(rt.first, param.parameterState), std::string("{'x': 7}"));
+        const TensorInfo& meta = tensorOf(rt.first, items.items[3]);
+        QCOMPARE(meta.form, TensorForm::Meta);
+        QCOMPARE(meta.dtype, ckpt::DType::Float16);
+        TensorWalker w1(rt.first);
+        w1.walk(rt.root1, {});
+        TensorWalker w2(rt.second);
+        w2.walk(rt.root2, {});
+        QCOMPARE(w2.records, w1.records);
+        const TensorInfo& sub2 = tensorOf(rt.second, rt.second[rt.root2].items[1]);
+        QCOMPARE(globalOf(rt.second, sub2.subclassType).qualified(), std::string("torch.Tensor"));
+        QVERIFY(rt.ours.find("_rebuild_tensor_v3") != std::string::npos);
+        QVERIFY(rt.ours.find("_rebuild_parameter_with_state") != std::string::npos);
+    }
+
+    void globalWithNewlineRefused()
+    {
+        Arena a;
+        auto r = run(a, std::string("\x80\x04\x8c\x03" "a\nb\x8c\x01" "c\x93."));
+        QVERIFY(r.ok());
+        auto p = picklePersistent(a, r->root);
+        QVERIFY(!p.ok());
+        QCOMPARE(p.error().code, ckpt::ErrorCode::Unsupported);
     }
 
     void protocolTwoSpellings()
