@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -254,7 +255,6 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
 #endif
     emit({{"event", "start"},
           {"device", plan.device},
-          {"device_uuid", uuid},
           {"total_bytes", plan.totalBytes},
           {"total_tensors", plan.tensors.size()},
           {"torch_version", TORCH_VERSION},
@@ -263,9 +263,6 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
         if (auto failure = openDevice(plan.device, dev, uuid)) {
             emit({{"event", "error"}, {"code", failure->code}, {"message", failure->message}});
             return 1;
-        }
-        if (!uuid.empty()) {
-            emit({{"event", "device"}, {"device", plan.device}, {"device_uuid", uuid}});
         }
         const std::uint64_t anonBefore = rssAnonBytes();
         std::vector<at::Tensor> storages(plan.storages.size());
@@ -333,8 +330,8 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
 #ifdef CKPTSCOPE_HELPER_CUDA
         if (dev.is_cuda()) {
             const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev.index());
-            peak = static_cast<std::uint64_t>(
-                stats.reserved_bytes[static_cast<std::size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE)].peak);
+            // Index 0 is StatType::AGGREGATE in every LibTorch; the enum itself moved namespaces in 2.x.
+            peak = static_cast<std::uint64_t>(stats.reserved_bytes[0].peak);
             peakSource = "cuda-allocator";
         }
 #endif

@@ -258,6 +258,9 @@ void fillFromResult(const json& ev, TestloadReport& r)
     r.gbPerS = ev.value("gb_per_s", 0.0);
     r.peakBytes = ev.value("peak_bytes", std::uint64_t{0});
     r.peakSource = ev.value("peak_source", std::string());
+    if (auto uuid = ev.value("device_uuid", std::string()); !uuid.empty()) {
+        r.deviceUuid = uuid;
+    }
     if (ev.contains("skipped")) {
         for (const auto& s : ev["skipped"]) {
             r.skipped.push_back({s.value("path", std::string()), s.value("reason", std::string())});

@@ -7,10 +7,10 @@
 //
 // Helper protocol (one request line in, event lines out):
 //   -> {"cmd":"testload","path":"/x.pt","device":"cpu"|"cuda:N","select":"model","verify":false}
-//   <- {"event":"start","device":"cuda:0","device_uuid":"GPU-...","total_bytes":N,"total_tensors":N,
+//   <- {"event":"start","device":"cuda:0","total_bytes":N,"total_tensors":N,
 //       "torch_version":"1.13.1","cuda":false}
 //   <- {"event":"progress","bytes":N,"tensors":N,"total_bytes":N}          (repeated)
-//   <- {"event":"result","device":..,"tensors_loaded":N,"storages_loaded":N,"bytes":N,
+//   <- {"event":"result","device":..,"device_uuid":"GPU-..." (CUDA builds),"tensors_loaded":N,"storages_loaded":N,"bytes":N,
 //       "seconds":S,"gb_per_s":R,"peak_bytes":N,"peak_source":"cuda-allocator"|"rss-anon",
 //       "skipped":[{"path":..,"reason":..}],"checks":[{"path":..,"sha256":..}]}
 //   <- {"event":"error","code":"DeviceUnavailable"|"OutOfMemory"|"LoadFailed"|...,"message":"..."}
