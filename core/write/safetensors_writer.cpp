@@ -157,7 +157,8 @@ struct OutTensor {
     std::uint64_t nbytes = 0;
     bool contiguous = true;
 
-    [[nodiscard]] auto viewKey() const { return std::tie(storage, offset, shape, stride, dtype); }
+    // by value: the keys outlive reallocations of the vector that holds the tensors
+    [[nodiscard]] auto viewKey() const { return std::make_tuple(storage, offset, shape, stride, dtype); }
 };
 
 const char* formName(pickle::TensorForm f)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Independent checks of files ckptscope wrote, with real PyTorch and Python's zipfile.
 
-    check_written.py torch SRC OUT      OUT loads with torch.load and equals SRC value by value:
+    check_written.py torch SRC OUT [SRC OUT ...]
+                                        OUT loads with torch.load and equals SRC value by value:
                                         tensors (bytes, dtype, shape, stride, storage offset,
                                         requires_grad, Parameter), which tensors share a storage,
                                         which values are the same object, OrderedDict _metadata,
@@ -9,7 +10,7 @@
                                         that zipfile.testzip() accepts, stored only, records in
                                         torch's order with 64-byte aligned payloads.
 
-Prints `ok ...` and exits 0, or prints every difference and exits 1.
+Prints `OUT: ok ...` per pair and exits 0, or prints every difference and exits 1.
 """
 import collections
 import math
@@ -27,6 +28,10 @@ import torch_oracle  # noqa: E402
 
 
 def load(path):
+    if torch_oracle.detect_format(path) == "safetensors":
+        # a safetensors source: its tensors by name (file order is not part of its meaning), on cpu
+        sd, _ = torch_oracle.read_safetensors(path)
+        return collections.OrderedDict(sorted(sd.items())), ["cpu"] * len(sd)
     locations = []
 
     def remember(storage, location):
@@ -139,7 +144,9 @@ LOCAL_HEADER = struct.Struct("<IHHHHHIIIHH")
 
 
 def check_zip(path, problems):
-    folder = os.path.splitext(os.path.basename(path))[0] or "archive"
+    # torch's rule: the basename without its last extension (`.pt` -> ""), `archive` when empty
+    base = os.path.basename(path)
+    folder = (base[:base.rindex(".")] if "." in base else base) or "archive"
     with zipfile.ZipFile(path) as z:
         bad = z.testzip()
         if bad is not None:
@@ -164,27 +171,40 @@ def check_zip(path, problems):
     return len(names)
 
 
-def cmd_torch(src, out):
+def cmd_torch(pairs):
+    failed = 0
+    for src, out in pairs:
+        try:
+            problems, summary = check_pair(src, out)
+        except Exception as e:  # noqa: BLE001
+            problems, summary = [f"{type(e).__name__}: {e}"], ""
+        for p in problems[:40]:
+            print(f"{out} (from {os.path.basename(src)}): {p}")
+        if problems:
+            failed += 1
+        else:
+            print(f"{out}: ok {summary}")
+    return 1 if failed else 0
+
+
+def check_pair(src, out):
     a, la = load(src)
     b, lb = load(out)
+    if torch_oracle.detect_format(src) == "safetensors":
+        b = collections.OrderedDict(sorted(b.items()))
     c = Comparer()
     c.compare("", a, b)
     if la != lb:
         c.problems.append(f"saved locations {la[:8]} != {lb[:8]}")
     records = check_zip(out, c.problems)
-    for p in c.problems[:40]:
-        print(p)
-    if c.problems:
-        return 1
-    print(f"ok {c.tensors} tensors, {records} records")
-    return 0
+    return c.problems, f"{c.tensors} tensors, {records} records"
 
 
 def main(argv):
     import warnings
     warnings.simplefilter("ignore")
-    if len(argv) == 4 and argv[1] == "torch":
-        return cmd_torch(argv[2], argv[3])
+    if len(argv) >= 4 and len(argv) % 2 == 0 and argv[1] == "torch":
+        return cmd_torch(list(zip(argv[2::2], argv[3::2])))
     print(__doc__, file=sys.stderr)
     return 2
 

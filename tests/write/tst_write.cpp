@@ -213,10 +213,15 @@ StFile readSafetensors(const QString& path)
     return st;
 }
 
-QJsonObject oracleDump(const std::string& path)
+// The oracle the fixture generator wrote next to each fixture (`<stem>.oracle.json`).
+QJsonObject oracleOf(const QString& fixture)
 {
-    const PyResult r = python({oracle(), QStringLiteral("dump"), q(path)});
-    return QJsonDocument::fromJson(r.output.toUtf8()).object();
+    QFile f(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + fixture.left(fixture.lastIndexOf(QLatin1Char('.'))) +
+            QStringLiteral(".oracle.json"));
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return QJsonDocument::fromJson(f.readAll()).object();
 }
 
 }  // namespace
@@ -225,10 +230,13 @@ class TestWrite : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    void initTestCase();
     void torchRoundTrip_data();
     void torchRoundTrip();
+    void torchOutputsLoadAsTheSource();
     void safetensorsRoundTrip_data();
     void safetensorsRoundTrip();
+    void largeTensorsStreamInChunks();
     void safetensorsRefuses_data();
     void safetensorsRefuses();
     void outputSameAsInputRefused();
@@ -241,7 +249,34 @@ private Q_SLOTS:
     void modeFollowsUmask();
     void missingDirectory();
     void singleCardPresetLoads();
+
+private:
+    // torchRoundTrip writes, torchOutputsLoadAsTheSource checks them all in one Python process
+    // (starting torch costs seconds; once per fixture would dominate the suite).
+    QTemporaryDir outputs_;
+    QStringList sourceAndOutput_;
+    // written by torch in initTestCase: tensors larger than a chunk, one of them a transposed view,
+    // so copies and gathers run in several chunks and a 1 MiB disk fills up
+    std::string large_;
+    QJsonObject largeHashes_;
 };
+
+void TestWrite::initTestCase()
+{
+    large_ = outputs_.filePath(QStringLiteral("large.pt")).toStdString();
+    static const char* script = R"(
+import hashlib, json, sys, torch
+torch.manual_seed(1)
+sd = {"a": torch.randn(1024, 2560), "b_t": torch.randn(2048, 1536).t(), "c": torch.arange(1000)[::3],
+      "d": torch.randn(3, 4, 5).permute(2, 0, 1)[1:]}
+torch.save(sd, sys.argv[1])
+print(json.dumps({k: hashlib.sha256(v.contiguous().numpy().tobytes()).hexdigest() for k, v in sd.items()}))
+)";
+    const PyResult r = python({QStringLiteral("-c"), QString::fromLatin1(script), q(large_)});
+    QVERIFY2(r.code == 0, qPrintable(r.output));
+    largeHashes_ = QJsonDocument::fromJson(r.output.toUtf8()).object();
+    QCOMPARE(largeHashes_.size(), 4);
+}
 
 void TestWrite::torchRoundTrip_data()
 {
@@ -273,19 +308,27 @@ void TestWrite::torchRoundTrip()
             QSKIP("legacy storage views need the planner's offset translation");
         }
     }
-    QTemporaryDir dir;
-    const QString out = dir.filePath(outName);
+    const QString dir = outputs_.filePath(QString::number(sourceAndOutput_.size()));
+    QVERIFY(QDir().mkpath(dir));
+    const QString out = dir + QLatin1Char('/') + outName;
     auto r = write::writeCheckpoint(*in, plan, out.toStdString());
     QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
-    QCOMPARE(entries(dir.path()), QStringList{outName});
+    QCOMPARE(entries(dir), QStringList{outName});
     QCOMPARE(static_cast<qint64>(r->bytes), QFileInfo(out).size());
+    sourceAndOutput_ << q(src) << out;
 
-    const PyResult check = python({checker(), QStringLiteral("torch"), q(src), out});
-    QVERIFY2(check.code == 0, qPrintable(check.output));
     QProcess unzip;
     unzip.start(QStringLiteral("unzip"), {QStringLiteral("-tq"), out});
     QVERIFY(unzip.waitForFinished(60000));
     QVERIFY2(unzip.exitCode() == 0, unzip.readAll().constData());
+}
+
+void TestWrite::torchOutputsLoadAsTheSource()
+{
+    QVERIFY(!sourceAndOutput_.isEmpty());
+    const PyResult check = python(QStringList{checker(), QStringLiteral("torch")} + sourceAndOutput_);
+    QVERIFY2(check.code == 0, qPrintable(check.output));
+    QVERIFY(check.output.count(QStringLiteral(": ok ")) == sourceAndOutput_.size() / 2);
 }
 
 void TestWrite::safetensorsRoundTrip_data()
@@ -351,7 +394,7 @@ void TestWrite::safetensorsRoundTrip()
         }
     }
     // every source tensor is there (or is an alias of one that is), with the source's bytes
-    const QJsonArray tensors = oracleDump(src).value(QStringLiteral("tensors")).toArray();
+    const QJsonArray tensors = oracleOf(fixture).value(QStringLiteral("tensors")).toArray();
     QVERIFY(!tensors.isEmpty());
     for (const auto& v : tensors) {
         const QJsonObject t = v.toObject();
@@ -371,6 +414,32 @@ void TestWrite::safetensorsRoundTrip()
         QCOMPARE(QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex()),
                  t.value(QStringLiteral("sha256")).toString());
     }
+}
+
+void TestWrite::largeTensorsStreamInChunks()
+{
+    auto [in, plan] = openWithPlan(large_, transform::OutputFormat::Safetensors);
+    QVERIFY(in);
+    QTemporaryDir dir;
+    const QString st = dir.filePath(QStringLiteral("large.safetensors"));
+    auto r = write::writeCheckpoint(*in, plan, st.toStdString());
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+    const StFile file = readSafetensors(st);
+    QVERIFY2(file.error.isEmpty(), qPrintable(file.error));
+    QCOMPARE(file.tensors.size(), largeHashes_.size());
+    for (auto it = largeHashes_.begin(); it != largeHashes_.end(); ++it) {
+        const StTensor& e = file.tensors[it.key()];
+        const QByteArray bytes = file.data.mid(e.begin, e.end - e.begin);
+        QCOMPARE(QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex()),
+                 it.value().toString());
+    }
+
+    plan.options.format = transform::OutputFormat::Torch;
+    const QString pt = dir.filePath(QStringLiteral("large.pt"));
+    r = write::writeCheckpoint(*in, plan, pt.toStdString());
+    QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+    const PyResult check = python({checker(), QStringLiteral("torch"), q(large_), pt});
+    QVERIFY2(check.code == 0, qPrintable(check.output));
 }
 
 void TestWrite::safetensorsRefuses_data()
@@ -436,9 +505,8 @@ void TestWrite::fullDiskLeavesNothing()
     if (::mount("tmpfs", mountPoint.constData(), "tmpfs", 0, "size=1m") != 0) {
         QSKIP("cannot mount a 1 MiB tmpfs here (needs root); fileSizeLimitLeavesNothing covers the failure path");
     }
-    // big40k: 40 000 records, several MiB of headers and data, so the 1 MiB filesystem fills up
-    auto [in, plan] = openWithPlan(fixturePath(QStringLiteral("big40k.pt")),
-                                   safetensors ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch);
+    auto [in, plan] =
+        openWithPlan(large_, safetensors ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch);
     const std::string out = dir.filePath(QStringLiteral("out.pt")).toStdString();
     auto r = in ? write::writeCheckpoint(*in, plan, out) : Expected<write::WriteResult>(makeError(ErrorCode::Io, "open"));
     const QStringList left = entries(dir.path());
@@ -453,7 +521,7 @@ void TestWrite::fullDiskLeavesNothing()
 
 void TestWrite::fileSizeLimitLeavesNothing()
 {
-    auto [in, plan] = openWithPlan(fixturePath(QStringLiteral("big40k.pt")), transform::OutputFormat::Torch);
+    auto [in, plan] = openWithPlan(large_, transform::OutputFormat::Torch);
     QVERIFY(in);
     QTemporaryDir dir;
     rlimit old{};
@@ -473,7 +541,7 @@ void TestWrite::fileSizeLimitLeavesNothing()
 
 void TestWrite::cancelLeavesNothing()
 {
-    auto [in, plan] = openWithPlan(fixturePath(QStringLiteral("big40k.pt")), transform::OutputFormat::Torch);
+    auto [in, plan] = openWithPlan(large_, transform::OutputFormat::Torch);
     QVERIFY(in);
     QTemporaryDir dir;
     const std::string out = dir.filePath(QStringLiteral("out.pt")).toStdString();
@@ -489,7 +557,7 @@ void TestWrite::cancelLeavesNothing()
         std::stop_source midway;
         bool stoppedWhileRunning = false;
         auto stopHalfway = [&](const write::WriteProgress& p) {
-            if (p.bytesDone > p.bytesTotal / 2 && p.bytesDone < p.bytesTotal && !midway.stop_requested()) {
+            if (p.bytesDone > p.bytesTotal / 3 && p.bytesDone < p.bytesTotal && !midway.stop_requested()) {
                 midway.request_stop();
                 stoppedWhileRunning = true;
             }
@@ -504,7 +572,7 @@ void TestWrite::cancelLeavesNothing()
 
 void TestWrite::failureKeepsExistingTarget()
 {
-    auto [in, plan] = openWithPlan(fixturePath(QStringLiteral("big40k.pt")), transform::OutputFormat::Torch);
+    auto [in, plan] = openWithPlan(large_, transform::OutputFormat::Torch);
     QVERIFY(in);
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("out.pt"));
