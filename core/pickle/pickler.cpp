@@ -12,7 +12,7 @@ namespace ckpt::pickle {
 namespace {
 
 constexpr std::uint32_t kNoMemo = 0xFFFFFFFFU;
-constexpr std::size_t kBatch = 1000;  // CPython's _BATCHSIZE
+constexpr std::size_t kBatch = 1000; // CPython's _BATCHSIZE
 
 // Where a batch of APPENDS/SETITEMS takes its items from.
 enum class Source : std::uint8_t { ListItems, DictItems, SetItems, ObjectList, ObjectDict };
@@ -30,7 +30,7 @@ struct Task {
         TensorCall, // id, sub = layer: GLOBAL fn, args, REDUCE
         TensorArgs, // id, sub = layer: the argument tuple of that layer
         EmptyOrderedDict,
-        Bool,       // a = 0/1
+        Bool, // a = 0/1
     } type;
     std::uint8_t sub = 0;
     ValueId id;
@@ -190,7 +190,10 @@ private:
         n.memo = nextMemo_;
         writeMemo(nextMemo_++, false);
     }
-    void writeGlobal(std::string module, std::string name) { writeGlobal(nameIndex(std::move(module), std::move(name))); }
+    void writeGlobal(std::string module, std::string name)
+    {
+        writeGlobal(nameIndex(std::move(module), std::move(name)));
+    }
     void writeEmptyOrderedDict()
     {
         writeGlobal("collections", "OrderedDict");
@@ -262,16 +265,36 @@ private:
     void execute(const Task& t)
     {
         switch (t.type) {
-        case Task::Save: save(t.id); break;
-        case Task::Op: byte(static_cast<std::uint8_t>(t.a)); break;
-        case Task::Global: writeGlobal(t.a); break;
-        case Task::Put: put(t.id); break;
-        case Task::TupleEnd: tupleEnd(t.id, t.a); break;
-        case Task::Batch: batch(t.id, static_cast<Source>(t.sub), t.a); break;
-        case Task::TensorCall: tensorCall(t.id, static_cast<Layer>(t.sub)); break;
-        case Task::TensorArgs: tensorArgs(t.id, static_cast<Layer>(t.sub)); break;
-        case Task::EmptyOrderedDict: writeEmptyOrderedDict(); break;
-        case Task::Bool: byte(t.a != 0 ? op::NEWTRUE : op::NEWFALSE); break;
+        case Task::Save:
+            save(t.id);
+            break;
+        case Task::Op:
+            byte(static_cast<std::uint8_t>(t.a));
+            break;
+        case Task::Global:
+            writeGlobal(t.a);
+            break;
+        case Task::Put:
+            put(t.id);
+            break;
+        case Task::TupleEnd:
+            tupleEnd(t.id, t.a);
+            break;
+        case Task::Batch:
+            batch(t.id, static_cast<Source>(t.sub), t.a);
+            break;
+        case Task::TensorCall:
+            tensorCall(t.id, static_cast<Layer>(t.sub));
+            break;
+        case Task::TensorArgs:
+            tensorArgs(t.id, static_cast<Layer>(t.sub));
+            break;
+        case Task::EmptyOrderedDict:
+            writeEmptyOrderedDict();
+            break;
+        case Task::Bool:
+            byte(t.a != 0 ? op::NEWTRUE : op::NEWFALSE);
+            break;
         }
     }
 
@@ -280,7 +303,8 @@ private:
     bool enter(ValueId id, std::string_view what)
     {
         if (active_[id.v] != 0) {
-            fail(ErrorCode::Unsupported, std::string(what) + " contains itself in its own arguments; it cannot be pickled");
+            fail(ErrorCode::Unsupported,
+                 std::string(what) + " contains itself in its own arguments; it cannot be pickled");
             return false;
         }
         active_[id.v] = 1;
@@ -299,12 +323,24 @@ private:
         }
         const Value& v = a_[id];
         switch (v.kind) {
-        case Kind::None: byte(op::NONE); return;
-        case Kind::Bool: byte(v.flag ? op::NEWTRUE : op::NEWFALSE); return;
-        case Kind::Int: writeInt(v.i); return;
-        case Kind::BigInt: writeLong(v.text); return;
-        case Kind::Float: writeFloat(v.f); return;
-        case Kind::Str: writeStr(v.text); return;
+        case Kind::None:
+            byte(op::NONE);
+            return;
+        case Kind::Bool:
+            byte(v.flag ? op::NEWTRUE : op::NEWFALSE);
+            return;
+        case Kind::Int:
+            writeInt(v.i);
+            return;
+        case Kind::BigInt:
+            writeLong(v.text);
+            return;
+        case Kind::Float:
+            writeFloat(v.f);
+            return;
+        case Kind::Str:
+            writeStr(v.text);
+            return;
         case Kind::Bytes:
             if (v.flag) {
                 writeGlobal("builtins", "bytearray");
@@ -320,7 +356,9 @@ private:
             }
             put(id);
             return;
-        case Kind::Tuple: saveTuple(id, v); return;
+        case Kind::Tuple:
+            saveTuple(id, v);
+            return;
         case Kind::List:
             byte(op::EMPTY_LIST);
             put(id);
@@ -360,7 +398,9 @@ private:
             writeGlobal(g.module, g.name);
             return;
         }
-        case Kind::DType: writeGlobal("torch", std::string(dtypeName(static_cast<ckpt::DType>(v.i)))); return;
+        case Kind::DType:
+            writeGlobal("torch", std::string(dtypeName(static_cast<ckpt::DType>(v.i))));
+            return;
         case Kind::Device:
             writeGlobal("torch", "device");
             writeStr(v.text);
@@ -383,7 +423,9 @@ private:
             pushOp(op::TUPLE1);
             saveItemsAsTuple(id, v.items.size());
             return;
-        case Kind::Storage: writeStorage(v); return;
+        case Kind::Storage:
+            writeStorage(v);
+            return;
         case Kind::PersistentId:
             if (v.items.size() != 1) {
                 fail(ErrorCode::Internal, "pickler: persistent id without exactly one item");
@@ -392,8 +434,12 @@ private:
             pushOp(op::BINPERSID);
             pushSave(v.items[0]);
             return;
-        case Kind::Tensor: saveTensor(id, v); return;
-        case Kind::Object: saveObject(id, v); return;
+        case Kind::Tensor:
+            saveTensor(id, v);
+            return;
+        case Kind::Object:
+            saveObject(id, v);
+            return;
         }
     }
 
@@ -442,7 +488,7 @@ private:
         if (active_[id.v] > 0) {
             --active_[id.v];
         }
-        if (memo_[id.v] != kNoMemo) {  // the tuple was completed inside itself: drop this copy
+        if (memo_[id.v] != kNoMemo) { // the tuple was completed inside itself: drop this copy
             if (n > 3) {
                 byte(op::POP_MARK);
             } else {
@@ -463,9 +509,12 @@ private:
         switch (s) {
         case Source::ListItems:
         case Source::DictItems:
-        case Source::SetItems: return &v.items;
-        case Source::ObjectList: return &a_.objects[static_cast<std::size_t>(v.i)].listItems;
-        case Source::ObjectDict: return &a_.objects[static_cast<std::size_t>(v.i)].dictItems;
+        case Source::SetItems:
+            return &v.items;
+        case Source::ObjectList:
+            return &a_.objects[static_cast<std::size_t>(v.i)].listItems;
+        case Source::ObjectDict:
+            return &a_.objects[static_cast<std::size_t>(v.i)].dictItems;
         }
         return nullptr;
     }
@@ -533,10 +582,11 @@ private:
     std::uint32_t layerFunction(const TensorInfo& t, Layer layer)
     {
         switch (layer) {
-        case kSubclass: return nameIndex("torch._tensor", "_rebuild_from_type_v2");
+        case kSubclass:
+            return nameIndex("torch._tensor", "_rebuild_from_type_v2");
         case kParameter:
-            return nameIndex("torch._utils", valid(t.parameterState) ? "_rebuild_parameter_with_state"
-                                                                     : "_rebuild_parameter");
+            return nameIndex("torch._utils",
+                             valid(t.parameterState) ? "_rebuild_parameter_with_state" : "_rebuild_parameter");
         case kBase:
             if (t.form == TensorForm::Strided) {
                 const StorageRef* s = nullptr;
@@ -665,7 +715,7 @@ private:
         const bool hasKwargs = valid(o.kwargs) && !(a_[o.kwargs].kind == Kind::Dict && a_[o.kwargs].items.empty());
         bool newobj = o.form == ObjectForm::NewObj || o.form == ObjectForm::NewObjEx;
         if ((o.form == ObjectForm::Inst || o.form == ObjectForm::Obj) && !hasArgs) {
-            newobj = true;  // cls() without arguments: what INST/OBJ do for classes
+            newobj = true; // cls() without arguments: what INST/OBJ do for classes
         }
         if (o.form == ObjectForm::NewObjEx && hasKwargs) {
             // cls.__new__(cls, *args, **kwargs) at protocol 2
@@ -708,7 +758,7 @@ private:
     std::optional<Error> error_;
 };
 
-}  // namespace
+} // namespace
 
 Expected<std::string> picklePersistent(const Arena& arena, ValueId root)
 {
@@ -716,4 +766,4 @@ Expected<std::string> picklePersistent(const Arena& arena, ValueId root)
     return w.run(root);
 }
 
-}  // namespace ckpt::pickle
+} // namespace ckpt::pickle

@@ -133,7 +133,7 @@ struct Args {
     std::array<ValueId, 8> v{};
     std::size_t n = 0;
     bool fits = true;
-    Args(const std::vector<ValueId>& items)  // NOLINT(google-explicit-constructor)
+    Args(const std::vector<ValueId>& items) // NOLINT(google-explicit-constructor)
     {
         fits = items.size() <= v.size();
         n = fits ? items.size() : 0;
@@ -160,7 +160,7 @@ public:
         // A pickle rarely expands to more than one value per 6 input bytes (state dicts: ~1 per 8).
         const std::size_t guess = std::min<std::size_t>(data.size() / 6 + 16, opts.maxValues);
         arena.reserve(arena.size() + guess);
-        arena.tensors.reserve(arena.tensors.size() + data.size() / 256);  // a v2 call takes ~130 bytes
+        arena.tensors.reserve(arena.tensors.size() + data.size() / 256); // a v2 call takes ~130 bytes
         stack_.reserve(64);
         storageByKey_.reserve(arena.storages.size() + data.size() / 256);
         for (std::size_t n = 0; n < arena.storages.size(); ++n) {
@@ -214,7 +214,7 @@ private:
     }
     std::string_view take(std::size_t n)
     {
-        std::string_view s(reinterpret_cast<const char*>(data_.data()) + pos_, n);  // NOLINT
+        std::string_view s(reinterpret_cast<const char*>(data_.data()) + pos_, n); // NOLINT
         pos_ += n;
         return s;
     }
@@ -366,7 +366,7 @@ private:
             out = v.i;
             return true;
         }
-        if (v.kind == Kind::Bool) {  // Python bools are ints
+        if (v.kind == Kind::Bool) { // Python bools are ints
             out = v.flag ? 1 : 0;
             return true;
         }
@@ -434,7 +434,7 @@ ValueId Machine::makeInt(std::string_view le)
             u |= static_cast<std::uint64_t>(static_cast<unsigned char>(norm[n])) << (8 * n);
         }
         if (!norm.empty() && norm.size() < 8 && (static_cast<unsigned char>(norm.back()) & 0x80U) != 0) {
-            u |= ~0ULL << (8 * norm.size());  // sign-extend
+            u |= ~0ULL << (8 * norm.size()); // sign-extend
         }
         return a_.integer(static_cast<std::int64_t>(u));
     }
@@ -563,7 +563,9 @@ bool Machine::step()
         result_.consumed = pos_;
         stopped_ = true;
         return true;
-    case op::MARK: marks_.push_back(stack_.size()); return true;
+    case op::MARK:
+        marks_.push_back(stack_.size());
+        return true;
     case op::POP:
         if (stack_.size() > floor()) {
             stack_.pop_back();
@@ -574,7 +576,8 @@ bool Machine::step()
             return true;
         }
         return fail(ErrorCode::Corrupt, "stack underflow at POP");
-    case op::POP_MARK: return popMark(scratch_);
+    case op::POP_MARK:
+        return popMark(scratch_);
     case op::DUP:
         if (!top(x)) {
             return false;
@@ -583,9 +586,15 @@ bool Machine::step()
         return true;
 
     // ---- scalars ----
-    case op::NONE: push(a_.none()); return true;
-    case op::NEWTRUE: push(a_.boolean(true)); return true;
-    case op::NEWFALSE: push(a_.boolean(false)); return true;
+    case op::NONE:
+        push(a_.none());
+        return true;
+    case op::NEWTRUE:
+        push(a_.boolean(true));
+        return true;
+    case op::NEWFALSE:
+        push(a_.boolean(false));
+        return true;
     case op::BININT:
         if (!need(4)) {
             return false;
@@ -616,9 +625,12 @@ bool Machine::step()
         }
         push(makeInt(s));
         return true;
-    case op::INT: return opTextInt(false);
-    case op::LONG: return opTextInt(true);
-    case op::FLOAT: return opFloatText();
+    case op::INT:
+        return opTextInt(false);
+    case op::LONG:
+        return opTextInt(true);
+    case op::FLOAT:
+        return opFloatText();
     case op::BINFLOAT:
         if (!need(8)) {
             return false;
@@ -633,7 +645,8 @@ bool Machine::step()
         return true;
 
     // ---- strings and bytes ----
-    case op::STRING: return opString();
+    case op::STRING:
+        return opString();
     case op::BINSTRING:
     case op::SHORT_BINSTRING:
         if (!readCounted(op_ == op::BINSTRING ? 4 : 1, s)) {
@@ -673,13 +686,19 @@ bool Machine::step()
         return true;
     case op::NEXT_BUFFER:
     case op::READONLY_BUFFER:
-        return fail(ErrorCode::Unsupported, "out-of-band buffers (pickle protocol 5 " + opName() +
-                                                ") are not supported");
+        return fail(ErrorCode::Unsupported,
+                    "out-of-band buffers (pickle protocol 5 " + opName() + ") are not supported");
 
     // ---- containers ----
-    case op::EMPTY_TUPLE: push(a_.tuple({})); return true;
-    case op::EMPTY_LIST: push(a_.list({})); return true;
-    case op::EMPTY_DICT: push(a_.dict({}, false)); return true;
+    case op::EMPTY_TUPLE:
+        push(a_.tuple({}));
+        return true;
+    case op::EMPTY_LIST:
+        push(a_.list({}));
+        return true;
+    case op::EMPTY_DICT:
+        push(a_.dict({}, false));
+        return true;
     case op::EMPTY_SET: {
         Value v;
         v.kind = Kind::Set;
@@ -743,7 +762,8 @@ bool Machine::step()
         return addItems(z, scratch_, true);
     case op::APPENDS:
     case op::SETITEMS:
-    case op::ADDITEMS: return opAddSetItems();
+    case op::ADDITEMS:
+        return opAddSetItems();
 
     // ---- memo ----
     case op::BINPUT:
@@ -760,7 +780,8 @@ bool Machine::step()
         std::uint64_t key = 0;
         return lineKey(key) && memoPut(key);
     }
-    case op::MEMOIZE: return memoPut(memoCount_);
+    case op::MEMOIZE:
+        return memoPut(memoCount_);
     case op::BINGET:
         if (!need(1)) {
             return false;
@@ -800,9 +821,8 @@ bool Machine::step()
             return false;
         }
         if (kindOf(x) != Kind::Str || kindOf(y) != Kind::Str) {
-            return fail(ErrorCode::Corrupt, "STACK_GLOBAL needs two strings, got " +
-                                                std::string(kindName(kindOf(y))) + " and " +
-                                                std::string(kindName(kindOf(x))));
+            return fail(ErrorCode::Corrupt, "STACK_GLOBAL needs two strings, got " + std::string(kindName(kindOf(y))) +
+                                                " and " + std::string(kindName(kindOf(x))));
         }
         push(makeGlobal(val(y).text, val(x).text));
         return true;
@@ -833,7 +853,8 @@ bool Machine::step()
             return false;
         }
         return opCall(y, x, ObjectForm::NewObjEx, z);
-    case op::BUILD: return opBuild();
+    case op::BUILD:
+        return opBuild();
     case op::EXT1:
     case op::EXT2:
     case op::EXT4: {
@@ -863,7 +884,8 @@ bool Machine::step()
             return false;
         }
         return persistentLoad(x);
-    default: break;
+    default:
+        break;
     }
     static constexpr char kHex[] = "0123456789abcdef";
     std::string hex = "0x";
@@ -943,8 +965,8 @@ bool Machine::addItems(ValueId target, const std::vector<ValueId>& items, bool p
             d.insert(d.end(), items.begin(), items.end());
             return true;
         }
-        return fail(ErrorCode::Corrupt, opName() + " onto a " + std::string(kindName(t.kind)) +
-                                            " (only dicts and objects take items)");
+        return fail(ErrorCode::Corrupt,
+                    opName() + " onto a " + std::string(kindName(t.kind)) + " (only dicts and objects take items)");
     }
     const bool setOp = op_ == op::ADDITEMS;
     if ((t.kind == Kind::List && !setOp) || (t.kind == Kind::Set && setOp && !t.flag)) {
@@ -1087,7 +1109,7 @@ std::optional<ValueId> Machine::callKnown(Known k, ValueId callable, ValueId arg
         }
         std::string raw;
         if (!detail::encodeText(val(av[0]).text, val(av[1]).text, raw)) {
-            return std::nullopt;  // an encoding we do not model stays a call
+            return std::nullopt; // an encoding we do not model stays a call
         }
         return a_.bytes(std::move(raw));
     }
@@ -1162,7 +1184,8 @@ std::optional<ValueId> Machine::callKnown(Known k, ValueId callable, ValueId arg
         }
         return rebuildOther(k, callable, args);
     case Known::LegacyTensorClass:
-    case Known::Other: return std::nullopt;
+    case Known::Other:
+        return std::nullopt;
     }
     return std::nullopt;
 }
@@ -1174,33 +1197,32 @@ bool Machine::validateGeometry(const std::string& fn, TensorInfo& t)
                                             " and stride " + dimsText(t.stride) + " differ in length");
     }
     if (t.storageOffset < 0) {
-        return fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": negative storage offset " +
-                                            std::to_string(t.storageOffset));
+        return fail(ErrorCode::Corrupt,
+                    "malformed arguments to " + fn + ": negative storage offset " + std::to_string(t.storageOffset));
     }
     std::int64_t numel = 1;
     std::int64_t extent = t.storageOffset;
     bool empty = false;
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
         if (t.shape[d] < 0) {
-            return fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": negative dimension in size " +
-                                                dimsText(t.shape));
+            return fail(ErrorCode::Corrupt,
+                        "malformed arguments to " + fn + ": negative dimension in size " + dimsText(t.shape));
         }
         if (t.stride[d] < 0) {
-            return fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": negative stride " +
-                                                dimsText(t.stride));
+            return fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": negative stride " + dimsText(t.stride));
         }
         empty = empty || t.shape[d] == 0;
         std::int64_t span = 0;
         if (!checkedMul(numel, t.shape[d], numel) ||
             (t.shape[d] > 0 && (!checkedMul(t.shape[d] - 1, t.stride[d], span) || !checkedAdd(extent, span, extent)))) {
-            return fail(ErrorCode::Limit, "shape " + dimsText(t.shape) + " with stride " + dimsText(t.stride) +
-                                              " overflows in " + fn);
+            return fail(ErrorCode::Limit,
+                        "shape " + dimsText(t.shape) + " with stride " + dimsText(t.stride) + " overflows in " + fn);
         }
     }
     std::int64_t bytes = 0;
     const auto elem = static_cast<std::int64_t>(std::max<std::uint32_t>(elementSize(t.dtype), 1));
-    if (!empty && (!checkedMul(numel, elem, bytes) || !checkedAdd(extent, 1, extent) ||
-                   !checkedMul(extent, elem, bytes))) {
+    if (!empty &&
+        (!checkedMul(numel, elem, bytes) || !checkedAdd(extent, 1, extent) || !checkedMul(extent, elem, bytes))) {
         return fail(ErrorCode::Limit, "shape " + dimsText(t.shape) + " overflows in " + fn);
     }
     return true;
@@ -1226,8 +1248,8 @@ std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueI
     const StorageRef& st = a_.storages[static_cast<std::size_t>(val(av[0]).i)];
     t.dtype = st.dtype;
     if (!intArg(av[1], t.storageOffset)) {
-        fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": storage offset is a " +
-                                     std::string(kindName(kindOf(av[1]))));
+        fail(ErrorCode::Corrupt,
+             "malformed arguments to " + fn + ": storage offset is a " + std::string(kindName(kindOf(av[1]))));
         return std::nullopt;
     }
     if (!dimsArg(av[2], t.shape) || !dimsArg(av[3], t.stride)) {
@@ -1236,8 +1258,8 @@ std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueI
     }
     if (k == Known::RebuildTensorV2 || k == Known::RebuildTensorV3) {
         if (!boolArg(av[4], t.requiresGrad)) {
-            fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": requires_grad is a " +
-                                         std::string(kindName(kindOf(av[4]))));
+            fail(ErrorCode::Corrupt,
+                 "malformed arguments to " + fn + ": requires_grad is a " + std::string(kindName(kindOf(av[4]))));
             return std::nullopt;
         }
         t.backwardHooks = av[5];
@@ -1247,8 +1269,8 @@ std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueI
     }
     if (k == Known::RebuildTensorV3) {
         if (kindOf(av[6]) != Kind::DType) {
-            fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": the dtype argument is a " +
-                                         std::string(kindName(kindOf(av[6]))));
+            fail(ErrorCode::Corrupt,
+                 "malformed arguments to " + fn + ": the dtype argument is a " + std::string(kindName(kindOf(av[6]))));
             return std::nullopt;
         }
         t.dtype = static_cast<ckpt::DType>(val(av[6]).i);
@@ -1258,8 +1280,8 @@ std::optional<ValueId> Machine::rebuildStrided(Known k, ValueId callable, ValueI
     }
     if (k == Known::RebuildQTensor) {
         if (!boolArg(av[5], t.requiresGrad)) {
-            fail(ErrorCode::Corrupt, "malformed arguments to " + fn + ": requires_grad is a " +
-                                         std::string(kindName(kindOf(av[5]))));
+            fail(ErrorCode::Corrupt,
+                 "malformed arguments to " + fn + ": requires_grad is a " + std::string(kindName(kindOf(av[5]))));
             return std::nullopt;
         }
         t.backwardHooks = av[6];
@@ -1429,7 +1451,8 @@ std::optional<ValueId> Machine::rebuildOther(Known k, ValueId callable, ValueId 
         t.storageOffset = 0;
         break;
     }
-    default: return std::nullopt;
+    default:
+        return std::nullopt;
     }
     return a_.tensor(std::move(t));
 }
@@ -1494,7 +1517,7 @@ bool Machine::opBuild()
     case Kind::Dict: {
         ValueId attrs = state;
         if (kindOf(state) == Kind::Tuple && val(state).items.size() == 2) {
-            attrs = val(state).items[0];  // (dict, slots)
+            attrs = val(state).items[0]; // (dict, slots)
         }
         if (kindOf(attrs) == Kind::Dict) {
             a_[target].attrs = attrs;
@@ -1604,7 +1627,7 @@ bool Machine::persistentLoad(ValueId pid)
     return true;
 }
 
-}  // namespace
+} // namespace
 
 Expected<UnpickleResult> unpickle(Bytes data, Arena& arena, const UnpickleOptions& opts)
 {
@@ -1612,4 +1635,4 @@ Expected<UnpickleResult> unpickle(Bytes data, Arena& arena, const UnpickleOption
     return m.run();
 }
 
-}  // namespace ckpt::pickle
+} // namespace ckpt::pickle

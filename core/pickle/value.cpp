@@ -21,7 +21,7 @@ Value make(Kind k)
     v.kind = k;
     return v;
 }
-}  // namespace
+} // namespace
 
 ValueId Arena::none()
 {
@@ -141,25 +141,44 @@ const GlobalRef& globalOf(const Arena& a, ValueId id)
 std::string_view kindName(Kind k)
 {
     switch (k) {
-    case Kind::None: return "none";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::BigInt: return "bigint";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::Tuple: return "tuple";
-    case Kind::List: return "list";
-    case Kind::Dict: return "dict";
-    case Kind::Set: return "set";
-    case Kind::Global: return "global";
-    case Kind::DType: return "dtype";
-    case Kind::Device: return "device";
-    case Kind::Size: return "size";
-    case Kind::Storage: return "storage";
-    case Kind::PersistentId: return "persistent_id";
-    case Kind::Tensor: return "tensor";
-    case Kind::Object: return "object";
+    case Kind::None:
+        return "none";
+    case Kind::Bool:
+        return "bool";
+    case Kind::Int:
+        return "int";
+    case Kind::BigInt:
+        return "bigint";
+    case Kind::Float:
+        return "float";
+    case Kind::Str:
+        return "str";
+    case Kind::Bytes:
+        return "bytes";
+    case Kind::Tuple:
+        return "tuple";
+    case Kind::List:
+        return "list";
+    case Kind::Dict:
+        return "dict";
+    case Kind::Set:
+        return "set";
+    case Kind::Global:
+        return "global";
+    case Kind::DType:
+        return "dtype";
+    case Kind::Device:
+        return "device";
+    case Kind::Size:
+        return "size";
+    case Kind::Storage:
+        return "storage";
+    case Kind::PersistentId:
+        return "persistent_id";
+    case Kind::Tensor:
+        return "tensor";
+    case Kind::Object:
+        return "object";
     }
     return "unknown";
 }
@@ -178,7 +197,7 @@ std::string bigIntText(std::string_view le)
     }
     std::vector<std::uint8_t> mag(le.begin(), le.end());
     const bool negative = (mag.back() & 0x80U) != 0;
-    if (negative) {  // magnitude = two's complement negation
+    if (negative) { // magnitude = two's complement negation
         unsigned carry = 1;
         for (auto& b : mag) {
             const unsigned x = static_cast<std::uint8_t>(~b) + carry;
@@ -273,16 +292,26 @@ void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
         }
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-        case '\\': out += "\\\\"; break;
-        case '\'': out += "\\'"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\'':
+            out += "\\'";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
         default:
             if (c < 0x20 || c == 0x7f) {
                 appendHexByte(out, c);
             } else {
-                out.push_back(ch);  // UTF-8 continuation bytes pass through: Python prints the characters
+                out.push_back(ch); // UTF-8 continuation bytes pass through: Python prints the characters
             }
         }
     }
@@ -298,11 +327,21 @@ void appendQuotedBytes(std::string& out, std::string_view s, std::size_t limit)
         }
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-        case '\\': out += "\\\\"; break;
-        case '\'': out += "\\'"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\'':
+            out += "\\'";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
         default:
             if (c < 0x20 || c >= 0x7f) {
                 appendHexByte(out, c);
@@ -339,12 +378,24 @@ public:
         }
         const Value& v = a_[id];
         switch (v.kind) {
-        case Kind::None: out += "None"; break;
-        case Kind::Bool: out += v.flag ? "True" : "False"; break;
-        case Kind::Int: out += std::to_string(v.i); break;
-        case Kind::BigInt: out += bigIntText(v.text); break;
-        case Kind::Float: out += floatText(v.f); break;
-        case Kind::Str: appendQuotedStr(out, v.text, limit_); break;
+        case Kind::None:
+            out += "None";
+            break;
+        case Kind::Bool:
+            out += v.flag ? "True" : "False";
+            break;
+        case Kind::Int:
+            out += std::to_string(v.i);
+            break;
+        case Kind::BigInt:
+            out += bigIntText(v.text);
+            break;
+        case Kind::Float:
+            out += floatText(v.f);
+            break;
+        case Kind::Str:
+            appendQuotedStr(out, v.text, limit_);
+            break;
         case Kind::Bytes:
             if (v.flag) {
                 out += "bytearray(";
@@ -384,7 +435,9 @@ public:
             items(v.items, depth);
             out += v.flag ? "})" : "}";
             break;
-        case Kind::Global: out += globalText(v); break;
+        case Kind::Global:
+            out += globalText(v);
+            break;
         case Kind::DType:
             out += "torch.";
             out += dtypeName(static_cast<ckpt::DType>(v.i));
@@ -402,14 +455,20 @@ public:
             items(v.items, depth);
             out += "])";
             break;
-        case Kind::Storage: storage(v); break;
+        case Kind::Storage:
+            storage(v);
+            break;
         case Kind::PersistentId:
             out += "persistent_id(";
             items(v.items, depth);
             out += ")";
             break;
-        case Kind::Tensor: tensor(v); break;
-        case Kind::Object: object(v, depth); break;
+        case Kind::Tensor:
+            tensor(v);
+            break;
+        case Kind::Object:
+            object(v, depth);
+            break;
         }
     }
 
@@ -502,8 +561,8 @@ private:
         out += "(";
         // Objects restored from an attribute dict read best as keyword arguments, like
         // argparse.Namespace's own repr; everything else shows its constructor arguments.
-        const bool stateIsAttrs = o.state.valid() && o.state.v < a_.size() && a_[o.state].kind == Kind::Dict &&
-                                  allStrKeys(a_[o.state].items);
+        const bool stateIsAttrs =
+            o.state.valid() && o.state.v < a_.size() && a_[o.state].kind == Kind::Dict && allStrKeys(a_[o.state].items);
         if (stateIsAttrs) {
             pairs(a_[o.state].items, depth, "=", false);
         } else if (o.args.valid() && o.args.v < a_.size() && a_[o.args].kind == Kind::Tuple) {
@@ -528,19 +587,25 @@ private:
 
 std::string elided(const Value& v)
 {
-    const std::string count = " (" + std::to_string(v.kind == Kind::Dict ? v.items.size() / 2 : v.items.size()) +
-                              " items)";
+    const std::string count =
+        " (" + std::to_string(v.kind == Kind::Dict ? v.items.size() / 2 : v.items.size()) + " items)";
     switch (v.kind) {
-    case Kind::List: return "[...]" + count;
-    case Kind::Tuple: return "(...)" + count;
-    case Kind::Dict: return (v.flag ? "OrderedDict{...}" : "{...}") + count;
-    case Kind::Set: return (v.flag ? "frozenset{...}" : "{...}") + count;
-    case Kind::Size: return "torch.Size([...])" + count;
-    default: return {};
+    case Kind::List:
+        return "[...]" + count;
+    case Kind::Tuple:
+        return "(...)" + count;
+    case Kind::Dict:
+        return (v.flag ? "OrderedDict{...}" : "{...}") + count;
+    case Kind::Set:
+        return (v.flag ? "frozenset{...}" : "{...}") + count;
+    case Kind::Size:
+        return "torch.Size([...])" + count;
+    default:
+        return {};
     }
 }
 
-}  // namespace
+} // namespace
 
 std::string shortRepr(const Arena& a, ValueId id, std::size_t maxLen)
 {
@@ -574,9 +639,12 @@ std::string keyText(const Arena& a, ValueId key)
     }
     const Value& v = a[key];
     switch (v.kind) {
-    case Kind::Str: return v.text;
-    case Kind::Int: return std::to_string(v.i);
-    default: return shortRepr(a, key, 80);
+    case Kind::Str:
+        return v.text;
+    case Kind::Int:
+        return std::to_string(v.i);
+    default:
+        return shortRepr(a, key, 80);
     }
 }
 
@@ -630,7 +698,7 @@ bool numpyDtype(const Arena& a, ValueId id, std::string& out)
         }
     }
     if (order == '=') {
-        order = '<';  // native order on every machine torch.save runs on that we know of
+        order = '<'; // native order on every machine torch.save runs on that we know of
     }
     out = std::string(1, order) + code->text;
     return true;
@@ -653,7 +721,7 @@ bool intTuple(const Arena& a, ValueId id, std::vector<std::int64_t>& out)
     return true;
 }
 
-}  // namespace
+} // namespace
 
 bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
 {
@@ -693,4 +761,4 @@ bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
     return false;
 }
 
-}  // namespace ckpt::pickle
+} // namespace ckpt::pickle

@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <optional>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -90,10 +90,14 @@ public:
     {
         const Value& v = a_[id];
         switch (v.kind) {
-        case Kind::None: return "N";
-        case Kind::Bool: return v.flag ? "T" : "F";
-        case Kind::Int: return "i:" + std::to_string(v.i);
-        case Kind::BigInt: return "I:" + hex(v.text);
+        case Kind::None:
+            return "N";
+        case Kind::Bool:
+            return v.flag ? "T" : "F";
+        case Kind::Int:
+            return "i:" + std::to_string(v.i);
+        case Kind::BigInt:
+            return "I:" + hex(v.text);
         case Kind::Float: {
             const auto bits = std::bit_cast<std::uint64_t>(v.f);
             std::string be;
@@ -102,7 +106,8 @@ public:
             }
             return "f:" + hex(be);
         }
-        case Kind::Str: return "s:" + hex(v.text);
+        case Kind::Str:
+            return "s:" + hex(v.text);
         case Kind::Bytes:
             if (v.flag) {
                 if (auto r = ref(id)) {
@@ -111,7 +116,8 @@ public:
                 return tag(id) + "ba:" + hex(v.text);
             }
             return "b:" + hex(v.text);
-        case Kind::Tuple: return "(" + join(v.items) + ")";
+        case Kind::Tuple:
+            return "(" + join(v.items) + ")";
         case Kind::List: {
             if (auto r = ref(id)) {
                 return *r;
@@ -139,7 +145,7 @@ public:
             if (auto r = ref(id)) {
                 return *r;
             }
-            std::string out = tag(id);  // numbered before its items, as the oracle does
+            std::string out = tag(id); // numbered before its items, as the oracle does
             out += v.flag ? "od{" : "{";
             out += pairs(v.items) + "}";
             if (v.flag && v.attrs.valid()) {
@@ -147,10 +153,14 @@ public:
             }
             return out;
         }
-        case Kind::Object: return object(id);
-        case Kind::Global: return "g:" + globalOf(a_, id).qualified();
-        case Kind::DType: return "dt:" + std::string(ckpt::dtypeName(static_cast<ckpt::DType>(v.i)));
-        default: return "X:" + std::string(kindName(v.kind));
+        case Kind::Object:
+            return object(id);
+        case Kind::Global:
+            return "g:" + globalOf(a_, id).qualified();
+        case Kind::DType:
+            return "dt:" + std::string(ckpt::dtypeName(static_cast<ckpt::DType>(v.i)));
+        default:
+            return "X:" + std::string(kindName(v.kind));
         }
     }
 
@@ -233,4 +243,4 @@ inline ckpt::Bytes bytesOf(const std::string& s)
     return ckpt::asBytes(s);
 }
 
-}  // namespace pickletest
+} // namespace pickletest

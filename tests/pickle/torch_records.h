@@ -24,13 +24,20 @@ inline std::string joinDims(const std::vector<std::int64_t>& d)
 inline std::string formName(TensorForm f)
 {
     switch (f) {
-    case TensorForm::Strided: return "Strided";
-    case TensorForm::Quantized: return "Quantized";
-    case TensorForm::Sparse: return "Sparse";
-    case TensorForm::Meta: return "Meta";
-    case TensorForm::Wrapper: return "Wrapper";
-    case TensorForm::DeviceFromCpu: return "DeviceFromCpu";
-    case TensorForm::Nested: return "Nested";
+    case TensorForm::Strided:
+        return "Strided";
+    case TensorForm::Quantized:
+        return "Quantized";
+    case TensorForm::Sparse:
+        return "Sparse";
+    case TensorForm::Meta:
+        return "Meta";
+    case TensorForm::Wrapper:
+        return "Wrapper";
+    case TensorForm::DeviceFromCpu:
+        return "DeviceFromCpu";
+    case TensorForm::Nested:
+        return "Nested";
     }
     return "?";
 }
@@ -44,7 +51,9 @@ public:
     {
         const Value& v = a_[id];
         switch (v.kind) {
-        case Kind::Tensor: records.push_back(record(tensorOf(a_, id), path)); break;
+        case Kind::Tensor:
+            records.push_back(record(tensorOf(a_, id), path));
+            break;
         case Kind::Dict:
             for (std::size_t n = 0; n + 1 < v.items.size(); n += 2) {
                 walk(v.items[n + 1], join(path, keyText(a_, v.items[n])));
@@ -64,7 +73,8 @@ public:
             }
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
 
@@ -89,4 +99,4 @@ private:
     std::map<std::string, int> groups_;
 };
 
-}  // namespace pickletest
+} // namespace pickletest

@@ -1,9 +1,8 @@
 // The protocol-2 pickler: what it writes must load in Python (pickletools, pickle.loads) and in
 // torch.load to the same values, use only weights_only opcodes, and read back to the same tree.
+#include "pickle/pickler.h"
 #include "pickle_test_util.h"
 #include "torch_records.h"
-
-#include "pickle/pickler.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -79,7 +78,7 @@ bool roundTrip(const std::string& data, RoundTrip& rt)
     return true;
 }
 
-}  // namespace
+} // namespace
 
 class TestPickler : public QObject {
     Q_OBJECT
@@ -108,8 +107,8 @@ private Q_SLOTS:
         for (const QString& f : files) {
             const QString stem = values_ + QLatin1Char('/') + f.chopped(4);
             RoundTrip rt;
-            QVERIFY2(roundTrip(readFile(stem + QStringLiteral(".pkl")), rt), qPrintable(f + QStringLiteral(": ") +
-                                                                                   QString::fromStdString(rt.error)));
+            QVERIFY2(roundTrip(readFile(stem + QStringLiteral(".pkl")), rt),
+                     qPrintable(f + QStringLiteral(": ") + QString::fromStdString(rt.error)));
             QCOMPARE(canonOf(rt.second, rt.root2), canonOf(rt.first, rt.root1));
             QVERIFY(writeFile(stem + QStringLiteral(".ours.pkl"), rt.ours));
         }
@@ -147,8 +146,8 @@ private Q_SLOTS:
     // tensors with Python attributes, parameters with state, meta tensors.
     void modernForms()
     {
-        const std::string v2args = "(" + pid("FloatStorage", "1", 4) + kZero + "K\x02K\x02\x86K\x02K\x01\x86\x89" +
-                                   kHooks + "t";
+        const std::string v2args =
+            "(" + pid("FloatStorage", "1", 4) + kZero + "K\x02K\x02\x86K\x02K\x01\x86\x89" + kHooks + "t";
         const std::string data =
             "\x80\x02(" +
             // v3: float8 over UntypedStorage
@@ -193,7 +192,9 @@ private Q_SLOTS:
     void globalWithNewlineRefused()
     {
         Arena a;
-        auto r = run(a, std::string("\x80\x04\x8c\x03" "a\nb\x8c\x01" "c\x93."));
+        auto r = run(a, std::string("\x80\x04\x8c\x03"
+                                    "a\nb\x8c\x01"
+                                    "c\x93."));
         QVERIFY(r.ok());
         auto p = picklePersistent(a, r->root);
         QVERIFY(!p.ok());
@@ -292,7 +293,7 @@ private Q_SLOTS:
         QVERIFY(dr.ok());
         auto dp = picklePersistent(d, dr->root);
         QVERIFY(dp.ok());
-        QVERIFY(dp->size() < 100000);  // ~16 bytes per level
+        QVERIFY(dp->size() < 100000); // ~16 bytes per level
         // batches of 1000 like CPython: 2500 items -> 3 APPENDS (None is one byte, no 0x65 in data)
         Arena w;
         std::vector<ValueId> items;

@@ -1,9 +1,8 @@
 // The restricted unpickler against real pickles (Python's pickle.dumps at protocols 0-5 and
 // torch.save files, made at test time by tests/pickle/pickle_oracle.py) and against hostile input.
+#include "pickle/opcodes.h"
 #include "pickle_test_util.h"
 #include "torch_records.h"
-
-#include "pickle/opcodes.h"
 
 #include <QElapsedTimer>
 #include <QTemporaryDir>
@@ -44,8 +43,8 @@ std::string long1(std::int64_t v)
 }
 
 // A hand-made _rebuild_tensor_v2 call over one FloatStorage of `numel` elements.
-std::string v2Pickle(const std::string& size, const std::string& stride, const std::string& offset = std::string("K\x00", 2),
-                     std::int64_t numel = 4)
+std::string v2Pickle(const std::string& size, const std::string& stride,
+                     const std::string& offset = std::string("K\x00", 2), std::int64_t numel = 4)
 {
     return std::string("\x80\x02") + "ctorch._utils\n_rebuild_tensor_v2\n(" + "(" + binunicode("storage") +
            "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") + long1(numel) + "tQ" + offset + size +
@@ -57,7 +56,7 @@ ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data, const Unpi
     return unpickle(ckpt::asBytes(data), a, o);
 }
 
-}  // namespace
+} // namespace
 
 class TestUnpickler : public QObject {
     Q_OBJECT
@@ -265,7 +264,7 @@ private Q_SLOTS:
         QCOMPARE(keyText(a, a.tuple({a.integer(1), a.str("a")})), std::string("(1, 'a')"));
         Value big;
         big.kind = Kind::BigInt;
-        big.text = std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9);  // 2**64
+        big.text = std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9); // 2**64
         QCOMPARE(shortRepr(a, a.add(big)), std::string("18446744073709551616"));
         QCOMPARE(std::string(kindName(Kind::PersistentId)), std::string("persistent_id"));
     }
@@ -274,16 +273,23 @@ private Q_SLOTS:
     void textOpcodes()
     {
         Arena a;
-        auto r = run(a, "(I01\nI00\nI-7\nL123456789012345678901234567890L\nF-2.5\nS'a\\'b\\x41\\n'\nVcaf\\u00e9\\\\u\nt.");
+        auto r =
+            run(a, "(I01\nI00\nI-7\nL123456789012345678901234567890L\nF-2.5\nS'a\\'b\\x41\\n'\nVcaf\\u00e9\\\\u\nt.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         QCOMPARE(shortRepr(a, r->root, 200),
-                 std::string("(True, False, -7, 123456789012345678901234567890, -2.5, 'a\\'bA\\n', 'caf\xc3\xa9\\\\\\\\u')"));
+                 std::string(
+                     "(True, False, -7, 123456789012345678901234567890, -2.5, 'a\\'bA\\n', 'caf\xc3\xa9\\\\\\\\u')"));
         // Python 2 str: valid UTF-8 is kept, anything else is read as latin-1
-        r = run(a, "(U\x03\xe2\x82\xacU\x02\xe9x" "c__builtin__\nset\n" "]\x85R" "ccopy_reg\n_reconstructor\nt.");
+        r = run(a, "(U\x03\xe2\x82\xacU\x02\xe9x"
+                   "c__builtin__\nset\n"
+                   "]\x85R"
+                   "ccopy_reg\n_reconstructor\nt.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
-        QCOMPARE(shortRepr(a, r->root, 200), std::string("('\xe2\x82\xac', '\xc3\xa9x', set(), copyreg._reconstructor)"));
+        QCOMPARE(shortRepr(a, r->root, 200),
+                 std::string("('\xe2\x82\xac', '\xc3\xa9x', set(), copyreg._reconstructor)"));
         // INST / OBJ / DUP / POP / POP_MARK / GET / PUT
-        r = run(a, "(K\x01" "imod\nCls\np7\n0g7\n2(K\x05\x31(cmod\nOther\nK\x02o\x86.");
+        r = run(a, "(K\x01"
+                   "imod\nCls\np7\n0g7\n2(K\x05\x31(cmod\nOther\nK\x02o\x86.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         const Value& t = a[r->root];
         QCOMPARE(t.items.size(), std::size_t{2});
@@ -308,7 +314,10 @@ private Q_SLOTS:
         row("unknown opcode", "\x80\x02\xff.", E::Corrupt, "unknown opcode 0xff", 2);
         row("underflow reduce", "\x80\x02R.", E::Corrupt, "stack underflow at REDUCE", 2);
         row("underflow below mark", "K\x01(R.", E::Corrupt, "stack underflow at REDUCE", 3);
-        row("appends without mark", "]K\x01" "e.", E::Corrupt, "APPENDS without a MARK", 3);
+        row("appends without mark",
+            "]K\x01"
+            "e.",
+            E::Corrupt, "APPENDS without a MARK", 3);
         row("stop on mark", "(.", E::Corrupt, "stack underflow at STOP", 1);
         row("missing memo", "h\x05.", E::Corrupt, "memo key 5 missing", 0);
         row("missing text memo", "g12\n.", E::Corrupt, "memo key 12 missing", 0);
@@ -316,20 +325,26 @@ private Q_SLOTS:
         row("no stop", "\x80\x02]", E::Truncated, "pickle ends before STOP (truncated)", 3);
         row("binunicode 2^31", std::string("X\x00\x00\x00\x80", 5) + "abc", E::Truncated,
             "BINUNICODE declares 2147483648 bytes", 0);
-        row("binbytes8 huge", std::string("\x8e\xff\xff\xff\xff\xff\xff\xff\x7f", 9), E::Truncated, "BINBYTES8 declares",
-            0);
+        row("binbytes8 huge", std::string("\x8e\xff\xff\xff\xff\xff\xff\xff\x7f", 9), E::Truncated,
+            "BINBYTES8 declares", 0);
         row("frame beyond end", std::string("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00", 11), E::Truncated,
             "FRAME declares 16 bytes", 2);
         row("binint cut", "J\x01\x02", E::Truncated, "BININT needs 4 bytes", 0);
         row("global cut", "cfoo\nbar", E::Truncated, "GLOBAL argument has no end of line", 0);
         row("protocol 6", "\x80\x06N.", E::Unsupported, "unsupported pickle protocol 6", 0);
         row("out of band", "\x80\x05\x97.", E::Unsupported, "out-of-band buffers", 2);
-        row("append to tuple", ")K\x01" "a.", E::Corrupt, "APPEND onto a tuple", 3);
+        row("append to tuple",
+            ")K\x01"
+            "a.",
+            E::Corrupt, "APPEND onto a tuple", 3);
         row("setitem on list", "]K\x01K\x02s.", E::Corrupt, "SETITEM onto a list", 5);
         row("build on list", "]}b.", E::Corrupt, "BUILD on a list", 2);
         row("call a list", "])R.", E::Unsupported, "REDUCE of a list value", 2);
         row("stack global ints", "K\x01K\x02\x93.", E::Corrupt, "STACK_GLOBAL needs two strings", 4);
-        row("odd dict", "(K\x01" "d.", E::Corrupt, "odd number of items for DICT", 3);
+        row("odd dict",
+            "(K\x01"
+            "d.",
+            E::Corrupt, "odd number of items for DICT", 3);
         row("bad string", "S'abc\n.", E::Corrupt, "STRING opcode argument must be quoted", 0);
         row("bad int", "Ixyz\n.", E::Corrupt, "invalid integer literal", 0);
         row("huge int literal", "I" + std::string(5000, '9') + "\n.", E::Limit, "exceeds the 4300 digits", 0);
@@ -380,7 +395,7 @@ private Q_SLOTS:
     void deepNesting()
     {
         constexpr int kDepth = 100000;
-        {  // lists in lists through APPEND
+        { // lists in lists through APPEND
             Arena a;
             auto r = run(a, std::string(kDepth, ']') + std::string(kDepth - 1, 'a') + ".");
             QVERIFY(r.ok());
@@ -394,13 +409,13 @@ private Q_SLOTS:
             QCOMPARE(shortRepr(a, r->root, 40).size() <= 40, true);
             QVERIFY(!keyText(a, r->root).empty());
         }
-        {  // MARK/TUPLE
+        { // MARK/TUPLE
             Arena a;
             auto r = run(a, std::string(kDepth, '(') + std::string(kDepth, 't') + ".");
             QVERIFY(r.ok());
             QVERIFY(shortRepr(a, r->root).size() <= 80);
         }
-        {  // unbalanced: marks never closed
+        { // unbalanced: marks never closed
             Arena a;
             auto r = run(a, std::string(kDepth, '(') + ".");
             QVERIFY(!r.ok());
@@ -413,7 +428,7 @@ private Q_SLOTS:
         auto r = run(a, "]r\xf0\xff\xff\xffj\xf0\xff\xff\xff\x94h\x01\x86.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         const Value& t = a[r->root];
-        QCOMPARE(t.items[0], t.items[1]);  // MEMOIZE took key len(memo) == 1
+        QCOMPARE(t.items[0], t.items[1]); // MEMOIZE took key len(memo) == 1
     }
 
     void dupBomb()
@@ -445,9 +460,10 @@ private Q_SLOTS:
     {
         Arena a;
         // zip pid with an unknown class, a tar-era string pid, and a module pid outside legacy mode
-        auto r = run(a, "(" "(" + binunicode("storage") + "cfoo\nBar\n" + binunicode("0") + binunicode("cpu") +
-                            "K\x01tQ" + binunicode("key") + "Q" + "(" + binunicode("module") +
-                            "cm\nC\nNNtQ" + "t.");
+        auto r = run(a, "("
+                        "(" +
+                            binunicode("storage") + "cfoo\nBar\n" + binunicode("0") + binunicode("cpu") + "K\x01tQ" +
+                            binunicode("key") + "Q" + "(" + binunicode("module") + "cm\nC\nNNtQ" + "t.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         for (ValueId item : a[r->root].items) {
             QCOMPARE(a[item].kind, Kind::PersistentId);
@@ -455,9 +471,11 @@ private Q_SLOTS:
         QVERIFY(!r->warnings.empty());
         // conflicting declarations of one key are flagged
         Arena b;
-        auto c = run(b, "(" "(" + binunicode("storage") + "ctorch\nFloatStorage\n" + binunicode("0") +
-                            binunicode("cpu") + "K\x04tQ" + "(" + binunicode("storage") +
-                            "ctorch\nHalfStorage\n" + binunicode("0") + binunicode("cpu") + "K\x04tQ" + "t.");
+        auto c = run(b, "("
+                        "(" +
+                            binunicode("storage") + "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") +
+                            "K\x04tQ" + "(" + binunicode("storage") + "ctorch\nHalfStorage\n" + binunicode("0") +
+                            binunicode("cpu") + "K\x04tQ" + "t.");
         QVERIFY(c.ok());
         QCOMPARE(b.storages.size(), std::size_t{1});
         QVERIFY(b.storages[0].conflicting);
@@ -466,8 +484,11 @@ private Q_SLOTS:
     void legacyTensorClassBuild()
     {
         Arena a;
-        auto r = run(a, "\x80\x02" "ctorch\nFloatTensor\n)\x81(" "(" + binunicode("storage") + "ctorch\nFloatStorage\n" +
-                            binunicode("k") + binunicode("cuda:1") + "K\x06tQ" + std::string("K\x00K\x02K\x03\x86K\x03K\x01\x86tb.", 16));
+        auto r = run(a, "\x80\x02"
+                        "ctorch\nFloatTensor\n)\x81("
+                        "(" +
+                            binunicode("storage") + "ctorch\nFloatStorage\n" + binunicode("k") + binunicode("cuda:1") +
+                            "K\x06tQ" + std::string("K\x00K\x02K\x03\x86K\x03K\x01\x86tb.", 16));
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         QCOMPARE(a[r->root].kind, Kind::Tensor);
         const TensorInfo& t = tensorOf(a, r->root);
@@ -486,7 +507,8 @@ private Q_SLOTS:
                                                          "torch._tensor._rebuild_from_type_v2, torch.bfloat16, "
                                                          "torch.complex)"));
         // protocol 3+ pickles are not mapped (as in CPython)
-        r = run(a, "\x80\x03" "c__builtin__\nlong\n.");
+        r = run(a, "\x80\x03"
+                   "c__builtin__\nlong\n.");
         QCOMPARE(shortRepr(a, r->root), std::string("__builtin__.long"));
     }
 
