@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Takes the README screenshots of the real window under Xvfb.
+
+    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH]
+
+Starts Xvfb on :99, runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration,
+switches panels with the window's own shortcuts (sent through XTest, no xdotool needed) and saves
+main.png (findings), testload.png (a CPU test-load and its memory chart) and export.png (the plan
+preview) next to this script with ImageMagick's `import`.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DISPLAY = ":99"
+
+
+class XKeys:
+    """Key presses through the XTest extension (libXtst), as a user would type them."""
+
+    def __init__(self, display):
+        self.x11 = ctypes.CDLL("libX11.so.6")
+        self.xtst = ctypes.CDLL("libXtst.so.6")
+        self.x11.XOpenDisplay.restype = ctypes.c_void_p
+        self.x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+        self.x11.XStringToKeysym.restype = ctypes.c_ulong
+        self.x11.XStringToKeysym.argtypes = [ctypes.c_char_p]
+        self.x11.XKeysymToKeycode.restype = ctypes.c_ubyte
+        self.x11.XKeysymToKeycode.argtypes = [ctypes.c_void_p, ctypes.c_ulong]
+        self.x11.XFlush.argtypes = [ctypes.c_void_p]
+        self.xtst.XTestFakeKeyEvent.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_ulong]
+        self.dpy = self.x11.XOpenDisplay(display.encode())
+        if not self.dpy:
+            raise SystemExit(f"cannot open display {display}")
+
+    def code(self, name):
+        return self.x11.XKeysymToKeycode(self.dpy, self.x11.XStringToKeysym(name.encode()))
+
+    def press(self, *names):
+        codes = [self.code(n) for n in names]
+        for c in codes:
+            self.xtst.XTestFakeKeyEvent(self.dpy, c, 1, 0)
+        for c in reversed(codes):
+            self.xtst.XTestFakeKeyEvent(self.dpy, c, 0, 0)
+        self.x11.XFlush(self.dpy)
+
+
+def shot(name):
+    path = os.path.join(HERE, name)
+    subprocess.run(["import", "-display", DISPLAY, "-window", "root", path], check=True)
+    print("wrote", path)
+
+
+def main():
+    build, checkpoint = sys.argv[1], os.path.abspath(sys.argv[2])
+    env = dict(os.environ, DISPLAY=DISPLAY, XDG_CONFIG_HOME=tempfile.mkdtemp(), QT_QPA_PLATFORM="xcb")
+    if "--helper" in sys.argv:
+        env["CKPTSCOPE_TORCH_HELPER"] = os.path.abspath(sys.argv[sys.argv.index("--helper") + 1])
+    xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", "1440x900x24", "-nolisten", "tcp"])
+    time.sleep(1.5)
+    app = None
+    try:
+        app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", "1440x900+0+0", checkpoint], env=env)
+        time.sleep(4)
+        keys = XKeys(DISPLAY)
+        shot("main.png")
+        keys.press("Control_L", "3")
+        time.sleep(2)
+        shot("export.png")
+        keys.press("Control_L", "2")
+        time.sleep(3)  # the inventory query
+        keys.press("Control_L", "l")
+        time.sleep(12)  # helper start-up (LibTorch) and the load itself
+        shot("testload.png")
+    finally:
+        if app:
+            app.terminate()
+            app.wait()
+        xvfb.terminate()
+        xvfb.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+// Details of the selected node: a tensor's dtype, shape, stride, storage and offset, saved device,
+// bytes and the tensors sharing its storage; on request its statistics (computed off the GUI
+// thread), a histogram and a value preview; an object's qualified type and state.
+#pragma once
+
+#include "document.h"
+#include "jobtracker.h"
+
+#include <QWidget>
+
+#ifdef CKPTSCOPE_HAVE_VALUES
+#include "diagnose/values.h"
+#endif
+
+class QLabel;
+class QPushButton;
+class QTextBrowser;
+
+namespace ckpt::ui {
+
+class HistogramWidget;
+
+class DetailsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit DetailsPanel(QWidget* parent = nullptr);
+    void setDocument(DocumentPtr doc);
+    void showNode(std::uint32_t node);
+    void clearNode();
+    [[nodiscard]] QString text() const;  // plain text of what is shown (tests)
+    [[nodiscard]] static bool statisticsAvailable();
+
+Q_SIGNALS:
+    void statisticsReady();
+
+private:
+    void computeStatistics();
+#ifdef CKPTSCOPE_HAVE_VALUES
+    void showStatistics(const diagnose::TensorStats& s);
+#endif
+    [[nodiscard]] QString tensorHtml(const TensorEntry& t) const;
+    [[nodiscard]] QString objectHtml(const Node& n) const;
+    [[nodiscard]] QString containerHtml(std::uint32_t node) const;
+
+    DocumentPtr m_doc;
+    std::uint32_t m_node = kNoIndex;
+    QTextBrowser* m_text;
+    QPushButton* m_statsButton;
+    QLabel* m_statsLabel;
+    HistogramWidget* m_histogram;
+    QLabel* m_preview;
+    JobTracker m_jobs{this};
+};
+
+}  // namespace ckpt::ui

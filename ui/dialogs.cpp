@@ -1,0 +1,71 @@
+#include "dialogs.h"
+
+#include <QFileDialog>
+#include <QMessageBox>
+
+#include <optional>
+
+namespace ckpt::ui::dialogs {
+namespace {
+
+std::optional<QStringList>& nextOpen()
+{
+    static std::optional<QStringList> v;
+    return v;
+}
+std::optional<QString>& nextSave()
+{
+    static std::optional<QString> v;
+    return v;
+}
+struct ErrorLog {
+    bool record = false;
+    QStringList messages;
+};
+ErrorLog& errorLog()
+{
+    static ErrorLog log;
+    return log;
+}
+
+}  // namespace
+
+QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter)
+{
+    if (auto& n = nextOpen()) {
+        auto answer = *n;
+        n.reset();
+        return answer;
+    }
+    return QFileDialog::getOpenFileNames(parent, title, QString(), filter);
+}
+
+QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter)
+{
+    if (auto& n = nextSave()) {
+        auto answer = *n;
+        n.reset();
+        return answer;
+    }
+    return QFileDialog::getSaveFileName(parent, title, suggested, filter);
+}
+
+void error(QWidget* parent, const QString& title, const QString& text)
+{
+    if (errorLog().record) {
+        errorLog().messages << text;
+        return;
+    }
+    QMessageBox::critical(parent, title, text);
+}
+
+void setNextOpenFileNames(const QStringList& names) { nextOpen() = names; }
+void setNextSaveFileName(const QString& name) { nextSave() = name; }
+void setRecordErrors(bool on)
+{
+    errorLog().record = on;
+    errorLog().messages.clear();
+}
+QStringList recordedErrors() { return errorLog().messages; }
+
+}  // namespace ckpt::ui::dialogs

@@ -1,0 +1,23 @@
+// The seam between the window and modal dialogs: every file and message dialog goes through here,
+// so a test answers them in advance (setNext...) instead of driving a native dialog.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+class QWidget;
+
+namespace ckpt::ui::dialogs {
+
+QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter);
+QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter);
+void error(QWidget* parent, const QString& title, const QString& text);
+
+// Test hooks: the next call of the matching function returns this answer without showing anything.
+void setNextOpenFileNames(const QStringList& names);
+void setNextSaveFileName(const QString& name);
+// Errors shown while a hook is armed are recorded here instead of shown (cleared by the caller).
+void setRecordErrors(bool on);
+QStringList recordedErrors();
+
+}  // namespace ckpt::ui::dialogs

@@ -1,0 +1,63 @@
+#include "document.h"
+
+#include <chrono>
+
+namespace ckpt::ui {
+namespace {
+
+std::string lowerAscii(std::string s)
+{
+    for (auto& c : s) {
+        if (c >= 'A' && c <= 'Z') {
+            c = static_cast<char>(c - 'A' + 'a');
+        }
+    }
+    return s;
+}
+
+}  // namespace
+
+std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop)
+{
+    auto doc = std::make_shared<Document>();
+    const auto& ck = *checkpoint;
+    doc->lowerPaths.reserve(ck.nodes.size());
+    for (std::uint32_t i = 0; i < ck.nodes.size(); ++i) {
+        doc->lowerPaths.push_back(lowerAscii(ck.pathOf(i)));
+    }
+    doc->storageTensors.resize(ck.storages.size());
+    for (std::uint32_t t = 0; t < ck.tensors.size(); ++t) {
+        if (ck.tensors[t].storage != kNoIndex && ck.tensors[t].storage < ck.storages.size()) {
+            doc->storageTensors[ck.tensors[t].storage].push_back(t);
+        }
+    }
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+    auto findings = diagnose::check(ck, {}, stop);
+    if (findings) {
+        doc->findings = std::move(*findings);
+    } else {
+        doc->findingsError = findings.error().describe();
+    }
+#else
+    (void)stop;
+#endif
+    doc->checkpoint = std::move(checkpoint);
+    return doc;
+}
+
+Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    auto opened = openCheckpoint(path);
+    if (!opened) {
+        return opened.error();
+    }
+    if (stop.stop_requested()) {
+        return makeError(ErrorCode::Cancelled, "opening cancelled");
+    }
+    auto doc = makeDocument(std::move(*opened), stop);
+    doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return DocumentPtr(std::move(doc));
+}
+
+}  // namespace ckpt::ui

@@ -1,0 +1,38 @@
+// One opened file as the window holds it: core's immutable checkpoint plus what the window derives
+// from it once, off the GUI thread (lower-cased key paths for the filter, the findings).
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+#include "diagnose/diagnose.h"
+#endif
+
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace ckpt::ui {
+
+struct Document {
+    CheckpointPtr checkpoint;
+    // Per node: its key path, lower-cased (ASCII), for the case-insensitive filter.
+    std::vector<std::string> lowerPaths;
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+    std::vector<diagnose::Finding> findings;
+#endif
+    std::string findingsError;  // diagnose failed (the file still opened)
+    double openSeconds = 0;     // reading + indexing + diagnosing, for the status bar
+    // For each storage, the tensors that view it (a tensor's "shares storage with").
+    std::vector<std::vector<std::uint32_t>> storageTensors;
+};
+
+using DocumentPtr = std::shared_ptr<const Document>;
+
+// Reads, indexes and diagnoses `path`. Blocks: call it from a worker.
+Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop = {});
+// The same over an already-open checkpoint (tests build documents from memory).
+std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop = {});
+
+}  // namespace ckpt::ui

@@ -1,0 +1,563 @@
+#include "exportpanel.h"
+
+#include "dialogs.h"
+#include "text.h"
+
+#include <QAbstractTableModel>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileInfo>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#ifdef CKPTSCOPE_HAVE_EXPORT
+#include "transform/transform.h"
+#include "write/write.h"
+#endif
+
+namespace ckpt::ui {
+
+// The plan's steps as a table; a view over a shared vector so 40k renames cost no widget items.
+class PlanModel : public QAbstractTableModel {
+public:
+    using QAbstractTableModel::QAbstractTableModel;
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    void setSteps(std::shared_ptr<const std::vector<transform::PlanStep>> steps)
+    {
+        beginResetModel();
+        m_steps = std::move(steps);
+        endResetModel();
+    }
+#endif
+    int rowCount(const QModelIndex& parent = {}) const override
+    {
+#ifdef CKPTSCOPE_HAVE_EXPORT
+        return parent.isValid() || !m_steps ? 0 : static_cast<int>(m_steps->size());
+#else
+        (void)parent;
+        return 0;
+#endif
+    }
+    int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 5; }
+    QVariant data(const QModelIndex& index, int role) const override
+    {
+#ifdef CKPTSCOPE_HAVE_EXPORT
+        if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) {
+            return {};
+        }
+        const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
+        switch (index.column()) {
+        case 0: return qs(transform::stepKindName(s.kind));
+        case 1: return qs(s.path);
+        case 2: return qs(s.before);
+        case 3: return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
+        case 4: return qs(s.detail);
+        default: return {};
+        }
+#else
+        (void)index;
+        (void)role;
+        return {};
+#endif
+    }
+    QVariant headerData(int section, Qt::Orientation o, int role) const override
+    {
+        if (o != Qt::Horizontal || role != Qt::DisplayRole) {
+            return {};
+        }
+        static const char* const names[] = {"Step", "Key", "Before", "After", "Detail"};
+        return section >= 0 && section < 5 ? QObject::tr(names[section]) : QVariant();
+    }
+
+private:
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    std::shared_ptr<const std::vector<transform::PlanStep>> m_steps;
+#endif
+};
+
+namespace {
+
+constexpr int kPlanDebounceMs = 120;
+
+QStringList localFiles(const QMimeData* mime)
+{
+    QStringList files;
+    if (!mime || !mime->hasUrls()) {
+        return files;
+    }
+    for (const auto& url : mime->urls()) {
+        if (url.isLocalFile()) {
+            files << url.toLocalFile();
+        }
+    }
+    return files;
+}
+
+}  // namespace
+
+ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
+{
+    setObjectName(QStringLiteral("exportPanel"));
+    buildUi();
+    m_exportJobs.setProgressHandler([this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
+    if (!available()) {
+        setEnabled(false);
+        m_result->setText(tr("This build has no transform/write stage: export is not available."));
+        return;
+    }
+    QSettings settings;
+    setPreset(static_cast<Preset>(settings.value(QStringLiteral("export/preset"), int(SingleCard)).toInt()));
+}
+
+bool ExportPanel::available()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    return true;
+#else
+    return false;
+#endif
+}
+
+void ExportPanel::buildUi()
+{
+    setAcceptDrops(true);
+    auto named = [this](auto* w, const char* name) {
+        w->setObjectName(QLatin1String(name));
+        return w;
+    };
+    m_preset = named(new QComboBox(this), "presetCombo");
+    m_preset->addItem(tr("Single-card"), int(SingleCard));
+    m_preset->addItem(tr("Multi-card (DDP)"), int(MultiCard));
+    m_preset->addItem(tr("Custom"), int(Custom));
+    m_preset->setToolTip(tr("Single-card: strip wrapper prefixes and map every storage to the CPU.\n"
+                            "Multi-card: exactly one module. prefix per key, storages on the CPU."));
+    m_format = named(new QComboBox(this), "formatCombo");
+    m_format->addItem(tr("PyTorch (.pt)"));
+    m_format->addItem(tr("safetensors"));
+    m_strip = named(new QLineEdit(this), "stripEdit");
+    m_strip->setPlaceholderText(tr("module., _orig_mod."));
+    m_addPrefix = named(new QLineEdit(this), "addPrefixEdit");
+    m_mapLocation = named(new QLineEdit(this), "mapLocationEdit");
+    m_mapLocation->setPlaceholderText(tr("cpu, or cuda:0=cuda:1,cuda:2=cpu"));
+    m_select = named(new QLineEdit(this), "selectEdit");
+    m_select->setPlaceholderText(tr("key path that becomes the root, e.g. model"));
+    m_drop = named(new QLineEdit(this), "dropEdit");
+    m_drop->setPlaceholderText(tr("key paths to remove, e.g. optimizer, scheduler"));
+    m_weightsOnly = named(new QCheckBox(tr("Weights only"), this), "weightsOnlyCheck");
+    m_weightsOnly->setToolTip(tr("Make torch.load(weights_only=True) accept the file"));
+    m_compact = named(new QCheckBox(tr("Compact storages"), this), "compactCheck");
+    m_unwrap = named(new QCheckBox(tr("Unwrap modules"), this), "unwrapCheck");
+    m_unwrap->setToolTip(tr("Replace a pickled nn.Module by its state dict"));
+    m_multiCard = named(new QCheckBox(tr("One module. prefix"), this), "multiCardCheck");
+    for (auto* edit : {m_strip, m_addPrefix, m_mapLocation, m_select, m_drop}) {
+        edit->setClearButtonEnabled(true);
+        edit->setAcceptDrops(false);  // a dropped file goes to the batch queue, not into a field
+        connect(edit, &QLineEdit::textEdited, this, &ExportPanel::fieldsToOptions);
+    }
+    for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard}) {
+        connect(box, &QCheckBox::toggled, this, &ExportPanel::fieldsToOptions);
+    }
+    connect(m_format, &QComboBox::currentIndexChanged, this, &ExportPanel::fieldsToOptions);
+    connect(m_preset, &QComboBox::activated, this, [this](int i) { setPreset(static_cast<Preset>(m_preset->itemData(i).toInt())); });
+
+    auto* options = new QGroupBox(tr("Options"), this);
+    auto* grid = new QGridLayout(options);
+    grid->addWidget(new QLabel(tr("Preset:"), this), 0, 0);
+    grid->addWidget(m_preset, 0, 1);
+    grid->addWidget(new QLabel(tr("Format:"), this), 0, 2);
+    grid->addWidget(m_format, 0, 3);
+    grid->addWidget(new QLabel(tr("Strip prefixes:"), this), 1, 0);
+    grid->addWidget(m_strip, 1, 1);
+    grid->addWidget(new QLabel(tr("Add prefix:"), this), 1, 2);
+    grid->addWidget(m_addPrefix, 1, 3);
+    grid->addWidget(new QLabel(tr("Map location:"), this), 2, 0);
+    grid->addWidget(m_mapLocation, 2, 1);
+    grid->addWidget(new QLabel(tr("Select:"), this), 2, 2);
+    grid->addWidget(m_select, 2, 3);
+    grid->addWidget(new QLabel(tr("Drop:"), this), 3, 0);
+    grid->addWidget(m_drop, 3, 1, 1, 3);
+    auto* checks = new QHBoxLayout;
+    for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard}) {
+        checks->addWidget(box);
+    }
+    checks->addStretch(1);
+    grid->addLayout(checks, 4, 0, 1, 4);
+    grid->setColumnStretch(1, 1);
+    grid->setColumnStretch(3, 1);
+
+    m_planModel = new PlanModel(this);
+    m_planTable = named(new QTableView(this), "planTable");
+    m_planTable->setModel(m_planModel);
+    m_planTable->verticalHeader()->hide();
+    m_planTable->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
+    m_planTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_planTable->setAlternatingRowColors(true);
+    m_planTable->setWordWrap(false);
+    m_planTable->horizontalHeader()->setStretchLastSection(true);
+    m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    m_planTable->setColumnWidth(0, 70);
+    m_planTable->setColumnWidth(1, 200);
+    m_planTable->setColumnWidth(2, 200);
+    m_planTable->setColumnWidth(3, 200);
+    m_planStatus = named(new QLabel(this), "planStatus");
+    m_planStatus->setWordWrap(true);
+
+    m_output = named(new QLineEdit(this), "outputEdit");
+    m_output->setAcceptDrops(false);
+    connect(m_output, &QLineEdit::textEdited, this, [this] { m_outputEdited = true; });
+    m_browse = named(new QPushButton(tr("Browse…"), this), "browseButton");
+    m_export = named(new QPushButton(tr("Export"), this), "exportButton");
+    m_export->setDefault(true);
+    m_cancel = named(new QPushButton(tr("Cancel"), this), "cancelExportButton");
+    m_progress = named(new QProgressBar(this), "exportProgress");
+    m_progress->setRange(0, 1000);
+    m_progress->setTextVisible(false);
+    m_result = named(new QLabel(this), "exportResult");
+    m_result->setWordWrap(true);
+    m_result->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    connect(m_browse, &QPushButton::clicked, this, [this] {
+        const auto name = dialogs::saveFileName(this, tr("Export checkpoint"), m_output->text(),
+                                                tr("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors)"));
+        if (!name.isEmpty()) {
+            m_output->setText(name);
+            m_outputEdited = true;
+        }
+    });
+    connect(m_export, &QPushButton::clicked, this, &ExportPanel::startExport);
+    connect(m_cancel, &QPushButton::clicked, this, [this] { m_exportJobs.requestStop(); });
+
+    auto* outRow = new QHBoxLayout;
+    outRow->addWidget(new QLabel(tr("Output:"), this));
+    outRow->addWidget(m_output, 1);
+    outRow->addWidget(m_browse);
+    outRow->addWidget(m_export);
+    outRow->addWidget(m_cancel);
+
+    auto* batch = new QGroupBox(tr("Batch: drop files here to convert each with these options"), this);
+    batch->setObjectName(QStringLiteral("batchArea"));
+    m_batchTable = named(new QTableWidget(0, 3, batch), "batchTable");
+    m_batchTable->setHorizontalHeaderLabels({tr("File"), tr("Status"), tr("Output")});
+    m_batchTable->verticalHeader()->hide();
+    m_batchTable->horizontalHeader()->setStretchLastSection(true);
+    m_batchTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_batchTable->setMinimumHeight(70);
+    auto* batchLayout = new QVBoxLayout(batch);
+    batchLayout->setContentsMargins(4, 4, 4, 4);
+    batchLayout->addWidget(m_batchTable);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(options);
+    layout->addWidget(new QLabel(tr("Plan (nothing is written until you press Export):"), this));
+    layout->addWidget(m_planTable, 3);
+    layout->addWidget(m_planStatus);
+    layout->addLayout(outRow);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_result);
+    layout->addWidget(batch, 1);
+
+    m_planTimer = new QTimer(this);
+    m_planTimer->setSingleShot(true);
+    m_planTimer->setInterval(kPlanDebounceMs);
+    connect(m_planTimer, &QTimer::timeout, this, &ExportPanel::computePlan);
+    setExporting(false);
+}
+
+void ExportPanel::setDocument(DocumentPtr doc)
+{
+    m_doc = std::move(doc);
+    m_outputEdited = false;
+    if (m_doc) {
+        m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
+    }
+    schedulePlan();
+}
+
+ExportPanel::Preset ExportPanel::preset() const
+{
+    return static_cast<Preset>(m_preset->currentData().toInt());
+}
+
+void ExportPanel::setPreset(Preset preset)
+{
+    m_preset->setCurrentIndex(m_preset->findData(int(preset)));
+    QSettings().setValue(QStringLiteral("export/preset"), int(preset));
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    const auto format = m_options.format;
+    if (preset == SingleCard) {
+        m_options = transform::singleCardPreset();
+    } else if (preset == MultiCard) {
+        m_options = transform::multiCardPreset();
+    }
+    m_options.format = format;
+    optionsToFields();
+#endif
+    schedulePlan();
+}
+
+#ifdef CKPTSCOPE_HAVE_EXPORT
+void ExportPanel::addFix(const transform::Options& fix)
+{
+    m_options.merge(fix);
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    optionsToFields();
+    schedulePlan();
+}
+#endif
+
+void ExportPanel::optionsToFields()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    m_syncing = true;
+    m_strip->setText(joinList(m_options.stripPrefixes));
+    m_addPrefix->setText(qs(m_options.addPrefix.value_or(std::string())));
+    m_mapLocation->setText(qs(m_options.mapLocation.spec()));
+    m_select->setText(qs(m_options.select.value_or(std::string())));
+    m_drop->setText(joinList(m_options.drop));
+    m_weightsOnly->setChecked(m_options.weightsOnly);
+    m_compact->setChecked(m_options.compact);
+    m_unwrap->setChecked(m_options.unwrapModules);
+    m_multiCard->setChecked(m_options.singleModulePrefix);
+    m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
+    m_syncing = false;
+#endif
+}
+
+void ExportPanel::fieldsToOptions()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    if (m_syncing) {
+        return;
+    }
+    transform::Options o;
+    o.stripPrefixes = splitList(m_strip->text());
+    if (!m_addPrefix->text().isEmpty()) {
+        o.addPrefix = m_addPrefix->text().toStdString();
+    }
+    if (!m_select->text().trimmed().isEmpty()) {
+        o.select = m_select->text().trimmed().toStdString();
+    }
+    o.drop = splitList(m_drop->text());
+    auto map = transform::LocationMap::parse(m_mapLocation->text().trimmed().toStdString());
+    if (m_mapLocation->text().trimmed().isEmpty()) {
+        map = transform::LocationMap{};
+    }
+    if (!map) {
+        m_planStatus->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
+                                  .arg(qs(map.error().message).toHtmlEscaped()));
+        m_export->setEnabled(false);
+        return;
+    }
+    o.mapLocation = *map;
+    o.weightsOnly = m_weightsOnly->isChecked();
+    o.compact = m_compact->isChecked();
+    o.unwrapModules = m_unwrap->isChecked();
+    o.singleModulePrefix = m_multiCard->isChecked();
+    const auto oldFormat = m_options.format;
+    o.format = m_format->currentIndex() == 1 ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch;
+    m_options = o;
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    QSettings().setValue(QStringLiteral("export/preset"), int(Custom));
+    if (oldFormat != o.format && m_doc && !m_outputEdited) {
+        m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
+    }
+    schedulePlan();
+#endif
+}
+
+QString ExportPanel::defaultOutputFor(const QString& input) const
+{
+    const QFileInfo info(input);
+    QString ext = info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    if (m_options.format == transform::OutputFormat::Safetensors) {
+        ext = QStringLiteral("safetensors");
+    } else if (ext == QLatin1String("safetensors")) {
+        ext = QStringLiteral("pt");
+    }
+#endif
+    return info.dir().filePath(info.completeBaseName() + QStringLiteral(".fixed.") + ext);
+}
+
+void ExportPanel::schedulePlan()
+{
+    if (available() && m_doc) {
+        m_planTimer->start();
+    }
+}
+
+int ExportPanel::planRowCount() const
+{
+    return m_planModel->rowCount();
+}
+
+void ExportPanel::computePlan()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    if (!m_doc) {
+        return;
+    }
+    m_planStatus->setText(tr("Planning…"));
+    using Steps = std::shared_ptr<const std::vector<transform::PlanStep>>;
+    m_planJobs.start(
+        [doc = m_doc, opts = m_options](std::stop_token, const ProgressFn&) -> Expected<Steps> {
+            auto plan = transform::makePlan(*doc->checkpoint, opts);
+            if (!plan) {
+                return plan.error();
+            }
+            return Steps(std::make_shared<std::vector<transform::PlanStep>>(std::move(plan->steps)));
+        },
+        [this](Expected<Steps> steps) {
+            if (!steps) {
+                m_planModel->setSteps({});
+                m_planStatus->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
+                                          .arg(qs(steps.error().message).toHtmlEscaped()));
+                m_export->setEnabled(false);
+            } else {
+                m_planModel->setSteps(*steps);
+                m_planStatus->setText((*steps)->empty() ? tr("The plan changes nothing: the output would equal the input.")
+                                                        : tr("%n step(s).", nullptr, static_cast<int>((*steps)->size())));
+                setExporting(m_exportJobs.isRunning());
+            }
+            Q_EMIT planReady();
+        });
+#endif
+}
+
+void ExportPanel::setExporting(bool busy)
+{
+    m_export->setEnabled(!busy && available() && m_doc);
+    m_cancel->setEnabled(busy);
+    m_browse->setEnabled(!busy);
+}
+
+void ExportPanel::startExport()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    if (!m_doc || m_output->text().trimmed().isEmpty()) {
+        return;
+    }
+    const auto out = m_output->text().trimmed().toStdString();
+    m_result->setText(tr("Writing %1…").arg(qs(out)));
+    m_progress->setValue(0);
+    setExporting(true);
+    m_exportJobs.start(
+        [doc = m_doc, opts = m_options, out](std::stop_token stop, const ProgressFn& progress) -> Expected<write::WriteResult> {
+            auto plan = transform::makePlan(*doc->checkpoint, opts);
+            if (!plan) {
+                return plan.error();
+            }
+            return write::writeCheckpoint(
+                *doc->checkpoint, *plan, out,
+                [&progress](const write::WriteProgress& p) {
+                    progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : 0.0, {});
+                },
+                stop);
+        },
+        [this](Expected<write::WriteResult> r) {
+            setExporting(false);
+            if (!r) {
+                m_progress->setValue(0);
+                const auto msg = qs(r.error().describe());
+                m_result->setText(QStringLiteral("<span style='color:#c53030'>%1</span>").arg(msg.toHtmlEscaped()));
+                Q_EMIT exportFinished(false, msg);
+                return;
+            }
+            m_progress->setValue(1000);
+            QString text = tr("Wrote <b>%1</b> (%2).").arg(qs(r->path).toHtmlEscaped(), humanSize(r->bytes));
+            for (const auto& note : r->notes) {
+                text += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(qs(note).toHtmlEscaped());
+            }
+            m_result->setText(text);
+            Q_EMIT exportFinished(true, qs(r->path));
+        });
+#endif
+}
+
+void ExportPanel::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (available() && !localFiles(event->mimeData()).isEmpty()) {
+        event->acceptProposedAction();
+    }
+}
+
+void ExportPanel::dropEvent(QDropEvent* event)
+{
+    const auto files = localFiles(event->mimeData());
+    if (files.isEmpty()) {
+        return;
+    }
+    event->acceptProposedAction();
+    queueBatch(files);
+}
+
+void ExportPanel::queueBatch(const QStringList& files)
+{
+    for (const auto& f : files) {
+        const int row = m_batchTable->rowCount();
+        m_batchTable->insertRow(row);
+        auto* name = new QTableWidgetItem(QFileInfo(f).fileName());
+        name->setToolTip(f);
+        name->setData(Qt::UserRole, f);
+        m_batchTable->setItem(row, 0, name);
+        m_batchTable->setItem(row, 1, new QTableWidgetItem(tr("queued")));
+        m_batchTable->setItem(row, 2, new QTableWidgetItem(defaultOutputFor(f)));
+    }
+    if (!m_batchJobs.isRunning()) {
+        startNextBatch();
+    }
+}
+
+void ExportPanel::startNextBatch()
+{
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    if (m_batchNext >= m_batchTable->rowCount()) {
+        Q_EMIT batchFinished();
+        return;
+    }
+    const int row = m_batchNext++;
+    const auto in = m_batchTable->item(row, 0)->data(Qt::UserRole).toString().toStdString();
+    const auto out = m_batchTable->item(row, 2)->text().toStdString();
+    m_batchTable->item(row, 1)->setText(tr("converting…"));
+    m_batchJobs.start(
+        [in, out, opts = m_options](std::stop_token stop, const ProgressFn&) -> Expected<write::WriteResult> {
+            auto ck = openCheckpoint(in);
+            if (!ck) {
+                return ck.error();
+            }
+            auto plan = transform::makePlan(**ck, opts);
+            if (!plan) {
+                return plan.error();
+            }
+            return write::writeCheckpoint(**ck, *plan, out, {}, stop);
+        },
+        [this, row](Expected<write::WriteResult> r) {
+            auto* status = m_batchTable->item(row, 1);
+            if (r) {
+                status->setText(tr("done, %1").arg(humanSize(r->bytes)));
+                m_batchTable->item(row, 2)->setText(qs(r->path));
+            } else {
+                status->setText(tr("failed: %1").arg(qs(r.error().describe())));
+                status->setToolTip(qs(r.error().describe()));
+            }
+            startNextBatch();
+        });
+#endif
+}
+
+}  // namespace ckpt::ui

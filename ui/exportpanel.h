@@ -1,0 +1,101 @@
+// Export: presets (Single-card, Multi-card) or custom convert options, a preview table of the
+// exact plan before anything is written, a cancellable write whose result names the file, and a
+// batch area where dropped files are converted one after another with the same options.
+#pragma once
+
+#include "document.h"
+#include "jobtracker.h"
+
+#include <QWidget>
+
+#if defined(CKPTSCOPE_HAVE_TRANSFORM) && defined(CKPTSCOPE_HAVE_WRITE)
+#define CKPTSCOPE_HAVE_EXPORT 1
+#include "transform/options.h"
+#endif
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+class QTableView;
+class QTableWidget;
+class QTimer;
+
+namespace ckpt::ui {
+
+class ExportPanel : public QWidget {
+    Q_OBJECT
+public:
+    enum Preset { SingleCard, MultiCard, Custom };
+
+    explicit ExportPanel(QWidget* parent = nullptr);
+    void setDocument(DocumentPtr doc);
+    [[nodiscard]] static bool available();
+    void setPreset(Preset preset);
+    [[nodiscard]] Preset preset() const;
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    // A finding's fix joins the options (the preset becomes Custom).
+    void addFix(const transform::Options& fix);
+    [[nodiscard]] const transform::Options& options() const { return m_options; }
+#endif
+    void queueBatch(const QStringList& files);
+    [[nodiscard]] int planRowCount() const;
+    // Default output for an input file under the current format: "<dir>/<stem>.fixed.<ext>".
+    [[nodiscard]] QString defaultOutputFor(const QString& input) const;
+
+Q_SIGNALS:
+    void planReady();
+    void exportFinished(bool ok, const QString& pathOrError);
+    void batchFinished();
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    void buildUi();
+    void optionsToFields();
+    void fieldsToOptions();
+    void schedulePlan();
+    void computePlan();
+    void startExport();
+    void startNextBatch();
+    void setExporting(bool busy);
+
+    DocumentPtr m_doc;
+#ifdef CKPTSCOPE_HAVE_EXPORT
+    transform::Options m_options;
+#endif
+    bool m_syncing = false;  // fields are being filled from m_options
+    QComboBox* m_preset = nullptr;
+    QLineEdit* m_strip = nullptr;
+    QLineEdit* m_addPrefix = nullptr;
+    QLineEdit* m_mapLocation = nullptr;
+    QLineEdit* m_select = nullptr;
+    QLineEdit* m_drop = nullptr;
+    QCheckBox* m_weightsOnly = nullptr;
+    QCheckBox* m_compact = nullptr;
+    QCheckBox* m_unwrap = nullptr;
+    QCheckBox* m_multiCard = nullptr;
+    QComboBox* m_format = nullptr;
+    QTableView* m_planTable = nullptr;
+    class PlanModel* m_planModel = nullptr;
+    QLabel* m_planStatus = nullptr;
+    QLineEdit* m_output = nullptr;
+    QPushButton* m_browse = nullptr;
+    QPushButton* m_export = nullptr;
+    QPushButton* m_cancel = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QLabel* m_result = nullptr;
+    QTableWidget* m_batchTable = nullptr;
+    QTimer* m_planTimer = nullptr;
+    bool m_outputEdited = false;
+    int m_batchNext = 0;
+    JobTracker m_planJobs{this};
+    JobTracker m_batchJobs{this};
+    JobTracker m_exportJobs{this};
+};
+
+}  // namespace ckpt::ui

@@ -1,0 +1,153 @@
+#include "findingspanel.h"
+
+#include "icons.h"
+#include "text.h"
+
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+namespace ckpt::ui {
+
+FindingsPanel::FindingsPanel(QWidget* parent)
+    : QWidget(parent), m_list(new QTreeWidget(this)), m_detail(new QLabel(this)),
+      m_fix(new QPushButton(tr("Fix"), this)), m_fixAll(new QPushButton(tr("Fix all"), this))
+{
+    setObjectName(QStringLiteral("findingsPanel"));
+    m_list->setObjectName(QStringLiteral("findingsList"));
+    m_list->setColumnCount(3);
+    m_list->setHeaderLabels({tr("Finding"), tr("Code"), tr("Keys")});
+    m_list->setRootIsDecorated(false);
+    m_list->setUniformRowHeights(true);
+    m_list->setAlternatingRowColors(true);
+    m_list->header()->setStretchLastSection(false);
+    m_list->header()->setSectionResizeMode(0, QHeaderView::Stretch);
+    m_list->header()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    m_list->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+    m_detail->setObjectName(QStringLiteral("findingDetail"));
+    m_detail->setWordWrap(true);
+    m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_detail->setMinimumHeight(40);
+    m_detail->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_fix->setObjectName(QStringLiteral("fixButton"));
+    m_fix->setToolTip(tr("Add this finding's fix to the export plan"));
+    m_fixAll->setObjectName(QStringLiteral("fixAllButton"));
+    m_fixAll->setToolTip(tr("Add every finding's fix to the export plan"));
+
+    auto* buttons = new QHBoxLayout;
+    buttons->addWidget(m_fix);
+    buttons->addWidget(m_fixAll);
+    buttons->addStretch(1);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(m_list, 1);
+    layout->addWidget(m_detail);
+    layout->addLayout(buttons);
+
+    connect(m_list, &QTreeWidget::itemSelectionChanged, this, &FindingsPanel::onSelectionChanged);
+    connect(m_fix, &QPushButton::clicked, this, [this] {
+        if (auto* item = m_list->currentItem()) {
+            Q_EMIT fixRequested(item->data(0, Qt::UserRole).toInt());
+        }
+    });
+    connect(m_fixAll, &QPushButton::clicked, this, [this] {
+        for (int i = 0; i < m_list->topLevelItemCount(); ++i) {
+            auto* item = m_list->topLevelItem(i);
+            if (item->data(1, Qt::UserRole).toBool()) {
+                Q_EMIT fixRequested(item->data(0, Qt::UserRole).toInt());
+            }
+        }
+    });
+    setDocument({});
+}
+
+void FindingsPanel::setDocument(DocumentPtr doc)
+{
+    m_doc = std::move(doc);
+    m_list->clear();
+    m_detail->clear();
+    m_fix->setEnabled(false);
+    m_fixAll->setEnabled(false);
+    if (!m_doc) {
+        return;
+    }
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+    bool anyFix = false;
+    for (std::size_t i = 0; i < m_doc->findings.size(); ++i) {
+        const auto& f = m_doc->findings[i];
+        auto* item = new QTreeWidgetItem(m_list);
+        item->setText(0, qs(f.title));
+        item->setText(1, qs(f.code));
+        item->setText(2, f.paths.empty() ? QString() : QString::number(f.paths.size()));
+        item->setTextAlignment(2, Qt::AlignRight | Qt::AlignVCenter);
+        item->setToolTip(0, qs(f.detail));
+        item->setData(0, Qt::UserRole, static_cast<int>(i));
+        item->setData(1, Qt::UserRole, f.fix.has_value());
+        switch (f.severity) {
+        case diagnose::Severity::Error: item->setIcon(0, icons::severityError()); break;
+        case diagnose::Severity::Warning: item->setIcon(0, icons::severityWarning()); break;
+        case diagnose::Severity::Info: item->setIcon(0, icons::severityInfo()); break;
+        }
+        anyFix = anyFix || f.fix.has_value();
+    }
+    m_fixAll->setEnabled(anyFix);
+    if (m_doc->findings.empty()) {
+        m_detail->setText(tr("No findings: torch.load should read this file as it is."));
+    } else {
+        select(0);  // the most severe one, so its explanation is on screen at once
+    }
+#else
+    m_detail->setText(tr("This build has no diagnose stage."));
+#endif
+    if (!m_doc->findingsError.empty()) {
+        m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_doc->findingsError)));
+    }
+}
+
+int FindingsPanel::count() const
+{
+    return m_list->topLevelItemCount();
+}
+
+int FindingsPanel::indexOfCode(const QString& code) const
+{
+    for (int i = 0; i < m_list->topLevelItemCount(); ++i) {
+        if (m_list->topLevelItem(i)->text(1) == code) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+void FindingsPanel::select(int finding)
+{
+    if (finding >= 0 && finding < m_list->topLevelItemCount()) {
+        m_list->setCurrentItem(m_list->topLevelItem(finding));
+    }
+}
+
+void FindingsPanel::onSelectionChanged()
+{
+    auto* item = m_list->currentItem();
+    if (!item || !m_doc) {
+        m_fix->setEnabled(false);
+        return;
+    }
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+    const auto& f = m_doc->findings[static_cast<std::size_t>(item->data(0, Qt::UserRole).toInt())];
+    QString detail = QStringLiteral("<b>%1</b> <span style='color:gray'>(%2, %3)</span><br>%4")
+                         .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
+                              qs(f.detail).toHtmlEscaped());
+    if (f.fix) {
+        detail += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(tr("Fix: %1").arg(qs(f.fix->toJson()).toHtmlEscaped()));
+    }
+    m_detail->setText(detail);
+    m_fix->setEnabled(f.fix.has_value());
+    Q_EMIT highlightPaths(f.paths);
+#endif
+}
+
+}  // namespace ckpt::ui

@@ -1,0 +1,247 @@
+#include "keytreemodel.h"
+
+#include "icons.h"
+#include "text.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QFont>
+#include <QGuiApplication>
+#include <QPalette>
+
+namespace ckpt::ui {
+
+KeyTreeModel::KeyTreeModel(QObject* parent) : QAbstractItemModel(parent) {}
+
+void KeyTreeModel::setDocument(DocumentPtr doc)
+{
+    beginResetModel();
+    m_doc = std::move(doc);
+    m_ck = m_doc ? m_doc->checkpoint.get() : nullptr;
+    m_highlighted.clear();
+    endResetModel();
+}
+
+void KeyTreeModel::setHighlighted(std::unordered_set<std::uint32_t> nodes)
+{
+    m_highlighted = std::move(nodes);
+    // Views repaint what is visible; announcing the top level is enough to trigger that without
+    // walking the (possibly 40k-row) tree.
+    if (const int rows = rowCount(); rows > 0) {
+        Q_EMIT dataChanged(index(0, 0), index(rows - 1, ColumnCount - 1), {Qt::BackgroundRole});
+    }
+}
+
+bool KeyTreeModel::rootShown() const
+{
+    return m_ck && !m_ck->nodes.empty() && m_ck->nodes[0].childCount == 0;
+}
+
+QModelIndex KeyTreeModel::indexOfNode(std::uint32_t node, int column) const
+{
+    if (!m_ck || node >= m_ck->nodes.size() || (node == 0 && !rootShown())) {
+        return {};
+    }
+    return createIndex(static_cast<int>(node == 0 ? 0 : m_ck->nodes[node].row), column, quintptr(node));
+}
+
+QModelIndex KeyTreeModel::index(int row, int column, const QModelIndex& parent) const
+{
+    if (!m_ck || row < 0 || column < 0 || column >= ColumnCount || row >= rowCount(parent)) {
+        return {};
+    }
+    if (!parent.isValid() && rootShown()) {
+        return createIndex(row, column, quintptr(0));
+    }
+    const std::uint32_t p = parent.isValid() ? nodeOf(parent) : 0;
+    return createIndex(row, column, quintptr(m_ck->nodes[p].firstChild + static_cast<std::uint32_t>(row)));
+}
+
+QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
+{
+    if (!m_ck || !child.isValid()) {
+        return {};
+    }
+    const auto& n = m_ck->nodes[nodeOf(child)];
+    if (n.parent == kNoIndex || n.parent == 0) {
+        return {};  // the root's children are top-level rows
+    }
+    return createIndex(static_cast<int>(m_ck->nodes[n.parent].row), 0, quintptr(n.parent));
+}
+
+int KeyTreeModel::rowCount(const QModelIndex& parent) const
+{
+    if (!m_ck || m_ck->nodes.empty()) {
+        return 0;
+    }
+    if (!parent.isValid()) {
+        return rootShown() ? 1 : static_cast<int>(m_ck->nodes[0].childCount);
+    }
+    if (parent.column() != 0) {
+        return 0;
+    }
+    return static_cast<int>(m_ck->nodes[nodeOf(parent)].childCount);
+}
+
+int KeyTreeModel::columnCount(const QModelIndex& /*parent*/) const
+{
+    return ColumnCount;
+}
+
+bool KeyTreeModel::hasChildren(const QModelIndex& parent) const
+{
+    return rowCount(parent) > 0;
+}
+
+Qt::ItemFlags KeyTreeModel::flags(const QModelIndex& index) const
+{
+    if (!index.isValid()) {
+        return Qt::NoItemFlags;
+    }
+    const auto& n = m_ck->nodes[nodeOf(index)];
+    return Qt::ItemIsEnabled | Qt::ItemIsSelectable | (n.childCount == 0 ? Qt::ItemNeverHasChildren : Qt::NoItemFlags);
+}
+
+QVariant KeyTreeModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
+        return {};
+    }
+    switch (section) {
+    case Name: return tr("Name");
+    case Kind: return tr("Kind");
+    case DType: return tr("dtype");
+    case Shape: return tr("Shape / value");
+    case Device: return tr("Device");
+    case Size: return tr("Size");
+    default: return {};
+    }
+}
+
+QString KeyTreeModel::kindText(const Node& n) const
+{
+    switch (n.kind) {
+    case NodeKind::Dict:
+    case NodeKind::OrderedDict:
+        return n.stateDictLike ? tr("state dict") : qs(nodeKindName(n.kind));
+    case NodeKind::Tensor: {
+        const auto& t = m_ck->tensors[n.tensor];
+        return t.isParameter ? tr("parameter") : tr("tensor");
+    }
+    case NodeKind::Module:
+    case NodeKind::Object:
+        if (n.object != kNoIndex) {
+            const auto& type = m_ck->objects[n.object].type;
+            const auto dot = type.rfind('.');
+            return qs(dot == std::string::npos ? type : type.substr(dot + 1));
+        }
+        return qs(nodeKindName(n.kind));
+    case NodeKind::Scalar:
+        return qs(pickle::kindName(m_ck->arena[n.value].kind));
+    default:
+        return qs(nodeKindName(n.kind));
+    }
+}
+
+QVariant KeyTreeModel::display(std::uint32_t node, int column) const
+{
+    const auto& n = m_ck->nodes[node];
+    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
+    switch (column) {
+    case Name: return node == 0 ? tr("(root)") : qs(n.name);
+    case Kind: return kindText(n);
+    case DType: return t ? qs(dtypeName(t->dtype)) : QVariant();
+    case Shape:
+        if (t) {
+            return shapeText(t->shape);
+        }
+        if (n.kind == NodeKind::Scalar) {
+            return qs(pickle::shortRepr(m_ck->arena, n.value, 60));
+        }
+        if (n.childCount > 0) {
+            return tr("%n item(s)", nullptr, static_cast<int>(n.childCount));
+        }
+        return {};
+    case Device: return t ? qs(t->location) : QVariant();
+    case Size: return n.bytes > 0 || t ? humanSize(n.bytes) : QVariant();
+    default: return {};
+    }
+}
+
+QVariant KeyTreeModel::sortValue(std::uint32_t node, int column) const
+{
+    const auto& n = m_ck->nodes[node];
+    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
+    switch (column) {
+    case Name: return display(node, Name).toString().toLower();
+    case Shape: return t ? QVariant(qulonglong(t->numel)) : QVariant(qulonglong(n.childCount));
+    case Size: return qulonglong(n.bytes);
+    default: return display(node, column).toString();
+    }
+}
+
+QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
+{
+    if (!m_ck || !index.isValid()) {
+        return {};
+    }
+    const auto node = nodeOf(index);
+    const auto& n = m_ck->nodes[node];
+    switch (role) {
+    case Qt::DisplayRole: return display(node, index.column());
+    case SortRole: return sortValue(node, index.column());
+    case NodeRole: return quint32(node);
+    case PathRole: return qs(m_ck->pathOf(node));
+    case Qt::ToolTipRole:
+        if (index.column() == Name) {
+            QString tip = qs(m_ck->pathOf(node));
+            if (n.object != kNoIndex) {
+                tip += QLatin1Char('\n') + qs(m_ck->objects[n.object].type);
+            }
+            return tip;
+        }
+        return {};
+    case Qt::DecorationRole:
+        if (index.column() != Name) {
+            return {};
+        }
+        switch (n.kind) {
+        case NodeKind::Tensor: return icons::tensor();
+        case NodeKind::Dict:
+        case NodeKind::OrderedDict: return n.stateDictLike ? icons::stateDict() : icons::dict();
+        case NodeKind::List:
+        case NodeKind::Tuple:
+        case NodeKind::Set: return icons::list();
+        case NodeKind::Module: return icons::module();
+        case NodeKind::Object: return icons::object();
+        default: return icons::scalar();
+        }
+    case Qt::FontRole:
+        if (index.column() == Name && (n.stateDictLike || n.kind == NodeKind::Module)) {
+            QFont f;
+            f.setBold(true);
+            return f;
+        }
+        return {};
+    case Qt::ForegroundRole:
+        if (index.column() != Name && index.column() != Size) {
+            return QGuiApplication::palette().brush(QPalette::Disabled, QPalette::Text);
+        }
+        return {};
+    case Qt::TextAlignmentRole:
+        if (index.column() == Size) {
+            return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+        }
+        return {};
+    case Qt::BackgroundRole:
+        if (m_highlighted.count(node) != 0) {
+            QColor c = QGuiApplication::palette().color(QPalette::Highlight);
+            c.setAlpha(70);
+            return QBrush(c);
+        }
+        return {};
+    default: return {};
+    }
+}
+
+}  // namespace ckpt::ui

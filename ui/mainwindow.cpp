@@ -1,0 +1,375 @@
+#include "mainwindow.h"
+
+#include "dialogs.h"
+#include "documentview.h"
+#include "exportpanel.h"
+#include "icons.h"
+#include "jobtracker.h"
+#include "text.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace ckpt::ui {
+namespace {
+
+constexpr int kMaxRecent = 10;
+const QString kFileFilter = QStringLiteral(
+    "Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
+
+QStringList localFiles(const QMimeData* mime)
+{
+    QStringList files;
+    if (mime && mime->hasUrls()) {
+        for (const auto& url : mime->urls()) {
+            if (url.isLocalFile()) {
+                files << url.toLocalFile();
+            }
+        }
+    }
+    return files;
+}
+
+QWidget* makeEmptyPage(QWidget* parent, QAction* open)
+{
+    auto* page = new QWidget(parent);
+    page->setObjectName(QStringLiteral("emptyPage"));
+    auto* icon = new QLabel(page);
+    icon->setPixmap(icons::app().pixmap(64, 64));
+    icon->setAlignment(Qt::AlignCenter);
+    auto* hint = new QLabel(MainWindow::kDropHint, page);
+    hint->setObjectName(QStringLiteral("dropHint"));
+    hint->setAlignment(Qt::AlignCenter);
+    QFont f = hint->font();
+    f.setPointSizeF(f.pointSizeF() * 1.4);
+    hint->setFont(f);
+    auto* sub = new QLabel(QObject::tr("ckptscope reads it without running any of its code, shows what is inside,\n"
+                                       "says what will go wrong when it is loaded, and writes a fixed copy."),
+                           page);
+    sub->setAlignment(Qt::AlignCenter);
+    sub->setStyleSheet(QStringLiteral("color: gray"));
+    auto* button = new QPushButton(QObject::tr("Open a file…"), page);
+    button->setObjectName(QStringLiteral("emptyOpenButton"));
+    QObject::connect(button, &QPushButton::clicked, open, &QAction::trigger);
+    auto* layout = new QVBoxLayout(page);
+    layout->addStretch(1);
+    layout->addWidget(icon);
+    layout->addWidget(hint);
+    layout->addWidget(sub);
+    layout->addSpacing(12);
+    layout->addWidget(button, 0, Qt::AlignCenter);
+    layout->addStretch(1);
+    return page;
+}
+
+}  // namespace
+
+const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file here");
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
+      m_bannerText(new QLabel(m_banner)), m_formatLabel(new QLabel(this)), m_tensorsLabel(new QLabel(this)),
+      m_devicesLabel(new QLabel(this))
+{
+    setObjectName(QStringLiteral("mainWindow"));
+    setWindowTitle(QStringLiteral("ckptscope"));
+    setWindowIcon(icons::app());
+    setAcceptDrops(true);
+
+    buildMenus();
+
+    m_tabs->setObjectName(QStringLiteral("documentTabs"));
+    m_tabs->setTabsClosable(true);
+    m_tabs->setMovable(true);
+    m_tabs->setDocumentMode(true);
+    connect(m_tabs, &QTabWidget::tabCloseRequested, this, &MainWindow::closeTab);
+    connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::updateChrome);
+
+    m_stack->setObjectName(QStringLiteral("stack"));
+    m_stack->addWidget(makeEmptyPage(m_stack, findChild<QAction*>(QStringLiteral("openAction"))));
+    m_stack->addWidget(m_tabs);
+
+    // The error banner: the same one-line message the command line prints, and the app stays usable.
+    m_banner->setObjectName(QStringLiteral("errorBanner"));
+    m_banner->setAutoFillBackground(true);
+    QPalette bannerPalette = m_banner->palette();
+    bannerPalette.setColor(QPalette::Window, QColor(0xfe, 0xd7, 0xd7));
+    bannerPalette.setColor(QPalette::WindowText, QColor(0x74, 0x2a, 0x2a));
+    m_banner->setPalette(bannerPalette);
+    m_bannerText->setObjectName(QStringLiteral("errorText"));
+    m_bannerText->setWordWrap(true);
+    m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    auto* closeBanner = new QToolButton(m_banner);
+    closeBanner->setObjectName(QStringLiteral("errorClose"));
+    closeBanner->setText(QStringLiteral("✕"));
+    closeBanner->setAutoRaise(true);
+    connect(closeBanner, &QToolButton::clicked, m_banner, &QWidget::hide);
+    auto* bannerLayout = new QHBoxLayout(m_banner);
+    bannerLayout->setContentsMargins(8, 4, 4, 4);
+    bannerLayout->addWidget(new QLabel(m_banner));
+    static_cast<QLabel*>(bannerLayout->itemAt(0)->widget())->setPixmap(icons::severityError().pixmap(16, 16));
+    bannerLayout->addWidget(m_bannerText, 1);
+    bannerLayout->addWidget(closeBanner);
+    m_banner->hide();
+
+    auto* central = new QWidget(this);
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(m_banner);
+    layout->addWidget(m_stack, 1);
+    setCentralWidget(central);
+
+    m_formatLabel->setObjectName(QStringLiteral("formatLabel"));
+    m_tensorsLabel->setObjectName(QStringLiteral("tensorsLabel"));
+    m_devicesLabel->setObjectName(QStringLiteral("devicesLabel"));
+    statusBar()->addPermanentWidget(m_formatLabel);
+    statusBar()->addPermanentWidget(m_tensorsLabel);
+    statusBar()->addPermanentWidget(m_devicesLabel);
+
+    QSettings settings;
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
+        resize(1280, 800);
+    }
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+    rebuildRecentMenu();
+    updateChrome();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus()
+{
+    auto* file = menuBar()->addMenu(tr("&File"));
+    auto* open = file->addAction(tr("&Open…"), this, [this] {
+        const auto names = dialogs::openFileNames(this, tr("Open checkpoints"), kFileFilter);
+        openFiles(names);
+    });
+    open->setObjectName(QStringLiteral("openAction"));
+    open->setShortcut(QKeySequence::Open);
+    m_recentMenu = file->addMenu(tr("Open &Recent"));
+    m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
+    auto* close = file->addAction(tr("&Close Tab"), this, [this] { closeTab(m_tabs->currentIndex()); });
+    close->setShortcut(QKeySequence::Close);
+    file->addSeparator();
+    auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+
+    auto* view = menuBar()->addMenu(tr("&View"));
+    auto* filter = view->addAction(tr("&Filter Keys"), this, [this] {
+        if (auto* v = currentView()) {
+            v->focusFilter();
+        }
+    });
+    filter->setShortcut(QKeySequence::Find);
+    view->addSeparator();
+    auto* findingsAction = view->addAction(tr("F&indings"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showFindings();
+        }
+    });
+    findingsAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+    auto* testLoadAction = view->addAction(tr("&Test Load"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showTestLoad();
+        }
+    });
+    testLoadAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+    auto* exportAction = view->addAction(tr("&Export"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showExport();
+        }
+    });
+    exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
+
+    auto* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About ckptscope"), this, [this] {
+        QMessageBox::about(this, tr("About ckptscope"),
+                           tr("<b>ckptscope %1</b><p>Inspect, diagnose, test-load and fix PyTorch checkpoints "
+                              "without running their pickled code.</p>")
+                               .arg(QApplication::applicationVersion()));
+    });
+}
+
+void MainWindow::openFiles(const QStringList& paths)
+{
+    std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
+    for (const auto& path : paths) {
+        if (path.isEmpty()) {
+            continue;
+        }
+        const QString absolute = QFileInfo(path).absoluteFilePath();
+        statusBar()->showMessage(tr("Opening %1…").arg(absolute));
+        auto tracker = std::make_unique<JobTracker>(this);
+        tracker->start([file = absolute.toStdString()](std::stop_token stop,
+                                                       const ProgressFn&) { return loadDocument(file, stop); },
+                       [this, absolute](Expected<DocumentPtr> doc) {
+                           statusBar()->clearMessage();
+                           if (!doc) {
+                               const auto message = qs(doc.error().describe());
+                               showError(message);
+                               Q_EMIT openFailed(absolute, message);
+                               return;
+                           }
+                           addDocument(*doc);
+                           rememberRecent(absolute);
+                           Q_EMIT documentOpened(absolute);
+                       });
+        m_openJobs.push_back(std::move(tracker));
+    }
+}
+
+bool MainWindow::isOpening() const
+{
+    return std::any_of(m_openJobs.begin(), m_openJobs.end(), [](const auto& j) { return j->isRunning(); });
+}
+
+void MainWindow::addDocument(DocumentPtr doc)
+{
+    m_banner->hide();
+    auto* view = new DocumentView(doc, m_tabs);
+    const QFileInfo info(qs(doc->checkpoint->path));
+    const int index = m_tabs->addTab(view, info.fileName());
+    m_tabs->setTabToolTip(index, info.absoluteFilePath());
+    m_tabs->setCurrentIndex(index);
+    updateChrome();
+}
+
+void MainWindow::closeTab(int index)
+{
+    if (index < 0 || index >= m_tabs->count()) {
+        return;
+    }
+    auto* w = m_tabs->widget(index);
+    m_tabs->removeTab(index);
+    delete w;  // its job trackers stop and join their workers
+    updateChrome();
+}
+
+int MainWindow::documentCount() const
+{
+    return m_tabs->count();
+}
+
+DocumentView* MainWindow::documentView(int i) const
+{
+    return qobject_cast<DocumentView*>(m_tabs->widget(i));
+}
+
+DocumentView* MainWindow::currentView() const
+{
+    return qobject_cast<DocumentView*>(m_tabs->currentWidget());
+}
+
+QString MainWindow::errorText() const
+{
+    return m_banner->isVisible() || !m_banner->isHidden() ? m_bannerText->text() : QString();
+}
+
+void MainWindow::showError(const QString& message)
+{
+    m_bannerText->setText(message);
+    m_banner->show();
+}
+
+void MainWindow::updateChrome()
+{
+    auto* view = currentView();
+    m_stack->setCurrentIndex(view ? 1 : 0);
+    if (!view) {
+        setWindowTitle(QStringLiteral("ckptscope"));
+        m_formatLabel->clear();
+        m_tensorsLabel->clear();
+        m_devicesLabel->clear();
+        return;
+    }
+    const auto& ck = *view->document()->checkpoint;
+    setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(ck.path)).fileName()));
+    QString format = qs(formatName(ck.format));
+    if (ck.format != Format::Safetensors && ck.pickleProtocol > 0) {
+        format += tr(", pickle protocol %1").arg(ck.pickleProtocol);
+    }
+    m_formatLabel->setText(format);
+    m_tensorsLabel->setText(tr("%n tensor(s)", nullptr, static_cast<int>(ck.tensors.size())));
+    QStringList perDevice;
+    for (const auto& [location, bytes] : ck.bytesByLocation()) {
+        perDevice << QStringLiteral("%1 %2").arg(qs(location), humanSize(bytes));
+    }
+    m_devicesLabel->setText(perDevice.join(QStringLiteral(" · ")));
+    statusBar()->showMessage(tr("Opened in %1 ms").arg(view->document()->openSeconds * 1000.0, 0, 'f', 0), 4000);
+}
+
+void MainWindow::rememberRecent(const QString& path)
+{
+    QSettings settings;
+    auto recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+    recent.removeAll(path);
+    recent.prepend(path);
+    while (recent.size() > kMaxRecent) {
+        recent.removeLast();
+    }
+    settings.setValue(QStringLiteral("recentFiles"), recent);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    m_recentMenu->clear();
+    const auto recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    for (const auto& path : recent) {
+        m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}); })->setToolTip(path);
+    }
+    m_recentMenu->setEnabled(!recent.isEmpty());
+    m_recentMenu->setToolTipsVisible(true);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (!localFiles(event->mimeData()).isEmpty()) {
+        event->acceptProposedAction();
+    }
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    const auto files = localFiles(event->mimeData());
+    if (files.isEmpty()) {
+        return;
+    }
+    event->acceptProposedAction();
+    openFiles(files);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+    // Stop and join every worker before the widgets they report to go away.
+    for (auto& job : m_openJobs) {
+        job->stopAndWait();
+    }
+    while (m_tabs->count() > 0) {
+        closeTab(0);
+    }
+    event->accept();
+}
+
+}  // namespace ckpt::ui

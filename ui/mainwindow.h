@@ -1,0 +1,68 @@
+// The main window: a tab per opened file, an empty state that says what to do, files opened by
+// drag and drop anywhere, File > Open, recent files or the command line, an error banner with the
+// same words the command line prints, and a status bar with format, tensors and bytes per device.
+#pragma once
+
+#include "document.h"
+
+#include <QMainWindow>
+
+#include <memory>
+#include <vector>
+
+class QLabel;
+class QMenu;
+class QStackedWidget;
+class QTabWidget;
+
+namespace ckpt::ui {
+
+class DocumentView;
+class JobTracker;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Opens each file in a worker; each success adds a tab, each failure shows the error banner.
+    void openFiles(const QStringList& paths);
+    [[nodiscard]] int documentCount() const;
+    [[nodiscard]] DocumentView* documentView(int i) const;
+    [[nodiscard]] DocumentView* currentView() const;
+    [[nodiscard]] QString errorText() const;
+    [[nodiscard]] bool isOpening() const;
+
+    static const QString kDropHint;
+
+Q_SIGNALS:
+    void documentOpened(const QString& path);
+    void openFailed(const QString& path, const QString& message);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+
+private:
+    void buildMenus();
+    void showError(const QString& message);
+    void addDocument(DocumentPtr doc);
+    void closeTab(int index);
+    void updateChrome();
+    void rememberRecent(const QString& path);
+    void rebuildRecentMenu();
+
+    QStackedWidget* m_stack;
+    QTabWidget* m_tabs;
+    QWidget* m_banner;
+    QLabel* m_bannerText;
+    QLabel* m_formatLabel;
+    QLabel* m_tensorsLabel;
+    QLabel* m_devicesLabel;
+    QMenu* m_recentMenu = nullptr;
+    std::vector<std::unique_ptr<JobTracker>> m_openJobs;  // one per file being opened
+};
+
+}  // namespace ckpt::ui

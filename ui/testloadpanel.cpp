@@ -1,0 +1,278 @@
+#include "testloadpanel.h"
+
+#include "memorychart.h"
+#include "text.h"
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QPointer>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#ifdef CKPTSCOPE_HAVE_DEVICE
+#include "device/nvml.h"
+#include "device/sampler.h"
+#include "device/testload.h"
+#endif
+
+namespace ckpt::ui {
+
+TestLoadPanel::TestLoadPanel(QWidget* parent)
+    : QWidget(parent), m_device(new QComboBox(this)), m_refresh(new QPushButton(tr("Refresh"), this)),
+      m_load(new QPushButton(tr("Load"), this)), m_cancel(new QPushButton(tr("Cancel"), this)),
+      m_progress(new QProgressBar(this)), m_note(new QLabel(this)), m_chart(new MemoryChart(this)),
+      m_summary(new QLabel(this))
+{
+    setObjectName(QStringLiteral("testLoadPanel"));
+    m_device->setObjectName(QStringLiteral("deviceCombo"));
+    m_device->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_refresh->setObjectName(QStringLiteral("refreshDevicesButton"));
+    m_load->setObjectName(QStringLiteral("loadButton"));
+    m_load->setToolTip(tr("Load every tensor onto the chosen device with LibTorch, in a helper process"));
+    m_load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    m_cancel->setObjectName(QStringLiteral("cancelLoadButton"));
+    m_progress->setObjectName(QStringLiteral("loadProgress"));
+    m_progress->setRange(0, 1000);
+    m_progress->setValue(0);
+    m_progress->setTextVisible(false);
+    m_note->setObjectName(QStringLiteral("deviceNote"));
+    m_note->setWordWrap(true);
+    m_note->setStyleSheet(QStringLiteral("color: gray"));
+    m_summary->setObjectName(QStringLiteral("loadSummary"));
+    m_summary->setWordWrap(true);
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+    auto* controls = new QHBoxLayout;
+    controls->addWidget(new QLabel(tr("Device:"), this));
+    controls->addWidget(m_device, 1);
+    controls->addWidget(m_refresh);
+    controls->addWidget(m_load);
+    controls->addWidget(m_cancel);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(controls);
+    layout->addWidget(m_note);
+    layout->addWidget(m_progress);
+    layout->addWidget(m_chart, 1);
+    layout->addWidget(m_summary);
+
+    connect(m_refresh, &QPushButton::clicked, this, &TestLoadPanel::refreshDevices);
+    connect(m_load, &QPushButton::clicked, this, &TestLoadPanel::startLoad);
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        m_loadJobs.requestStop();
+        m_summary->setText(tr("Cancelling…"));
+    });
+    m_loadJobs.setProgressHandler([this](double fraction, const QString& text) {
+        m_progress->setValue(static_cast<int>(fraction * 1000));
+        if (!text.isEmpty()) {
+            m_summary->setText(text);
+        }
+    });
+    setBusy(false);
+    if (!available()) {
+        m_note->setText(tr("This build has no device stage: test-loads are not available."));
+        m_load->setEnabled(false);
+        m_refresh->setEnabled(false);
+    }
+}
+
+bool TestLoadPanel::available()
+{
+#ifdef CKPTSCOPE_HAVE_DEVICE
+    return true;
+#else
+    return false;
+#endif
+}
+
+void TestLoadPanel::setDocument(DocumentPtr doc)
+{
+    m_doc = std::move(doc);
+    if (!m_devicesQueried && available()) {
+        refreshDevices();
+    }
+}
+
+void TestLoadPanel::setBusy(bool busy)
+{
+    m_load->setEnabled(!busy && available() && m_device->count() > 0);
+    m_cancel->setEnabled(busy);
+    m_device->setEnabled(!busy);
+    m_refresh->setEnabled(!busy && available());
+}
+
+void TestLoadPanel::refreshDevices()
+{
+#ifdef CKPTSCOPE_HAVE_DEVICE
+    m_devicesQueried = true;
+    m_note->setText(tr("Looking for GPUs…"));
+    // NVML is loaded once (dlopen + init can take a moment) and kept for the sampler.
+    struct Result {
+        std::shared_ptr<const device::Nvml> nvml;
+        device::Inventory inventory;
+    };
+    auto nvml = m_nvml;
+    m_inventoryJobs.start(
+        [nvml](std::stop_token, const ProgressFn&) mutable {
+            Result r;
+            if (!nvml) {
+                if (auto loaded = device::Nvml::load()) {
+                    nvml = *loaded;
+                }
+            }
+            r.nvml = nvml;
+            r.inventory = device::queryInventory(nvml);
+            return r;
+        },
+        [this](Result r) {
+            m_nvml = r.nvml;
+            showInventory(r.inventory);
+            Q_EMIT devicesReady();
+        });
+#endif
+}
+
+#ifdef CKPTSCOPE_HAVE_DEVICE
+void TestLoadPanel::showInventory(const device::Inventory& inv)
+{
+    const auto previous = m_device->currentData().toString();
+    m_device->clear();
+    for (const auto& d : inv.devices) {
+        const auto free = d.totalBytes > d.usedBytes ? d.totalBytes - d.usedBytes : 0;
+        const QString label = d.index < 0
+            ? tr("CPU (%1 free of %2)").arg(humanSize(free), humanSize(d.totalBytes))
+            : tr("%1 — %2 (%3 free of %4)").arg(qs(d.id), qs(d.name), humanSize(free), humanSize(d.totalBytes));
+        m_device->addItem(label, qs(d.id));
+    }
+    // Default to the first GPU when there is one: that is where users mean to load.
+    int pick = inv.gpuCount() > 0 ? 1 : 0;
+    if (const int prev = m_device->findData(previous); prev >= 0) {
+        pick = prev;
+    }
+    m_device->setCurrentIndex(pick);
+    QString note = qs(inv.gpuNote);
+    if (!inv.driverVersion.empty()) {
+        note = tr("NVIDIA driver %1, %n GPU(s)", nullptr, inv.gpuCount()).arg(qs(inv.driverVersion));
+    }
+    m_note->setText(note);
+    setBusy(false);
+}
+
+void TestLoadPanel::startLoad()
+{
+    if (!m_doc || m_device->count() == 0) {
+        return;
+    }
+    const auto deviceId = m_device->currentData().toString().toStdString();
+    auto nvml = m_nvml;
+
+    // Chart columns as the sampler lays them out: the CPU, then each GPU.
+    const auto inventoryIds = [this] {
+        std::vector<std::string> ids;
+        QStringList labels;
+        for (int i = 0; i < m_device->count(); ++i) {
+            ids.push_back(m_device->itemData(i).toString().toStdString());
+            labels << m_device->itemData(i).toString();
+        }
+        return std::make_pair(ids, labels);
+    }();
+    m_chart->reset(inventoryIds.first, inventoryIds.second, qs(deviceId));
+    m_progress->setValue(0);
+    m_summary->setText(tr("Starting the LibTorch helper…"));
+    setBusy(true);
+
+    device::TestloadRequest request;
+    request.path = m_doc->checkpoint->path;
+    request.device = deviceId;
+    QPointer<TestLoadPanel> self(this);
+    m_loadJobs.start(
+        [request, nvml, self, target = static_cast<QObject*>(this)](std::stop_token stop, const ProgressFn& progress) {
+            // A sampler of our own feeds the live chart; the report's timeline replaces it at the end.
+            device::Sampler sampler(nvml);
+            device::Sampler::Options opts;
+            opts.interval = std::chrono::milliseconds(50);
+            opts.onSample = [self, target](const device::Sample& s) {
+                QMetaObject::invokeMethod(
+                    target,
+                    [self, s] {
+                        if (self) {
+                            self->m_chart->addSample(s.tMs, s.usedBytes);
+                        }
+                    },
+                    Qt::QueuedConnection);
+            };
+            sampler.start(opts);
+            auto report = device::testLoad(
+                request,
+                [&progress](const device::TestloadProgress& p) {
+                    const double f = p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes) : 0.0;
+                    progress(f, QObject::tr("Loaded %1 of %2 (%3 tensors)")
+                                    .arg(humanSize(p.bytes), humanSize(p.totalBytes))
+                                    .arg(p.tensors));
+                },
+                stop, nvml);
+            sampler.stop();
+            return report;
+        },
+        [this](Expected<device::TestloadReport> result) {
+            setBusy(false);
+            if (!result) {
+                m_progress->setValue(0);
+                m_summary->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
+                                       .arg(qs(result.error().describe()).toHtmlEscaped()));
+                Q_EMIT loadFinished(false);
+                return;
+            }
+            showReport(*result);
+            Q_EMIT loadFinished(true);
+        });
+}
+
+void TestLoadPanel::showReport(const device::TestloadReport& r)
+{
+    m_progress->setValue(1000);
+    if (!r.timeline.samples.empty()) {
+        QStringList labels;
+        for (const auto& id : r.timeline.devices) {
+            labels << qs(id);
+        }
+        m_chart->reset(r.timeline.devices, labels, qs(r.device));
+        for (const auto& s : r.timeline.samples) {
+            m_chart->addSample(s.tMs, s.usedBytes);
+        }
+    }
+    QString other;
+    if (!r.otherDevicesTouched) {
+        other = tr("no other GPU was touched");
+    } else {
+        QStringList moved;
+        for (const auto& d : r.otherDevices) {
+            moved << tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
+        }
+        other = QStringLiteral("<span style='color:#c53030'>%1</span>")
+                    .arg(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))).toHtmlEscaped());
+    }
+    QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 s (%5 GB/s); peak %6 (%7); %8.")
+                       .arg(qs(r.device).toHtmlEscaped())
+                       .arg(r.tensorsLoaded)
+                       .arg(humanSize(r.bytes))
+                       .arg(r.seconds, 0, 'f', 2)
+                       .arg(r.gbPerS, 0, 'f', 2)
+                       .arg(humanSize(r.peakBytes), qs(r.peakSource), other);
+    if (!r.skipped.empty()) {
+        text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));
+    }
+    if (!r.torchVersion.empty()) {
+        text += QStringLiteral(" <span style='color:gray'>torch %1</span>").arg(qs(r.torchVersion).toHtmlEscaped());
+    }
+    m_summary->setText(text);
+}
+#else
+void TestLoadPanel::startLoad() {}
+#endif
+
+}  // namespace ckpt::ui
