@@ -10,8 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
-#include <optional>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -28,7 +28,8 @@ ojson timelineJson(const device::Timeline& t)
     j["total_bytes"] = t.totalBytes;
     auto samples = ojson::array();
     for (const auto& s : t.samples) {
-        samples.push_back(ojson{{"t_ms", std::round(s.tMs * 1000) / 1000}, {"used_bytes", s.usedBytes}, {"own_bytes", s.ownBytes}});
+        samples.push_back(
+            ojson{{"t_ms", std::round(s.tMs * 1000) / 1000}, {"used_bytes", s.usedBytes}, {"own_bytes", s.ownBytes}});
     }
     j["samples"] = std::move(samples);
     return j;
@@ -85,7 +86,9 @@ ojson reportJson(const device::TestloadReport& r)
         skipped.push_back(ojson{{"path", s.path}, {"reason", s.reason}});
     }
     j["skipped"] = std::move(skipped);
-    j["helper"] = ojson{{"path", r.helperPath}, {"torch_version", r.torchVersion}, {"cuda", r.helperHasCuda},
+    j["helper"] = ojson{{"path", r.helperPath},
+                        {"torch_version", r.torchVersion},
+                        {"cuda", r.helperHasCuda},
                         {"wall_seconds", r.helperSeconds}};
     j["timeline"] = timelineJson(r.timeline);
     return j;
@@ -139,7 +142,7 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
     }
 }
 
-}  // namespace
+} // namespace
 
 int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
@@ -253,7 +256,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         ojson j;
         j["schema"] = kJsonSchema;
         j["file"] = file;
-        const ojson body = reportJson(*report);  // named: items() of a temporary would dangle
+        const ojson body = reportJson(*report); // named: items() of a temporary would dangle
         for (const auto& [k, v] : body.items()) {
             j[k] = v;
         }
@@ -277,4 +280,4 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
 }
 
-}  // namespace ckpt::cli
+} // namespace ckpt::cli

@@ -6,10 +6,9 @@
 #include "util/bytes.h"
 #include "util/dtype.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -23,21 +22,21 @@ struct StoragePlan {
 
 struct TensorPlan {
     std::string path;
-    std::uint32_t storage = 0;          // index into LoadPlan::storages
+    std::uint32_t storage = 0; // index into LoadPlan::storages
     DType dtype = DType::Unknown;
     std::uint32_t elementSize = 0;
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
-    std::int64_t storageOffset = 0;     // elements
+    std::int64_t storageOffset = 0; // elements
     std::uint64_t nbytes = 0;
 };
 
 struct LoadPlan {
-    std::string device;                 // "cpu" / "cuda:N"
+    std::string device; // "cpu" / "cuda:N"
     bool verify = false;
     std::vector<StoragePlan> storages;
     std::vector<TensorPlan> tensors;
-    std::uint64_t totalBytes = 0;       // sum of storage bytes
+    std::uint64_t totalBytes = 0; // sum of storage bytes
 };
 
 using Emit = std::function<void(const nlohmann::json&)>;
@@ -46,4 +45,4 @@ using Emit = std::function<void(const nlohmann::json&)>;
 // event. Returns the process exit code (0 loaded, 1 failed).
 int runLoad(const LoadPlan& plan, const Emit& emit);
 
-}  // namespace ckpt::helper
+} // namespace ckpt::helper

@@ -16,17 +16,28 @@ using namespace ckpt;
 std::string_view codeName(ErrorCode c)
 {
     switch (c) {
-    case ErrorCode::Io: return "Io";
-    case ErrorCode::NotCheckpoint: return "NotCheckpoint";
-    case ErrorCode::Truncated: return "Truncated";
-    case ErrorCode::Corrupt: return "Corrupt";
-    case ErrorCode::Unsupported: return "Unsupported";
-    case ErrorCode::Limit: return "Limit";
-    case ErrorCode::Usage: return "Usage";
-    case ErrorCode::OutOfMemory: return "OutOfMemory";
-    case ErrorCode::DeviceUnavailable: return "DeviceUnavailable";
-    case ErrorCode::Cancelled: return "Cancelled";
-    default: return "LoadFailed";
+    case ErrorCode::Io:
+        return "Io";
+    case ErrorCode::NotCheckpoint:
+        return "NotCheckpoint";
+    case ErrorCode::Truncated:
+        return "Truncated";
+    case ErrorCode::Corrupt:
+        return "Corrupt";
+    case ErrorCode::Unsupported:
+        return "Unsupported";
+    case ErrorCode::Limit:
+        return "Limit";
+    case ErrorCode::Usage:
+        return "Usage";
+    case ErrorCode::OutOfMemory:
+        return "OutOfMemory";
+    case ErrorCode::DeviceUnavailable:
+        return "DeviceUnavailable";
+    case ErrorCode::Cancelled:
+        return "Cancelled";
+    default:
+        return "LoadFailed";
     }
 }
 
@@ -63,8 +74,10 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
             continue;
         }
         any = true;
-        if (t.storage == kNoIndex || (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
-            skipped.push_back({{"path", t.path}, {"reason", "no storage to place (" + std::string(t.location) + " / non-strided form)"}});
+        if (t.storage == kNoIndex ||
+            (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
+            skipped.push_back({{"path", t.path},
+                               {"reason", "no storage to place (" + std::string(t.location) + " / non-strided form)"}});
             continue;
         }
         const auto& st = ck.storages[t.storage];
@@ -83,15 +96,18 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
         }
         if (t.numel > 0 && (static_cast<std::uint64_t>(t.storageOffset) + extent) * esize > st.nbytes) {
             return Error{ErrorCode::Corrupt,
-                         t.path + " reaches past the end of its storage " + st.key + " (" + std::to_string(st.nbytes) + " bytes)",
-                         ck.path, {}};
+                         t.path + " reaches past the end of its storage " + st.key + " (" + std::to_string(st.nbytes) +
+                             " bytes)",
+                         ck.path,
+                         {}};
         }
         if (planIndexOfStorage[t.storage] == kNoIndex) {
             if (!st.present) {
                 return Error{ErrorCode::Truncated,
                              "storage " + st.key + " (" + t.path + ") is missing from the file or shorter than its " +
                                  std::to_string(st.nbytes) + " bytes",
-                             ck.path, {}};
+                             ck.path,
+                             {}};
             }
             scratch.emplace_back();
             auto data = ck.storageData(t.storage, scratch.back());
@@ -120,7 +136,7 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
     return plan;
 }
 
-}  // namespace
+} // namespace
 
 int main()
 {

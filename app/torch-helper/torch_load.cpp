@@ -1,13 +1,12 @@
 // The LibTorch half of the helper: one host->device copy per storage straight from the mapped file,
 // views rebuilt over the device storage with their sizes, strides and offsets (so storages shared
 // by several tensors stay shared), an optional check of what landed, and freeing at the end.
-#include "load_plan.h"
-
 #include "device/sha256.h"
+#include "load_plan.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/ScalarType.h>
-#include <torch/version.h>  // TORCH_VERSION only; the rest of <torch/...> stays out
+#include <torch/version.h> // TORCH_VERSION only; the rest of <torch/...> stays out
 
 #ifdef CKPTSCOPE_HELPER_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -40,20 +39,34 @@ struct Failure {
 std::optional<at::ScalarType> scalarTypeOf(DType t)
 {
     switch (t) {
-    case DType::Float64: return at::kDouble;
-    case DType::Float32: return at::kFloat;
-    case DType::Float16: return at::kHalf;
-    case DType::BFloat16: return at::kBFloat16;
-    case DType::Int64: return at::kLong;
-    case DType::Int32: return at::kInt;
-    case DType::Int16: return at::kShort;
-    case DType::Int8: return at::kChar;
-    case DType::UInt8: return at::kByte;
-    case DType::Bool: return at::kBool;
-    case DType::Complex128: return at::kComplexDouble;
-    case DType::Complex64: return at::kComplexFloat;
-    case DType::Complex32: return at::kComplexHalf;
-    default: return std::nullopt;  // quantized, float8, uint16+, bits: viewed as raw bytes below
+    case DType::Float64:
+        return at::kDouble;
+    case DType::Float32:
+        return at::kFloat;
+    case DType::Float16:
+        return at::kHalf;
+    case DType::BFloat16:
+        return at::kBFloat16;
+    case DType::Int64:
+        return at::kLong;
+    case DType::Int32:
+        return at::kInt;
+    case DType::Int16:
+        return at::kShort;
+    case DType::Int8:
+        return at::kChar;
+    case DType::UInt8:
+        return at::kByte;
+    case DType::Bool:
+        return at::kBool;
+    case DType::Complex128:
+        return at::kComplexDouble;
+    case DType::Complex64:
+        return at::kComplexFloat;
+    case DType::Complex32:
+        return at::kComplexHalf;
+    default:
+        return std::nullopt; // quantized, float8, uint16+, bits: viewed as raw bytes below
     }
 }
 
@@ -70,7 +83,10 @@ std::uint64_t rssAnonBytes()
     return 0;
 }
 
-std::string gib(std::uint64_t n) { return humanBytes(n); }
+std::string gib(std::uint64_t n)
+{
+    return humanBytes(n);
+}
 
 // A view of `storage` with the tensor's geometry. Element types LibTorch lacks become a uint8
 // tensor with one more dimension of elementSize bytes: the same bytes in the same order.
@@ -129,9 +145,10 @@ public:
         while (done < total) {
             const int k = next_;
             next_ ^= 1;
-            events_[k].synchronize();  // the buffer's previous copy has left it
+            events_[k].synchronize(); // the buffer's previous copy has left it
             const std::int64_t len = std::min(kChunk, total - done);
-            parallelMemcpy(static_cast<std::byte*>(buffers_[k].data_ptr()), src.data() + done, static_cast<std::size_t>(len));
+            parallelMemcpy(static_cast<std::byte*>(buffers_[k].data_ptr()), src.data() + done,
+                           static_cast<std::size_t>(len));
             dst.narrow(0, done, len).copy_(buffers_[k].narrow(0, 0, len), /*non_blocking=*/true);
             events_[k].record(stream);
             done += len;
@@ -178,13 +195,15 @@ std::optional<Failure> openDevice(const std::string& device, at::Device& out, st
 #ifdef CKPTSCOPE_HELPER_CUDA
     if (!at::cuda::is_available()) {
         return Failure{"DeviceUnavailable",
-                       device + " is not available: this machine has no usable CUDA device (no NVIDIA driver, or no GPU)"};
+                       device +
+                           " is not available: this machine has no usable CUDA device (no NVIDIA driver, or no GPU)"};
     }
     const int count = static_cast<int>(at::cuda::device_count());
     if (index >= count) {
         return Failure{"DeviceUnavailable", device + " does not exist: this machine has " + std::to_string(count) +
                                                 " CUDA device" + (count == 1 ? "" : "s") + " (cuda:0" +
-                                                (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()) + ")"};
+                                                (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()) +
+                                                ")"};
     }
     // Before anything touches CUDA: otherwise the first allocation (even pinned host memory) makes a
     // context on cuda:0, the very thing this test-load is there to catch.
@@ -210,7 +229,8 @@ std::optional<Failure> openDevice(const std::string& device, at::Device& out, st
     (void)uuid;
     return Failure{"DeviceUnavailable",
                    "this ckptscope-torch-helper was built against a LibTorch without CUDA; rebuild with "
-                   "-DCMAKE_PREFIX_PATH=<CUDA LibTorch> -DCKPTSCOPE_WITH_CUDA=ON to test-load on " + device};
+                   "-DCMAKE_PREFIX_PATH=<CUDA LibTorch> -DCKPTSCOPE_WITH_CUDA=ON to test-load on " +
+                       device};
 #endif
 }
 
@@ -243,7 +263,7 @@ bool isOutOfMemory(const std::string& what)
            what.find("Out of memory") != std::string::npos;
 }
 
-}  // namespace
+} // namespace
 
 int runLoad(const LoadPlan& plan, const Emit& emit)
 {
@@ -350,7 +370,8 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
                 if (std::memcmp(host.data_ptr(), plan.storages[s].bytes.data(), plan.storages[s].bytes.size()) != 0) {
                     emit({{"event", "error"},
                           {"code", "LoadFailed"},
-                          {"message", "storage " + plan.storages[s].key + " differs from the file after loading to " + plan.device}});
+                          {"message", "storage " + plan.storages[s].key + " differs from the file after loading to " +
+                                          plan.device}});
                     return 1;
                 }
             }
@@ -383,11 +404,13 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
     } catch (const std::exception& e) {
         std::string what = e.what();
         if (auto nl = what.find('\n'); nl != std::string::npos) {
-            what.resize(nl);  // c10 appends a C++ backtrace
+            what.resize(nl); // c10 appends a C++ backtrace
         }
-        emit({{"event", "error"}, {"code", isOutOfMemory(what) ? "OutOfMemory" : "LoadFailed"}, {"message", "LibTorch: " + what}});
+        emit({{"event", "error"},
+              {"code", isOutOfMemory(what) ? "OutOfMemory" : "LoadFailed"},
+              {"message", "LibTorch: " + what}});
         return 1;
     }
 }
 
-}  // namespace ckpt::helper
+} // namespace ckpt::helper

@@ -27,7 +27,7 @@ struct nvmlProcessInfo_v1_t {
     unsigned int pid;
     unsigned long long usedGpuMemory;
 };
-struct nvmlProcessInfo_v2_t {  // also the layout of the v3 call's nvmlProcessInfo_t
+struct nvmlProcessInfo_v2_t { // also the layout of the v3 call's nvmlProcessInfo_t
     unsigned int pid;
     unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId;
@@ -37,7 +37,7 @@ constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
 
 constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
 
-}  // namespace
+} // namespace
 
 struct Nvml::Impl {
     void* handle = nullptr;
@@ -50,7 +50,7 @@ struct Nvml::Impl {
     nvmlReturn_t (*getMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
     nvmlReturn_t (*getUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
     nvmlReturn_t (*getProcs)(nvmlDevice_t, unsigned int*, void*) = nullptr;
-    int procsVersion = 0;  // which symbol getProcs is: 3, 2 or 1 (layouts differ)
+    int procsVersion = 0; // which symbol getProcs is: 3, 2 or 1 (layouts differ)
     nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
     const char* (*errorString)(nvmlReturn_t) = nullptr;
     bool initialised = false;
@@ -75,12 +75,14 @@ struct Nvml::Impl {
     Expected<nvmlDevice_t> device(int index) const
     {
         if (index < 0 || static_cast<unsigned>(index) >= count) {
-            return makeError(ErrorCode::DeviceUnavailable,
-                             "GPU " + std::to_string(index) + " does not exist (NVML lists " + std::to_string(count) + ")");
+            return makeError(ErrorCode::DeviceUnavailable, "GPU " + std::to_string(index) +
+                                                               " does not exist (NVML lists " + std::to_string(count) +
+                                                               ")");
         }
         nvmlDevice_t dev = nullptr;
         if (auto r = getHandle(static_cast<unsigned>(index), &dev); r != kSuccess) {
-            return makeError(ErrorCode::DeviceUnavailable, "NVML cannot open GPU " + std::to_string(index) + ": " + why(r));
+            return makeError(ErrorCode::DeviceUnavailable,
+                             "NVML cannot open GPU " + std::to_string(index) + ": " + why(r));
         }
         return dev;
     }
@@ -88,14 +90,13 @@ struct Nvml::Impl {
 
 namespace {
 
-template <class F>
-bool bind(void* handle, const char* name, F& out)
+template <class F> bool bind(void* handle, const char* name, F& out)
 {
-    out = reinterpret_cast<F>(dlsym(handle, name));  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    out = reinterpret_cast<F>(dlsym(handle, name)); // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
     return out != nullptr;
 }
 
-}  // namespace
+} // namespace
 
 Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Nvml::~Nvml() = default;
@@ -126,8 +127,7 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
         missing = "nvmlDeviceGetMemoryInfo";
     }
     if (missing) {
-        return makeError(ErrorCode::DeviceUnavailable,
-                         "NVML not usable: " + impl->path + " has no symbol " + missing);
+        return makeError(ErrorCode::DeviceUnavailable, "NVML not usable: " + impl->path + " has no symbol " + missing);
     }
     // Optional ones: their absence only costs a column.
     bind(h, "nvmlDeviceGetName", impl->getName);
@@ -152,8 +152,14 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
     return std::shared_ptr<const Nvml>(new Nvml(std::move(impl)));
 }
 
-int Nvml::deviceCount() const { return static_cast<int>(impl_->count); }
-const std::string& Nvml::libraryPath() const { return impl_->path; }
+int Nvml::deviceCount() const
+{
+    return static_cast<int>(impl_->count);
+}
+const std::string& Nvml::libraryPath() const
+{
+    return impl_->path;
+}
 
 Expected<std::string> Nvml::name(int index) const
 {
@@ -166,7 +172,8 @@ Expected<std::string> Nvml::name(int index) const
     }
     std::array<char, 128> buf{};
     if (auto r = impl_->getName(*dev, buf.data(), buf.size()); r != kSuccess) {
-        return makeError(ErrorCode::DeviceUnavailable, "NVML cannot name GPU " + std::to_string(index) + ": " + impl_->why(r));
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML cannot name GPU " + std::to_string(index) + ": " + impl_->why(r));
     }
     return std::string(buf.data());
 }
@@ -182,7 +189,8 @@ Expected<std::string> Nvml::uuid(int index) const
     }
     std::array<char, 96> buf{};
     if (auto r = impl_->getUuid(*dev, buf.data(), buf.size()); r != kSuccess) {
-        return makeError(ErrorCode::DeviceUnavailable, "NVML has no UUID for GPU " + std::to_string(index) + ": " + impl_->why(r));
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML has no UUID for GPU " + std::to_string(index) + ": " + impl_->why(r));
     }
     return std::string(buf.data());
 }
@@ -216,7 +224,7 @@ Expected<std::vector<GpuProcess>> Nvml::processes(int index) const
         unsigned int n = 0;
         auto r = impl_->getProcs(*dev, &n, nullptr);
         if (r == kSuccess) {
-            return out;  // none
+            return out; // none
         }
         if (r != kInsufficientSize) {
             return makeError(ErrorCode::DeviceUnavailable,
@@ -342,4 +350,4 @@ Inventory queryInventory(const std::shared_ptr<const Nvml>& given)
     return inv;
 }
 
-}  // namespace ckpt::device
+} // namespace ckpt::device

@@ -20,7 +20,7 @@ std::uint64_t residentBytes(pid_t pid)
     return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-}  // namespace
+} // namespace
 
 std::uint64_t Timeline::maxRise(std::size_t col) const
 {
@@ -56,7 +56,10 @@ int Timeline::column(const std::string& id) const
 
 Sampler::Sampler(std::shared_ptr<const Nvml> nvml) : nvml_(std::move(nvml)) {}
 
-Sampler::~Sampler() { stop(); }
+Sampler::~Sampler()
+{
+    stop();
+}
 
 void Sampler::start(Options options)
 {
@@ -88,7 +91,8 @@ void Sampler::start(Options options)
             // Sleep in short slices so stop() answers quickly even at long intervals.
             while (!stop.stop_requested() && std::chrono::steady_clock::now() < next) {
                 auto left = next - std::chrono::steady_clock::now();
-                std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
+                std::this_thread::sleep_for(
+                    std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(5)));
             }
             if (stop.stop_requested()) {
                 break;
@@ -112,7 +116,10 @@ void Sampler::stop()
     sampleOnce();
 }
 
-bool Sampler::running() const { return thread_.joinable(); }
+bool Sampler::running() const
+{
+    return thread_.joinable();
+}
 
 void Sampler::trackPid(pid_t pid)
 {
@@ -174,4 +181,4 @@ Timeline Sampler::snapshot(std::size_t from) const
     return t;
 }
 
-}  // namespace ckpt::device
+} // namespace ckpt::device

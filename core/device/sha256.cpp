@@ -18,14 +18,14 @@ constexpr std::array<std::uint32_t, 64> kRound = {
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
 
-constexpr std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-}  // namespace
-
-Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
+constexpr std::uint32_t rotr(std::uint32_t x, int n)
 {
+    return (x >> n) | (x << (32 - n));
 }
+
+} // namespace
+
+Sha256::Sha256() : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const std::uint8_t* p)
 {
@@ -52,13 +52,20 @@ void Sha256::block(const std::uint8_t* p)
         b = a;
         a = t1 + t2;
     }
-    h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
-    h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+    h_[5] += f;
+    h_[6] += g;
+    h_[7] += h;
 }
 
 void Sha256::update(std::span<const std::byte> data)
 {
-    const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto* p =
+        reinterpret_cast<const std::uint8_t*>(data.data()); // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
     std::size_t n = data.size();
     total_ += n;
     if (bufLen_ > 0) {
@@ -111,4 +118,4 @@ std::string sha256Hex(std::span<const std::byte> data)
     return s.hexDigest();
 }
 
-}  // namespace ckpt::device
+} // namespace ckpt::device

@@ -1,7 +1,5 @@
 #include "device/testload.h"
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -9,12 +7,13 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn hands it on
+extern char** environ; // NOLINT(readability-redundant-declaration): posix_spawn hands it on
 
 namespace ckpt::device {
 
@@ -89,7 +88,8 @@ public:
         std::array<int, 2> errPipe{-1, -1};
         if (pipe2(inPipe.data(), O_CLOEXEC) != 0 || pipe2(outPipe.data(), O_CLOEXEC) != 0 ||
             pipe2(errPipe.data(), O_CLOEXEC) != 0) {
-            return fail(ErrorCode::Internal, std::string("cannot create pipes for the helper: ") + std::strerror(errno));
+            return fail(ErrorCode::Internal,
+                        std::string("cannot create pipes for the helper: ") + std::strerror(errno));
         }
         posix_spawn_file_actions_t actions;
         posix_spawn_file_actions_init(&actions);
@@ -129,7 +129,7 @@ public:
             }
             done += static_cast<std::size_t>(n);
         }
-        closeFd(in_);  // one request per helper: EOF tells it nothing more comes
+        closeFd(in_); // one request per helper: EOF tells it nothing more comes
         return true;
     }
 
@@ -273,7 +273,7 @@ void fillFromResult(const json& ev, TestloadReport& r)
     }
 }
 
-}  // namespace
+} // namespace
 
 std::optional<std::string> parseDevice(const std::string& text)
 {
@@ -301,7 +301,8 @@ Expected<std::string> findTorchHelper()
             return std::string(env);
         }
         return fail(ErrorCode::LoadFailed,
-                    std::string("the test-load helper named by CKPTSCOPE_TORCH_HELPER is not an executable file: ") + env);
+                    std::string("the test-load helper named by CKPTSCOPE_TORCH_HELPER is not an executable file: ") +
+                        env);
     }
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -309,7 +310,8 @@ Expected<std::string> findTorchHelper()
     if (!ec) {
         const fs::path dir = exe.parent_path();
         tried = {dir / ".." / "libexec" / "ckptscope" / kHelperName, dir / "torch-helper" / kHelperName,
-                 dir / ".." / "app" / "torch-helper" / kHelperName, dir / ".." / ".." / "app" / "torch-helper" / kHelperName};
+                 dir / ".." / "app" / "torch-helper" / kHelperName,
+                 dir / ".." / ".." / "app" / "torch-helper" / kHelperName};
         for (const auto& p : tried) {
             if (isExecutable(p)) {
                 return fs::weakly_canonical(p, ec).string();
@@ -320,9 +322,9 @@ Expected<std::string> findTorchHelper()
     for (const auto& p : tried) {
         where += (where.empty() ? "" : ", ") + p.lexically_normal().string();
     }
-    return fail(ErrorCode::LoadFailed,
-                std::string("test-load needs the LibTorch helper ") + kHelperName + ", which is not installed (looked in " +
-                    where + "); build with -DCKPTSCOPE_WITH_TORCH=ON or set CKPTSCOPE_TORCH_HELPER");
+    return fail(ErrorCode::LoadFailed, std::string("test-load needs the LibTorch helper ") + kHelperName +
+                                           ", which is not installed (looked in " + where +
+                                           "); build with -DCKPTSCOPE_WITH_TORCH=ON or set CKPTSCOPE_TORCH_HELPER");
 }
 
 Expected<TestloadReport> testLoad(const TestloadRequest& request, const ProgressFn& progress, std::stop_token stop,
@@ -383,7 +385,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         for (const auto& line : lines) {
             json ev = json::parse(line, nullptr, false);
             if (ev.is_discarded() || !ev.is_object()) {
-                continue;  // LibTorch may print warnings to stdout; only our JSON lines count
+                continue; // LibTorch may print warnings to stdout; only our JSON lines count
             }
             const std::string kind = ev.value("event", std::string());
             if (kind == "start") {
@@ -405,8 +407,8 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
                 fillFromResult(ev, report);
                 gotResult = true;
             } else if (kind == "error") {
-                error = fail(codeFromName(ev.value("code", std::string())), ev.value("message", std::string("unknown error")),
-                             request.path);
+                error = fail(codeFromName(ev.value("code", std::string())),
+                             ev.value("message", std::string("unknown error")), request.path);
             }
         }
         lines.clear();
@@ -485,4 +487,4 @@ TorchLoadPlacement torchLoadPlacement(const std::vector<std::pair<std::string, s
     return out;
 }
 
-}  // namespace ckpt::device
+} // namespace ckpt::device

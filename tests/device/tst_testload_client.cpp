@@ -33,7 +33,7 @@ std::string readFile(const std::string& path)
     return {std::istreambuf_iterator<char>(f), {}};
 }
 
-}  // namespace
+} // namespace
 
 class TestTestloadClient : public QObject {
     Q_OBJECT
@@ -71,7 +71,7 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(r->torchVersion), QStringLiteral("fake"));
         QCOMPARE(r->skipped.size(), std::size_t{1});
         QVERIFY(!r->otherDevicesTouched);
-        QCOMPARE(r->timeline.devices.size(), std::size_t{1});  // no NVML: the CPU column only
+        QCOMPARE(r->timeline.devices.size(), std::size_t{1}); // no NVML: the CPU column only
         QVERIFY(!r->timeline.samples.empty());
         const QString sent = QString::fromStdString(readFile(reqFile));
         QVERIFY2(sent.contains(QStringLiteral("\"cmd\":\"testload\"")), qPrintable(sent));
@@ -108,7 +108,7 @@ private Q_SLOTS:
         const QString msg = QString::fromStdString(r.error().message);
         QVERIFY2(msg.contains(fragment), qPrintable(msg));
         if (mode == QStringLiteral("crash")) {
-            QVERIFY2(msg.contains(QStringLiteral("c10::Error")), qPrintable(msg));  // its last stderr line
+            QVERIFY2(msg.contains(QStringLiteral("c10::Error")), qPrintable(msg)); // its last stderr line
         }
     }
 
@@ -139,7 +139,8 @@ private Q_SLOTS:
         auto r = testLoad(req);
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::LoadFailed);
-        QVERIFY(QString::fromStdString(r.error().message).contains(QStringLiteral("/nonexistent/ckptscope-torch-helper")));
+        QVERIFY(
+            QString::fromStdString(r.error().message).contains(QStringLiteral("/nonexistent/ckptscope-torch-helper")));
 
         // Without the variable, from this test binary's folder nothing is installed: the message
         // lists the places and how to build the helper.
@@ -211,8 +212,9 @@ private Q_SLOTS:
         const auto two = torchLoadPlacement(locs, 2);
         QVERIFY(!two.rows[1].fails);
         QVERIFY(two.rows[2].fails);
-        QCOMPARE(QString::fromStdString(two.rows[2].reason),
-                 QStringLiteral("Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is 2"));
+        QCOMPARE(
+            QString::fromStdString(two.rows[2].reason),
+            QStringLiteral("Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is 2"));
         QVERIFY(!torchLoadPlacement(locs, 4).wouldFail);
         QCOMPARE(two.rows[2].bytes, std::uint64_t{30});
     }

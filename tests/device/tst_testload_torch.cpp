@@ -28,7 +28,10 @@ QJsonObject readJson(const QString& path)
     return QJsonDocument::fromJson(f.readAll()).object();
 }
 
-QString fixture(const char* name) { return QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + QString::fromLatin1(name); }
+QString fixture(const char* name)
+{
+    return QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + QString::fromLatin1(name);
+}
 
 struct CliRun {
     int rc = -1;
@@ -47,7 +50,7 @@ CliRun runCli(const std::vector<std::string>& args)
     return r;
 }
 
-}  // namespace
+} // namespace
 
 class TestTestloadTorch : public QObject {
     Q_OBJECT
@@ -74,8 +77,8 @@ private Q_SLOTS:
     {
         QFETCH(QString, file);
         const QString path = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + file;
-        const QString oraclePath =
-            QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + QFileInfo(file).completeBaseName() + QStringLiteral(".oracle.json");
+        const QString oraclePath = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + QFileInfo(file).completeBaseName() +
+                                   QStringLiteral(".oracle.json");
         const QJsonObject oracle = readJson(oraclePath);
         QVERIFY2(!oracle.isEmpty(), qPrintable(oraclePath));
 
@@ -94,7 +97,7 @@ private Q_SLOTS:
         }
         std::size_t placeable = 0;
         std::size_t compared = 0;
-        std::size_t hashed = 0;  // the oracle has no C-order bytes for quantized tensors
+        std::size_t hashed = 0; // the oracle has no C-order bytes for quantized tensors
         for (const auto& v : oracle.value(QStringLiteral("tensors")).toArray()) {
             const QJsonObject t = v.toObject();
             const QString form = t.value(QStringLiteral("form")).toString();
