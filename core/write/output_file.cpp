@@ -45,7 +45,7 @@ void fsyncDirectory(const std::string& dir)
     }
 }
 
-}  // namespace
+} // namespace
 
 Error writeError(const std::string& target, const std::string& what, int err)
 {
@@ -144,7 +144,7 @@ Expected<void> checkTarget(const Checkpoint& in, const std::string& target)
 {
     struct stat out {};
     if (::stat(target.c_str(), &out) != 0) {
-        return {};  // does not exist yet (a missing directory is reported when the file is created)
+        return {}; // does not exist yet (a missing directory is reported when the file is created)
     }
     if (S_ISDIR(out.st_mode)) {
         return onTarget(makeError(ErrorCode::Usage, "the output is a directory; name a file"), target);
@@ -243,7 +243,7 @@ bool copyFileRangeUnsupported(int err)
     return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF;
 }
 
-}  // namespace
+} // namespace
 
 Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
                              ProgressMeter& progress, const std::stop_token& stop)
@@ -254,7 +254,8 @@ Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size,
             return cancelled(target);
         }
         auto inOff = static_cast<loff_t>(offset);
-        const ssize_t n = ::copy_file_range(inFd, &inOff, outFd, nullptr, static_cast<std::size_t>(std::min(size, kChunk)), 0);
+        const ssize_t n =
+            ::copy_file_range(inFd, &inOff, outFd, nullptr, static_cast<std::size_t>(std::min(size, kChunk)), 0);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
@@ -287,8 +288,8 @@ Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorag
     const StorageEntry& src = in.storages[s.source];
     if (!src.present) {
         return makeError(ErrorCode::Corrupt, "storage '" + src.key + "' is missing from the input (" +
-                                                 std::to_string(src.storedBytes) + " of " +
-                                                 std::to_string(src.nbytes) + " bytes present)");
+                                                 std::to_string(src.storedBytes) + " of " + std::to_string(src.nbytes) +
+                                                 " bytes present)");
     }
     if (s.byteOffset > src.nbytes || s.nbytes > src.nbytes - s.byteOffset) {
         return makeError(ErrorCode::Internal, "the plan reads bytes " + std::to_string(s.byteOffset) + ".." +
@@ -314,10 +315,10 @@ Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s
         return whole.error();
     }
     if (s.byteOffset + s.nbytes > whole->size()) {
-        return makeError(ErrorCode::Corrupt, "storage '" + in.storages[s.source].key + "' holds fewer bytes than " +
-                                                 "its tensors need");
+        return makeError(ErrorCode::Corrupt,
+                         "storage '" + in.storages[s.source].key + "' holds fewer bytes than " + "its tensors need");
     }
     return whole->subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));
 }
 
-}  // namespace ckpt::write::detail
+} // namespace ckpt::write::detail

@@ -54,7 +54,7 @@ std::string pythonFloat(double d)
     auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), d);
     std::string s(buf.data(), end);
     if (s.find_first_of(".e") == std::string::npos) {
-        s += ".0";  // Python's repr: 1.0, not 1
+        s += ".0"; // Python's repr: 1.0, not 1
     }
     return s;
 }
@@ -150,8 +150,8 @@ Flattened flatten(const pickle::Arena& arena, ValueId root)
 struct OutTensor {
     std::string name;
     DType dtype = DType::Unknown;
-    std::uint32_t storage = 0;          // index into plan.storages
-    std::int64_t offset = 0;            // elements into that storage
+    std::uint32_t storage = 0; // index into plan.storages
+    std::int64_t offset = 0;   // elements into that storage
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
     std::uint64_t nbytes = 0;
@@ -220,7 +220,7 @@ Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
     OutTensor o{n.name, t.dtype, storage, t.storageOffset, t.shape, t.stride, 0, true};
     const std::uint64_t esize = elementSize(t.dtype);
     std::uint64_t numel = 1;
-    std::uint64_t lastElement = 0;  // the furthest element the view reaches, relative to its offset
+    std::uint64_t lastElement = 0; // the furthest element the view reaches, relative to its offset
     bool overflow = t.storageOffset < 0;
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
         if (t.shape[d] < 0 || t.stride[d] < 0) {
@@ -252,8 +252,9 @@ Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
 int alignmentRank(DType t)
 {
     static constexpr std::array<std::string_view, 22> kOrder = {
-        "BOOL",  "F4",  "F6_E2M3", "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
-        "I16",   "U16", "F16",     "BF16",    "I32", "U32", "F32",     "C64",     "F64",     "I64",         "U64"};
+        "BOOL",    "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
+        "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
+        "U32",     "F32",         "C64",         "F64",     "I64", "U64"};
     const auto name = safetensorsName(t);
     const auto it = std::find(kOrder.begin(), kOrder.end(), name);
     return it == kOrder.end() ? static_cast<int>(elementSize(t)) * 4 : static_cast<int>(it - kOrder.begin());
@@ -292,7 +293,8 @@ std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::p
         for (const auto& n : names) {
             list += (list.empty() ? "'" : ", '") + n + "'";
         }
-        notes.push_back("tensors " + list + " are different views of one storage: each is written as its own copy "
+        notes.push_back("tensors " + list +
+                        " are different views of one storage: each is written as its own copy "
                         "(safetensors cannot share memory)");
     }
     return kept;
@@ -355,7 +357,8 @@ Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::stri
     std::vector<std::int64_t> index(shape.size(), 0);
     std::uint64_t element = static_cast<std::uint64_t>(t.offset);
     for (std::uint64_t done = 0; done < t.nbytes; done += runBytes) {
-        const Bytes run = storage.subspan(static_cast<std::size_t>(element * esize), static_cast<std::size_t>(runBytes));
+        const Bytes run =
+            storage.subspan(static_cast<std::size_t>(element * esize), static_cast<std::size_t>(runBytes));
         if (direct) {
             if (auto ok = writeChunked(fd, run, target, meter, stop); !ok) {
                 return ok;
@@ -407,7 +410,7 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     return gather(fd, *bytes, t, target, meter, stop);
 }
 
-}  // namespace
+} // namespace
 
 Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
                                          const std::string& target,
@@ -457,8 +460,9 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
         if (flat.dropped.size() > 5) {
             list += ", ...";
         }
-        notes.push_back(std::to_string(flat.dropped.size()) +
-                        " non-tensor value(s) not kept (safetensors holds tensors and top-level scalars only): " + list);
+        notes.push_back(
+            std::to_string(flat.dropped.size()) +
+            " non-tensor value(s) not kept (safetensors holds tensors and top-level scalars only): " + list);
     }
     for (const auto& t : tensors) {
         if (!t.contiguous) {
@@ -501,4 +505,4 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
     return total;
 }
 
-}  // namespace ckpt::write::detail
+} // namespace ckpt::write::detail

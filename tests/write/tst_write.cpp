@@ -117,7 +117,7 @@ struct StTensor {
 struct StFile {
     QString error;
     QMap<QString, StTensor> tensors;
-    QStringList fileOrder;  // by data offset
+    QStringList fileOrder; // by data offset
     QMap<QString, QString> metadata;
     QByteArray data;
 };
@@ -201,7 +201,8 @@ StFile readSafetensors(const QString& path)
     qint64 expect = 0;
     for (const auto& [begin, name] : byOffset) {
         if (begin != expect) {
-            st.error = QStringLiteral("%1 starts at %2, expected %3 (hole or overlap)").arg(name).arg(begin).arg(expect);
+            st.error =
+                QStringLiteral("%1 starts at %2, expected %3 (hole or overlap)").arg(name).arg(begin).arg(expect);
             return st;
         }
         expect = st.tensors[name].end;
@@ -224,7 +225,7 @@ QJsonObject oracleOf(const QString& fixture)
     return QJsonDocument::fromJson(f.readAll()).object();
 }
 
-}  // namespace
+} // namespace
 
 class TestWrite : public QObject {
     Q_OBJECT
@@ -282,13 +283,12 @@ void TestWrite::torchRoundTrip_data()
 {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<QString>("outName");
-    const char* names[] = {"plain_sd.pt",    "ddp_sd.pt",          "ddp_sd_cuda0.pt",  "train_ckpt.pt",
-                           "multi_gpu.pt",   "mps.pt",             "views.pt",         "tied_clean.pt",
-                           "dtypes.pt",      "quantized.pt",       "exotic.pt",        "empty_scalar.pt",
-                           "big40k.pt",      "lightning.pt",       "proto4.pt",        "proto5.pt",
-                           "whole_model.pt", "whole_model_dp.pt",  "numpy_namespace.pt", "sets_bytes_complex.pt",
-                           "nonfinite.pt",   "archive_name.pt",    "deflated.pt",      "legacy_sd.pt",
-                           "model.safetensors"};
+    const char* names[] = {
+        "plain_sd.pt",  "ddp_sd.pt",       "ddp_sd_cuda0.pt",   "train_ckpt.pt",      "multi_gpu.pt",
+        "mps.pt",       "views.pt",        "tied_clean.pt",     "dtypes.pt",          "quantized.pt",
+        "exotic.pt",    "empty_scalar.pt", "big40k.pt",         "lightning.pt",       "proto4.pt",
+        "proto5.pt",    "whole_model.pt",  "whole_model_dp.pt", "numpy_namespace.pt", "sets_bytes_complex.pt",
+        "nonfinite.pt", "archive_name.pt", "deflated.pt",       "legacy_sd.pt",       "model.safetensors"};
     for (const char* n : names) {
         QTest::newRow(n) << QString::fromLatin1(n) << QStringLiteral("out.pt");
     }
@@ -334,13 +334,14 @@ void TestWrite::torchOutputsLoadAsTheSource()
 void TestWrite::safetensorsRoundTrip_data()
 {
     QTest::addColumn<QString>("fixture");
-    QTest::addColumn<QStringList>("metadataKeys");  // beyond aliases
+    QTest::addColumn<QStringList>("metadataKeys"); // beyond aliases
     QTest::addColumn<QStringList>("noteWords");
     const QStringList fmt{QStringLiteral("format")};
     QTest::newRow("plain_sd") << QStringLiteral("plain_sd.pt") << fmt << QStringList{};
     QTest::newRow("ddp_sd") << QStringLiteral("ddp_sd.pt") << fmt << QStringList{};
     QTest::newRow("views") << QStringLiteral("views.pt") << QStringList{QStringLiteral("tied_b")}
-                           << QStringList{QStringLiteral("'tied_b'"), QStringLiteral("'transposed' is a non-contiguous"),
+                           << QStringList{QStringLiteral("'tied_b'"),
+                                          QStringLiteral("'transposed' is a non-contiguous"),
                                           QStringLiteral("'strided' is a non-contiguous")};
     QTest::newRow("tied_clean") << QStringLiteral("tied_clean.pt") << QStringList{QStringLiteral("head.weight")}
                                 << QStringList{QStringLiteral("stored once as 'embed.weight'")};
@@ -508,7 +509,8 @@ void TestWrite::fullDiskLeavesNothing()
     auto [in, plan] =
         openWithPlan(large_, safetensors ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch);
     const std::string out = dir.filePath(QStringLiteral("out.pt")).toStdString();
-    auto r = in ? write::writeCheckpoint(*in, plan, out) : Expected<write::WriteResult>(makeError(ErrorCode::Io, "open"));
+    auto r =
+        in ? write::writeCheckpoint(*in, plan, out) : Expected<write::WriteResult>(makeError(ErrorCode::Io, "open"));
     const QStringList left = entries(dir.path());
     ::umount(mountPoint.constData());
     QVERIFY(in);
@@ -526,7 +528,7 @@ void TestWrite::fileSizeLimitLeavesNothing()
     QTemporaryDir dir;
     rlimit old{};
     QVERIFY(::getrlimit(RLIMIT_FSIZE, &old) == 0);
-    auto* oldHandler = std::signal(SIGXFSZ, SIG_IGN);  // so the write fails with EFBIG instead of killing us
+    auto* oldHandler = std::signal(SIGXFSZ, SIG_IGN); // so the write fails with EFBIG instead of killing us
     rlimit small = old;
     small.rlim_cur = 256 * 1024;
     QVERIFY(::setrlimit(RLIMIT_FSIZE, &small) == 0);
@@ -607,7 +609,7 @@ void TestWrite::progressIsThrottledAndComplete()
                                     [&](const write::WriteProgress& p) { seen.push_back(p); });
     QVERIFY(r.ok());
     QVERIFY(seen.size() >= 2);
-    QVERIFY2(seen.size() <= 210, qPrintable(QString::number(seen.size())));  // 40 000 records, ~200 reports
+    QVERIFY2(seen.size() <= 210, qPrintable(QString::number(seen.size()))); // 40 000 records, ~200 reports
     for (std::size_t i = 1; i < seen.size(); ++i) {
         QVERIFY(seen[i].bytesDone >= seen[i - 1].bytesDone);
         QCOMPARE(seen[i].bytesTotal, seen[0].bytesTotal);
