@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <poll.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,8 +87,10 @@ public:
         std::array<int, 2> inPipe{-1, -1};
         std::array<int, 2> outPipe{-1, -1};
         std::array<int, 2> errPipe{-1, -1};
-        if (pipe2(inPipe.data(), O_CLOEXEC) != 0 || pipe2(outPipe.data(), O_CLOEXEC) != 0 ||
-            pipe2(errPipe.data(), O_CLOEXEC) != 0) {
+        // stdin is a socket, not a pipe: writing to a helper that already died (a missing LibTorch
+        // library) then fails with EPIPE under MSG_NOSIGNAL instead of killing us with SIGPIPE.
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inPipe.data()) != 0 ||
+            pipe2(outPipe.data(), O_CLOEXEC) != 0 || pipe2(errPipe.data(), O_CLOEXEC) != 0) {
             return fail(ErrorCode::Internal,
                         std::string("cannot create pipes for the helper: ") + std::strerror(errno));
         }
@@ -120,7 +123,7 @@ public:
         std::string data = line + "\n";
         std::size_t done = 0;
         while (done < data.size()) {
-            const ssize_t n = ::write(in_, data.data() + done, data.size() - done);
+            const ssize_t n = ::send(in_, data.data() + done, data.size() - done, MSG_NOSIGNAL);
             if (n < 0 && errno == EINTR) {
                 continue;
             }

@@ -2,6 +2,7 @@
 # A stand-in for ckptscope-torch-helper that speaks the protocol without LibTorch, so the client's
 # event handling, failure paths and GPU bookkeeping are tested on any machine. FAKE_HELPER_MODE
 # picks the behaviour; FAKE_HELPER_REQUEST (optional) receives the request line.
+[ "$FAKE_HELPER_MODE" = noread ] && exit 4  # dies before reading, like a helper missing libtorch.so
 IFS= read -r request
 [ -n "$FAKE_HELPER_REQUEST" ] && printf '%s\n' "$request" > "$FAKE_HELPER_REQUEST"
 start='{"event":"start","device":"DEV","total_bytes":100,"total_tensors":2,"torch_version":"fake","cuda":false}'
