@@ -10,28 +10,49 @@ namespace ckpt::transform {
 namespace {
 
 constexpr std::array<std::string_view, 11> kAllowedExact = {
-    "collections.OrderedDict", "collections.Counter", "builtins.set",   "builtins.complex",
-    "builtins.bytearray",      "_codecs.encode",      "torch.nn.parameter.Parameter",
-    "torch.Tensor",            "torch.Size",          "torch.device",   "torch.serialization._get_layout",
+    "collections.OrderedDict",
+    "collections.Counter",
+    "builtins.set",
+    "builtins.complex",
+    "builtins.bytearray",
+    "_codecs.encode",
+    "torch.nn.parameter.Parameter",
+    "torch.Tensor",
+    "torch.Size",
+    "torch.device",
+    "torch.serialization._get_layout",
 };
 
 constexpr std::array<std::string_view, 13> kRebuilds = {
-    "_rebuild_parameter",      "_rebuild_parameter_with_state",   "_rebuild_qtensor",
-    "_rebuild_tensor",         "_rebuild_tensor_v2",              "_rebuild_tensor_v3",
-    "_rebuild_sparse_tensor",  "_rebuild_meta_tensor_no_storage", "_rebuild_nested_tensor",
-    "_rebuild_wrapper_subclass", "_rebuild_device_tensor_from_numpy", "_rebuild_device_tensor_from_cpu_tensor",
+    "_rebuild_parameter",
+    "_rebuild_parameter_with_state",
+    "_rebuild_qtensor",
+    "_rebuild_tensor",
+    "_rebuild_tensor_v2",
+    "_rebuild_tensor_v3",
+    "_rebuild_sparse_tensor",
+    "_rebuild_meta_tensor_no_storage",
+    "_rebuild_nested_tensor",
+    "_rebuild_wrapper_subclass",
+    "_rebuild_device_tensor_from_numpy",
+    "_rebuild_device_tensor_from_cpu_tensor",
     "_rebuild_sparse_csr_tensor",
 };
 
 constexpr std::array<std::string_view, 5> kQschemes = {
-    "per_tensor_affine", "per_tensor_symmetric", "per_channel_affine", "per_channel_symmetric",
+    "per_tensor_affine",
+    "per_tensor_symmetric",
+    "per_channel_affine",
+    "per_channel_symmetric",
     "per_channel_affine_float_qparams",
 };
 
 // torch's dtype attributes that are not in ckpt::DType (sub-byte ints) but are allowlisted.
 bool isExtraDtype(std::string_view name)
 {
-    const std::string_view digits = name.starts_with("uint") ? name.substr(4) : name.starts_with("int") ? name.substr(3) : "";
+    const std::string_view digits = name.starts_with("uint")  ? name.substr(4)
+                                    : name.starts_with("int") ? name.substr(3)
+                                                              : "";
     return digits.size() == 1 && digits[0] >= '1' && digits[0] <= '7';
 }
 
@@ -44,23 +65,44 @@ bool isTensorOrStorageClass(std::string_view module, std::string_view name)
 }
 
 constexpr std::array<std::string_view, 30> kUnsafeModules = {
-    "os",       "posix",   "nt",         "sys",        "subprocess", "runpy",     "importlib", "shutil",
-    "socket",   "pty",     "commands",   "ctypes",     "code",       "codeop",    "pickle",    "_pickle",
-    "cPickle",  "marshal", "webbrowser", "multiprocessing", "asyncio", "pdb",     "bdb",       "timeit",
-    "trace",    "signal",  "popen2",     "platform",   "tempfile",   "pydoc",
+    "os",         "posix",           "nt",      "sys",  "subprocess", "runpy",  "importlib", "shutil",  "socket",
+    "pty",        "commands",        "ctypes",  "code", "codeop",     "pickle", "_pickle",   "cPickle", "marshal",
+    "webbrowser", "multiprocessing", "asyncio", "pdb",  "bdb",        "timeit", "trace",     "signal",  "popen2",
+    "platform",   "tempfile",        "pydoc",
 };
 
 constexpr std::array<std::string_view, 28> kUnsafeExact = {
-    "builtins.eval",       "builtins.exec",        "builtins.compile",       "builtins.open",
-    "builtins.getattr",    "builtins.setattr",     "builtins.delattr",       "builtins.__import__",
-    "builtins.globals",    "builtins.locals",      "builtins.vars",          "builtins.input",
-    "builtins.breakpoint", "builtins.execfile",    "builtins.apply",         "builtins.memoryview",
-    "operator.attrgetter", "operator.methodcaller", "functools.partial",     "functools.reduce",
-    "types.FunctionType",  "types.CodeType",       "types.LambdaType",       "torch.load",
-    "torch.serialization.load", "torch.storage._load_from_bytes", "numpy.load", "torch.jit.load",
+    "builtins.eval",
+    "builtins.exec",
+    "builtins.compile",
+    "builtins.open",
+    "builtins.getattr",
+    "builtins.setattr",
+    "builtins.delattr",
+    "builtins.__import__",
+    "builtins.globals",
+    "builtins.locals",
+    "builtins.vars",
+    "builtins.input",
+    "builtins.breakpoint",
+    "builtins.execfile",
+    "builtins.apply",
+    "builtins.memoryview",
+    "operator.attrgetter",
+    "operator.methodcaller",
+    "functools.partial",
+    "functools.reduce",
+    "types.FunctionType",
+    "types.CodeType",
+    "types.LambdaType",
+    "torch.load",
+    "torch.serialization.load",
+    "torch.storage._load_from_bytes",
+    "numpy.load",
+    "torch.jit.load",
 };
 
-}  // namespace
+} // namespace
 
 bool weightsOnlyAllowed(std::string_view qualified)
 {
@@ -117,4 +159,4 @@ bool unsafeCallable(std::string_view qualified)
     return false;
 }
 
-}  // namespace ckpt::transform
+} // namespace ckpt::transform

@@ -1,9 +1,8 @@
 #include "transform/options.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 namespace ckpt::transform {
 
@@ -29,8 +28,9 @@ bool validDevice(std::string_view s)
         return true;
     }
     const std::string_view index = s.substr(colon + 1);
-    return !index.empty() && index.size() <= 6 &&
-           std::all_of(index.begin(), index.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+    return !index.empty() && index.size() <= 6 && std::all_of(index.begin(), index.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
 }
 
 std::string trim(std::string_view s)
@@ -67,7 +67,7 @@ std::vector<std::string> wrapperPrefixes()
     return {"_orig_mod.module.", "module._orig_mod.", "module.module.", "_orig_mod.", "module."};
 }
 
-}  // namespace
+} // namespace
 
 std::string LocationMap::apply(const std::string& location) const
 {
@@ -117,8 +117,9 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
         const std::string item = trim(std::string_view(whole).substr(start, comma - start));
         const auto eq = item.find('=');
         if (eq == std::string::npos) {
-            return makeError(ErrorCode::Usage, "map location '" + spec + "': '" + item +
-                                                   "' is not a pair FROM=TO (a single device cannot be mixed with pairs)");
+            return makeError(ErrorCode::Usage,
+                             "map location '" + spec + "': '" + item +
+                                 "' is not a pair FROM=TO (a single device cannot be mixed with pairs)");
         }
         const std::string from = trim(std::string_view(item).substr(0, eq));
         const std::string to = trim(std::string_view(item).substr(eq + 1));
@@ -128,8 +129,8 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
         if (!validDevice(to)) {
             return badDevice(spec, to);
         }
-        const bool repeated = std::any_of(map.pairs.begin(), map.pairs.end(),
-                                          [&](const auto& p) { return p.first == from; });
+        const bool repeated =
+            std::any_of(map.pairs.begin(), map.pairs.end(), [&](const auto& p) { return p.first == from; });
         if (repeated) {
             return makeError(ErrorCode::Usage, "map location '" + spec + "': '" + from + "' is mapped twice");
         }
@@ -180,7 +181,10 @@ std::string Options::toJson() const
 
 namespace {
 
-Error badJson(const std::string& what) { return makeError(ErrorCode::Usage, "convert options: " + what); }
+Error badJson(const std::string& what)
+{
+    return makeError(ErrorCode::Usage, "convert options: " + what);
+}
 
 Expected<std::string> stringField(const nlohmann::json& v, const std::string& key)
 {
@@ -216,7 +220,7 @@ Expected<bool> boolField(const nlohmann::json& v, const std::string& key)
     return v.get<bool>();
 }
 
-}  // namespace
+} // namespace
 
 Expected<Options> Options::fromJson(const std::string& json)
 {
@@ -337,4 +341,4 @@ Options multiCardPreset()
     return o;
 }
 
-}  // namespace ckpt::transform
+} // namespace ckpt::transform

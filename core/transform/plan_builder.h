@@ -41,4 +41,4 @@ Expected<void> unwrapModules(Builder& b);
 Expected<void> sanitize(Builder& b);
 Expected<void> editPrefixes(Builder& b);
 
-}  // namespace ckpt::transform::detail
+} // namespace ckpt::transform::detail

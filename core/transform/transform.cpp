@@ -4,10 +4,9 @@
 // keys (prefixes), then decide which storages are written, where they load and how many bytes.
 #include "transform/plan_builder.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 namespace ckpt::transform {
@@ -19,14 +18,22 @@ using pickle::ValueId;
 std::string_view stepKindName(StepKind k)
 {
     switch (k) {
-    case StepKind::Select: return "select";
-    case StepKind::Rename: return "rename";
-    case StepKind::Remap: return "remap";
-    case StepKind::Drop: return "drop";
-    case StepKind::Convert: return "convert";
-    case StepKind::Unwrap: return "unwrap";
-    case StepKind::Compact: return "compact";
-    case StepKind::Note: return "note";
+    case StepKind::Select:
+        return "select";
+    case StepKind::Rename:
+        return "rename";
+    case StepKind::Remap:
+        return "remap";
+    case StepKind::Drop:
+        return "drop";
+    case StepKind::Convert:
+        return "convert";
+    case StepKind::Unwrap:
+        return "unwrap";
+    case StepKind::Compact:
+        return "compact";
+    case StepKind::Note:
+        return "note";
     }
     return "note";
 }
@@ -112,12 +119,12 @@ void refreshStridedArgs(Arena& a, ValueId tensor)
         args.push_back(t.metadata);
     }
     if (t.rebuild.name == "_rebuild_tensor") {
-        args.resize(4);  // the old 4-argument form has no requires_grad/hooks
+        args.resize(4); // the old 4-argument form has no requires_grad/hooks
     }
-    t.rawArgs = a.tuple(std::move(args));  // values grow; the tensor table (and `t`) does not move
+    t.rawArgs = a.tuple(std::move(args)); // values grow; the tensor table (and `t`) does not move
 }
 
-}  // namespace detail
+} // namespace detail
 
 namespace {
 
@@ -186,7 +193,8 @@ bool eraseDictPair(Arena& a, ValueId dict, const std::string& name)
     auto& items = a[dict].items;
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
         if (pickle::keyText(a, items[i]) == name) {
-            items.erase(items.begin() + static_cast<std::ptrdiff_t>(i), items.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+            items.erase(items.begin() + static_cast<std::ptrdiff_t>(i),
+                        items.begin() + static_cast<std::ptrdiff_t>(i) + 2);
             return true;
         }
     }
@@ -253,7 +261,7 @@ Expected<void> dropPaths(Builder& b)
         std::string path = p;
         std::uint32_t idx = p.empty() ? kNoIndex : b.in.find(p);
         if (idx == kNoIndex && b.opts.select && !p.empty()) {
-            path = joinPath(*b.opts.select, p);  // a path relative to the selected value
+            path = joinPath(*b.opts.select, p); // a path relative to the selected value
             idx = b.in.find(path);
         }
         if (p.empty()) {
@@ -287,8 +295,8 @@ Expected<void> dropPaths(Builder& b)
 // Output storages: which are written, in the order the pickler meets them, from which bytes.
 
 struct StorageUse {
-    bool bare = false;              // reached other than as a strided tensor's storage
-    std::vector<ValueId> views;     // strided tensors viewing it
+    bool bare = false;          // reached other than as a strided tensor's storage
+    std::vector<ValueId> views; // strided tensors viewing it
     std::string firstPath;
 };
 
@@ -363,7 +371,7 @@ public:
         }
     }
 
-    std::vector<std::uint32_t> order;  // storage indices, first met first
+    std::vector<std::uint32_t> order; // storage indices, first met first
     std::unordered_map<std::uint32_t, StorageUse> uses;
     std::uint64_t tensors = 0;
 
@@ -386,7 +394,8 @@ std::uint64_t lastElement(const pickle::TensorInfo& t)
 {
     std::uint64_t last = static_cast<std::uint64_t>(t.storageOffset);
     for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
-        last += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
+        last += static_cast<std::uint64_t>(t.shape[d] - 1) *
+                static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
     }
     return last;
 }
@@ -418,7 +427,7 @@ void compactStorage(Builder& b, std::uint32_t s, const StorageUse& use, OutStora
         }
     }
     if (lo == UINT64_MAX) {
-        lo = 0;  // only empty tensors: nothing is reached
+        lo = 0; // only empty tensors: nothing is reached
     }
     if (lo == 0 && hi == ref.numel) {
         return;
@@ -427,9 +436,8 @@ void compactStorage(Builder& b, std::uint32_t s, const StorageUse& use, OutStora
     const std::uint64_t kept = hi - lo;
     for (ValueId v : use.views) {
         auto& t = a.tensors[static_cast<std::size_t>(a[v].i)];
-        const auto shifted = static_cast<std::int64_t>(static_cast<std::uint64_t>(t.storageOffset) >= lo
-                                                           ? static_cast<std::uint64_t>(t.storageOffset) - lo
-                                                           : 0);
+        const auto shifted = static_cast<std::int64_t>(
+            static_cast<std::uint64_t>(t.storageOffset) >= lo ? static_cast<std::uint64_t>(t.storageOffset) - lo : 0);
         t.storageOffset = std::min<std::int64_t>(shifted, static_cast<std::int64_t>(kept));
         detail::refreshStridedArgs(a, v);
     }
@@ -499,8 +507,9 @@ void planStorages(Builder& b)
                    ") no kept value refers to are not written");
     }
     if (renumbered && b.in.format != Format::Safetensors) {
-        b.step(StepKind::Note, b.rootPath, "", "", "storage keys renumbered 0.." + std::to_string(refs.size()) +
-                                                       " in the order torch.save would number them");
+        b.step(StepKind::Note, b.rootPath, "", "",
+               "storage keys renumbered 0.." + std::to_string(refs.size() - 1) +
+                   " in the order torch.save would number them");
     }
     for (std::size_t i = 0; i < a.size(); ++i) {
         auto& val = a[ValueId{static_cast<std::uint32_t>(i)}];
@@ -513,7 +522,7 @@ void planStorages(Builder& b)
     b.plan.tensorCount = walk.tensors;
 }
 
-}  // namespace
+} // namespace
 
 bool Plan::changesNothing() const
 {
@@ -569,4 +578,4 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
     return plan;
 }
 
-}  // namespace ckpt::transform
+} // namespace ckpt::transform

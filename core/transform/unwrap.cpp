@@ -42,7 +42,8 @@ public:
     {
         Arena& a = b_.arena();
         if (depth > 1000 || !active_.insert(module.v).second) {
-            return makeError(ErrorCode::Unsupported, "module '" + statePath + "' contains itself; it has no state dict");
+            return makeError(ErrorCode::Unsupported,
+                             "module '" + statePath + "' contains itself; it has no state dict");
         }
         const auto state = objectStateItems(a, pickle::objectOf(a, module));
         std::unordered_set<std::string> nonPersistent;
@@ -54,7 +55,8 @@ public:
             }
         }
         addTensors(dictItemsOf(a, dictGet(a, state, "_parameters")), prefix, joinPath(statePath, "_parameters"), {});
-        addTensors(dictItemsOf(a, dictGet(a, state, "_buffers")), prefix, joinPath(statePath, "_buffers"), nonPersistent);
+        addTensors(dictItemsOf(a, dictGet(a, state, "_buffers")), prefix, joinPath(statePath, "_buffers"),
+                   nonPersistent);
         const auto children = dictItemsOf(a, dictGet(a, state, "_modules"));
         for (std::size_t i = 0; i + 1 < children.size(); i += 2) {
             const std::string name = pickle::keyText(a, children[i]);
@@ -76,7 +78,7 @@ public:
         return {};
     }
 
-    std::vector<ValueId> items;  // k0, v0, k1, v1, ...
+    std::vector<ValueId> items; // k0, v0, k1, v1, ...
     std::size_t count = 0;
 
 private:
@@ -107,7 +109,7 @@ private:
         Arena& a = b_.arena();
         pickle::TensorInfo t = pickle::tensorOf(a, v);
         if (!t.isParameter && !t.requiresGrad) {
-            return v;  // a buffer: already what state_dict() holds
+            return v; // a buffer: already what state_dict() holds
         }
         t.isParameter = false;
         t.parameterRequiresGrad = true;
@@ -181,7 +183,8 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
     if (val.kind == Kind::Dict) {
         const auto items = val.items;
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-            if (auto ok = findModules(b, items[i + 1], joinPath(path, pickle::keyText(a, items[i])), seen, depth + 1); !ok) {
+            if (auto ok = findModules(b, items[i + 1], joinPath(path, pickle::keyText(a, items[i])), seen, depth + 1);
+                !ok) {
                 return ok;
             }
         }
@@ -196,7 +199,7 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
     return {};
 }
 
-}  // namespace
+} // namespace
 
 Expected<void> unwrapModules(Builder& b)
 {
@@ -207,4 +210,4 @@ Expected<void> unwrapModules(Builder& b)
     return findModules(b, b.plan.root, b.rootPath, seen, 0);
 }
 
-}  // namespace ckpt::transform::detail
+} // namespace ckpt::transform::detail

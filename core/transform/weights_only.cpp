@@ -52,9 +52,10 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
     }
     std::string bytes = np.data;
     if (order == '>') {
-        const std::size_t part = kind == 'c' ? want / 2 : want;  // complex: swap each half
+        const std::size_t part = kind == 'c' ? want / 2 : want; // complex: swap each half
         for (std::size_t at = 0; at < want; at += part) {
-            std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
+            std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                         bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
         }
     }
     auto loadU = [&](std::size_t at, std::size_t n) {
@@ -87,7 +88,7 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
         }
         std::uint64_t u = loadU(0, want);
         if (want < 8 && (u >> (8 * want - 1)) != 0) {
-            u |= ~0ULL << (8 * want);  // sign-extend
+            u |= ~0ULL << (8 * want); // sign-extend
         }
         out.kind = Kind::Int;
         out.i = static_cast<std::int64_t>(u);
@@ -145,7 +146,7 @@ public:
         if (auto it = memo_.find(v.v); it != memo_.end()) {
             return it->second;
         }
-        memo_[v.v] = Fate::Keep;  // provisional, for values that contain themselves
+        memo_[v.v] = Fate::Keep; // provisional, for values that contain themselves
         auto fate = handle(v, path, removedAs, depth);
         if (fate) {
             memo_[v.v] = *fate;
@@ -173,6 +174,11 @@ private:
             }
             return Fate::Keep;
         }
+        case Kind::Bytes:
+            if (weightsOnly_ && !a_[v].flag && a_[v].text.empty()) {
+                emptyBytes(v, path);
+            }
+            return Fate::Keep;
         case Kind::PersistentId:
             if (weightsOnly_) {
                 return drop(path, pickle::shortRepr(a_, v), removedAs,
@@ -195,6 +201,20 @@ private:
         }
     }
 
+    // b'' pickles as `builtins.bytes()`, which weights_only refuses; `_codecs.encode('', 'latin1')`
+    // (how non-empty bytes pickle at protocol 2, allowlisted) loads as the same b''.
+    void emptyBytes(ValueId v, const std::string& path)
+    {
+        pickle::ObjectInfo o;
+        o.callable = {"_codecs", "encode"};
+        o.form = pickle::ObjectForm::Reduce;
+        o.args = a_.tuple({a_.str(""), a_.str("latin1")});
+        const ValueId made = a_.object(std::move(o));
+        a_[v] = a_[made];
+        b_.step(StepKind::Note, path, "b''", "_codecs.encode('', 'latin1')",
+                "empty bytes written the way weights_only=True accepts (builtins.bytes is not allowed)");
+    }
+
     Expected<Fate> dict(ValueId v, const std::string& path, std::uint32_t depth)
     {
         const std::vector<ValueId> items = a_[v].items;
@@ -214,7 +234,8 @@ private:
         return Fate::Keep;
     }
 
-    Expected<std::vector<ValueId>> pairs(const std::vector<ValueId>& items, const std::string& path, std::uint32_t depth)
+    Expected<std::vector<ValueId>> pairs(const std::vector<ValueId>& items, const std::string& path,
+                                         std::uint32_t depth)
     {
         std::vector<ValueId> kept;
         kept.reserve(items.size());
@@ -224,7 +245,8 @@ private:
             if (!kf) {
                 return kf.error();
             }
-            auto vf = *kf == Fate::Remove ? Expected<Fate>(Fate::Remove) : visit(items[i + 1], childPath, "", depth + 1);
+            auto vf =
+                *kf == Fate::Remove ? Expected<Fate>(Fate::Remove) : visit(items[i + 1], childPath, "", depth + 1);
             if (!vf) {
                 return vf.error();
             }
@@ -293,7 +315,8 @@ private:
             }
         }
         if (weightsOnly_ && t.form != pickle::TensorForm::Strided && !weightsOnlyAllowed(t.rebuild.qualified())) {
-            return drop(path, t.rebuild.qualified(), removedAs, "tensor form not allowed by torch.load(weights_only=True)");
+            return drop(path, t.rebuild.qualified(), removedAs,
+                        "tensor form not allowed by torch.load(weights_only=True)");
         }
         return Fate::Keep;
     }
@@ -326,8 +349,8 @@ private:
             for (auto d : np.shape) {
                 shape += (shape.empty() ? "" : ", ") + std::to_string(d);
             }
-            return drop(path, (np.isScalar ? "numpy scalar " : "numpy array ") + np.dtype + " [" + shape + "]", removedAs,
-                        "numpy values are not allowed by torch.load(weights_only=True)");
+            return drop(path, (np.isScalar ? "numpy scalar " : "numpy array ") + np.dtype + " [" + shape + "]",
+                        removedAs, "numpy values are not allowed by torch.load(weights_only=True)");
         }
         const bool dictState = o.state.valid() && !objectStateItems(a_, o).empty();
         const bool emptyDictState = o.state.valid() && a_[o.state].kind == Kind::Dict;
@@ -397,7 +420,7 @@ private:
     std::unordered_map<std::uint32_t, Fate> memo_;
 };
 
-}  // namespace
+} // namespace
 
 Expected<void> sanitize(Builder& b)
 {
@@ -414,4 +437,4 @@ Expected<void> sanitize(Builder& b)
     return {};
 }
 
-}  // namespace ckpt::transform::detail
+} // namespace ckpt::transform::detail

@@ -17,11 +17,13 @@ private Q_SLOTS:
         QTest::addColumn<QString>("normalised");
         QTest::addColumn<QString>("cuda0");
         QTest::addColumn<QString>("cuda2");
-        QTest::newRow("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu");
+        QTest::newRow("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu")
+                             << QStringLiteral("cpu");
         QTest::newRow("one device") << QStringLiteral("cuda:1") << QStringLiteral("cuda:1") << QStringLiteral("cuda:1")
                                     << QStringLiteral("cuda:1");
-        QTest::newRow("pairs") << QStringLiteral("cuda:0=cuda:1, cuda:2=cpu") << QStringLiteral("cuda:0=cuda:1,cuda:2=cpu")
-                               << QStringLiteral("cuda:1") << QStringLiteral("cpu");
+        QTest::newRow("pairs") << QStringLiteral("cuda:0=cuda:1, cuda:2=cpu")
+                               << QStringLiteral("cuda:0=cuda:1,cuda:2=cpu") << QStringLiteral("cuda:1")
+                               << QStringLiteral("cpu");
         QTest::newRow("pair leaves others") << QStringLiteral("cuda:1=cuda:0") << QStringLiteral("cuda:1=cuda:0")
                                             << QStringLiteral("cuda:0") << QStringLiteral("cuda:2");
         QTest::newRow("privateuse1") << QStringLiteral("npu:0") << QStringLiteral("npu:0") << QStringLiteral("npu:0")
@@ -98,7 +100,8 @@ private Q_SLOTS:
         QVERIFY(o.ok());
         QCOMPARE(o->stripPrefixes, std::vector<std::string>{"module."});
         QCOMPARE(*o->mapLocation.all, std::string("cpu"));
-        QCOMPARE(QString::fromStdString(o->toJson()), QStringLiteral(R"({"strip_prefix":"module.","map_location":"cpu"})"));
+        QCOMPARE(QString::fromStdString(o->toJson()),
+                 QStringLiteral(R"({"strip_prefix":"module.","map_location":"cpu"})"));
     }
 
     void jsonRejectsBadInput_data()
@@ -108,11 +111,14 @@ private Q_SLOTS:
         QTest::newRow("not json") << QStringLiteral("{") << QStringLiteral("not valid JSON");
         QTest::newRow("array") << QStringLiteral("[]") << QStringLiteral("expected a JSON object");
         QTest::newRow("unknown") << QStringLiteral(R"({"strip":"module."})") << QStringLiteral("unknown key 'strip'");
-        QTest::newRow("bool type") << QStringLiteral(R"({"unwrap":1})") << QStringLiteral("'unwrap' must be true or false");
-        QTest::newRow("drop type") << QStringLiteral(R"({"drop":"optimizer"})") << QStringLiteral("'drop' must be a list");
+        QTest::newRow("bool type") << QStringLiteral(R"({"unwrap":1})")
+                                   << QStringLiteral("'unwrap' must be true or false");
+        QTest::newRow("drop type") << QStringLiteral(R"({"drop":"optimizer"})")
+                                   << QStringLiteral("'drop' must be a list");
         QTest::newRow("format") << QStringLiteral(R"({"format":"onnx"})") << QStringLiteral("'format' must be");
-        QTest::newRow("location") << QStringLiteral(R"({"map_location":"gpu"})").replace(QStringLiteral("gpu"), QStringLiteral("GPU"))
-                                  << QStringLiteral("not a device");
+        QTest::newRow("location")
+            << QStringLiteral(R"({"map_location":"gpu"})").replace(QStringLiteral("gpu"), QStringLiteral("GPU"))
+            << QStringLiteral("not a device");
     }
     void jsonRejectsBadInput()
     {
@@ -138,7 +144,7 @@ private Q_SLOTS:
         a.merge(*Options::fromJson(R"({"map_location":"cpu"})"));
         QCOMPARE(a.mapLocation.spec(), std::string("cpu"));
         a.merge(*Options::fromJson(R"({"map_location":"cuda:3=cuda:0"})"));
-        QCOMPARE(a.mapLocation.spec(), std::string("cpu"));  // an explicit "everything" wins over pairs
+        QCOMPARE(a.mapLocation.spec(), std::string("cpu")); // an explicit "everything" wins over pairs
     }
 
     void presets()
@@ -151,7 +157,8 @@ private Q_SLOTS:
             QVERIFY(single.stripPrefixes[i - 1].size() >= single.stripPrefixes[i].size());
         }
         for (const char* p : {"module.", "module.module.", "_orig_mod."}) {
-            QVERIFY(std::find(single.stripPrefixes.begin(), single.stripPrefixes.end(), p) != single.stripPrefixes.end());
+            QVERIFY(std::find(single.stripPrefixes.begin(), single.stripPrefixes.end(), p) !=
+                    single.stripPrefixes.end());
         }
         const Options multi = ckpt::transform::multiCardPreset();
         QVERIFY(multi.singleModulePrefix);

@@ -1,0 +1,264 @@
+#include "cli/cmd_convert.h"
+
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+#include "transform/transform.h"
+#include "write/write.h"
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <ostream>
+#include <sys/stat.h>
+
+namespace ckpt::cli {
+namespace {
+
+using transform::Options;
+using transform::PlanStep;
+using transform::StepKind;
+
+struct Args {
+    std::string input;
+    std::string output;
+    bool singleCard = false;
+    bool multiCard = false;
+    std::string mapLocation;
+    std::vector<std::string> stripPrefixes;
+    std::string addPrefix;
+    bool addPrefixGiven = false;
+    std::string select;
+    bool selectGiven = false;
+    std::vector<std::string> drop;
+    bool weightsOnly = false;
+    bool compact = false;
+    bool unwrap = false;
+    std::string format;
+    bool dryRun = false;
+    bool json = false;
+    std::vector<std::string> fixes;
+};
+
+// The preset first, then every finding's fix, then the flags given explicitly (which win).
+Expected<Options> optionsFrom(const Args& a)
+{
+    Options o;
+    if (a.singleCard) {
+        o = transform::singleCardPreset();
+    } else if (a.multiCard) {
+        o = transform::multiCardPreset();
+    }
+    for (const auto& fix : a.fixes) {
+        auto f = Options::fromJson(fix);
+        if (!f) {
+            return f.error();
+        }
+        o.merge(*f);
+    }
+    Options explicitOpts;
+    explicitOpts.stripPrefixes = a.stripPrefixes;
+    if (a.addPrefixGiven) {
+        explicitOpts.addPrefix = a.addPrefix;
+    }
+    if (a.selectGiven) {
+        explicitOpts.select = a.select;
+    }
+    explicitOpts.drop = a.drop;
+    explicitOpts.unwrapModules = a.unwrap;
+    explicitOpts.weightsOnly = a.weightsOnly;
+    explicitOpts.compact = a.compact;
+    o.merge(explicitOpts);
+    if (!a.mapLocation.empty()) {
+        auto m = transform::LocationMap::parse(a.mapLocation);
+        if (!m) {
+            return m.error();
+        }
+        o.mapLocation = std::move(*m); // an explicit spec replaces the preset's `cpu`
+    }
+    if (a.format == "safetensors" || (a.format.empty() && a.output.ends_with(".safetensors"))) {
+        o.format = transform::OutputFormat::Safetensors;
+    } else if (a.format == "torch") {
+        o.format = transform::OutputFormat::Torch;
+    }
+    return o;
+}
+
+// OUT must never be the input: not the same name, not another name (link, ../) for the same file.
+bool sameFile(const std::string& a, const std::string& b)
+{
+    struct stat sa {};
+    struct stat sb {};
+    if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    }
+    std::error_code ec1;
+    std::error_code ec2;
+    const auto ca = std::filesystem::weakly_canonical(a, ec1);
+    const auto cb = std::filesystem::weakly_canonical(b, ec2);
+    return !ec1 && !ec2 && ca == cb;
+}
+
+void printStep(const PlanStep& s, std::ostream& out)
+{
+    const std::string_view kind = transform::stepKindName(s.kind);
+    out << "  " << kind << std::string(kind.size() < 8 ? 8 - kind.size() : 1, ' ');
+    switch (s.kind) {
+    case StepKind::Rename:
+        out << s.path << " -> " << s.after;
+        break;
+    case StepKind::Remap:
+        out << s.before << " -> " << s.after;
+        break;
+    case StepKind::Note:
+        out << (s.path.empty() ? "" : s.path + ": ");
+        break;
+    default:
+        out << (s.path.empty() ? "(root)" : s.path) << ": " << s.before;
+        if (!s.after.empty()) {
+            out << " -> " << s.after;
+        } else if (s.kind == StepKind::Drop) {
+            out << " dropped";
+        }
+        break;
+    }
+    if (!s.detail.empty()) {
+        out << (s.kind == StepKind::Note ? "" : " (") << s.detail << (s.kind == StepKind::Note ? "" : ")");
+    }
+    out << '\n';
+}
+
+void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::string& output, std::ostream& out)
+{
+    const bool st = plan.options.format == transform::OutputFormat::Safetensors;
+    out << "convert " << in.path << " (" << formatName(in.format) << ") -> "
+        << (output.empty() ? std::string("(dry run)") : output) << " (" << (st ? "safetensors" : "torch zip") << ")\n";
+    for (const auto& s : plan.steps) {
+        printStep(s, out);
+    }
+    std::uint64_t bytes = 0;
+    for (const auto& s : plan.storages) {
+        bytes += s.nbytes;
+    }
+    out << (plan.changesNothing() ? "nothing to change; " : "") << plan.tensorCount << " tensors, "
+        << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data\n";
+}
+
+} // namespace
+
+int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+    CLI::App app{"Write a fixed copy of a checkpoint: prefixes stripped or added, storages mapped to other devices, "
+                 "whole models unwrapped into state dicts, values weights_only=True refuses made plain. The input "
+                 "is never modified and nothing of it is executed.",
+                 "ckptscope convert"};
+    Args a;
+    app.add_option("FILE", a.input, "checkpoint to read (.pt .pth .ckpt .bin .safetensors)")->required();
+    app.add_option("-o,--output", a.output, "file to write (a temporary file beside it is renamed into place)");
+    auto* single = app.add_flag("--single-card", a.singleCard,
+                                "strip module./module.module./_orig_mod., unwrap, weights-only, map all to cpu");
+    auto* multi = app.add_flag("--multi-card", a.multiCard,
+                               "as --single-card, but every state-dict key carries exactly one module.");
+    single->excludes(multi);
+    app.add_option("--map-location", a.mapLocation, "cpu, cuda:1, or pairs cuda:0=cuda:1,cuda:2=cpu");
+    app.add_option("--strip-prefix", a.stripPrefixes,
+                   "remove this prefix from the start of state-dict keys (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--add-prefix", a.addPrefix, "add this prefix to every state-dict key");
+    app.add_option("--select", a.select, "key path of the value to write as the new root (e.g. model)");
+    app.add_option("--drop", a.drop, "key path of a value to leave out (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_flag("--weights-only", a.weightsOnly, "make torch.load(weights_only=True) accept the output");
+    app.add_flag("--compact", a.compact, "rewrite storages to hold only the bytes their tensors reach");
+    app.add_flag("--unwrap", a.unwrap, "turn whole-model pickles into the state dict model.state_dict() gives");
+    app.add_option("--format", a.format, "torch (default) or safetensors")
+        ->check(CLI::IsMember({"torch", "safetensors"}));
+    app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
+    app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
+    app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.footer("Examples:\n"
+               "  ckptscope convert ddp.pt -o model.pt --single-card\n"
+               "  ckptscope convert model.pt -o ddp.pt --multi-card\n"
+               "  ckptscope convert train.ckpt -o model.safetensors --select model --strip-prefix module.\n"
+               "  ckptscope convert ckpt.pt -o fixed.pt --map-location cuda:1=cuda:0 --drop optimizer --dry-run\n"
+               "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    try {
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return kExitOk;
+    } catch (const CLI::ParseError& e) {
+        err << "ckptscope convert: " << e.what() << " (see ckptscope convert --help)\n";
+        return kExitBadInput;
+    }
+    a.addPrefixGiven = app.count("--add-prefix") > 0;
+    a.selectGiven = app.count("--select") > 0;
+    if (a.output.empty() && !a.dryRun) {
+        err << "ckptscope convert: -o OUT is required (or --dry-run to only print the plan)\n";
+        return kExitBadInput;
+    }
+    auto opts = optionsFrom(a);
+    if (!opts) {
+        err << "ckptscope convert: " << opts.error().message << '\n';
+        return kExitBadInput;
+    }
+
+    auto ck = openCheckpoint(a.input);
+    if (!ck) {
+        printError(err, ck.error());
+        return exitCodeFor(ck.error().code);
+    }
+    if (!a.output.empty() && sameFile(a.input, a.output)) {
+        err << "ckptscope convert: " << a.output << " is the input file; write the copy to another path\n";
+        return kExitBadInput;
+    }
+    auto plan = transform::makePlan(**ck, *opts);
+    if (!plan) {
+        printError(err, plan.error());
+        return exitCodeFor(plan.error().code);
+    }
+
+    nlohmann::ordered_json doc;
+    if (a.json) {
+        doc = nlohmann::ordered_json::parse(plan->toJson());
+        doc["input"] = a.input;
+        doc["dry_run"] = a.dryRun;
+    } else {
+        printPlan(**ck, *plan, a.dryRun ? std::string() : a.output, out);
+    }
+    if (a.dryRun) {
+        if (a.json) {
+            out << doc.dump(1) << '\n';
+        } else {
+            out << "dry run: nothing written\n";
+        }
+        return kExitOk;
+    }
+
+    auto written = write::writeCheckpoint(**ck, *plan, a.output);
+    if (!written) {
+        printError(err, written.error());
+        if (a.json) {
+            doc["error"] = errorJson(written.error());
+            out << doc.dump(1) << '\n';
+        }
+        return exitCodeFor(written.error().code);
+    }
+    if (a.json) {
+        doc["output"] = {{"path", written->path}, {"bytes", written->bytes}, {"notes", written->notes}};
+        out << doc.dump(1) << '\n';
+    } else {
+        for (const auto& n : written->notes) {
+            out << "note: " << n << '\n';
+        }
+        out << "wrote " << written->path << " (" << humanBytes(written->bytes) << ")\n";
+    }
+    return kExitOk;
+}
+
+} // namespace ckpt::cli
