@@ -37,6 +37,20 @@ std::string kindText(const Checkpoint& c, const Node& n)
     }
 }
 
+// Lists of plain numbers (an optimizer's `params`, a `milestones` list) read better as one line.
+bool allScalarSequence(const Checkpoint& c, const Node& n)
+{
+    if (n.kind != NodeKind::List && n.kind != NodeKind::Tuple) {
+        return false;
+    }
+    for (std::uint32_t k = n.firstChild; k < n.firstChild + n.childCount; ++k) {
+        if (c.nodes[k].kind != NodeKind::Scalar) {
+            return false;
+        }
+    }
+    return true;
+}
+
 struct Row {
     std::string key;
     std::string kind;
@@ -72,6 +86,8 @@ void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDept
                        (n.kind == NodeKind::Object && n.childCount == 0)) {
                 r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")
                                                         : pickle::shortRepr(c.arena, n.value, 60);
+            } else if (allScalarSequence(c, n)) {
+                r.shape = pickle::shortRepr(c.arena, n.value, 60);
             } else if (n.tensorCount > 0) {
                 r.size = humanBytes(n.bytes);
                 r.shape = std::to_string(n.tensorCount) + (n.tensorCount == 1 ? " tensor" : " tensors");
@@ -80,7 +96,7 @@ void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDept
             }
             rows.push_back(std::move(r));
         }
-        if (maxDepth >= 0 && it.depth >= maxDepth) {
+        if ((maxDepth >= 0 && it.depth >= maxDepth) || (it.node != 0 && allScalarSequence(c, n))) {
             continue;
         }
         for (std::uint32_t k = n.childCount; k-- > 0;) {

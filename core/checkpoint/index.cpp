@@ -191,11 +191,20 @@ bool isStateDictLike(const Arena& a, const Node& n, const std::vector<Node>& nod
     for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
         tensors += nodes[c].kind == NodeKind::Tensor ? 1U : 0U;
     }
+    // An optimizer's per-parameter state ({step, exp_avg, exp_avg_sq}) is a dict of tensors too,
+    // but not a model's state dict: prefix rules and edits must leave it alone.
+    static const std::set<std::string, std::less<>> kOptimizerState{
+        "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "acc_delta",
+        "sum", "mu", "eta", "ax", "prev", "step_size", "exp_inf", "grad_avg", "exp_avg_diff", "neg_pre_grad"};
+    std::uint32_t optimizerKeys = 0;
     const auto& items = a[n.value].items;
     for (std::size_t i = 0; i < items.size(); i += 2) {
-        stringKeys += a[items[i]].kind == Kind::Str ? 1U : 0U;
+        const auto& k = a[items[i]];
+        stringKeys += k.kind == Kind::Str ? 1U : 0U;
+        optimizerKeys += k.kind == Kind::Str && kOptimizerState.contains(k.text) ? 1U : 0U;
     }
-    return n.childCount > 0 && stringKeys == n.childCount && tensors * 2 >= n.childCount;
+    return n.childCount > 0 && stringKeys == n.childCount && tensors * 2 >= n.childCount &&
+           optimizerKeys < n.childCount;
 }
 
 void addGlobalUse(std::map<std::string, std::vector<std::string>>& uses, std::string q, const std::string& path)
@@ -310,6 +319,56 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
             break;
         }
     }
+}
+
+// The Python type a numpy value has once loaded (`numpy.float64`, `numpy.ndarray`), which is
+// what users recognise, rather than the reconstructor function that pickled it.
+std::string objectTypeName(const Arena& a, ValueId v)
+{
+    pickle::NumpyInfo np;
+    if (pickle::decodeNumpy(a, v, np)) {
+        if (!np.isScalar) {
+            return "numpy.ndarray";
+        }
+        static const std::map<std::string, std::string> kScalar{
+            {"b1", "bool_"},   {"i1", "int8"},    {"i2", "int16"},     {"i4", "int32"},      {"i8", "int64"},
+            {"u1", "uint8"},   {"u2", "uint16"},  {"u4", "uint32"},    {"u8", "uint64"},     {"f2", "float16"},
+            {"f4", "float32"}, {"f8", "float64"}, {"c8", "complex64"}, {"c16", "complex128"}, {"f16", "longdouble"}};
+        const std::string code = np.dtype.size() > 1 && (np.dtype[0] == '<' || np.dtype[0] == '>' ||
+                                                          np.dtype[0] == '|' || np.dtype[0] == '=')
+                                     ? np.dtype.substr(1)
+                                     : np.dtype;
+        const auto it = kScalar.find(code);
+        if (it != kScalar.end()) {
+            return "numpy." + it->second;
+        }
+    }
+    return pickle::objectOf(a, v).callable.qualified();
+}
+
+// Storage-less forms (sparse, quantized wrappers) live where their component tensors' storages do.
+std::string componentLocation(const Arena& a, ValueId args)
+{
+    std::vector<ValueId> stack{args};
+    for (std::size_t steps = 0; !stack.empty() && steps < 256; ++steps) {
+        const ValueId v = stack.back();
+        stack.pop_back();
+        if (!v.valid()) {
+            continue;
+        }
+        const auto& val = a[v];
+        if (val.kind == Kind::Storage) {
+            return a.storages.at(static_cast<std::size_t>(val.i)).location;
+        }
+        if (val.kind == Kind::Tensor) {
+            const auto& t = pickle::tensorOf(a, v);
+            stack.push_back(t.storage);
+            stack.push_back(t.rawArgs);
+        } else if (val.kind == Kind::Tuple || val.kind == Kind::List) {
+            stack.insert(stack.end(), val.items.rbegin(), val.items.rend());
+        }
+    }
+    return {};
 }
 
 std::uint64_t elementCount(const std::vector<std::int64_t>& shape)
@@ -459,8 +518,12 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                 } else if (t.form != pickle::TensorForm::Strided) {
                     extents[e.storage].emplace_back(0, s.nbytes);  // exotic forms: count the whole storage
                 }
+            } else if (!t.device.empty()) {
+                e.location = t.device;
+            } else if (t.form == pickle::TensorForm::Meta) {
+                e.location = "meta";
             } else {
-                e.location = t.device.empty() ? std::string("meta") : t.device;
+                e.location = componentLocation(a, t.rawArgs);
             }
             n.tensor = static_cast<std::uint32_t>(c.tensors.size());
             n.tensorCount = 1;
@@ -470,7 +533,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             ObjectEntry o;
             o.node = i;
             o.path = path;
-            o.type = pickle::objectOf(a, n.value).callable.qualified();
+            o.type = objectTypeName(a, n.value);
             o.isModule = n.kind == NodeKind::Module;
             c.objects.push_back(std::move(o));
         }

@@ -75,17 +75,26 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
     return std::nullopt;
 }
 
-// Sets each storage's byte location and checks that the bytes are there.
+std::string storageName(const StorageEntry& s)
+{
+    if (s.record.empty()) {
+        return "storage " + s.key;
+    }
+    const auto slash = s.record.find('/');
+    return "storage " + s.key + " (" + (slash == std::string::npos ? s.record : s.record.substr(slash + 1)) + ")";
+}
+
+// Checks that every storage's bytes are there (torch reads exactly numel x element size).
 Expected<void> checkStorageBytes(Checkpoint& c)
 {
     for (auto& s : c.storages) {
         if (s.present && s.storedBytes < s.nbytes) {
-            return fail(ErrorCode::Corrupt, "storage " + s.key + " holds " + std::to_string(s.storedBytes) +
+            return fail(ErrorCode::Corrupt, storageName(s) + " holds " + std::to_string(s.storedBytes) +
                                                 " bytes but its declared size needs " + std::to_string(s.nbytes) +
                                                 ": the file is truncated or corrupt");
         }
         if (s.present && s.storedBytes > s.nbytes) {
-            c.warnings.push_back("storage " + s.key + " record holds " + std::to_string(s.storedBytes) +
+            c.warnings.push_back(storageName(s) + " holds " + std::to_string(s.storedBytes) +
                                  " bytes, more than the " + std::to_string(s.nbytes) +
                                  " its pickle declares (torch.load refuses a size mismatch)");
         }

@@ -98,7 +98,13 @@ void TestReader::fixturesMatchTorch_data()
     QVERIFY2(oracles.size() >= 20, "the fixture generator wrote too few fixtures");
     for (const auto& o : oracles) {
         const QString base = o.chopped(QStringLiteral(".oracle.json").size());
-        QTest::newRow(qPrintable(base)) << dir.filePath(base) << dir.filePath(o);
+        QString file;
+        for (const auto& candidate : dir.entryList({base + QStringLiteral(".*")}, QDir::Files)) {
+            if (!candidate.endsWith(QStringLiteral(".oracle.json"))) {
+                file = dir.filePath(candidate);
+            }
+        }
+        QTest::newRow(qPrintable(base)) << file << dir.filePath(o);
     }
 }
 

@@ -1,0 +1,72 @@
+#include "cli/cmd_check.h"
+
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/report.h"
+
+#include <CLI/CLI.hpp>
+#include <ostream>
+
+namespace ckpt::cli {
+
+int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+    CLI::App app{"Say what will go wrong when a checkpoint is loaded (wrapper prefixes, pinned devices, "
+                 "globals weights_only refuses, code that would run, wasted bytes), each with the convert "
+                 "command that fixes it.",
+                 "ckptscope check"};
+    std::string file;
+    bool json = false;
+    diagnose::CheckOptions opts;
+    std::string against;
+    std::string select;
+    app.add_option("FILE", file, "checkpoint file (.pt .pth .ckpt .bin .safetensors)")->required();
+    app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--values", opts.values, "read tensor data too: count NaN/Inf in every floating-point tensor");
+    auto* againstOpt = app.add_option("--against", against,
+                                      "the model's side: a checkpoint, a JSON from `ckptscope inspect --json`, or "
+                                      "a text file of `key shape` lines; reports what load_state_dict(strict=True) "
+                                      "would");
+    app.add_option("--select", select,
+                   "key path of the state dict to compare (default: the root if it is one, else state_dict, model, "
+                   "model_state_dict or net)")
+        ->needs(againstOpt);
+    app.footer("Examples:\n"
+               "  ckptscope check model.pt\n"
+               "  ckptscope check --json --values model.pt\n"
+               "  ckptscope check last.ckpt --against model_keys.txt --select state_dict\n"
+               "Exit codes: 0 nothing to warn about, 1 warnings or errors found, 2 a file could not be read.");
+    std::vector<std::string> rev(args.rbegin(), args.rend());
+    try {
+        app.parse(rev);
+    } catch (const CLI::CallForHelp&) {
+        out << app.help();
+        return kExitOk;
+    } catch (const CLI::ParseError& e) {
+        err << "ckptscope check: " << e.what() << " (see ckptscope check --help)\n";
+        return kExitBadInput;
+    }
+    if (!against.empty()) {
+        opts.againstPath = against;
+    }
+    if (!select.empty()) {
+        opts.againstSelect = select;
+    }
+
+    auto ck = openCheckpoint(file);
+    if (!ck) {
+        printError(err, ck.error());
+        return kExitBadInput;
+    }
+    auto findings = diagnose::check(**ck, opts);
+    if (!findings) {
+        printError(err, findings.error());
+        return exitCodeFor(findings.error().code);
+    }
+    out << (json ? diagnose::renderJson(*findings, file) : diagnose::renderText(*findings, file));
+    return diagnose::findingsExitCode(*findings);
+}
+
+}  // namespace ckpt::cli
