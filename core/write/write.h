@@ -24,6 +24,15 @@ struct WriteResult {
     std::vector<std::string> notes;    // e.g. safetensors aliases, materialised views
 };
 
+// Torch: records data.pkl, byteorder, data/<key> (plan order), version = "3\n", under the output's
+// basename without its last extension; stored bytes are copied with copy_file_range (CRC carried
+// for whole unchanged zip records); deflated input members are inflated one at a time.
+// Safetensors: tensor names are the key-path components joined by '.' (a state-dict root keeps its
+// keys); identical views are stored once with `removed -> kept` in __metadata__; other views of a
+// shared storage are written as copies; top-level scalars become __metadata__ strings next to
+// "format": "pt"; unsupported dtypes/forms fail naming the tensor. `notes` says what was changed.
+// Errors: Usage (OUT is the input, or a directory), WriteFailed (strerror text), Cancelled
+// (`stop` is checked between records and chunks); on any error no output file exists.
 Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Plan& plan, const std::string& outPath,
                                       const std::function<void(const WriteProgress&)>& progress = {},
                                       std::stop_token stop = {});
