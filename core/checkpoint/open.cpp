@@ -386,7 +386,6 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     c->file = std::move(file);
     c->bytes = data;
     c->fileSize = data.size();
-    c->arena.reserve(std::min<std::size_t>(data.size() / 4, 1U << 20U));
     Expected<void> loaded;
     if (startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06")) {
         loaded = loadZip(*c);
