@@ -5,6 +5,7 @@
 
 #include <QCryptographicHash>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -209,6 +210,23 @@ private Q_SLOTS:
             QCOMPARE(s.toObject().value(QStringLiteral("location")).toString(), QStringLiteral("cuda:1"));
         }
         QVERIFY(j.value(QStringLiteral("changes_nothing")).toBool());
+    }
+
+    void compactKeepsEveryValue()
+    {
+        const QString src = fixture(QStringLiteral("views.pt"));
+        const QString out = dir_.filePath(QStringLiteral("views.compact.pt"));
+        const Run r = convert({src.toStdString(), "-o", out.toStdString(), "--compact"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QVERIFY(r.out.find("compact ") != std::string::npos);
+        QVERIFY(QFileInfo(out).size() < QFileInfo(src).size() / 4); // the 1 MiB storage behind `small` is gone
+        // Same paths, values, strides, sharing flags: only storage sizes and offsets changed.
+        QJsonArray jobs{
+            QJsonObject{{QStringLiteral("src"), src}, {QStringLiteral("out"), out}, {QStringLiteral("exact"), true}}};
+        const QJsonArray res = checkWithTorch(jobs, dir_.path());
+        QCOMPARE(res.size(), 1);
+        QVERIFY2(res[0].toObject().value(QStringLiteral("ok")).toBool(),
+                 QJsonDocument(res[0].toObject()).toJson().constData());
     }
 
     void unsafePayloadNeverWritten()
