@@ -84,6 +84,41 @@ void moduleKeys(const Checkpoint& ckpt, std::uint32_t module, const std::string&
     }
 }
 
+// `{'_metadata': OrderedDict(prefix -> {'version': N})}`, the BUILD state of a saved state dict.
+std::map<std::string, std::int64_t> metadataVersions(const pickle::Arena& a, pickle::ValueId dict)
+{
+    std::map<std::string, std::int64_t> out;
+    if (!dict.valid() || dict.v >= a.size() || !a[dict].attrs.valid()) {
+        return out;
+    }
+    const auto& state = a[a[dict].attrs];
+    if (state.kind != pickle::Kind::Dict) {
+        return out;
+    }
+    for (std::size_t i = 0; i + 1 < state.items.size(); i += 2) {
+        const auto& k = a[state.items[i]];
+        const auto& meta = a[state.items[i + 1]];
+        if (k.kind != pickle::Kind::Str || k.text != "_metadata" || meta.kind != pickle::Kind::Dict) {
+            continue;
+        }
+        for (std::size_t j = 0; j + 1 < meta.items.size(); j += 2) {
+            const auto& prefix = a[meta.items[j]];
+            const auto& entry = a[meta.items[j + 1]];
+            if (prefix.kind != pickle::Kind::Str || entry.kind != pickle::Kind::Dict) {
+                continue;
+            }
+            for (std::size_t e = 0; e + 1 < entry.items.size(); e += 2) {
+                const auto& ek = a[entry.items[e]];
+                const auto& ev = a[entry.items[e + 1]];
+                if (ek.kind == pickle::Kind::Str && ek.text == "version" && ev.kind == pickle::Kind::Int) {
+                    out[prefix.text] = ev.i;
+                }
+            }
+        }
+    }
+    return out;
+}
+
 KeySet keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
 {
     KeySet ks;
@@ -101,6 +136,7 @@ KeySet keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
     for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
         ks.keys.push_back(keyOf(ckpt, c, ckpt.nodes[c].name));
     }
+    ks.metadataVersions = metadataVersions(ckpt.arena, n.value);
     return ks;
 }
 
@@ -397,7 +433,21 @@ struct Mismatch {
     std::vector<std::pair<std::string, std::string>> sizes;  // key, message
 };
 
-Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<StateKey>& model)
+// BatchNorm's _load_from_state_dict adds a missing `num_batches_tracked` (as 0) when the
+// checkpoint's `_metadata` gives its module no version or one below 2, so torch never reports it.
+bool filledByBatchNorm(const std::string& key, const std::map<std::string, std::int64_t>& versions)
+{
+    constexpr std::string_view kName = "num_batches_tracked";
+    if (!key.ends_with(kName) || (key.size() > kName.size() && key[key.size() - kName.size() - 1] != '.')) {
+        return false;
+    }
+    const auto prefix = key.size() > kName.size() ? key.substr(0, key.size() - kName.size() - 1) : std::string();
+    const auto it = versions.find(prefix);
+    return it == versions.end() || it->second < 2;
+}
+
+Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<StateKey>& model,
+                     const std::map<std::string, std::int64_t>& versions)
 {
     Mismatch m;
     std::unordered_map<std::string, const StateKey*> inCkpt;
@@ -407,7 +457,9 @@ Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<St
     for (const auto& k : model) {
         const auto it = inCkpt.find(k.key);
         if (it == inCkpt.end()) {
-            m.missing.push_back(k.key);
+            if (!filledByBatchNorm(k.key, versions)) {
+                m.missing.push_back(k.key);
+            }
             continue;
         }
         const StateKey& c = *it->second;
@@ -650,7 +702,7 @@ Expected<void> compareAgainst(const Checkpoint& ckpt, const Reference& ref, cons
         return mine.error();
     }
     const KeySet& ks = *mine;
-    const auto m = compareKeys(ks.keys, ref.keys.keys);
+    const auto m = compareKeys(ks.keys, ref.keys.keys, ks.metadataVersions);
     const auto fixFound = findPrefixFix(ks.keys, ref.keys.keys, m);
     const std::string where = "the state dict at " + quotedPath(ks.dictPath);
     const std::string against = refDescription(ref);

@@ -6,6 +6,7 @@
 #include "diagnose/diagnose.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct KeySet {
     std::string dictPath;   // key path of the dict in its file ("" = root)
     std::string modelName;  // the model's class when the file says (whole-model pickles)
     std::vector<StateKey> keys;
+    // The state dict's `_metadata` versions (module prefix -> version), which load_state_dict
+    // hands to each module: BatchNorm fills a missing `num_batches_tracked` when its version is < 2.
+    std::map<std::string, std::int64_t> metadataVersions;
 };
 
 enum class ReferenceKind : std::uint8_t { Checkpoint, InspectJson, Text };

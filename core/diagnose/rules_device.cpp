@@ -174,15 +174,17 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
         out.push_back(std::move(f));
     }
 
+    // A model-parallel save spreads storages over several accelerators; cpu next to one GPU (a
+    // step counter, an RNG state) is ordinary and already covered by device-pinned.
     std::size_t real = 0;
     for (const auto& [loc, use] : ordered) {
-        real += loc == "meta" ? 0 : 1;
+        real += isHostOrVirtual(parseLocation(loc).type) ? 0 : 1;
     }
     if (real > 1) {
         Finding f;
         f.code = "mixed-devices";
         f.severity = Severity::Warning;
-        f.title = "Storages are spread over " + std::to_string(real) + " devices";
+        f.title = "Storages are spread over " + std::to_string(real) + " GPUs";
         f.detail = "The storages were saved from " + std::to_string(real) + " devices (" + perDevice(ordered) +
                    "), as a model-parallel or pipeline model is. torch.load without map_location needs every one "
                    "of them, and the loaded tensors stay split across devices; map them to one device (cpu) to "

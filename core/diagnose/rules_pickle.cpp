@@ -215,6 +215,22 @@ bool hasModuleAncestor(const Checkpoint& ckpt, std::uint32_t node)
     return false;
 }
 
+// A pickled DataParallel/DDP model has no state-dict keys yet, but the state dict it yields does.
+Finding wrappedModelPrefix(const ObjectEntry& o, const transform::Options& fix)
+{
+    Finding f;
+    f.code = "module-prefix";
+    f.severity = Severity::Warning;
+    f.title = "The pickled model is wrapped in " + lastComponent(o.type) + ": its state dict keys carry `module.`";
+    f.detail = quotedPath(o.path) + " is a " + lastComponent(o.type) +
+               " holding the real model under `_modules/module`, so model.state_dict() names every key "
+               "`module.<name>`, and load_state_dict into the bare model reports every one as an unexpected key. "
+               "Fix: extract the state dict and strip `module.`; keep the prefix only to load into a wrapped model.";
+    f.paths = {o.path};
+    f.fix = fix;
+    return f;
+}
+
 void wholeModel(const Checkpoint& ckpt, Findings& out)
 {
     for (const auto& o : ckpt.objects) {
@@ -248,6 +264,9 @@ void wholeModel(const Checkpoint& ckpt, Findings& out)
         f.paths = {o.path};
         f.fix = fix;
         out.push_back(std::move(f));
+        if (wrapped) {
+            out.push_back(wrappedModelPrefix(o, fix));
+        }
     }
 }
 

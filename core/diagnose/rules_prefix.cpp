@@ -130,8 +130,8 @@ Finding wrapperFinding(Wrapper w, bool nested, const DictView& d, std::string_vi
     const std::string total = plural(d.keys.size(), "key", "keys");
     const std::string where = "the state dict at " + quotedPath(d.path);
     const std::string c(chain);
-    const std::string loadFails = "Loading it into the bare model with load_state_dict(strict=True) fails with \"" +
-                                  strictLoadExample(d, stripped) + "\"";
+    const std::string loadFails = "Loading it into the bare model with load_state_dict(strict=True) fails: " +
+                                  strictLoadExample(d, stripped);
     switch (w) {
     case Wrapper::Ddp:
         if (nested) {
@@ -234,6 +234,12 @@ void checkDict(const DictView& d, Findings& out)
             if (has) {
                 out.push_back(wrapperFinding(w, false, d, chain, stripped));
                 reported[w] = true;
+                if (const auto it = inner.find(w); it != inner.end()) {
+                    out.back().detail += " " + plural(it->second.size(), "key", "keys") + " also carry wrapper names "
+                                         "after their first segment (e.g. `" + std::string(it->second.front()) +
+                                         "`): a prefix edit removes only the leading one; load it into the wrapped "
+                                         "model and save a FULL_STATE_DICT to drop the inner ones.";
+                }
             }
         }
     } else if (byChain.size() > 1) {
