@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the Debian package: a Release build (window and LibTorch helper on, tests off) in
+# build-package/ (or $CKPTSCOPE_PACKAGE_DIR), then `cpack -G DEB`; prints the .deb's path on stdout.
+# Needs dpkg-dev (dpkg-shlibdeps computes the Depends line). Extra arguments go to CMake, e.g.
+# -DCMAKE_PREFIX_PATH=/opt/libtorch for a LibTorch other than Debian's.
+#
+#   deb=$(scripts/package.sh) && scripts/test-deb.sh "$deb"
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CKPTSCOPE_PACKAGE_DIR:-$root/build-package}
+jobs=${CKPTSCOPE_JOBS:-$(nproc)}
+command -v dpkg-shlibdeps >/dev/null || {
+    echo "package: dpkg-shlibdeps is missing (apt-get install dpkg-dev)" >&2
+    exit 2
+}
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+    -DCKPTSCOPE_BUILD_GUI=ON -DCKPTSCOPE_WITH_TORCH=ON -DBUILD_TESTING=OFF "$@" >&2
+cmake --build "$build" -j "$jobs" >&2
+# The helper is skipped silently by CMake when LibTorch is missing; a package without it cannot
+# test-load, so that is an error here rather than a smaller .deb.
+[ -x "$build/app/torch-helper/ckptscope-torch-helper" ] || {
+    echo "package: ckptscope-torch-helper was not built (LibTorch not found? see the CMake output)" >&2
+    exit 1
+}
+rm -f "$build"/ckptscope_*.deb
+(cd "$build" && cpack -G DEB >&2)
+ls "$build"/ckptscope_*.deb
