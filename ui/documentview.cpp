@@ -81,8 +81,8 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_sideTabs->setObjectName(QStringLiteral("sideTabs"));
     connect(m_findings, &FindingsPanel::highlightPaths, this, &DocumentView::highlight);
     connect(m_findings, &FindingsPanel::fixRequested, this, &DocumentView::onFix);
+    m_details->setDocument(m_doc);  // before the findings: selecting the first one shows a key's details
     m_findings->setDocument(m_doc);
-    m_details->setDocument(m_doc);
     m_testLoad->setDocument(m_doc);
     m_export->setDocument(m_doc);
     m_sideTabs->addTab(m_findings, tr("Findings (%1)").arg(m_findings->count()));
@@ -103,6 +103,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     split->setChildrenCollapsible(false);
+    split->setSizes({720, 560});  // scaled to the window: the tree gets the larger share
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -189,6 +190,8 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
     }
     m_model->setHighlighted(std::move(nodes));
     if (first.isValid()) {
+        // The first key concerned becomes the selection, so its details explain the finding too.
+        m_tree->setCurrentIndex(first);
         m_tree->scrollTo(first, QAbstractItemView::PositionAtCenter);
     }
     m_tree->viewport()->update();

@@ -1,10 +1,19 @@
 #include "icons.h"
 
+// Resources compiled into a static library are registered only when asked (the linker would
+// otherwise drop them): Q_INIT_RESOURCE must be called outside any namespace.
+static void initUiResources()
+{
+    Q_INIT_RESOURCE(ui);
+}
+
 namespace ckpt::ui::icons {
 namespace {
 
 QIcon load(const char* base)
 {
+    static const bool registered = (initUiResources(), true);
+    (void)registered;
     QIcon icon;
     for (int size : {16, 32, 64}) {
         icon.addFile(QStringLiteral(":/icons/%1-%2.png").arg(QLatin1String(base)).arg(size), QSize(size, size));

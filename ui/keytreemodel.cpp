@@ -223,11 +223,6 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
             return f;
         }
         return {};
-    case Qt::ForegroundRole:
-        if (index.column() != Name && index.column() != Size) {
-            return QGuiApplication::palette().brush(QPalette::Disabled, QPalette::Text);
-        }
-        return {};
     case Qt::TextAlignmentRole:
         if (index.column() == Size) {
             return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);

@@ -140,6 +140,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_formatLabel->setObjectName(QStringLiteral("formatLabel"));
     m_tensorsLabel->setObjectName(QStringLiteral("tensorsLabel"));
     m_devicesLabel->setObjectName(QStringLiteral("devicesLabel"));
+    for (auto* label : {m_formatLabel, m_tensorsLabel, m_devicesLabel}) {
+        label->setContentsMargins(10, 0, 10, 0);
+    }
     statusBar()->addPermanentWidget(m_formatLabel);
     statusBar()->addPermanentWidget(m_tensorsLabel);
     statusBar()->addPermanentWidget(m_devicesLabel);

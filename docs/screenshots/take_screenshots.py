@@ -33,9 +33,23 @@ class XKeys:
         self.x11.XKeysymToKeycode.argtypes = [ctypes.c_void_p, ctypes.c_ulong]
         self.x11.XFlush.argtypes = [ctypes.c_void_p]
         self.xtst.XTestFakeKeyEvent.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_ulong]
+        self.x11.XSetInputFocus.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_ulong]
         self.dpy = self.x11.XOpenDisplay(display.encode())
         if not self.dpy:
             raise SystemExit(f"cannot open display {display}")
+
+    def focus(self, title_part):
+        """Gives the keyboard focus to the top-level window whose title contains title_part
+        (there is no window manager under Xvfb to do it)."""
+        tree = subprocess.run(["xwininfo", "-display", DISPLAY, "-root", "-tree"], capture_output=True,
+                              text=True).stdout
+        for line in tree.splitlines():
+            fields = line.split()
+            if title_part in line and fields and fields[0].startswith("0x") and "+0+0" in line:
+                self.x11.XSetInputFocus(self.dpy, int(fields[0], 16), 2, 0)  # RevertToParent, CurrentTime
+                self.x11.XFlush(self.dpy)
+                return
+        raise SystemExit(f"no window titled *{title_part}*")
 
     def code(self, name):
         return self.x11.XKeysymToKeycode(self.dpy, self.x11.XStringToKeysym(name.encode()))
@@ -67,6 +81,8 @@ def main():
         app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", "1440x900+0+0", checkpoint], env=env)
         time.sleep(4)
         keys = XKeys(DISPLAY)
+        keys.focus("ckptscope")
+        time.sleep(0.5)
         shot("main.png")
         keys.press("Control_L", "3")
         time.sleep(2)

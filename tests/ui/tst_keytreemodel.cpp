@@ -12,6 +12,8 @@
 #include <QTreeView>
 #include <QtTest>
 
+#include <ctime>
+
 using namespace ckpt;
 using namespace ckpt::ui;
 
@@ -103,7 +105,7 @@ private Q_SLOTS:
                  t.numel);
         QCOMPARE(model.index(idx.row(), KeyTreeModel::Size, idx.parent()).data(KeyTreeModel::SortRole).toULongLong(),
                  t.nbytes);
-        QVERIFY(!idx.data(Qt::DecorationRole).value<QIcon>().isNull());
+        QVERIFY(!idx.data(Qt::DecorationRole).value<QIcon>().pixmap(16, 16).isNull());  // the resources are linked in
     }
 
     void stateDictsAndModulesStandOut()
@@ -178,7 +180,9 @@ private Q_SLOTS:
         }
         QElapsedTimer timer;
         timer.start();
+        const auto cpu0 = std::clock();
         auto doc = loadDocument(path.toStdString());
+        const auto loadCpuMs = static_cast<long long>((std::clock() - cpu0) * 1000 / CLOCKS_PER_SEC);
         QVERIFY(doc);
         const auto loadMs = timer.elapsed();
         KeyTreeModel model;
@@ -221,9 +225,9 @@ private Q_SLOTS:
         (void)view.grab();
         const auto sortMs = timer.elapsed();
 
-        qInfo("big40k: read+index+diagnose %lld ms, tree shown after %lld ms; filter keystroke %lld ms "
+        qInfo("big40k: read+index+diagnose %lld ms (%lld ms CPU), tree shown after %lld ms; filter keystroke %lld ms "
               "(narrow), %lld ms (broad), clear %lld ms; sort by size %lld ms",
-              loadMs, shownMs, filterMs, broadFilterMs, clearMs, sortMs);
+              loadMs, loadCpuMs, shownMs, filterMs, broadFilterMs, clearMs, sortMs);
         // Targets are 1 s and 100 ms; the bounds are generous for loaded, shared CI machines.
         QVERIFY2(shownMs < 5000, "showing the 40k-key tree took far longer than 1 s");
         QVERIFY2(filterMs < 1000 && broadFilterMs < 1000, "a filter keystroke took far longer than 100 ms");
