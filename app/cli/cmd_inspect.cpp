@@ -191,38 +191,35 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
 
     const auto files = expandInputs(inputs);
+    const bool several = files.size() > 1;
     int rc = kExitOk;
-    auto docs = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < files.size(); ++i) {
-        auto ck = openCheckpoint(files[i]);
+    if (json && several) {
+        out << "{\"schema\": " << kJsonSchema << ", \"files\": [\n";
+    }
+    bool first = true;
+    for (const auto& file : files) {
+        auto ck = openCheckpoint(file);
         if (!ck) {
             printError(err, ck.error());
-            if (json && files.size() > 1) {
-                docs.push_back(errorJson(ck.error()));
-            }
             rc = kExitBadInput;
-            continue;
-        }
-        if (json) {
-            docs.push_back(inspectJson(**ck));
-        } else {
-            if (i > 0) {
-                out << '\n';
+            if (!(json && several)) {
+                continue;
             }
+        }
+        if (!first) {
+            out << (json ? ",\n" : "\n");
+        }
+        first = false;
+        if (!ck) {
+            out << errorJson(ck.error()).dump();
+        } else if (json) {
+            writeInspectJson(**ck, out);
+        } else {
             printText(**ck, depth, out);
         }
     }
     if (json) {
-        if (files.size() == 1) {
-            if (!docs.empty()) {
-                out << docs.front().dump(1) << '\n';
-            }
-        } else {
-            nlohmann::ordered_json all;
-            all["schema"] = kJsonSchema;
-            all["files"] = std::move(docs);
-            out << all.dump(1) << '\n';
-        }
+        out << (several ? "\n]}\n" : (first ? "" : "\n"));
     }
     return rc;
 }

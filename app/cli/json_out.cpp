@@ -1,5 +1,7 @@
 #include "cli/json_out.h"
 
+#include <ostream>
+
 namespace ckpt::cli {
 
 nlohmann::ordered_json shapeJson(const std::vector<std::int64_t>& dims)
@@ -23,93 +25,164 @@ nlohmann::ordered_json errorJson(const Error& e)
     return j;
 }
 
-nlohmann::ordered_json inspectJson(const Checkpoint& c)
+}  // namespace ckpt::cli
+
+namespace ckpt::cli {
+
+namespace {
+
+void quoted(std::ostream& out, std::string_view s)
 {
-    using nlohmann::ordered_json;
-    ordered_json j;
-    j["schema"] = kJsonSchema;
-    j["file"] = c.path;
-    j["format"] = formatName(c.format);
-    j["file_size"] = c.fileSize;
+    static constexpr char kHex[] = "0123456789abcdef";
+    out << '"';
+    for (const char ch : s) {
+        const auto u = static_cast<unsigned char>(ch);
+        switch (ch) {
+        case '"':
+            out << "\\\"";
+            break;
+        case '\\':
+            out << "\\\\";
+            break;
+        case '\n':
+            out << "\\n";
+            break;
+        case '\t':
+            out << "\\t";
+            break;
+        case '\r':
+            out << "\\r";
+            break;
+        default:
+            if (u < 0x20) {
+                out << "\\u00" << kHex[u >> 4U] << kHex[u & 15U];
+            } else {
+                out << ch;
+            }
+        }
+    }
+    out << '"';
+}
+
+void dims(std::ostream& out, const std::vector<std::int64_t>& v)
+{
+    out << '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        out << (i ? ", " : "") << v[i];
+    }
+    out << ']';
+}
+
+const char* boolText(bool b)
+{
+    return b ? "true" : "false";
+}
+
+}  // namespace
+
+void writeInspectJson(const Checkpoint& c, std::ostream& out)
+{
+    out << "{\n \"schema\": " << kJsonSchema << ",\n \"file\": ";
+    quoted(out, c.path);
+    out << ",\n \"format\": ";
+    quoted(out, formatName(c.format));
+    out << ",\n \"file_size\": " << c.fileSize;
     if (c.format == Format::TorchZip) {
-        j["archive_folder"] = c.archiveFolder;
-        j["byteorder"] = c.byteorder;
+        out << ",\n \"archive_folder\": ";
+        quoted(out, c.archiveFolder);
+        out << ",\n \"byteorder\": ";
+        quoted(out, c.byteorder);
     }
     if (c.format != Format::Safetensors) {
-        j["pickle_protocol"] = c.pickleProtocol;
+        out << ",\n \"pickle_protocol\": " << c.pickleProtocol;
     }
-
-    auto tensors = ordered_json::array();
+    out << ",\n \"tensors\": [";
     std::uint64_t tensorBytes = 0;
-    for (const auto& t : c.tensors) {
-        ordered_json tj;
-        tj["path"] = t.path;
-        tj["dtype"] = dtypeName(t.dtype);
-        tj["shape"] = shapeJson(t.shape);
-        tj["stride"] = shapeJson(t.stride);
-        tj["storage_offset"] = t.storageOffset;
-        tj["storage"] = t.storage == kNoIndex ? ordered_json(nullptr) : ordered_json(c.storages[t.storage].key);
-        tj["location"] = t.location;
-        tj["numel"] = t.numel;
-        tj["nbytes"] = t.nbytes;
-        tj["requires_grad"] = t.requiresGrad;
-        tj["parameter"] = t.isParameter;
-        tj["contiguous"] = t.contiguous;
+    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
+        const auto& t = c.tensors[i];
+        out << (i ? ",\n  {" : "\n  {") << "\"path\": ";
+        quoted(out, t.path);
+        out << ", \"dtype\": ";
+        quoted(out, dtypeName(t.dtype));
+        out << ", \"shape\": ";
+        dims(out, t.shape);
+        out << ", \"stride\": ";
+        dims(out, t.stride);
+        out << ", \"storage_offset\": " << t.storageOffset << ", \"storage\": ";
+        if (t.storage == kNoIndex) {
+            out << "null";
+        } else {
+            quoted(out, c.storages[t.storage].key);
+        }
+        out << ", \"location\": ";
+        quoted(out, t.location);
+        out << ", \"numel\": " << t.numel << ", \"nbytes\": " << t.nbytes
+            << ", \"requires_grad\": " << boolText(t.requiresGrad) << ", \"parameter\": " << boolText(t.isParameter)
+            << ", \"contiguous\": " << boolText(t.contiguous);
         if (t.form != pickle::TensorForm::Strided) {
             static constexpr const char* kForms[] = {"strided", "quantized", "sparse", "meta",
                                                      "wrapper", "device",    "nested"};
-            tj["layout"] = kForms[static_cast<int>(t.form)];  // NOLINT(cppcoreguidelines-pro-bounds-constant-array-index)
+            out << ", \"layout\": \"" << kForms[static_cast<int>(t.form)] << '"';  // NOLINT
         }
+        out << '}';
         tensorBytes += t.nbytes;
-        tensors.push_back(std::move(tj));
     }
-    j["tensors"] = std::move(tensors);
-
-    auto storages = ordered_json::array();
+    out << (c.tensors.empty() ? "]" : "\n ]") << ",\n \"storages\": [";
     std::uint64_t storageBytes = 0;
-    for (const auto& s : c.storages) {
-        ordered_json sj;
-        sj["key"] = s.key;
-        sj["location"] = s.location;
-        sj["dtype"] = dtypeName(s.dtype);
-        sj["numel"] = s.numel;
-        sj["nbytes"] = s.nbytes;
-        sj["file_offset"] = s.fileOffset;
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        const auto& s = c.storages[i];
+        out << (i ? ",\n  {" : "\n  {") << "\"key\": ";
+        quoted(out, s.key);
+        out << ", \"location\": ";
+        quoted(out, s.location);
+        out << ", \"dtype\": ";
+        quoted(out, dtypeName(s.dtype));
+        out << ", \"numel\": " << s.numel << ", \"nbytes\": " << s.nbytes << ", \"file_offset\": " << s.fileOffset;
         if (!s.record.empty()) {
-            sj["record"] = s.record;
+            out << ", \"record\": ";
+            quoted(out, s.record);
         }
-        sj["tensors"] = s.tensorCount;
-        sj["reached_bytes"] = s.reachedBytes;
+        out << ", \"tensors\": " << s.tensorCount << ", \"reached_bytes\": " << s.reachedBytes << '}';
         storageBytes += s.nbytes;
-        storages.push_back(std::move(sj));
     }
-    j["storages"] = std::move(storages);
-
-    auto objects = ordered_json::array();
-    for (const auto& o : c.objects) {
-        objects.push_back({{"path", o.path}, {"type", o.type}, {"module", o.isModule}});
+    out << (c.storages.empty() ? "]" : "\n ]") << ",\n \"objects\": [";
+    for (std::size_t i = 0; i < c.objects.size(); ++i) {
+        const auto& o = c.objects[i];
+        out << (i ? ",\n  {" : "\n  {") << "\"path\": ";
+        quoted(out, o.path);
+        out << ", \"type\": ";
+        quoted(out, o.type);
+        out << ", \"module\": " << boolText(o.isModule) << '}';
     }
-    j["objects"] = std::move(objects);
-
-    ordered_json totals;
-    totals["tensors"] = c.tensors.size();
-    totals["tensor_bytes"] = tensorBytes;
-    totals["storage_bytes"] = storageBytes;
-    ordered_json by = ordered_json::object();
+    out << (c.objects.empty() ? "]" : "\n ]") << ",\n \"totals\": {\"tensors\": " << c.tensors.size()
+        << ", \"tensor_bytes\": " << tensorBytes << ", \"storage_bytes\": " << storageBytes
+        << ", \"by_location\": {";
+    bool first = true;
     for (const auto& [loc, n] : c.bytesByLocation()) {
-        by[loc] = n;
+        out << (first ? "" : ", ");
+        quoted(out, loc);
+        out << ": " << n;
+        first = false;
     }
-    totals["by_location"] = std::move(by);
-    j["totals"] = std::move(totals);
+    out << "}}";
     if (c.format == Format::Safetensors && !c.safetensorsMetadata.empty()) {
-        ordered_json md = ordered_json::object();
+        out << ",\n \"metadata\": {";
+        first = true;
         for (const auto& [k, v] : c.safetensorsMetadata) {
-            md[k] = v;
+            out << (first ? "" : ", ");
+            quoted(out, k);
+            out << ": ";
+            quoted(out, v);
+            first = false;
         }
-        j["metadata"] = std::move(md);
+        out << '}';
     }
-    j["warnings"] = c.warnings;
-    return j;
+    out << ",\n \"warnings\": [";
+    for (std::size_t i = 0; i < c.warnings.size(); ++i) {
+        out << (i ? ", " : "");
+        quoted(out, c.warnings[i]);
+    }
+    out << "]\n}";
 }
 
 }  // namespace ckpt::cli

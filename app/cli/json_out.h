@@ -10,8 +10,15 @@ namespace ckpt::cli {
 
 inline constexpr int kJsonSchema = 1;
 
-[[nodiscard]] nlohmann::ordered_json inspectJson(const Checkpoint& c);
 [[nodiscard]] nlohmann::ordered_json errorJson(const Error& e);
 [[nodiscard]] nlohmann::ordered_json shapeJson(const std::vector<std::int64_t>& dims);
+
+}  // namespace ckpt::cli
+
+namespace ckpt::cli {
+
+// Streams the inspect document straight to `out`: a 40k-tensor checkpoint would otherwise build a
+// JSON DOM several times the size of the file first.
+void writeInspectJson(const Checkpoint& c, std::ostream& out);
 
 }  // namespace ckpt::cli
