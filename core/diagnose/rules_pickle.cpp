@@ -183,9 +183,9 @@ void unsafeCallables(const Checkpoint& ckpt, Findings& out)
         f.severity = Severity::Error;
         f.title = "The pickle calls " + g.qualified + ", which " + std::string(*reason);
         const auto call = callText(ckpt, g.qualified);
-        f.detail = "The pickle names `" + g.qualified + "` (" + std::string(*reason) + ")" +
+        f.detail = "The pickle names `" + g.qualified + "`" +
                    (call.empty() ? std::string() : ", as the call `" + call + "`,") + " at " + pathsText(g.paths) +
-                   ". ckptscope read it without running it, but plain torch.load (weights_only=False, the default "
+                   "; it " + std::string(*reason) + ". ckptscope read it without running it, but plain torch.load (weights_only=False, the default "
                    "before PyTorch 2.6 and what people fall back to when 2.6 refuses a file) or pickle.load would "
                    "run it while loading, with your user's rights. Do not load this file with Python unless you "
                    "trust its source.";
@@ -222,7 +222,7 @@ Finding wrappedModelPrefix(const ObjectEntry& o, const transform::Options& fix)
     f.code = "module-prefix";
     f.severity = Severity::Warning;
     f.title = "The pickled model is wrapped in " + lastComponent(o.type) + ": its state dict keys carry `module.`";
-    f.detail = quotedPath(o.path) + " is a " + lastComponent(o.type) +
+    f.detail = (o.path.empty() ? std::string("The root") : quotedPath(o.path)) + " is a " + lastComponent(o.type) +
                " holding the real model under `_modules/module`, so model.state_dict() names every key "
                "`module.<name>`, and load_state_dict into the bare model reports every one as an unexpected key. "
                "Fix: extract the state dict and strip `module.`; keep the prefix only to load into a wrapped model.";
@@ -245,7 +245,9 @@ void wholeModel(const Checkpoint& ckpt, Findings& out)
         f.title = "A whole pickled model (" + o.type + ") at " + quotedPath(o.path) + ", not a state dict";
         const auto cls = lastComponent(o.type);
         const auto mod = moduleOf(o.type);
-        f.detail = quotedPath(o.path) + " is a pickled nn.Module of class `" + o.type + "` holding " +
+        auto where = quotedPath(o.path);
+        where[0] = where[0] == 't' ? 'T' : where[0];  // "the root" starts the sentence
+        f.detail = where + " is a pickled nn.Module of class `" + o.type + "` holding " +
                    plural(n.tensorCount, "tensor", "tensors") + " (" + humanBytes(n.bytes) +
                    "), saved with torch.save(model). Loading it imports that class: without `" + mod +
                    "` on the path exactly as it was, torch.load fails with \"AttributeError: Can't get attribute '" +
