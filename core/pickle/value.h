@@ -11,6 +11,7 @@
 #include "util/dtype.h"
 
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -150,10 +151,12 @@ public:
     std::vector<TensorInfo> tensors;
     std::vector<ObjectInfo> objects;
 
-    void reserve(std::size_t n) { values_.reserve(n); }
+    // Values live in fixed-size blocks (std::deque): growing never moves existing values, so a
+    // million-value pickle neither copies itself on reallocation nor needs twice its memory.
+    void reserve(std::size_t /*n*/) {}
 
 private:
-    std::vector<Value> values_;
+    std::deque<Value> values_;
 };
 
 // Convenience accessors used by every consumer of the tree.
