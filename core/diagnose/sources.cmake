@@ -1,11 +1,7 @@
 # ckptscope_diagnose: rules over a Checkpoint -> Findings (diagnose.h), value scans (values.h) and
 # the --against comparison (against.h).
-#
-# Declared with a deferred call: core/CMakeLists.txt includes the stages in data-flow order and
-# transform/ (which declares ckptscope_transform_options, the type of a finding's fix) comes after
-# diagnose/, so at include time that target does not exist yet and the stage would be skipped.
-# The deferred call runs when core/ finishes, after every stage has declared its library.
-cmake_language(DEFER CALL ckptscope_core_library ckptscope_diagnose
+# (core/CMakeLists.txt includes transform/ first: a finding's fix is a transform::Options.)
+ckptscope_core_library(ckptscope_diagnose
     SOURCES
         diagnose/diagnose.cpp
         diagnose/report.cpp
