@@ -4,5 +4,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CKPTSCOPE_BUILD_DIR:-$root/build}
 jobs=${CKPTSCOPE_JOBS:-$(nproc)}
+# Let ccache share objects between checkouts and build directories (debug info would otherwise
+# tie each object to its directory).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 cmake --build "$build" -j "$jobs"
