@@ -81,7 +81,7 @@ def main():
         app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", "1440x900+0+0", checkpoint], env=env)
         time.sleep(4)
         keys = XKeys(DISPLAY)
-        keys.focus("ckptscope")
+        keys.focus("— ckptscope\"")
         time.sleep(0.5)
         shot("main.png")
         keys.press("Control_L", "3")
