@@ -117,6 +117,18 @@ Expected<OutputFile> OutputFile::create(const std::string& target)
     return writeError(target, "cannot create a temporary file in " + dir, EEXIST);
 }
 
+void OutputFile::writeBehind(std::uint64_t writtenSoFar)
+{
+    static constexpr std::uint64_t kWriteBehind = 32ULL << 20;
+    if (writtenSoFar < flushedUpTo_ + kWriteBehind) {
+        return;
+    }
+    // Only a hint: errors surface in the fsync of commit().
+    ::sync_file_range(fd_, static_cast<off_t>(flushedUpTo_), static_cast<off_t>(writtenSoFar - flushedUpTo_),
+                      SYNC_FILE_RANGE_WRITE);
+    flushedUpTo_ = writtenSoFar;
+}
+
 Expected<void> OutputFile::commit()
 {
     if (::fsync(fd_) != 0) {

@@ -28,6 +28,9 @@ public:
 
     [[nodiscard]] int fd() const { return fd_; }
     [[nodiscard]] const std::string& tempPath() const { return temp_; }
+    // Starts writeback of what was written since the last call once 32 MiB have piled up, so the
+    // data goes to disk while the copy runs and the final fsync has little left to wait for.
+    void writeBehind(std::uint64_t writtenSoFar);
     // fsync, close, rename over the target, fsync the directory.
     Expected<void> commit();
 
@@ -38,6 +41,7 @@ private:
     std::string target_;
     std::string temp_;
     int fd_ = -1;
+    std::uint64_t flushedUpTo_ = 0;
 };
 
 // Refuses a target that is the input itself (same device and inode, so hard links and symlinks

@@ -493,6 +493,7 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
     }
     meter.advance(header->size());
     std::vector<std::byte> scratch;
+    std::uint64_t written = header->size();
     for (const auto& t : tensors) {
         if (stop.stop_requested()) {
             return cancelled(target);
@@ -500,6 +501,8 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
         if (auto ok = writeTensorData(in, plan, t, out.fd(), target, meter, stop, scratch); !ok) {
             return ok.error();
         }
+        written += t.nbytes;
+        out.writeBehind(written);
     }
     meter.finish();
     return total;

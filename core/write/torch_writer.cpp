@@ -132,6 +132,7 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
             return fail(ok.error());
         }
         meter.advance(s.nbytes);
+        out.writeBehind(zip.bytesWritten());
     }
     if (auto ok = zip.addRecord(folder + "version", asBytes(kVersion)); !ok) {
         return fail(ok.error());
