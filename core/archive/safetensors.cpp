@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 #include <optional>
 
 namespace ckpt::archive {
@@ -246,46 +247,56 @@ Expected<SafetensorsFile> parseSafetensors(Bytes file)
 Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tensors,
                                         const std::vector<std::pair<std::string, std::string>>& metadata)
 {
-    Json header = Json::object();
-    if (!metadata.empty()) {
-        Json meta = Json::object();
-        for (const auto& [k, v] : metadata) {
-            meta[k] = v;
-        }
-        header["__metadata__"] = std::move(meta);
-    }
-    std::uint64_t offset = 0;
-    for (const auto& t : tensors) {
-        const std::string_view code = safetensorsName(t.dtype);
-        if (code.empty()) {
-            return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name + "\" of dtype " +
-                                                         std::string(dtypeName(t.dtype)));
-        }
-        if (t.name == "__metadata__" || header.contains(t.name)) {
-            return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");
-        }
-        std::uint64_t numel = 1;
-        for (std::int64_t d : t.shape) {
-            if (d < 0 || !checkedMul(numel, static_cast<std::uint64_t>(d), numel)) {
-                return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\" has an invalid shape");
-            }
-        }
-        std::uint64_t nbytes = 0;
-        if (!checkedMul(numel, elementSize(t.dtype), nbytes) || nbytes != t.nbytes || offset > kMaxSize - t.nbytes) {
-            return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) +
-                                                   " bytes do not match its shape and dtype");
-        }
-        header[t.name] = Json{{"dtype", std::string(code)},
-                              {"shape", t.shape},
-                              {"data_offsets", Json::array({offset, offset + t.nbytes})}};
-        offset += t.nbytes;
-    }
-    std::string text;
+    // Built as text, entry by entry: a JSON object with 40k members would make every insertion a
+    // linear search (ordered_json), i.e. quadratic in the tensor count.
+    std::string text = "{";
     try {
-        text = header.dump();
+        if (!metadata.empty()) {
+            Json meta = Json::object();
+            for (const auto& [k, v] : metadata) {
+                meta[k] = v;
+            }
+            text += "\"__metadata__\":" + meta.dump();
+        }
+        std::unordered_set<std::string_view> names;
+        names.reserve(tensors.size());
+        std::uint64_t offset = 0;
+        for (const auto& t : tensors) {
+            const std::string_view code = safetensorsName(t.dtype);
+            if (code.empty()) {
+                return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name +
+                                                             "\" of dtype " + std::string(dtypeName(t.dtype)));
+            }
+            if (t.name == "__metadata__" || !names.insert(t.name).second) {
+                return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");
+            }
+            std::uint64_t numel = 1;
+            for (std::int64_t d : t.shape) {
+                if (d < 0 || !checkedMul(numel, static_cast<std::uint64_t>(d), numel)) {
+                    return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\" has an invalid shape");
+                }
+            }
+            std::uint64_t nbytes = 0;
+            if (!checkedMul(numel, elementSize(t.dtype), nbytes) || nbytes != t.nbytes ||
+                offset > kMaxSize - t.nbytes) {
+                return makeError(ErrorCode::Usage, "tensor \"" + t.name + "\": " + std::to_string(t.nbytes) +
+                                                       " bytes do not match its shape and dtype");
+            }
+            if (text.size() > 1) {
+                text += ',';
+            }
+            text += Json(t.name).dump();
+            text += ":{\"dtype\":\"";
+            text += code;
+            text += "\",\"shape\":";
+            text += Json(t.shape).dump();
+            text += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes) + "]}";
+            offset += t.nbytes;
+        }
     } catch (const Json::exception&) {
         return makeError(ErrorCode::Usage, "safetensors: a tensor name or metadata text is not valid UTF-8");
     }
+    text += '}';
     text.append((8 - text.size() % 8) % 8, ' ');
     std::string out(8, '\0');
     for (int i = 0; i < 8; ++i) {
