@@ -93,8 +93,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     right->setObjectName(QStringLiteral("rightSplitter"));
     right->addWidget(m_details);
     right->addWidget(m_sideTabs);
-    right->setStretchFactor(0, 2);
-    right->setStretchFactor(1, 3);
+    right->setSizes({330, 470});
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->setObjectName(QStringLiteral("mainSplitter"));
