@@ -138,7 +138,8 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
             rows += row(tr("Record"), tr("%1 at byte %2").arg(qs(s.record)).arg(s.fileOffset));
         }
         if (!s.present) {
-            rows += row(tr("Missing"), tr("the file holds %1 of %2").arg(humanSize(s.storedBytes), humanSize(s.nbytes)));
+            rows +=
+                row(tr("Missing"), tr("the file holds %1 of %2").arg(humanSize(s.storedBytes), humanSize(s.nbytes)));
         }
         const auto& sharers = m_doc->storageTensors[t.storage];
         QStringList others;
@@ -210,19 +211,18 @@ void DetailsPanel::computeStatistics()
     m_statsButton->setEnabled(false);
     m_statsLabel->setText(tr("Reading values…"));
     m_statsLabel->show();
-    m_jobs.start([doc, tensor](std::stop_token stop, const ProgressFn&) {
-            return diagnose::tensorStats(*doc->checkpoint, tensor, {}, stop);
-        },
-        [this](auto result) {
-            m_statsButton->setEnabled(true);
-            if (!result) {
-                m_statsLabel->setText(qs(result.error().describe()));
-                Q_EMIT statisticsReady();
-                return;
-            }
-            showStatistics(*result);
-            Q_EMIT statisticsReady();
-        });
+    m_jobs.start([doc, tensor](std::stop_token stop,
+                               const ProgressFn&) { return diagnose::tensorStats(*doc->checkpoint, tensor, {}, stop); },
+                 [this](auto result) {
+                     m_statsButton->setEnabled(true);
+                     if (!result) {
+                         m_statsLabel->setText(qs(result.error().describe()));
+                         Q_EMIT statisticsReady();
+                         return;
+                     }
+                     showStatistics(*result);
+                     Q_EMIT statisticsReady();
+                 });
 #endif
 }
 
@@ -234,9 +234,10 @@ void DetailsPanel::showStatistics(const diagnose::TensorStats& s)
                        .arg(s.max, 0, 'g', 6)
                        .arg(s.mean, 0, 'g', 6)
                        .arg(s.std, 0, 'g', 6);
-    const QString nonFinite = tr("NaN %1, +Inf %2, -Inf %3").arg(s.nan).arg(s.inf - std::min(s.inf, s.negInf)).arg(s.negInf);
-    text += QStringLiteral("<br>") + (s.nan + s.inf > 0 ? QStringLiteral("<span style='color:#c53030'>%1</span>").arg(nonFinite)
-                                                         : nonFinite);
+    const QString nonFinite =
+        tr("NaN %1, +Inf %2, -Inf %3").arg(s.nan).arg(s.inf - std::min(s.inf, s.negInf)).arg(s.negInf);
+    text += QStringLiteral("<br>") +
+            (s.nan + s.inf > 0 ? QStringLiteral("<span style='color:#c53030'>%1</span>").arg(nonFinite) : nonFinite);
     m_statsLabel->setText(text);
     m_statsLabel->show();
     if (!s.histogram.empty() && s.finite > 0) {

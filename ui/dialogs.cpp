@@ -59,13 +59,22 @@ void error(QWidget* parent, const QString& title, const QString& text)
     QMessageBox::critical(parent, title, text);
 }
 
-void setNextOpenFileNames(const QStringList& names) { nextOpen() = names; }
-void setNextSaveFileName(const QString& name) { nextSave() = name; }
+void setNextOpenFileNames(const QStringList& names)
+{
+    nextOpen() = names;
+}
+void setNextSaveFileName(const QString& name)
+{
+    nextSave() = name;
+}
 void setRecordErrors(bool on)
 {
     errorLog().record = on;
     errorLog().messages.clear();
 }
-QStringList recordedErrors() { return errorLog().messages; }
+QStringList recordedErrors()
+{
+    return errorLog().messages;
+}
 
 }  // namespace ckpt::ui::dialogs

@@ -53,7 +53,10 @@ public:
         return 0;
 #endif
     }
-    int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 5; }
+    int columnCount(const QModelIndex& parent = {}) const override
+    {
+        return parent.isValid() ? 0 : 5;
+    }
     QVariant data(const QModelIndex& index, int role) const override
     {
 #ifdef CKPTSCOPE_HAVE_EXPORT
@@ -62,12 +65,18 @@ public:
         }
         const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
         switch (index.column()) {
-        case 0: return qs(transform::stepKindName(s.kind));
-        case 1: return qs(s.path);
-        case 2: return qs(s.before);
-        case 3: return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
-        case 4: return qs(s.detail);
-        default: return {};
+        case 0:
+            return qs(transform::stepKindName(s.kind));
+        case 1:
+            return qs(s.path);
+        case 2:
+            return qs(s.before);
+        case 3:
+            return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
+        case 4:
+            return qs(s.detail);
+        default:
+            return {};
         }
 #else
         (void)index;
@@ -114,7 +123,8 @@ ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
 {
     setObjectName(QStringLiteral("exportPanel"));
     buildUi();
-    m_exportJobs.setProgressHandler([this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
+    m_exportJobs.setProgressHandler(
+        [this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
     if (!available()) {
         setEnabled(false);
         m_result->setText(tr("This build has no transform/write stage: export is not available."));
@@ -173,7 +183,8 @@ void ExportPanel::buildUi()
         connect(box, &QCheckBox::toggled, this, &ExportPanel::fieldsToOptions);
     }
     connect(m_format, &QComboBox::currentIndexChanged, this, &ExportPanel::fieldsToOptions);
-    connect(m_preset, &QComboBox::activated, this, [this](int i) { setPreset(static_cast<Preset>(m_preset->itemData(i).toInt())); });
+    connect(m_preset, &QComboBox::activated, this,
+            [this](int i) { setPreset(static_cast<Preset>(m_preset->itemData(i).toInt())); });
 
     auto* options = new QGroupBox(tr("Options"), this);
     auto* grid = new QGridLayout(options);
@@ -358,8 +369,8 @@ void ExportPanel::fieldsToOptions()
         map = transform::LocationMap{};
     }
     if (!map) {
-        m_planStatus->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
-                                  .arg(qs(map.error().message).toHtmlEscaped()));
+        m_planStatus->setText(
+            QStringLiteral("<span style='color:#c53030'>%1</span>").arg(qs(map.error().message).toHtmlEscaped()));
         m_export->setEnabled(false);
         return;
     }
@@ -430,8 +441,9 @@ void ExportPanel::computePlan()
                 m_export->setEnabled(false);
             } else {
                 m_planModel->setSteps(*steps);
-                m_planStatus->setText((*steps)->empty() ? tr("The plan changes nothing: the output would equal the input.")
-                                                        : tr("%n step(s).", nullptr, static_cast<int>((*steps)->size())));
+                m_planStatus->setText((*steps)->empty()
+                                          ? tr("The plan changes nothing: the output would equal the input.")
+                                          : tr("%n step(s).", nullptr, static_cast<int>((*steps)->size())));
                 setExporting(m_exportJobs.isRunning());
             }
             Q_EMIT planReady();
@@ -457,7 +469,8 @@ void ExportPanel::startExport()
     m_progress->setValue(0);
     setExporting(true);
     m_exportJobs.start(
-        [doc = m_doc, opts = m_options, out](std::stop_token stop, const ProgressFn& progress) -> Expected<write::WriteResult> {
+        [doc = m_doc, opts = m_options, out](std::stop_token stop,
+                                             const ProgressFn& progress) -> Expected<write::WriteResult> {
             auto plan = transform::makePlan(*doc->checkpoint, opts);
             if (!plan) {
                 return plan.error();
@@ -465,7 +478,8 @@ void ExportPanel::startExport()
             return write::writeCheckpoint(
                 *doc->checkpoint, *plan, out,
                 [&progress](const write::WriteProgress& p) {
-                    progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : 0.0, {});
+                    progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : 0.0,
+                             {});
                 },
                 stop);
         },

@@ -38,7 +38,10 @@ public:
 #ifdef CKPTSCOPE_HAVE_EXPORT
     // A finding's fix joins the options (the preset becomes Custom).
     void addFix(const transform::Options& fix);
-    [[nodiscard]] const transform::Options& options() const { return m_options; }
+    [[nodiscard]] const transform::Options& options() const
+    {
+        return m_options;
+    }
 #endif
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;

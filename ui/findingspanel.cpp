@@ -87,9 +87,15 @@ void FindingsPanel::setDocument(DocumentPtr doc)
         item->setData(0, Qt::UserRole, static_cast<int>(i));
         item->setData(1, Qt::UserRole, f.fix.has_value());
         switch (f.severity) {
-        case diagnose::Severity::Error: item->setIcon(0, icons::severityError()); break;
-        case diagnose::Severity::Warning: item->setIcon(0, icons::severityWarning()); break;
-        case diagnose::Severity::Info: item->setIcon(0, icons::severityInfo()); break;
+        case diagnose::Severity::Error:
+            item->setIcon(0, icons::severityError());
+            break;
+        case diagnose::Severity::Warning:
+            item->setIcon(0, icons::severityWarning());
+            break;
+        case diagnose::Severity::Info:
+            item->setIcon(0, icons::severityInfo());
+            break;
         }
         anyFix = anyFix || f.fix.has_value();
     }
@@ -142,7 +148,8 @@ void FindingsPanel::onSelectionChanged()
                          .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
                               qs(f.detail).toHtmlEscaped());
     if (f.fix) {
-        detail += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(tr("Fix: %1").arg(qs(f.fix->toJson()).toHtmlEscaped()));
+        detail += QStringLiteral("<br><span style='color:gray'>%1</span>")
+                      .arg(tr("Fix: %1").arg(qs(f.fix->toJson()).toHtmlEscaped()));
     }
     m_detail->setText(detail);
     m_fix->setEnabled(f.fix.has_value());

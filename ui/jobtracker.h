@@ -35,8 +35,7 @@ public:
 
     // Job: R(std::stop_token, const ProgressFn&), run on a worker thread.
     // Then: void(R), run on the GUI thread when this job is still the current one.
-    template <class Job, class Then>
-    void start(Job job, Then then)
+    template <class Job, class Then> void start(Job job, Then then)
     {
         using R = std::invoke_result_t<Job&, std::stop_token, const ProgressFn&>;
         requestStop();

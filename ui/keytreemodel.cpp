@@ -108,13 +108,20 @@ QVariant KeyTreeModel::headerData(int section, Qt::Orientation orientation, int 
         return {};
     }
     switch (section) {
-    case Name: return tr("Name");
-    case Kind: return tr("Kind");
-    case DType: return tr("dtype");
-    case Shape: return tr("Shape / value");
-    case Device: return tr("Device");
-    case Size: return tr("Size");
-    default: return {};
+    case Name:
+        return tr("Name");
+    case Kind:
+        return tr("Kind");
+    case DType:
+        return tr("dtype");
+    case Shape:
+        return tr("Shape / value");
+    case Device:
+        return tr("Device");
+    case Size:
+        return tr("Size");
+    default:
+        return {};
     }
 }
 
@@ -148,9 +155,12 @@ QVariant KeyTreeModel::display(std::uint32_t node, int column) const
     const auto& n = m_ck->nodes[node];
     const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
     switch (column) {
-    case Name: return node == 0 ? tr("(root)") : qs(n.name);
-    case Kind: return kindText(n);
-    case DType: return t ? qs(dtypeName(t->dtype)) : QVariant();
+    case Name:
+        return node == 0 ? tr("(root)") : qs(n.name);
+    case Kind:
+        return kindText(n);
+    case DType:
+        return t ? qs(dtypeName(t->dtype)) : QVariant();
     case Shape:
         if (t) {
             return shapeText(t->shape);
@@ -162,9 +172,12 @@ QVariant KeyTreeModel::display(std::uint32_t node, int column) const
             return tr("%n item(s)", nullptr, static_cast<int>(n.childCount));
         }
         return {};
-    case Device: return t ? qs(t->location) : QVariant();
-    case Size: return n.bytes > 0 || t ? humanSize(n.bytes) : QVariant();
-    default: return {};
+    case Device:
+        return t ? qs(t->location) : QVariant();
+    case Size:
+        return n.bytes > 0 || t ? humanSize(n.bytes) : QVariant();
+    default:
+        return {};
     }
 }
 
@@ -173,10 +186,14 @@ QVariant KeyTreeModel::sortValue(std::uint32_t node, int column) const
     const auto& n = m_ck->nodes[node];
     const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
     switch (column) {
-    case Name: return display(node, Name).toString().toLower();
-    case Shape: return t ? QVariant(qulonglong(t->numel)) : QVariant(qulonglong(n.childCount));
-    case Size: return qulonglong(n.bytes);
-    default: return display(node, column).toString();
+    case Name:
+        return display(node, Name).toString().toLower();
+    case Shape:
+        return t ? QVariant(qulonglong(t->numel)) : QVariant(qulonglong(n.childCount));
+    case Size:
+        return qulonglong(n.bytes);
+    default:
+        return display(node, column).toString();
     }
 }
 
@@ -188,10 +205,14 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
     const auto node = nodeOf(index);
     const auto& n = m_ck->nodes[node];
     switch (role) {
-    case Qt::DisplayRole: return display(node, index.column());
-    case SortRole: return sortValue(node, index.column());
-    case NodeRole: return quint32(node);
-    case PathRole: return qs(m_ck->pathOf(node));
+    case Qt::DisplayRole:
+        return display(node, index.column());
+    case SortRole:
+        return sortValue(node, index.column());
+    case NodeRole:
+        return quint32(node);
+    case PathRole:
+        return qs(m_ck->pathOf(node));
     case Qt::ToolTipRole:
         if (index.column() == Name) {
             QString tip = qs(m_ck->pathOf(node));
@@ -206,15 +227,21 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
             return {};
         }
         switch (n.kind) {
-        case NodeKind::Tensor: return icons::tensor();
+        case NodeKind::Tensor:
+            return icons::tensor();
         case NodeKind::Dict:
-        case NodeKind::OrderedDict: return n.stateDictLike ? icons::stateDict() : icons::dict();
+        case NodeKind::OrderedDict:
+            return n.stateDictLike ? icons::stateDict() : icons::dict();
         case NodeKind::List:
         case NodeKind::Tuple:
-        case NodeKind::Set: return icons::list();
-        case NodeKind::Module: return icons::module();
-        case NodeKind::Object: return icons::object();
-        default: return icons::scalar();
+        case NodeKind::Set:
+            return icons::list();
+        case NodeKind::Module:
+            return icons::module();
+        case NodeKind::Object:
+            return icons::object();
+        default:
+            return icons::scalar();
         }
     case Qt::FontRole:
         if (index.column() == Name && (n.stateDictLike || n.kind == NodeKind::Module)) {
@@ -235,7 +262,8 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
             return QBrush(c);
         }
         return {};
-    default: return {};
+    default:
+        return {};
     }
 }
 

@@ -32,7 +32,10 @@ public:
     // Nodes drawn highlighted (a selected finding's paths).
     void setHighlighted(std::unordered_set<std::uint32_t> nodes);
     [[nodiscard]] QModelIndex indexOfNode(std::uint32_t node, int column = 0) const;
-    [[nodiscard]] static std::uint32_t nodeOf(const QModelIndex& index) { return static_cast<std::uint32_t>(index.internalId()); }
+    [[nodiscard]] static std::uint32_t nodeOf(const QModelIndex& index)
+    {
+        return static_cast<std::uint32_t>(index.internalId());
+    }
 
     QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
     QModelIndex parent(const QModelIndex& child) const override;

@@ -31,8 +31,8 @@ namespace ckpt::ui {
 namespace {
 
 constexpr int kMaxRecent = 10;
-const QString kFileFilter = QStringLiteral(
-    "Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
+const QString kFileFilter =
+    QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
 
 QStringList localFiles(const QMimeData* mime)
 {
@@ -337,7 +337,8 @@ void MainWindow::rebuildRecentMenu()
     m_recentMenu->clear();
     const auto recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
     for (const auto& path : recent) {
-        m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}); })->setToolTip(path);
+        m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}); })
+            ->setToolTip(path);
     }
     m_recentMenu->setEnabled(!recent.isEmpty());
     m_recentMenu->setToolTipsVisible(true);

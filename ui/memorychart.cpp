@@ -5,8 +5,8 @@
 #include <QLegend>
 #include <QLineSeries>
 #include <QPen>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 #include <algorithm>
 
@@ -25,7 +25,7 @@ MemoryChart::MemoryChart(QWidget* parent)
     m_view->setObjectName(QStringLiteral("memoryChartView"));
     m_view->setRenderHint(QPainter::Antialiasing);
     m_chart->setTheme(palette().color(QPalette::Window).lightness() < 128 ? QChart::ChartThemeDark
-                                                                         : QChart::ChartThemeLight);
+                                                                          : QChart::ChartThemeLight);
     m_chart->setBackgroundBrush(palette().brush(QPalette::Base));
     m_chart->setMargins(QMargins(4, 4, 4, 4));
     m_chart->legend()->setAlignment(Qt::AlignBottom);
@@ -98,7 +98,8 @@ int MemoryChart::seriesCount() const
 
 int MemoryChart::pointCount(int series) const
 {
-    return series >= 0 && series < seriesCount() ? static_cast<int>(m_series[static_cast<std::size_t>(series)]->count()) : 0;
+    return series >= 0 && series < seriesCount() ? static_cast<int>(m_series[static_cast<std::size_t>(series)]->count())
+                                                 : 0;
 }
 
 }  // namespace ckpt::ui

@@ -143,9 +143,10 @@ void TestLoadPanel::showInventory(const device::Inventory& inv)
     m_device->clear();
     for (const auto& d : inv.devices) {
         const auto free = d.totalBytes > d.usedBytes ? d.totalBytes - d.usedBytes : 0;
-        const QString label = d.index < 0
-            ? tr("CPU (%1 free of %2)").arg(humanSize(free), humanSize(d.totalBytes))
-            : tr("%1 — %2 (%3 free of %4)").arg(qs(d.id), qs(d.name), humanSize(free), humanSize(d.totalBytes));
+        const QString label =
+            d.index < 0
+                ? tr("CPU (%1 free of %2)").arg(humanSize(free), humanSize(d.totalBytes))
+                : tr("%1 — %2 (%3 free of %4)").arg(qs(d.id), qs(d.name), humanSize(free), humanSize(d.totalBytes));
         m_device->addItem(label, qs(d.id));
     }
     // Default to the first GPU when there is one: that is where users mean to load.
@@ -209,7 +210,8 @@ void TestLoadPanel::startLoad()
             auto report = device::testLoad(
                 request,
                 [&progress](const device::TestloadProgress& p) {
-                    const double f = p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes) : 0.0;
+                    const double f =
+                        p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes) : 0.0;
                     progress(f, QObject::tr("Loaded %1 of %2 (%3 tensors)")
                                     .arg(humanSize(p.bytes), humanSize(p.totalBytes))
                                     .arg(p.tensors));

@@ -11,10 +11,16 @@
 
 namespace ckpt::ui {
 
-inline QString qs(std::string_view s) { return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size())); }
-inline std::string ss(const QString& s) { return s.toStdString(); }
+inline QString qs(std::string_view s)
+{
+    return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+inline std::string ss(const QString& s)
+{
+    return s.toStdString();
+}
 
-QString humanSize(std::uint64_t bytes);               // ckpt::humanBytes as a QString
+QString humanSize(std::uint64_t bytes);                     // ckpt::humanBytes as a QString
 QString shapeText(const std::vector<std::int64_t>& shape);  // "[64, 3, 7, 7]", "[]" for a scalar tensor
 std::uint64_t numelOf(const std::vector<std::int64_t>& shape);
 // Splits a user's comma-separated list ("module., _orig_mod.") into trimmed non-empty items.

@@ -74,7 +74,7 @@ Expected<Options> optionsFrom(const Args& a)
         if (!m) {
             return m.error();
         }
-        o.mapLocation = std::move(*m); // an explicit spec replaces the preset's `cpu`
+        o.mapLocation = std::move(*m);  // an explicit spec replaces the preset's `cpu`
     }
     if (a.format == "safetensors" || (a.format.empty() && a.output.ends_with(".safetensors"))) {
         o.format = transform::OutputFormat::Safetensors;
@@ -144,7 +144,7 @@ void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::str
         << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data\n";
 }
 
-} // namespace
+}  // namespace
 
 int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
@@ -261,4 +261,4 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     return kExitOk;
 }
 
-} // namespace ckpt::cli
+}  // namespace ckpt::cli

@@ -13,4 +13,4 @@ namespace ckpt::cli {
 // 2 bad input or usage (unreadable file, bad option, an edit that cannot apply, OUT == IN).
 int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-} // namespace ckpt::cli
+}  // namespace ckpt::cli

@@ -111,9 +111,8 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     for (const auto& t : c.tensors) {
         tensorBytes += t.nbytes;
     }
-    out << c.path << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
-        << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size()
-        << " objects";
+    out << c.path << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors (" << humanBytes(tensorBytes)
+        << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (c.format != Format::Safetensors) {
         out << ", pickle protocol " << c.pickleProtocol;
     }

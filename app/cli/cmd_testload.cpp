@@ -142,7 +142,7 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
     }
 }
 
-} // namespace
+}  // namespace
 
 int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
@@ -256,7 +256,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         ojson j;
         j["schema"] = kJsonSchema;
         j["file"] = file;
-        const ojson body = reportJson(*report); // named: items() of a temporary would dangle
+        const ojson body = reportJson(*report);  // named: items() of a temporary would dangle
         for (const auto& [k, v] : body.items()) {
             j[k] = v;
         }
@@ -280,4 +280,4 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
 }
 
-} // namespace ckpt::cli
+}  // namespace ckpt::cli

@@ -11,4 +11,4 @@ namespace ckpt::cli {
 
 int cmdTestload(const std::vector<std::string>& args /* after "testload" */, std::ostream& out, std::ostream& err);
 
-} // namespace ckpt::cli
+}  // namespace ckpt::cli

@@ -155,8 +155,7 @@ void writeInspectJson(const Checkpoint& c, std::ostream& out)
         out << ", \"module\": " << boolText(o.isModule) << '}';
     }
     out << (c.objects.empty() ? "]" : "\n ]") << ",\n \"totals\": {\"tensors\": " << c.tensors.size()
-        << ", \"tensor_bytes\": " << tensorBytes << ", \"storage_bytes\": " << storageBytes
-        << ", \"by_location\": {";
+        << ", \"tensor_bytes\": " << tensorBytes << ", \"storage_bytes\": " << storageBytes << ", \"by_location\": {";
     bool first = true;
     for (const auto& [loc, n] : c.bytesByLocation()) {
         out << (first ? "" : ", ");

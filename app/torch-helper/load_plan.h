@@ -16,27 +16,27 @@ namespace ckpt::helper {
 
 struct StoragePlan {
     std::string key;
-    Bytes bytes;                        // nbytes, straight from the mapping (or inflated)
-    std::vector<std::uint32_t> tensors; // indices into LoadPlan::tensors viewing it
+    Bytes bytes;                         // nbytes, straight from the mapping (or inflated)
+    std::vector<std::uint32_t> tensors;  // indices into LoadPlan::tensors viewing it
 };
 
 struct TensorPlan {
     std::string path;
-    std::uint32_t storage = 0; // index into LoadPlan::storages
+    std::uint32_t storage = 0;  // index into LoadPlan::storages
     DType dtype = DType::Unknown;
     std::uint32_t elementSize = 0;
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
-    std::int64_t storageOffset = 0; // elements
+    std::int64_t storageOffset = 0;  // elements
     std::uint64_t nbytes = 0;
 };
 
 struct LoadPlan {
-    std::string device; // "cpu" / "cuda:N"
+    std::string device;  // "cpu" / "cuda:N"
     bool verify = false;
     std::vector<StoragePlan> storages;
     std::vector<TensorPlan> tensors;
-    std::uint64_t totalBytes = 0; // sum of storage bytes
+    std::uint64_t totalBytes = 0;  // sum of storage bytes
 };
 
 using Emit = std::function<void(const nlohmann::json&)>;
@@ -45,4 +45,4 @@ using Emit = std::function<void(const nlohmann::json&)>;
 // event. Returns the process exit code (0 loaded, 1 failed).
 int runLoad(const LoadPlan& plan, const Emit& emit);
 
-} // namespace ckpt::helper
+}  // namespace ckpt::helper

@@ -136,7 +136,7 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
     return plan;
 }
 
-} // namespace
+}  // namespace
 
 int main()
 {

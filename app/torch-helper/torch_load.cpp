@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/ScalarType.h>
-#include <torch/version.h> // TORCH_VERSION only; the rest of <torch/...> stays out
+#include <torch/version.h>  // TORCH_VERSION only; the rest of <torch/...> stays out
 
 #ifdef CKPTSCOPE_HELPER_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -66,7 +66,7 @@ std::optional<at::ScalarType> scalarTypeOf(DType t)
     case DType::Complex32:
         return at::kComplexHalf;
     default:
-        return std::nullopt; // quantized, float8, uint16+, bits: viewed as raw bytes below
+        return std::nullopt;  // quantized, float8, uint16+, bits: viewed as raw bytes below
     }
 }
 
@@ -145,7 +145,7 @@ public:
         while (done < total) {
             const int k = next_;
             next_ ^= 1;
-            events_[k].synchronize(); // the buffer's previous copy has left it
+            events_[k].synchronize();  // the buffer's previous copy has left it
             const std::int64_t len = std::min(kChunk, total - done);
             parallelMemcpy(static_cast<std::byte*>(buffers_[k].data_ptr()), src.data() + done,
                            static_cast<std::size_t>(len));
@@ -263,7 +263,7 @@ bool isOutOfMemory(const std::string& what)
            what.find("Out of memory") != std::string::npos;
 }
 
-} // namespace
+}  // namespace
 
 int runLoad(const LoadPlan& plan, const Emit& emit)
 {
@@ -404,7 +404,7 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
     } catch (const std::exception& e) {
         std::string what = e.what();
         if (auto nl = what.find('\n'); nl != std::string::npos) {
-            what.resize(nl); // c10 appends a C++ backtrace
+            what.resize(nl);  // c10 appends a C++ backtrace
         }
         emit({{"event", "error"},
               {"code", isOutOfMemory(what) ? "OutOfMemory" : "LoadFailed"},
@@ -413,4 +413,4 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
     }
 }
 
-} // namespace ckpt::helper
+}  // namespace ckpt::helper

@@ -4,8 +4,8 @@
 #include <array>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 #include <optional>
+#include <unordered_set>
 
 namespace ckpt::archive {
 namespace {
@@ -264,8 +264,8 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
         for (const auto& t : tensors) {
             const std::string_view code = safetensorsName(t.dtype);
             if (code.empty()) {
-                return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name +
-                                                             "\" of dtype " + std::string(dtypeName(t.dtype)));
+                return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name + "\" of dtype " +
+                                                             std::string(dtypeName(t.dtype)));
             }
             if (t.name == "__metadata__" || !names.insert(t.name).second) {
                 return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");

@@ -18,15 +18,15 @@ namespace ckpt::archive {
 struct SafetensorsEntry {
     std::string name;
     DType dtype = DType::Unknown;
-    std::string dtypeCode;             // as written (`F32`), kept for unknown codes
+    std::string dtypeCode;  // as written (`F32`), kept for unknown codes
     std::vector<std::int64_t> shape;
-    std::uint64_t begin = 0;           // relative to the data buffer
+    std::uint64_t begin = 0;  // relative to the data buffer
     std::uint64_t end = 0;
 };
 
 struct SafetensorsFile {
     std::uint64_t headerSize = 0;
-    std::uint64_t dataStart = 0;       // 8 + headerSize
+    std::uint64_t dataStart = 0;            // 8 + headerSize
     std::vector<SafetensorsEntry> tensors;  // in header order
     std::vector<std::pair<std::string, std::string>> metadata;
 };

@@ -26,13 +26,13 @@
 namespace ckpt::archive {
 
 struct ZipRecord {
-    std::string name;                  // full name, archive folder included
+    std::string name;  // full name, archive folder included
     std::uint64_t localHeaderOffset = 0;
-    std::uint64_t dataOffset = 0;      // payload start in the file
-    std::uint64_t size = 0;            // uncompressed
+    std::uint64_t dataOffset = 0;  // payload start in the file
+    std::uint64_t size = 0;        // uncompressed
     std::uint64_t compressedSize = 0;
-    std::uint32_t crc32 = 0;           // from the central directory
-    std::uint16_t method = 0;          // 0 stored, 8 deflate
+    std::uint32_t crc32 = 0;   // from the central directory
+    std::uint16_t method = 0;  // 0 stored, 8 deflate
 };
 
 class ZipReader {

@@ -32,28 +32,32 @@ struct NodeId {
 inline constexpr std::uint32_t kNoIndex = 0xFFFFFFFFU;
 
 enum class NodeKind : std::uint8_t {
-    Dict, OrderedDict, List, Tuple, Set,
-    Tensor,      // a tensor or nn.Parameter
-    Module,      // an opaque object whose state looks like an nn.Module's __dict__
-    Object,      // any other opaque object (argparse.Namespace, numpy values, ...)
-    Scalar,      // None, bool, int, float, str, bytes, dtype, device, torch.Size, globals
-    Recursive,   // a reference back to one of its own ancestors (cyclic pickle)
+    Dict,
+    OrderedDict,
+    List,
+    Tuple,
+    Set,
+    Tensor,     // a tensor or nn.Parameter
+    Module,     // an opaque object whose state looks like an nn.Module's __dict__
+    Object,     // any other opaque object (argparse.Namespace, numpy values, ...)
+    Scalar,     // None, bool, int, float, str, bytes, dtype, device, torch.Size, globals
+    Recursive,  // a reference back to one of its own ancestors (cyclic pickle)
 };
 [[nodiscard]] std::string_view nodeKindName(NodeKind k);
 
 struct Node {
-    std::uint32_t parent = kNoIndex;   // kNoIndex for the root
-    std::uint32_t firstChild = 0;      // children are nodes[firstChild, firstChild + childCount)
+    std::uint32_t parent = kNoIndex;  // kNoIndex for the root
+    std::uint32_t firstChild = 0;     // children are nodes[firstChild, firstChild + childCount)
     std::uint32_t childCount = 0;
-    std::uint32_t row = 0;             // position among its parent's children
+    std::uint32_t row = 0;  // position among its parent's children
     NodeKind kind = NodeKind::Scalar;
-    bool stateDictLike = false;        // a dict whose values are mostly tensors
+    bool stateDictLike = false;  // a dict whose values are mostly tensors
     pickle::ValueId value;
-    std::uint32_t tensor = kNoIndex;   // index into tensors() when kind == Tensor
-    std::uint32_t object = kNoIndex;   // index into objects() for Module/Object
-    std::uint32_t tensorCount = 0;     // tensors in this subtree
-    std::uint64_t bytes = 0;           // sum of the subtree's tensor nbytes
-    std::string name;                  // key-path component ("" for the root)
+    std::uint32_t tensor = kNoIndex;  // index into tensors() when kind == Tensor
+    std::uint32_t object = kNoIndex;  // index into objects() for Module/Object
+    std::uint32_t tensorCount = 0;    // tensors in this subtree
+    std::uint64_t bytes = 0;          // sum of the subtree's tensor nbytes
+    std::string name;                 // key-path component ("" for the root)
 };
 
 struct StorageEntry {
@@ -61,15 +65,15 @@ struct StorageEntry {
     std::string location;
     DType dtype = DType::Unknown;
     std::uint64_t numel = 0;
-    std::uint64_t nbytes = 0;          // numel x element size: what torch reads
-    std::string record;                // zip record name (folder included), "" otherwise
-    std::uint64_t fileOffset = 0;      // where the bytes start in the file
-    std::uint64_t storedBytes = 0;     // bytes present in the file for it
-    bool present = false;              // the file holds at least nbytes for it
-    bool compressed = false;           // a deflated zip member (not mmap-able)
-    std::uint32_t crc32 = 0;           // zip central-directory CRC, 0 otherwise
-    std::uint32_t tensorCount = 0;     // tensors viewing it
-    std::uint64_t reachedBytes = 0;    // bytes any tensor can reach (union of view extents)
+    std::uint64_t nbytes = 0;        // numel x element size: what torch reads
+    std::string record;              // zip record name (folder included), "" otherwise
+    std::uint64_t fileOffset = 0;    // where the bytes start in the file
+    std::uint64_t storedBytes = 0;   // bytes present in the file for it
+    bool present = false;            // the file holds at least nbytes for it
+    bool compressed = false;         // a deflated zip member (not mmap-able)
+    std::uint32_t crc32 = 0;         // zip central-directory CRC, 0 otherwise
+    std::uint32_t tensorCount = 0;   // tensors viewing it
+    std::uint64_t reachedBytes = 0;  // bytes any tensor can reach (union of view extents)
 };
 
 struct TensorEntry {
@@ -82,8 +86,8 @@ struct TensorEntry {
     std::vector<std::int64_t> stride;
     std::int64_t storageOffset = 0;
     std::uint64_t numel = 0;
-    std::uint64_t nbytes = 0;          // numel x element size
-    std::string location;              // storage location, or the device of storage-less forms
+    std::uint64_t nbytes = 0;  // numel x element size
+    std::string location;      // storage location, or the device of storage-less forms
     bool requiresGrad = false;
     bool isParameter = false;
     bool contiguous = true;
@@ -93,7 +97,7 @@ struct TensorEntry {
 struct ObjectEntry {
     std::uint32_t node = 0;
     std::string path;
-    std::string type;                  // qualified name, e.g. "argparse.Namespace"
+    std::string type;  // qualified name, e.g. "argparse.Namespace"
     bool isModule = false;
 };
 
@@ -108,7 +112,7 @@ public:
     Format format = Format::TorchZip;
     std::string path;
     std::uint64_t fileSize = 0;
-    std::string archiveFolder;         // zip only
+    std::string archiveFolder;  // zip only
     std::string byteorder = "little";
     int pickleProtocol = 0;
     std::bitset<256> opcodesSeen;
@@ -118,7 +122,7 @@ public:
 
     pickle::Arena arena;
     pickle::ValueId root;
-    std::vector<Node> nodes;           // nodes[0] is the root
+    std::vector<Node> nodes;  // nodes[0] is the root
     std::vector<StorageEntry> storages;
     std::vector<TensorEntry> tensors;
     std::vector<ObjectEntry> objects;

@@ -65,8 +65,7 @@ bool hasNonScalar(const Arena& a, ValueId v)
     }
     const auto& val = a[v];
     if (val.kind == Kind::Tuple || val.kind == Kind::List) {
-        return std::any_of(val.items.begin(), val.items.end(),
-                           [&](ValueId it) { return !isScalarKind(a[it].kind); });
+        return std::any_of(val.items.begin(), val.items.end(), [&](ValueId it) { return !isScalarKind(a[it].kind); });
     }
     return !isScalarKind(val.kind);
 }
@@ -193,9 +192,23 @@ bool isStateDictLike(const Arena& a, const Node& n, const std::vector<Node>& nod
     }
     // An optimizer's per-parameter state ({step, exp_avg, exp_avg_sq}) is a dict of tensors too,
     // but not a model's state dict: prefix rules and edits must leave it alone.
-    static const std::set<std::string, std::less<>> kOptimizerState{
-        "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "square_avg", "acc_delta",
-        "sum", "mu", "eta", "ax", "prev", "step_size", "exp_inf", "grad_avg", "exp_avg_diff", "neg_pre_grad"};
+    static const std::set<std::string, std::less<>> kOptimizerState{"step",
+                                                                    "exp_avg",
+                                                                    "exp_avg_sq",
+                                                                    "max_exp_avg_sq",
+                                                                    "momentum_buffer",
+                                                                    "square_avg",
+                                                                    "acc_delta",
+                                                                    "sum",
+                                                                    "mu",
+                                                                    "eta",
+                                                                    "ax",
+                                                                    "prev",
+                                                                    "step_size",
+                                                                    "exp_inf",
+                                                                    "grad_avg",
+                                                                    "exp_avg_diff",
+                                                                    "neg_pre_grad"};
     std::uint32_t optimizerKeys = 0;
     const auto& items = a[n.value].items;
     for (std::size_t i = 0; i < items.size(); i += 2) {
@@ -249,8 +262,8 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
             }
             break;
         case Kind::Bytes:
-            addGlobalUse(uses, val.flag ? "builtins.bytearray" : (val.text.empty() ? "builtins.bytes" : "_codecs.encode"),
-                         path);
+            addGlobalUse(
+                uses, val.flag ? "builtins.bytearray" : (val.text.empty() ? "builtins.bytes" : "_codecs.encode"), path);
             break;
         case Kind::Global:
             addGlobalUse(uses, pickle::globalOf(a, v).qualified(), path);
@@ -279,8 +292,9 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
             const auto& t = pickle::tensorOf(a, v);
             addGlobalUse(uses, t.rebuild.qualified(), path);
             if (t.isParameter) {
-                addGlobalUse(uses, t.parameterState.valid() ? "torch._utils._rebuild_parameter_with_state"
-                                                            : "torch._utils._rebuild_parameter",
+                addGlobalUse(uses,
+                             t.parameterState.valid() ? "torch._utils._rebuild_parameter_with_state"
+                                                      : "torch._utils._rebuild_parameter",
                              path);
             }
             if (t.subclassType.valid()) {
@@ -331,11 +345,11 @@ std::string objectTypeName(const Arena& a, ValueId v)
             return "numpy.ndarray";
         }
         static const std::map<std::string, std::string> kScalar{
-            {"b1", "bool_"},   {"i1", "int8"},    {"i2", "int16"},     {"i4", "int32"},      {"i8", "int64"},
-            {"u1", "uint8"},   {"u2", "uint16"},  {"u4", "uint32"},    {"u8", "uint64"},     {"f2", "float16"},
+            {"b1", "bool_"},   {"i1", "int8"},    {"i2", "int16"},     {"i4", "int32"},       {"i8", "int64"},
+            {"u1", "uint8"},   {"u2", "uint16"},  {"u4", "uint32"},    {"u8", "uint64"},      {"f2", "float16"},
             {"f4", "float32"}, {"f8", "float64"}, {"c8", "complex64"}, {"c16", "complex128"}, {"f16", "longdouble"}};
         const std::string code = np.dtype.size() > 1 && (np.dtype[0] == '<' || np.dtype[0] == '>' ||
-                                                          np.dtype[0] == '|' || np.dtype[0] == '=')
+                                                         np.dtype[0] == '|' || np.dtype[0] == '=')
                                      ? np.dtype.substr(1)
                                      : np.dtype;
         const auto it = kScalar.find(code);
@@ -470,9 +484,8 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> extents(c.storages.size());
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
         Node& n = c.nodes[i];
-        const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module ||
-                               n.kind == NodeKind::Object || n.kind == NodeKind::Scalar ||
-                               n.kind == NodeKind::OrderedDict || n.kind == NodeKind::Set;
+        const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object ||
+                               n.kind == NodeKind::Scalar || n.kind == NodeKind::OrderedDict || n.kind == NodeKind::Set;
         const std::string path = needsPath ? c.pathOf(i) : std::string();
         if (needsPath && n.kind != NodeKind::Tensor) {
             collectGlobals(a, n.value, path, uses, n.kind == NodeKind::Object || n.kind == NodeKind::Module);
@@ -507,10 +520,10 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                                 static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
                     }
                     if (last >= s.numel) {
-                        return makeError(ErrorCode::Corrupt,
-                                         "tensor '" + path + "' reaches element " + std::to_string(last) +
-                                             " of storage " + s.key + ", which holds only " + std::to_string(s.numel) +
-                                             " elements");
+                        return makeError(ErrorCode::Corrupt, "tensor '" + path + "' reaches element " +
+                                                                 std::to_string(last) + " of storage " + s.key +
+                                                                 ", which holds only " + std::to_string(s.numel) +
+                                                                 " elements");
                     }
                     const std::uint64_t elem = elementSize(s.dtype);
                     extents[e.storage].emplace_back(static_cast<std::uint64_t>(t.storageOffset) * elem,

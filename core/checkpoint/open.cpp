@@ -50,9 +50,10 @@ constexpr std::array<unsigned char, 10> kLegacyMagic{0x6c, 0xfc, 0x9c, 0x46, 0xf
 std::optional<Error> sniffNonCheckpoint(Bytes b)
 {
     if (b.empty()) {
-        return fail(ErrorCode::NotCheckpoint,
-                    "the file is empty (0 bytes): an interrupted save or download? (torch.load says \"EOFError: Ran out "
-                    "of input\")");
+        return fail(
+            ErrorCode::NotCheckpoint,
+            "the file is empty (0 bytes): an interrupted save or download? (torch.load says \"EOFError: Ran out "
+            "of input\")");
     }
     if (startsWith(b, "version https://git-lfs")) {
         return fail(ErrorCode::NotCheckpoint, "is a Git LFS pointer, not the checkpoint: fetch the real file with "
@@ -94,8 +95,8 @@ Expected<void> checkStorageBytes(Checkpoint& c)
                                                 ": the file is truncated or corrupt");
         }
         if (s.present && s.storedBytes > s.nbytes) {
-            c.warnings.push_back(storageName(s) + " holds " + std::to_string(s.storedBytes) +
-                                 " bytes, more than the " + std::to_string(s.nbytes) +
+            c.warnings.push_back(storageName(s) + " holds " + std::to_string(s.storedBytes) + " bytes, more than the " +
+                                 std::to_string(s.nbytes) +
                                  " its pickle declares (torch.load refuses a size mismatch)");
         }
     }

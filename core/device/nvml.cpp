@@ -27,7 +27,7 @@ struct nvmlProcessInfo_v1_t {
     unsigned int pid;
     unsigned long long usedGpuMemory;
 };
-struct nvmlProcessInfo_v2_t { // also the layout of the v3 call's nvmlProcessInfo_t
+struct nvmlProcessInfo_v2_t {  // also the layout of the v3 call's nvmlProcessInfo_t
     unsigned int pid;
     unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId;
@@ -37,7 +37,7 @@ constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
 
 constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
 
-} // namespace
+}  // namespace
 
 struct Nvml::Impl {
     void* handle = nullptr;
@@ -50,7 +50,7 @@ struct Nvml::Impl {
     nvmlReturn_t (*getMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
     nvmlReturn_t (*getUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
     nvmlReturn_t (*getProcs)(nvmlDevice_t, unsigned int*, void*) = nullptr;
-    int procsVersion = 0; // which symbol getProcs is: 3, 2 or 1 (layouts differ)
+    int procsVersion = 0;  // which symbol getProcs is: 3, 2 or 1 (layouts differ)
     nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
     const char* (*errorString)(nvmlReturn_t) = nullptr;
     bool initialised = false;
@@ -92,11 +92,11 @@ namespace {
 
 template <class F> bool bind(void* handle, const char* name, F& out)
 {
-    out = reinterpret_cast<F>(dlsym(handle, name)); // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    out = reinterpret_cast<F>(dlsym(handle, name));  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
     return out != nullptr;
 }
 
-} // namespace
+}  // namespace
 
 Nvml::Nvml(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Nvml::~Nvml() = default;
@@ -224,7 +224,7 @@ Expected<std::vector<GpuProcess>> Nvml::processes(int index) const
         unsigned int n = 0;
         auto r = impl_->getProcs(*dev, &n, nullptr);
         if (r == kSuccess) {
-            return out; // none
+            return out;  // none
         }
         if (r != kInsufficientSize) {
             return makeError(ErrorCode::DeviceUnavailable,
@@ -350,4 +350,4 @@ Inventory queryInventory(const std::shared_ptr<const Nvml>& given)
     return inv;
 }
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

@@ -17,7 +17,7 @@ namespace ckpt::device {
 
 struct GpuProcess {
     std::uint32_t pid = 0;
-    std::uint64_t usedBytes = 0; // this process's memory on the GPU (0 when the driver hides it)
+    std::uint64_t usedBytes = 0;  // this process's memory on the GPU (0 when the driver hides it)
 };
 
 struct GpuMemory {
@@ -31,21 +31,21 @@ struct GpuMemory {
 // NVML order is PCI bus order; CUDA's default order (and CUDA_VISIBLE_DEVICES) may differ, which
 // is why the test-load matches the chosen device by UUID when the helper reports one.
 struct DeviceInfo {
-    std::string id;   // "cpu", "cuda:0", ...
-    int index = -1;   // NVML index, -1 for the CPU
-    std::string name; // "NVIDIA H100 80GB HBM3", or the CPU model name
-    std::string uuid; // "GPU-..." (empty for the CPU)
+    std::string id;    // "cpu", "cuda:0", ...
+    int index = -1;    // NVML index, -1 for the CPU
+    std::string name;  // "NVIDIA H100 80GB HBM3", or the CPU model name
+    std::string uuid;  // "GPU-..." (empty for the CPU)
     std::uint64_t totalBytes = 0;
     std::uint64_t usedBytes = 0;
-    std::vector<GpuProcess> processes; // compute processes on this GPU (empty for the CPU)
+    std::vector<GpuProcess> processes;  // compute processes on this GPU (empty for the CPU)
 };
 
 struct Inventory {
-    std::vector<DeviceInfo> devices; // devices[0] is the CPU
+    std::vector<DeviceInfo> devices;  // devices[0] is the CPU
     // One line saying why no GPU is listed ("NVML not available: libnvidia-ml.so.1: cannot open
     // shared object file ..."; "NVML found no GPU"); empty when GPUs are listed.
     std::string gpuNote;
-    std::string driverVersion; // empty when unknown
+    std::string driverVersion;  // empty when unknown
     [[nodiscard]] int gpuCount() const { return static_cast<int>(devices.size()) - 1; }
 };
 
@@ -86,4 +86,4 @@ private:
 // inventory holds the CPU and gpuNote says why. Pass a loaded Nvml to avoid loading it again.
 [[nodiscard]] Inventory queryInventory(const std::shared_ptr<const Nvml>& nvml = nullptr);
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

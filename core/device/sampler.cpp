@@ -20,7 +20,7 @@ std::uint64_t residentBytes(pid_t pid)
     return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
-} // namespace
+}  // namespace
 
 std::uint64_t Timeline::maxRise(std::size_t col) const
 {
@@ -181,4 +181,4 @@ Timeline Sampler::snapshot(std::size_t from) const
     return t;
 }
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

@@ -19,36 +19,36 @@
 namespace ckpt::device {
 
 struct Sample {
-    double tMs = 0;                       // since Sampler::start
-    std::vector<std::uint64_t> usedBytes; // per column of Timeline::devices: whole-device use
-    std::vector<std::uint64_t> ownBytes;  // per column: the tracked processes' share (GPU: NVML
-                                          // per-process use; CPU: their resident set)
+    double tMs = 0;                        // since Sampler::start
+    std::vector<std::uint64_t> usedBytes;  // per column of Timeline::devices: whole-device use
+    std::vector<std::uint64_t> ownBytes;   // per column: the tracked processes' share (GPU: NVML
+                                           // per-process use; CPU: their resident set)
 };
 
 struct Timeline {
-    std::vector<std::string> devices;      // column ids: "cpu", then "cuda:<nvml index>", ...
-    std::vector<std::uint64_t> totalBytes; // per column
+    std::vector<std::string> devices;       // column ids: "cpu", then "cuda:<nvml index>", ...
+    std::vector<std::uint64_t> totalBytes;  // per column
     double intervalMs = 0;
     std::vector<Sample> samples;
 
     // Largest rise above the first sample in one column (0 when it never rose); -1 column = none.
     [[nodiscard]] std::uint64_t maxRise(std::size_t column) const;
     [[nodiscard]] std::uint64_t peak(std::size_t column) const;
-    [[nodiscard]] int column(const std::string& id) const; // -1 when absent
+    [[nodiscard]] int column(const std::string& id) const;  // -1 when absent
 };
 
 class Sampler {
 public:
     struct Options {
         std::chrono::milliseconds interval{20};
-        std::function<void(const Sample&)> onSample; // optional; called on the sampler thread
+        std::function<void(const Sample&)> onSample;  // optional; called on the sampler thread
     };
 
     // nvml may be null: the timeline then has the CPU column only.
     explicit Sampler(std::shared_ptr<const Nvml> nvml);
     Sampler(const Sampler&) = delete;
     Sampler& operator=(const Sampler&) = delete;
-    ~Sampler(); // stops
+    ~Sampler();  // stops
 
     // Starts a fresh timeline; takes the first sample before returning (the baseline).
     void start(Options options);
@@ -74,4 +74,4 @@ private:
     std::jthread thread_;
 };
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

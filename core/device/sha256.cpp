@@ -23,7 +23,7 @@ constexpr std::uint32_t rotr(std::uint32_t x, int n)
     return (x >> n) | (x << (32 - n));
 }
 
-} // namespace
+}  // namespace
 
 Sha256::Sha256() : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
@@ -65,7 +65,7 @@ void Sha256::block(const std::uint8_t* p)
 void Sha256::update(std::span<const std::byte> data)
 {
     const auto* p =
-        reinterpret_cast<const std::uint8_t*>(data.data()); // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+        reinterpret_cast<const std::uint8_t*>(data.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
     std::size_t n = data.size();
     total_ += n;
     if (bufLen_ > 0) {
@@ -118,4 +118,4 @@ std::string sha256Hex(std::span<const std::byte> data)
     return s.hexDigest();
 }
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

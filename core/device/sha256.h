@@ -13,7 +13,7 @@ class Sha256 {
 public:
     Sha256();
     void update(std::span<const std::byte> data);
-    [[nodiscard]] std::string hexDigest(); // finishes; call once
+    [[nodiscard]] std::string hexDigest();  // finishes; call once
 
 private:
     void block(const std::uint8_t* p);
@@ -25,4 +25,4 @@ private:
 
 [[nodiscard]] std::string sha256Hex(std::span<const std::byte> data);
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

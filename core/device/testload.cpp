@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char** environ; // NOLINT(readability-redundant-declaration): posix_spawn hands it on
+extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn hands it on
 
 namespace ckpt::device {
 
@@ -132,7 +132,7 @@ public:
             }
             done += static_cast<std::size_t>(n);
         }
-        closeFd(in_); // one request per helper: EOF tells it nothing more comes
+        closeFd(in_);  // one request per helper: EOF tells it nothing more comes
         return true;
     }
 
@@ -276,7 +276,7 @@ void fillFromResult(const json& ev, TestloadReport& r)
     }
 }
 
-} // namespace
+}  // namespace
 
 std::optional<std::string> parseDevice(const std::string& text)
 {
@@ -388,7 +388,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         for (const auto& line : lines) {
             json ev = json::parse(line, nullptr, false);
             if (ev.is_discarded() || !ev.is_object()) {
-                continue; // LibTorch may print warnings to stdout; only our JSON lines count
+                continue;  // LibTorch may print warnings to stdout; only our JSON lines count
             }
             const std::string kind = ev.value("event", std::string());
             if (kind == "start") {
@@ -490,4 +490,4 @@ TorchLoadPlacement torchLoadPlacement(const std::vector<std::pair<std::string, s
     return out;
 }
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

@@ -33,57 +33,57 @@
 namespace ckpt::device {
 
 struct TestloadRequest {
-    std::string path;                       // the checkpoint
-    std::string device = "cpu";             // "cpu" or "cuda:N"
-    std::string select;                     // key path: only tensors at or under it ("" = all)
-    bool verify = false;                    // the helper returns each tensor's sha256 (C-order bytes)
-    std::chrono::milliseconds interval{20}; // sampler interval
-    std::string helperPath;                 // "" = findTorchHelper()
+    std::string path;                        // the checkpoint
+    std::string device = "cpu";              // "cpu" or "cuda:N"
+    std::string select;                      // key path: only tensors at or under it ("" = all)
+    bool verify = false;                     // the helper returns each tensor's sha256 (C-order bytes)
+    std::chrono::milliseconds interval{20};  // sampler interval
+    std::string helperPath;                  // "" = findTorchHelper()
 };
 
 struct TestloadProgress {
-    std::uint64_t bytes = 0; // materialised so far
+    std::uint64_t bytes = 0;  // materialised so far
     std::uint64_t tensors = 0;
     std::uint64_t totalBytes = 0;
     std::uint64_t totalTensors = 0;
-    double seconds = 0; // since the helper started loading
+    double seconds = 0;  // since the helper started loading
     double bytesPerSecond = 0;
 };
 
 struct DeviceDelta {
-    std::string device;          // "cuda:1"
-    std::uint64_t riseBytes = 0; // largest rise above its memory before the load
+    std::string device;           // "cuda:1"
+    std::uint64_t riseBytes = 0;  // largest rise above its memory before the load
 };
 
 struct TensorCheck {
     std::string path;
-    std::string sha256; // of the tensor's C-order bytes as materialised
+    std::string sha256;  // of the tensor's C-order bytes as materialised
 };
 
 struct SkippedTensor {
     std::string path;
-    std::string reason; // e.g. "sparse tensors are not test-loaded"
+    std::string reason;  // e.g. "sparse tensors are not test-loaded"
 };
 
 struct TestloadReport {
-    std::string device;     // as requested ("cuda:0")
-    std::string deviceUuid; // from the helper when built with CUDA
+    std::string device;      // as requested ("cuda:0")
+    std::string deviceUuid;  // from the helper when built with CUDA
     std::uint64_t tensorsLoaded = 0;
     std::uint64_t storagesLoaded = 0;
-    std::uint64_t bytes = 0;               // storage bytes copied to the device
-    double seconds = 0;                    // the helper's load time (excludes its start-up)
-    double gbPerS = 0;                     // bytes / seconds / 1e9
-    std::uint64_t peakBytes = 0;           // the device's peak memory for this load
-    std::string peakSource;                // "cuda-allocator", "nvml", "rss-anon"
-    bool otherDevicesTouched = false;      // any GPU other than the chosen one moved during the load
-    std::vector<DeviceDelta> otherDevices; // the ones that moved, and by how much
-    Timeline timeline;                     // every device, over the whole helper run
+    std::uint64_t bytes = 0;                // storage bytes copied to the device
+    double seconds = 0;                     // the helper's load time (excludes its start-up)
+    double gbPerS = 0;                      // bytes / seconds / 1e9
+    std::uint64_t peakBytes = 0;            // the device's peak memory for this load
+    std::string peakSource;                 // "cuda-allocator", "nvml", "rss-anon"
+    bool otherDevicesTouched = false;       // any GPU other than the chosen one moved during the load
+    std::vector<DeviceDelta> otherDevices;  // the ones that moved, and by how much
+    Timeline timeline;                      // every device, over the whole helper run
     std::vector<SkippedTensor> skipped;
-    std::vector<TensorCheck> checks; // only when verify was asked
+    std::vector<TensorCheck> checks;  // only when verify was asked
     std::string helperPath;
     std::string torchVersion;
     bool helperHasCuda = false;
-    double helperSeconds = 0; // wall time of the helper process, start-up included
+    double helperSeconds = 0;  // wall time of the helper process, start-up included
 };
 
 using ProgressFn = std::function<void(const TestloadProgress&)>;
@@ -105,11 +105,11 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
 // What plain torch.load (no map_location) would do with this file's storages here: each storage
 // goes back to the device it was saved from.
 struct PlacementRow {
-    std::string location; // as saved: "cpu", "cuda:3", "mps"
+    std::string location;  // as saved: "cpu", "cuda:3", "mps"
     std::uint64_t bytes = 0;
-    bool fails = false; // torch.load would raise here
-    std::string reason; // torch's complaint, e.g. "Attempting to deserialize object
-                        // on CUDA device 3 but torch.cuda.device_count() is 1."
+    bool fails = false;  // torch.load would raise here
+    std::string reason;  // torch's complaint, e.g. "Attempting to deserialize object
+                         // on CUDA device 3 but torch.cuda.device_count() is 1."
 };
 struct TorchLoadPlacement {
     std::vector<PlacementRow> rows;
@@ -122,4 +122,4 @@ torchLoadPlacement(const std::vector<std::pair<std::string, std::uint64_t>>& byt
 // Parses "cpu", "cuda", "cuda:N" (N >= 0); nullopt for anything else. Returns the normalised id.
 [[nodiscard]] std::optional<std::string> parseDevice(const std::string& text);
 
-} // namespace ckpt::device
+}  // namespace ckpt::device

@@ -172,7 +172,10 @@ void collectTensorObjects(const nlohmann::json& j, std::vector<PathShape>& out, 
         return;
     }
     if (j.is_object()) {
-        const char* keyField = j.contains("path") ? "path" : j.contains("key") ? "key" : j.contains("name") ? "name" : nullptr;
+        const char* keyField = j.contains("path")   ? "path"
+                               : j.contains("key")  ? "key"
+                               : j.contains("name") ? "name"
+                                                    : nullptr;
         if (keyField != nullptr && j[keyField].is_string() && j.contains("shape")) {
             PathShape ps;
             ps.path = j[keyField].get<std::string>();
@@ -320,7 +323,8 @@ Expected<KeySet> keysFromText(std::string_view text, const std::string& path)
                     v = 0;
                     inNumber = false;
                 } else if (c != ' ' && c != '\t' && c != '\r' && c != ',' && c != '[' && c != ']' && c != '(' &&
-                           c != ')' && c != ':' && c != 'x' && std::string_view("torch.Size").find(c) == std::string_view::npos) {
+                           c != ')' && c != ':' && c != 'x' &&
+                           std::string_view("torch.Size").find(c) == std::string_view::npos) {
                     return Error{ErrorCode::Usage,
                                  "line " + std::to_string(lineNo) + ": expected `key shape` (e.g. `fc.weight 4,3`)",
                                  path,
@@ -428,8 +432,8 @@ struct ModuleTree {
 };
 
 struct Mismatch {
-    std::vector<std::string> missing;     // model order
-    std::vector<std::string> unexpected;  // torch's order
+    std::vector<std::string> missing;                        // model order
+    std::vector<std::string> unexpected;                     // torch's order
     std::vector<std::pair<std::string, std::string>> sizes;  // key, message
 };
 
@@ -469,9 +473,9 @@ Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<St
         // load_state_dict accepts a 1-d checkpoint value for a 0-d parameter (it takes element 0).
         const bool scalarCompat = k.shape.empty() && c.shape.size() == 1;
         if (c.shape != k.shape && !scalarCompat) {
-            m.sizes.emplace_back(k.key, "size mismatch for " + k.key + ": copying a param with shape " +
-                                            torchSizeText(c.shape) + " from checkpoint, the shape in current model is " +
-                                            torchSizeText(k.shape) + ".");
+            m.sizes.emplace_back(
+                k.key, "size mismatch for " + k.key + ": copying a param with shape " + torchSizeText(c.shape) +
+                           " from checkpoint, the shape in current model is " + torchSizeText(k.shape) + ".");
         }
     }
     const ModuleTree tree(model);
@@ -481,8 +485,7 @@ Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<St
             rejected.emplace_back(*at, k.key);
         }
     }
-    std::stable_sort(rejected.begin(), rejected.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(rejected.begin(), rejected.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [pos, key] : rejected) {
         m.unexpected.push_back(std::move(key));
     }
@@ -613,7 +616,8 @@ Expected<KeySet> stateDictKeys(const Checkpoint& ckpt, const std::optional<std::
         }
         if (!isDict(ckpt.nodes[n].kind) && ckpt.nodes[n].kind != NodeKind::Module) {
             return Error{ErrorCode::Usage,
-                         "`" + *select + "` is a " + std::string(nodeKindName(ckpt.nodes[n].kind)) + ", not a state dict",
+                         "`" + *select + "` is a " + std::string(nodeKindName(ckpt.nodes[n].kind)) +
+                             ", not a state dict",
                          ckpt.path,
                          {}};
         }
@@ -749,8 +753,9 @@ Expected<void> compareAgainst(const Checkpoint& ckpt, const Reference& ref, cons
         f.code = "missing-keys";
         f.severity = Severity::Error;
         f.title = plural(m.missing.size(), "key", "keys") + " of the model are missing from the checkpoint";
-        f.detail = "Loading " + where + " into the model of " + against + " with load_state_dict(strict=True) fails: " +
-                   header + "Missing key(s) in state_dict: " + quotedKeys(m.missing) + "." + fixText;
+        f.detail = "Loading " + where + " into the model of " + against +
+                   " with load_state_dict(strict=True) fails: " + header +
+                   "Missing key(s) in state_dict: " + quotedKeys(m.missing) + "." + fixText;
         f.paths = paths(m.missing);
         f.fix = fix;
         out.push_back(std::move(f));
@@ -760,9 +765,9 @@ Expected<void> compareAgainst(const Checkpoint& ckpt, const Reference& ref, cons
         f.code = "unexpected-keys";
         f.severity = Severity::Error;
         f.title = plural(m.unexpected.size(), "key", "keys") + " of the checkpoint are unknown to the model";
-        f.detail = "Loading " + where + " into the model of " + against + " with load_state_dict(strict=True) fails: " +
-                   (m.missing.empty() ? header : std::string()) + "Unexpected key(s) in state_dict: " +
-                   quotedKeys(m.unexpected) + "." + fixText;
+        f.detail = "Loading " + where + " into the model of " + against +
+                   " with load_state_dict(strict=True) fails: " + (m.missing.empty() ? header : std::string()) +
+                   "Unexpected key(s) in state_dict: " + quotedKeys(m.unexpected) + "." + fixText;
         f.paths = paths(m.unexpected);
         f.fix = fix;
         out.push_back(std::move(f));

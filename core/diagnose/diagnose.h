@@ -16,23 +16,22 @@ enum class Severity : std::uint8_t { Info, Warning, Error };
 [[nodiscard]] std::string_view severityName(Severity s);  // "info" | "warning" | "error"
 
 struct Finding {
-    std::string code;                  // "module-prefix", "device-pinned", ...
+    std::string code;  // "module-prefix", "device-pinned", ...
     Severity severity = Severity::Info;
-    std::string title;                 // one line
+    std::string title;  // one line
     std::string detail;
-    std::vector<std::string> paths;    // key paths concerned
+    std::vector<std::string> paths;  // key paths concerned
     std::optional<transform::Options> fix;
 };
 
 struct CheckOptions {
-    bool values = false;               // read tensor data (nonfinite-values)
+    bool values = false;                     // read tensor data (nonfinite-values)
     std::optional<std::string> againstPath;  // --against REF
     std::optional<std::string> againstSelect;
 };
 
 // Findings sorted by severity (errors first), then code.
-Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions& opts = {},
-                                     std::stop_token stop = {});
+Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions& opts = {}, std::stop_token stop = {});
 
 // JSON for one finding (the shape used by `check --json` and the window).
 [[nodiscard]] std::string findingToJson(const Finding& f);

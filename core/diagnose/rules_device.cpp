@@ -128,8 +128,8 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
             devList += (devList.empty() ? "" : ", ") + d;
         }
         f.title = "Storages are pinned to " + devList + ": torch.load without map_location puts them back there";
-        f.detail = plural(pinnedStorages, "storage", "storages") + " (" + bytesText(pinnedBytes) +
-                   ") were saved on " + devList + " (" + perDevice(ordered) +
+        f.detail = plural(pinnedStorages, "storage", "storages") + " (" + bytesText(pinnedBytes) + ") were saved on " +
+                   devList + " (" + perDevice(ordered) +
                    "), and torch.load without map_location recreates each one on the device it names.";
         if (anyCuda) {
             f.detail += " On a machine without CUDA it fails with \"" + cudaUnavailableMessage() + "\"";
@@ -159,8 +159,8 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
                 f.detail += std::string(n == 2 ? " " : ", ") + humanBytes(busiestBytes * static_cast<unsigned>(n)) +
                             " with " + std::to_string(n) + " ranks";
             }
-            f.detail += " (N x " + bytesText(busiestBytes) +
-                        "), on top of each rank's model, and often runs out of memory.";
+            f.detail +=
+                " (N x " + bytesText(busiestBytes) + "), on top of each rank's model, and often runs out of memory.";
         }
         if (anyMps) {
             f.detail += " Storages tagged mps load only on Apple-silicon machines with MPS available.";

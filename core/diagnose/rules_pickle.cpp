@@ -109,7 +109,8 @@ void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
                     "; torch only ever reads protocol 2's opcodes there, up to at least 2.10).";
         // FRAME comes right after PROTO in protocol 4/5 pickles, so it is what torch trips on first.
         const auto frame = std::find_if(ops.begin(), ops.end(), [](const RefusedOpcode& o) { return o.code == 0x95; });
-        first = "WeightsUnpickler error: Unsupported operand " + std::to_string((frame != ops.end() ? *frame : ops[0]).code);
+        first = "WeightsUnpickler error: Unsupported operand " +
+                std::to_string((frame != ops.end() ? *frame : ops[0]).code);
     }
     if (!refused.empty()) {
         f.detail += std::string(f.detail.empty() ? "" : " ") + "It names " +
@@ -185,13 +186,14 @@ void unsafeCallables(const Checkpoint& ckpt, Findings& out)
         const auto call = callText(ckpt, g.qualified);
         f.detail = "The pickle names `" + g.qualified + "`" +
                    (call.empty() ? std::string() : ", as the call `" + call + "`,") + " at " + pathsText(g.paths) +
-                   "; it " + std::string(*reason) + ". ckptscope read it without running it, but plain torch.load (weights_only=False, the default "
+                   "; it " + std::string(*reason) +
+                   ". ckptscope read it without running it, but plain torch.load (weights_only=False, the default "
                    "before PyTorch 2.6 and what people fall back to when 2.6 refuses a file) or pickle.load would "
                    "run it while loading, with your user's rights. Do not load this file with Python unless you "
                    "trust its source.";
         f.paths = g.paths;
-        const bool droppable =
-            !g.paths.empty() && std::none_of(g.paths.begin(), g.paths.end(), [](const std::string& p) { return p.empty(); });
+        const bool droppable = !g.paths.empty() && std::none_of(g.paths.begin(), g.paths.end(),
+                                                                [](const std::string& p) { return p.empty(); });
         if (droppable) {
             f.detail += " Fix: drop the values that carry it and write the rest as a weights-only file.";
             transform::Options fix;

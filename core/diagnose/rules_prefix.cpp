@@ -109,8 +109,8 @@ std::string strictLoadExample(const DictView& d, const std::vector<std::string>&
         with.emplace_back(d.keys[i]);
     }
     std::vector<std::string> without(stripped.begin(), stripped.begin() + static_cast<long>(with.size()));
-    return "Missing key(s) in state_dict: " + keyList(without, 2) + ". Unexpected key(s) in state_dict: " +
-           keyList(with, 2) + ".";
+    return "Missing key(s) in state_dict: " + keyList(without, 2) +
+           ". Unexpected key(s) in state_dict: " + keyList(with, 2) + ".";
 }
 
 std::vector<std::string> keyPaths(const DictView& d, const std::vector<std::string_view>& keys)
@@ -130,8 +130,8 @@ Finding wrapperFinding(Wrapper w, bool nested, const DictView& d, std::string_vi
     const std::string total = plural(d.keys.size(), "key", "keys");
     const std::string where = "the state dict at " + quotedPath(d.path);
     const std::string c(chain);
-    const std::string loadFails = "Loading it into the bare model with load_state_dict(strict=True) fails: " +
-                                  strictLoadExample(d, stripped);
+    const std::string loadFails =
+        "Loading it into the bare model with load_state_dict(strict=True) fails: " + strictLoadExample(d, stripped);
     switch (w) {
     case Wrapper::Ddp:
         if (nested) {
@@ -145,8 +145,7 @@ Finding wrapperFinding(Wrapper w, bool nested, const DictView& d, std::string_vi
             f.title = "Keys carry DataParallel/DDP's `" + c + "` prefix";
             f.detail = "All " + total + " of " + where + " start with `" + c +
                        "`: it was saved from a model wrapped in nn.DataParallel or DistributedDataParallel. " +
-                       loadFails +
-                       " For a single card (or to wrap the model only after loading), strip `" + c +
+                       loadFails + " For a single card (or to wrap the model only after loading), strip `" + c +
                        "` (the fix). To load it into a model that is already wrapped, keep the keys as they are.";
         }
         break;
@@ -183,9 +182,8 @@ Finding innerWrapperFinding(Wrapper w, const DictView& d, const std::vector<std:
     f.title = fsdp ? "Keys carry FSDP/activation-checkpointing wrapper names inside"
                    : "Keys carry torch.compile's `_orig_mod.` inside";
     const std::string names = fsdp ? "`_fsdp_wrapped_module.` / `_checkpoint_wrapped_module.`" : "`_orig_mod.`";
-    f.detail = plural(keys.size(), "key", "keys") + " of the state dict at " + quotedPath(d.path) + " carry " +
-               names + " after their first segment (e.g. `" + std::string(keys.front()) +
-               "`): submodules were wrapped " +
+    f.detail = plural(keys.size(), "key", "keys") + " of the state dict at " + quotedPath(d.path) + " carry " + names +
+               " after their first segment (e.g. `" + std::string(keys.front()) + "`): submodules were wrapped " +
                (fsdp ? "by FSDP or checkpoint_wrapper" : "by torch.compile") +
                " when it was saved, so a model built without those wrappers reports these keys as unexpected and "
                "their unwrapped names as missing. A prefix edit cannot remove a segment in the middle of a key: "
@@ -235,8 +233,10 @@ void checkDict(const DictView& d, Findings& out)
                 out.push_back(wrapperFinding(w, false, d, chain, stripped));
                 reported[w] = true;
                 if (const auto it = inner.find(w); it != inner.end()) {
-                    out.back().detail += " " + plural(it->second.size(), "key", "keys") + " also carry wrapper names "
-                                         "after their first segment (e.g. `" + std::string(it->second.front()) +
+                    out.back().detail += " " + plural(it->second.size(), "key", "keys") +
+                                         " also carry wrapper names "
+                                         "after their first segment (e.g. `" +
+                                         std::string(it->second.front()) +
                                          "`): a prefix edit removes only the leading one; load it into the wrapped "
                                          "model and save a FULL_STATE_DICT to drop the inner ones.";
                 }

@@ -134,9 +134,9 @@ void storageBloat(const Checkpoint& ckpt, const std::vector<std::vector<std::uin
         const auto& st = ckpt.storages[wastes[i].storage];
         if (i < kExamples) {
             const auto& t = ckpt.tensors[users[wastes[i].storage].front()];
-            examples += std::string(i ? "; " : "") + quotedPath(t.path) + " (" + std::string(dtypeName(t.dtype)) +
-                        " " + shapeText(t.shape) + ") views " + bytesText(st.reachedBytes) + " of a " +
-                        bytesText(st.nbytes) + " storage";
+            examples += std::string(i ? "; " : "") + quotedPath(t.path) + " (" + std::string(dtypeName(t.dtype)) + " " +
+                        shapeText(t.shape) + ") views " + bytesText(st.reachedBytes) + " of a " + bytesText(st.nbytes) +
+                        " storage";
         }
         for (auto t : users[wastes[i].storage]) {
             f.paths.push_back(ckpt.tensors[t].path);
@@ -190,7 +190,8 @@ void sharedStorage(const Checkpoint& ckpt, const std::vector<std::vector<std::ui
             if (ts.size() > 4) {
                 names += ", ...";
             }
-            examples += std::string(g ? "; " : "") + names + (identical ? " (the same view: tied)" : " (different views)");
+            examples +=
+                std::string(g ? "; " : "") + names + (identical ? " (the same view: tied)" : " (different views)");
         }
         for (auto t : ts) {
             f.paths.push_back(ckpt.tensors[t].path);
@@ -200,7 +201,8 @@ void sharedStorage(const Checkpoint& ckpt, const std::vector<std::vector<std::ui
     f.detail = examples + (groups.size() > kExamples ? "; ..." : "") +
                ". torch.load keeps them shared (tied weights stay tied). safetensors cannot share: an export keeps "
                "one name per tied group (" +
-               plural(tied, "group", "groups") + ", the others recorded as aliases in __metadata__, as "
+               plural(tied, "group", "groups") +
+               ", the others recorded as aliases in __metadata__, as "
                "safetensors' save_model does) and has to copy partially overlapping views (" +
                plural(partial, "group", "groups") + ").";
     out.push_back(std::move(f));

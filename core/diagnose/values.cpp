@@ -15,8 +15,7 @@ namespace {
 
 enum class Cls : std::uint8_t { Finite, Nan, PosInf, NegInf };
 
-template <class U>
-U loadBits(const std::byte* p)
+template <class U> U loadBits(const std::byte* p)
 {
     U u;
     std::memcpy(&u, p, sizeof(U));
@@ -40,8 +39,7 @@ double halfToDouble(std::uint16_t h)
 }
 
 // IEEE-754 layouts (all-ones exponent = Inf/NaN): float64/32/16, bfloat16, float8_e5m2.
-template <class U, U ExpMask, U ManMask, U SignMask>
-struct Ieee {
+template <class U, U ExpMask, U ManMask, U SignMask> struct Ieee {
     using Bits = U;
     static constexpr std::size_t size = sizeof(U);
     static bool nonFinite(U u) { return (u & ExpMask) == ExpMask; }
@@ -99,7 +97,7 @@ ByteTable makeTable(DType t)
             v = neg ? -v : v;
             break;
         }
-        case DType::Float8_e4m3fnuz:  // bias 8, the only NaN is 0x80, no Inf, no -0
+        case DType::Float8_e4m3fnuz:    // bias 8, the only NaN is 0x80, no Inf, no -0
         case DType::Float8_e5m2fnuz: {  // bias 16, likewise
             const bool e4 = t == DType::Float8_e4m3fnuz;
             const int manBits = e4 ? 3 : 2;
@@ -131,8 +129,7 @@ ByteTable makeTable(DType t)
     return tb;
 }
 
-template <DType T>
-struct F8 {
+template <DType T> struct F8 {
     using Bits = std::uint8_t;
     static constexpr std::size_t size = 1;
     static const ByteTable& table()
@@ -156,8 +153,7 @@ void addClass(NonFinite& r, Cls c)
 
 // Counts non-finite scalars among n contiguous ones: a branch-free pass that GCC vectorises,
 // in blocks small enough for a 32-bit counter.
-template <class F>
-std::uint64_t quickCount(const std::byte* p, std::size_t n)
+template <class F> std::uint64_t quickCount(const std::byte* p, std::size_t n)
 {
     std::uint64_t bad = 0;
     constexpr std::size_t kBlock = std::size_t{1} << 20;
@@ -172,8 +168,7 @@ std::uint64_t quickCount(const std::byte* p, std::size_t n)
     return bad;
 }
 
-template <class F>
-NonFinite countReal(const std::byte* p, std::size_t n)
+template <class F> NonFinite countReal(const std::byte* p, std::size_t n)
 {
     NonFinite r;
     if (quickCount<F>(p, n) == 0) {
@@ -185,8 +180,7 @@ NonFinite countReal(const std::byte* p, std::size_t n)
     return r;
 }
 
-template <class F>
-void addComplex(NonFinite& r, const std::byte* p)
+template <class F> void addComplex(NonFinite& r, const std::byte* p)
 {
     const Cls re = F::classify(loadBits<typename F::Bits>(p));
     const Cls im = F::classify(loadBits<typename F::Bits>(p + F::size));
@@ -194,8 +188,7 @@ void addComplex(NonFinite& r, const std::byte* p)
     r.inf += (re == Cls::PosInf || re == Cls::NegInf || im == Cls::PosInf || im == Cls::NegInf) ? 1 : 0;
 }
 
-template <class F>
-NonFinite countComplex(const std::byte* p, std::size_t n)
+template <class F> NonFinite countComplex(const std::byte* p, std::size_t n)
 {
     NonFinite r;
     if (quickCount<F>(p, 2 * n) == 0) {
@@ -211,8 +204,7 @@ NonFinite countComplex(const std::byte* p, std::size_t n)
 
 // Calls fn.template operator()<Codec, IsComplex>() for floating and complex dtypes; returns false
 // for every other dtype.
-template <class Fn>
-bool dispatchFloat(DType t, Fn&& fn)
+template <class Fn> bool dispatchFloat(DType t, Fn&& fn)
 {
     switch (t) {
     case DType::Float64:
@@ -310,8 +302,7 @@ Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
 }
 
 // Visits the element offsets (in elements) of a view in row-major order; stops when fn returns false.
-template <class Fn>
-void forEachOffset(const TensorView& v, Fn&& fn)
+template <class Fn> void forEachOffset(const TensorView& v, Fn&& fn)
 {
     const auto n = numelOf(v);
     if (n == 0) {
@@ -374,8 +365,7 @@ std::string formatReal(double d)
 }
 
 // A reader for one dtype: sample() classifies and converts, text() prints exactly.
-template <class F, bool Complex>
-struct FloatReader {
+template <class F, bool Complex> struct FloatReader {
     static constexpr std::size_t size = Complex ? 2 * F::size : F::size;
     static Sample sample(const std::byte* p)
     {
@@ -406,8 +396,7 @@ struct FloatReader {
     }
 };
 
-template <class I>
-struct IntReader {
+template <class I> struct IntReader {
     static constexpr std::size_t size = sizeof(I);
     static Sample sample(const std::byte* p) { return {false, false, false, static_cast<double>(loadBits<I>(p))}; }
     static std::string text(const std::byte* p) { return std::to_string(loadBits<I>(p)); }
@@ -419,8 +408,7 @@ struct BoolReader {
     static std::string text(const std::byte* p) { return p[0] != std::byte{0} ? "True" : "False"; }
 };
 
-template <class Fn>
-bool dispatchAll(DType t, Fn&& fn)
+template <class Fn> bool dispatchAll(DType t, Fn&& fn)
 {
     bool handled = false;
     dispatchFloat(t, [&]<class F, bool C>() {
@@ -603,8 +591,7 @@ Expected<TensorStats> viewStats(const TensorView& v, Bytes storage, const StatsO
     std::optional<Expected<TensorStats>> result;
     const bool known = dispatchAll(v.dtype, [&]<class R>() { result.emplace(statsWith<R>(v, storage, opts, stop)); });
     if (!known || !result) {
-        return makeError(ErrorCode::Unsupported,
-                         "no statistics for dtype " + std::string(dtypeName(v.dtype)));
+        return makeError(ErrorCode::Unsupported, "no statistics for dtype " + std::string(dtypeName(v.dtype)));
     }
     return std::move(*result);
 }

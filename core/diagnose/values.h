@@ -47,7 +47,7 @@ struct TensorStats {
     double min = 0;
     double max = 0;
     double mean = 0;
-    double std = 0;  // population standard deviation
+    double std = 0;                        // population standard deviation
     std::vector<std::uint64_t> histogram;  // equal-width bins over [min, max]
     double histLow = 0;
     double histHigh = 0;

@@ -38,7 +38,7 @@ void apply(const Table& names, const ModuleMap* modulesBegin, const ModuleMap* m
     }
 }
 
-} // namespace
+}  // namespace
 
 void mapToPython3(std::string& module, std::string& name, int protocol)
 {
@@ -55,4 +55,4 @@ void mapToPython2(std::string& module, std::string& name)
     apply(kReverseNameMapping, std::begin(kReverseImportMapping), std::end(kReverseImportMapping), module, name);
 }
 
-} // namespace ckpt::pickle::detail
+}  // namespace ckpt::pickle::detail

@@ -13,4 +13,4 @@ void mapToPython3(std::string& module, std::string& name, int protocol);
 // Pickling at protocol 2: Python 3 names -> the Python 2 names CPython's pickler writes.
 void mapToPython2(std::string& module, std::string& name);
 
-} // namespace ckpt::pickle::detail
+}  // namespace ckpt::pickle::detail

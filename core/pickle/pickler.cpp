@@ -12,7 +12,7 @@ namespace ckpt::pickle {
 namespace {
 
 constexpr std::uint32_t kNoMemo = 0xFFFFFFFFU;
-constexpr std::size_t kBatch = 1000; // CPython's _BATCHSIZE
+constexpr std::size_t kBatch = 1000;  // CPython's _BATCHSIZE
 
 // Where a batch of APPENDS/SETITEMS takes its items from.
 enum class Source : std::uint8_t { ListItems, DictItems, SetItems, ObjectList, ObjectDict };
@@ -21,16 +21,16 @@ enum class Source : std::uint8_t { ListItems, DictItems, SetItems, ObjectList, O
 // stack, so every nested save is a task on an explicit stack, executed last-in first-out.
 struct Task {
     enum Type : std::uint8_t {
-        Save,       // id
-        Op,         // a = opcode byte
-        Global,     // a = index into Writer::names_
-        Put,        // id: memoise (BINPUT/LONG_BINPUT)
-        TupleEnd,   // id, a = item count: TUPLEn / TUPLE, or POP + GET if a cycle memoised it meanwhile
-        Batch,      // id, sub = Source, a = first item
-        TensorCall, // id, sub = layer: GLOBAL fn, args, REDUCE
-        TensorArgs, // id, sub = layer: the argument tuple of that layer
+        Save,        // id
+        Op,          // a = opcode byte
+        Global,      // a = index into Writer::names_
+        Put,         // id: memoise (BINPUT/LONG_BINPUT)
+        TupleEnd,    // id, a = item count: TUPLEn / TUPLE, or POP + GET if a cycle memoised it meanwhile
+        Batch,       // id, sub = Source, a = first item
+        TensorCall,  // id, sub = layer: GLOBAL fn, args, REDUCE
+        TensorArgs,  // id, sub = layer: the argument tuple of that layer
         EmptyOrderedDict,
-        Bool, // a = 0/1
+        Bool,  // a = 0/1
     } type;
     std::uint8_t sub = 0;
     ValueId id;
@@ -488,7 +488,7 @@ private:
         if (active_[id.v] > 0) {
             --active_[id.v];
         }
-        if (memo_[id.v] != kNoMemo) { // the tuple was completed inside itself: drop this copy
+        if (memo_[id.v] != kNoMemo) {  // the tuple was completed inside itself: drop this copy
             if (n > 3) {
                 byte(op::POP_MARK);
             } else {
@@ -715,7 +715,7 @@ private:
         const bool hasKwargs = valid(o.kwargs) && !(a_[o.kwargs].kind == Kind::Dict && a_[o.kwargs].items.empty());
         bool newobj = o.form == ObjectForm::NewObj || o.form == ObjectForm::NewObjEx;
         if ((o.form == ObjectForm::Inst || o.form == ObjectForm::Obj) && !hasArgs) {
-            newobj = true; // cls() without arguments: what INST/OBJ do for classes
+            newobj = true;  // cls() without arguments: what INST/OBJ do for classes
         }
         if (o.form == ObjectForm::NewObjEx && hasKwargs) {
             // cls.__new__(cls, *args, **kwargs) at protocol 2
@@ -758,7 +758,7 @@ private:
     std::optional<Error> error_;
 };
 
-} // namespace
+}  // namespace
 
 Expected<std::string> picklePersistent(const Arena& arena, ValueId root)
 {
@@ -766,4 +766,4 @@ Expected<std::string> picklePersistent(const Arena& arena, ValueId root)
     return w.run(root);
 }
 
-} // namespace ckpt::pickle
+}  // namespace ckpt::pickle

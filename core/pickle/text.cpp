@@ -38,7 +38,7 @@ bool decimalToLong(std::string_view text, std::string& le, std::string& why)
         why = "integer literal with " + std::to_string(text.size()) + " digits exceeds the 4300 digits Python converts";
         return false;
     }
-    std::vector<std::uint8_t> mag; // little-endian magnitude
+    std::vector<std::uint8_t> mag;  // little-endian magnitude
     for (char c : text) {
         if (c < '0' || c > '9') {
             why = "invalid integer literal";
@@ -55,7 +55,7 @@ bool decimalToLong(std::string_view text, std::string& le, std::string& why)
             carry >>= 8;
         }
     }
-    mag.push_back(0); // room for the sign bit
+    mag.push_back(0);  // room for the sign bit
     if (negative) {
         unsigned carry = 1;
         for (auto& b : mag) {
@@ -76,7 +76,7 @@ void appendUtf8(std::string& out, std::uint32_t cp)
     } else if (cp < 0x800) {
         out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
         out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) { // surrogates too, as CPython's 'surrogatepass' writes them
+    } else if (cp < 0x10000) {  // surrogates too, as CPython's 'surrogatepass' writes them
         out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
         out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
         out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
@@ -122,7 +122,7 @@ bool nextCodePoint(std::string_view s, std::size_t& i, std::uint32_t& cp)
     }
     static constexpr std::uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
     if (cp < kMin[len] || cp > 0x10FFFF) {
-        return false; // overlong or out of range
+        return false;  // overlong or out of range
     }
     i += len;
     return true;
@@ -158,7 +158,7 @@ bool hexRun(std::string_view s, std::size_t at, std::size_t n, std::uint32_t& ou
     return true;
 }
 
-} // namespace
+}  // namespace
 
 bool isValidUtf8(std::string_view s)
 {
@@ -197,7 +197,7 @@ bool decodeRawUnicodeEscape(std::string_view in, std::string& utf8)
     while (i < in.size()) {
         const char c = in[i];
         if (c != '\\') {
-            appendUtf8(utf8, static_cast<unsigned char>(c)); // each byte is a latin-1 code point
+            appendUtf8(utf8, static_cast<unsigned char>(c));  // each byte is a latin-1 code point
             ++i;
             continue;
         }
@@ -232,7 +232,7 @@ bool decodeEscapes(std::string_view in, std::string& raw)
             continue;
         }
         if (++i >= in.size()) {
-            return false; // Python: "Trailing \ in string"
+            return false;  // Python: "Trailing \ in string"
         }
         const char e = in[i];
         switch (e) {
@@ -353,4 +353,4 @@ bool encodeText(std::string_view utf8, std::string_view encoding, std::string& r
     return true;
 }
 
-} // namespace ckpt::pickle::detail
+}  // namespace ckpt::pickle::detail

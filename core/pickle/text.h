@@ -19,7 +19,7 @@ bool decimalToLong(std::string_view text, std::string& le, std::string& why);
 std::string decodeByteString(std::string_view raw);
 
 bool decodeRawUnicodeEscape(std::string_view in, std::string& utf8);
-bool decodeEscapes(std::string_view in, std::string& raw); // codecs.escape_decode
+bool decodeEscapes(std::string_view in, std::string& raw);  // codecs.escape_decode
 bool parsePythonFloat(std::string_view text, double& out);
 
 // `_codecs.encode(text, encoding)` for latin-1, ASCII and UTF-8; false for anything else or for
@@ -29,4 +29,4 @@ bool encodeText(std::string_view utf8, std::string_view encoding, std::string& r
 bool isValidUtf8(std::string_view s);
 void appendUtf8(std::string& out, std::uint32_t cp);
 
-} // namespace ckpt::pickle::detail
+}  // namespace ckpt::pickle::detail

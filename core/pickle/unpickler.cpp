@@ -133,7 +133,7 @@ struct Args {
     std::array<ValueId, 8> v{};
     std::size_t n = 0;
     bool fits = true;
-    Args(const std::vector<ValueId>& items) // NOLINT(google-explicit-constructor)
+    Args(const std::vector<ValueId>& items)  // NOLINT(google-explicit-constructor)
     {
         fits = items.size() <= v.size();
         n = fits ? items.size() : 0;
@@ -160,7 +160,7 @@ public:
         // A pickle rarely expands to more than one value per 6 input bytes (state dicts: ~1 per 8).
         const std::size_t guess = std::min<std::size_t>(data.size() / 6 + 16, opts.maxValues);
         arena.reserve(arena.size() + guess);
-        arena.tensors.reserve(arena.tensors.size() + data.size() / 256); // a v2 call takes ~130 bytes
+        arena.tensors.reserve(arena.tensors.size() + data.size() / 256);  // a v2 call takes ~130 bytes
         stack_.reserve(64);
         storageByKey_.reserve(arena.storages.size() + data.size() / 256);
         for (std::size_t n = 0; n < arena.storages.size(); ++n) {
@@ -214,7 +214,7 @@ private:
     }
     std::string_view take(std::size_t n)
     {
-        std::string_view s(reinterpret_cast<const char*>(data_.data()) + pos_, n); // NOLINT
+        std::string_view s(reinterpret_cast<const char*>(data_.data()) + pos_, n);  // NOLINT
         pos_ += n;
         return s;
     }
@@ -366,7 +366,7 @@ private:
             out = v.i;
             return true;
         }
-        if (v.kind == Kind::Bool) { // Python bools are ints
+        if (v.kind == Kind::Bool) {  // Python bools are ints
             out = v.flag ? 1 : 0;
             return true;
         }
@@ -434,7 +434,7 @@ ValueId Machine::makeInt(std::string_view le)
             u |= static_cast<std::uint64_t>(static_cast<unsigned char>(norm[n])) << (8 * n);
         }
         if (!norm.empty() && norm.size() < 8 && (static_cast<unsigned char>(norm.back()) & 0x80U) != 0) {
-            u |= ~0ULL << (8 * norm.size()); // sign-extend
+            u |= ~0ULL << (8 * norm.size());  // sign-extend
         }
         return a_.integer(static_cast<std::int64_t>(u));
     }
@@ -1109,7 +1109,7 @@ std::optional<ValueId> Machine::callKnown(Known k, ValueId callable, ValueId arg
         }
         std::string raw;
         if (!detail::encodeText(val(av[0]).text, val(av[1]).text, raw)) {
-            return std::nullopt; // an encoding we do not model stays a call
+            return std::nullopt;  // an encoding we do not model stays a call
         }
         return a_.bytes(std::move(raw));
     }
@@ -1517,7 +1517,7 @@ bool Machine::opBuild()
     case Kind::Dict: {
         ValueId attrs = state;
         if (kindOf(state) == Kind::Tuple && val(state).items.size() == 2) {
-            attrs = val(state).items[0]; // (dict, slots)
+            attrs = val(state).items[0];  // (dict, slots)
         }
         if (kindOf(attrs) == Kind::Dict) {
             a_[target].attrs = attrs;
@@ -1627,7 +1627,7 @@ bool Machine::persistentLoad(ValueId pid)
     return true;
 }
 
-} // namespace
+}  // namespace
 
 Expected<UnpickleResult> unpickle(Bytes data, Arena& arena, const UnpickleOptions& opts)
 {
@@ -1635,4 +1635,4 @@ Expected<UnpickleResult> unpickle(Bytes data, Arena& arena, const UnpickleOption
     return m.run();
 }
 
-} // namespace ckpt::pickle
+}  // namespace ckpt::pickle

@@ -28,9 +28,9 @@ struct UnpickleOptions {
 
 struct UnpickleResult {
     ValueId root;
-    int protocol = 0;                 // PROTO argument, 0 when absent (protocol 0/1)
-    std::bitset<256> opcodesSeen;     // for the weights-only check (FORMAT.md §5.3)
-    std::size_t consumed = 0;         // bytes read, STOP included
+    int protocol = 0;              // PROTO argument, 0 when absent (protocol 0/1)
+    std::bitset<256> opcodesSeen;  // for the weights-only check (FORMAT.md §5.3)
+    std::size_t consumed = 0;      // bytes read, STOP included
     std::vector<std::string> warnings;
 };
 

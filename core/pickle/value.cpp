@@ -21,7 +21,7 @@ Value make(Kind k)
     v.kind = k;
     return v;
 }
-} // namespace
+}  // namespace
 
 ValueId Arena::none()
 {
@@ -197,7 +197,7 @@ std::string bigIntText(std::string_view le)
     }
     std::vector<std::uint8_t> mag(le.begin(), le.end());
     const bool negative = (mag.back() & 0x80U) != 0;
-    if (negative) { // magnitude = two's complement negation
+    if (negative) {  // magnitude = two's complement negation
         unsigned carry = 1;
         for (auto& b : mag) {
             const unsigned x = static_cast<std::uint8_t>(~b) + carry;
@@ -311,7 +311,7 @@ void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
             if (c < 0x20 || c == 0x7f) {
                 appendHexByte(out, c);
             } else {
-                out.push_back(ch); // UTF-8 continuation bytes pass through: Python prints the characters
+                out.push_back(ch);  // UTF-8 continuation bytes pass through: Python prints the characters
             }
         }
     }
@@ -605,7 +605,7 @@ std::string elided(const Value& v)
     }
 }
 
-} // namespace
+}  // namespace
 
 std::string shortRepr(const Arena& a, ValueId id, std::size_t maxLen)
 {
@@ -698,7 +698,7 @@ bool numpyDtype(const Arena& a, ValueId id, std::string& out)
         }
     }
     if (order == '=') {
-        order = '<'; // native order on every machine torch.save runs on that we know of
+        order = '<';  // native order on every machine torch.save runs on that we know of
     }
     out = std::string(1, order) + code->text;
     return true;
@@ -721,7 +721,7 @@ bool intTuple(const Arena& a, ValueId id, std::vector<std::int64_t>& out)
     return true;
 }
 
-} // namespace
+}  // namespace
 
 bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
 {
@@ -761,4 +761,4 @@ bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
     return false;
 }
 
-} // namespace ckpt::pickle
+}  // namespace ckpt::pickle

@@ -27,25 +27,25 @@ struct ValueId {
 
 enum class Kind : std::uint8_t {
     None,
-    Bool,       // flag
-    Int,        // i (fits in int64)
-    BigInt,     // text = little-endian two's complement bytes (LONG1/LONG4 beyond 64 bits)
-    Float,      // f
-    Str,        // text (UTF-8)
-    Bytes,      // text (raw bytes); flag = bytearray
-    Tuple,      // items
-    List,       // items
-    Dict,       // items = k0, v0, k1, v1, ... in insertion order; flag = collections.OrderedDict;
-                // attrs = the BUILD state (OrderedDict's `{'_metadata': ...}`), if any
-    Set,        // items; flag = frozenset
-    Global,     // i = index into Arena::globals: a class or function referenced as a value
-    DType,      // i = static_cast<int>(ckpt::DType)
-    Device,     // text = type ("cuda"), i = index or -1 (torch.device)
-    Size,       // items (torch.Size)
-    Storage,    // i = index into Arena::storages (a resolved persistent id)
+    Bool,          // flag
+    Int,           // i (fits in int64)
+    BigInt,        // text = little-endian two's complement bytes (LONG1/LONG4 beyond 64 bits)
+    Float,         // f
+    Str,           // text (UTF-8)
+    Bytes,         // text (raw bytes); flag = bytearray
+    Tuple,         // items
+    List,          // items
+    Dict,          // items = k0, v0, k1, v1, ... in insertion order; flag = collections.OrderedDict;
+                   // attrs = the BUILD state (OrderedDict's `{'_metadata': ...}`), if any
+    Set,           // items; flag = frozenset
+    Global,        // i = index into Arena::globals: a class or function referenced as a value
+    DType,         // i = static_cast<int>(ckpt::DType)
+    Device,        // text = type ("cuda"), i = index or -1 (torch.device)
+    Size,          // items (torch.Size)
+    Storage,       // i = index into Arena::storages (a resolved persistent id)
     PersistentId,  // items[0] = a persistent id we do not resolve (tar-era string keys, ints)
-    Tensor,     // i = index into Arena::tensors (a recognised rebuild call)
-    Object,     // i = index into Arena::objects (anything else that was called or instantiated)
+    Tensor,        // i = index into Arena::tensors (a recognised rebuild call)
+    Object,        // i = index into Arena::objects (anything else that was called or instantiated)
 };
 
 struct Value {
@@ -70,58 +70,58 @@ struct GlobalRef {
 // 6-tuple with view metadata. One StorageRef per distinct key; tensors sharing a key share it.
 struct StorageRef {
     std::string key;
-    std::string location;         // "cpu", "cuda:3", "mps", ... as saved
+    std::string location;  // "cpu", "cuda:3", "mps", ... as saved
     ckpt::DType dtype = ckpt::DType::Unknown;
-    std::uint64_t numel = 0;      // elements of dtype (bytes for UntypedStorage)
-    bool untyped = false;         // `torch.UntypedStorage` (new dtypes, `_rebuild_tensor_v3`)
-    std::string className;        // `FloatStorage`, `UntypedStorage`, ...
-    ValueId legacyView;           // legacy 6th element (view_key, offset, numel) or invalid
-    bool conflicting = false;     // the same key was declared again with another dtype or size
+    std::uint64_t numel = 0;   // elements of dtype (bytes for UntypedStorage)
+    bool untyped = false;      // `torch.UntypedStorage` (new dtypes, `_rebuild_tensor_v3`)
+    std::string className;     // `FloatStorage`, `UntypedStorage`, ...
+    ValueId legacyView;        // legacy 6th element (view_key, offset, numel) or invalid
+    bool conflicting = false;  // the same key was declared again with another dtype or size
 };
 
 enum class TensorForm : std::uint8_t {
-    Strided,      // _rebuild_tensor / _v2 / _v3, legacy Tensor BUILD
-    Quantized,    // _rebuild_qtensor
-    Sparse,       // _rebuild_sparse_tensor / _rebuild_sparse_csr_tensor
-    Meta,         // _rebuild_meta_tensor_no_storage
-    Wrapper,      // _rebuild_wrapper_subclass (no storage)
+    Strided,        // _rebuild_tensor / _v2 / _v3, legacy Tensor BUILD
+    Quantized,      // _rebuild_qtensor
+    Sparse,         // _rebuild_sparse_tensor / _rebuild_sparse_csr_tensor
+    Meta,           // _rebuild_meta_tensor_no_storage
+    Wrapper,        // _rebuild_wrapper_subclass (no storage)
     DeviceFromCpu,  // _rebuild_device_tensor_from_cpu_tensor / _numpy / _rebuild_xla_tensor
-    Nested,       // _rebuild_nested_tensor
+    Nested,         // _rebuild_nested_tensor
 };
 
 struct TensorInfo {
     TensorForm form = TensorForm::Strided;
-    GlobalRef rebuild;                 // the rebuild function as written
-    ValueId rawArgs;                   // the original argument tuple (kept for exotic forms)
-    ValueId storage;                   // a Kind::Storage value, invalid for storage-less forms
+    GlobalRef rebuild;  // the rebuild function as written
+    ValueId rawArgs;    // the original argument tuple (kept for exotic forms)
+    ValueId storage;    // a Kind::Storage value, invalid for storage-less forms
     ckpt::DType dtype = ckpt::DType::Unknown;
-    std::int64_t storageOffset = 0;    // elements
+    std::int64_t storageOffset = 0;  // elements
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
     bool requiresGrad = false;
-    ValueId backwardHooks;             // always an empty OrderedDict in practice
-    ValueId metadata;                  // math bits dict (v2 7th / v3 8th argument), if present
-    std::string device;                // for storage-less forms ("meta", "xla:0", ...)
+    ValueId backwardHooks;  // always an empty OrderedDict in practice
+    ValueId metadata;       // math bits dict (v2 7th / v3 8th argument), if present
+    std::string device;     // for storage-less forms ("meta", "xla:0", ...)
     // nn.Parameter wrapping (_rebuild_parameter / _rebuild_parameter_with_state)
     bool isParameter = false;
     bool parameterRequiresGrad = true;
     ValueId parameterHooks;
-    ValueId parameterState;            // _with_state 4th argument
+    ValueId parameterState;  // _with_state 4th argument
     // torch._tensor._rebuild_from_type_v2(func, new_type, args, state)
-    ValueId subclassType;              // a Global value, invalid when not wrapped
+    ValueId subclassType;  // a Global value, invalid when not wrapped
     ValueId subclassState;
 };
 
 enum class ObjectForm : std::uint8_t { Reduce, NewObj, NewObjEx, Inst, Obj };
 
 struct ObjectInfo {
-    GlobalRef callable;                // class or function
+    GlobalRef callable;  // class or function
     ObjectForm form = ObjectForm::Reduce;
-    ValueId args;                      // a Tuple value (may be empty)
-    ValueId kwargs;                    // NEWOBJ_EX keyword dict, if any
-    ValueId state;                     // BUILD argument, if any
-    std::vector<ValueId> listItems;    // APPEND/APPENDS onto the object
-    std::vector<ValueId> dictItems;    // SETITEM/SETITEMS onto the object: k0, v0, k1, v1, ...
+    ValueId args;                    // a Tuple value (may be empty)
+    ValueId kwargs;                  // NEWOBJ_EX keyword dict, if any
+    ValueId state;                   // BUILD argument, if any
+    std::vector<ValueId> listItems;  // APPEND/APPENDS onto the object
+    std::vector<ValueId> dictItems;  // SETITEM/SETITEMS onto the object: k0, v0, k1, v1, ...
 };
 
 class Arena {
@@ -176,9 +176,9 @@ private:
 // BUILD), decoded without numpy: dtype code (`<f8`), shape, and the raw element bytes.
 struct NumpyInfo {
     bool isScalar = false;
-    std::string dtype;     // numpy code with byte order, e.g. "<f8", "|b1"
+    std::string dtype;  // numpy code with byte order, e.g. "<f8", "|b1"
     std::vector<std::int64_t> shape;
-    std::string data;      // raw bytes as pickled
+    std::string data;  // raw bytes as pickled
 };
 [[nodiscard]] bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out);
 

@@ -102,7 +102,7 @@ constexpr std::array<std::string_view, 28> kUnsafeExact = {
     "torch.jit.load",
 };
 
-} // namespace
+}  // namespace
 
 bool weightsOnlyAllowed(std::string_view qualified)
 {
@@ -159,4 +159,4 @@ bool unsafeCallable(std::string_view qualified)
     return false;
 }
 
-} // namespace ckpt::transform
+}  // namespace ckpt::transform

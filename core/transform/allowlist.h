@@ -18,4 +18,4 @@ namespace ckpt::transform {
 // Never written by convert, whatever the options.
 [[nodiscard]] bool unsafeCallable(std::string_view qualified);
 
-} // namespace ckpt::transform
+}  // namespace ckpt::transform

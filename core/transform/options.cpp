@@ -67,7 +67,7 @@ std::vector<std::string> wrapperPrefixes()
     return {"_orig_mod.module.", "module._orig_mod.", "module.module.", "_orig_mod.", "module."};
 }
 
-} // namespace
+}  // namespace
 
 std::string LocationMap::apply(const std::string& location) const
 {
@@ -220,7 +220,7 @@ Expected<bool> boolField(const nlohmann::json& v, const std::string& key)
     return v.get<bool>();
 }
 
-} // namespace
+}  // namespace
 
 Expected<Options> Options::fromJson(const std::string& json)
 {
@@ -341,4 +341,4 @@ Options multiCardPreset()
     return o;
 }
 
-} // namespace ckpt::transform
+}  // namespace ckpt::transform

@@ -26,13 +26,13 @@ enum class OutputFormat { Torch, Safetensors };
 struct Options {
     std::vector<std::string> stripPrefixes;  // each anchored at the key start, applied in order
     std::optional<std::string> addPrefix;
-    std::optional<std::string> select;       // key path that becomes the new root
-    std::vector<std::string> drop;           // key paths removed
+    std::optional<std::string> select;  // key path that becomes the new root
+    std::vector<std::string> drop;      // key paths removed
     LocationMap mapLocation;
-    bool unwrapModules = false;              // whole-model pickle -> model.state_dict()
-    bool weightsOnly = false;                // make torch.load(weights_only=True) accept it
-    bool compact = false;                    // storages shrunk to what tensors reach
-    bool singleModulePrefix = false;         // --multi-card: every state-dict key gets exactly one `module.`
+    bool unwrapModules = false;       // whole-model pickle -> model.state_dict()
+    bool weightsOnly = false;         // make torch.load(weights_only=True) accept it
+    bool compact = false;             // storages shrunk to what tensors reach
+    bool singleModulePrefix = false;  // --multi-card: every state-dict key gets exactly one `module.`
     OutputFormat format = OutputFormat::Torch;
 
     // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),

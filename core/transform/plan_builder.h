@@ -13,8 +13,8 @@ struct Builder {
     const Checkpoint& in;
     const Options& opts;
     Plan& plan;
-    std::string rootPath;                         // input key path of the output root
-    std::unordered_set<std::uint32_t> stateDicts; // dict values whose keys are state-dict keys
+    std::string rootPath;                          // input key path of the output root
+    std::unordered_set<std::uint32_t> stateDicts;  // dict values whose keys are state-dict keys
 
     void step(StepKind kind, std::string path, std::string before, std::string after, std::string detail = {})
     {
@@ -41,4 +41,4 @@ Expected<void> unwrapModules(Builder& b);
 Expected<void> sanitize(Builder& b);
 Expected<void> editPrefixes(Builder& b);
 
-} // namespace ckpt::transform::detail
+}  // namespace ckpt::transform::detail

@@ -58,7 +58,7 @@ void putEntry(MetaEntries& entries, std::string key, ValueId value)
 {
     auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; });
     if (it != entries.end()) {
-        it->second = value; // Python: metadata[newkey] = ... keeps an existing key's position
+        it->second = value;  // Python: metadata[newkey] = ... keeps an existing key's position
     } else {
         entries.emplace_back(std::move(key), value);
     }
@@ -189,7 +189,7 @@ Expected<void> editDict(Builder& b, ValueId d, const std::string& path)
 {
     Arena& a = b.arena();
     const std::vector<ValueId> items = a[d].items;
-    std::unordered_map<std::string, std::string> taken; // new name -> old name
+    std::unordered_map<std::string, std::string> taken;  // new name -> old name
     std::vector<std::pair<std::size_t, std::string>> renames;
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
         if (a[items[i]].kind != Kind::Str) {
@@ -210,7 +210,7 @@ Expected<void> editDict(Builder& b, ValueId d, const std::string& path)
     for (auto& [i, name] : renames) {
         const std::string old = a[items[i]].text;
         const ValueId key = a.str(name);
-        a[d].items[i] = key; // a new string: the old one may be shared with another dict
+        a[d].items[i] = key;  // a new string: the old one may be shared with another dict
         b.step(StepKind::Rename, joinPath(path, old), old, std::move(name));
     }
     editMetadata(b, d, path);
@@ -226,7 +226,7 @@ Expected<void> walk(Builder& b, ValueId v, const std::string& path, std::unorder
     }
     const Kind kind = a[v].kind;
     if (kind != Kind::Dict && kind != Kind::List && kind != Kind::Tuple) {
-        return {}; // objects keep their own attribute names
+        return {};  // objects keep their own attribute names
     }
     if (kind == Kind::Dict && b.stateDicts.contains(v.v)) {
         if (auto ok = editDict(b, v, path); !ok) {
@@ -244,7 +244,7 @@ Expected<void> walk(Builder& b, ValueId v, const std::string& path, std::unorder
     return {};
 }
 
-} // namespace
+}  // namespace
 
 Expected<void> editPrefixes(Builder& b)
 {
@@ -255,4 +255,4 @@ Expected<void> editPrefixes(Builder& b)
     return walk(b, b.plan.root, b.rootPath, seen, 0);
 }
 
-} // namespace ckpt::transform::detail
+}  // namespace ckpt::transform::detail

@@ -119,12 +119,12 @@ void refreshStridedArgs(Arena& a, ValueId tensor)
         args.push_back(t.metadata);
     }
     if (t.rebuild.name == "_rebuild_tensor") {
-        args.resize(4); // the old 4-argument form has no requires_grad/hooks
+        args.resize(4);  // the old 4-argument form has no requires_grad/hooks
     }
-    t.rawArgs = a.tuple(std::move(args)); // values grow; the tensor table (and `t`) does not move
+    t.rawArgs = a.tuple(std::move(args));  // values grow; the tensor table (and `t`) does not move
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -261,7 +261,7 @@ Expected<void> dropPaths(Builder& b)
         std::string path = p;
         std::uint32_t idx = p.empty() ? kNoIndex : b.in.find(p);
         if (idx == kNoIndex && b.opts.select && !p.empty()) {
-            path = joinPath(*b.opts.select, p); // a path relative to the selected value
+            path = joinPath(*b.opts.select, p);  // a path relative to the selected value
             idx = b.in.find(path);
         }
         if (p.empty()) {
@@ -295,8 +295,8 @@ Expected<void> dropPaths(Builder& b)
 // Output storages: which are written, in the order the pickler meets them, from which bytes.
 
 struct StorageUse {
-    bool bare = false;          // reached other than as a strided tensor's storage
-    std::vector<ValueId> views; // strided tensors viewing it
+    bool bare = false;           // reached other than as a strided tensor's storage
+    std::vector<ValueId> views;  // strided tensors viewing it
     std::string firstPath;
 };
 
@@ -371,7 +371,7 @@ public:
         }
     }
 
-    std::vector<std::uint32_t> order; // storage indices, first met first
+    std::vector<std::uint32_t> order;  // storage indices, first met first
     std::unordered_map<std::uint32_t, StorageUse> uses;
     std::uint64_t tensors = 0;
 
@@ -427,7 +427,7 @@ void compactStorage(Builder& b, std::uint32_t s, const StorageUse& use, OutStora
         }
     }
     if (lo == UINT64_MAX) {
-        lo = 0; // only empty tensors: nothing is reached
+        lo = 0;  // only empty tensors: nothing is reached
     }
     if (lo == 0 && hi == ref.numel) {
         return;
@@ -522,7 +522,7 @@ void planStorages(Builder& b)
     b.plan.tensorCount = walk.tensors;
 }
 
-} // namespace
+}  // namespace
 
 bool Plan::changesNothing() const
 {
@@ -578,4 +578,4 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
     return plan;
 }
 
-} // namespace ckpt::transform
+}  // namespace ckpt::transform

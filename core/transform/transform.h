@@ -17,25 +17,25 @@ enum class StepKind : std::uint8_t { Select, Rename, Remap, Drop, Convert, Unwra
 
 struct PlanStep {
     StepKind kind = StepKind::Note;
-    std::string path;      // key path in the input
-    std::string before;    // old key / location / type
-    std::string after;     // new key / location / replacement ("" when dropped)
+    std::string path;    // key path in the input
+    std::string before;  // old key / location / type
+    std::string after;   // new key / location / replacement ("" when dropped)
     std::string detail;
 };
 
 // One storage of the output: where its bytes come from.
 struct OutStorage {
-    std::uint32_t source = 0;         // index into the input's storages
-    std::uint64_t byteOffset = 0;     // first byte taken from the source (compact)
-    std::uint64_t nbytes = 0;         // bytes written
-    std::string key;                  // output key ("0", "1", ...)
-    std::string location;             // output location
+    std::uint32_t source = 0;      // index into the input's storages
+    std::uint64_t byteOffset = 0;  // first byte taken from the source (compact)
+    std::uint64_t nbytes = 0;      // bytes written
+    std::string key;               // output key ("0", "1", ...)
+    std::string location;          // output location
 };
 
 struct Plan {
     Options options;
     std::vector<PlanStep> steps;
-    pickle::Arena arena;               // the output value tree (Arena::storages rewritten)
+    pickle::Arena arena;  // the output value tree (Arena::storages rewritten)
     pickle::ValueId root;
     std::vector<OutStorage> storages;  // parallel to arena.storages
     std::uint64_t tensorCount = 0;     // distinct tensors the output holds

@@ -78,7 +78,7 @@ public:
         return {};
     }
 
-    std::vector<ValueId> items; // k0, v0, k1, v1, ...
+    std::vector<ValueId> items;  // k0, v0, k1, v1, ...
     std::size_t count = 0;
 
 private:
@@ -109,7 +109,7 @@ private:
         Arena& a = b_.arena();
         pickle::TensorInfo t = pickle::tensorOf(a, v);
         if (!t.isParameter && !t.requiresGrad) {
-            return v; // a buffer: already what state_dict() holds
+            return v;  // a buffer: already what state_dict() holds
         }
         t.isParameter = false;
         t.parameterRequiresGrad = true;
@@ -199,7 +199,7 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
     return {};
 }
 
-} // namespace
+}  // namespace
 
 Expected<void> unwrapModules(Builder& b)
 {
@@ -210,4 +210,4 @@ Expected<void> unwrapModules(Builder& b)
     return findModules(b, b.plan.root, b.rootPath, seen, 0);
 }
 
-} // namespace ckpt::transform::detail
+}  // namespace ckpt::transform::detail

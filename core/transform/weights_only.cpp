@@ -52,7 +52,7 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
     }
     std::string bytes = np.data;
     if (order == '>') {
-        const std::size_t part = kind == 'c' ? want / 2 : want; // complex: swap each half
+        const std::size_t part = kind == 'c' ? want / 2 : want;  // complex: swap each half
         for (std::size_t at = 0; at < want; at += part) {
             std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
                          bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
@@ -88,7 +88,7 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
         }
         std::uint64_t u = loadU(0, want);
         if (want < 8 && (u >> (8 * want - 1)) != 0) {
-            u |= ~0ULL << (8 * want); // sign-extend
+            u |= ~0ULL << (8 * want);  // sign-extend
         }
         out.kind = Kind::Int;
         out.i = static_cast<std::int64_t>(u);
@@ -146,7 +146,7 @@ public:
         if (auto it = memo_.find(v.v); it != memo_.end()) {
             return it->second;
         }
-        memo_[v.v] = Fate::Keep; // provisional, for values that contain themselves
+        memo_[v.v] = Fate::Keep;  // provisional, for values that contain themselves
         auto fate = handle(v, path, removedAs, depth);
         if (fate) {
             memo_[v.v] = *fate;
@@ -420,7 +420,7 @@ private:
     std::unordered_map<std::uint32_t, Fate> memo_;
 };
 
-} // namespace
+}  // namespace
 
 Expected<void> sanitize(Builder& b)
 {
@@ -437,4 +437,4 @@ Expected<void> sanitize(Builder& b)
     return {};
 }
 
-} // namespace ckpt::transform::detail
+}  // namespace ckpt::transform::detail

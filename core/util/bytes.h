@@ -22,7 +22,8 @@ inline std::string_view asText(Bytes b)
 
 inline Bytes asBytes(std::string_view s)
 {
-    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    return {reinterpret_cast<const std::byte*>(s.data()),
+            s.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
 }
 
 // Little-endian loads that never read past the span (callers check the size first).

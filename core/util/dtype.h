@@ -9,13 +9,38 @@
 namespace ckpt {
 
 enum class DType : std::uint8_t {
-    Float64, Float32, Float16, BFloat16,
-    Int64, Int32, Int16, Int8, UInt8, Bool,
-    Complex128, Complex64, Complex32,
-    QInt8, QUInt8, QInt32, QUInt4x2, QUInt2x4,
-    Float8_e5m2, Float8_e4m3fn, Float8_e5m2fnuz, Float8_e4m3fnuz, Float8_e8m0fnu, Float4_e2m1fn_x2,
-    UInt16, UInt32, UInt64,
-    Bits8, Bits16, Bits1x8, Bits2x4, Bits4x2,
+    Float64,
+    Float32,
+    Float16,
+    BFloat16,
+    Int64,
+    Int32,
+    Int16,
+    Int8,
+    UInt8,
+    Bool,
+    Complex128,
+    Complex64,
+    Complex32,
+    QInt8,
+    QUInt8,
+    QInt32,
+    QUInt4x2,
+    QUInt2x4,
+    Float8_e5m2,
+    Float8_e4m3fn,
+    Float8_e5m2fnuz,
+    Float8_e4m3fnuz,
+    Float8_e8m0fnu,
+    Float4_e2m1fn_x2,
+    UInt16,
+    UInt32,
+    UInt64,
+    Bits8,
+    Bits16,
+    Bits1x8,
+    Bits2x4,
+    Bits4x2,
     Unknown,
 };
 
@@ -23,8 +48,9 @@ inline constexpr int kDTypeCount = static_cast<int>(DType::Unknown) + 1;
 
 // `float32`, `bfloat16`, ... as torch prints them without the `torch.` prefix.
 [[nodiscard]] std::string_view dtypeName(DType t);
-[[nodiscard]] std::optional<DType> dtypeFromName(std::string_view name);  // accepts torch attribute aliases (float, half, long, ...)
-[[nodiscard]] std::uint32_t elementSize(DType t);                       // bytes; 0 for Unknown
+[[nodiscard]] std::optional<DType>
+dtypeFromName(std::string_view name);              // accepts torch attribute aliases (float, half, long, ...)
+[[nodiscard]] std::uint32_t elementSize(DType t);  // bytes; 0 for Unknown
 
 // Typed storage class of the zip/legacy persistent id (`FloatStorage`); empty for dtypes that
 // torch saves through UntypedStorage + `_rebuild_tensor_v3`.

@@ -22,7 +22,7 @@ enum class ErrorCode : std::uint8_t {
     Cancelled,
     DeviceUnavailable,
     OutOfMemory,
-    LoadFailed,     // the operation ran and failed (exit 1)
+    LoadFailed,  // the operation ran and failed (exit 1)
     Internal,
 };
 
@@ -42,11 +42,10 @@ struct Error {
 [[nodiscard]] Error makeError(ErrorCode code, std::string message, std::optional<std::uint64_t> offset = {});
 
 // C++20 has no std::expected; this is the minimal subset the project uses.
-template <class T>
-class [[nodiscard]] Expected {
+template <class T> class [[nodiscard]] Expected {
 public:
-    Expected(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
-    Expected(Error error) : v_(std::move(error)) {}    // NOLINT(google-explicit-constructor)
+    Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+    Expected(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
     [[nodiscard]] bool ok() const { return v_.index() == 0; }
     explicit operator bool() const { return ok(); }
@@ -64,8 +63,7 @@ private:
     std::variant<T, Error> v_;
 };
 
-template <>
-class [[nodiscard]] Expected<void> {
+template <> class [[nodiscard]] Expected<void> {
 public:
     Expected() = default;
     Expected(Error error) : e_(std::move(error)) {}  // NOLINT(google-explicit-constructor)

@@ -45,7 +45,7 @@ void fsyncDirectory(const std::string& dir)
     }
 }
 
-} // namespace
+}  // namespace
 
 Error writeError(const std::string& target, const std::string& what, int err)
 {
@@ -156,7 +156,7 @@ Expected<void> checkTarget(const Checkpoint& in, const std::string& target)
 {
     struct stat out {};
     if (::stat(target.c_str(), &out) != 0) {
-        return {}; // does not exist yet (a missing directory is reported when the file is created)
+        return {};  // does not exist yet (a missing directory is reported when the file is created)
     }
     if (S_ISDIR(out.st_mode)) {
         return onTarget(makeError(ErrorCode::Usage, "the output is a directory; name a file"), target);
@@ -255,7 +255,7 @@ bool copyFileRangeUnsupported(int err)
     return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF;
 }
 
-} // namespace
+}  // namespace
 
 Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
                              ProgressMeter& progress, const std::stop_token& stop)
@@ -333,4 +333,4 @@ Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s
     return whole->subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));
 }
 
-} // namespace ckpt::write::detail
+}  // namespace ckpt::write::detail

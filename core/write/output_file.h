@@ -89,4 +89,4 @@ Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s
 // Checks the plan's source range lies inside the source storage's bytes.
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s);
 
-} // namespace ckpt::write::detail
+}  // namespace ckpt::write::detail

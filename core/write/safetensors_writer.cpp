@@ -54,7 +54,7 @@ std::string pythonFloat(double d)
     auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), d);
     std::string s(buf.data(), end);
     if (s.find_first_of(".e") == std::string::npos) {
-        s += ".0"; // Python's repr: 1.0, not 1
+        s += ".0";  // Python's repr: 1.0, not 1
     }
     return s;
 }
@@ -150,8 +150,8 @@ Flattened flatten(const pickle::Arena& arena, ValueId root)
 struct OutTensor {
     std::string name;
     DType dtype = DType::Unknown;
-    std::uint32_t storage = 0; // index into plan.storages
-    std::int64_t offset = 0;   // elements into that storage
+    std::uint32_t storage = 0;  // index into plan.storages
+    std::int64_t offset = 0;    // elements into that storage
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
     std::uint64_t nbytes = 0;
@@ -220,7 +220,7 @@ Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
     OutTensor o{n.name, t.dtype, storage, t.storageOffset, t.shape, t.stride, 0, true};
     const std::uint64_t esize = elementSize(t.dtype);
     std::uint64_t numel = 1;
-    std::uint64_t lastElement = 0; // the furthest element the view reaches, relative to its offset
+    std::uint64_t lastElement = 0;  // the furthest element the view reaches, relative to its offset
     bool overflow = t.storageOffset < 0;
     for (std::size_t d = 0; d < t.shape.size(); ++d) {
         if (t.shape[d] < 0 || t.stride[d] < 0) {
@@ -410,7 +410,7 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     return gather(fd, *bytes, t, target, meter, stop);
 }
 
-} // namespace
+}  // namespace
 
 Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
                                          const std::string& target,
@@ -508,4 +508,4 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
     return total;
 }
 
-} // namespace ckpt::write::detail
+}  // namespace ckpt::write::detail

@@ -82,7 +82,7 @@ Expected<void> writeStorageRecord(archive::ZipWriter& zip, const Checkpoint& in,
     return zip.addRecord(name, *bytes);
 }
 
-} // namespace
+}  // namespace
 
 Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
                                    const std::string& target, const std::function<void(const WriteProgress&)>& progress,
@@ -145,4 +145,4 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
     return zip.bytesWritten();
 }
 
-} // namespace ckpt::write::detail
+}  // namespace ckpt::write::detail

@@ -27,7 +27,7 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
                        ? detail::writeSafetensors(in, plan, *out, outPath, progress, stop, result.notes)
                        : detail::writeTorch(in, plan, *out, outPath, progress, stop, result.notes);
     if (!written) {
-        return written.error(); // `out` unlinks the temporary file on the way out
+        return written.error();  // `out` unlinks the temporary file on the way out
     }
     // Last chance to cancel: after the rename the output exists.
     if (stop.stop_requested()) {
@@ -40,4 +40,4 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
     return result;
 }
 
-} // namespace ckpt::write
+}  // namespace ckpt::write

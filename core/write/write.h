@@ -21,7 +21,7 @@ struct WriteProgress {
 struct WriteResult {
     std::string path;
     std::uint64_t bytes = 0;
-    std::vector<std::string> notes; // e.g. safetensors aliases, materialised views
+    std::vector<std::string> notes;  // e.g. safetensors aliases, materialised views
 };
 
 // Torch: records data.pkl, byteorder, data/<key> (plan order), version = "3\n", under the output's
@@ -37,4 +37,4 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
                                       const std::function<void(const WriteProgress&)>& progress = {},
                                       std::stop_token stop = {});
 
-} // namespace ckpt::write
+}  // namespace ckpt::write

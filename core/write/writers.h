@@ -23,4 +23,4 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
                                          const std::function<void(const WriteProgress&)>& progress,
                                          const std::stop_token& stop, std::vector<std::string>& notes);
 
-} // namespace ckpt::write::detail
+}  // namespace ckpt::write::detail

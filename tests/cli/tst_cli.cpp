@@ -129,8 +129,11 @@ void TestCli::inspectJsonMatchesGolden()
     QCOMPARE(doc.value(QStringLiteral("schema")).toInt(), 1);
     QCOMPARE(doc.value(QStringLiteral("format")).toString(), QStringLiteral("torch-zip"));
     QVERIFY(doc.value(QStringLiteral("tensors")).toArray().size() > 5);
-    QVERIFY(doc.value(QStringLiteral("totals")).toObject().value(QStringLiteral("by_location")).toObject().contains(
-        QStringLiteral("cuda:0")));
+    QVERIFY(doc.value(QStringLiteral("totals"))
+                .toObject()
+                .value(QStringLiteral("by_location"))
+                .toObject()
+                .contains(QStringLiteral("cuda:0")));
 
     const QString goldenPath = QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/cli/golden/inspect.schema");
     const QStringList got = schemaLines(r.out);
@@ -158,7 +161,11 @@ void TestCli::inspectSeveralFiles()
     QCOMPARE(doc.value(QStringLiteral("files")).toArray().size(), 2);
     r = run({"inspect", "--json", std::string(CKPTSCOPE_FIXTURE_DIR) + "/*_sd.pt"});
     QCOMPARE(r.rc, 0);
-    QVERIFY(QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object().value(QStringLiteral("files")).toArray().size() >= 3);
+    QVERIFY(QJsonDocument::fromJson(QByteArray::fromStdString(r.out))
+                .object()
+                .value(QStringLiteral("files"))
+                .toArray()
+                .size() >= 3);
 }
 
 void TestCli::badInputIsOneLineExit2()

@@ -76,8 +76,8 @@ QJsonArray checkWithTorch(const QJsonArray& jobs, const QString& dir)
 
 struct Kind {
     const char* file;
-    const char* model;  // fixture_models class the state dict loads into, "" for none
-    const char* select; // where the state dict sits in the output, "" for the root
+    const char* model;   // fixture_models class the state dict loads into, "" for none
+    const char* select;  // where the state dict sits in the output, "" for the root
 };
 
 // Every fixture kind of the reader issue that torch can load (the unsafe pickles are checked apart).
@@ -116,7 +116,7 @@ const Kind kKinds[] = {
     {"model.safetensors", "", ""},
 };
 
-} // namespace
+}  // namespace
 
 class TestConvert : public QObject {
     Q_OBJECT
@@ -219,7 +219,7 @@ private Q_SLOTS:
         const Run r = convert({src.toStdString(), "-o", out.toStdString(), "--compact"});
         QVERIFY2(r.rc == 0, r.err.c_str());
         QVERIFY(r.out.find("compact ") != std::string::npos);
-        QVERIFY(QFileInfo(out).size() < QFileInfo(src).size() / 4); // the 1 MiB storage behind `small` is gone
+        QVERIFY(QFileInfo(out).size() < QFileInfo(src).size() / 4);  // the 1 MiB storage behind `small` is gone
         // Same paths, values, strides, sharing flags: only storage sizes and offsets changed.
         QJsonArray jobs{
             QJsonObject{{QStringLiteral("src"), src}, {QStringLiteral("out"), out}, {QStringLiteral("exact"), true}}};
@@ -340,7 +340,7 @@ private Q_SLOTS:
         const Run r = convert(a);
         QCOMPARE(r.rc, 2);
         QVERIFY2(r.err.find(fragment.toStdString()) != std::string::npos, r.err.c_str());
-        QVERIFY(r.err.find('\n') == r.err.size() - 1); // one line
+        QVERIFY(r.err.find('\n') == r.err.size() - 1);  // one line
         QVERIFY(!QFile::exists(QStringLiteral("/tmp/ckptscope-never-written.pt")));
     }
 

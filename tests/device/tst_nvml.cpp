@@ -24,7 +24,7 @@ void writeState(const std::string& file, const std::string& text)
     std::ofstream(file) << text << '\n';
 }
 
-} // namespace
+}  // namespace
 
 class TestNvml : public QObject {
     Q_OBJECT
@@ -133,9 +133,9 @@ private Q_SLOTS:
         QCOMPARE(t.maxRise(1), std::uint64_t{0});
         QCOMPARE(t.maxRise(2), std::uint64_t{5000000 - 100});
         QCOMPARE(t.peak(2), std::uint64_t{5000000});
-        QCOMPARE(t.samples.back().ownBytes[2], std::uint64_t{4000000}); // this process's share
-        QVERIFY(t.samples.back().ownBytes[0] > 0);                      // our resident set
-        QVERIFY(t.samples.front().usedBytes[0] > 0);                    // system RAM in use
+        QCOMPARE(t.samples.back().ownBytes[2], std::uint64_t{4000000});  // this process's share
+        QVERIFY(t.samples.back().ownBytes[0] > 0);                       // our resident set
+        QVERIFY(t.samples.front().usedBytes[0] > 0);                     // system RAM in use
         QCOMPARE(sampler.snapshot(t.samples.size() - 1).samples.size(), std::size_t{1});
     }
 
@@ -145,7 +145,7 @@ private Q_SLOTS:
         sampler.start({std::chrono::milliseconds(5), {}});
         QThread::msleep(30);
         sampler.stop();
-        sampler.stop(); // idempotent
+        sampler.stop();  // idempotent
         const Timeline t = sampler.snapshot();
         QCOMPARE(t.devices.size(), std::size_t{1});
         QVERIFY(t.samples.size() >= 3);

@@ -33,7 +33,7 @@ std::string readFile(const std::string& path)
     return {std::istreambuf_iterator<char>(f), {}};
 }
 
-} // namespace
+}  // namespace
 
 class TestTestloadClient : public QObject {
     Q_OBJECT
@@ -71,7 +71,7 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(r->torchVersion), QStringLiteral("fake"));
         QCOMPARE(r->skipped.size(), std::size_t{1});
         QVERIFY(!r->otherDevicesTouched);
-        QCOMPARE(r->timeline.devices.size(), std::size_t{1}); // no NVML: the CPU column only
+        QCOMPARE(r->timeline.devices.size(), std::size_t{1});  // no NVML: the CPU column only
         QVERIFY(!r->timeline.samples.empty());
         const QString sent = QString::fromStdString(readFile(reqFile));
         QVERIFY2(sent.contains(QStringLiteral("\"cmd\":\"testload\"")), qPrintable(sent));
@@ -110,7 +110,7 @@ private Q_SLOTS:
         const QString msg = QString::fromStdString(r.error().message);
         QVERIFY2(msg.contains(fragment), qPrintable(msg));
         if (mode == QStringLiteral("crash")) {
-            QVERIFY2(msg.contains(QStringLiteral("c10::Error")), qPrintable(msg)); // its last stderr line
+            QVERIFY2(msg.contains(QStringLiteral("c10::Error")), qPrintable(msg));  // its last stderr line
         }
     }
 

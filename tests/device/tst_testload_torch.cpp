@@ -50,7 +50,7 @@ CliRun runCli(const std::vector<std::string>& args)
     return r;
 }
 
-} // namespace
+}  // namespace
 
 class TestTestloadTorch : public QObject {
     Q_OBJECT
@@ -97,7 +97,7 @@ private Q_SLOTS:
         }
         std::size_t placeable = 0;
         std::size_t compared = 0;
-        std::size_t hashed = 0; // the oracle has no C-order bytes for quantized tensors
+        std::size_t hashed = 0;  // the oracle has no C-order bytes for quantized tensors
         for (const auto& v : oracle.value(QStringLiteral("tensors")).toArray()) {
             const QJsonObject t = v.toObject();
             const QString form = t.value(QStringLiteral("form")).toString();

@@ -97,7 +97,8 @@ private Q_SLOTS:
             }
             return s;
         };
-        const QStringList prefixes = L({"module-prefix", "nested-prefix", "compile-prefix", "fsdp-prefix", "mixed-prefix"});
+        const QStringList prefixes =
+            L({"module-prefix", "nested-prefix", "compile-prefix", "fsdp-prefix", "mixed-prefix"});
         QTest::newRow("plain") << QStringLiteral("plain_sd.pt") << QStringList{}
                                << prefixes + L({"device-pinned", "not-weights-only", "storage-bloat", "shared-storage",
                                                 "whole-model", "legacy-format", "unsafe-callable", "mixed-devices"});
@@ -138,14 +139,14 @@ private Q_SLOTS:
         QTest::newRow("mlp_module (near miss)") << QStringLiteral("inner_module_name.pt") << QStringList{} << prefixes;
         QTest::newRow("numpy namespace") << QStringLiteral("numpy_namespace.pt") << L({"not-weights-only"})
                                          << L({"unsafe-callable"});
-        QTest::newRow("os.system") << QStringLiteral("unsafe_os_system.pt") << L({"unsafe-callable", "not-weights-only"})
-                                   << QStringList{};
+        QTest::newRow("os.system") << QStringLiteral("unsafe_os_system.pt")
+                                   << L({"unsafe-callable", "not-weights-only"}) << QStringList{};
         QTest::newRow("eval") << QStringLiteral("unsafe_eval.pt") << L({"unsafe-callable"}) << QStringList{};
         QTest::newRow("safetensors") << QStringLiteral("model.safetensors") << QStringList{}
                                      << L({"not-weights-only", "legacy-format", "device-pinned"});
         QTest::newRow("deflated") << QStringLiteral("deflated.pt") << L({"module-prefix"}) << L({"device-pinned"});
-        QTest::newRow("nonfinite without --values") << QStringLiteral("nonfinite.pt") << QStringList{}
-                                                    << L({"nonfinite-values"});
+        QTest::newRow("nonfinite without --values")
+            << QStringLiteral("nonfinite.pt") << QStringList{} << L({"nonfinite-values"});
         QTest::newRow("big40k") << QStringLiteral("big40k.pt") << QStringList{} << prefixes + L({"storage-bloat"});
     }
 
@@ -160,8 +161,8 @@ private Q_SLOTS:
             QVERIFY2(codes.contains(c), qPrintable(c + QStringLiteral(" missing; got ") + codes.join(u',')));
         }
         for (const auto& c : mustNot) {
-            QVERIFY2(!codes.contains(c), qPrintable(c + QStringLiteral(" fired: ") +
-                                                    QString::fromStdString(allDetails(fs))));
+            QVERIFY2(!codes.contains(c),
+                     qPrintable(c + QStringLiteral(" fired: ") + QString::fromStdString(allDetails(fs))));
         }
         // Every finding is complete: a title on one line and a detail that says something.
         for (const auto& f : fs) {
@@ -206,8 +207,8 @@ private Q_SLOTS:
         const auto fs = findingsOf("train_ckpt.pt");
         const auto* f = find(fs, "not-weights-only");
         QVERIFY(f);
-        for (const char* g : {"argparse.Namespace", "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
-                              "numpy.dtype", "numpy.ndarray"}) {
+        for (const char* g : {"argparse.Namespace", "numpy.core.multiarray._reconstruct",
+                              "numpy.core.multiarray.scalar", "numpy.dtype", "numpy.ndarray"}) {
             QVERIFY2(f->detail.find(g) != std::string::npos, g);
         }
         QVERIFY(f->fix && f->fix->weightsOnly);
@@ -224,7 +225,8 @@ private Q_SLOTS:
             QStringLiteral("import sys, torch_oracle; sys.argv = ['torch_oracle.py', 'weights-only', sys.argv[1]]; "
                            "torch_oracle.main()"),
             {QString::fromStdString(fixture("proto4.pt"))});
-        QVERIFY2(oracle.contains(QStringLiteral("Unsupported operand 149")) || oracle.startsWith(QStringLiteral("PYTHON FAILED")),
+        QVERIFY2(oracle.contains(QStringLiteral("Unsupported operand 149")) ||
+                     oracle.startsWith(QStringLiteral("PYTHON FAILED")),
                  qPrintable(oracle));
     }
 
@@ -312,24 +314,24 @@ private Q_SLOTS:
     {
         QFETCH(QString, file);
         QFETCH(bool, oneGpu);
-        const QString script = QStringLiteral(
-            "import sys, torch, torch.serialization as s\n"
-            "kw = {}\n"
-            "if sys.argv[2] == '1':\n"
-            "    torch.cuda.is_available = lambda: True\n"
-            "    torch.cuda.device_count = lambda: 1\n"
-            "    def probe(storage, loc):\n"
-            "        if loc.startswith('cuda'): s.validate_cuda_device(loc)\n"
-            "        return storage\n"
-            "    kw['map_location'] = probe\n"
-            "try:\n"
-            "    torch.load(sys.argv[1], **kw)\n"
-            "    print('loaded')\n"
-            "except RuntimeError as e:\n"
-            "    print('RuntimeError: ' + str(e))\n");
-        const auto torchSays = diagtest::python(
-            script, {QString::fromStdString(fixture(file.toStdString().c_str())), oneGpu ? QStringLiteral("1") : QStringLiteral("0")});
-        QVERIFY2(torchSays.startsWith(QStringLiteral("RuntimeError: Attempting to deserialize")), qPrintable(torchSays));
+        const QString script = QStringLiteral("import sys, torch, torch.serialization as s\n"
+                                              "kw = {}\n"
+                                              "if sys.argv[2] == '1':\n"
+                                              "    torch.cuda.is_available = lambda: True\n"
+                                              "    torch.cuda.device_count = lambda: 1\n"
+                                              "    def probe(storage, loc):\n"
+                                              "        if loc.startswith('cuda'): s.validate_cuda_device(loc)\n"
+                                              "        return storage\n"
+                                              "    kw['map_location'] = probe\n"
+                                              "try:\n"
+                                              "    torch.load(sys.argv[1], **kw)\n"
+                                              "    print('loaded')\n"
+                                              "except RuntimeError as e:\n"
+                                              "    print('RuntimeError: ' + str(e))\n");
+        const auto torchSays = diagtest::python(script, {QString::fromStdString(fixture(file.toStdString().c_str())),
+                                                         oneGpu ? QStringLiteral("1") : QStringLiteral("0")});
+        QVERIFY2(torchSays.startsWith(QStringLiteral("RuntimeError: Attempting to deserialize")),
+                 qPrintable(torchSays));
         const auto fs = findingsOf(file.toStdString().c_str());
         const auto* f = find(fs, "device-pinned");
         QVERIFY(f);
@@ -364,9 +366,10 @@ private Q_SLOTS:
         QVERIFY(bloat);
         QVERIFY(contains(bloat->paths, "small"));
         QVERIFY(!contains(bloat->paths, "tied_a"));
-        QVERIFY2(bloat->detail.find("`small` (float32 [2, 64]) views 512 bytes of a 1.0 MiB (1,048,576 bytes) storage") !=
-                     std::string::npos,
-                 bloat->detail.c_str());
+        QVERIFY2(
+            bloat->detail.find("`small` (float32 [2, 64]) views 512 bytes of a 1.0 MiB (1,048,576 bytes) storage") !=
+                std::string::npos,
+            bloat->detail.c_str());
         QVERIFY(bloat->fix && bloat->fix->compact);
         QCOMPARE(bloat->severity, Severity::Warning);
         const auto* shared = find(views, "shared-storage");
@@ -431,9 +434,9 @@ private Q_SLOTS:
         QTest::addColumn<QString>("add");
         QTest::newRow("module. into bare") << QStringLiteral("ddp_sd.pt") << QStringLiteral("ConvNet") << QString()
                                            << QString() << QStringLiteral("module.") << QString();
-        QTest::newRow("bare into DataParallel") << QStringLiteral("plain_sd.pt") << QStringLiteral("ConvNet")
-                                                << QStringLiteral("dp") << QString() << QString()
-                                                << QStringLiteral("module.");
+        QTest::newRow("bare into DataParallel")
+            << QStringLiteral("plain_sd.pt") << QStringLiteral("ConvNet") << QStringLiteral("dp") << QString()
+            << QString() << QStringLiteral("module.");
         QTest::newRow("size mismatch") << QStringLiteral("plain_sd.pt") << QStringLiteral("ConvNet")
                                        << QStringLiteral("fc3") << QString() << QString() << QString();
         QTest::newRow("mixed into bare") << QStringLiteral("mixed_prefix.pt") << QStringLiteral("ConvNet") << QString()
@@ -442,18 +445,18 @@ private Q_SLOTS:
                                            << QString() << QStringLiteral("_orig_mod.") << QString();
         QTest::newRow("nested into bare") << QStringLiteral("nested_prefix.pt") << QStringLiteral("ConvNet")
                                           << QString() << QString() << QStringLiteral("module.module.") << QString();
-        QTest::newRow("lightning into inner") << QStringLiteral("lightning.pt") << QStringLiteral("LitInner")
-                                              << QString() << QStringLiteral("state_dict")
-                                              << QStringLiteral("model.") << QString();
+        QTest::newRow("lightning into inner")
+            << QStringLiteral("lightning.pt") << QStringLiteral("LitInner") << QString() << QStringLiteral("state_dict")
+            << QStringLiteral("model.") << QString();
         QTest::newRow("matching") << QStringLiteral("plain_sd.pt") << QStringLiteral("ConvNet") << QString()
                                   << QString() << QString() << QString();
         QTest::newRow("fsdp outer wrapper") << QStringLiteral("fsdp_sd.pt") << QStringLiteral("FsdpNet") << QString()
                                             << QString() << QStringLiteral("_fsdp_wrapped_module.") << QString();
         QTest::newRow("different model") << QStringLiteral("inner_module_name.pt") << QStringLiteral("ConvNet")
                                          << QString() << QString() << QString() << QString();
-        QTest::newRow("train into DataParallel") << QStringLiteral("train_ckpt.pt") << QStringLiteral("ConvNet")
-                                                 << QStringLiteral("dp") << QStringLiteral("model") << QString()
-                                                 << QString();
+        QTest::newRow("train into DataParallel")
+            << QStringLiteral("train_ckpt.pt") << QStringLiteral("ConvNet") << QStringLiteral("dp")
+            << QStringLiteral("model") << QString() << QString();
     }
 
     void againstMatchesTorch()
@@ -466,24 +469,25 @@ private Q_SLOTS:
         QFETCH(QString, add);
         QTemporaryDir tmp;
         const auto refPath = tmp.filePath(QStringLiteral("model_keys.txt"));
-        const QString script = QStringLiteral(
-            "import sys, torch, fixture_models as fm\n"
-            "from torch import nn\n"
-            "ckpt, name, variant, ref, select = sys.argv[1:6]\n"
-            "m = fm.make(name)\n"
-            "if variant == 'fc3': m.fc = nn.Linear(4, 3)\n"
-            "if variant == 'dp': m = nn.DataParallel(m)\n"
-            "with open(ref, 'w') as f:\n"
-            "    for k, v in m.state_dict().items(): f.write(f'{k} {list(v.shape)}\\n')\n"
-            "sd = torch.load(ckpt, map_location='cpu')\n"
-            "for part in filter(None, select.split('/')): sd = sd[part]\n"
-            "try:\n"
-            "    m.load_state_dict(sd, strict=True)\n"
-            "    print('ok')\n"
-            "except RuntimeError as e:\n"
-            "    print(e)\n");
-        const auto torchSays = diagtest::python(
-            script, {QString::fromStdString(fixture(file.toStdString().c_str())), model, variant.isEmpty() ? QStringLiteral("-") : variant, refPath, select});
+        const QString script =
+            QStringLiteral("import sys, torch, fixture_models as fm\n"
+                           "from torch import nn\n"
+                           "ckpt, name, variant, ref, select = sys.argv[1:6]\n"
+                           "m = fm.make(name)\n"
+                           "if variant == 'fc3': m.fc = nn.Linear(4, 3)\n"
+                           "if variant == 'dp': m = nn.DataParallel(m)\n"
+                           "with open(ref, 'w') as f:\n"
+                           "    for k, v in m.state_dict().items(): f.write(f'{k} {list(v.shape)}\\n')\n"
+                           "sd = torch.load(ckpt, map_location='cpu')\n"
+                           "for part in filter(None, select.split('/')): sd = sd[part]\n"
+                           "try:\n"
+                           "    m.load_state_dict(sd, strict=True)\n"
+                           "    print('ok')\n"
+                           "except RuntimeError as e:\n"
+                           "    print(e)\n");
+        const auto torchSays =
+            diagtest::python(script, {QString::fromStdString(fixture(file.toStdString().c_str())), model,
+                                      variant.isEmpty() ? QStringLiteral("-") : variant, refPath, select});
         QVERIFY2(!torchSays.startsWith(QStringLiteral("PYTHON FAILED")), qPrintable(torchSays));
 
         auto c = openFixture(file.toStdString().c_str());
@@ -508,9 +512,9 @@ private Q_SLOTS:
             QVERIFY2(details.find(line.toStdString()) != std::string::npos,
                      qPrintable(QStringLiteral("torch: ") + line + QStringLiteral("\nours: ") +
                                 QString::fromStdString(details)));
-            expectCodes << (line.startsWith(QStringLiteral("Missing")) ? QStringLiteral("missing-keys")
+            expectCodes << (line.startsWith(QStringLiteral("Missing"))      ? QStringLiteral("missing-keys")
                             : line.startsWith(QStringLiteral("Unexpected")) ? QStringLiteral("unexpected-keys")
-                                                                           : QStringLiteral("size-mismatch"));
+                                                                            : QStringLiteral("size-mismatch"));
         }
         expectCodes.removeDuplicates();
         auto got = codesOf(fs);
@@ -603,7 +607,6 @@ private Q_SLOTS:
         QVERIFY(!r);
         QVERIFY(r.error().message.find("line 1") != std::string::npos);
     }
-
 };
 
 QTEST_GUILESS_MAIN(TestDiagnose)

@@ -17,8 +17,7 @@ using namespace ckpt::diagnose;
 
 namespace {
 
-template <class T>
-std::vector<std::byte> bytesOf(const std::vector<T>& v)
+template <class T> std::vector<std::byte> bytesOf(const std::vector<T>& v)
 {
     std::vector<std::byte> out(v.size() * sizeof(T));
     std::memcpy(out.data(), v.data(), out.size());
@@ -59,39 +58,37 @@ private Q_SLOTS:
             return QByteArray(reinterpret_cast<const char*>(v.data()), qsizetype(v.size()));
         };
         QTest::newRow("float32") << int(DType::Float32)
-                                 << qb(bytesOf<float>({1.f, kNan, -kInf, kInf, kInf, -0.f, 3e38f, -kNan}))
-                                 << 2 << 3 << 1;
+                                 << qb(bytesOf<float>({1.f, kNan, -kInf, kInf, kInf, -0.f, 3e38f, -kNan})) << 2 << 3
+                                 << 1;
         QTest::newRow("float64") << int(DType::Float64)
-                                 << qb(bytesOf<double>({1.0, double(kNan), -double(kInf), 1e308}))
-                                 << 1 << 1 << 1;
+                                 << qb(bytesOf<double>({1.0, double(kNan), -double(kInf), 1e308})) << 1 << 1 << 1;
         // float16: 0x7c00 +Inf, 0xfc00 -Inf, 0x7e00 NaN, 0x7bff max finite
         QTest::newRow("float16") << int(DType::Float16)
-                                 << qb(bytesOf<std::uint16_t>({0x7c00, 0xfc00, 0x7e00, 0x7bff, 0x3c00, 0xfe01}))
-                                 << 2 << 2 << 1;
+                                 << qb(bytesOf<std::uint16_t>({0x7c00, 0xfc00, 0x7e00, 0x7bff, 0x3c00, 0xfe01})) << 2
+                                 << 2 << 1;
         // bfloat16: 0x7f80 +Inf, 0xff80 -Inf, 0x7fc0 NaN, 0x7f7f max finite
         QTest::newRow("bfloat16") << int(DType::BFloat16)
-                                  << qb(bytesOf<std::uint16_t>({0x7f80, 0xff80, 0x7fc0, 0x7f7f, 0x3f80}))
-                                  << 1 << 2 << 1;
+                                  << qb(bytesOf<std::uint16_t>({0x7f80, 0xff80, 0x7fc0, 0x7f7f, 0x3f80})) << 1 << 2
+                                  << 1;
         // e5m2: 0x7c +Inf, 0xfc -Inf, 0x7d..0x7f NaN
-        QTest::newRow("float8_e5m2") << int(DType::Float8_e5m2) << qb(raw({0x7c, 0xfc, 0x7d, 0xff, 0x7b, 0x00}))
-                                     << 2 << 2 << 1;
+        QTest::newRow("float8_e5m2") << int(DType::Float8_e5m2) << qb(raw({0x7c, 0xfc, 0x7d, 0xff, 0x7b, 0x00})) << 2
+                                     << 2 << 1;
         // e4m3fn: no Inf; only S.1111.111 is NaN (0x7e = 448 is finite)
-        QTest::newRow("float8_e4m3fn") << int(DType::Float8_e4m3fn) << qb(raw({0x7f, 0xff, 0x7e, 0x78, 0x00}))
-                                       << 2 << 0 << 0;
+        QTest::newRow("float8_e4m3fn") << int(DType::Float8_e4m3fn) << qb(raw({0x7f, 0xff, 0x7e, 0x78, 0x00})) << 2 << 0
+                                       << 0;
         // fnuz: 0x80 is the one NaN, 0x7f and 0xff are finite
-        QTest::newRow("float8_e4m3fnuz") << int(DType::Float8_e4m3fnuz) << qb(raw({0x80, 0x7f, 0xff, 0x00}))
-                                         << 1 << 0 << 0;
-        QTest::newRow("float8_e5m2fnuz") << int(DType::Float8_e5m2fnuz) << qb(raw({0x80, 0x80, 0x7c, 0xfc}))
-                                         << 2 << 0 << 0;
-        QTest::newRow("float8_e8m0fnu") << int(DType::Float8_e8m0fnu) << qb(raw({0xff, 0xfe, 0x00, 0x7f}))
-                                        << 1 << 0 << 0;
+        QTest::newRow("float8_e4m3fnuz") << int(DType::Float8_e4m3fnuz) << qb(raw({0x80, 0x7f, 0xff, 0x00})) << 1 << 0
+                                         << 0;
+        QTest::newRow("float8_e5m2fnuz") << int(DType::Float8_e5m2fnuz) << qb(raw({0x80, 0x80, 0x7c, 0xfc})) << 2 << 0
+                                         << 0;
+        QTest::newRow("float8_e8m0fnu") << int(DType::Float8_e8m0fnu) << qb(raw({0xff, 0xfe, 0x00, 0x7f})) << 1 << 0
+                                        << 0;
         // complex64: (nan, 1) nan; (inf, nan) both; (1, -inf) inf; (1, 2) finite
         QTest::newRow("complex64") << int(DType::Complex64)
                                    << qb(bytesOf<float>({kNan, 1.f, kInf, kNan, 1.f, -kInf, 1.f, 2.f})) << 2 << 2 << 0;
         QTest::newRow("complex32") << int(DType::Complex32)
                                    << qb(bytesOf<std::uint16_t>({0x7e00, 0x3c00, 0x3c00, 0x3c00})) << 1 << 0 << 0;
-        QTest::newRow("int32 never") << int(DType::Int32) << qb(bytesOf<std::int32_t>({0x7f800000, -1})) << 0 << 0
-                                     << 0;
+        QTest::newRow("int32 never") << int(DType::Int32) << qb(bytesOf<std::int32_t>({0x7f800000, -1})) << 0 << 0 << 0;
     }
 
     void countsPerDtype()
@@ -197,24 +194,24 @@ private Q_SLOTS:
     void againstTorch()
     {
         QFETCH(QString, file);
-        const QString script = QStringLiteral(
-            "import sys, json, torch\n"
-            "sd = torch.load(sys.argv[1], map_location='cpu')\n"
-            "out = {}\n"
-            "for k, t in sd.items():\n"
-            "    if not isinstance(t, torch.Tensor) or t.is_quantized or t.is_sparse: continue\n"
-            "    r = {'nan': 0, 'inf': 0, 'neginf': 0}\n"
-            "    if t.is_floating_point() or t.is_complex():\n"
-            "        r['nan'] = int(torch.isnan(t).sum()); r['inf'] = int(torch.isinf(t).sum())\n"
-            "        r['neginf'] = 0 if t.is_complex() else int(torch.isneginf(t).sum())\n"
-            "    v = t.abs().double() if t.is_complex() else t.double()\n"
-            "    fin = v[torch.isfinite(v)]\n"
-            "    r['finite'] = fin.numel()\n"
-            "    if fin.numel():\n"
-            "        r.update(min=fin.min().item(), max=fin.max().item(), mean=fin.mean().item(),\n"
-            "                 std=fin.std(unbiased=False).item() if fin.numel() > 1 else 0.0)\n"
-            "    out[k] = r\n"
-            "print(json.dumps(out))\n");
+        const QString script =
+            QStringLiteral("import sys, json, torch\n"
+                           "sd = torch.load(sys.argv[1], map_location='cpu')\n"
+                           "out = {}\n"
+                           "for k, t in sd.items():\n"
+                           "    if not isinstance(t, torch.Tensor) or t.is_quantized or t.is_sparse: continue\n"
+                           "    r = {'nan': 0, 'inf': 0, 'neginf': 0}\n"
+                           "    if t.is_floating_point() or t.is_complex():\n"
+                           "        r['nan'] = int(torch.isnan(t).sum()); r['inf'] = int(torch.isinf(t).sum())\n"
+                           "        r['neginf'] = 0 if t.is_complex() else int(torch.isneginf(t).sum())\n"
+                           "    v = t.abs().double() if t.is_complex() else t.double()\n"
+                           "    fin = v[torch.isfinite(v)]\n"
+                           "    r['finite'] = fin.numel()\n"
+                           "    if fin.numel():\n"
+                           "        r.update(min=fin.min().item(), max=fin.max().item(), mean=fin.mean().item(),\n"
+                           "                 std=fin.std(unbiased=False).item() if fin.numel() > 1 else 0.0)\n"
+                           "    out[k] = r\n"
+                           "print(json.dumps(out))\n");
         const auto path = diagtest::fixture(file.toStdString().c_str());
         const auto json = diagtest::python(script, {QString::fromStdString(path)});
         const auto oracle = QJsonDocument::fromJson(json.toUtf8()).object();

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     opts.maxValues = 1'000'000;
     opts.legacyPersistentIds = size > 0 && (data[size - 1] & 1U) != 0;
     Arena arena;
-    auto r = unpickle(ckpt::Bytes(reinterpret_cast<const std::byte*>(data), size), arena, opts); // NOLINT
+    auto r = unpickle(ckpt::Bytes(reinterpret_cast<const std::byte*>(data), size), arena, opts);  // NOLINT
     if (!r.ok()) {
         return 0;
     }
@@ -25,12 +25,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)decodeNumpy(arena, r->root, np);
     auto p = picklePersistent(arena, r->root);
     if (!p.ok()) {
-        return 0; // e.g. an object that contains itself in its arguments
+        return 0;  // e.g. an object that contains itself in its arguments
     }
     Arena again;
     auto r2 = unpickle(ckpt::asBytes(*p), again);
     if (!r2.ok()) {
-        std::abort(); // our own output must always read back
+        std::abort();  // our own output must always read back
     }
     return 0;
 }

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         }
         budget -= t.nbytes;
-        (void)ckpt::forEachTensorChunk(**ck, t, [](ckpt::Bytes) { return true; }, 4096);
+        (void)ckpt::forEachTensorChunk(
+            **ck, t, [](ckpt::Bytes) { return true; }, 4096);
     }
     return 0;
 }

@@ -145,7 +145,7 @@ public:
             if (auto r = ref(id)) {
                 return *r;
             }
-            std::string out = tag(id); // numbered before its items, as the oracle does
+            std::string out = tag(id);  // numbered before its items, as the oracle does
             out += v.flag ? "od{" : "{";
             out += pairs(v.items) + "}";
             if (v.flag && v.attrs.valid()) {
@@ -243,4 +243,4 @@ inline ckpt::Bytes bytesOf(const std::string& s)
     return ckpt::asBytes(s);
 }
 
-} // namespace pickletest
+}  // namespace pickletest

@@ -99,4 +99,4 @@ private:
     std::map<std::string, int> groups_;
 };
 
-} // namespace pickletest
+}  // namespace pickletest

@@ -78,7 +78,7 @@ bool roundTrip(const std::string& data, RoundTrip& rt)
     return true;
 }
 
-} // namespace
+}  // namespace
 
 class TestPickler : public QObject {
     Q_OBJECT
@@ -293,7 +293,7 @@ private Q_SLOTS:
         QVERIFY(dr.ok());
         auto dp = picklePersistent(d, dr->root);
         QVERIFY(dp.ok());
-        QVERIFY(dp->size() < 100000); // ~16 bytes per level
+        QVERIFY(dp->size() < 100000);  // ~16 bytes per level
         // batches of 1000 like CPython: 2500 items -> 3 APPENDS (None is one byte, no 0x65 in data)
         Arena w;
         std::vector<ValueId> items;

@@ -56,7 +56,7 @@ ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data, const Unpi
     return unpickle(ckpt::asBytes(data), a, o);
 }
 
-} // namespace
+}  // namespace
 
 class TestUnpickler : public QObject {
     Q_OBJECT
@@ -264,7 +264,7 @@ private Q_SLOTS:
         QCOMPARE(keyText(a, a.tuple({a.integer(1), a.str("a")})), std::string("(1, 'a')"));
         Value big;
         big.kind = Kind::BigInt;
-        big.text = std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9); // 2**64
+        big.text = std::string("\x00\x00\x00\x00\x00\x00\x00\x00\x01", 9);  // 2**64
         QCOMPARE(shortRepr(a, a.add(big)), std::string("18446744073709551616"));
         QCOMPARE(std::string(kindName(Kind::PersistentId)), std::string("persistent_id"));
     }
@@ -395,7 +395,7 @@ private Q_SLOTS:
     void deepNesting()
     {
         constexpr int kDepth = 100000;
-        { // lists in lists through APPEND
+        {  // lists in lists through APPEND
             Arena a;
             auto r = run(a, std::string(kDepth, ']') + std::string(kDepth - 1, 'a') + ".");
             QVERIFY(r.ok());
@@ -409,13 +409,13 @@ private Q_SLOTS:
             QCOMPARE(shortRepr(a, r->root, 40).size() <= 40, true);
             QVERIFY(!keyText(a, r->root).empty());
         }
-        { // MARK/TUPLE
+        {  // MARK/TUPLE
             Arena a;
             auto r = run(a, std::string(kDepth, '(') + std::string(kDepth, 't') + ".");
             QVERIFY(r.ok());
             QVERIFY(shortRepr(a, r->root).size() <= 80);
         }
-        { // unbalanced: marks never closed
+        {  // unbalanced: marks never closed
             Arena a;
             auto r = run(a, std::string(kDepth, '(') + ".");
             QVERIFY(!r.ok());
@@ -428,7 +428,7 @@ private Q_SLOTS:
         auto r = run(a, "]r\xf0\xff\xff\xffj\xf0\xff\xff\xff\x94h\x01\x86.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
         const Value& t = a[r->root];
-        QCOMPARE(t.items[0], t.items[1]); // MEMOIZE took key len(memo) == 1
+        QCOMPARE(t.items[0], t.items[1]);  // MEMOIZE took key len(memo) == 1
     }
 
     void dupBomb()

@@ -144,7 +144,7 @@ private Q_SLOTS:
         a.merge(*Options::fromJson(R"({"map_location":"cpu"})"));
         QCOMPARE(a.mapLocation.spec(), std::string("cpu"));
         a.merge(*Options::fromJson(R"({"map_location":"cuda:3=cuda:0"})"));
-        QCOMPARE(a.mapLocation.spec(), std::string("cpu")); // an explicit "everything" wins over pairs
+        QCOMPARE(a.mapLocation.spec(), std::string("cpu"));  // an explicit "everything" wins over pairs
     }
 
     void presets()

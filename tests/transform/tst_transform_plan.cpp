@@ -108,7 +108,7 @@ std::vector<std::string> withPrefix(const std::string& p, const std::vector<std:
     return out;
 }
 
-} // namespace
+}  // namespace
 
 class TestTransformPlan : public QObject {
     Q_OBJECT
@@ -142,8 +142,8 @@ private Q_SLOTS:
         auto c = open(fixture("ddp_sd.pt"));
         QVERIFY(c);
         const Plan p = plan(*c, fromJson(R"({"strip_prefix":"module."})"));
-        QCOMPARE(keysOf(p.arena, p.root), kConvNetKeys);               // order kept
-        QCOMPARE(count(p, StepKind::Rename), kConvNetKeys.size() + 1); // + _metadata
+        QCOMPARE(keysOf(p.arena, p.root), kConvNetKeys);                // order kept
+        QCOMPARE(count(p, StepKind::Rename), kConvNetKeys.size() + 1);  // + _metadata
         QCOMPARE(p.steps.front().before, std::string("module.conv.weight"));
         QCOMPARE(p.steps.front().after, std::string("conv.weight"));
         // consume_prefix_in_state_dict_if_present: `module` -> '' (the model's root), `module.bn` -> `bn`.
@@ -209,7 +209,7 @@ private Q_SLOTS:
     {
         auto c = open(fixture("mixed_prefix.pt"));
         QVERIFY(c);
-        QVERIFY(makePlan(*c, fromJson(R"({"strip_prefix":"module."})")).ok()); // mixed alone: no two keys meet
+        QVERIFY(makePlan(*c, fromJson(R"({"strip_prefix":"module."})")).ok());  // mixed alone: no two keys meet
         // `module.conv.weight` and `module.bn.weight` both become `weight`.
         auto clash = makePlan(*c, fromJson(R"({"strip_prefix":["module.conv.","module.bn."]})"));
         QVERIFY(!clash.ok());
@@ -226,7 +226,7 @@ private Q_SLOTS:
         const Plan sel = plan(*c, fromJson(R"({"select":"model","strip_prefix":"module."})"));
         QCOMPARE(sel.steps.front().kind, StepKind::Select);
         QCOMPARE(keysOf(sel.arena, sel.root), kConvNetKeys);
-        QCOMPARE(sel.storages.size(), std::size_t{9}); // optimizer state is not written
+        QCOMPARE(sel.storages.size(), std::size_t{9});  // optimizer state is not written
         QCOMPARE(sel.steps.back().kind, StepKind::Note);
 
         const Plan dropped = plan(*c, fromJson(R"({"drop":["optimizer","args"]})"));
@@ -259,7 +259,7 @@ private Q_SLOTS:
         auto want = kConvNetKeys;
         want.insert(want.begin(), "scale");
         QCOMPARE(keysOf(p.arena, p.root), want);
-        QVERIFY(p.arena[p.root].flag); // an OrderedDict
+        QVERIFY(p.arena[p.root].flag);  // an OrderedDict
         for (std::size_t i = 1; i < p.arena[p.root].items.size(); i += 2) {
             const auto& t = pk::tensorOf(p.arena, p.arena[p.root].items[i]);
             QVERIFY(!t.isParameter);
@@ -350,7 +350,7 @@ private Q_SLOTS:
         QCOMPARE(j.value(QStringLiteral("schema")).toInt(), 1);
         QCOMPARE(j.value(QStringLiteral("tensors")).toInt(), 9);
         const QJsonArray steps = j.value(QStringLiteral("steps")).toArray();
-        QCOMPARE(steps.size(), 11); // 9 keys + _metadata + one remap
+        QCOMPARE(steps.size(), 11);  // 9 keys + _metadata + one remap
         const QJsonObject remap = steps.last().toObject();
         QCOMPARE(remap.value(QStringLiteral("kind")).toString(), QStringLiteral("remap"));
         QCOMPARE(remap.value(QStringLiteral("before")).toString(), QStringLiteral("cuda:0"));

@@ -1,10 +1,9 @@
 // The key tree model and its proxy: QAbstractItemModelTester over real fixtures, columns and raw
 // sort values, the filter, and the timings the issue sets for the 40k-key file.
-#include "uitest.h"
-
 #include "document.h"
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
+#include "uitest.h"
 
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>
@@ -99,8 +98,10 @@ private Q_SLOTS:
         const auto& t = ck.tensors[ck.nodes[node].tensor];
         const auto idx = model.indexOfNode(node);
         QCOMPARE(idx.data().toString(), QStringLiteral("module.conv.weight"));
-        QCOMPARE(model.index(idx.row(), KeyTreeModel::DType, idx.parent()).data().toString(), QStringLiteral("float32"));
-        QCOMPARE(model.index(idx.row(), KeyTreeModel::Device, idx.parent()).data().toString(), QStringLiteral("cuda:0"));
+        QCOMPARE(model.index(idx.row(), KeyTreeModel::DType, idx.parent()).data().toString(),
+                 QStringLiteral("float32"));
+        QCOMPARE(model.index(idx.row(), KeyTreeModel::Device, idx.parent()).data().toString(),
+                 QStringLiteral("cuda:0"));
         QCOMPARE(model.index(idx.row(), KeyTreeModel::Shape, idx.parent()).data(KeyTreeModel::SortRole).toULongLong(),
                  t.numel);
         QCOMPARE(model.index(idx.row(), KeyTreeModel::Size, idx.parent()).data(KeyTreeModel::SortRole).toULongLong(),

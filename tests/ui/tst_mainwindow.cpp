@@ -1,8 +1,7 @@
 // The window end to end, as a user drives it: a bad file and a DDP checkpoint dropped on the
 // window (real drag-enter/drop events), filtering, selecting, a finding's fix added to the export
 // plan, the export written and read back with core's reader, and a batch drop of two files.
-#include "uitest.h"
-
+#include "checkpoint/checkpoint.h"
 #include "detailspanel.h"
 #include "dialogs.h"
 #include "documentview.h"
@@ -11,8 +10,7 @@
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
 #include "mainwindow.h"
-
-#include "checkpoint/checkpoint.h"
+#include "uitest.h"
 
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -127,7 +125,8 @@ private Q_SLOTS:
         // Status bar: format, tensor count, bytes per device.
         auto* devices = w.findChild<QLabel*>(QStringLiteral("devicesLabel"));
         QVERIFY(devices->text().contains(QStringLiteral("cuda:0")));
-        QVERIFY(w.findChild<QLabel*>(QStringLiteral("tensorsLabel"))->text().contains(QString::number(in.tensors.size())));
+        QVERIFY(
+            w.findChild<QLabel*>(QStringLiteral("tensorsLabel"))->text().contains(QString::number(in.tensors.size())));
 
         // Filter as the user types: only keys containing "conv" stay.
         auto* filter = view->findChild<QLineEdit*>(QStringLiteral("filterEdit"));
@@ -138,7 +137,8 @@ private Q_SLOTS:
         QVERIFY(view->proxy()->rowCount() > 0);
         QVERIFY(view->proxy()->rowCount() < view->model()->rowCount());
         for (int r = 0; r < view->proxy()->rowCount(); ++r) {
-            QVERIFY(view->proxy()->index(r, 0).data(KeyTreeModel::PathRole).toString().contains(QStringLiteral("conv")));
+            QVERIFY(
+                view->proxy()->index(r, 0).data(KeyTreeModel::PathRole).toString().contains(QStringLiteral("conv")));
         }
 
         // Select a tensor: its details appear.

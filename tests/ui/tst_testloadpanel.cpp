@@ -1,10 +1,9 @@
 // A CPU test-load through the panel: the device list comes from the inventory, Load runs the real
 // LibTorch helper, the chart's series fill with samples, and the summary names peak, time and GB/s.
-#include "uitest.h"
-
 #include "document.h"
 #include "memorychart.h"
 #include "testloadpanel.h"
+#include "uitest.h"
 
 #include <QComboBox>
 #include <QLabel>
@@ -47,7 +46,8 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
         const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
         QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(summary));
-        QVERIFY2(summary.contains(QStringLiteral("GB/s")) && summary.contains(QStringLiteral("peak")), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("GB/s")) && summary.contains(QStringLiteral("peak")),
+                 qPrintable(summary));
 
         auto* chart = panel.chart();
         QVERIFY(chart->seriesCount() >= 1);
@@ -71,7 +71,8 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
         // Either it was cancelled, or the helper was quicker than the click: both end cleanly.
         const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
-        QVERIFY2(!finished.at(0).at(0).toBool() ? summary.contains(QStringLiteral("ancel")) : true, qPrintable(summary));
+        QVERIFY2(!finished.at(0).at(0).toBool() ? summary.contains(QStringLiteral("ancel")) : true,
+                 qPrintable(summary));
         QVERIFY(panel.findChild<QPushButton*>(QStringLiteral("loadButton"))->isEnabled());
     }
 };

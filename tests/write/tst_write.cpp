@@ -117,7 +117,7 @@ struct StTensor {
 struct StFile {
     QString error;
     QMap<QString, StTensor> tensors;
-    QStringList fileOrder; // by data offset
+    QStringList fileOrder;  // by data offset
     QMap<QString, QString> metadata;
     QByteArray data;
 };
@@ -225,7 +225,7 @@ QJsonObject oracleOf(const QString& fixture)
     return QJsonDocument::fromJson(f.readAll()).object();
 }
 
-} // namespace
+}  // namespace
 
 class TestWrite : public QObject {
     Q_OBJECT
@@ -334,7 +334,7 @@ void TestWrite::torchOutputsLoadAsTheSource()
 void TestWrite::safetensorsRoundTrip_data()
 {
     QTest::addColumn<QString>("fixture");
-    QTest::addColumn<QStringList>("metadataKeys"); // beyond aliases
+    QTest::addColumn<QStringList>("metadataKeys");  // beyond aliases
     QTest::addColumn<QStringList>("noteWords");
     const QStringList fmt{QStringLiteral("format")};
     QTest::newRow("plain_sd") << QStringLiteral("plain_sd.pt") << fmt << QStringList{};
@@ -528,7 +528,7 @@ void TestWrite::fileSizeLimitLeavesNothing()
     QTemporaryDir dir;
     rlimit old{};
     QVERIFY(::getrlimit(RLIMIT_FSIZE, &old) == 0);
-    auto* oldHandler = std::signal(SIGXFSZ, SIG_IGN); // so the write fails with EFBIG instead of killing us
+    auto* oldHandler = std::signal(SIGXFSZ, SIG_IGN);  // so the write fails with EFBIG instead of killing us
     rlimit small = old;
     small.rlim_cur = 256 * 1024;
     QVERIFY(::setrlimit(RLIMIT_FSIZE, &small) == 0);
@@ -609,7 +609,7 @@ void TestWrite::progressIsThrottledAndComplete()
                                     [&](const write::WriteProgress& p) { seen.push_back(p); });
     QVERIFY(r.ok());
     QVERIFY(seen.size() >= 2);
-    QVERIFY2(seen.size() <= 210, qPrintable(QString::number(seen.size()))); // 40 000 records, ~200 reports
+    QVERIFY2(seen.size() <= 210, qPrintable(QString::number(seen.size())));  // 40 000 records, ~200 reports
     for (std::size_t i = 1; i < seen.size(); ++i) {
         QVERIFY(seen[i].bytesDone >= seen[i - 1].bytesDone);
         QCOMPARE(seen[i].bytesTotal, seen[0].bytesTotal);
