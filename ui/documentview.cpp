@@ -93,7 +93,9 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     right->setObjectName(QStringLiteral("rightSplitter"));
     right->addWidget(m_details);
     right->addWidget(m_sideTabs);
-    right->setSizes({330, 470});
+    right->setStretchFactor(0, 1);
+    right->setStretchFactor(1, 3);
+    right->setSizes({250, 650});  // the panels below (plan preview, chart) need the height more
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->setObjectName(QStringLiteral("mainSplitter"));

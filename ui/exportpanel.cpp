@@ -267,6 +267,7 @@ void ExportPanel::buildUi()
     m_batchTable->horizontalHeader()->setStretchLastSection(true);
     m_batchTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_batchTable->setMinimumHeight(70);
+    m_planTable->setMinimumHeight(150);
     auto* batchLayout = new QVBoxLayout(batch);
     batchLayout->setContentsMargins(4, 4, 4, 4);
     batchLayout->addWidget(m_batchTable);
