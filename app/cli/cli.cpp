@@ -2,9 +2,13 @@
 
 #include "cli/cmd_inspect.h"
 #include "cli/common.h"
+#include "cli/json_out.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <glob.h>
 #include <ostream>
+#include <sstream>
 #include <unistd.h>
 
 #ifdef CKPTSCOPE_HAVE_CMD_CHECK
@@ -52,8 +56,127 @@ void printUsage(std::ostream& out)
     for (const auto& c : kCommands) {
         out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << '\n';
     }
-    out << "\nRun `ckptscope <command> --help` for a command's options and examples.\n"
+    out << "\nOptions for every command: --quiet (-q) prints nothing but JSON and errors; inspect, check and\n"
+           "convert take several files or globs (convert then writes into the directory given with -o).\n"
+           "\nRun `ckptscope <command> --help` for a command's options and examples.\n"
            "Exit codes: 0 success, 1 the operation ran and found problems or failed, 2 bad input or usage.\n";
+}
+
+// Options that take a value, per subcommand: needed to tell input files from option values when one
+// command line names several inputs.
+bool takesValue(const std::string& cmd, const std::string& opt)
+{
+    static const std::vector<std::string> kCheck{"--against", "--select"};
+    static const std::vector<std::string> kConvert{"-o",           "--output", "--map-location", "--strip-prefix",
+                                                   "--add-prefix", "--select", "--drop",         "--format",
+                                                   "--fix"};
+    const auto& list = cmd == "check" ? kCheck : kConvert;
+    return std::find(list.begin(), list.end(), opt) != list.end();
+}
+
+struct Split {
+    std::vector<std::string> inputs;
+    std::vector<std::string> options;  // everything else, in order
+    std::string output;                // convert's -o value
+};
+
+Split splitInputs(const std::string& cmd, const std::vector<std::string>& args)
+{
+    Split s;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a.starts_with("-") && a != "-") {
+            const auto eq = a.find('=');
+            const std::string name = eq == std::string::npos ? a : a.substr(0, eq);
+            if (cmd == "convert" && (name == "-o" || name == "--output")) {
+                if (eq != std::string::npos) {
+                    s.output = a.substr(eq + 1);
+                } else if (i + 1 < args.size()) {
+                    s.output = args[++i];
+                }
+                continue;
+            }
+            s.options.push_back(a);
+            if (eq == std::string::npos && takesValue(cmd, name) && i + 1 < args.size()) {
+                s.options.push_back(args[++i]);
+            }
+        } else {
+            s.inputs.push_back(a);
+        }
+    }
+    s.inputs = expandInputs(s.inputs);
+    return s;
+}
+
+// `check` and `convert` work on one file; several files (or a glob) run them once per file. JSON
+// documents are gathered as {"schema": 1, "files": [...]}, the exit code is the worst one, and
+// convert writes each output into the directory given with -o.
+int fanOut(Command run, const std::string& cmd, const std::vector<std::string>& args, std::ostream& out,
+           std::ostream& err)
+{
+    const Split split = splitInputs(cmd, args);
+    const bool json = std::find(split.options.begin(), split.options.end(), "--json") != split.options.end();
+    const bool help = std::find_if(split.options.begin(), split.options.end(), [](const std::string& o) {
+                          return o == "--help" || o == "-h";
+                      }) != split.options.end();
+    if (split.inputs.size() <= 1 || help) {
+        return run(args, out, err);
+    }
+    if (cmd == "convert") {
+        std::error_code ec;
+        if (split.output.empty() || !std::filesystem::is_directory(split.output, ec)) {
+            err << "ckptscope convert: with several inputs, -o must name an existing directory\n";
+            return kExitBadInput;
+        }
+    }
+    int worst = kExitOk;
+    bool first = true;
+    if (json) {
+        out << "{\"schema\": " << kJsonSchema << ", \"files\": [\n";
+    }
+    for (const auto& input : split.inputs) {
+        std::vector<std::string> one{input};
+        if (cmd == "convert") {
+            const bool safetensors =
+                std::find(split.options.begin(), split.options.end(), "safetensors") != split.options.end();
+            std::filesystem::path target =
+                std::filesystem::path(split.output) / std::filesystem::path(input).filename();
+            if (safetensors) {
+                target.replace_extension(".safetensors");
+            }
+            one.insert(one.end(), {"-o", target.string()});
+        }
+        one.insert(one.end(), split.options.begin(), split.options.end());
+        std::ostringstream doc;
+        const int rc = run(one, doc, err);
+        worst = std::max(worst, rc);
+        std::string text = doc.str();
+        if (json) {
+            while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+                text.pop_back();
+            }
+            if (text.empty()) {
+                continue;  // the error went to stderr
+            }
+            out << (first ? "" : ",\n") << text;
+        } else {
+            out << (first ? "" : "\n") << text;
+        }
+        first = false;
+    }
+    if (json) {
+        out << "\n]}\n";
+    }
+    return worst;
+}
+
+// Drops --quiet/-q: human-readable output then goes nowhere (JSON still prints, errors still go to
+// stderr, exit codes are unchanged), which is what scripts that only test the exit code want.
+bool takeQuiet(std::vector<std::string>& args)
+{
+    const auto before = args.size();
+    std::erase_if(args, [](const std::string& a) { return a == "--quiet" || a == "-q"; });
+    return args.size() != before && std::find(args.begin(), args.end(), "--json") == args.end();
 }
 
 }  // namespace
@@ -91,7 +214,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     for (const auto& c : kCommands) {
         if (args[0] == c.name) {
-            return c.run(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
+            std::vector<std::string> rest(args.begin() + 1, args.end());
+            std::ostringstream discarded;
+            std::ostream& sink = takeQuiet(rest) ? discarded : out;
+            const std::string name = c.name;
+            if (name == "check" || name == "convert") {
+                return fanOut(c.run, name, rest, sink, err);
+            }
+            return c.run(rest, sink, err);
         }
     }
     err << "ckptscope: '" << args[0] << "' is not available in this build\n";

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QStringList>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <set>
@@ -93,6 +94,8 @@ private Q_SLOTS:
     void inspectSeveralFiles();
     void badInputIsOneLineExit2();
     void usageErrorsExit2();
+    void severalFilesForCheckAndConvert();
+    void quietPrintsOnlyJsonAndErrors();
 };
 
 void TestCli::helpAndVersion()
@@ -185,6 +188,49 @@ void TestCli::usageErrorsExit2()
 {
     QCOMPARE(run({"inspect"}).rc, 2);
     QCOMPARE(run({"inspect", "--bogus", fixture("plain_sd.pt")}).rc, 2);
+}
+
+void TestCli::severalFilesForCheckAndConvert()
+{
+#if defined(CKPTSCOPE_HAVE_CMD_CHECK) && defined(CKPTSCOPE_HAVE_CMD_CONVERT)
+    auto r = run({"check", "--json", fixture("ddp_sd.pt"), fixture("plain_sd.pt")});
+    QCOMPARE(r.rc, 1);  // the DDP file has a warning: the worst exit code wins
+    const auto files =
+        QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object().value(QStringLiteral("files")).toArray();
+    QCOMPARE(files.size(), 2);
+    QVERIFY(!files[0].toObject().value(QStringLiteral("findings")).toArray().isEmpty());
+    QVERIFY(files[1].toObject().value(QStringLiteral("findings")).toArray().isEmpty());
+
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string outDir = dir.path().toStdString();
+    r = run({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir, "--single-card"});
+    QCOMPARE(r.rc, 0);
+    for (const char* name : {"ddp_sd.pt", "compile_sd.pt"}) {
+        auto back = run({"inspect", "--json", outDir + "/" + name});
+        QCOMPARE(back.rc, 0);
+        QVERIFY2(back.out.find("module.") == std::string::npos && back.out.find("_orig_mod.") == std::string::npos,
+                 name);
+    }
+    // Several inputs need a directory to write into.
+    r = run({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir + "/one.pt"});
+    QCOMPARE(r.rc, 2);
+#else
+    QSKIP("check/convert not in this build");
+#endif
+}
+
+void TestCli::quietPrintsOnlyJsonAndErrors()
+{
+    auto r = run({"inspect", "--quiet", fixture("plain_sd.pt")});
+    QCOMPARE(r.rc, 0);
+    QVERIFY(r.out.empty());
+    r = run({"inspect", "-q", "--json", fixture("plain_sd.pt")});
+    QVERIFY(!QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).isNull());
+    r = run({"inspect", "-q", fixture("bad/lfs_pointer.pt")});
+    QCOMPARE(r.rc, 2);
+    QVERIFY(r.out.empty());
+    QVERIFY(!r.err.empty());
 }
 
 QTEST_GUILESS_MAIN(TestCli)
