@@ -31,16 +31,7 @@ std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token
             doc->storageTensors[ck.tensors[t].storage].push_back(t);
         }
     }
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
-    auto findings = diagnose::check(ck, {}, stop);
-    if (findings) {
-        doc->findings = std::move(*findings);
-    } else {
-        doc->findingsError = findings.error().describe();
-    }
-#else
-    (void)stop;
-#endif
+    (void)stop;  // indexing is linear and short; a cancelled open is caught after reading
     doc->checkpoint = std::move(checkpoint);
     return doc;
 }
@@ -58,6 +49,25 @@ Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop
     auto doc = makeDocument(std::move(*opened), stop);
     doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return DocumentPtr(std::move(doc));
+}
+
+FindingsPtr diagnoseDocument(const Document& doc, std::stop_token stop)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = std::make_shared<Findings>();
+#ifdef CKPTSCOPE_HAVE_DIAGNOSE
+    auto found = diagnose::check(*doc.checkpoint, {}, stop);
+    if (found) {
+        out->list = std::move(*found);
+    } else {
+        out->error = found.error().describe();
+    }
+#else
+    (void)doc;
+    (void)stop;
+#endif
+    out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
 }
 
 }  // namespace ckpt::ui

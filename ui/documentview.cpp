@@ -3,6 +3,7 @@
 #include "detailspanel.h"
 #include "exportpanel.h"
 #include "findingspanel.h"
+#include "jobtracker.h"
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
 #include "testloadpanel.h"
@@ -31,7 +32,8 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     : QWidget(parent), m_doc(std::move(doc)), m_model(new KeyTreeModel(this)), m_proxy(new KeyTreeProxy(this)),
       m_filter(new QLineEdit(this)), m_filterTimer(new QTimer(this)), m_tree(new QTreeView(this)),
       m_details(new DetailsPanel(this)), m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)),
-      m_testLoad(new TestLoadPanel(this)), m_export(new ExportPanel(this))
+      m_testLoad(new TestLoadPanel(this)), m_export(new ExportPanel(this)),
+      m_diagnoseJob(std::make_unique<JobTracker>(this))
 {
     setObjectName(QStringLiteral("documentView"));
     m_model->setDocument(m_doc);
@@ -85,7 +87,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_findings->setDocument(m_doc);
     m_testLoad->setDocument(m_doc);
     m_export->setDocument(m_doc);
-    m_sideTabs->addTab(m_findings, tr("Findings (%1)").arg(m_findings->count()));
+    m_sideTabs->addTab(m_findings, tr("Findings (…)"));
     m_sideTabs->addTab(m_testLoad, tr("Test load"));
     m_sideTabs->addTab(m_export, tr("Export"));
 
@@ -109,6 +111,27 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(split);
+    startDiagnosis();
+}
+
+DocumentView::~DocumentView()
+{
+    m_diagnoseJob->stopAndWait();  // before the panels its result would fill go away
+}
+
+void DocumentView::startDiagnosis()
+{
+    m_diagnoseJob->start(
+        [doc = m_doc](std::stop_token stop, const ProgressFn&) { return diagnoseDocument(*doc, stop); },
+        [this](FindingsPtr findings) { showDiagnosis(std::move(findings)); });
+}
+
+void DocumentView::showDiagnosis(FindingsPtr findings)
+{
+    m_diagnosis = std::move(findings);
+    m_findings->setFindings(m_diagnosis, !m_tree->currentIndex().isValid());
+    m_sideTabs->setTabText(m_sideTabs->indexOf(m_findings), tr("Findings (%1)").arg(m_findings->count()));
+    Q_EMIT findingsReady();
 }
 
 void DocumentView::focusFilter()
@@ -201,7 +224,10 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
 void DocumentView::onFix(int finding)
 {
 #if defined(CKPTSCOPE_HAVE_DIAGNOSE) && defined(CKPTSCOPE_HAVE_EXPORT)
-    const auto& f = m_doc->findings[static_cast<std::size_t>(finding)];
+    if (!m_diagnosis) {
+        return;
+    }
+    const auto& f = m_diagnosis->list[static_cast<std::size_t>(finding)];
     if (f.fix) {
         m_export->addFix(*f.fix);
         showExport();

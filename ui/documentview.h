@@ -6,6 +6,8 @@
 
 #include <QWidget>
 
+#include <memory>
+
 class QLineEdit;
 class QTabWidget;
 class QTimer;
@@ -16,6 +18,7 @@ namespace ckpt::ui {
 class DetailsPanel;
 class ExportPanel;
 class FindingsPanel;
+class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
 class TestLoadPanel;
@@ -23,7 +26,9 @@ class TestLoadPanel;
 class DocumentView : public QWidget {
     Q_OBJECT
 public:
+    // Shows the tree at once and diagnoses the document in the background (findingsReady()).
     explicit DocumentView(DocumentPtr doc, QWidget* parent = nullptr);
+    ~DocumentView() override;
 
     [[nodiscard]] const DocumentPtr& document() const { return m_doc; }
     [[nodiscard]] KeyTreeModel* model() const { return m_model; }
@@ -34,6 +39,8 @@ public:
     [[nodiscard]] TestLoadPanel* testLoad() const { return m_testLoad; }
     [[nodiscard]] ExportPanel* exportPanel() const { return m_export; }
     [[nodiscard]] QTabWidget* sideTabs() const { return m_sideTabs; }
+    // Null until the diagnosis has finished.
+    [[nodiscard]] const FindingsPtr& diagnosis() const { return m_diagnosis; }
 
     void focusFilter();
     void showExport();
@@ -46,12 +53,16 @@ public:
 
 Q_SIGNALS:
     void filterApplied();
+    // The diagnosis finished and the Findings panel shows its result.
+    void findingsReady();
 
 private:
     void applyFilter();
     void onCurrentChanged(const QModelIndex& current);
     void highlight(const std::vector<std::string>& paths);
     void onFix(int finding);
+    void startDiagnosis();
+    void showDiagnosis(FindingsPtr findings);
 
     DocumentPtr m_doc;
     KeyTreeModel* m_model;
@@ -64,6 +75,8 @@ private:
     FindingsPanel* m_findings;
     TestLoadPanel* m_testLoad;
     ExportPanel* m_export;
+    FindingsPtr m_diagnosis;
+    std::unique_ptr<JobTracker> m_diagnoseJob;  // stops and joins its worker when the tab closes
 };
 
 }  // namespace ckpt::ui

@@ -64,20 +64,35 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     setDocument({});
 }
 
-void FindingsPanel::setDocument(DocumentPtr doc)
+void FindingsPanel::clearList()
 {
-    m_doc = std::move(doc);
     m_list->clear();
     m_detail->clear();
     m_fix->setEnabled(false);
     m_fixAll->setEnabled(false);
-    if (!m_doc) {
+}
+
+void FindingsPanel::setDocument(DocumentPtr doc)
+{
+    m_doc = std::move(doc);
+    m_findings.reset();
+    clearList();
+    if (m_doc) {
+        m_detail->setText(tr("Diagnosing…"));
+    }
+}
+
+void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
+{
+    m_findings = std::move(findings);
+    clearList();
+    if (!m_doc || !m_findings) {
         return;
     }
 #ifdef CKPTSCOPE_HAVE_DIAGNOSE
     bool anyFix = false;
-    for (std::size_t i = 0; i < m_doc->findings.size(); ++i) {
-        const auto& f = m_doc->findings[i];
+    for (std::size_t i = 0; i < m_findings->list.size(); ++i) {
+        const auto& f = m_findings->list[i];
         auto* item = new QTreeWidgetItem(m_list);
         item->setText(0, qs(f.title));
         item->setText(1, qs(f.code));
@@ -100,16 +115,19 @@ void FindingsPanel::setDocument(DocumentPtr doc)
         anyFix = anyFix || f.fix.has_value();
     }
     m_fixAll->setEnabled(anyFix);
-    if (m_doc->findings.empty()) {
+    if (m_findings->list.empty()) {
         m_detail->setText(tr("No findings: torch.load should read this file as it is."));
-    } else {
+    } else if (selectFirst) {
         select(0);  // the most severe one, so its explanation is on screen at once
+    } else {
+        m_detail->setText(
+            tr("%n finding(s): select one to see its keys.", nullptr, static_cast<int>(m_findings->list.size())));
     }
 #else
     m_detail->setText(tr("This build has no diagnose stage."));
 #endif
-    if (!m_doc->findingsError.empty()) {
-        m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_doc->findingsError)));
+    if (!m_findings->error.empty()) {
+        m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_findings->error)));
     }
 }
 
@@ -138,12 +156,12 @@ void FindingsPanel::select(int finding)
 void FindingsPanel::onSelectionChanged()
 {
     auto* item = m_list->currentItem();
-    if (!item || !m_doc) {
+    if (!item || !m_findings) {
         m_fix->setEnabled(false);
         return;
     }
 #ifdef CKPTSCOPE_HAVE_DIAGNOSE
-    const auto& f = m_doc->findings[static_cast<std::size_t>(item->data(0, Qt::UserRole).toInt())];
+    const auto& f = m_findings->list[static_cast<std::size_t>(item->data(0, Qt::UserRole).toInt())];
     QString detail = QStringLiteral("<b>%1</b> <span style='color:gray'>(%2, %3)</span><br>%4")
                          .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
                               qs(f.detail).toHtmlEscaped());

@@ -1,5 +1,6 @@
 // The findings of one document: severity icon, title and detail; selecting one asks the window to
 // highlight its key paths, and "Fix" hands its fix (convert options) to the export panel.
+// The document comes first and its findings later (diagnose runs after the tree is shown).
 #pragma once
 
 #include "document.h"
@@ -19,7 +20,12 @@ class FindingsPanel : public QWidget {
     Q_OBJECT
 public:
     explicit FindingsPanel(QWidget* parent = nullptr);
+    // Shows "diagnosing" until setFindings() brings this document's findings.
     void setDocument(DocumentPtr doc);
+    // selectFirst: select (and so highlight) the most severe finding; false when the user has
+    // already picked a key, which a late diagnosis must not take away.
+    void setFindings(FindingsPtr findings, bool selectFirst = true);
+    [[nodiscard]] bool hasFindings() const { return m_findings != nullptr; }
     [[nodiscard]] int count() const;
     // Index of the first finding with this code, or -1.
     [[nodiscard]] int indexOfCode(const QString& code) const;
@@ -27,12 +33,14 @@ public:
 
 Q_SIGNALS:
     void highlightPaths(const std::vector<std::string>& paths);
-    void fixRequested(int finding);  // index into Document::findings
+    void fixRequested(int finding);  // index into Findings::list
 
 private:
     void onSelectionChanged();
+    void clearList();
 
     DocumentPtr m_doc;
+    FindingsPtr m_findings;
     QTreeWidget* m_list;
     QLabel* m_detail;
     QPushButton* m_fix;

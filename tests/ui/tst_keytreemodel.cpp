@@ -11,7 +11,10 @@
 #include <QTreeView>
 #include <QtTest>
 
+#include <chrono>
 #include <ctime>
+#include <future>
+#include <utility>
 
 using namespace ckpt;
 using namespace ckpt::ui;
@@ -181,11 +184,17 @@ private Q_SLOTS:
         }
         QElapsedTimer timer;
         timer.start();
+        const auto t0 = std::chrono::steady_clock::now();
         const auto cpu0 = std::clock();
         auto doc = loadDocument(path.toStdString());
         const auto loadCpuMs = static_cast<long long>((std::clock() - cpu0) * 1000 / CLOCKS_PER_SEC);
         QVERIFY(doc);
         const auto loadMs = timer.elapsed();
+        // As the window does: diagnose in the background while the tree is built and shown.
+        auto diagnosis = std::async(std::launch::async, [d = *doc] {
+            auto findings = diagnoseDocument(*d);
+            return std::make_pair(findings, std::chrono::steady_clock::now());
+        });
         KeyTreeModel model;
         KeyTreeProxy proxy;
         QTreeView view;
@@ -200,6 +209,9 @@ private Q_SLOTS:
         view.expandToDepth(0);
         (void)view.grab();  // forces layout and a paint of the visible rows
         const auto shownMs = timer.elapsed();
+        const auto [findings, diagnosed] = diagnosis.get();
+        QVERIFY2(findings->error.empty(), findings->error.c_str());
+        const auto findingsMs = std::chrono::duration_cast<std::chrono::milliseconds>(diagnosed - t0).count();
 
         timer.restart();
         proxy.setFilterText(QStringLiteral("layers.3999"));
@@ -226,9 +238,11 @@ private Q_SLOTS:
         (void)view.grab();
         const auto sortMs = timer.elapsed();
 
-        qInfo("big40k: read+index+diagnose %lld ms (%lld ms CPU), tree shown after %lld ms; filter keystroke %lld ms "
-              "(narrow), %lld ms (broad), clear %lld ms; sort by size %lld ms",
-              loadMs, loadCpuMs, shownMs, filterMs, broadFilterMs, clearMs, sortMs);
+        qInfo("big40k: read+index %lld ms (%lld ms CPU), time-to-tree %lld ms; time-to-findings %lld ms (diagnose "
+              "%.0f ms, in the background); filter keystroke %lld ms (narrow), %lld ms (broad), clear %lld ms; sort "
+              "by size %lld ms",
+              loadMs, loadCpuMs, shownMs, static_cast<long long>(findingsMs), findings->seconds * 1000.0, filterMs,
+              broadFilterMs, clearMs, sortMs);
         // Targets are 1 s and 100 ms; the bounds are generous for loaded, shared CI machines.
         QVERIFY2(shownMs < 5000, "showing the 40k-key tree took far longer than 1 s");
         QVERIFY2(filterMs < 1000 && broadFilterMs < 1000, "a filter keystroke took far longer than 100 ms");

@@ -149,6 +149,8 @@ private Q_SLOTS:
         filter->clear();
 
         // The module-prefix finding: selecting it highlights its keys; Fix adds its fix to the plan.
+        // Diagnosis runs after the tree is shown, so its findings may still be on their way.
+        QTRY_VERIFY(view->diagnosis());
         auto* findings = view->findings();
         const int prefix = findings->indexOfCode(QStringLiteral("module-prefix"));
         QVERIFY2(prefix >= 0, "ddp_sd_cuda0.pt must report module-prefix");
@@ -237,6 +239,36 @@ private Q_SLOTS:
         QCOMPARE(w.documentCount(), 2);
         // Recent files remember both.
         QCOMPARE(QSettings().value(QStringLiteral("recentFiles")).toStringList().size(), 2);
+    }
+
+    void findingsArriveAfterTheTree()
+    {
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({uitest::fixture("ddp_sd_cuda0.pt")});
+        QTRY_COMPARE(opened.count(), 1);
+        auto* view = w.currentView();
+        QVERIFY(view);
+        QVERIFY(view->model()->rowCount() > 0);  // the tree does not wait for diagnose
+        QSignalSpy ready(view, &DocumentView::findingsReady);
+        QTRY_VERIFY(view->diagnosis());
+        QVERIFY(ready.count() <= 1);
+        QVERIFY(view->findings()->count() > 0);
+        QCOMPARE(view->sideTabs()->tabText(view->sideTabs()->indexOf(view->findings())),
+                 QStringLiteral("Findings (%1)").arg(view->findings()->count()));
+    }
+
+    void closingATabMidDiagnosisIsSafe()
+    {
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({uitest::fixture("big40k.pt")});
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 30000);
+        delete w.currentView();  // joins the diagnosis; its result must not reach the deleted panels
+        QCoreApplication::processEvents();
+        QCOMPARE(w.documentCount(), 0);
     }
 
     void closingDuringWorkIsSafe()
