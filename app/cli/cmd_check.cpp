@@ -3,10 +3,10 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/parse.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 
-#include <CLI/CLI.hpp>
 #include <ostream>
 
 namespace ckpt::cli {
@@ -38,15 +38,8 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
                "  ckptscope check --json --values model.pt\n"
                "  ckptscope check last.ckpt --against model_keys.txt --select state_dict\n"
                "Exit codes: 0 nothing to warn about, 1 warnings or errors found, 2 a file could not be read.");
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    try {
-        app.parse(rev);
-    } catch (const CLI::CallForHelp&) {
-        out << app.help();
-        return kExitOk;
-    } catch (const CLI::ParseError& e) {
-        err << "ckptscope check: " << e.what() << " (see ckptscope check --help)\n";
-        return kExitBadInput;
+    if (const auto done = parseCommand(app, args, "check", out, err)) {
+        return *done;
     }
     if (!against.empty()) {
         opts.againstPath = against;

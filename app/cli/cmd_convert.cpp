@@ -4,10 +4,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/parse.h"
 #include "transform/transform.h"
 #include "write/write.h"
 
-#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <ostream>
 #include <sys/stat.h>
@@ -186,15 +186,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert train.ckpt -o model.safetensors --select model --strip-prefix module.\n"
                "  ckptscope convert ckpt.pt -o fixed.pt --map-location cuda:1=cuda:0 --drop optimizer --dry-run\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    try {
-        app.parse(rev);
-    } catch (const CLI::CallForHelp&) {
-        out << app.help();
-        return kExitOk;
-    } catch (const CLI::ParseError& e) {
-        err << "ckptscope convert: " << e.what() << " (see ckptscope convert --help)\n";
-        return kExitBadInput;
+    if (const auto done = parseCommand(app, args, "convert", out, err)) {
+        return *done;
     }
     a.addPrefixGiven = app.count("--add-prefix") > 0;
     a.selectGiven = app.count("--select") > 0;

@@ -4,8 +4,8 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/parse.h"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <ostream>
 
@@ -178,15 +178,8 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope inspect --json model.pt | jq '.totals.by_location'\n"
                "  ckptscope inspect --depth 1 'runs/*.ckpt'\n"
                "Exit codes: 0 read, 2 a file could not be read.");
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    try {
-        app.parse(rev);
-    } catch (const CLI::CallForHelp&) {
-        out << app.help();
-        return kExitOk;
-    } catch (const CLI::ParseError& e) {
-        err << "ckptscope inspect: " << e.what() << " (see ckptscope inspect --help)\n";
-        return kExitBadInput;
+    if (const auto done = parseCommand(app, args, "inspect", out, err)) {
+        return *done;
     }
 
     const auto files = expandInputs(inputs);

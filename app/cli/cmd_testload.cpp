@@ -4,10 +4,10 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/parse.h"
 #include "device/nvml.h"
 #include "device/testload.h"
 
-#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -170,15 +170,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                "  ckptscope testload model.pt --device cuda:0 --select model --json | jq .other_devices_touched\n"
                "Environment: CKPTSCOPE_TORCH_HELPER names the helper; CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
                "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
-    std::vector<std::string> rev(args.rbegin(), args.rend());
-    try {
-        app.parse(rev);
-    } catch (const CLI::CallForHelp&) {
-        out << app.help();
-        return kExitOk;
-    } catch (const CLI::ParseError& e) {
-        err << "ckptscope testload: " << e.what() << " (see ckptscope testload --help)\n";
-        return kExitBadInput;
+    if (const auto done = parseCommand(app, args, "testload", out, err)) {
+        return *done;
     }
     const auto device = device::parseDevice(deviceText);
     if (!device) {
