@@ -5,6 +5,10 @@
 # -DCMAKE_PREFIX_PATH=/opt/libtorch for a LibTorch other than Debian's.
 #
 #   deb=$(scripts/package.sh) && scripts/test-deb.sh "$deb"
+#
+# It builds the working tree as it is. For a package of exactly one commit (a tree others are
+# editing can hand the build a half-written file), build a snapshot instead:
+#   git archive HEAD | tar -x -C /tmp/src && CKPTSCOPE_PACKAGE_DIR=$PWD/build-package-head /tmp/src/scripts/package.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CKPTSCOPE_PACKAGE_DIR:-$root/build-package}
