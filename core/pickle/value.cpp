@@ -10,8 +10,33 @@ namespace ckpt::pickle {
 
 ValueId Arena::add(Value v)
 {
-    values_.push_back(std::move(v));
-    return ValueId{static_cast<std::uint32_t>(values_.size() - 1)};
+    if ((size_ & kBlockMask) == 0) {
+        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));  // NOLINT(modernize-avoid-c-arrays)
+    }
+    const auto id = static_cast<std::uint32_t>(size_++);
+    (*this)[ValueId{id}] = std::move(v);
+    return ValueId{id};
+}
+
+Arena::Arena(const Arena& other)
+    : globals(other.globals), storages(other.storages), tensors(other.tensors), objects(other.objects)
+{
+    blocks_.reserve(other.blocks_.size());
+    for (std::size_t b = 0; b < other.blocks_.size(); ++b) {
+        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));  // NOLINT(modernize-avoid-c-arrays)
+        const std::size_t n = std::min<std::size_t>(kBlockSize, other.size_ - b * kBlockSize);
+        std::copy_n(other.blocks_[b].get(), n, blocks_[b].get());
+    }
+    size_ = other.size_;
+}
+
+Arena& Arena::operator=(const Arena& other)
+{
+    if (this != &other) {
+        Arena copy(other);
+        *this = std::move(copy);
+    }
+    return *this;
 }
 
 namespace {
