@@ -113,23 +113,26 @@ private Q_SLOTS:
         std::atomic<int> callbacks{0};
         sampler.start({std::chrono::milliseconds(10), [&callbacks](const Sample&) { ++callbacks; }});
         QVERIFY(sampler.running());
-        QThread::msleep(150);
+        // Wait on samples, not on the clock: a loaded machine may not schedule the sampler on time.
+        QTRY_VERIFY_WITH_TIMEOUT(callbacks.load() >= 10, 10000);
         writeState(state, "100 5000000 " + std::to_string(getpid()) + " 1 4000000");
-        QThread::msleep(150);
+        const int before = callbacks.load();
+        QTRY_VERIFY_WITH_TIMEOUT(callbacks.load() >= before + 10, 10000);
         sampler.stop();
         QVERIFY(!sampler.running());
         const Timeline t = sampler.snapshot();
         QCOMPARE(t.devices.size(), std::size_t{3});
         QCOMPARE(QString::fromStdString(t.devices[2]), QStringLiteral("cuda:1"));
         // 300 ms at 10 ms: about 30 samples plus the first and the last; allow a loaded machine.
-        QVERIFY2(t.samples.size() >= 15 && t.samples.size() <= 40, qPrintable(QString::number(t.samples.size())));
+        QVERIFY2(t.samples.size() >= 20, qPrintable(QString::number(t.samples.size())));
         QCOMPARE(callbacks.load(), static_cast<int>(t.samples.size()));
         for (std::size_t i = 1; i < t.samples.size(); ++i) {
             QVERIFY(t.samples[i].tMs >= t.samples[i - 1].tMs);
         }
         const double meanStep =
             (t.samples.back().tMs - t.samples.front().tMs) / static_cast<double>(t.samples.size() - 1);
-        QVERIFY2(meanStep > 5 && meanStep < 25, qPrintable(QString::number(meanStep)));
+        // Never faster than the interval asked for (lateness depends on the machine's load).
+        QVERIFY2(meanStep > 8, qPrintable(QString::number(meanStep)));
         QCOMPARE(t.maxRise(1), std::uint64_t{0});
         QCOMPARE(t.maxRise(2), std::uint64_t{5000000 - 100});
         QCOMPARE(t.peak(2), std::uint64_t{5000000});
@@ -142,8 +145,9 @@ private Q_SLOTS:
     void samplerWithoutNvmlHasTheCpuColumn()
     {
         Sampler sampler(nullptr);
-        sampler.start({std::chrono::milliseconds(5), {}});
-        QThread::msleep(30);
+        std::atomic<int> callbacks{0};
+        sampler.start({std::chrono::milliseconds(5), [&callbacks](const Sample&) { ++callbacks; }});
+        QTRY_VERIFY_WITH_TIMEOUT(callbacks.load() >= 3, 10000);
         sampler.stop();
         sampler.stop();  // idempotent
         const Timeline t = sampler.snapshot();

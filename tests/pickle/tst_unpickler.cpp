@@ -544,7 +544,8 @@ private Q_SLOTS:
 #if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
         QSKIP("timing is only meaningful in an optimised build without sanitizers");
 #else
-        QVERIFY2(best < 100.0, qPrintable(QStringLiteral("%1 ms CPU").arg(best)));
+        // Timings belong in bench/; this bound only catches a quadratic regression on a loaded machine.
+        QVERIFY2(best < 500.0, qPrintable(QStringLiteral("%1 ms CPU").arg(best)));
 #endif
     }
 };
