@@ -109,7 +109,7 @@ run_commands() {
     fi
     step "ldd: every library of the installed executables resolves inside the root"
     local exe
-    for exe in /usr/bin/ckptscope /usr/libexec/ckptscope/ckptscope-torch-helper; do
+    for exe in /usr/bin/ckptscope /usr/libexec/ckptscope/ckptscope-gui /usr/libexec/ckptscope/ckptscope-torch-helper; do
         in_root test -x "$exe" || continue
         if in_root ldd "$exe" | grep -q 'not found'; then
             in_root ldd "$exe" | grep 'not found' >&2
@@ -127,7 +127,7 @@ if [ "$mode" = extract ]; then
     trap 'rm -rf "$rootfs"' EXIT
     step "dpkg-deb -x $deb $rootfs"
     dpkg-deb -x "$deb" "$rootfs"
-    for exe in "$rootfs/usr/bin/ckptscope" "$rootfs/usr/libexec/ckptscope/ckptscope-torch-helper"; do
+    for exe in "$rootfs/usr/bin/ckptscope" "$rootfs/usr/libexec/ckptscope/ckptscope-gui" "$rootfs/usr/libexec/ckptscope/ckptscope-torch-helper"; do
         [ -x "$exe" ] || continue
         env -u LD_LIBRARY_PATH ldd "$exe" | tee /dev/stderr | grep -E "not found|$root" && fail "$exe resolves outside the system"
     done
