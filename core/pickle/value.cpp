@@ -308,9 +308,11 @@ void appendHexByte(std::string& out, unsigned char c)
     out.push_back(kHex[c & 0xFU]);
 }
 
-void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
+// Python's repr of str ('...') and bytes (b'...'): the same escapes, except that bytes also
+// escape everything above 0x7e, while a str passes UTF-8 through (Python prints the characters).
+void appendQuoted(std::string& out, std::string_view s, std::size_t limit, bool asBytes)
 {
-    out.push_back('\'');
+    out += asBytes ? "b'" : "'";
     for (char ch : s) {
         if (out.size() > limit) {
             return;
@@ -333,42 +335,7 @@ void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
             out += "\\t";
             break;
         default:
-            if (c < 0x20 || c == 0x7f) {
-                appendHexByte(out, c);
-            } else {
-                out.push_back(ch);  // UTF-8 continuation bytes pass through: Python prints the characters
-            }
-        }
-    }
-    out.push_back('\'');
-}
-
-void appendQuotedBytes(std::string& out, std::string_view s, std::size_t limit)
-{
-    out += "b'";
-    for (char ch : s) {
-        if (out.size() > limit) {
-            return;
-        }
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-        case '\\':
-            out += "\\\\";
-            break;
-        case '\'':
-            out += "\\'";
-            break;
-        case '\n':
-            out += "\\n";
-            break;
-        case '\r':
-            out += "\\r";
-            break;
-        case '\t':
-            out += "\\t";
-            break;
-        default:
-            if (c < 0x20 || c >= 0x7f) {
+            if (c < 0x20 || c == 0x7f || (asBytes && c > 0x7f)) {
                 appendHexByte(out, c);
             } else {
                 out.push_back(ch);
@@ -376,6 +343,16 @@ void appendQuotedBytes(std::string& out, std::string_view s, std::size_t limit)
         }
     }
     out.push_back('\'');
+}
+
+void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
+{
+    appendQuoted(out, s, limit, false);
+}
+
+void appendQuotedBytes(std::string& out, std::string_view s, std::size_t limit)
+{
+    appendQuoted(out, s, limit, true);
 }
 
 // Renders into one string and stops as soon as it is longer than `limit`: the output and the
