@@ -5,6 +5,8 @@
 // ancestor becomes a Recursive leaf; limits keep hostile DAG "bombs" bounded.
 #include "checkpoint/index.h"
 
+#include "checkpoint/tensor_bytes.h"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -394,21 +396,6 @@ std::uint64_t elementCount(const std::vector<std::int64_t>& shape)
     return n;
 }
 
-bool isContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride)
-{
-    if (stride.size() != shape.size()) {
-        return false;
-    }
-    std::int64_t expected = 1;
-    for (std::size_t d = shape.size(); d-- > 0;) {
-        if (shape[d] != 1 && stride[d] != expected) {
-            return false;
-        }
-        expected *= shape[d];
-    }
-    return true;
-}
-
 }  // namespace
 
 Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
@@ -506,7 +493,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             e.requiresGrad = t.isParameter ? t.parameterRequiresGrad : t.requiresGrad;
             e.isParameter = t.isParameter;
             e.form = t.form;
-            e.contiguous = isContiguous(t.shape, t.stride);
+            e.contiguous = isCContiguous(t.shape, t.stride);
             if (t.storage.valid() && a[t.storage].kind == Kind::Storage) {
                 e.storage = static_cast<std::uint32_t>(a[t.storage].i);
                 StorageEntry& s = c.storages.at(e.storage);

@@ -5,6 +5,24 @@
 
 namespace ckpt {
 
+bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride)
+{
+    if (stride.size() != shape.size()) {
+        return false;
+    }
+    std::int64_t expected = 1;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] == 0) {
+            return true;
+        }
+        if (shape[d] != 1 && stride[d] != expected) {
+            return false;
+        }
+        expected *= shape[d];
+    }
+    return true;
+}
+
 Expected<void> forEachTensorChunk(const Checkpoint& c, const TensorEntry& t, const std::function<bool(Bytes)>& sink,
                                   std::size_t chunkBytes)
 {

@@ -12,6 +12,7 @@
 // - contiguous tensors are copied straight from the input file; non-contiguous views are gathered
 //   in 8 MiB chunks, so memory does not grow with the file.
 #include "archive/safetensors.h"
+#include "checkpoint/tensor_bytes.h"
 #include "write/output_file.h"
 #include "write/writers.h"
 
@@ -184,21 +185,6 @@ const char* formName(pickle::TensorForm f)
 Error unsupported(const std::string& name, const std::string& why)
 {
     return makeError(ErrorCode::Unsupported, "cannot write tensor '" + name + "' as safetensors: " + why);
-}
-
-bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride)
-{
-    std::int64_t expected = 1;
-    for (std::size_t d = shape.size(); d-- > 0;) {
-        if (shape[d] == 0) {
-            return true;
-        }
-        if (shape[d] != 1 && stride[d] != expected) {
-            return false;
-        }
-        expected *= shape[d];
-    }
-    return true;
 }
 
 Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
