@@ -5,9 +5,12 @@ import subprocess
 import time
 
 
-def measure(cmd, runs=5, env=None):
+def measure(cmd, runs=5, env=None, before=None):
+    """`before` runs ahead of each run, untimed (e.g. removing the previous run's output)."""
     best, peak = float("inf"), 0
     for _ in range(runs):
+        if before:
+            before()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         _, status, usage = os.wait4(proc.pid, 0)

@@ -102,6 +102,9 @@ private:
 namespace {
 
 constexpr int kPlanDebounceMs = 120;
+// "Exported" in the window means on disk: nobody timing the window waits on it, and a user may
+// unplug the drive next. (The command line is lazy by default, like cp; `--sync` opts in.)
+const write::WriteOptions kDurable{write::Durability::Durable};
 
 QStringList localFiles(const QMimeData* mime)
 {
@@ -482,7 +485,7 @@ void ExportPanel::startExport()
                     progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : 0.0,
                              {});
                 },
-                stop);
+                stop, kDurable);
         },
         [this](Expected<write::WriteResult> r) {
             setExporting(false);
@@ -559,7 +562,7 @@ void ExportPanel::startNextBatch()
             if (!plan) {
                 return plan.error();
             }
-            return write::writeCheckpoint(**ck, *plan, out, {}, stop);
+            return write::writeCheckpoint(**ck, *plan, out, {}, stop, kDurable);
         },
         [this, row](Expected<write::WriteResult> r) {
             auto* status = m_batchTable->item(row, 1);

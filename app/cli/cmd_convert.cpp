@@ -37,6 +37,7 @@ struct Args {
     std::string format;
     bool dryRun = false;
     bool json = false;
+    bool sync = false;
     std::vector<std::string> fixes;
 };
 
@@ -177,6 +178,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         ->check(CLI::IsMember({"torch", "safetensors"}));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
+    app.add_flag("--sync", a.sync,
+                 "return only once the output is on disk (fsync); by default, as cp and torch.save, the kernel "
+                 "flushes it later");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -233,7 +237,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitOk;
     }
 
-    auto written = write::writeCheckpoint(**ck, *plan, a.output);
+    const write::WriteOptions writeOptions{a.sync ? write::Durability::Durable : write::Durability::Lazy};
+    auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
     if (!written) {
         printError(err, written.error());
         if (a.json) {

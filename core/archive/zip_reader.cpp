@@ -1,9 +1,11 @@
 #include "archive/zip.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <unistd.h>
 #include <zlib.h>
 
 namespace ckpt::archive {
@@ -218,7 +220,26 @@ Expected<void> inflateInto(Bytes in, std::uint64_t size, std::vector<std::byte>&
 
 }  // namespace
 
-Expected<ZipReader> ZipReader::parse(Bytes file)
+namespace {
+
+// The 30 fixed bytes of the local header at `lh` (inside `file`, checked by the caller). Near the
+// previous header the mapping's page is most likely mapped already; far from it, pread.
+std::array<std::byte, kLocalSize> localHeaderAt(Bytes file, int fd, std::uint64_t lh, std::uint64_t& previous)
+{
+    static constexpr std::uint64_t kFar = 256U << 10;
+    const bool far = lh > previous + kFar || lh + kFar < previous;
+    previous = lh;
+    std::array<std::byte, kLocalSize> h{};
+    if (fd >= 0 && far && ::pread(fd, h.data(), h.size(), static_cast<off_t>(lh)) == static_cast<ssize_t>(h.size())) {
+        return h;
+    }
+    std::memcpy(h.data(), file.data() + lh, h.size());
+    return h;
+}
+
+}  // namespace
+
+Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
 {
     auto end = readEnd(file);
     if (!end) {
@@ -231,6 +252,7 @@ Expected<ZipReader> ZipReader::parse(Bytes file)
 
     const std::uint64_t cdEnd = info.cdOffset + info.cdSize;
     std::uint64_t at = info.cdOffset;
+    std::uint64_t previousHeader = 0;
     for (std::uint64_t i = 0; i < info.entries; ++i) {
         if (!fits(at, kCentralSize, cdEnd) || u32(file, static_cast<std::size_t>(at)) != kCentralSig) {
             return corrupt("central directory entry " + std::to_string(i) + " is missing or has a bad signature", at);
@@ -262,11 +284,15 @@ Expected<ZipReader> ZipReader::parse(Bytes file)
         // The payload offset comes from the LOCAL header's own lengths: torch may put ZIP64 extras
         // or different padding there than in the central directory.
         const std::uint64_t lh = r.localHeaderOffset;
-        if (!fits(lh, kLocalSize, info.cdOffset) || u32(file, static_cast<std::size_t>(lh)) != kLocalSig) {
+        if (!fits(lh, kLocalSize, info.cdOffset)) {
             return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
         }
-        const auto l = static_cast<std::size_t>(lh);
-        r.dataOffset = lh + kLocalSize + u16(file, l + 26) + u16(file, l + 28);
+        const auto local = localHeaderAt(file, fd, lh, previousHeader);
+        const Bytes l(local.data(), local.size());
+        if (u32(l, 0) != kLocalSig) {
+            return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
+        }
+        r.dataOffset = lh + kLocalSize + u16(l, 26) + u16(l, 28);
         if (!fits(r.dataOffset, r.compressedSize, info.cdOffset)) {
             return corrupt("data of \"" + r.name + "\" (" + std::to_string(r.compressedSize) +
                                " bytes) runs past the start of the central directory",

@@ -1,4 +1,5 @@
 #include "archive/zip.h"
+#include "util/file_copy.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +19,14 @@ constexpr std::uint64_t kMax32 = 0xFFFFFFFF;
 constexpr std::uint16_t kPaddingId = 0x4246;  // "FB", torch's alignment padding field
 constexpr std::size_t kBufferSize = 1U << 20;
 constexpr std::size_t kCopyStep = 1U << 30;
+// A run of records copied in one go starts at the same offset within a page as its source, so the
+// kernel moves whole page-cache pages. That costs up to a page of padding once per run: worth it
+// only for runs this big (<= 0.4%); smaller runs keep torch's plain alignment.
+constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kPagePhaseMinSize = 1U << 20;
+// The most padding a header written over a gap between two source records may carry; a wider gap
+// (a record left out of the output lies there) ends the run instead of copying it for nothing.
+constexpr std::uint64_t kMaxGapPad = kPage;
 
 class Out {
 public:
@@ -26,6 +35,7 @@ public:
     void u64(std::uint64_t v) { le(v, 8); }
     void text(std::string_view s) { bytes_.insert(bytes_.end(), asBytes(s).begin(), asBytes(s).end()); }
     void fill(std::size_t n, char c) { bytes_.insert(bytes_.end(), n, static_cast<std::byte>(c)); }
+    void append(const Out& o) { bytes_.insert(bytes_.end(), o.bytes_.begin(), o.bytes_.end()); }
     [[nodiscard]] Bytes bytes() const { return {bytes_.data(), bytes_.size()}; }
 
 private:
@@ -57,9 +67,72 @@ Error usage(const std::string& what)
     return makeError(ErrorCode::Usage, what);
 }
 
-bool copyUnsupported(int err)
+std::uint64_t zip64ExtraSize(std::uint64_t size, std::uint64_t headerOffset)
 {
-    return err == EXDEV || err == ENOSYS || err == EINVAL || err == EOPNOTSUPP || err == EBADF || err == EPERM;
+    const bool bigSize = size >= kMax32;
+    const bool bigOffset = headerOffset >= kMax32;
+    return (bigSize || bigOffset) ? 4 + (bigSize ? 16 : 0) + (bigOffset ? 8 : 0) : 0;
+}
+
+// A local header without its padding: fixed part, name, ZIP64 extra, the FB field's own 4 bytes.
+std::uint64_t localHeaderSize(std::size_t nameLen, std::uint64_t size, std::uint64_t headerOffset)
+{
+    return 30 + nameLen + zip64ExtraSize(size, headerOffset) + 4;
+}
+
+Out localHeader(std::string_view name, std::uint64_t size, std::uint64_t headerOffset, std::uint64_t pad)
+{
+    const bool bigSize = size >= kMax32;
+    const bool bigOffset = headerOffset >= kMax32;
+    const std::uint64_t zip64Len = zip64ExtraSize(size, headerOffset);
+    Out o;
+    o.u32(kLocalSig);
+    o.u16(0);  // version needed, as torch's miniz writes it
+    o.u16(flagsFor(size));
+    o.u16(0);  // stored
+    o.u16(0);  // time
+    o.u16(0);  // date
+    o.u32(0);  // CRC and sizes live in the data descriptor
+    o.u32(0);
+    o.u32(0);
+    o.u16(name.size());
+    o.u16(zip64Len + 4 + pad);
+    o.text(name);
+    if (zip64Len > 0) {
+        o.u16(1);
+        o.u16(zip64Len - 4);
+        if (bigSize) {
+            o.u64(size);
+            o.u64(0);
+        }
+        if (bigOffset) {
+            o.u64(headerOffset);
+        }
+    }
+    o.u16(kPaddingId);
+    o.u16(pad);
+    o.fill(pad, 'Z');
+    return o;
+}
+
+std::uint64_t descriptorSize(std::uint64_t size, std::uint64_t headerOffset)
+{
+    return size >= kMax32 || headerOffset >= kMax32 ? 24 : 16;
+}
+
+Out descriptor(std::uint64_t size, std::uint64_t headerOffset, std::uint32_t crc)
+{
+    Out o;
+    o.u32(kDescriptorSig);
+    o.u32(crc);
+    if (descriptorSize(size, headerOffset) == 24) {
+        o.u64(size);
+        o.u64(size);
+    } else {
+        o.u32(size);
+        o.u32(size);
+    }
+    return o;
 }
 
 }  // namespace
@@ -116,60 +189,17 @@ Expected<void> ZipWriter::writeAll(Bytes b)
 
 Expected<void> ZipWriter::writeLocalHeader(std::string_view name, std::uint64_t size)
 {
-    const std::uint64_t h = pos_;
-    const bool bigSize = size >= kMax32;
-    const bool bigOffset = h >= kMax32;
-    const std::uint64_t zip64Len = (bigSize || bigOffset) ? 4 + (bigSize ? 16 : 0) + (bigOffset ? 8 : 0) : 0;
     // Same arithmetic as torch's getPadding: the FB field is always there, even with 0 padding.
-    const std::uint64_t start = h + 30 + name.size() + 4 + zip64Len;
-    const std::uint64_t pad = (alignment_ - start % alignment_) % alignment_;
-
-    Out o;
-    o.u32(kLocalSig);
-    o.u16(0);  // version needed, as torch's miniz writes it
-    o.u16(flagsFor(size));
-    o.u16(0);  // stored
-    o.u16(0);  // time
-    o.u16(0);  // date
-    o.u32(0);  // CRC and sizes live in the data descriptor
-    o.u32(0);
-    o.u32(0);
-    o.u16(name.size());
-    o.u16(zip64Len + 4 + pad);
-    o.text(name);
-    if (zip64Len > 0) {
-        o.u16(1);
-        o.u16(zip64Len - 4);
-        if (bigSize) {
-            o.u64(size);
-            o.u64(0);
-        }
-        if (bigOffset) {
-            o.u64(h);
-        }
-    }
-    o.u16(kPaddingId);
-    o.u16(pad);
-    o.fill(pad, 'Z');
-    return writeAll(o.bytes());
+    const std::uint64_t start = pos_ + localHeaderSize(name.size(), size, pos_);
+    return writeAll(localHeader(name, size, pos_, (alignment_ - start % alignment_) % alignment_).bytes());
 }
 
 Expected<void> ZipWriter::writeDescriptor(const Entry& e)
 {
-    Out o;
-    o.u32(kDescriptorSig);
-    o.u32(e.crc);
-    if (e.size >= kMax32 || e.offset >= kMax32) {
-        o.u64(e.size);
-        o.u64(e.size);
-    } else {
-        o.u32(e.size);
-        o.u32(e.size);
-    }
-    return writeAll(o.bytes());
+    return writeAll(descriptor(e.size, e.offset, e.crc).bytes());
 }
 
-Expected<void> ZipWriter::startEntry(std::string_view name, std::uint64_t size)
+Expected<void> ZipWriter::checkCanStart(std::string_view name) const
 {
     if (finished_) {
         return usage("the archive is already finished");
@@ -182,6 +212,14 @@ Expected<void> ZipWriter::startEntry(std::string_view name, std::uint64_t size)
     }
     if (names_.contains(std::string(name))) {
         return usage("record \"" + std::string(name) + "\" written twice");
+    }
+    return {};
+}
+
+Expected<void> ZipWriter::startEntry(std::string_view name, std::uint64_t size)
+{
+    if (auto ok = checkCanStart(name); !ok) {
+        return ok;
     }
     Entry e{std::string(name), pos_, size, 0};
     if (auto ok = writeLocalHeader(name, size); !ok) {
@@ -276,75 +314,143 @@ Expected<std::uint32_t> crcOfRange(int fd, std::uint64_t offset, std::uint64_t s
 Expected<void> ZipWriter::addRecordFromFile(std::string_view name, int srcFd, std::uint64_t srcOffset,
                                             std::uint64_t size, std::optional<std::uint32_t> knownCrc)
 {
-    if (auto ok = beginRecord(name, size); !ok) {
-        return ok;
+    const FileRecord one{std::string(name), srcOffset, size, knownCrc};
+    auto added = addRecordsFromFile({&one, 1}, srcFd);
+    if (!added) {
+        return std::move(added.error());
+    }
+    return {};
+}
+
+std::vector<ZipWriter::Placement> ZipWriter::placeRun(std::span<const FileRecord> records, bool phased) const
+{
+    const FileRecord& first = records.front();
+    const std::uint64_t start = pos_ + localHeaderSize(first.name.size(), first.size, pos_);
+    const std::uint64_t pad = phased ? (kPage + first.srcOffset % kPage - start % kPage) % kPage
+                                     : (alignment_ - start % alignment_) % alignment_;
+    std::vector<Placement> run{{pos_, pad, start + pad}};
+    std::unordered_set<std::string_view> inRun{first.name};
+    for (std::size_t k = 1; k < records.size(); ++k) {
+        const FileRecord& prev = records[k - 1];
+        const FileRecord& r = records[k];
+        // Empty records have no descriptor and nothing to copy; a record out of the source's order
+        // or off torch's alignment relative to the first cannot sit at the same distance.
+        if (prev.size == 0 || r.size == 0 || r.srcOffset < prev.srcOffset + prev.size ||
+            (r.srcOffset - first.srcOffset) % alignment_ != 0) {
+            break;
+        }
+        if (r.name.empty() || r.name.size() > 0xFFFF || names_.contains(r.name) || !inRun.insert(r.name).second) {
+            break;  // the record is refused with its reason when it starts a run of its own
+        }
+        const Placement& last = run.back();
+        const std::uint64_t header = last.data + prev.size + descriptorSize(prev.size, last.header);
+        const std::uint64_t data = run.front().data + (r.srcOffset - first.srcOffset);
+        const std::uint64_t fixed = localHeaderSize(r.name.size(), r.size, header);
+        if (data < header + fixed || data - header - fixed > kMaxGapPad) {
+            break;
+        }
+        run.push_back({header, data - header - fixed, data});
+    }
+    return run;
+}
+
+Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> records, int srcFd,
+                                                    const CopyStep& step)
+{
+    if (records.empty()) {
+        return std::size_t{0};
+    }
+    const FileRecord& first = records.front();
+    if (auto ok = checkCanStart(first.name); !ok) {
+        return std::move(ok.error());
+    }
+    // Phased placement keeps torch's alignment only when the source itself is aligned.
+    const bool canPhase = first.srcOffset % alignment_ == 0 && kPage % alignment_ == 0;
+    std::vector<Placement> run = placeRun(records, canPhase);
+    std::uint64_t payload = 0;
+    for (std::size_t k = 0; k < run.size(); ++k) {
+        payload += records[k].size;
+    }
+    if (canPhase && payload < kPagePhaseMinSize) {
+        run = placeRun(records, false);
+    }
+    const FileRecord& last = records[run.size() - 1];
+
+    if (auto ok = writeAll(localHeader(first.name, first.size, run[0].header, run[0].pad).bytes()); !ok) {
+        return std::move(ok.error());
     }
     // copy_file_range writes at the descriptor's position: everything buffered must be there first.
     if (auto ok = flush(); !ok) {
-        return ok;
+        return std::move(ok.error());
     }
-    std::uint64_t off = srcOffset;
-    std::uint64_t left = size;
-    bool kernelCopy = true;
-    while (left > 0) {
-        ssize_t n = 0;
-        const auto step = static_cast<std::size_t>(std::min<std::uint64_t>(left, kCopyStep));
-        if (kernelCopy) {
-            auto in = static_cast<off_t>(off);
-            n = ::copy_file_range(srcFd, &in, fd_, nullptr, step, 0);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n < 0 && copyUnsupported(errno)) {
-                kernelCopy = false;  // other filesystem, old kernel, special file: copy by hand
-                continue;
-            }
-            if (n < 0) {
-                failed_ = true;
-                return writeFailed("cannot copy record \"" + std::string(name) + "\" into the archive", errno);
-            }
+    const std::uint64_t span = last.srcOffset + last.size - first.srcOffset;
+    if (auto ok = appendFileRange(srcFd, first.srcOffset, span, fd_, step); !ok) {
+        failed_ = true;
+        Error e = ok.error();
+        e.message = "cannot copy record \"" + first.name + "\" into the archive: " + e.message;
+        return e;
+    }
+    pos_ += span;
+
+    std::vector<Entry> added;
+    added.reserve(run.size());
+    for (std::size_t k = 0; k < run.size(); ++k) {
+        const FileRecord& r = records[k];
+        std::uint32_t crc = 0;
+        if (r.knownCrc) {
+            crc = *r.knownCrc;
         } else {
-            buf_.resize(std::min(step, kBufferSize));
-            n = ::pread(srcFd, buf_.data(), buf_.size(), static_cast<off_t>(off));
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n < 0) {
-                const int err = errno;
-                buf_.clear();
+            auto computed = crcOfRange(srcFd, r.srcOffset, r.size, buf_);
+            if (!computed) {
                 failed_ = true;
-                return makeError(ErrorCode::Io, "cannot read the source of record \"" + std::string(name) +
-                                                    "\": " + std::strerror(err));
+                return std::move(computed.error());
             }
-            buf_.resize(static_cast<std::size_t>(n));
-            auto ok = flush();
-            if (!ok) {
-                return ok;
-            }
+            crc = *computed;
         }
-        if (n == 0) {
-            failed_ = true;
-            return makeError(ErrorCode::Truncated,
-                             "the source of record \"" + std::string(name) + "\" ends " + std::to_string(left) +
-                                 " bytes early",
-                             off);
-        }
-        off += static_cast<std::uint64_t>(n);
-        left -= static_cast<std::uint64_t>(n);
-        pos_ += static_cast<std::uint64_t>(n);
+        added.push_back({r.name, run[k].header, r.size, crc});
     }
-    if (knownCrc) {
-        open_->crc = *knownCrc;
-    } else {
-        auto crc = crcOfRange(srcFd, srcOffset, size, buf_);
-        if (!crc) {
+    // The copy brought the source's own bytes between the records (its descriptors and headers, or
+    // anything else that lay there); every one of them is overwritten with ours.
+    for (std::size_t k = 1; k < run.size(); ++k) {
+        const Entry& prev = added[k - 1];
+        Out gap = descriptor(prev.size, prev.offset, prev.crc);
+        gap.append(localHeader(records[k].name, records[k].size, run[k].header, run[k].pad));
+        const std::uint64_t at = run[k - 1].data + prev.size;
+        if (at + gap.bytes().size() != run[k].data) {
             failed_ = true;
-            return std::move(crc.error());
+            return makeError(ErrorCode::Internal, "zip run placement is inconsistent at \"" + records[k].name + "\"");
         }
-        open_->crc = *crc;
+        if (auto ok = writeAt(gap.bytes(), at); !ok) {
+            return ok.error();
+        }
     }
-    openWritten_ = size;
-    return endRecord();
+    for (Entry& e : added) {
+        names_.insert(e.name);
+        entries_.push_back(std::move(e));
+    }
+    if (last.size > 0) {
+        if (auto ok = writeDescriptor(entries_.back()); !ok) {
+            return std::move(ok.error());
+        }
+    }
+    return run.size();
+}
+
+Expected<void> ZipWriter::writeAt(Bytes b, std::uint64_t offset)
+{
+    while (!b.empty()) {
+        const ssize_t n = ::pwrite(fd_, b.data(), b.size(), static_cast<off_t>(offset));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            failed_ = true;
+            return writeFailed("cannot write the archive", n < 0 ? errno : EIO);
+        }
+        b = b.subspan(static_cast<std::size_t>(n));
+        offset += static_cast<std::uint64_t>(n);
+    }
+    return {};
 }
 
 Expected<void> ZipWriter::finish()

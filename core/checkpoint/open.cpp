@@ -151,7 +151,7 @@ Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, std::size_t* 
 
 Expected<void> loadZip(Checkpoint& c)
 {
-    auto zip = archive::ZipReader::parse(c.bytes);
+    auto zip = archive::ZipReader::parse(c.bytes, c.file ? c.file->fd() : -1);
     if (!zip) {
         return zip.error();
     }

@@ -1,5 +1,7 @@
 #include "write/output_file.h"
 
+#include "util/file_copy.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -69,13 +71,14 @@ Error cancelled(const std::string& target)
     return e;
 }
 
-OutputFile::OutputFile(std::string target, std::string temp, int fd)
-    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd)
+OutputFile::OutputFile(std::string target, std::string temp, int fd, Durability durability)
+    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), durability_(durability)
 {
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : target_(std::move(other.target_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1))
+    : target_(std::move(other.target_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1)),
+      durability_(other.durability_), flushedUpTo_(other.flushedUpTo_)
 {
     other.temp_.clear();
 }
@@ -97,7 +100,7 @@ void OutputFile::discard()
     }
 }
 
-Expected<OutputFile> OutputFile::create(const std::string& target)
+Expected<OutputFile> OutputFile::create(const std::string& target, Durability durability)
 {
     const auto [dir, name] = splitDirName(target);
     if (name.empty()) {
@@ -108,7 +111,7 @@ Expected<OutputFile> OutputFile::create(const std::string& target)
         // 0666 so the final file gets the mode the umask gives any new file, as `cp` would.
         const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
-            return OutputFile(target, std::move(temp), fd);
+            return OutputFile(target, std::move(temp), fd, durability);
         }
         if (errno != EEXIST) {
             return writeError(target, "cannot create a temporary file in " + dir, errno);
@@ -120,7 +123,7 @@ Expected<OutputFile> OutputFile::create(const std::string& target)
 void OutputFile::writeBehind(std::uint64_t writtenSoFar)
 {
     static constexpr std::uint64_t kWriteBehind = 32ULL << 20;
-    if (writtenSoFar < flushedUpTo_ + kWriteBehind) {
+    if (durability_ != Durability::Durable || writtenSoFar < flushedUpTo_ + kWriteBehind) {
         return;
     }
     // Only a hint: errors surface in the fsync of commit().
@@ -131,7 +134,8 @@ void OutputFile::writeBehind(std::uint64_t writtenSoFar)
 
 Expected<void> OutputFile::commit()
 {
-    if (::fsync(fd_) != 0) {
+    const bool durable = durability_ == Durability::Durable;
+    if (durable && ::fsync(fd_) != 0) {
         const int err = errno;
         discard();
         return writeError(target_, "cannot flush the output to disk", err);
@@ -148,7 +152,9 @@ Expected<void> OutputFile::commit()
         return writeError(target_, "cannot move the finished output into place", err);
     }
     temp_.clear();
-    fsyncDirectory(splitDirName(target_).first);
+    if (durable) {
+        fsyncDirectory(splitDirName(target_).first);
+    }
     return {};
 }
 
@@ -198,95 +204,38 @@ void ProgressMeter::finish()
     }
 }
 
-Expected<void> writeBytes(int outFd, Bytes data, const std::string& target)
-{
-    while (!data.empty()) {
-        const ssize_t n = ::write(outFd, data.data(), std::min<std::size_t>(data.size(), 1U << 30));
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return writeError(target, "cannot write the output", errno);
-        }
-        if (n == 0) {
-            return writeError(target, "cannot write the output", ENOSPC);
-        }
-        data = data.subspan(static_cast<std::size_t>(n));
-    }
-    return {};
-}
-
 namespace {
 
-// pread/write fallback through one chunk-sized buffer.
-Expected<void> copyByReading(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
-                             ProgressMeter& progress, const std::stop_token& stop)
+Error onTargetAt(Error e, const std::string& target)
 {
-    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(size, kChunk)));
-    while (size > 0) {
-        if (stop.stop_requested()) {
-            return cancelled(target);
-        }
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buf.size()));
-        const ssize_t got = ::pread(inFd, buf.data(), want, static_cast<off_t>(offset));
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got <= 0) {
-            Error e = makeError(ErrorCode::Io, std::string("cannot read the input: ") +
-                                                   (got < 0 ? std::strerror(errno) : "it ended early (truncated?)"));
-            e.path = target;
-            return e;
-        }
-        if (auto w = writeBytes(outFd, Bytes(buf.data(), static_cast<std::size_t>(got)), target); !w) {
-            return w;
-        }
-        offset += static_cast<std::uint64_t>(got);
-        size -= static_cast<std::uint64_t>(got);
-        progress.advance(static_cast<std::uint64_t>(got));
+    if (e.code == ErrorCode::Cancelled) {
+        return cancelled(target);
     }
-    return {};
-}
-
-bool copyFileRangeUnsupported(int err)
-{
-    // EXDEV: across filesystems (refused again since Linux 5.19); EINVAL/EOPNOTSUPP/ENOSYS:
-    // filesystems or kernels without it; EBADF: e.g. an input opened through a pipe-like file.
-    return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF;
+    return onTarget(std::move(e), target);
 }
 
 }  // namespace
 
+Expected<void> writeBytes(int outFd, Bytes data, const std::string& target)
+{
+    if (auto ok = appendBytes(outFd, data.data(), data.size()); !ok) {
+        return onTargetAt(ok.error(), target);
+    }
+    return {};
+}
+
 Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
                              ProgressMeter& progress, const std::stop_token& stop)
 {
-    bool anyCopied = false;
-    while (size > 0) {
-        if (stop.stop_requested()) {
-            return cancelled(target);
-        }
-        auto inOff = static_cast<loff_t>(offset);
-        const ssize_t n =
-            ::copy_file_range(inFd, &inOff, outFd, nullptr, static_cast<std::size_t>(std::min(size, kChunk)), 0);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            if (!anyCopied && copyFileRangeUnsupported(errno)) {
-                return copyByReading(inFd, offset, size, outFd, target, progress, stop);
-            }
-            return writeError(target, "cannot write the output", errno);
-        }
-        if (n == 0) {
-            // The input ended before the range did: copy_file_range reports EOF as 0.
-            Error e = makeError(ErrorCode::Io, "cannot read the input: it ended early (truncated?)");
-            e.path = target;
-            return e;
-        }
-        anyCopied = true;
-        offset += static_cast<std::uint64_t>(n);
-        size -= static_cast<std::uint64_t>(n);
-        progress.advance(static_cast<std::uint64_t>(n));
+    auto step = [&](std::uint64_t n) {
+        progress.advance(n);
+        return !stop.stop_requested();
+    };
+    if (stop.stop_requested()) {
+        return cancelled(target);
+    }
+    if (auto ok = appendFileRange(inFd, offset, size, outFd, step); !ok) {
+        return onTargetAt(ok.error(), target);
     }
     return {};
 }

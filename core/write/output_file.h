@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint.h"
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/file_copy.h"
 #include "write/write.h"
 
 #include <cstdint>
@@ -19,7 +20,7 @@ namespace ckpt::write::detail {
 // succeeds, the destructor closes and unlinks it, so every early return leaves nothing behind.
 class OutputFile {
 public:
-    static Expected<OutputFile> create(const std::string& target);
+    static Expected<OutputFile> create(const std::string& target, Durability durability);
     OutputFile(OutputFile&& other) noexcept;
     OutputFile& operator=(OutputFile&&) = delete;
     OutputFile(const OutputFile&) = delete;
@@ -28,19 +29,21 @@ public:
 
     [[nodiscard]] int fd() const { return fd_; }
     [[nodiscard]] const std::string& tempPath() const { return temp_; }
-    // Starts writeback of what was written since the last call once 32 MiB have piled up, so the
-    // data goes to disk while the copy runs and the final fsync has little left to wait for.
+    // Durable only: starts writeback of what was written since the last call once 32 MiB have piled
+    // up, so the data goes to disk while the copy runs and the final fsync has little left to wait
+    // for. (Lazy skips it: sync_file_range blocks on a busy disk and slowed a 1 GiB copy 2.5x.)
     void writeBehind(std::uint64_t writtenSoFar);
-    // fsync, close, rename over the target, fsync the directory.
+    // Close and rename over the target; Durable fsyncs the file before and the directory after.
     Expected<void> commit();
 
 private:
-    OutputFile(std::string target, std::string temp, int fd);
+    OutputFile(std::string target, std::string temp, int fd, Durability durability);
     void discard();
 
     std::string target_;
     std::string temp_;
     int fd_ = -1;
+    Durability durability_;
     std::uint64_t flushedUpTo_ = 0;
 };
 
@@ -69,12 +72,11 @@ private:
     std::uint64_t nextReport_ = 0;
 };
 
-// Chunk size for copies and strided gathers: large enough for full-speed I/O, small enough that
-// cancellation answers quickly and memory stays flat.
-inline constexpr std::uint64_t kChunk = 8ULL << 20;
+// Chunk size for strided gathers, the same as for copies: large enough for full-speed I/O, small
+// enough that cancellation answers quickly and memory stays flat.
+inline constexpr std::uint64_t kChunk = kCopyChunk;
 
-// Appends `size` bytes of the input starting at `offset` to `outFd` (at its file position):
-// copy_file_range in chunks, falling back to pread/write across filesystems that refuse it.
+// appendFileRange with progress, cancellation and errors labelled with the target.
 Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
                              ProgressMeter& progress, const std::stop_token& stop);
 // Appends memory to `outFd`, retrying short writes.

@@ -6,7 +6,8 @@
 namespace ckpt::write {
 
 Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Plan& plan, const std::string& outPath,
-                                      const std::function<void(const WriteProgress&)>& progress, std::stop_token stop)
+                                      const std::function<void(const WriteProgress&)>& progress, std::stop_token stop,
+                                      const WriteOptions& options)
 {
     if (outPath.empty()) {
         return makeError(ErrorCode::Usage, "no output path given");
@@ -17,7 +18,7 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
     if (stop.stop_requested()) {
         return detail::cancelled(outPath);
     }
-    auto out = detail::OutputFile::create(outPath);
+    auto out = detail::OutputFile::create(outPath, options.durability);
     if (!out) {
         return out.error();
     }

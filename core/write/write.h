@@ -18,6 +18,17 @@ struct WriteProgress {
     std::uint64_t bytesTotal = 0;
 };
 
+// When the output counts as written. Lazy is what `cp` and torch.save do: the bytes are in the
+// page cache and the kernel flushes them; the temporary-file-and-rename still means a crash leaves
+// the old target or the new one, never a mix (ext4 and xfs flush a file renamed over another).
+// Durable also fsyncs the file before the rename and the directory after it, and starts writeback
+// as it goes; on a 1 GiB export that is 0.6 s of waiting for the disk here.
+enum class Durability { Lazy, Durable };
+
+struct WriteOptions {
+    Durability durability = Durability::Lazy;
+};
+
 struct WriteResult {
     std::string path;
     std::uint64_t bytes = 0;
@@ -35,6 +46,6 @@ struct WriteResult {
 // (`stop` is checked between records and chunks); on any error no output file exists.
 Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Plan& plan, const std::string& outPath,
                                       const std::function<void(const WriteProgress&)>& progress = {},
-                                      std::stop_token stop = {});
+                                      std::stop_token stop = {}, const WriteOptions& options = {});
 
 }  // namespace ckpt::write

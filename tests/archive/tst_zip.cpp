@@ -188,6 +188,9 @@ private Q_SLOTS:
     void writerOutputAcceptedByZipfileAndUnzip_data();
     void writerOutputAcceptedByZipfileAndUnzip();
     void torchLoadsWrittenArchive();
+    void sharedCopyRunsKeepSourceDistances();
+    void sharedCopyCancels();
+    void localHeadersByPreadMatchTheMapping();
     void zip64ManyRecords();
     void bigRecordZip64();
     void writerReportsWriteErrors();
@@ -402,6 +405,151 @@ void TestZip::writerOutputAcceptedByZipfileAndUnzip()
         QCOMPARE(r.dataOffset % std::uint64_t(alignment), 0U);
         QCOMPARE(sha256(*z->data(r, scratch)), sha256(expected[i].second));
     }
+}
+
+// addRecordsFromFile copies a stretch of source records in one go and overwrites the gaps with
+// its own headers. The source's gaps hold a marker that must not survive, every record must read
+// back with the right bytes and CRC in Python's zipfile and `unzip -t`, and each run ends exactly
+// where the rules say: a gap too narrow for the next header, an empty record, a gap wider than a
+// page of padding, an offset off torch's alignment relative to the run's first record, a
+// duplicate name.
+void TestZip::sharedCopyRunsKeepSourceDistances()
+{
+    const QByteArray marker = QByteArrayLiteral("LEAK");
+    QByteArray source;
+    std::vector<FileRecord> records;
+    auto place = [&](const std::string& name, qsizetype gap, qsizetype size) {
+        source.append(marker.repeated(gap / 4 + 1).left(gap));
+        FileRecord r{"out/" + name, std::uint64_t(source.size()), std::uint64_t(size), std::nullopt};
+        for (qsizetype i = 0; i < size; ++i) {
+            source.append(char('a' + (i * 7 + source.size()) % 26));
+        }
+        records.push_back(std::move(r));
+    };
+    place("big", 4096 * 3 + 64, (3 << 20) / 2);  // run 1 (phased: 1.5 MiB)
+    place("b", 192, 1000);                       // ...fits the gap
+    place("c", 128 + 24, 640);                   // ...fits (gap keeps the relative alignment of 64)
+    place(std::string(200, 'L'), 64, 64);        // run 2: the gap cannot hold a 200-byte name
+    place("zero", 64, 0);                        // run 3: empty record
+    place("after-zero", 0, 128);                 // run 4
+    place("far", 8192, 256);                     // run 5: the gap is wider than a page
+    place("odd", 72, 100);                       // run 6: off alignment relative to "far"
+    place("d1", 128 + 28, 300);                  // ...(run 6 starts at "odd", so "d1" may follow it)
+    records.push_back(records[1]);               // run 7: "b" again is refused when it starts a run
+    source.append(marker.repeated(64));
+    const QString srcPath = dir_.filePath(QStringLiteral("runs-source.bin"));
+    QVERIFY(writeAll(srcPath, source));
+    Fd src(::open(srcPath.toLocal8Bit().constData(), O_RDONLY | O_CLOEXEC));  // NOLINT
+    QVERIFY(src.fd >= 0);
+
+    const QString path = dir_.filePath(QStringLiteral("runs.zip"));
+    std::vector<std::size_t> runs;
+    {
+        Fd out(createFile(path));
+        QVERIFY(out.fd >= 0);
+        ZipWriter w(out.fd);
+        QVERIFY(w.addRecord("out/data.pkl", asBytes("pickle")).ok());
+        std::span<const FileRecord> left(records.data(), records.size() - 1);
+        while (!left.empty()) {
+            auto n = w.addRecordsFromFile(left, src.fd);
+            QVERIFY2(n.ok(), n.ok() ? "" : n.error().describe().c_str());
+            QVERIFY(*n >= 1);
+            runs.push_back(*n);
+            left = left.subspan(*n);
+        }
+        auto dup = w.addRecordsFromFile({&records.back(), 1}, src.fd);
+        QVERIFY(!dup.ok());
+        QCOMPARE(dup.error().code, ErrorCode::Usage);
+        QVERIFY(w.finish().ok());
+    }
+    QCOMPARE(runs, (std::vector<std::size_t>{3, 1, 1, 1, 1, 2}));
+
+    const QByteArray file = readAll(path);
+    QVERIFY2(!file.contains(marker), "bytes from the source's gaps survived in the archive");
+    const PyResult py = runPython(kTestzipHashes, {path});
+    QVERIFY2(py.exitCode == 0, py.err.constData());
+    const QJsonObject hashes = QJsonDocument::fromJson(py.out).object();
+    for (std::size_t i = 0; i + 1 < records.size(); ++i) {
+        const Bytes payload = bytesOf(source).subspan(records[i].srcOffset, records[i].size);
+        QCOMPARE(hashes[QString::fromStdString(records[i].name)].toString(), sha256(payload));
+    }
+    QProcess unzip;
+    unzip.start(QStringLiteral("unzip"), {QStringLiteral("-tq"), path});
+    QVERIFY(unzip.waitForFinished(60000));
+    QVERIFY2(unzip.exitCode() == 0, unzip.readAllStandardOutput().constData());
+    compareWithZipfile(path, "out");
+
+    auto z = ZipReader::parse(bytesOf(file));
+    QVERIFY(z.ok());
+    for (std::size_t i = 0; i + 1 < records.size(); ++i) {
+        const ZipRecord* r = z->find(records[i].name.substr(4));
+        QVERIFY(r != nullptr);
+        if (records[i].srcOffset % 64 == 0) {
+            QCOMPARE(r->dataOffset % 64, 0U);  // torch's alignment, kept wherever the source had it
+        }
+    }
+    // The phased run keeps each record's offset within a page, so the kernel copies whole pages.
+    for (std::size_t i = 0; i < 3; ++i) {
+        QCOMPARE(z->find(records[i].name.substr(4))->dataOffset % 4096, records[i].srcOffset % 4096);
+    }
+}
+
+void TestZip::sharedCopyCancels()
+{
+    QByteArray source(24 << 20, 'x');
+    const QString srcPath = dir_.filePath(QStringLiteral("cancel-source.bin"));
+    QVERIFY(writeAll(srcPath, source));
+    Fd src(::open(srcPath.toLocal8Bit().constData(), O_RDONLY | O_CLOEXEC));  // NOLINT
+    QVERIFY(src.fd >= 0);
+    const std::vector<FileRecord> records{{"a/one", 0, 12 << 20, std::nullopt}, {"a/two", 12U << 20, 12 << 20, 0}};
+    Fd out(createFile(dir_.filePath(QStringLiteral("cancelled.zip"))));
+    ZipWriter w(out.fd);
+    std::uint64_t seen = 0;
+    auto n = w.addRecordsFromFile(records, src.fd, [&](std::uint64_t bytes) {
+        seen += bytes;
+        return false;
+    });
+    QVERIFY(!n.ok());
+    QCOMPARE(n.error().code, ErrorCode::Cancelled);
+    QVERIFY(seen > 0 && seen < (24U << 20));
+    QVERIFY(!w.finish().ok());  // a stopped archive cannot be finished into something that looks whole
+}
+
+// parse() with the file's descriptor reads far-apart local headers with pread instead of through
+// the mapping; both ways must give the same records, and the same error for a broken header.
+void TestZip::localHeadersByPreadMatchTheMapping()
+{
+    const QString path = dir_.filePath(QStringLiteral("far-apart.zip"));
+    {
+        Fd out(createFile(path));
+        ZipWriter w(out.fd);
+        const QByteArray payload(600 << 10, 'p');
+        for (int i = 0; i < 6; ++i) {
+            QVERIFY(
+                w.addRecord("far/data/" + std::to_string(i), bytesOf(payload.left(i % 2 ? 100 : payload.size()))).ok());
+        }
+        QVERIFY(w.finish().ok());
+    }
+    QByteArray file = readAll(path);
+    Fd fd(::open(path.toLocal8Bit().constData(), O_RDONLY | O_CLOEXEC));  // NOLINT
+    auto mapped = ZipReader::parse(bytesOf(file));
+    auto preads = ZipReader::parse(bytesOf(file), fd.fd);
+    QVERIFY(mapped.ok() && preads.ok());
+    QCOMPARE(preads->records().size(), mapped->records().size());
+    for (std::size_t i = 0; i < mapped->records().size(); ++i) {
+        QCOMPARE(preads->records()[i].dataOffset, mapped->records()[i].dataOffset);
+        QCOMPARE(preads->records()[i].name, mapped->records()[i].name);
+    }
+
+    const std::uint64_t lh = mapped->records()[4].localHeaderOffset;
+    file[qsizetype(lh)] = 'X';
+    QVERIFY(writeAll(path, file));
+    Fd broken(::open(path.toLocal8Bit().constData(), O_RDONLY | O_CLOEXEC));  // NOLINT
+    auto a = ZipReader::parse(bytesOf(file));
+    auto b = ZipReader::parse(bytesOf(file), broken.fd);
+    QVERIFY(!a.ok() && !b.ok());
+    QCOMPARE(b.error().message, a.error().message);
+    QCOMPARE(b.error().offset, std::optional<std::uint64_t>(lh));
 }
 
 void TestZip::torchLoadsWrittenArchive()

@@ -4,6 +4,7 @@
 #include "cli/cmd_convert.h"
 
 #include <QCryptographicHash>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -210,6 +211,30 @@ private Q_SLOTS:
             QCOMPARE(s.toObject().value(QStringLiteral("location")).toString(), QStringLiteral("cuda:1"));
         }
         QVERIFY(j.value(QStringLiteral("changes_nothing")).toBool());
+    }
+
+    // --sync only changes when convert returns (after fsync), never the bytes; neither way leaves
+    // its temporary file behind.
+    void syncWritesTheSameBytes()
+    {
+        for (const char* name : {"ddp_sd_cuda0.pt", "whole_model_dp.pt", "deflated.pt"}) {
+            const QString src = fixture(QString::fromLatin1(name));
+            QDir(dir_.path()).mkpath(QStringLiteral("lazy"));
+            QDir(dir_.path()).mkpath(QStringLiteral("durable"));
+            const QString lazy = dir_.filePath(QStringLiteral("lazy/out.pt"));
+            const QString durable = dir_.filePath(QStringLiteral("durable/out.pt"));
+            QCOMPARE(convert({src.toStdString(), "-o", lazy.toStdString(), "--single-card"}).rc, 0);
+            QCOMPARE(convert({src.toStdString(), "-o", durable.toStdString(), "--single-card", "--sync"}).rc, 0);
+            QFile a(lazy);
+            QFile b(durable);
+            QVERIFY(a.open(QIODevice::ReadOnly) && b.open(QIODevice::ReadOnly));
+            QVERIFY2(a.readAll() == b.readAll(), name);
+            for (const char* sub : {"lazy", "durable"}) {
+                QCOMPARE(QDir(dir_.filePath(QString::fromLatin1(sub)))
+                             .entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot),
+                         QStringList{QStringLiteral("out.pt")});
+            }
+        }
     }
 
     void compactKeepsEveryValue()

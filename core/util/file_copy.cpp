@@ -1,0 +1,109 @@
+#include "util/file_copy.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace ckpt {
+namespace {
+
+Error writeFailed(int err)
+{
+    return makeError(ErrorCode::WriteFailed, std::string("cannot write the output: ") + std::strerror(err));
+}
+
+Error endedEarly(std::uint64_t at)
+{
+    return makeError(ErrorCode::Truncated, "the input ends before the bytes to copy do", at);
+}
+
+Error stopped()
+{
+    return makeError(ErrorCode::Cancelled, "cancelled");
+}
+
+// EXDEV: across filesystems (refused again since Linux 5.19); EINVAL/EOPNOTSUPP/ENOSYS:
+// filesystems or kernels without it; EBADF/EPERM: e.g. special or append-only files.
+bool kernelRefuses(int err)
+{
+    return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF || err == EPERM;
+}
+
+Expected<void> copyByReading(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const CopyStep& step)
+{
+    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(size, kCopyChunk)));
+    while (size > 0) {
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buf.size()));
+        const ssize_t got = ::pread(inFd, buf.data(), want, static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got < 0) {
+            return makeError(ErrorCode::Io, std::string("cannot read the input: ") + std::strerror(errno), offset);
+        }
+        if (got == 0) {
+            return endedEarly(offset);
+        }
+        if (auto ok = appendBytes(outFd, buf.data(), static_cast<std::uint64_t>(got)); !ok) {
+            return ok;
+        }
+        offset += static_cast<std::uint64_t>(got);
+        size -= static_cast<std::uint64_t>(got);
+        if (step && !step(static_cast<std::uint64_t>(got))) {
+            return stopped();
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+Expected<void> appendBytes(int outFd, const std::byte* data, std::uint64_t size)
+{
+    while (size > 0) {
+        const ssize_t n = ::write(outFd, data, static_cast<std::size_t>(std::min<std::uint64_t>(size, 1U << 30)));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return writeFailed(n < 0 ? errno : ENOSPC);
+        }
+        data += n;
+        size -= static_cast<std::uint64_t>(n);
+    }
+    return {};
+}
+
+Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const CopyStep& step)
+{
+    bool anyCopied = false;
+    while (size > 0) {
+        auto inOff = static_cast<loff_t>(offset);
+        const ssize_t n =
+            ::copy_file_range(inFd, &inOff, outFd, nullptr, static_cast<std::size_t>(std::min(size, kCopyChunk)), 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && !anyCopied && kernelRefuses(errno)) {
+            return copyByReading(inFd, offset, size, outFd, step);
+        }
+        if (n < 0) {
+            return writeFailed(errno);
+        }
+        if (n == 0) {
+            return endedEarly(offset);  // copy_file_range reports the input's end as 0
+        }
+        anyCopied = true;
+        offset += static_cast<std::uint64_t>(n);
+        size -= static_cast<std::uint64_t>(n);
+        if (step && !step(static_cast<std::uint64_t>(n))) {
+            return stopped();
+        }
+    }
+    return {};
+}
+
+}  // namespace ckpt

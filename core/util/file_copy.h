@@ -1,0 +1,28 @@
+// Copying a byte range of one open file to the end of another without holding it in memory: the
+// one loop behind the zip writer's records and the safetensors writer's tensors.
+#pragma once
+
+#include "util/error.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace ckpt {
+
+// Told how many bytes the last chunk moved; returning false stops the copy with a Cancelled error.
+using CopyStep = std::function<bool(std::uint64_t)>;
+
+// Chunk size: large enough for full-speed copies, small enough that a cancel is answered quickly.
+inline constexpr std::uint64_t kCopyChunk = 8ULL << 20;
+
+// Appends `size` bytes of `inFd` starting at `offset` at `outFd`'s file position, advancing it:
+// copy_file_range in chunks, or pread/write through one chunk-sized buffer where the kernel refuses
+// (another filesystem, an old kernel, a special file). Errors: Truncated (the input ends first; the
+// offset is where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
+Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
+                               const CopyStep& step = {});
+
+// Appends `data` at `outFd`'s position, retrying short writes. Errors: WriteFailed.
+Expected<void> appendBytes(int outFd, const std::byte* data, std::uint64_t size);
+
+}  // namespace ckpt
