@@ -59,7 +59,7 @@ std::uint64_t clamp32(std::uint64_t v)
 
 Error writeFailed(const std::string& what, int err)
 {
-    return makeError(ErrorCode::WriteFailed, what + ": " + std::strerror(err));
+    return makeError(ErrorCode::WriteFailed, what + ": " + systemErrorText(err));
 }
 
 Error usage(const std::string& what)
@@ -296,7 +296,7 @@ Expected<std::uint32_t> crcOfRange(int fd, std::uint64_t offset, std::uint64_t s
             continue;
         }
         if (n < 0) {
-            return makeError(ErrorCode::Io, std::string("cannot read the source record: ") + std::strerror(errno));
+            return makeError(ErrorCode::Io, std::string("cannot read the source record: ") + systemErrorText(errno));
         }
         if (n == 0) {
             return makeError(ErrorCode::Truncated, "the source file ends before the record does", offset);

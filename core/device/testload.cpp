@@ -92,7 +92,7 @@ public:
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inPipe.data()) != 0 ||
             pipe2(outPipe.data(), O_CLOEXEC) != 0 || pipe2(errPipe.data(), O_CLOEXEC) != 0) {
             return fail(ErrorCode::Internal,
-                        std::string("cannot create pipes for the helper: ") + std::strerror(errno));
+                        std::string("cannot create pipes for the helper: ") + systemErrorText(errno));
         }
         posix_spawn_file_actions_t actions;
         posix_spawn_file_actions_init(&actions);
@@ -111,7 +111,7 @@ public:
         err_ = errPipe[0];
         if (rc != 0) {
             pid_ = -1;
-            return fail(ErrorCode::LoadFailed, "cannot start the test-load helper " + exe + ": " + std::strerror(rc));
+            return fail(ErrorCode::LoadFailed, "cannot start the test-load helper " + exe + ": " + systemErrorText(rc));
         }
         return {};
     }

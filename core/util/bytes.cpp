@@ -19,13 +19,13 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     };
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
     if (fd < 0) {
-        return fail(std::string("cannot open: ") + std::strerror(errno));
+        return fail(std::string("cannot open: ") + systemErrorText(errno));
     }
     struct stat st {};
     if (::fstat(fd, &st) != 0) {
         const int err = errno;
         ::close(fd);
-        return fail(std::string("cannot stat: ") + std::strerror(err));
+        return fail(std::string("cannot stat: ") + systemErrorText(err));
     }
     if (S_ISDIR(st.st_mode)) {
         ::close(fd);
@@ -42,7 +42,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     if (m->size_ > 0) {
         void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)
-            return fail(std::string("cannot map: ") + std::strerror(errno));
+            return fail(std::string("cannot map: ") + systemErrorText(errno));
         }
         m->data_ = p;
     }

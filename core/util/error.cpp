@@ -1,5 +1,7 @@
 #include "util/error.h"
 
+#include <system_error>
+
 namespace ckpt {
 
 std::string Error::describe() const
@@ -35,6 +37,11 @@ int exitCodeFor(ErrorCode code)
 Error makeError(ErrorCode code, std::string message, std::optional<std::uint64_t> offset)
 {
     return Error{code, std::move(message), {}, offset};
+}
+
+std::string systemErrorText(int err)
+{
+    return std::generic_category().message(err);
 }
 
 }  // namespace ckpt

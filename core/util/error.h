@@ -41,6 +41,9 @@ struct Error {
 
 [[nodiscard]] Error makeError(ErrorCode code, std::string message, std::optional<std::uint64_t> offset = {});
 
+// strerror's text for `err`, safe from the worker threads that read and write (strerror is not).
+[[nodiscard]] std::string systemErrorText(int err);
+
 // C++20 has no std::expected; this is the minimal subset the project uses.
 template <class T> class [[nodiscard]] Expected {
 public:
@@ -50,7 +53,7 @@ public:
     [[nodiscard]] bool ok() const { return v_.index() == 0; }
     explicit operator bool() const { return ok(); }
     T& value() & { return std::get<0>(v_); }
-    const T& value() const& { return std::get<0>(v_); }
+    [[nodiscard]] const T& value() const& { return std::get<0>(v_); }
     T&& value() && { return std::get<0>(std::move(v_)); }
     T& operator*() & { return value(); }
     const T& operator*() const& { return value(); }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -12,7 +11,7 @@ namespace {
 
 Error writeFailed(int err)
 {
-    return makeError(ErrorCode::WriteFailed, std::string("cannot write the output: ") + std::strerror(err));
+    return makeError(ErrorCode::WriteFailed, std::string("cannot write the output: ") + systemErrorText(err));
 }
 
 Error endedEarly(std::uint64_t at)
@@ -42,7 +41,7 @@ Expected<void> copyByReading(int inFd, std::uint64_t offset, std::uint64_t size,
             continue;
         }
         if (got < 0) {
-            return makeError(ErrorCode::Io, std::string("cannot read the input: ") + std::strerror(errno), offset);
+            return makeError(ErrorCode::Io, std::string("cannot read the input: ") + systemErrorText(errno), offset);
         }
         if (got == 0) {
             return endedEarly(offset);

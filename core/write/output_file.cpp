@@ -51,7 +51,7 @@ void fsyncDirectory(const std::string& dir)
 
 Error writeError(const std::string& target, const std::string& what, int err)
 {
-    Error e = makeError(ErrorCode::WriteFailed, what + ": " + std::strerror(err));
+    Error e = makeError(ErrorCode::WriteFailed, what + ": " + systemErrorText(err));
     e.path = target;
     return e;
 }
@@ -106,8 +106,9 @@ Expected<OutputFile> OutputFile::create(const std::string& target, Durability du
     if (name.empty()) {
         return onTarget(makeError(ErrorCode::Usage, "the output path names a directory, not a file"), target);
     }
+    const std::string stem = dir + "/." + name + ".ckptscope-";
     for (int attempt = 0; attempt < 100; ++attempt) {
-        std::string temp = dir + "/." + name + ".ckptscope-" + randomSuffix();
+        std::string temp = stem + randomSuffix();
         // 0666 so the final file gets the mode the umask gives any new file, as `cp` would.
         const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
