@@ -23,6 +23,44 @@ bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std
     return true;
 }
 
+CRuns cOrderRuns(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride,
+                 std::size_t elementSize)
+{
+    CRuns r;
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+        return r;
+    }
+    std::int64_t runElements = 1;
+    bool extendsRun = true;
+    // Built innermost first, because both folds look at the dimension just inside.
+    std::vector<std::int64_t> size;
+    std::vector<std::int64_t> step;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] == 1) {
+            continue;  // any stride: it is never stepped
+        }
+        if (extendsRun && stride[d] == runElements) {
+            runElements *= shape[d];
+            continue;
+        }
+        extendsRun = false;
+        if (!size.empty() && stride[d] == step.back() * size.back()) {
+            size.back() *= shape[d];
+            continue;
+        }
+        size.push_back(shape[d]);
+        step.push_back(stride[d]);
+    }
+    const auto es = static_cast<std::int64_t>(elementSize);
+    r.runBytes = static_cast<std::uint64_t>(runElements * es);
+    r.size.assign(size.rbegin(), size.rend());
+    r.byteStride.reserve(step.size());
+    for (auto s = step.rbegin(); s != step.rend(); ++s) {
+        r.byteStride.push_back(*s * es);
+    }
+    return r;
+}
+
 Expected<void> forEachTensorChunk(const Checkpoint& c, const TensorEntry& t, const std::function<bool(Bytes)>& sink,
                                   std::size_t chunkBytes)
 {
@@ -37,44 +75,42 @@ Expected<void> forEachTensorChunk(const Checkpoint& c, const TensorEntry& t, con
     if (!data) {
         return data.error();
     }
-    const std::size_t elem = elementSize(t.dtype);
+    chunkBytes = std::max<std::size_t>(chunkBytes, 1);  // a zero chunk would never advance
     const Bytes storage = *data;
-    if (t.contiguous) {
-        const std::size_t begin = static_cast<std::size_t>(t.storageOffset) * elem;
-        const Bytes all = storage.subspan(begin, t.nbytes);
-        for (std::size_t at = 0; at < all.size(); at += chunkBytes) {
-            if (!sink(all.subspan(at, std::min(chunkBytes, all.size() - at)))) {
-                return {};
+    const std::size_t elem = elementSize(t.dtype);
+    const CRuns runs = cOrderRuns(t.shape, t.stride, elem);
+    const std::uint64_t first = static_cast<std::uint64_t>(t.storageOffset) * elem;
+    if (runs.runBytes == t.nbytes || runs.runBytes > chunkBytes) {
+        // Runs this long are already C order in the mapping: copying them would only cost time and
+        // a buffer bigger than a chunk.
+        forEachCOrderRun(runs, first, [&](std::uint64_t at, std::uint64_t n) {
+            const Bytes run = storage.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+            for (std::size_t k = 0; k < run.size(); k += chunkBytes) {
+                if (!sink(run.subspan(k, std::min(chunkBytes, run.size() - k)))) {
+                    return false;
+                }
             }
-        }
+            return true;
+        });
         return {};
     }
-    // Odometer over the shape: innermost dimension copied element by element.
-    const std::size_t ndim = t.shape.size();
-    std::vector<std::int64_t> idx(ndim, 0);
-    std::vector<std::byte> buf;
-    buf.reserve(std::max(chunkBytes, elem));
-    std::int64_t offset = t.storageOffset;
-    for (std::uint64_t n = 0; n < t.numel; ++n) {
-        const auto* src = storage.data() + static_cast<std::size_t>(offset) * elem;
-        buf.insert(buf.end(), src, src + elem);
-        if (buf.size() + elem > chunkBytes) {
-            if (!sink(buf)) {
-                return {};
+    // Whole runs per chunk, so no run is split between two buffers.
+    std::vector<std::byte> buf(
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunkBytes / runs.runBytes * runs.runBytes, t.nbytes)));
+    std::size_t fill = 0;
+    const bool more = forEachCOrderRun(runs, first, [&](std::uint64_t at, std::uint64_t n) {
+        if (fill + n > buf.size()) {
+            if (!sink(Bytes(buf.data(), fill))) {
+                return false;
             }
-            buf.clear();
+            fill = 0;
         }
-        for (std::size_t d = ndim; d-- > 0;) {
-            offset += t.stride[d];
-            if (++idx[d] < t.shape[d]) {
-                break;
-            }
-            offset -= t.stride[d] * t.shape[d];
-            idx[d] = 0;
-        }
-    }
-    if (!buf.empty()) {
-        sink(buf);
+        std::memcpy(buf.data() + fill, storage.data() + at, static_cast<std::size_t>(n));
+        fill += static_cast<std::size_t>(n);
+        return true;
+    });
+    if (more && fill > 0) {
+        sink(Bytes(buf.data(), fill));
     }
     return {};
 }

@@ -1,5 +1,6 @@
 #include "diagnose/values.h"
 
+#include "checkpoint/tensor_bytes.h"
 #include "diagnose/rules.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 namespace ckpt::diagnose {
 namespace {
@@ -259,18 +261,6 @@ std::uint64_t numelOf(const TensorView& v)
     return n;
 }
 
-bool isRowMajor(const TensorView& v)
-{
-    std::int64_t expected = 1;
-    for (std::size_t i = v.shape.size(); i-- > 0;) {
-        if (v.shape[i] != 1 && v.stride[i] != expected) {
-            return false;
-        }
-        expected *= v.shape[i];
-    }
-    return true;
-}
-
 // Checks that every element of the view lies inside a storage of `storageBytes`.
 Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
 {
@@ -301,29 +291,38 @@ Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
     return {};
 }
 
-// Visits the element offsets (in elements) of a view in row-major order; stops when fn returns false.
-template <class Fn> void forEachOffset(const TensorView& v, Fn&& fn)
+// Visits a view's elements in C order as pointers into `storage` (`size` bytes each, the reader's
+// width); stops when fn returns false.
+template <class Fn> void forEachElement(const TensorView& v, Bytes storage, std::size_t size, Fn&& fn)
 {
-    const auto n = numelOf(v);
-    if (n == 0) {
-        return;
-    }
-    const std::size_t dims = v.shape.size();
-    std::vector<std::int64_t> idx(dims, 0);
-    std::int64_t off = v.offset;
-    for (std::uint64_t k = 0; k < n; ++k) {
-        if (!fn(off)) {
-            return;
-        }
-        for (std::size_t d = dims; d-- > 0;) {
-            if (++idx[d] < v.shape[d]) {
-                off += v.stride[d];
-                break;
+    forEachCOrderRun(v.shape, v.stride, v.offset, size, [&](std::uint64_t at, std::uint64_t bytes) {
+        const std::byte* p = storage.data() + at;
+        for (const std::byte* end = p + bytes; p != end; p += size) {
+            if (!fn(p)) {
+                return false;
             }
-            off -= (v.shape[d] - 1) * v.stride[d];
-            idx[d] = 0;
         }
+        return true;
+    });
+}
+
+// The same elements as `v` with its dimensions ordered by stride, largest first, and broadcast
+// (stride-0) ones outermost: a visit whose result does not depend on order then reads a transposed
+// or permuted tensor front to back, in long runs, instead of jumping a row per element.
+TensorView inStorageOrder(const TensorView& v)
+{
+    std::vector<std::size_t> order(v.shape.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    const auto key = [&](std::size_t d) {
+        return v.stride[d] == 0 ? std::numeric_limits<std::int64_t>::max() : v.stride[d];
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) > key(b); });
+    TensorView s = v;
+    for (std::size_t k = 0; k < order.size(); ++k) {
+        s.shape[k] = v.shape[order[k]];
+        s.stride[k] = v.stride[order[k]];
     }
+    return s;
 }
 
 std::vector<std::byte> byteSwapped(Bytes data, std::size_t width)
@@ -468,15 +467,14 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
     TensorStats s;
     s.dtype = v.dtype;
     s.numel = numelOf(v);
-    const std::byte* base = storage.data();
     // Pass 1: classes, range and moments (Welford, so huge tensors keep their precision).
     double mean = 0;
     double m2 = 0;
     double lo = std::numeric_limits<double>::infinity();
     double hi = -std::numeric_limits<double>::infinity();
     std::uint64_t seen = 0;
-    forEachOffset(v, [&](std::int64_t off) {
-        const Sample x = R::sample(base + static_cast<std::size_t>(off) * R::size);
+    forEachElement(v, storage, R::size, [&](const std::byte* p) {
+        const Sample x = R::sample(p);
         s.nan += x.nan ? 1 : 0;
         s.inf += x.inf ? 1 : 0;
         s.negInf += x.negInf ? 1 : 0;
@@ -505,8 +503,8 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
         s.histLow = s.min;
         s.histHigh = s.max;
         const double width = (s.max - s.min) / static_cast<double>(opts.bins);
-        forEachOffset(v, [&](std::int64_t off) {
-            const Sample x = R::sample(base + static_cast<std::size_t>(off) * R::size);
+        forEachElement(inStorageOrder(v), storage, R::size, [&](const std::byte* p) {
+            const Sample x = R::sample(p);
             if (!x.nan && !x.inf) {
                 std::size_t b = width > 0 ? static_cast<std::size_t>((x.v - s.min) / width) : 0;
                 s.histogram[std::min(b, opts.bins - 1)] += 1;
@@ -517,12 +515,12 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
     // The preview, in logical order.
     std::size_t shown = 0;
     s.preview = "[";
-    forEachOffset(v, [&](std::int64_t off) {
+    forEachElement(v, storage, R::size, [&](const std::byte* p) {
         if (shown == opts.previewCount) {
             s.preview += ", ...";
             return false;
         }
-        s.preview += (shown ? ", " : "") + R::text(base + static_cast<std::size_t>(off) * R::size);
+        s.preview += (shown ? ", " : "") + R::text(p);
         ++shown;
         return true;
     });
@@ -559,19 +557,33 @@ Expected<NonFinite> countNonFinite(const TensorView& v, Bytes storage)
         storage = swapped;
     }
     const auto es = elementSize(v.dtype);
-    const auto n = numelOf(v);
-    if (isRowMajor(v)) {
-        return countNonFinite(v.dtype, storage.subspan(static_cast<std::size_t>(v.offset) * es, n * es));
-    }
+    const TensorView o = inStorageOrder(v);
     NonFinite r;
+    // One dtype dispatch per tensor. In storage order a contiguous or transposed tensor is a single
+    // run and gets the vectorised count whole.
     dispatchFloat(v.dtype, [&]<class F, bool C>() {
-        forEachOffset(v, [&](std::int64_t off) {
-            const std::byte* p = storage.data() + static_cast<std::size_t>(off) * es;
-            if constexpr (C) {
-                addComplex<F>(r, p);
-            } else {
-                addClass(r, F::classify(loadBits<typename F::Bits>(p)));
+        forEachCOrderRun(o.shape, o.stride, o.offset, es, [&](std::uint64_t at, std::uint64_t bytes) {
+            const std::byte* p = storage.data() + at;
+            // Stepped slices give one-element runs, where the block count's setup costs several times
+            // one classification.
+            if (bytes == es) {
+                if constexpr (C) {
+                    addComplex<F>(r, p);
+                } else {
+                    addClass(r, F::classify(loadBits<typename F::Bits>(p)));
+                }
+                return true;
             }
+            const auto n = static_cast<std::size_t>(bytes / es);
+            NonFinite part;
+            if constexpr (C) {
+                part = countComplex<F>(p, n);
+            } else {
+                part = countReal<F>(p, n);
+            }
+            r.nan += part.nan;
+            r.inf += part.inf;
+            r.negInf += part.negInf;
             return true;
         });
     });

@@ -304,29 +304,14 @@ Expected<void> writeChunked(int fd, Bytes data, const std::string& target, Progr
     return {};
 }
 
-// Strided gather of a non-contiguous view into C order, through one chunk-sized buffer. Dimensions
-// of size 1 are dropped and contiguous trailing runs are copied with one memcpy each.
+// Strided gather of a non-contiguous view into C order, through one chunk-sized buffer.
 Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::string& target, ProgressMeter& meter,
                       const std::stop_token& stop)
 {
     const std::uint64_t esize = elementSize(t.dtype);
-    std::vector<std::int64_t> shape;
-    std::vector<std::int64_t> stride;
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
-        if (t.shape[d] != 1) {
-            shape.push_back(t.shape[d]);
-            stride.push_back(t.stride[d]);
-        }
-    }
-    std::uint64_t runElements = 1;
-    while (!shape.empty() && stride.back() == static_cast<std::int64_t>(runElements)) {
-        runElements *= static_cast<std::uint64_t>(shape.back());
-        shape.pop_back();
-        stride.pop_back();
-    }
-    const std::uint64_t runBytes = runElements * esize;
+    const CRuns runs = cOrderRuns(t.shape, t.stride, static_cast<std::size_t>(esize));
     // Runs longer than a chunk go straight from the mapping, so the buffer never exceeds a chunk.
-    const bool direct = runBytes > kChunk;
+    const bool direct = runs.runBytes > kChunk;
     std::vector<std::byte> buf(direct ? 0 : static_cast<std::size_t>(std::min(kChunk, t.nbytes)));
     std::size_t fill = 0;
     auto flush = [&]() -> Expected<void> {
@@ -340,33 +325,24 @@ Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::stri
         fill = 0;
         return {};
     };
-    std::vector<std::int64_t> index(shape.size(), 0);
-    std::uint64_t element = static_cast<std::uint64_t>(t.offset);
-    for (std::uint64_t done = 0; done < t.nbytes; done += runBytes) {
-        const Bytes run =
-            storage.subspan(static_cast<std::size_t>(element * esize), static_cast<std::size_t>(runBytes));
+    Expected<void> result;
+    forEachCOrderRun(runs, static_cast<std::uint64_t>(t.offset) * esize, [&](std::uint64_t at, std::uint64_t n) {
+        const Bytes run = storage.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
         if (direct) {
-            if (auto ok = writeChunked(fd, run, target, meter, stop); !ok) {
-                return ok;
-            }
-        } else {
-            if (fill + runBytes > buf.size()) {
-                if (auto ok = flush(); !ok) {
-                    return ok;
-                }
-            }
-            std::memcpy(buf.data() + fill, run.data(), run.size());
-            fill += run.size();
+            result = writeChunked(fd, run, target, meter, stop);
+            return result.ok();
         }
-        // odometer over the outer dimensions
-        for (std::size_t d = shape.size(); d-- > 0;) {
-            element += static_cast<std::uint64_t>(stride[d]);
-            if (++index[d] < shape[d]) {
-                break;
+        if (fill + run.size() > buf.size()) {
+            if (result = flush(); !result) {
+                return false;
             }
-            element -= static_cast<std::uint64_t>(stride[d] * shape[d]);
-            index[d] = 0;
         }
+        std::memcpy(buf.data() + fill, run.data(), run.size());
+        fill += run.size();
+        return true;
+    });
+    if (!result) {
+        return result;
     }
     return fill > 0 ? flush() : Expected<void>{};
 }

@@ -138,6 +138,24 @@ private Q_SLOTS:
         QVERIFY(stats);
         QCOMPARE(stats->preview, std::string("[3, 5, 7]"));
         QCOMPARE(stats->mean, 5.0);
+
+        // Counts and the histogram visit dimensions in storage order, which must neither lose nor
+        // add elements: a permuted view over [0..8) sees the Inf and three NaNs, and a broadcast
+        // dimension counts every repeat, as torch.isnan(t.expand(...)).sum() does.
+        TensorView permuted{DType::Float32, {2, 2, 2}, {1, 4, 2}, 0, false};
+        QCOMPARE(countNonFinite(permuted, b)->inf, 1U);
+        QCOMPARE(countNonFinite(permuted, b)->nan, 3U);
+        TensorView rowsRepeated{DType::Float32, {4, 3}, {0, 2}, 2, false};
+        QCOMPARE(countNonFinite(rowsRepeated, b)->nan, 12U);
+        TensorView columnsRepeated{DType::Float32, {3, 4}, {2, 0}, 2, false};
+        QCOMPARE(countNonFinite(columnsRepeated, b)->nan, 12U);
+        const auto w = bytesOf<float>({0, 1, 2, 3, 4, 5});
+        StatsOptions three;
+        three.bins = 3;
+        auto st = viewStats(TensorView{DType::Float32, {3, 2}, {1, 3}, 0, false}, w, three);
+        QVERIFY(st);
+        QCOMPARE(st->histogram, (std::vector<std::uint64_t>{2, 2, 2}));
+        QCOMPARE(st->preview, std::string("[0, 3, 1, 4, 2, 5]"));  // still C order
     }
 
     void statistics()
