@@ -19,11 +19,17 @@ constexpr std::uint64_t kMax32 = 0xFFFFFFFF;
 constexpr std::uint16_t kPaddingId = 0x4246;  // "FB", torch's alignment padding field
 constexpr std::size_t kBufferSize = 1U << 20;
 constexpr std::size_t kCopyStep = 1U << 30;
-// A run of records copied in one go starts at the same offset within a page as its source, so the
-// kernel moves whole page-cache pages. That costs up to a page of padding once per run: worth it
-// only for runs this big (<= 0.4%); smaller runs keep torch's plain alignment.
+// Where a run of records copied in one go starts decides how fast the kernel copies it. At the same
+// offset within a page as its source, it moves whole page-cache pages; and since it moves 64 KiB
+// (one pipe of 16 pages) per step, a start within the first page of a 64 KiB block also lets each
+// step fill one 64 KiB folio rather than several small ones. For a 1 GiB run: 0.31 s out of page
+// phase, 0.265 s in page phase, 0.22 s in block phase. The padding this costs is paid once per run,
+// so each placement is used only for runs big enough to keep it under 0.4%; smaller runs keep
+// torch's plain alignment.
 constexpr std::uint64_t kPage = 4096;
+constexpr std::uint64_t kPipeBlock = 64U << 10;
 constexpr std::uint64_t kPagePhaseMinSize = 1U << 20;
+constexpr std::uint64_t kBlockPhaseMinSize = 16U << 20;
 // The most padding a header written over a gap between two source records may carry; a wider gap
 // (a record left out of the output lies there) ends the run instead of copying it for nothing.
 constexpr std::uint64_t kMaxGapPad = kPage;
@@ -322,12 +328,19 @@ Expected<void> ZipWriter::addRecordFromFile(std::string_view name, int srcFd, st
     return {};
 }
 
-std::vector<ZipWriter::Placement> ZipWriter::placeRun(std::span<const FileRecord> records, bool phased) const
+std::vector<ZipWriter::Placement> ZipWriter::placeRun(std::span<const FileRecord> records,
+                                                      std::uint64_t phaseBlock) const
 {
     const FileRecord& first = records.front();
     const std::uint64_t start = pos_ + localHeaderSize(first.name.size(), first.size, pos_);
-    const std::uint64_t pad = phased ? (kPage + first.srcOffset % kPage - start % kPage) % kPage
-                                     : (alignment_ - start % alignment_) % alignment_;
+    std::uint64_t pad = (alignment_ - start % alignment_) % alignment_;
+    if (phaseBlock > 0) {
+        pad = (phaseBlock + first.srcOffset % kPage - start % phaseBlock) % phaseBlock;
+        // The pad length shares a 16-bit field with the FB field's header and any ZIP64 extra.
+        if (pad + 4 + zip64ExtraSize(first.size, pos_) > 0xFFFF) {
+            pad %= kPage;
+        }
+    }
     std::vector<Placement> run{{pos_, pad, start + pad}};
     std::unordered_set<std::string_view> inRun{first.name};
     for (std::size_t k = 1; k < records.size(); ++k) {
@@ -364,15 +377,15 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
     if (auto ok = checkCanStart(first.name); !ok) {
         return std::move(ok.error());
     }
-    // Phased placement keeps torch's alignment only when the source itself is aligned.
+    // A phased placement keeps torch's alignment only when the source itself is aligned.
     const bool canPhase = first.srcOffset % alignment_ == 0 && kPage % alignment_ == 0;
-    std::vector<Placement> run = placeRun(records, canPhase);
+    std::vector<Placement> run = placeRun(records, canPhase ? kPipeBlock : 0);
     std::uint64_t payload = 0;
     for (std::size_t k = 0; k < run.size(); ++k) {
         payload += records[k].size;
     }
-    if (canPhase && payload < kPagePhaseMinSize) {
-        run = placeRun(records, false);
+    if (canPhase && payload < kBlockPhaseMinSize) {
+        run = placeRun(records, payload >= kPagePhaseMinSize ? kPage : 0);
     }
     const FileRecord& last = records[run.size() - 1];
 
