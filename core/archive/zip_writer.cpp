@@ -293,25 +293,15 @@ namespace {
 
 Expected<std::uint32_t> crcOfRange(int fd, std::uint64_t offset, std::uint64_t size, std::vector<std::byte>& scratch)
 {
-    scratch.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, kBufferSize)));
     std::uint32_t crc = 0;
-    while (size > 0) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, scratch.size()));
-        const ssize_t n = ::pread(fd, scratch.data(), want, static_cast<off_t>(offset));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            return makeError(ErrorCode::Io, std::string("cannot read the source record: ") + systemErrorText(errno));
-        }
-        if (n == 0) {
-            return makeError(ErrorCode::Truncated, "the source file ends before the record does", offset);
-        }
-        crc = archive::crc32({scratch.data(), static_cast<std::size_t>(n)}, crc);
-        offset += static_cast<std::uint64_t>(n);
-        size -= static_cast<std::uint64_t>(n);
-    }
+    auto ok = readFileRange(fd, offset, size, scratch, [&crc](Bytes piece) {
+        crc = archive::crc32(piece, crc);
+        return true;
+    });
     scratch.clear();
+    if (!ok) {
+        return std::move(ok.error());
+    }
     return crc;
 }
 

@@ -33,32 +33,41 @@ bool kernelRefuses(int err)
 
 Expected<void> copyByReading(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const CopyStep& step)
 {
-    std::vector<std::byte> buf(static_cast<std::size_t>(std::min(size, kCopyChunk)));
+    std::vector<std::byte> buffer;
+    Expected<void> written;
+    auto ok = readFileRange(inFd, offset, size, buffer, [&](Bytes piece) {
+        written = appendBytes(outFd, piece.data(), piece.size());
+        return written.ok() && (!step || step(piece.size()));
+    });
+    return written.ok() ? ok : written;
+}
+
+}  // namespace
+
+Expected<void> readFileRange(int inFd, std::uint64_t offset, std::uint64_t size, std::vector<std::byte>& buffer,
+                             const std::function<bool(Bytes)>& sink)
+{
+    buffer.resize(static_cast<std::size_t>(std::min(size, kCopyChunk)));
     while (size > 0) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buf.size()));
-        const ssize_t got = ::pread(inFd, buf.data(), want, static_cast<off_t>(offset));
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buffer.size()));
+        const ssize_t got = ::pread(inFd, buffer.data(), want, static_cast<off_t>(offset));
         if (got < 0 && errno == EINTR) {
             continue;
         }
         if (got < 0) {
-            return makeError(ErrorCode::Io, std::string("cannot read the input: ") + systemErrorText(errno), offset);
+            return makeError(ErrorCode::Io, "cannot read the input: " + systemErrorText(errno), offset);
         }
         if (got == 0) {
             return endedEarly(offset);
         }
-        if (auto ok = appendBytes(outFd, buf.data(), static_cast<std::uint64_t>(got)); !ok) {
-            return ok;
+        if (!sink(Bytes(buffer.data(), static_cast<std::size_t>(got)))) {
+            return stopped();
         }
         offset += static_cast<std::uint64_t>(got);
         size -= static_cast<std::uint64_t>(got);
-        if (step && !step(static_cast<std::uint64_t>(got))) {
-            return stopped();
-        }
     }
     return {};
 }
-
-}  // namespace
 
 Expected<void> appendBytes(int outFd, const std::byte* data, std::uint64_t size)
 {

@@ -2,10 +2,12 @@
 // one loop behind the zip writer's records and the safetensors writer's tensors.
 #pragma once
 
+#include "util/bytes.h"
 #include "util/error.h"
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace ckpt {
 
@@ -21,6 +23,11 @@ inline constexpr std::uint64_t kCopyChunk = 8ULL << 20;
 // offset is where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
 Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
                                const CopyStep& step = {});
+
+// Reads `size` bytes of `inFd` from `offset` through `buffer` (grown to at most a chunk) and hands
+// each piece to `sink`; false from the sink stops with a Cancelled error. Errors: Io, Truncated.
+Expected<void> readFileRange(int inFd, std::uint64_t offset, std::uint64_t size, std::vector<std::byte>& buffer,
+                             const std::function<bool(Bytes)>& sink);
 
 // Appends `data` at `outFd`'s position, retrying short writes. Errors: WriteFailed.
 Expected<void> appendBytes(int outFd, const std::byte* data, std::uint64_t size);
