@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <unistd.h>
 
 namespace ckpt::archive {
@@ -18,7 +17,6 @@ constexpr std::uint32_t kLocatorSig = 0x07064b50;
 constexpr std::uint64_t kMax32 = 0xFFFFFFFF;
 constexpr std::uint16_t kPaddingId = 0x4246;  // "FB", torch's alignment padding field
 constexpr std::size_t kBufferSize = 1U << 20;
-constexpr std::size_t kCopyStep = 1U << 30;
 // Where a run of records copied in one go starts decides how fast the kernel copies it. At the same
 // offset within a page as its source, it moves whole page-cache pages; and since it moves 64 KiB
 // (one pipe of 16 pages) per step, a start within the first page of a 64 KiB block also lets each
@@ -151,18 +149,11 @@ ZipWriter::ZipWriter(int fd, std::uint32_t alignment)
 
 Expected<void> ZipWriter::writeRaw(Bytes b)
 {
-    while (!b.empty()) {
-        const ssize_t n = ::write(fd_, b.data(), std::min(b.size(), kCopyStep));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            failed_ = true;
-            return writeFailed("cannot write the archive", n < 0 ? errno : EIO);
-        }
-        b = b.subspan(static_cast<std::size_t>(n));
+    auto ok = appendBytes(fd_, b.data(), b.size());
+    if (!ok) {
+        failed_ = true;
     }
-    return {};
+    return ok;
 }
 
 Expected<void> ZipWriter::flush()
