@@ -6,11 +6,13 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "transform/transform.h"
+#include "util/json_text.h"
+#include "util/printable.h"
+#include "write/targets.h"
 #include "write/write.h"
 
 #include <filesystem>
 #include <ostream>
-#include <sys/stat.h>
 
 namespace ckpt::cli {
 namespace {
@@ -85,46 +87,50 @@ Expected<Options> optionsFrom(const Args& a)
     return o;
 }
 
-// OUT must never be the input: not the same name, not another name (link, ../) for the same file.
-bool sameFile(const std::string& a, const std::string& b)
+// `-o DIR` writes DIR/<input's name>, as with several inputs (and as `cp` does).
+std::string outputPath(const Args& a)
 {
-    struct stat sa {};
-    struct stat sb {};
-    if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    std::error_code ec;
+    if (a.output.empty() || !std::filesystem::is_directory(a.output, ec)) {
+        return a.output;
     }
-    std::error_code ec1;
-    std::error_code ec2;
-    const auto ca = std::filesystem::weakly_canonical(a, ec1);
-    const auto cb = std::filesystem::weakly_canonical(b, ec2);
-    return !ec1 && !ec2 && ca == cb;
+    std::filesystem::path target = std::filesystem::path(a.output) / std::filesystem::path(a.input).filename();
+    if (a.format == "safetensors") {
+        target.replace_extension(".safetensors");
+    }
+    return target.string();
 }
 
 void printStep(const PlanStep& s, std::ostream& out)
 {
+    // Paths, values and details quote the file's keys: shown escaped, one line per step.
+    const std::string path = displayText(s.path);
+    const std::string before = displayText(s.before);
+    const std::string after = displayText(s.after);
+    const std::string detail = displayText(s.detail);
     const std::string_view kind = transform::stepKindName(s.kind);
     out << "  " << kind << std::string(kind.size() < 8 ? 8 - kind.size() : 1, ' ');
     switch (s.kind) {
     case StepKind::Rename:
-        out << s.path << " -> " << s.after;
+        out << path << " -> " << after;
         break;
     case StepKind::Remap:
-        out << s.before << " -> " << s.after;
+        out << before << " -> " << after;
         break;
     case StepKind::Note:
-        out << (s.path.empty() ? "" : s.path + ": ");
+        out << (path.empty() ? "" : path + ": ");
         break;
     default:
-        out << (s.path.empty() ? "(root)" : s.path) << ": " << s.before;
-        if (!s.after.empty()) {
-            out << " -> " << s.after;
+        out << (path.empty() ? "(root)" : path) << ": " << before;
+        if (!after.empty()) {
+            out << " -> " << after;
         } else if (s.kind == StepKind::Drop) {
             out << " dropped";
         }
         break;
     }
-    if (!s.detail.empty()) {
-        out << (s.kind == StepKind::Note ? "" : " (") << s.detail << (s.kind == StepKind::Note ? "" : ")");
+    if (!detail.empty()) {
+        out << (s.kind == StepKind::Note ? "" : " (") << detail << (s.kind == StepKind::Note ? "" : ")");
     }
     out << '\n';
 }
@@ -132,8 +138,9 @@ void printStep(const PlanStep& s, std::ostream& out)
 void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::string& output, std::ostream& out)
 {
     const bool st = plan.options.format == transform::OutputFormat::Safetensors;
-    out << "convert " << in.path << " (" << formatName(in.format) << ") -> "
-        << (output.empty() ? std::string("(dry run)") : output) << " (" << (st ? "safetensors" : "torch zip") << ")\n";
+    out << "convert " << displayText(in.path) << " (" << formatName(in.format) << ") -> "
+        << (output.empty() ? std::string("(dry run)") : displayText(output)) << " ("
+        << (st ? "safetensors" : "torch zip") << ")\n";
     for (const auto& s : plan.steps) {
         printStep(s, out);
     }
@@ -199,6 +206,14 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         err << "ckptscope convert: -o OUT is required (or --dry-run to only print the plan)\n";
         return kExitBadInput;
     }
+    a.output = outputPath(a);
+    // Refused before the input is even read: an output that is the input, or not a regular file.
+    if (!a.output.empty() && !a.dryRun) {
+        if (auto ok = write::checkConversions({{a.input, a.output}}); !ok) {
+            printError(err, ok.error());
+            return kExitBadInput;
+        }
+    }
     auto opts = optionsFrom(a);
     if (!opts) {
         err << "ckptscope convert: " << opts.error().message << '\n';
@@ -209,10 +224,6 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);
-    }
-    if (!a.output.empty() && sameFile(a.input, a.output)) {
-        err << "ckptscope convert: " << a.output << " is the input file; write the copy to another path\n";
-        return kExitBadInput;
     }
     auto plan = transform::makePlan(**ck, *opts);
     if (!plan) {
@@ -230,7 +241,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (a.dryRun) {
         if (a.json) {
-            out << doc.dump(1) << '\n';
+            out << dumpJson(doc, 1) << '\n';
         } else {
             out << "dry run: nothing written\n";
         }
@@ -243,18 +254,18 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         printError(err, written.error());
         if (a.json) {
             doc["error"] = errorJson(written.error());
-            out << doc.dump(1) << '\n';
+            out << dumpJson(doc, 1) << '\n';
         }
         return exitCodeFor(written.error().code);
     }
     if (a.json) {
         doc["output"] = {{"path", written->path}, {"bytes", written->bytes}, {"notes", written->notes}};
-        out << doc.dump(1) << '\n';
+        out << dumpJson(doc, 1) << '\n';
     } else {
         for (const auto& n : written->notes) {
-            out << "note: " << n << '\n';
+            out << "note: " << displayText(n) << '\n';
         }
-        out << "wrote " << written->path << " (" << humanBytes(written->bytes) << ")\n";
+        out << "wrote " << displayText(written->path) << " (" << humanBytes(written->bytes) << ")\n";
     }
     return kExitOk;
 }

@@ -1,12 +1,14 @@
 #include "write/output_file.h"
 
 #include "util/file_copy.h"
+#include "write/targets.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <random>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
@@ -72,13 +74,15 @@ Error cancelled(const std::string& target)
 }
 
 OutputFile::OutputFile(std::string target, std::string temp, int fd, Durability durability)
-    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), durability_(durability)
+    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), durability_(durability),
+      signalSlot_(registerTemp(temp_))
 {
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
     : target_(std::move(other.target_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1)),
-      durability_(other.durability_), flushedUpTo_(other.flushedUpTo_)
+      durability_(other.durability_), flushedUpTo_(other.flushedUpTo_),
+      signalSlot_(std::exchange(other.signalSlot_, -1))
 {
     other.temp_.clear();
 }
@@ -98,6 +102,7 @@ void OutputFile::discard()
         ::unlink(temp_.c_str());
         temp_.clear();
     }
+    unregisterTemp(std::exchange(signalSlot_, -1));
 }
 
 Expected<OutputFile> OutputFile::create(const std::string& target, Durability durability)
@@ -106,12 +111,15 @@ Expected<OutputFile> OutputFile::create(const std::string& target, Durability du
     if (name.empty()) {
         return onTarget(makeError(ErrorCode::Usage, "the output path names a directory, not a file"), target);
     }
-    const std::string stem = dir + "/." + name + ".ckptscope-";
+    removeStaleTemps(dir, name);
+    // The PID lets a later run tell a killed writer's leftovers from a live writer's file.
+    const std::string stem = tempPrefix(dir, name) + std::to_string(::getpid()) + "-";
     for (int attempt = 0; attempt < 100; ++attempt) {
         std::string temp = stem + randomSuffix();
         // 0666 so the final file gets the mode the umask gives any new file, as `cp` would.
         const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
+            ::flock(fd, LOCK_EX);  // held until close: stale-file cleanup leaves a live writer's file alone
             return OutputFile(target, std::move(temp), fd, durability);
         }
         if (errno != EEXIST) {
@@ -147,12 +155,18 @@ Expected<void> OutputFile::commit()
         discard();
         return writeError(target_, "cannot close the output", err);
     }
+    // The target was checked before writing began; a node that appeared since must not be replaced.
+    if (auto still = resolveTarget(target_); !still) {
+        discard();
+        return still.error();
+    }
     if (::rename(temp_.c_str(), target_.c_str()) != 0) {
         const int err = errno;
         discard();
         return writeError(target_, "cannot move the finished output into place", err);
     }
     temp_.clear();
+    unregisterTemp(std::exchange(signalSlot_, -1));
     if (durable) {
         fsyncDirectory(splitDirName(target_).first);
     }
@@ -164,9 +178,6 @@ Expected<void> checkTarget(const Checkpoint& in, const std::string& target)
     struct stat out {};
     if (::stat(target.c_str(), &out) != 0) {
         return {};  // does not exist yet (a missing directory is reported when the file is created)
-    }
-    if (S_ISDIR(out.st_mode)) {
-        return onTarget(makeError(ErrorCode::Usage, "the output is a directory; name a file"), target);
     }
     struct stat src {};
     const bool haveSource = in.file ? ::fstat(in.file->fd(), &src) == 0 : ::stat(in.path.c_str(), &src) == 0;

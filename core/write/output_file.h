@@ -16,8 +16,9 @@
 
 namespace ckpt::write::detail {
 
-// `<dir>/.<name>.ckptscope-XXXXXX`, created with O_EXCL and the umask's mode. Unless commit()
-// succeeds, the destructor closes and unlinks it, so every early return leaves nothing behind.
+// `<dir>/.<name>.ckptscope-<pid>-XXXXXX` (targets.h), created with O_EXCL and the umask's mode and
+// held with flock. Unless commit() succeeds, the destructor closes and unlinks it, so every early
+// return leaves nothing behind; a signal handler can remove it too (removeTempsOnSignals).
 class OutputFile {
 public:
     static Expected<OutputFile> create(const std::string& target, Durability durability);
@@ -45,10 +46,11 @@ private:
     int fd_ = -1;
     Durability durability_;
     std::uint64_t flushedUpTo_ = 0;
+    int signalSlot_ = -1;
 };
 
 // Refuses a target that is the input itself (same device and inode, so hard links and symlinks
-// count) or a directory.
+// count). `target` is already resolved (resolveTarget).
 Expected<void> checkTarget(const Checkpoint& in, const std::string& target);
 
 // "<what>: <strerror(err)>" as a WriteFailed error on the target.

@@ -1,6 +1,7 @@
 #include "write/write.h"
 
 #include "write/output_file.h"
+#include "write/targets.h"
 #include "write/writers.h"
 
 namespace ckpt::write {
@@ -12,13 +13,17 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
     if (outPath.empty()) {
         return makeError(ErrorCode::Usage, "no output path given");
     }
-    if (auto ok = detail::checkTarget(in, outPath); !ok) {
+    auto target = resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    if (auto ok = detail::checkTarget(in, *target); !ok) {
         return ok.error();
     }
     if (stop.stop_requested()) {
         return detail::cancelled(outPath);
     }
-    auto out = detail::OutputFile::create(outPath, options.durability);
+    auto out = detail::OutputFile::create(*target, options.durability);
     if (!out) {
         return out.error();
     }
@@ -27,6 +32,10 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
     auto written = plan.options.format == transform::OutputFormat::Safetensors
                        ? detail::writeSafetensors(in, plan, *out, outPath, progress, stop, result.notes)
                        : detail::writeTorch(in, plan, *out, outPath, progress, stop, result.notes);
+    // Bytes read from an input that shrank meanwhile are zeros, not data: never commit them.
+    if (auto same = in.checkUnchanged(); !same) {
+        return same.error();
+    }
     if (!written) {
         return written.error();  // `out` unlinks the temporary file on the way out
     }

@@ -1,0 +1,50 @@
+// Where a conversion may write, decided before anything is written: a target that exists must be a
+// regular file (a device node, FIFO or socket would be replaced by the rename, and /dev/null with
+// it), never an input, and a batch of conversions must not write two outputs to one file.
+#pragma once
+
+#include "util/error.h"
+
+#include <string>
+#include <vector>
+
+namespace ckpt::write {
+
+// The path the output is renamed onto. A symlink to a regular file is followed, so the file it
+// points to is replaced and the link stays, as `cp` and torch.save do. Errors (Usage): the target
+// is a directory, or exists and is not a regular file.
+Expected<std::string> resolveTarget(const std::string& target);
+
+struct Conversion {
+    std::string input;
+    std::string output;
+};
+
+// Checks a whole batch before its first write: every target resolves, no output is any input (by
+// inode, so links count, or by resolved path) and no two outputs are the same file. The error names
+// the offending pair; nothing is written when it fails.
+Expected<void> checkConversions(const std::vector<Conversion>& batch);
+
+// Temporary files: `.<name>.ckptscope-<pid>-<6 random>` beside the target, <name> shortened so the
+// whole stays within the directory's NAME_MAX.
+namespace detail {
+
+[[nodiscard]] std::string tempPrefix(const std::string& dir, const std::string& name);
+
+// Removes temporaries a killed conversion to the same target left behind: names of our pattern
+// whose process is gone and which nobody holds locked. Best effort; returns how many went.
+int removeStaleTemps(const std::string& dir, const std::string& name);
+
+// The temporaries of this process, so a signal handler can remove them (async-signal-safe: fixed
+// slots, no allocation). register returns a slot, or -1 when all are taken.
+int registerTemp(const std::string& path);
+void unregisterTemp(int slot);
+void removeRegisteredTemps();  // async-signal-safe
+
+}  // namespace detail
+
+// SIGINT, SIGTERM and SIGHUP remove this process's temporary outputs, then exit with 128 + the
+// signal (130, 143, 129), as a shell reports it. For executables that write outputs.
+void removeTempsOnSignals();
+
+}  // namespace ckpt::write
