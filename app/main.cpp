@@ -3,6 +3,7 @@
 // process with the window, `ckptscope-gui`, found beside this binary (build tree) or under
 // libexec (installed), or named by $CKPTSCOPE_GUI.
 #include "cli/cli.h"
+#include "cli/common.h"
 
 #include <cerrno>
 #include <cstring>
@@ -39,7 +40,10 @@ int main(int argc, char** argv)
 {
     std::vector<std::string> args(argv + 1, argv + argc);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
     if (!args.empty() && ckpt::cli::isSubcommand(args.front())) {
-        return ckpt::cli::run(args, std::cout, std::cerr);
+        ckpt::cli::installProcessHandlers();
+        const int rc = ckpt::cli::run(args, std::cout, std::cerr);
+        std::cout.flush();
+        return rc;
     }
     const auto gui = findGui();
     if (gui.empty()) {

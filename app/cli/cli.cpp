@@ -5,6 +5,7 @@
 #include "cli/json_out.h"
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <glob.h>
 #include <ostream>
@@ -17,6 +18,8 @@
 #ifdef CKPTSCOPE_HAVE_CMD_CONVERT
 #include "cli/cmd_convert.h"
 #endif
+#include "util/printable.h"
+#include "write/targets.h"
 #ifdef CKPTSCOPE_HAVE_CMD_TESTLOAD
 #include "cli/cmd_testload.h"
 #endif
@@ -122,10 +125,29 @@ int fanOut(Command run, const std::string& cmd, const std::vector<std::string>& 
     if (split.inputs.size() <= 1 || help) {
         return run(args, out, err);
     }
+    std::vector<std::string> targets;
     if (cmd == "convert") {
         std::error_code ec;
         if (split.output.empty() || !std::filesystem::is_directory(split.output, ec)) {
             err << "ckptscope convert: with several inputs, -o must name an existing directory\n";
+            return kExitBadInput;
+        }
+        // Every output is planned and checked before the first is written: one input's conversion
+        // must never replace another input, or an output written a moment earlier.
+        const bool safetensors =
+            std::find(split.options.begin(), split.options.end(), "safetensors") != split.options.end();
+        std::vector<write::Conversion> batch;
+        for (const auto& input : split.inputs) {
+            std::filesystem::path target =
+                std::filesystem::path(split.output) / std::filesystem::path(input).filename();
+            if (safetensors) {
+                target.replace_extension(".safetensors");
+            }
+            targets.push_back(target.string());
+            batch.push_back({input, target.string()});
+        }
+        if (auto ok = write::checkConversions(batch); !ok) {
+            printError(err, ok.error());
             return kExitBadInput;
         }
     }
@@ -134,17 +156,10 @@ int fanOut(Command run, const std::string& cmd, const std::vector<std::string>& 
     if (json) {
         out << "{\"schema\": " << kJsonSchema << ", \"files\": [\n";
     }
-    for (const auto& input : split.inputs) {
-        std::vector<std::string> one{input};
+    for (std::size_t i = 0; i < split.inputs.size(); ++i) {
+        std::vector<std::string> one{split.inputs[i]};
         if (cmd == "convert") {
-            const bool safetensors =
-                std::find(split.options.begin(), split.options.end(), "safetensors") != split.options.end();
-            std::filesystem::path target =
-                std::filesystem::path(split.output) / std::filesystem::path(input).filename();
-            if (safetensors) {
-                target.replace_extension(".safetensors");
-            }
-            one.insert(one.end(), {"-o", target.string()});
+            one.insert(one.end(), {"-o", targets[i]});
         }
         one.insert(one.end(), split.options.begin(), split.options.end());
         std::ostringstream doc;
@@ -252,6 +267,37 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& patterns)
 void printError(std::ostream& err, const Error& e)
 {
     err << "ckptscope: " << e.describe() << '\n';
+}
+
+namespace {
+
+// Whatever escapes (a bug, an allocation failure on a worker thread): one line and exit 2, never an
+// abort with a core dump, and no temporary output left behind.
+[[noreturn]] void lastResort()
+{
+    std::string what = "unknown error";
+    if (auto e = std::current_exception()) {
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::bad_alloc&) {
+            what = "out of memory";
+        } catch (const std::exception& ex) {
+            what = ex.what();
+        } catch (...) {
+        }
+    }
+    write::detail::removeRegisteredTemps();
+    const std::string line = "ckptscope: internal error: " + displayText(what) + " (please report it)\n";
+    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, line.data(), line.size());
+    ::_exit(kExitBadInput);
+}
+
+}  // namespace
+
+void installProcessHandlers()
+{
+    std::set_terminate(&lastResort);
+    write::removeTempsOnSignals();
 }
 
 bool stderrIsTerminal()

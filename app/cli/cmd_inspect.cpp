@@ -5,6 +5,8 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "util/json_text.h"
+#include "util/printable.h"
 
 #include <algorithm>
 #include <ostream>
@@ -74,20 +76,20 @@ void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDept
         const Node& n = c.nodes[it.node];
         if (it.node != 0) {
             Row r;
-            r.key = std::string(static_cast<std::size_t>(2 * (it.depth - 1)), ' ') + n.name;
-            r.kind = kindText(c, n);
+            r.key = std::string(static_cast<std::size_t>(2 * (it.depth - 1)), ' ') + displayText(n.name);
+            r.kind = displayText(kindText(c, n));
             if (n.kind == NodeKind::Tensor) {
                 const auto& t = c.tensors[n.tensor];
                 r.dtype = dtypeName(t.dtype);
                 r.shape = shapeText(t.shape);
-                r.device = t.location;
+                r.device = displayText(t.location);
                 r.size = humanBytes(t.nbytes);
             } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
                        (n.kind == NodeKind::Object && n.childCount == 0)) {
                 r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")
-                                                        : pickle::shortRepr(c.arena, n.value, 60);
+                                                        : displayText(pickle::shortRepr(c.arena, n.value, 60));
             } else if (allScalarSequence(c, n)) {
-                r.shape = pickle::shortRepr(c.arena, n.value, 60);
+                r.shape = displayText(pickle::shortRepr(c.arena, n.value, 60));
             } else if (n.tensorCount > 0) {
                 r.size = humanBytes(n.bytes);
                 r.shape = std::to_string(n.tensorCount) + (n.tensorCount == 1 ? " tensor" : " tensors");
@@ -111,8 +113,8 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     for (const auto& t : c.tensors) {
         tensorBytes += t.nbytes;
     }
-    out << c.path << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors (" << humanBytes(tensorBytes)
-        << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
+    out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
+        << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (c.format != Format::Safetensors) {
         out << ", pickle protocol " << c.pickleProtocol;
     }
@@ -152,11 +154,11 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     }
     out << "\nStorage bytes by location:";
     for (const auto& [loc, n] : c.bytesByLocation()) {
-        out << "  " << loc << " " << humanBytes(n);
+        out << "  " << displayText(loc) << " " << humanBytes(n);
     }
     out << '\n';
     for (const auto& w : c.warnings) {
-        out << "warning: " << w << '\n';
+        out << "warning: " << displayText(w) << '\n';
     }
 }
 
@@ -203,7 +205,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
         }
         first = false;
         if (!ck) {
-            out << errorJson(ck.error()).dump();
+            out << dumpJson(errorJson(ck.error()));
         } else if (json) {
             writeInspectJson(**ck, out);
         } else {

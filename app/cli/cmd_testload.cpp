@@ -7,6 +7,8 @@
 #include "cli/parse.h"
 #include "device/nvml.h"
 #include "device/testload.h"
+#include "util/json_text.h"
+#include "util/printable.h"
 
 #include <cmath>
 #include <cstdio>
@@ -98,11 +100,12 @@ void printPlacement(std::ostream& out, const device::TorchLoadPlacement& p)
 {
     out << "plain torch.load (no map_location) would place:\n";
     for (const auto& r : p.rows) {
-        out << "  " << std::left << std::setw(10) << r.location << ' ' << std::setw(10) << humanBytes(r.bytes);
+        out << "  " << std::left << std::setw(10) << displayText(r.location) << ' ' << std::setw(10)
+            << humanBytes(r.bytes);
         if (r.fails) {
-            out << "  FAILS: " << r.reason;
+            out << "  FAILS: " << displayText(r.reason);
         } else if (!r.reason.empty()) {
-            out << "  (" << r.reason << ")";
+            out << "  (" << displayText(r.reason) << ")";
         }
         out << '\n';
     }
@@ -117,9 +120,10 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
     rate << std::fixed << std::setprecision(2) << r.gbPerS;
     std::ostringstream secs;
     secs << std::fixed << std::setprecision(3) << r.seconds;
-    out << file << ": loaded " << r.tensorsLoaded << (r.tensorsLoaded == 1 ? " tensor" : " tensors") << " ("
-        << humanBytes(r.bytes) << " in " << r.storagesLoaded << (r.storagesLoaded == 1 ? " storage" : " storages")
-        << ") onto " << r.device << " in " << secs.str() << " s, " << rate.str() << " GB/s\n";
+    out << displayText(file) << ": loaded " << r.tensorsLoaded << (r.tensorsLoaded == 1 ? " tensor" : " tensors")
+        << " (" << humanBytes(r.bytes) << " in " << r.storagesLoaded
+        << (r.storagesLoaded == 1 ? " storage" : " storages") << ") onto " << r.device << " in " << secs.str() << " s, "
+        << rate.str() << " GB/s\n";
     out << "peak memory on " << r.device << ": " << humanBytes(r.peakBytes);
     if (!r.peakSource.empty()) {
         out << " (" << r.peakSource << ")";
@@ -138,7 +142,7 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
             << " ms)\n";
     }
     for (const auto& s : r.skipped) {
-        out << "skipped " << s.path << ": " << s.reason << '\n';
+        out << "skipped " << displayText(s.path) << ": " << displayText(s.reason) << '\n';
     }
 }
 
@@ -184,7 +188,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     if (!ck) {
         printError(err, ck.error());
         if (json) {
-            out << errorJson(ck.error()).dump(2) << '\n';
+            out << dumpJson(errorJson(ck.error()), 2) << '\n';
         }
         return exitCodeFor(ck.error().code);
     }
@@ -237,7 +241,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
             if (placement) {
                 j["torch_load"] = placementJson(*placement);
             }
-            out << j.dump(2) << '\n';
+            out << dumpJson(j, 2) << '\n';
         } else if (placement) {
             printPlacement(out, *placement);
         }
@@ -260,7 +264,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (placement) {
             j["torch_load"] = placementJson(*placement);
         }
-        out << j.dump(2) << '\n';
+        out << dumpJson(j, 2) << '\n';
     } else {
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';

@@ -16,6 +16,10 @@ namespace ckpt::cli {
 // "ckptscope: <path>: <message>" on one line.
 void printError(std::ostream& err, const Error& e);
 
+// For the executables: an exception nothing caught prints one line and exits 2 (no abort), and
+// SIGINT/SIGTERM/SIGHUP remove temporary outputs before exiting 130/143/129.
+void installProcessHandlers();
+
 // Progress goes to stderr only when it is a terminal.
 [[nodiscard]] bool stderrIsTerminal();
 

@@ -1,5 +1,7 @@
 #include "cli/json_out.h"
 
+#include "util/printable.h"
+
 #include <ostream>
 
 namespace ckpt::cli {
@@ -31,9 +33,14 @@ namespace ckpt::cli {
 
 namespace {
 
-void quoted(std::ostream& out, std::string_view s)
+void quoted(std::ostream& out, std::string_view text)
 {
     static constexpr char kHex[] = "0123456789abcdef";
+    std::string fixed;
+    if (!isValidUtf8(text)) {
+        fixed = validUtf8(text);  // a JSON document must be UTF-8 whatever bytes the file's keys hold
+    }
+    const std::string_view s = fixed.empty() ? text : fixed;
     out << '"';
     for (const char ch : s) {
         const auto u = static_cast<unsigned char>(ch);

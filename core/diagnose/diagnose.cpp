@@ -2,6 +2,7 @@
 
 #include "diagnose/against.h"
 #include "diagnose/rules.h"
+#include "util/json_text.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -33,6 +34,9 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
     }
     if (opts.values) {
         auto v = valueRules(ckpt, out, stop);
+        if (auto same = ckpt.checkUnchanged(); !same) {
+            return same.error();
+        }
         if (!v) {
             return v.error();
         }
@@ -69,7 +73,7 @@ std::string findingToJson(const Finding& f)
     } else {
         j["fix"] = nullptr;
     }
-    return j.dump();
+    return dumpJson(j);
 }
 
 std::string quotedPath(const std::string& path)

@@ -1,6 +1,8 @@
 #include "diagnose/report.h"
 
 #include "diagnose/rules.h"
+#include "util/json_text.h"
+#include "util/printable.h"
 
 #include <nlohmann/json.hpp>
 
@@ -116,15 +118,17 @@ std::string renderText(const std::vector<Finding>& findings, const std::string& 
     for (const auto& f : findings) {
         ++counts[static_cast<int>(f.severity)];
     }
-    std::string out = file + ": ";
+    // Titles, details and paths quote names from the file: escaped, so each stays on its lines and
+    // no escape sequence reaches the terminal (an ESC[J there could erase the findings above).
+    std::string out = displayText(file) + ": ";
     if (findings.empty()) {
         return out + "no findings\n";
     }
     out += plural(counts[2], "error", "errors") + ", " + plural(counts[1], "warning", "warnings") + ", " +
            withCommas(counts[0]) + " info\n";
     for (const auto& f : findings) {
-        out += "\n" + upper(severityName(f.severity)) + " [" + f.code + "] " + f.title + "\n";
-        out += wrap(f.detail, 4);
+        out += "\n" + upper(severityName(f.severity)) + " [" + f.code + "] " + displayText(f.title) + "\n";
+        out += wrap(displayText(f.detail), 4);
         std::size_t shown = 0;
         std::string at;
         for (const auto& p : f.paths) {
@@ -132,14 +136,14 @@ std::string renderText(const std::vector<Finding>& findings, const std::string& 
                 at += ", ... (" + withCommas(f.paths.size()) + " in all)";
                 break;
             }
-            at += (shown ? ", " : "") + (p.empty() ? std::string("(root)") : p);
+            at += (shown ? ", " : "") + (p.empty() ? std::string("(root)") : displayText(p));
             ++shown;
         }
         if (!at.empty()) {
             out += "    at: " + at + "\n";
         }
         if (f.fix) {
-            out += "    fix: " + fixCommandLine(*f.fix, file) + "\n";
+            out += "    fix: " + displayText(fixCommandLine(*f.fix, file)) + "\n";
         }
     }
     return out;
@@ -154,7 +158,7 @@ std::string renderJson(const std::vector<Finding>& findings, const std::string& 
     for (const auto& f : findings) {
         j["findings"].push_back(nlohmann::ordered_json::parse(findingToJson(f)));
     }
-    return j.dump(2) + "\n";
+    return dumpJson(j, 2) + "\n";
 }
 
 int findingsExitCode(const std::vector<Finding>& findings)

@@ -1,5 +1,7 @@
 #include "transform/options.h"
 
+#include "util/json_text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
@@ -176,7 +178,7 @@ std::string Options::toJson() const
     if (format != OutputFormat::Torch) {
         j["format"] = "safetensors";
     }
-    return j.dump();
+    return dumpJson(j);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // turn whole models into state dicts (unwrap), make the rest loadable and safe (sanitize), rename
 // keys (prefixes), then decide which storages are written, where they load and how many bytes.
 #include "transform/plan_builder.h"
+#include "util/json_text.h"
 
 #include <algorithm>
 #include <map>
@@ -188,7 +189,7 @@ Expected<void> selectRoot(Builder& b)
     return {};
 }
 
-bool eraseDictPair(Arena& a, ValueId dict, const std::string& name)
+bool eraseDictPair(Arena& a, ValueId dict, std::string_view name)
 {
     auto& items = a[dict].items;
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
@@ -552,7 +553,7 @@ std::string Plan::toJson() const
     }
     j["tensors"] = tensorCount;
     j["changes_nothing"] = changesNothing();
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return dumpJson(j);
 }
 
 Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)

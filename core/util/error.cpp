@@ -1,17 +1,20 @@
 #include "util/error.h"
 
+#include "util/printable.h"
+
 #include <system_error>
 
 namespace ckpt {
 
 std::string Error::describe() const
 {
+    // Paths and messages quote names from files: one line, whatever bytes those names hold.
     std::string out;
     if (!path.empty()) {
-        out += path;
+        out += displayText(path);
         out += ": ";
     }
-    out += message;
+    out += displayText(message);
     if (offset) {
         out += " (at byte " + std::to_string(*offset) + ")";
     }

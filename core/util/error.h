@@ -32,7 +32,8 @@ struct Error {
     std::string path;                     // file concerned, if any
     std::optional<std::uint64_t> offset;  // byte offset of the problem, if known
 
-    // One line for humans: "<path>: <message> (at byte N)".
+    // One line for humans: "<path>: <message> (at byte N)", control characters and invalid UTF-8
+    // escaped (printable.h).
     [[nodiscard]] std::string describe() const;
 };
 

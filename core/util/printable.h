@@ -1,0 +1,22 @@
+// Text taken from a file, made safe to print. Keys, global names and record names come from the
+// checkpoint, so they can hold bytes that are not UTF-8 (which makes JSON invalid and nlohmann
+// throw) or terminal control sequences (ESC[J erases the finding printed above them). Invalid bytes
+// become `\xNN`, the way Python's backslashreplace shows them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ckpt {
+
+[[nodiscard]] bool isValidUtf8(std::string_view s);
+
+// Valid UTF-8 is returned unchanged; every byte that is not part of a valid sequence becomes the
+// four characters `\xNN`. For JSON, which escapes control characters itself.
+[[nodiscard]] std::string validUtf8(std::string_view s);
+
+// For terminals: validUtf8, and every control character (C0, DEL, C1) escaped as `\n`, `\r`, `\t`,
+// `\xNN` or `\u0085`, so a name prints as one harmless line.
+[[nodiscard]] std::string displayText(std::string_view s);
+
+}  // namespace ckpt
