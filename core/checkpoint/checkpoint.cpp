@@ -3,6 +3,7 @@
 #include "archive/zip.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 namespace ckpt {
@@ -47,6 +48,30 @@ std::string_view nodeKindName(NodeKind k)
     return "unknown";
 }
 
+Expected<void> Checkpoint::checkUnchanged() const
+{
+    if (file) {
+        return file->checkUnchanged();
+    }
+    return {};
+}
+
+std::string_view TextPool::add(std::string_view s)
+{
+    if (s.size() > room_) {
+        const std::size_t size = std::max(kChunk, s.size());
+        chunks_.push_back(std::make_unique<char[]>(size));  // NOLINT(modernize-avoid-c-arrays)
+        room_ = size;
+        used_ = 0;
+        bytes_ += size;
+    }
+    char* at = chunks_.back().get() + used_;
+    std::memcpy(at, s.data(), s.size());
+    used_ += s.size();
+    room_ -= s.size();
+    return {at, s.size()};
+}
+
 std::string Checkpoint::pathOf(std::uint32_t node) const
 {
     std::vector<std::uint32_t> chain;
@@ -78,7 +103,7 @@ std::uint32_t Checkpoint::find(std::string_view keyPath) const
         std::uint32_t next = kNoIndex;
         std::size_t bestLen = 0;
         for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-            const std::string& name = nodes[c].name;
+            const std::string_view name = nodes[c].name;
             if (keyPath.starts_with(name) && (keyPath.size() == name.size() || keyPath[name.size()] == '/') &&
                 (next == kNoIndex || name.size() > bestLen)) {
                 next = c;

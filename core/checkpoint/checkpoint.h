@@ -57,7 +57,25 @@ struct Node {
     std::uint32_t object = kNoIndex;  // index into objects() for Module/Object
     std::uint32_t tensorCount = 0;    // tensors in this subtree
     std::uint64_t bytes = 0;          // sum of the subtree's tensor nbytes
-    std::string name;                 // key-path component ("" for the root)
+    // Key-path component ("" for the root): a view of the key's string in the arena, or of the
+    // checkpoint's name pool for other keys, so a memoized key reused on every level of a deep
+    // tree is stored once, not once per node.
+    std::string_view name;
+};
+
+// Chunks of text that never move, holding the key-path components that are no string value of
+// the pickle (int and tuple keys, list positions).
+class TextPool {
+public:
+    std::string_view add(std::string_view s);
+    [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
+
+private:
+    static constexpr std::size_t kChunk = 64 * 1024;
+    std::vector<std::unique_ptr<char[]>> chunks_;  // NOLINT(modernize-avoid-c-arrays)
+    std::size_t used_ = 0;                         // bytes taken in the last chunk
+    std::size_t room_ = 0;                         // and free after them
+    std::uint64_t bytes_ = 0;
 };
 
 struct StorageEntry {
@@ -109,6 +127,14 @@ struct GlobalUse {
 
 class Checkpoint {
 public:
+    Checkpoint() = default;
+    // Node names view the arena and the name pool: a copy would point into the original.
+    Checkpoint(const Checkpoint&) = delete;
+    Checkpoint& operator=(const Checkpoint&) = delete;
+    Checkpoint(Checkpoint&&) = delete;
+    Checkpoint& operator=(Checkpoint&&) = delete;
+    ~Checkpoint() = default;
+
     Format format = Format::TorchZip;
     std::string path;
     std::uint64_t fileSize = 0;
@@ -123,6 +149,7 @@ public:
     pickle::Arena arena;
     pickle::ValueId root;
     std::vector<Node> nodes;  // nodes[0] is the root
+    TextPool names;           // see Node::name
     std::vector<StorageEntry> storages;
     std::vector<TensorEntry> tensors;
     std::vector<ObjectEntry> objects;
@@ -138,6 +165,9 @@ public:
     // The bytes of a storage, as torch reads them (a view into the mapping; deflated members are
     // inflated into `scratch`).
     Expected<Bytes> storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const;
+    // The mapping's SIGBUS guard (MappedFile): an error once the file shrank while it was read.
+    // Every result computed from the bytes is checked with it before it is trusted.
+    [[nodiscard]] Expected<void> checkUnchanged() const;
     // Storage bytes per saved location (what torch.load would allocate there), "cpu" first.
     [[nodiscard]] std::vector<std::pair<std::string, std::uint64_t>> bytesByLocation() const;
 };

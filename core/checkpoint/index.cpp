@@ -21,8 +21,35 @@ using pickle::Kind;
 using pickle::ValueId;
 
 struct Child {
-    std::string name;
+    std::string_view name;
     ValueId value;
+};
+
+// Key-path components without copies: a string key is viewed where the arena holds it; other keys
+// and list positions are written once into the checkpoint's pool.
+class Names {
+public:
+    explicit Names(Checkpoint& c) : c_(c) {}
+
+    std::string_view key(ValueId k)
+    {
+        const auto& v = c_.arena[k];
+        if (v.kind == Kind::Str) {
+            return v.text;
+        }
+        return c_.names.add(pickle::keyText(c_.arena, k));
+    }
+    std::string_view position(std::size_t i)
+    {
+        while (positions_.size() <= i) {
+            positions_.push_back(c_.names.add(std::to_string(positions_.size())));
+        }
+        return positions_[i];
+    }
+
+private:
+    Checkpoint& c_;
+    std::vector<std::string_view> positions_;
 };
 
 bool isScalarKind(Kind k)
@@ -72,34 +99,34 @@ bool hasNonScalar(const Arena& a, ValueId v)
     return !isScalarKind(val.kind);
 }
 
-void appendPairs(const Arena& a, const std::vector<ValueId>& kv, std::vector<Child>& out)
+void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child>& out)
 {
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-        out.push_back({pickle::keyText(a, kv[i]), kv[i + 1]});
+        out.push_back({names.key(kv[i]), kv[i + 1]});
     }
 }
 
-void appendItems(const std::vector<ValueId>& items, std::vector<Child>& out)
+void appendItems(Names& names, const std::vector<ValueId>& items, std::vector<Child>& out)
 {
     for (std::size_t i = 0; i < items.size(); ++i) {
-        out.push_back({std::to_string(i), items[i]});
+        out.push_back({names.position(i), items[i]});
     }
 }
 
 // An object's state as if it were a dict: a dict state's items, `(dict, slots)` merged, any
 // other state under `__state__`; arguments only when they hold more than scalars.
-void objectChildren(const Arena& a, const pickle::ObjectInfo& o, std::vector<Child>& out)
+void objectChildren(const Arena& a, Names& names, const pickle::ObjectInfo& o, std::vector<Child>& out)
 {
     if (o.state.valid()) {
         const auto& st = a[o.state];
         if (st.kind == Kind::Dict) {
-            appendPairs(a, st.items, out);
+            appendPairs(names, st.items, out);
         } else if (st.kind == Kind::Tuple && st.items.size() == 2 &&
                    (a[st.items[0]].kind == Kind::Dict || a[st.items[0]].kind == Kind::None) &&
                    (a[st.items[1]].kind == Kind::Dict || a[st.items[1]].kind == Kind::None)) {
             for (ValueId part : st.items) {
                 if (a[part].kind == Kind::Dict) {
-                    appendPairs(a, a[part].items, out);
+                    appendPairs(names, a[part].items, out);
                 }
             }
         } else if (st.kind != Kind::None) {
@@ -109,8 +136,8 @@ void objectChildren(const Arena& a, const pickle::ObjectInfo& o, std::vector<Chi
     if (o.args.valid() && !o.state.valid() && hasNonScalar(a, o.args)) {
         out.push_back({"__args__", o.args});
     }
-    appendItems(o.listItems, out);
-    appendPairs(a, o.dictItems, out);
+    appendItems(names, o.listItems, out);
+    appendPairs(names, o.dictItems, out);
 }
 
 bool looksLikeModuleState(const Arena& a, const pickle::ObjectInfo& o)
@@ -155,25 +182,25 @@ NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
     }
 }
 
-void childrenOf(const Arena& a, ValueId v, NodeKind kind, std::vector<Child>& out)
+void childrenOf(const Arena& a, Names& names, ValueId v, NodeKind kind, std::vector<Child>& out)
 {
     out.clear();
     const auto& val = a[v];
     switch (kind) {
     case NodeKind::Dict:
     case NodeKind::OrderedDict:
-        appendPairs(a, val.items, out);
+        appendPairs(names, val.items, out);
         break;
     case NodeKind::List:
     case NodeKind::Tuple:
     case NodeKind::Set:
-        appendItems(val.items, out);
+        appendItems(names, val.items, out);
         break;
     case NodeKind::Module:
     case NodeKind::Object: {
         const auto& o = pickle::objectOf(a, v);
         if (!isValueLikeObject(a, o)) {
-            objectChildren(a, o, out);
+            objectChildren(a, names, o, out);
         }
         break;
     }
@@ -222,18 +249,76 @@ bool isStateDictLike(const Arena& a, const Node& n, const std::vector<Node>& nod
            optimizerKeys < n.childCount;
 }
 
-void addGlobalUse(std::map<std::string, std::vector<std::string>>& uses, std::string q, const std::string& path)
+// The memory the index builds, counted against the read's budget as it grows.
+class Usage {
+public:
+    Usage(MemoryBudget budget, std::uint64_t used) : budget_(budget), used_(used) {}
+    // False (and the error set) once `bytes` more would pass the budget.
+    bool take(std::uint64_t bytes)
+    {
+        if (bytes > budget_.limit() || used_ > budget_.limit() - bytes) {
+            exceeded_ = true;
+            return false;
+        }
+        used_ += bytes;
+        return true;
+    }
+    [[nodiscard]] bool exceeded() const { return exceeded_; }
+    [[nodiscard]] Error error() const { return budget_.exceeded(); }
+
+private:
+    MemoryBudget budget_;
+    std::uint64_t used_;
+    bool exceeded_ = false;
+};
+
+// A node's key path, built only when something keeps it (most scalars name no global).
+class LazyPath {
+public:
+    LazyPath(const Checkpoint& c, std::uint32_t node, std::uint64_t length, Usage& usage)
+        : c_(c), node_(node), length_(length), usage_(usage)
+    {
+    }
+    const std::string* get()
+    {
+        if (!built_) {
+            built_ = true;
+            if (usage_.take(length_)) {
+                path_ = c_.pathOf(node_);
+                ok_ = true;
+            }
+        }
+        return ok_ ? &path_ : nullptr;
+    }
+    [[nodiscard]] std::uint64_t length() const { return length_; }
+
+private:
+    const Checkpoint& c_;
+    std::uint32_t node_;
+    std::uint64_t length_;
+    Usage& usage_;
+    std::string path_;
+    bool built_ = false;
+    bool ok_ = false;
+};
+
+using GlobalUses = std::map<std::string, std::vector<std::string>>;
+
+void addGlobalUse(GlobalUses& uses, std::string q, LazyPath& lazy, Usage& usage)
 {
     auto& paths = uses[std::move(q)];
-    if (paths.size() < 1000 && (paths.empty() || paths.back() != path)) {
-        paths.push_back(path);
+    if (paths.size() >= 1000) {
+        return;
+    }
+    const std::string* path = lazy.get();
+    if (path != nullptr && (paths.empty() || paths.back() != *path) && usage.take(path->size())) {
+        paths.push_back(*path);
     }
 }
 
 // Every GLOBAL a value names, shallowly plus through values that are not nodes of their own
 // (an object's arguments, a tensor's rebuild arguments).
-void collectGlobals(const Arena& a, ValueId root, const std::string& path,
-                    std::map<std::string, std::vector<std::string>>& uses, bool deep)
+void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& uses, Usage& usage, bool deep)
 {
     std::vector<ValueId> stack{root};
     std::set<std::uint32_t> seen;
@@ -248,7 +333,7 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
         switch (val.kind) {
         case Kind::Dict:
             if (val.flag) {
-                addGlobalUse(uses, "collections.OrderedDict", path);
+                addGlobalUse(uses, "collections.OrderedDict", path, usage);
             }
             if (val.attrs.valid()) {
                 stack.push_back(val.attrs);
@@ -258,30 +343,32 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
             }
             break;
         case Kind::Set:
-            addGlobalUse(uses, val.flag ? "builtins.frozenset" : "builtins.set", path);
+            addGlobalUse(uses, val.flag ? "builtins.frozenset" : "builtins.set", path, usage);
             if (deep && !top) {
                 stack.insert(stack.end(), val.items.begin(), val.items.end());
             }
             break;
         case Kind::Bytes:
-            addGlobalUse(
-                uses, val.flag ? "builtins.bytearray" : (val.text.empty() ? "builtins.bytes" : "_codecs.encode"), path);
+            addGlobalUse(uses,
+                         val.flag ? "builtins.bytearray" : (val.text.empty() ? "builtins.bytes" : "_codecs.encode"),
+                         path, usage);
             break;
         case Kind::Global:
-            addGlobalUse(uses, pickle::globalOf(a, v).qualified(), path);
+            addGlobalUse(uses, pickle::globalOf(a, v).qualified(), path, usage);
             break;
         case Kind::DType:
-            addGlobalUse(uses, "torch." + std::string(dtypeName(static_cast<DType>(val.i))), path);
+            addGlobalUse(uses, "torch." + std::string(dtypeName(static_cast<DType>(val.i))), path, usage);
             break;
         case Kind::Device:
-            addGlobalUse(uses, "torch.device", path);
+            addGlobalUse(uses, "torch.device", path, usage);
             break;
         case Kind::Size:
-            addGlobalUse(uses, "torch.Size", path);
+            addGlobalUse(uses, "torch.Size", path, usage);
             break;
         case Kind::Storage: {
             const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
-            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className), path);
+            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className), path,
+                         usage);
             break;
         }
         case Kind::Tuple:
@@ -292,15 +379,15 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
             break;
         case Kind::Tensor: {
             const auto& t = pickle::tensorOf(a, v);
-            addGlobalUse(uses, t.rebuild.qualified(), path);
+            addGlobalUse(uses, t.rebuild.qualified(), path, usage);
             if (t.isParameter) {
                 addGlobalUse(uses,
                              t.parameterState.valid() ? "torch._utils._rebuild_parameter_with_state"
                                                       : "torch._utils._rebuild_parameter",
-                             path);
+                             path, usage);
             }
             if (t.subclassType.valid()) {
-                addGlobalUse(uses, "torch._tensor._rebuild_from_type_v2", path);
+                addGlobalUse(uses, "torch._tensor._rebuild_from_type_v2", path, usage);
                 stack.push_back(t.subclassType);
             }
             for (ValueId x : {t.rawArgs, t.storage, t.metadata, t.parameterState, t.subclassState, t.backwardHooks,
@@ -313,7 +400,7 @@ void collectGlobals(const Arena& a, ValueId root, const std::string& path,
         }
         case Kind::Object: {
             const auto& o = pickle::objectOf(a, v);
-            addGlobalUse(uses, o.callable.qualified(), path);
+            addGlobalUse(uses, o.callable.qualified(), path, usage);
             for (ValueId x : {o.args, o.kwargs}) {
                 if (x.valid()) {
                     stack.push_back(x);
@@ -414,8 +501,12 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     root.kind = classify(a, c.root, root.object);
     c.nodes.push_back(root);
     std::vector<std::uint32_t> depth{0};
+    std::vector<std::uint64_t> pathLength{0};  // bytes of each node's key path, known before it is built
     std::vector<bool> expanded(a.size(), false);
     std::vector<Child> kids;
+    Names names(c);
+    Usage usage(limits.budget, a.chargedBytes());
+    constexpr std::uint64_t kPerNode = sizeof(Node) + sizeof(std::uint32_t) + sizeof(std::uint64_t);
 
     // Breadth-first: node i's children are appended together when i is visited.
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
@@ -439,9 +530,13 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             }
         }
         expanded[v.v] = true;
-        childrenOf(a, v, kind, kids);
+        const std::uint64_t poolBefore = c.names.bytes();
+        childrenOf(a, names, v, kind, kids);
         if (kids.empty()) {
             continue;
+        }
+        if (!usage.take(kids.size() * kPerNode + (c.names.bytes() - poolBefore))) {
+            return usage.error();
         }
         if (depth[i] + 1 > limits.maxDepth) {
             return makeError(ErrorCode::Limit, "values nest deeper than " + std::to_string(limits.maxDepth) +
@@ -459,27 +554,37 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             n.parent = i;
             n.row = row++;
             n.value = k.value;
-            n.name = std::move(k.name);
+            n.name = k.name;
             n.kind = classify(a, k.value, n.object);
-            c.nodes.push_back(std::move(n));
+            c.nodes.push_back(n);
             depth.push_back(depth[i] + 1);
+            pathLength.push_back(pathLength[i] + (i == 0 ? 0 : 1) + k.name.size());
         }
     }
 
-    // Tensors and objects, in node (breadth-first) order; paths computed once here.
-    std::map<std::string, std::vector<std::string>> uses;
+    // Tensors and objects, in node (breadth-first) order; paths computed once here, and only for
+    // what keeps them (a memo bomb's paths would be terabytes: the budget stops it first).
+    GlobalUses uses;
     std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> extents(c.storages.size());
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
         Node& n = c.nodes[i];
         const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object ||
                                n.kind == NodeKind::Scalar || n.kind == NodeKind::OrderedDict || n.kind == NodeKind::Set;
-        const std::string path = needsPath ? c.pathOf(i) : std::string();
-        if (needsPath && n.kind != NodeKind::Tensor) {
-            collectGlobals(a, n.value, path, uses, n.kind == NodeKind::Object || n.kind == NodeKind::Module);
+        if (!needsPath) {
+            continue;
         }
+        LazyPath lazy(c, i, pathLength[i], usage);
+        if (n.kind != NodeKind::Tensor) {
+            collectGlobals(a, n.value, lazy, uses, usage, n.kind == NodeKind::Object || n.kind == NodeKind::Module);
+        }
+        const bool kept = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object;
+        if (usage.exceeded() || (kept && lazy.get() == nullptr)) {
+            return usage.error();
+        }
+        const std::string path = kept ? *lazy.get() : std::string();
         if (n.kind == NodeKind::Tensor) {
             const auto& t = pickle::tensorOf(a, n.value);
-            collectGlobals(a, n.value, path, uses, true);
+            collectGlobals(a, n.value, lazy, uses, usage, true);
             TensorEntry e;
             e.node = i;
             e.path = path;

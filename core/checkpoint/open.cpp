@@ -129,10 +129,12 @@ Expected<void> adoptStorages(Checkpoint& c)
     return {};
 }
 
-Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, std::size_t* consumed = nullptr)
+Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, const MemoryBudget& budget,
+                            std::size_t* consumed = nullptr)
 {
     pickle::UnpickleOptions opts;
     opts.legacyPersistentIds = legacy;
+    opts.budget = budget;
     auto r = pickle::unpickle(pkl, c.arena, opts);
     if (!r) {
         return r.error();
@@ -149,7 +151,7 @@ Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, std::size_t* 
     return {};
 }
 
-Expected<void> loadZip(Checkpoint& c)
+Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
 {
     auto zip = archive::ZipReader::parse(c.bytes, c.file ? c.file->fd() : -1);
     if (!zip) {
@@ -182,12 +184,21 @@ Expected<void> loadZip(Checkpoint& c)
             }
         }
     }
+    // The budget follows the pickle's size in the file: a deflated data.pkl that inflates past it
+    // (50 million NONEs in 97 KB) is refused before it is inflated.
+    budget.pickleBytes = pkl->compressedSize;
+    if (pkl->method != 0) {
+        if (pkl->size > budget.limit()) {
+            return budget.exceeded();
+        }
+        c.arena.charge(pkl->size);
+    }
     std::vector<std::byte> scratch;
     auto data = zip->data(*pkl, scratch);
     if (!data) {
         return data.error();
     }
-    if (auto r = unpickleInto(c, *data, false); !r) {
+    if (auto r = unpickleInto(c, *data, false, budget); !r) {
         r.error().message = "data.pkl: " + r.error().message;
         if (r.error().offset) {
             r.error().message += " (pickle byte " + std::to_string(*r.error().offset) + ")";
@@ -224,9 +235,10 @@ bool isLegacyMagic(const Arena& a, ValueId v)
            std::all_of(val.text.begin() + kLegacyMagic.size(), val.text.end(), [](char ch) { return ch == 0; });
 }
 
-Expected<void> loadLegacy(Checkpoint& c)
+Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
 {
     c.format = Format::TorchLegacy;
+    budget.pickleBytes = c.bytes.size();  // the pickles' end is known only once they are read
     Bytes rest = c.bytes;
     std::uint64_t pos = 0;
     auto next = [&](bool legacyIds) -> Expected<ValueId> {
@@ -234,6 +246,7 @@ Expected<void> loadLegacy(Checkpoint& c)
         Arena& a = c.arena;
         pickle::UnpickleOptions opts;
         opts.legacyPersistentIds = legacyIds;
+        opts.budget = budget;
         auto r = pickle::unpickle(rest, a, opts);
         if (!r) {
             Error e = r.error();
@@ -324,12 +337,13 @@ Expected<void> loadLegacy(Checkpoint& c)
     return checkStorageBytes(c);
 }
 
-Expected<void> loadSafetensors(Checkpoint& c)
+Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
 {
     auto st = archive::parseSafetensors(c.bytes);
     if (!st) {
         return st.error();
     }
+    budget.pickleBytes = st->dataStart;  // the JSON header plays the pickle's part
     c.format = Format::Safetensors;
     c.safetensorsMetadata = st->metadata;
     Arena& a = c.arena;
@@ -388,24 +402,32 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     c->bytes = data;
     c->fileSize = data.size();
     Expected<void> loaded;
+    MemoryBudget budget;
     if (startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06")) {
-        loaded = loadZip(*c);
+        loaded = loadZip(*c, budget);
     } else if (archive::looksLikeSafetensors(data)) {
-        loaded = loadSafetensors(*c);
+        loaded = loadSafetensors(*c, budget);
     } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
                std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||
                std::to_integer<unsigned>(data[0]) == 0x8a) {
-        loaded = loadLegacy(*c);
+        loaded = loadLegacy(*c, budget);
     } else {
         return withPath(fail(ErrorCode::NotCheckpoint, "is not a PyTorch checkpoint: no zip, legacy-torch or "
                                                        "safetensors signature (first bytes: " +
                                                            hexPrefix(data) + ")"));
     }
+    if (loaded) {
+        detail::IndexLimits limits;
+        limits.budget = budget;
+        loaded = detail::buildIndex(*c, limits);
+    }
+    // A file cut short while it was parsed reads as zeros past its new end: say what happened,
+    // not what the zeros looked like.
+    if (auto same = c->checkUnchanged(); !same) {
+        return same.error();
+    }
     if (!loaded) {
         return withPath(loaded.error());
-    }
-    if (auto r = detail::buildIndex(*c); !r) {
-        return withPath(r.error());
     }
     return CheckpointPtr(std::move(c));
 }

@@ -50,7 +50,7 @@ void moduleKeys(const Checkpoint& ckpt, std::uint32_t module, const std::string&
     if (depth > 200) {
         return;
     }
-    std::set<std::string> nonPersistent;
+    std::set<std::string, std::less<>> nonPersistent;
     if (auto np = childNamed(ckpt, module, "_non_persistent_buffers_set"); np != kNoIndex) {
         const Node& n = ckpt.nodes[np];
         for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
@@ -71,14 +71,14 @@ void moduleKeys(const Checkpoint& ckpt, std::uint32_t module, const std::string&
             if (v.kind != NodeKind::Tensor || (field == "_buffers" && nonPersistent.contains(v.name))) {
                 continue;  // None parameters and non-persistent buffers are not in state_dict()
             }
-            out.push_back(keyOf(ckpt, c, prefix + v.name));
+            out.push_back(keyOf(ckpt, c, prefix + std::string(v.name)));
         }
     }
     if (const auto mods = childNamed(ckpt, module, "_modules"); mods != kNoIndex) {
         const Node& n = ckpt.nodes[mods];
         for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
             if (ckpt.nodes[c].kind == NodeKind::Module) {
-                moduleKeys(ckpt, c, prefix + ckpt.nodes[c].name + ".", out, depth + 1);
+                moduleKeys(ckpt, c, prefix + std::string(ckpt.nodes[c].name) + ".", out, depth + 1);
             }
         }
     }
@@ -134,7 +134,7 @@ KeySet keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
         return ks;
     }
     for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-        ks.keys.push_back(keyOf(ckpt, c, ckpt.nodes[c].name));
+        ks.keys.push_back(keyOf(ckpt, c, std::string(ckpt.nodes[c].name)));
     }
     ks.metadataVersions = metadataVersions(ckpt.arena, n.value);
     return ks;

@@ -647,7 +647,11 @@ Expected<TensorStats> tensorStats(const Checkpoint& ckpt, std::uint32_t tensor, 
     if (!data) {
         return data.error();
     }
-    return viewStats(viewOf(ckpt, ckpt.tensors[tensor]), *data, opts, std::move(stop));
+    auto stats = viewStats(viewOf(ckpt, ckpt.tensors[tensor]), *data, opts, std::move(stop));
+    if (auto same = ckpt.checkUnchanged(); !same) {
+        return same.error();
+    }
+    return stats;
 }
 
 Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, std::uint32_t tensor, std::vector<std::byte>& scratch)

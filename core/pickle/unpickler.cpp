@@ -155,11 +155,9 @@ std::string dimsText(const std::vector<std::int64_t>& dims)
 class Machine {
 public:
     Machine(Bytes data, Arena& arena, const UnpickleOptions& opts)
-        : data_(data), a_(arena), opts_(opts), startValues_(arena.size()), knownBase_(arena.globals.size())
+        : data_(data), a_(arena), opts_(opts), budget_(opts.budget.value_or(MemoryBudget{data.size()})),
+          knownBase_(arena.globals.size())
     {
-        // A pickle rarely expands to more than one value per 6 input bytes (state dicts: ~1 per 8).
-        const std::size_t guess = std::min<std::size_t>(data.size() / 6 + 16, opts.maxValues);
-        arena.reserve(arena.size() + guess);
         arena.tensors.reserve(arena.tensors.size() + data.size() / 256);  // a v2 call takes ~130 bytes
         stack_.reserve(64);
         storageByKey_.reserve(arena.storages.size() + data.size() / 256);
@@ -407,7 +405,7 @@ private:
     Bytes data_;
     Arena& a_;
     const UnpickleOptions& opts_;
-    std::size_t startValues_;
+    MemoryBudget budget_;
     std::size_t knownBase_;
     std::vector<Known> knownCache_;
     std::size_t pos_ = 0;
@@ -505,8 +503,12 @@ Known Machine::knownOf(ValueId id)
 Expected<UnpickleResult> Machine::run()
 {
     while (!stopped_) {
-        if (a_.size() - startValues_ > opts_.maxValues) {
-            fail(ErrorCode::Limit, "pickle expands to more than " + std::to_string(opts_.maxValues) + " values");
+        // The whole arena counts: a legacy file's pickles share one arena and one budget.
+        if (a_.chargedBytes() > budget_.limit()) {
+            if (!error_) {
+                error_ = budget_.exceeded();
+                error_->offset = opStart_;
+            }
             break;
         }
         if (!step()) {
@@ -951,6 +953,7 @@ bool Machine::opString()
 
 bool Machine::addItems(ValueId target, const std::vector<ValueId>& items, bool pairs)
 {
+    a_.charge(items.size() * sizeof(ValueId));  // lists and dicts that grow after creation
     Value& t = a_[target];
     if (pairs) {
         if (items.size() % 2 != 0) {
@@ -1607,6 +1610,7 @@ bool Machine::persistentLoad(ValueId pid)
     auto it = storageByKey_.find(ref.key);
     if (it == storageByKey_.end()) {
         const auto index = static_cast<std::uint32_t>(a_.storages.size());
+        a_.charge(sizeof(StorageRef) + 2 * (ref.key.size() + sizeof(Seen)) + ref.location.size());
         a_.storages.push_back(std::move(ref));
         const ValueId v = a_.storage(index);
         storageByKey_.emplace(a_.storages[index].key, Seen{index, v});

@@ -10,11 +10,13 @@
 #pragma once
 
 #include "pickle/value.h"
+#include "util/budget.h"
 #include "util/bytes.h"
 #include "util/error.h"
 
 #include <bitset>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,9 @@ namespace ckpt::pickle {
 struct UnpickleOptions {
     // Legacy streams use 6-tuple storage pids and ('module', cls, file, source) pids; zip uses 5.
     bool legacyPersistentIds = false;
-    std::size_t maxValues = 50'000'000;  // refuse pickles that expand beyond this many values
+    // Refuse pickles whose values take more memory than this (ErrorCode::Limit); unset: 64 MiB
+    // plus 16 times the pickle's own size (util/budget.h).
+    std::optional<MemoryBudget> budget;
 };
 
 struct UnpickleResult {

@@ -14,6 +14,7 @@ ValueId Arena::add(Value v)
         blocks_.push_back(std::make_unique<Value[]>(kBlockSize));  // NOLINT(modernize-avoid-c-arrays)
     }
     const auto id = static_cast<std::uint32_t>(size_++);
+    charged_ += sizeof(Value) + v.text.size() + v.items.size() * sizeof(ValueId);
     (*this)[ValueId{id}] = std::move(v);
     return ValueId{id};
 }
@@ -28,6 +29,7 @@ Arena::Arena(const Arena& other)
         std::copy_n(other.blocks_[b].get(), n, blocks_[b].get());
     }
     size_ = other.size_;
+    charged_ = other.charged_;
 }
 
 Arena& Arena::operator=(const Arena& other)
@@ -114,6 +116,7 @@ ValueId Arena::global(GlobalRef g)
 {
     Value v = make(Kind::Global);
     v.i = static_cast<std::int64_t>(globals.size());
+    charged_ += sizeof(GlobalRef) + g.module.size() + g.name.size();
     globals.push_back(std::move(g));
     return add(std::move(v));
 }
@@ -129,6 +132,7 @@ ValueId Arena::tensor(TensorInfo t)
 {
     Value v = make(Kind::Tensor);
     v.i = static_cast<std::int64_t>(tensors.size());
+    charged_ += sizeof(TensorInfo) + (t.shape.size() + t.stride.size()) * sizeof(std::int64_t);
     tensors.push_back(std::move(t));
     return add(std::move(v));
 }
@@ -137,6 +141,7 @@ ValueId Arena::object(ObjectInfo o)
 {
     Value v = make(Kind::Object);
     v.i = static_cast<std::int64_t>(objects.size());
+    charged_ += sizeof(ObjectInfo) + (o.listItems.size() + o.dictItems.size()) * sizeof(ValueId);
     objects.push_back(std::move(o));
     return add(std::move(v));
 }

@@ -130,6 +130,10 @@ public:
     [[nodiscard]] const Value& operator[](ValueId id) const { return blocks_[id.v >> kBlockBits][id.v & kBlockMask]; }
     Value& operator[](ValueId id) { return blocks_[id.v >> kBlockBits][id.v & kBlockMask]; }
     [[nodiscard]] std::size_t size() const { return size_; }
+    // Approximate heap bytes held, for the read's memory budget (util/budget.h): every value,
+    // string and item list as created, plus what charge() adds for lists that grow later.
+    [[nodiscard]] std::uint64_t chargedBytes() const { return charged_; }
+    void charge(std::uint64_t bytes) { charged_ += bytes; }
 
     Arena() = default;
     Arena(const Arena& other);
@@ -169,6 +173,7 @@ private:
     static constexpr std::uint32_t kBlockMask = kBlockSize - 1;
     std::vector<std::unique_ptr<Value[]>> blocks_;  // NOLINT(modernize-avoid-c-arrays)
     std::size_t size_ = 0;
+    std::uint64_t charged_ = 0;
 };
 
 // Convenience accessors used by every consumer of the tree.

@@ -1,14 +1,90 @@
 #include "util/bytes.h"
 
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace ckpt {
+namespace {
+
+// The live mappings, in fixed slots the SIGBUS handler reads without locks.
+constexpr std::size_t kGuardSlots = 1024;
+struct GuardSlot {
+    std::atomic<std::uintptr_t> begin{0};
+    std::atomic<std::uintptr_t> end{0};
+    std::atomic<bool> faulted{false};
+};
+std::array<GuardSlot, kGuardSlots> gGuards;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+std::uintptr_t gPageSize = 4096;             // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+extern "C" void onBusError(int sig, siginfo_t* info, void* /*context*/)
+{
+    const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);  // NOLINT
+    for (auto& g : gGuards) {
+        const std::uintptr_t begin = g.begin.load();
+        const std::uintptr_t end = g.end.load();
+        if (begin != 0 && at >= begin && at < end) {
+            // Zeros from the faulting page to the mapping's end: one fault, however much was lost.
+            const std::uintptr_t page = at & ~(gPageSize - 1);
+            void* p = ::mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,  // NOLINT
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+            if (p != MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)
+                g.faulted.store(true);
+                return;
+            }
+            break;
+        }
+    }
+    // Not one of our mappings: a real bug, so die of it as if no handler were installed.
+    ::signal(sig, SIG_DFL);
+}
+
+void installBusGuard()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        gPageSize = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+        struct sigaction sa {};
+        sa.sa_sigaction = &onBusError;  // NOLINT(cppcoreguidelines-pro-type-union-access)
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGBUS, &sa, nullptr);
+    });
+}
+
+int guardMapping(const void* data, std::size_t size)
+{
+    installBusGuard();
+    const auto begin = reinterpret_cast<std::uintptr_t>(data);  // NOLINT
+    for (std::size_t i = 0; i < kGuardSlots; ++i) {
+        std::uintptr_t expected = 0;
+        if (gGuards.at(i).begin.compare_exchange_strong(expected, begin)) {
+            gGuards.at(i).faulted.store(false);
+            gGuards.at(i).end.store(begin + size);
+            return static_cast<int>(i);
+        }
+    }
+    return -1;  // more than 1024 files mapped at once: the rest are read unguarded
+}
+
+void unguardMapping(int slot)
+{
+    if (slot >= 0) {
+        auto& g = gGuards.at(static_cast<std::size_t>(slot));
+        g.end.store(0);
+        g.begin.store(0);
+    }
+}
+
+}  // namespace
 
 Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path)
 {
@@ -45,12 +121,31 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
             return fail(std::string("cannot map: ") + systemErrorText(errno));
         }
         m->data_ = p;
+        m->guardSlot_ = guardMapping(p, m->size_);
     }
     return std::shared_ptr<const MappedFile>(std::move(m));
 }
 
+Expected<void> MappedFile::checkUnchanged() const
+{
+    struct stat st {};
+    const bool faulted = guardSlot_ >= 0 && gGuards.at(static_cast<std::size_t>(guardSlot_)).faulted.load();
+    const bool shorter = ::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < size_;
+    if (!faulted && !shorter) {
+        return {};
+    }
+    Error e =
+        makeError(ErrorCode::Io, "changed size while being read (" + std::to_string(size_) + " bytes when opened" +
+                                     (shorter ? ", " + std::to_string(st.st_size) + " now" : std::string()) +
+                                     "); nothing read from it can be trusted: read it again once it is "
+                                     "complete");
+    e.path = path_;
+    return e;
+}
+
 MappedFile::~MappedFile()
 {
+    unguardMapping(guardSlot_);
     if (data_ != nullptr) {
         ::munmap(data_, size_);
     }

@@ -37,6 +37,11 @@ inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
 }
 
 // A whole file mapped read-only (MAP_PRIVATE). Empty files map to an empty span.
+//
+// A file that shrinks while mapped (truncated by another process, a download restarted over it)
+// would kill the process with SIGBUS at the first read past its new end. A process-wide SIGBUS
+// handler instead maps zero pages over the lost part of any live mapping and remembers it, so the
+// read finishes with wrong bytes and the caller asks checkUnchanged() before trusting its result.
 class MappedFile {
 public:
     static Expected<std::shared_ptr<const MappedFile>> open(const std::string& path);
@@ -48,12 +53,17 @@ public:
     [[nodiscard]] const std::string& path() const { return path_; }
     [[nodiscard]] int fd() const { return fd_; }  // kept open for copy_file_range
 
+    // An Io error "changed size while being read" once a read faulted past the file's end or the
+    // file is now shorter than when it was mapped; what was read from it since cannot be trusted.
+    [[nodiscard]] Expected<void> checkUnchanged() const;
+
 private:
     MappedFile() = default;
     std::string path_;
     void* data_ = nullptr;
     std::size_t size_ = 0;
     int fd_ = -1;
+    int guardSlot_ = -1;  // this mapping's slot in the SIGBUS handler's table
 };
 
 // "1.5 GiB", "512 B": binary units, one decimal above KiB.

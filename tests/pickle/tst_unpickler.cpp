@@ -449,7 +449,7 @@ private Q_SLOTS:
         QVERIFY(shortRepr(a, r->root, 80).size() <= 80);
         QVERIFY(a.size() < 10000);
         UnpickleOptions small;
-        small.maxValues = 100;
+        small.budget = ckpt::MemoryBudget{.pickleBytes = 0, .base = 4096};
         Arena b;
         auto limited = run(b, "(" + std::string(200, 'N') + "l.", small);
         QVERIFY(!limited.ok());
