@@ -1,6 +1,8 @@
 #include "checkpoint/checkpoint.h"
 
+#include "archive/inflate.h"
 #include "archive/zip.h"
+#include "util/budget.h"
 
 #include <algorithm>
 #include <cstring>
@@ -119,31 +121,91 @@ std::uint32_t Checkpoint::find(std::string_view keyPath) const
     return cur;
 }
 
+namespace {
+
+archive::ZipRecord recordOf(const StorageEntry& s)
+{
+    archive::ZipRecord r;
+    r.name = s.record;
+    r.localHeaderOffset = s.localHeader;
+    r.dataOffset = s.fileOffset;
+    r.size = s.storedBytes;
+    r.compressedSize = s.compressedBytes;
+    r.crc32 = s.crc32;
+    r.method = s.method;
+    return r;
+}
+
+}  // namespace
+
 Expected<Bytes> Checkpoint::storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const
 {
     const StorageEntry& s = storages.at(storage);
-    if (!s.present) {
-        Error e = makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing");
-        e.path = path;
+    auto onFile = [&](Error e) {
+        if (e.path.empty()) {
+            e.path = path;
+        }
         return e;
+    };
+    if (!s.present) {
+        return onFile(makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing"));
     }
-    if (s.compressed) {
-        auto zip = archive::ZipReader::parse(bytes);
-        if (!zip) {
-            return zip.error();
+    if (!s.compressed) {
+        return bytes.subspan(s.fileOffset, s.nbytes);
+    }
+    const MemoryBudget budget{s.compressedBytes};
+    if (s.nbytes > budget.limit()) {
+        Error e = budget.exceeded();
+        e.message = "storage " + s.key + " (record " + s.record + ") " + e.message;
+        return onFile(std::move(e));
+    }
+    scratch.clear();
+    scratch.reserve(static_cast<std::size_t>(s.nbytes));
+    auto read = streamStorage(storage, 0, s.nbytes, [&](Bytes piece) {
+        scratch.insert(scratch.end(), piece.begin(), piece.end());
+        return true;
+    });
+    if (!read) {
+        return read.error();
+    }
+    return Bytes{scratch.data(), scratch.size()};
+}
+
+Expected<void> Checkpoint::streamStorage(std::uint32_t storage, std::uint64_t offset, std::uint64_t length,
+                                         const std::function<bool(Bytes)>& sink, std::size_t chunk) const
+{
+    const StorageEntry& s = storages.at(storage);
+    auto onFile = [&](Error e) {
+        if (e.path.empty()) {
+            e.path = path;
         }
-        for (const auto& r : zip->records()) {
-            if (r.name == s.record) {
-                auto data = zip->data(r, scratch);
-                if (!data) {
-                    return data.error();
-                }
-                return data->first(std::min<std::uint64_t>(data->size(), s.nbytes));
+        return e;
+    };
+    if (!s.present) {
+        return onFile(makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing"));
+    }
+    if (offset > s.nbytes || length > s.nbytes - offset) {
+        return onFile(makeError(ErrorCode::Internal, "bytes " + std::to_string(offset) + ".." +
+                                                         std::to_string(offset + length) + " of storage " + s.key +
+                                                         ", which holds " + std::to_string(s.nbytes)));
+    }
+    if (!s.compressed) {
+        for (std::uint64_t at = offset; at < offset + length;) {
+            const std::uint64_t n = std::min<std::uint64_t>(chunk, offset + length - at);
+            if (!sink(bytes.subspan(static_cast<std::size_t>(s.fileOffset + at), static_cast<std::size_t>(n)))) {
+                return onFile(makeError(ErrorCode::Cancelled, "cancelled"));
             }
+            at += n;
         }
-        return makeError(ErrorCode::Corrupt, "record " + s.record + " vanished");
+        return {};
     }
-    return bytes.subspan(s.fileOffset, s.nbytes);
+    // A whole read of the record checks its size and CRC; torch reads exactly nbytes of it.
+    const bool whole = offset == 0 && length == s.nbytes && s.nbytes == s.storedBytes;
+    auto r = archive::readRecord(bytes, recordOf(s), offset, whole ? s.storedBytes : length, sink, chunk);
+    if (!r) {
+        return onFile(r.error());
+    }
+    return {};
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> Checkpoint::bytesByLocation() const

@@ -16,6 +16,7 @@
 
 #include <bitset>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,12 +84,15 @@ struct StorageEntry {
     std::string location;
     DType dtype = DType::Unknown;
     std::uint64_t numel = 0;
-    std::uint64_t nbytes = 0;        // numel x element size: what torch reads
-    std::string record;              // zip record name (folder included), "" otherwise
-    std::uint64_t fileOffset = 0;    // where the bytes start in the file
-    std::uint64_t storedBytes = 0;   // bytes present in the file for it
-    bool present = false;            // the file holds at least nbytes for it
-    bool compressed = false;         // a deflated zip member (not mmap-able)
+    std::uint64_t nbytes = 0;       // numel x element size: what torch reads
+    std::string record;             // zip record name (folder included), "" otherwise
+    std::uint64_t fileOffset = 0;   // where the bytes start in the file
+    std::uint64_t storedBytes = 0;  // bytes present in the file for it
+    bool present = false;           // the file holds at least nbytes for it
+    bool compressed = false;        // a compressed zip member (not mmap-able)
+    std::uint16_t method = 0;       // its zip compression method (8 deflate; others torch cannot read)
+    std::uint64_t compressedBytes = 0;
+    std::uint64_t localHeader = 0;   // zip local header offset, for messages
     std::uint32_t crc32 = 0;         // zip central-directory CRC, 0 otherwise
     std::uint32_t tensorCount = 0;   // tensors viewing it
     std::uint64_t reachedBytes = 0;  // bytes any tensor can reach (union of view extents)
@@ -162,9 +166,16 @@ public:
     [[nodiscard]] const Node& node(std::uint32_t i) const { return nodes[i]; }
     // Finds a node by key path ("" = root); kNoIndex when absent.
     [[nodiscard]] std::uint32_t find(std::string_view keyPath) const;
-    // The bytes of a storage, as torch reads them (a view into the mapping; deflated members are
-    // inflated into `scratch`).
+    // The bytes of a storage, as torch reads them: a view into the mapping; a deflated member is
+    // inflated into `scratch`, unless it would take more than the read's memory budget allows for
+    // its compressed size (a decompression bomb): then a Limit error says to stream it instead.
     Expected<Bytes> storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const;
+    // Bytes [offset, offset + length) of a storage handed to `sink` in pieces of at most `chunk`:
+    // views of the mapping, or inflated one chunk at a time, so memory stays one chunk whatever a
+    // deflated record declares. Reading a compressed storage whole also checks its size and CRC.
+    // `sink` returning false stops with Cancelled. Errors carry the checkpoint's path.
+    Expected<void> streamStorage(std::uint32_t storage, std::uint64_t offset, std::uint64_t length,
+                                 const std::function<bool(Bytes)>& sink, std::size_t chunk = 4U << 20) const;
     // The mapping's SIGBUS guard (MappedFile): an error once the file shrank while it was read.
     // Every result computed from the bytes is checked with it before it is trusted.
     [[nodiscard]] Expected<void> checkUnchanged() const;

@@ -1,6 +1,7 @@
 // Format detection and the per-format loaders: each fills the arena, the root and the storage
 // table; index.cpp then builds the key tree. Messages name the real cause of a bad file, since
 // "invalid load key, 'v'" is what torch would have said.
+#include "archive/inflate.h"
 #include "archive/safetensors.h"
 #include "archive/zip.h"
 #include "checkpoint/checkpoint.h"
@@ -222,7 +223,14 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
         s.storedBytes = rec->size;
         s.crc32 = rec->crc32;
         s.compressed = rec->method != 0;
+        s.method = rec->method;
+        s.compressedBytes = rec->compressedSize;
+        s.localHeader = rec->localHeaderOffset;
         s.present = true;
+        if (s.method != 0 && s.method != 8) {
+            c.warnings.push_back("storage record " + rec->name + " is compressed with " +
+                                 archive::methodName(s.method) + ", which torch.load cannot read");
+        }
     }
     return checkStorageBytes(c);
 }
@@ -393,8 +401,14 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         }
         return e;
     };
-    if (auto e = sniffNonCheckpoint(data)) {
-        return withPath(*e);
+    // Structure first: a safetensors header length of 0x3C20 starts with the bytes `20 3c`, which
+    // the text sniffing below would take for an HTML page.
+    const bool zip = startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06");
+    const bool safetensors = !zip && archive::looksLikeSafetensors(data);
+    if (!zip && !safetensors) {
+        if (auto e = sniffNonCheckpoint(data)) {
+            return withPath(*e);
+        }
     }
     auto c = std::make_shared<Checkpoint>();
     c->path = name;
@@ -403,9 +417,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     c->fileSize = data.size();
     Expected<void> loaded;
     MemoryBudget budget;
-    if (startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06")) {
+    if (zip) {
         loaded = loadZip(*c, budget);
-    } else if (archive::looksLikeSafetensors(data)) {
+    } else if (safetensors) {
         loaded = loadSafetensors(*c, budget);
     } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
                std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||

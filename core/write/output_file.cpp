@@ -252,6 +252,25 @@ Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size,
     return {};
 }
 
+Expected<void> checkExpansion(const Checkpoint& in, std::uint64_t outputTensorBytes, bool allowExpand)
+{
+    static constexpr std::uint64_t kFactor = 4;
+    static constexpr std::uint64_t kSlack = 64ULL << 20;
+    std::uint64_t inputBytes = 0;
+    for (const auto& s : in.storages) {
+        inputBytes += s.nbytes;
+    }
+    const bool within = outputTensorBytes <= kFactor * inputBytes || outputTensorBytes - inputBytes <= kSlack;
+    if (allowExpand || within) {
+        return {};
+    }
+    return makeError(ErrorCode::Usage,
+                     "the output would hold " + humanBytes(outputTensorBytes) + " of tensor data from " +
+                         humanBytes(inputBytes) +
+                         " of storage: views that repeat elements (stride 0, expand()) are written out in full "
+                         "where storage cannot be shared. Add --allow-expand to write it anyway");
+}
+
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s)
 {
     if (s.source >= in.storages.size()) {

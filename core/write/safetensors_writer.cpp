@@ -360,6 +360,14 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
         if (auto offset = fileOffsetOf(in, s)) {
             return copyFromInput(in.file->fd(), *offset + start, t.nbytes, fd, target, meter, stop);
         }
+        // A deflated member, inflated a chunk at a time (a strided view below needs it whole,
+        // which storageData allows only within the memory budget).
+        Expected<void> written;
+        auto read = in.streamStorage(s.source, s.byteOffset + start, t.nbytes, [&](Bytes piece) {
+            written = writeChunked(fd, piece, target, meter, stop);
+            return written.ok();
+        });
+        return written ? read : written;
     }
     auto bytes = sourceBytes(in, s, scratch);
     if (!bytes) {
@@ -377,7 +385,7 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
 Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
                                          const std::string& target,
                                          const std::function<void(const WriteProgress&)>& progress,
-                                         const std::stop_token& stop, std::vector<std::string>& notes)
+                                         const std::stop_token& stop, std::vector<std::string>& notes, bool allowExpand)
 {
     if (!in.byteorder.empty() && in.byteorder != "little") {
         return makeError(ErrorCode::Unsupported, "the input's tensors are " + in.byteorder +
@@ -443,6 +451,9 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
     for (const auto& t : tensors) {
         layout.push_back({t.name, t.dtype, t.shape, t.nbytes});
         total += t.nbytes;
+    }
+    if (auto ok = checkExpansion(in, total, allowExpand); !ok) {
+        return ok.error();
     }
     auto header = archive::safetensorsHeader(layout, metadata);
     if (!header) {

@@ -98,14 +98,26 @@ WriteOrder writeOrder(const Checkpoint& in, const transform::Plan& plan, const s
     return w;
 }
 
-Expected<void> writeMemoryRecord(archive::ZipWriter& zip, const Checkpoint& in, const transform::OutStorage& s,
-                                 const std::string& name, std::vector<std::byte>& scratch)
+// A record whose bytes are not a plain range of the input file (a deflated member, an input read
+// from memory), streamed a chunk at a time: a 4 MB deflate bomb never becomes 4 GB of memory.
+Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in, const transform::OutStorage& s,
+                                   const std::string& name, const std::stop_token& stop)
 {
-    auto bytes = sourceBytes(in, s, scratch);
-    if (!bytes) {
-        return bytes.error();
+    if (auto ok = zip.beginRecord(name, s.nbytes); !ok) {
+        return ok;
     }
-    return zip.addRecord(name, *bytes);
+    Expected<void> written;
+    auto read = in.streamStorage(s.source, s.byteOffset, s.nbytes, [&](Bytes piece) {
+        written = zip.writeChunk(piece);
+        return written.ok() && !stop.stop_requested();
+    });
+    if (!written) {
+        return written;
+    }
+    if (!read) {
+        return read;
+    }
+    return zip.endRecord();
 }
 
 }  // namespace
@@ -172,14 +184,14 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
         }
         i += *added;
     }
-    std::vector<std::byte> scratch;
     for (const std::size_t i : order.fromMemory) {
         if (stop.stop_requested()) {
             return cancelled(target);
         }
         const auto& s = plan.storages[i];
-        if (auto ok = writeMemoryRecord(zip, in, s, folder + "data/" + s.key, scratch); !ok) {
-            return fail(ok.error());
+        if (auto ok = writeStreamedRecord(zip, in, s, folder + "data/" + s.key, stop); !ok) {
+            return ok.error().code == ErrorCode::Cancelled ? Expected<std::uint64_t>(cancelled(target))
+                                                           : fail(ok.error());
         }
         meter.advance(s.nbytes);
         out.writeBehind(zip.bytesWritten());

@@ -29,15 +29,23 @@ Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Pla
     }
     WriteResult result;
     result.path = outPath;
-    auto written = plan.options.format == transform::OutputFormat::Safetensors
-                       ? detail::writeSafetensors(in, plan, *out, outPath, progress, stop, result.notes)
-                       : detail::writeTorch(in, plan, *out, outPath, progress, stop, result.notes);
+    auto written =
+        plan.options.format == transform::OutputFormat::Safetensors
+            ? detail::writeSafetensors(in, plan, *out, outPath, progress, stop, result.notes, options.allowExpand)
+            : detail::writeTorch(in, plan, *out, outPath, progress, stop, result.notes);
     // Bytes read from an input that shrank meanwhile are zeros, not data: never commit them.
     if (auto same = in.checkUnchanged(); !same) {
         return same.error();
     }
     if (!written) {
-        return written.error();  // `out` unlinks the temporary file on the way out
+        // `out` unlinks the temporary file on the way out. What could not be written for what the
+        // input holds (a corrupt record, a dtype the format lacks) is about the input; only a
+        // failed write or a cancel is about the output.
+        Error e = written.error();
+        if (e.code != ErrorCode::WriteFailed && e.code != ErrorCode::Cancelled) {
+            e.path = in.path;
+        }
+        return e;
     }
     // Last chance to cancel: after the rename the output exists.
     if (stop.stop_requested()) {

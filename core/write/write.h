@@ -27,6 +27,10 @@ enum class Durability { Lazy, Durable };
 
 struct WriteOptions {
     Durability durability = Durability::Lazy;
+    // Views that repeat elements (stride 0, expand()) are written out in full where the format
+    // cannot share storage (safetensors): a 454-byte file can ask for 4 TiB. An output beyond 4x
+    // the input's storage bytes (and 64 MiB more) is refused unless this is set.
+    bool allowExpand = false;
 };
 
 struct WriteResult {

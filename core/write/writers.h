@@ -21,6 +21,10 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
 Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
                                          const std::string& target,
                                          const std::function<void(const WriteProgress&)>& progress,
-                                         const std::stop_token& stop, std::vector<std::string>& notes);
+                                         const std::stop_token& stop, std::vector<std::string>& notes,
+                                         bool allowExpand);
+
+// Refuses (Usage) tensor data beyond 4x the input's storage bytes and 64 MiB more, unless allowed.
+Expected<void> checkExpansion(const Checkpoint& in, std::uint64_t outputTensorBytes, bool allowExpand);
 
 }  // namespace ckpt::write::detail
