@@ -16,7 +16,8 @@ void prefixRules(const Checkpoint& ckpt, Findings& out);   // module/nested/comp
 void deviceRules(const Checkpoint& ckpt, Findings& out);   // device-pinned, mixed-devices
 void pickleRules(const Checkpoint& ckpt, Findings& out);   // not-weights-only, unsafe-callable, whole-model
 void storageRules(const Checkpoint& ckpt, Findings& out);  // legacy-format, torchscript-archive, storage-bloat,
-                                                           // shared-storage, truncated-or-missing-storage
+                                                           // shared-storage, truncated-or-missing-storage,
+                                                           // unreadable-storage
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
 
 // torch's validate_cuda_device messages (FORMAT.md §4.3), with the exception type as printed.

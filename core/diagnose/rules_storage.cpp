@@ -102,6 +102,44 @@ void missingStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::
     out.push_back(std::move(f));
 }
 
+// Compressed storage records are read to the end once (a chunk at a time): torch.load fails on a
+// compression method it lacks, a corrupt deflate stream, a size that lies or a bad CRC, and so
+// would every reader after it, so the file is damaged even though its index reads.
+void unreadableStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+{
+    std::vector<std::pair<std::uint32_t, std::string>> bad;
+    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+        const auto& st = ckpt.storages[s];
+        if (!st.present || !st.compressed) {
+            continue;
+        }
+        if (auto ok = ckpt.streamStorage(s, 0, st.nbytes, [](Bytes) { return true; }); !ok) {
+            bad.emplace_back(s, ok.error().message);
+        }
+    }
+    if (bad.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "unreadable-storage";
+    f.severity = Severity::Error;
+    f.title = plural(bad.size(), "storage record cannot", "storage records cannot") + " be read";
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+        if (i < kExamples) {
+            f.detail +=
+                std::string(i ? "; " : "") + "storage " + ckpt.storages[bad[i].first].key + ": " + bad[i].second;
+        }
+        for (auto t : users[bad[i].first]) {
+            f.paths.push_back(ckpt.tensors[t].path);
+        }
+    }
+    f.detail += std::string(bad.size() > kExamples ? "; ..." : "") +
+                ". torch.load fails on the first of them, and so does any conversion: the file was damaged, or "
+                "rewritten by a zip tool with a compression PyTorch cannot read. Re-download it, or re-save it from a "
+                "copy that loads.";
+    out.push_back(std::move(f));
+}
+
 void storageBloat(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
 {
     struct Waste {
@@ -216,6 +254,7 @@ void storageRules(const Checkpoint& ckpt, Findings& out)
     torchScript(ckpt, out);
     const auto users = tensorsByStorage(ckpt);
     missingStorages(ckpt, users, out);
+    unreadableStorages(ckpt, users, out);
     storageBloat(ckpt, users, out);
     sharedStorage(ckpt, users, out);
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <numeric>
 
 namespace ckpt::diagnose {
@@ -664,35 +665,273 @@ Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, std::uint32_t tensor
 }
 
 // ---- the nonfinite-values rule ------------------------------------------------------------------
+//
+// Each storage's bytes are read once, streamed (a deflated record a chunk at a time), into counts
+// per block of elements. A tensor's counts then come from those blocks: zero at once when the
+// range it reaches holds no NaN/Inf (nearly always), by block sums plus two edge blocks when it is
+// contiguous, and by walking the view only otherwise. Broadcast (stride-0) dimensions multiply
+// counts instead of being walked, so a 454-byte file viewing one float as 2^40 elements costs one
+// element's work, and the walks together are capped at a few times the storage bytes scanned:
+// past that, or for a view that overlaps itself, the count covers the storage range it reaches.
+
+namespace {
+
+constexpr std::uint64_t kBlockElements = 16384;
+
+NonFinite& operator+=(NonFinite& a, const NonFinite& b)
+{
+    a.nan += b.nan;
+    a.inf += b.inf;
+    a.negInf += b.negInf;
+    return a;
+}
+
+NonFinite operator-(const NonFinite& a, const NonFinite& b)
+{
+    return {a.nan - b.nan, a.inf - b.inf, a.negInf - b.negInf};
+}
+
+NonFinite times(const NonFinite& a, std::uint64_t m)
+{
+    return {a.nan * m, a.inf * m, a.negInf * m};
+}
+
+// prefix[i]: the counts over elements [0, i * kBlockElements).
+struct BlockCounts {
+    std::vector<NonFinite> prefix{NonFinite{}};
+    std::uint64_t elements = 0;
+    [[nodiscard]] NonFinite blocks(std::uint64_t b0, std::uint64_t b1) const
+    {
+        const std::uint64_t last = prefix.size() - 1;
+        return prefix[std::min(b1, last)] - prefix[std::min(b0, last)];
+    }
+};
+
+Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, std::uint32_t storage, DType dtype,
+                                  const std::stop_token& stop)
+{
+    const std::size_t es = elementSize(dtype);
+    const bool swap = ckpt.byteorder == "big" && scalarWidth(dtype) > 1;
+    const std::uint64_t blockBytes = kBlockElements * es;
+    BlockCounts out;
+    out.elements = ckpt.storages[storage].nbytes / es;
+    NonFinite running;
+    auto block = [&](Bytes b) {
+        if (swap) {
+            const auto swapped = byteSwapped(b, scalarWidth(dtype));
+            running += countNonFinite(dtype, swapped);
+        } else {
+            running += countNonFinite(dtype, b);
+        }
+        out.prefix.push_back(running);
+    };
+    std::vector<std::byte> carry;  // a block split between two pieces of the stream
+    auto read = ckpt.streamStorage(storage, 0, out.elements * es, [&](Bytes piece) {
+        if (!carry.empty()) {
+            const std::size_t take = std::min<std::size_t>(piece.size(), blockBytes - carry.size());
+            carry.insert(carry.end(), piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(take));
+            piece = piece.subspan(take);
+            if (carry.size() == blockBytes) {
+                block(carry);
+                carry.clear();
+            }
+        }
+        while (piece.size() >= blockBytes) {
+            block(piece.first(blockBytes));
+            piece = piece.subspan(blockBytes);
+        }
+        carry.assign(piece.begin(), piece.end());
+        return !stop.stop_requested();
+    });
+    if (!read) {
+        return read.error();
+    }
+    if (!carry.empty()) {
+        block(carry);
+    }
+    return out;
+}
+
+// A view with its broadcast dimensions taken out, and how many times each element repeats.
+struct Collapsed {
+    TensorView view;
+    std::uint64_t repeat = 1;
+    std::uint64_t first = 0;  // elements of the storage it reaches: [first, end)
+    std::uint64_t end = 0;
+};
+
+Collapsed collapse(const TensorView& v)
+{
+    Collapsed c;
+    c.view = v;
+    c.view.shape.clear();
+    c.view.stride.clear();
+    c.first = static_cast<std::uint64_t>(v.offset);
+    std::uint64_t last = c.first;
+    for (std::size_t d = 0; d < v.shape.size(); ++d) {
+        if (v.stride[d] == 0 && v.shape[d] > 1) {
+            c.repeat *= static_cast<std::uint64_t>(v.shape[d]);
+            continue;
+        }
+        c.view.shape.push_back(v.shape[d]);
+        c.view.stride.push_back(v.stride[d]);
+        last += static_cast<std::uint64_t>(v.shape[d] - 1) * static_cast<std::uint64_t>(v.stride[d]);
+    }
+    c.end = last + 1;
+    return c;
+}
+
+// Counts one tensor from its storage's blocks; `data` is the storage's bytes when they can be read
+// at random (the mapping, or a deflated record small enough to inflate), else empty.
+class TensorCounter {
+public:
+    TensorCounter(const BlockCounts& blocks, Bytes data, bool haveData, std::uint64_t& workLeft)
+        : blocks_(blocks), data_(data), haveData_(haveData), workLeft_(workLeft)
+    {
+    }
+
+    // Exact unless `approximate` is set (then the storage range the view reaches was counted).
+    NonFinite count(const TensorView& v, bool& approximate)
+    {
+        const Collapsed c = collapse(v);
+        const std::uint64_t b0 = c.first / kBlockElements;
+        const std::uint64_t b1 = (c.end + kBlockElements - 1) / kBlockElements;
+        if (blocks_.blocks(b0, b1).total() == 0) {
+            return {};
+        }
+        const std::uint64_t numel = numelOf(c.view);
+        if (isCContiguous(c.view.shape, c.view.stride)) {
+            return times(range(c.first, c.first + numel, c.view, approximate), c.repeat);
+        }
+        if (haveData_ && numel <= blocks_.elements && numel <= workLeft_) {
+            workLeft_ -= numel;
+            auto r = countNonFinite(c.view, data_);
+            if (r) {
+                return times(*r, c.repeat);
+            }
+        }
+        approximate = true;
+        return times(range(c.first, c.end, c.view, approximate), c.repeat);
+    }
+
+private:
+    NonFinite range(std::uint64_t a, std::uint64_t b, const TensorView& v, bool& approximate)
+    {
+        const std::uint64_t inner0 = (a + kBlockElements - 1) / kBlockElements;
+        const std::uint64_t inner1 = b / kBlockElements;
+        if (inner0 >= inner1) {
+            return direct(a, b, v, approximate);
+        }
+        NonFinite r = blocks_.blocks(inner0, inner1);
+        r += direct(a, inner0 * kBlockElements, v, approximate);
+        r += direct(inner1 * kBlockElements, b, v, approximate);
+        return r;
+    }
+    // [a, b) inside at most two blocks: read directly, or the whole blocks when the bytes cannot be.
+    NonFinite direct(std::uint64_t a, std::uint64_t b, const TensorView& v, bool& approximate)
+    {
+        if (a >= b) {
+            return {};
+        }
+        const std::uint64_t b0 = a / kBlockElements;
+        const std::uint64_t b1 = (b + kBlockElements - 1) / kBlockElements;
+        if (blocks_.blocks(b0, b1).total() == 0) {
+            return {};
+        }
+        if (!haveData_) {
+            approximate = true;
+            return blocks_.blocks(b0, b1);
+        }
+        TensorView run = v;
+        run.shape = {static_cast<std::int64_t>(b - a)};
+        run.stride = {1};
+        run.offset = static_cast<std::int64_t>(a);
+        auto r = countNonFinite(run, data_);
+        return r ? *r : NonFinite{};
+    }
+
+    const BlockCounts& blocks_;
+    Bytes data_;
+    bool haveData_;
+    std::uint64_t& workLeft_;
+};
+
+}  // namespace
 
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop)
 {
     struct Hit {
         std::uint32_t tensor;
         NonFinite counts;
+        bool approximate;
     };
     std::vector<Hit> hits;
     std::vector<std::string> unreadable;
-    std::vector<std::byte> scratch;
     std::uint64_t scanned = 0;
+    // Tensors grouped by what is scanned once: a storage read as one dtype.
+    std::map<std::pair<std::uint32_t, DType>, std::vector<std::uint32_t>> groups;
+    std::uint64_t storageElements = 0;
     for (std::uint32_t i = 0; i < ckpt.tensors.size(); ++i) {
+        const auto& t = ckpt.tensors[i];
+        if ((!isFloatingPoint(t.dtype) && !isComplex(t.dtype)) || t.storage == kNoIndex || t.numel == 0 ||
+            t.form != pickle::TensorForm::Strided) {
+            continue;
+        }
+        if (!ckpt.storages[t.storage].present) {
+            unreadable.push_back(t.path + " (its storage is missing from the file)");
+            continue;
+        }
+        auto& g = groups[{t.storage, t.dtype}];
+        if (g.empty()) {
+            storageElements += ckpt.storages[t.storage].nbytes / std::max<std::size_t>(1, elementSize(t.dtype));
+        }
+        g.push_back(i);
+    }
+    std::uint64_t workLeft = 4 * storageElements + (std::uint64_t{1} << 24);
+    std::vector<std::byte> scratch;
+    for (const auto& [key, members] : groups) {
+        const auto [storage, dtype] = key;
         if (stop.stop_requested()) {
             return makeError(ErrorCode::Cancelled, "value scan cancelled");
         }
-        const auto& t = ckpt.tensors[i];
-        if ((!isFloatingPoint(t.dtype) && !isComplex(t.dtype)) || t.storage == kNoIndex || t.numel == 0) {
+        auto blocks = scanStorage(ckpt, storage, dtype, stop);
+        if (!blocks) {
+            if (blocks.error().code == ErrorCode::Cancelled) {
+                return makeError(ErrorCode::Cancelled, "value scan cancelled");
+            }
+            for (auto i : members) {
+                unreadable.push_back(ckpt.tensors[i].path + " (" + blocks.error().message + ")");
+            }
             continue;
         }
-        auto counts = tensorNonFinite(ckpt, i, scratch);
-        if (!counts) {
-            unreadable.push_back(t.path + " (" + counts.error().message + ")");
-            continue;
+        const StorageEntry& st = ckpt.storages[storage];
+        Bytes data;
+        bool haveData = !st.compressed;
+        if (haveData) {
+            data = ckpt.bytes.subspan(static_cast<std::size_t>(st.fileOffset), static_cast<std::size_t>(st.nbytes));
+        } else if (blocks->prefix.back().total() > 0) {
+            auto whole = ckpt.storageData(storage, scratch);  // refuses what the memory budget cannot hold
+            haveData = whole.ok();
+            data = haveData ? *whole : Bytes{};
         }
-        ++scanned;
-        if (counts->total() > 0) {
-            hits.push_back({i, *counts});
+        std::vector<std::byte> swapped;
+        if (haveData && ckpt.byteorder == "big" && scalarWidth(dtype) > 1) {
+            swapped = byteSwapped(data, scalarWidth(dtype));
+            data = swapped;
+        }
+        TensorCounter counter(*blocks, data, haveData, workLeft);
+        for (auto i : members) {
+            TensorView v = viewOf(ckpt, ckpt.tensors[i]);
+            v.bigEndian = false;  // `data` is already in host order
+            bool approximate = false;
+            const NonFinite c = counter.count(v, approximate);
+            ++scanned;
+            if (c.total() > 0) {
+                hits.push_back({i, c, approximate});
+            }
         }
     }
+    std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.tensor < b.tensor; });
     if (hits.empty()) {
         return {};
     }
@@ -717,7 +956,8 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         f.detail += std::string(k ? "; " : "") + "`" + t.path + "` (" + std::string(dtypeName(t.dtype)) + ", " +
                     plural(t.numel, "value", "values") + "): " + withCommas(c.nan) + " NaN, " +
                     (isComplex(t.dtype) ? withCommas(c.inf) + " Inf"
-                                        : withCommas(c.inf - c.negInf) + " +Inf, " + withCommas(c.negInf) + " -Inf");
+                                        : withCommas(c.inf - c.negInf) + " +Inf, " + withCommas(c.negInf) + " -Inf") +
+                    (hits[k].approximate ? " in the storage range it reaches" : "");
     }
     if (hits.size() > kShown) {
         f.detail += "; ...";
