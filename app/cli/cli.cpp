@@ -264,8 +264,14 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& patterns)
     return files;
 }
 
-void printError(std::ostream& err, const Error& e)
+void printError(std::ostream& err, const Error& e, const std::string& file)
 {
+    if (e.path.empty() && !file.empty()) {
+        Error named = e;
+        named.path = file;
+        err << "ckptscope: " << named.describe() << '\n';
+        return;
+    }
     err << "ckptscope: " << e.describe() << '\n';
 }
 

@@ -55,7 +55,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     auto findings = diagnose::check(**ck, opts);
     if (!findings) {
-        printError(err, findings.error());
+        printError(err, findings.error(), file);
         return exitCodeFor(findings.error().code);
     }
     out << (json ? diagnose::renderJson(*findings, file) : diagnose::renderText(*findings, file));

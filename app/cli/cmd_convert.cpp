@@ -40,6 +40,7 @@ struct Args {
     bool dryRun = false;
     bool json = false;
     bool sync = false;
+    bool allowExpand = false;
     std::vector<std::string> fixes;
 };
 
@@ -185,6 +186,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         ->check(CLI::IsMember({"torch", "safetensors"}));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
+    app.add_flag("--allow-expand", a.allowExpand,
+                 "write views that repeat elements (stride 0) in full even when the output grows past 4x the "
+                 "input's storage bytes (safetensors cannot share storage)");
     app.add_flag("--sync", a.sync,
                  "return only once the output is on disk (fsync); by default, as cp and torch.save, the kernel "
                  "flushes it later");
@@ -227,7 +231,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     auto plan = transform::makePlan(**ck, *opts);
     if (!plan) {
-        printError(err, plan.error());
+        printError(err, plan.error(), a.input);
         return exitCodeFor(plan.error().code);
     }
 
@@ -248,10 +252,11 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitOk;
     }
 
-    const write::WriteOptions writeOptions{a.sync ? write::Durability::Durable : write::Durability::Lazy};
+    const write::WriteOptions writeOptions{a.sync ? write::Durability::Durable : write::Durability::Lazy,
+                                           a.allowExpand};
     auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
     if (!written) {
-        printError(err, written.error());
+        printError(err, written.error(), a.input);
         if (a.json) {
             doc["error"] = errorJson(written.error());
             out << dumpJson(doc, 1) << '\n';

@@ -13,8 +13,9 @@ namespace ckpt::cli {
 // matches nothing is kept as given so the open error names it.
 [[nodiscard]] std::vector<std::string> expandInputs(const std::vector<std::string>& patterns);
 
-// "ckptscope: <path>: <message>" on one line.
-void printError(std::ostream& err, const Error& e);
+// "ckptscope: <path>: <message>" on one line; `file` names the input when the error itself names
+// no file, so every error line says which file it is about.
+void printError(std::ostream& err, const Error& e, const std::string& file = {});
 
 // For the executables: an exception nothing caught prints one line and exits 2 (no abort), and
 // SIGINT/SIGTERM/SIGHUP remove temporary outputs before exiting 130/143/129.
