@@ -6,10 +6,12 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "device/nvml.h"
+#include "device/sha256.h"
 #include "device/testload.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -63,7 +65,30 @@ ojson placementJson(const device::TorchLoadPlacement& p)
     return ojson{{"would_fail", p.wouldFail}, {"by_location", std::move(rows)}};
 }
 
-ojson reportJson(const device::TestloadReport& r)
+// --verify's findings: every storage's hash as loaded (equal to the file's, or the load failed)
+// and each tensor's C-order hash, or why it has none.
+void addChecksJson(ojson& j, const device::TestloadReport& r)
+{
+    auto storages = ojson::array();
+    for (const auto& c : r.storageChecks) {
+        storages.push_back(
+            ojson{{"storage", c.storage}, {"bytes", c.bytes}, {"sha256", c.sha256}, {"matches_file", c.matchesFile}});
+    }
+    j["storage_checks"] = std::move(storages);
+    auto tensors = ojson::array();
+    for (const auto& c : r.checks) {
+        ojson t{{"path", c.path}, {"storage", c.storage}};
+        if (!c.sha256.empty()) {
+            t["sha256"] = c.sha256;
+        } else {
+            t["note"] = c.note;
+        }
+        tensors.push_back(std::move(t));
+    }
+    j["checks"] = std::move(tensors);
+}
+
+ojson reportJson(const device::TestloadReport& r, bool verify)
 {
     ojson j;
     j["device"] = r.device;
@@ -88,6 +113,9 @@ ojson reportJson(const device::TestloadReport& r)
         skipped.push_back(ojson{{"path", s.path}, {"reason", s.reason}});
     }
     j["skipped"] = std::move(skipped);
+    if (verify) {
+        addChecksJson(j, r);
+    }
     j["helper"] = ojson{{"path", r.helperPath},
                         {"torch_version", r.torchVersion},
                         {"cuda", r.helperHasCuda},
@@ -146,7 +174,46 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
     }
 }
 
+void printChecks(std::ostream& out, const device::TestloadReport& r)
+{
+    std::uint64_t bytes = 0;
+    for (const auto& c : r.storageChecks) {
+        bytes += c.bytes;
+    }
+    const auto hashed = static_cast<std::size_t>(
+        std::count_if(r.checks.begin(), r.checks.end(), [](const auto& c) { return !c.sha256.empty(); }));
+    out << "verified: " << r.storageChecks.size() << (r.storageChecks.size() == 1 ? " storage" : " storages") << " ("
+        << humanBytes(bytes) << ") equal to the file (sha256); " << hashed << " of " << r.checks.size()
+        << " tensors hashed in C order\n";
+    for (const auto& c : r.checks) {
+        if (c.sha256.empty()) {
+            out << "  " << c.path << ": " << c.note << '\n';
+        }
+    }
+}
+
 }  // namespace
+
+std::function<Expected<std::string>(const std::string&)> fileStorageHasher(CheckpointPtr ck)
+{
+    return [ck = std::move(ck)](const std::string& key) -> Expected<std::string> {
+        for (std::uint32_t i = 0; i < ck->storages.size(); ++i) {
+            if (ck->storages[i].key != key) {
+                continue;
+            }
+            std::vector<std::byte> scratch;
+            auto data = ck->storageData(i, scratch);
+            if (!data) {
+                return data.error();
+            }
+            return device::sha256Hex(data->first(std::min<std::size_t>(data->size(), ck->storages[i].nbytes)));
+        }
+        Error e = makeError(ErrorCode::LoadFailed,
+                            "the test-load helper checked a storage '" + key + "' that this file does not have");
+        e.path = ck->path;
+        return e;
+    };
+}
 
 int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
@@ -168,11 +235,14 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         ->check(CLI::Range(1, 60000));
     app.add_flag("--compare-torch-load", compare,
                  "also show where plain torch.load (no map_location) would put each storage");
-    app.add_flag("--verify", verify, "read every storage back after loading and compare it with the file");
+    app.add_flag("--verify", verify,
+                 "read every storage back after loading and compare its sha256 with the file's; hash each "
+                 "tensor's C-order bytes too, unless it is an expanded view bigger than its storage");
     app.footer("Examples:\n"
                "  ckptscope testload model.pt --device cuda:1\n"
                "  ckptscope testload model.pt --device cuda:0 --select model --json | jq .other_devices_touched\n"
-               "Environment: CKPTSCOPE_TORCH_HELPER names the helper; CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
+               "Environment: CKPTSCOPE_TORCH_HELPER names the helper; CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
+               "stay silent before it is killed (default 30); CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
                "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
     if (const auto done = parseCommand(app, args, "testload", out, err)) {
         return *done;
@@ -214,6 +284,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     req.device = *device;
     req.select = select;
     req.verify = verify;
+    if (verify) {
+        req.fileStorageSha256 = fileStorageHasher(*ck);
+    }
     req.interval = std::chrono::milliseconds(intervalMs);
     const bool showProgress = !json && stderrIsTerminal();
     auto report = device::testLoad(
@@ -253,7 +326,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         ojson j;
         j["schema"] = kJsonSchema;
         j["file"] = file;
-        const ojson body = reportJson(*report);  // named: items() of a temporary would dangle
+        const ojson body = reportJson(*report, verify);  // named: items() of a temporary would dangle
         for (const auto& [k, v] : body.items()) {
             j[k] = v;
         }
@@ -270,6 +343,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
             out << "GPUs: " << inventory.gpuNote << '\n';
         }
         printReport(out, file, *report);
+        if (verify) {
+            printChecks(out, *report);
+        }
         if (placement) {
             printPlacement(out, *placement);
         }

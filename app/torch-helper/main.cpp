@@ -5,8 +5,10 @@
 #include "checkpoint/checkpoint.h"
 #include "load_plan.h"
 
+#include <csignal>
 #include <iostream>
 #include <string>
+#include <sys/prctl.h>
 
 namespace {
 
@@ -140,6 +142,10 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
 
 int main()
 {
+    // The client puts us in a process group of our own (so a timeout kills all we start), which
+    // also keeps a terminal's Ctrl-C from reaching us: die with the client instead of holding
+    // GPU memory on.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     std::string line;
     if (!std::getline(std::cin, line)) {
         return emitError(ErrorCode::Usage, "ckptscope-torch-helper: expected one JSON request line on stdin");
@@ -168,11 +174,12 @@ int main()
     plan->verify = req.value("verify", false);
     return helper::runLoad(*plan, [&skipped](const json& ev) {
         if (ev.value("event", std::string()) == "result") {
-            json withSkipped = ev;
-            withSkipped["skipped"] = skipped;
-            emitLine(withSkipped);
-        } else {
-            emitLine(ev);
+            // One event each, before the result: a result line stays small however many there are.
+            for (auto& s : skipped) {
+                s["event"] = "skipped";
+                emitLine(s);
+            }
         }
+        emitLine(ev);
     });
 }

@@ -5,16 +5,23 @@
 // while a Sampler watches every GPU. Cancel kills the helper; when it exits its CUDA context is
 // gone, so "did any other GPU move" is measured cleanly.
 //
-// Helper protocol (one request line in, event lines out):
+// Helper protocol (one request line in, event lines out; every line a few hundred bytes at most
+// apart from key paths, so a line over 1 MiB or more than 64 MiB in all means a runaway helper):
 //   -> {"cmd":"testload","path":"/x.pt","device":"cpu"|"cuda:N","select":"model","verify":false}
 //   <- {"event":"start","device":"cuda:0","total_bytes":N,"total_tensors":N,
 //       "torch_version":"1.13.1","cuda":false}
-//   <- {"event":"progress","bytes":N,"tensors":N,"total_bytes":N}          (repeated)
-//   <- {"event":"result","device":..,"device_uuid":"GPU-..." (CUDA
-//   builds),"tensors_loaded":N,"storages_loaded":N,"bytes":N,
-//       "seconds":S,"gb_per_s":R,"peak_bytes":N,"peak_source":"cuda-allocator"|"rss-anon",
-//       "skipped":[{"path":..,"reason":..}],"checks":[{"path":..,"sha256":..}]}
+//   <- {"event":"progress","bytes":N,"tensors":N,"total_bytes":N,"seconds":S}   (repeated, also
+//       within one storage's copy)
+//   <- {"event":"verify","bytes":N,"total_bytes":N}                  (repeated while hashing)
+//   <- {"event":"storage_check","storage":KEY,"bytes":N,"sha256":..}   (verify; one per storage)
+//   <- {"event":"check","path":..,"storage":KEY,"sha256":..}    (verify; one per tensor; instead of
+//       "sha256" a "note" when its C-order bytes outnumber its storage's: an expanded view)
+//   <- {"event":"skipped","path":..,"reason":..}                       (one per tensor not placed)
+//   <- {"event":"result","device":..,"device_uuid":"GPU-..." (CUDA builds),"tensors_loaded":N,
+//       "storages_loaded":N,"bytes":N,"seconds":S,"gb_per_s":R,"peak_bytes":N,
+//       "peak_source":"cuda-allocator"|"rss-anon"}
 //   <- {"event":"error","code":"DeviceUnavailable"|"OutOfMemory"|"LoadFailed"|...,"message":"..."}
+// A helper that sends no event for the silence timeout is killed with its whole process group.
 #pragma once
 
 #include "device/nvml.h"
@@ -36,9 +43,15 @@ struct TestloadRequest {
     std::string path;                        // the checkpoint
     std::string device = "cpu";              // "cpu" or "cuda:N"
     std::string select;                      // key path: only tensors at or under it ("" = all)
-    bool verify = false;                     // the helper returns each tensor's sha256 (C-order bytes)
+    bool verify = false;                     // the helper hashes what landed (StorageCheck, TensorCheck)
     std::chrono::milliseconds interval{20};  // sampler interval
     std::string helperPath;                  // "" = findTorchHelper()
+    // The helper is killed once it sends no event for this long. Unset: CKPTSCOPE_HELPER_TIMEOUT
+    // (seconds, fractions allowed) or 30 s.
+    std::optional<std::chrono::milliseconds> silenceTimeout;
+    // With verify: the sha256 of a storage's bytes as the file holds them, by storage key. Every
+    // storage hash from the helper must equal it, or the test-load fails. Unset: not compared.
+    std::function<Expected<std::string>(const std::string& storageKey)> fileStorageSha256;
 };
 
 struct TestloadProgress {
@@ -57,7 +70,16 @@ struct DeviceDelta {
 
 struct TensorCheck {
     std::string path;
-    std::string sha256;  // of the tensor's C-order bytes as materialised
+    std::string storage;  // its storage's key
+    std::string sha256;   // of the tensor's C-order bytes as materialised; "" when not hashed
+    std::string note;     // why not hashed: an expanded view (stride 0) bigger than its storage
+};
+
+struct StorageCheck {
+    std::string storage;  // key
+    std::uint64_t bytes = 0;
+    std::string sha256;        // of its bytes as they sit on the device
+    bool matchesFile = false;  // equal to fileStorageSha256's (false when that was not given)
 };
 
 struct SkippedTensor {
@@ -79,7 +101,8 @@ struct TestloadReport {
     std::vector<DeviceDelta> otherDevices;  // the ones that moved, and by how much
     Timeline timeline;                      // every device, over the whole helper run
     std::vector<SkippedTensor> skipped;
-    std::vector<TensorCheck> checks;  // only when verify was asked
+    std::vector<TensorCheck> checks;          // only when verify was asked
+    std::vector<StorageCheck> storageChecks;  // only when verify was asked
     std::string helperPath;
     std::string torchVersion;
     bool helperHasCuda = false;
@@ -97,7 +120,9 @@ Expected<std::string> findTorchHelper();
 // Runs one test-load. Blocks; call it off the GUI thread. `progress` runs on the calling thread.
 // Cancellation (stop requested) kills the helper and returns ErrorCode::Cancelled. Error codes:
 // DeviceUnavailable (no such device, LibTorch without CUDA), OutOfMemory (names the tensor and
-// free vs needed), LoadFailed, Io/NotCheckpoint/... (the file), Cancelled.
+// free vs needed), LoadFailed (also a helper that crashed, went silent, flooded its output or
+// sent something that is not the protocol), Io/NotCheckpoint/... (the file), Usage (a bad device
+// or CKPTSCOPE_HELPER_TIMEOUT), Cancelled.
 // `nvml` may be null (it is loaded here if possible).
 Expected<TestloadReport> testLoad(const TestloadRequest& request, const ProgressFn& progress = {},
                                   std::stop_token stop = {}, std::shared_ptr<const Nvml> nvml = nullptr);

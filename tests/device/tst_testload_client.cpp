@@ -1,13 +1,18 @@
 // The test-load client against a scripted helper (tests/device/fake_helper.sh) and a fake NVML:
-// event streaming, error mapping, a crashing or silent helper, cancel, a missing helper, and the
-// "did any other GPU move" bookkeeping, all without LibTorch or a GPU.
+// event streaming, error mapping, a crashing, silent, flooding or babbling helper, cancel, a
+// missing helper, and the "did any other GPU move" bookkeeping, all without LibTorch or a GPU.
 #include "device/testload.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 using namespace ckpt::device;
@@ -33,6 +38,82 @@ std::string readFile(const std::string& path)
     return {std::istreambuf_iterator<char>(f), {}};
 }
 
+const std::string kFakeSha = "5d41402abc4b2a76b9719d911017c592aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+// A testLoad that cannot hang the suite: where the client under test would wait forever, a
+// watchdog cancels it after `limitSeconds` (and the test sees Cancelled instead of its error).
+struct Watched {
+    ckpt::Expected<TestloadReport> result;
+    qint64 ms = 0;
+};
+Watched testLoadWatched(const TestloadRequest& req, int limitSeconds = 20)
+{
+    std::stop_source stop;
+    std::jthread watchdog([&stop, limitSeconds](const std::stop_token& done) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(limitSeconds);
+        while (!done.stop_requested() && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        stop.request_stop();
+    });
+    QElapsedTimer timer;
+    timer.start();
+    auto r = testLoad(req, {}, stop.get_token());
+    return {std::move(r), timer.elapsed()};
+}
+
+// Ids from FAKE_HELPER_PIDS.
+std::vector<pid_t> pidsIn(const std::string& path)
+{
+    std::istringstream in(readFile(path));
+    std::vector<pid_t> pids;
+    for (pid_t p = 0; in >> p;) {
+        pids.push_back(p);
+    }
+    return pids;
+}
+
+// SIGKILL takes a moment to land; a zombie waiting for init to reap it counts as gone.
+bool processGone(pid_t pid)
+{
+    for (int i = 0; i < 300; ++i) {
+        if (::kill(pid, 0) != 0 && errno == ESRCH) {
+            return true;
+        }
+        const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+        if (const auto paren = stat.rfind(')');
+            paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') {
+            return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+}
+
+std::uint64_t statusKiB(const char* field)
+{
+    std::istringstream in(readFile("/proc/self/status"));
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(field, 0) == 0) {
+            return std::stoull(line.substr(std::strlen(field)));
+        }
+    }
+    return 0;
+}
+
+// The peak resident memory reached from now on is read with peakGrowthKiB(): VmHWM is reset when
+// the kernel allows (clear_refs 5), and measured against the resident size now either way.
+std::uint64_t startPeakWatch()
+{
+    std::ofstream("/proc/self/clear_refs") << "5";
+    return statusKiB("VmRSS:");
+}
+std::uint64_t peakGrowthKiB(std::uint64_t rssAtStart)
+{
+    const std::uint64_t hwm = statusKiB("VmHWM:");
+    return hwm > rssAtStart ? hwm - rssAtStart : 0;
+}
+
 }  // namespace
 
 class TestTestloadClient : public QObject {
@@ -44,6 +125,9 @@ private Q_SLOTS:
     {
         ::unsetenv("FAKE_HELPER_MODE");
         ::unsetenv("FAKE_HELPER_REQUEST");
+        ::unsetenv("FAKE_HELPER_PIDS");
+        ::unsetenv("FAKE_HELPER_SHA");
+        ::unsetenv("CKPTSCOPE_HELPER_TIMEOUT");
         ::unsetenv("CKPTSCOPE_TORCH_HELPER");
         ::unsetenv("CKPTSCOPE_NVML_LIBRARY");
     }
@@ -54,9 +138,15 @@ private Q_SLOTS:
         const std::string reqFile = dir.filePath(QStringLiteral("req")).toStdString();
         ::setenv("FAKE_HELPER_MODE", "ok", 1);
         ::setenv("FAKE_HELPER_REQUEST", reqFile.c_str(), 1);
+        ::setenv("FAKE_HELPER_SHA", kFakeSha.c_str(), 1);
         auto req = fakeRequest();
         req.select = "model";
         req.verify = true;
+        std::vector<std::string> asked;
+        req.fileStorageSha256 = [&asked](const std::string& key) -> ckpt::Expected<std::string> {
+            asked.push_back(key);
+            return kFakeSha;
+        };
         std::vector<TestloadProgress> seen;
         auto r = testLoad(req, [&seen](const TestloadProgress& p) { seen.push_back(p); });
         QVERIFY2(r, r ? "" : r.error().message.c_str());
@@ -70,6 +160,15 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(r->peakSource), QStringLiteral("rss-anon"));
         QCOMPARE(QString::fromStdString(r->torchVersion), QStringLiteral("fake"));
         QCOMPARE(r->skipped.size(), std::size_t{1});
+        QCOMPARE(QString::fromStdString(r->skipped[0].path), QStringLiteral("m"));
+        QCOMPARE(r->storageChecks.size(), std::size_t{1});
+        QVERIFY(r->storageChecks[0].matchesFile);
+        QCOMPARE(r->storageChecks[0].bytes, std::uint64_t{100});
+        QCOMPARE(asked, std::vector<std::string>{"0"});
+        QCOMPARE(r->checks.size(), std::size_t{2});
+        QCOMPARE(r->checks[0].sha256, kFakeSha);
+        QVERIFY(r->checks[1].sha256.empty());
+        QCOMPARE(QString::fromStdString(r->checks[1].note), QStringLiteral("expanded view"));
         QVERIFY(!r->otherDevicesTouched);
         QCOMPARE(r->timeline.devices.size(), std::size_t{1});  // no NVML: the CPU column only
         QVERIFY(!r->timeline.samples.empty());
@@ -78,6 +177,153 @@ private Q_SLOTS:
         QVERIFY2(sent.contains(QStringLiteral("\"select\":\"model\"")), qPrintable(sent));
         QVERIFY2(sent.contains(QStringLiteral("\"verify\":true")), qPrintable(sent));
         QVERIFY2(sent.contains(QStringLiteral("\"path\":\"/some/model.pt\"")), qPrintable(sent));
+    }
+
+    void storageThatDiffersFromTheFileFails()
+    {
+        ::setenv("FAKE_HELPER_MODE", "ok", 1);
+        ::setenv("FAKE_HELPER_SHA", kFakeSha.c_str(), 1);
+        auto req = fakeRequest();
+        req.verify = true;
+        req.fileStorageSha256 = [](const std::string&) -> ckpt::Expected<std::string> { return std::string(64, '0'); };
+        auto r = testLoad(req);
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(r.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("storage 0 differs from the file")), qPrintable(msg));
+    }
+
+    // A helper that stops talking is killed after the silence timeout, with the child it started,
+    // and the error names it; the request's timeout wins over CKPTSCOPE_HELPER_TIMEOUT.
+    void silentHelperIsKilled()
+    {
+        QTemporaryDir dir;
+        const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
+        ::setenv("FAKE_HELPER_MODE", "hang_with_child", 1);
+        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
+        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "600", 1);
+        auto req = fakeRequest();
+        req.silenceTimeout = std::chrono::seconds(2);
+        const auto w = testLoadWatched(req);
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("said nothing for 2 s; killed it")), qPrintable(msg));
+        QVERIFY2(msg.contains(QString::fromStdString(kFakeHelper)), qPrintable(msg));
+        QCOMPARE(QString::fromStdString(w.result.error().path), QStringLiteral("/some/model.pt"));
+        QVERIFY2(w.ms >= 1900 && w.ms < 6000, qPrintable(QString::number(w.ms)));
+        const auto pids = pidsIn(pidFile);
+        QCOMPARE(pids.size(), std::size_t{2});
+        for (const pid_t pid : pids) {
+            QVERIFY2(processGone(pid), qPrintable(QString::number(pid)));
+        }
+    }
+
+    void silenceTimeoutFromTheEnvironment()
+    {
+        ::setenv("FAKE_HELPER_MODE", "hang", 1);
+        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "0.5", 1);
+        const auto w = testLoadWatched(fakeRequest());
+        QVERIFY(!w.result);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("said nothing for 0.5 s")), qPrintable(msg));
+        QVERIFY2(w.ms < 4000, qPrintable(QString::number(w.ms)));
+
+        for (const char* bad : {"soon", "0", "-3", "1e99"}) {
+            ::setenv("CKPTSCOPE_HELPER_TIMEOUT", bad, 1);
+            const auto r = testLoadWatched(fakeRequest()).result;
+            QVERIFY2(!r, bad);
+            QCOMPARE(r.error().code, ErrorCode::Usage);
+            QVERIFY2(QString::fromStdString(r.error().message).contains(QStringLiteral("CKPTSCOPE_HELPER_TIMEOUT")),
+                     r.error().message.c_str());
+        }
+    }
+
+    // However much a helper writes, this process's memory stays put: it is killed at a cap, and
+    // the error says which.
+    void floodingHelperIsKilled_data()
+    {
+        QTest::addColumn<QString>("mode");
+        QTest::addColumn<QString>("fragment");
+        QTest::newRow("one endless line")
+            << QStringLiteral("flood_line") << QStringLiteral("wrote a line longer than 1.0 MiB to stdout; killed it");
+        QTest::newRow("endless events") << QStringLiteral("flood_lines")
+                                        << QStringLiteral("wrote more than 64.0 MiB to stdout; killed it");
+        QTest::newRow("endless stderr") << QStringLiteral("flood_stderr")
+                                        << QStringLiteral("wrote more than 64.0 MiB to stderr; killed it");
+    }
+    void floodingHelperIsKilled()
+    {
+        QFETCH(QString, mode);
+        QFETCH(QString, fragment);
+        QTemporaryDir dir;
+        const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
+        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
+        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
+        const std::uint64_t rss = startPeakWatch();
+        const auto w = testLoadWatched(fakeRequest(), 60);
+        const std::uint64_t growth = peakGrowthKiB(rss);
+        qInfo("%s: %lld ms, peak RSS growth %llu KiB", qPrintable(mode), static_cast<long long>(w.ms),
+              static_cast<unsigned long long>(growth));
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(msg.contains(fragment), qPrintable(msg));
+        QVERIFY2(growth < 200U * 1024, qPrintable(QString::number(growth)));
+        for (const pid_t pid : pidsIn(pidFile)) {
+            QVERIFY2(processGone(pid), qPrintable(QString::number(pid)));
+        }
+    }
+
+    // Output that is not the protocol is an error that quotes it printably, never a crash.
+    void garbageIsAnError_data()
+    {
+        QTest::addColumn<QString>("mode");
+        QTest::addColumn<QStringList>("fragments");
+        QTest::newRow("not JSON") << QStringLiteral("garbage")
+                                  << QStringList{QStringLiteral("exited with status 0 without a result"),
+                                                 QStringLiteral("its stdout had 5 lines that are not protocol events"),
+                                                 QStringLiteral("this is not the helper you are looking for")};
+        QTest::newRow("wrong types") << QStringLiteral("bad_types")
+                                     << QStringList{QStringLiteral("sent a malformed event"),
+                                                    QStringLiteral("\"total_bytes\" is not a count")};
+    }
+    void garbageIsAnError()
+    {
+        QFETCH(QString, mode);
+        QFETCH(QStringList, fragments);
+        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
+        const auto w = testLoadWatched(fakeRequest());
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const std::string& raw = w.result.error().message;
+        const QString msg = QString::fromStdString(raw);
+        for (const auto& f : fragments) {
+            QVERIFY2(msg.contains(f), qPrintable(msg));
+        }
+        QVERIFY2(std::none_of(raw.begin(), raw.end(), [](char c) { return c < 0x20 || c == 0x7f; }), qPrintable(msg));
+    }
+
+    // A helper that exits 3 without a result, while a child it left holds its pipes open: the
+    // error names the status and its stderr's last line (escape sequences defused) at once, and
+    // the child is gone.
+    void helperExitingWithoutResultIsNamedAtOnce()
+    {
+        QTemporaryDir dir;
+        const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
+        ::setenv("FAKE_HELPER_MODE", "exit3", 1);
+        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
+        const auto w = testLoadWatched(fakeRequest());
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(
+            msg.contains(QStringLiteral("exited with status 3 without a result: fatal: \\x1b[2Jstorage 0 vanished")),
+            qPrintable(msg));
+        QVERIFY2(w.ms < 5000, qPrintable(QString::number(w.ms)));
+        const auto pids = pidsIn(pidFile);
+        QCOMPARE(pids.size(), std::size_t{1});
+        QVERIFY2(processGone(pids[0]), qPrintable(QString::number(pids[0])));
     }
 
     void helperErrorsKeepTheirCode()

@@ -1,0 +1,161 @@
+// Hostile inputs through the real binaries: `ckptscope testload --verify` on an expanded view of
+// 2^31 elements over a 4-byte storage (tests/hostile/gen/stride0_2e31.py) runs in bounded memory
+// and reports the storage's hash equal to the file's; a silent helper ends the command with one
+// line and exit 1.
+#include "cli/cmd_testload.h"
+#include "device/sha256.h"
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <spawn.h>
+#include <sstream>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn hands it on
+
+namespace {
+
+struct Run {
+    int rc = -1;
+    QByteArray out;
+    long maxRssKiB = 0;  // of the process and every descendant it waited for (the helper)
+    qint64 ms = 0;
+};
+
+// Runs a binary with stdout captured and reads its peak memory from wait4's rusage, which QProcess
+// does not give.
+Run runMeasured(const std::vector<std::string>& args)
+{
+    Run run;
+    std::array<int, 2> pipeFds{-1, -1};
+    if (pipe(pipeFds.data()) != 0) {
+        return run;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 1);
+    posix_spawn_file_actions_addclose(&actions, pipeFds[0]);
+    std::vector<std::string> copies = args;
+    std::vector<char*> argv;
+    for (auto& a : copies) {
+        argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    QElapsedTimer timer;
+    timer.start();
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(pipeFds[1]);
+    if (rc != 0) {
+        close(pipeFds[0]);
+        return run;
+    }
+    std::array<char, 65536> buf{};
+    for (ssize_t n = 0; (n = read(pipeFds[0], buf.data(), buf.size())) > 0;) {
+        run.out.append(buf.data(), n);
+    }
+    close(pipeFds[0]);
+    int status = 0;
+    rusage usage{};
+    wait4(pid, &status, 0, &usage);
+    run.ms = timer.elapsed();
+    run.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    run.maxRssKiB = usage.ru_maxrss;
+    return run;
+}
+
+}  // namespace
+
+class TestTestloadHostile : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        ::setenv("CKPTSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+        QVERIFY(m_dir.isValid());
+        QProcess gen;
+        gen.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                  {QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/hostile/gen/stride0_2e31.py"), m_dir.path()});
+        QVERIFY(gen.waitForFinished(60000));
+        QVERIFY2(gen.exitCode() == 0, gen.readAllStandardError().constData());
+        m_file = m_dir.filePath(QStringLiteral("stride0_2e31.pt")).toStdString();
+        QVERIFY(QFile::exists(QString::fromStdString(m_file)));
+    }
+
+    // The view's C-order bytes are 8 GiB; hashing them meant materialising them (8.3 GB peak).
+    // Now the helper hashes the 4-byte storage and the tensor carries a note instead.
+    void expandedViewVerifiesInBoundedMemory()
+    {
+        const Run r = runMeasured({CKPTSCOPE_TEST_CLI, "testload", m_file, "--verify", "--json"});
+        qInfo("testload --verify on 2^31 stride-0 elements: %lld ms, peak RSS %ld KiB", static_cast<long long>(r.ms),
+              r.maxRssKiB);
+        QVERIFY2(r.rc == 0, r.out.constData());
+        QVERIFY2(r.maxRssKiB > 0 && r.maxRssKiB < 512L * 1024, qPrintable(QString::number(r.maxRssKiB)));
+
+        const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(j.value(QStringLiteral("tensors_loaded")).toInt(), 1);
+        const QJsonArray storages = j.value(QStringLiteral("storage_checks")).toArray();
+        QCOMPARE(storages.size(), 1);
+        const QJsonObject s = storages[0].toObject();
+        const float value = 1.5F;  // what the generator stores
+        std::array<std::byte, 4> bytes{};
+        std::memcpy(bytes.data(), &value, bytes.size());
+        QCOMPARE(s.value(QStringLiteral("sha256")).toString(), QString::fromStdString(ckpt::device::sha256Hex(bytes)));
+        QCOMPARE(s.value(QStringLiteral("bytes")).toInt(), 4);
+        QCOMPARE(s.value(QStringLiteral("matches_file")).toBool(), true);
+        const QJsonArray checks = j.value(QStringLiteral("checks")).toArray();
+        QCOMPARE(checks.size(), 1);
+        const QJsonObject c = checks[0].toObject();
+        QCOMPARE(c.value(QStringLiteral("path")).toString(), QStringLiteral("w"));
+        QVERIFY(!c.contains(QStringLiteral("sha256")));
+        QVERIFY2(c.value(QStringLiteral("note")).toString().startsWith(QStringLiteral("expanded view: 8.0 GiB")),
+                 qPrintable(c.value(QStringLiteral("note")).toString()));
+    }
+
+    // The command's side of a silent helper: one line naming it, exit 1 (the load ran and failed;
+    // the file itself is fine).
+    void silentHelperEndsTheCommand()
+    {
+        const std::string fake = CKPTSCOPE_SOURCE_DIR "/tests/device/fake_helper.sh";
+        ::setenv("CKPTSCOPE_TORCH_HELPER", fake.c_str(), 1);
+        ::setenv("FAKE_HELPER_MODE", "hang", 1);
+        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "1", 1);
+        std::ostringstream out;
+        std::ostringstream err;
+        QElapsedTimer timer;
+        timer.start();
+        const int rc = ckpt::cli::cmdTestload({m_file}, out, err);
+        const qint64 ms = timer.elapsed();
+        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        ::unsetenv("FAKE_HELPER_MODE");
+        ::unsetenv("CKPTSCOPE_HELPER_TIMEOUT");
+        const std::string e = err.str();
+        QCOMPARE(rc, 1);
+        QVERIFY2(ms < 10000, qPrintable(QString::number(ms)));
+        QCOMPARE(static_cast<int>(std::count(e.begin(), e.end(), '\n')), 1);
+        QVERIFY2(QString::fromStdString(e).contains(QStringLiteral("the test-load helper ") +
+                                                    QString::fromStdString(fake) +
+                                                    QStringLiteral(" said nothing for 1 s; killed it")),
+                 e.c_str());
+    }
+
+private:
+    QTemporaryDir m_dir;
+    std::string m_file;
+};
+
+QTEST_GUILESS_MAIN(TestTestloadHostile)
+#include "tst_testload_hostile.moc"
