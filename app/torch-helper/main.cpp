@@ -4,6 +4,7 @@
 // protocol is documented in core/device/testload.h.
 #include "checkpoint/checkpoint.h"
 #include "load_plan.h"
+#include "util/printable.h"
 
 #include <csignal>
 #include <iostream>
@@ -158,7 +159,14 @@ int main()
     if (cmd != "testload") {
         return emitError(ErrorCode::Usage, "ckptscope-torch-helper: unknown command '" + cmd + "'");
     }
-    const std::string path = req.value("path", std::string());
+    // Text that is not UTF-8 comes as <field>_hex (see core/device/testload.cpp).
+    auto textField = [&req](const std::string& field) {
+        if (auto hex = req.find(field + "_hex"); hex != req.end() && hex->is_string()) {
+            return fromHex(hex->get<std::string>()).value_or(std::string());
+        }
+        return req.value(field, std::string());
+    };
+    const std::string path = textField("path");
     auto opened = openCheckpoint(path);
     if (!opened) {
         return emitError(opened.error().code, opened.error().describe());
@@ -166,7 +174,7 @@ int main()
     const Checkpoint& ck = **opened;
     std::vector<json> skipped;
     std::vector<std::vector<std::byte>> scratch;
-    auto plan = makePlan(ck, req.value("select", std::string()), skipped, scratch);
+    auto plan = makePlan(ck, textField("select"), skipped, scratch);
     if (!plan) {
         return emitError(plan.error().code, plan.error().describe());
     }

@@ -1,5 +1,7 @@
 #include "archive/safetensors.h"
 
+#include "util/printable.h"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -266,6 +268,10 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
             if (code.empty()) {
                 return makeError(ErrorCode::Unsupported, "safetensors cannot hold tensor \"" + t.name + "\" of dtype " +
                                                              std::string(dtypeName(t.dtype)));
+            }
+            if (!isValidUtf8(t.name)) {
+                return makeError(ErrorCode::Unsupported, "tensor name \"" + validUtf8(t.name) +
+                                                             "\" is not valid UTF-8, which safetensors requires");
             }
             if (t.name == "__metadata__" || !names.insert(t.name).second) {
                 return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");

@@ -1,6 +1,7 @@
 #include "device/testload.h"
 
 #include "util/bytes.h"
+#include "util/printable.h"
 
 #include <array>
 #include <cerrno>
@@ -718,11 +719,16 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         return spawned.error();
     }
     sampler.trackPid(proc.pid());
-    json req = {{"cmd", "testload"},
-                {"path", request.path},
-                {"device", *device},
-                {"select", request.select},
-                {"verify", request.verify}};
+    json req = {{"cmd", "testload"}, {"device", *device}, {"verify", request.verify}};
+    // A path or key that is not UTF-8 cannot be a JSON string; it travels as hex, bytes intact.
+    for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"path", request.path},
+                                      std::pair<const char*, const std::string&>{"select", request.select}}) {
+        if (isValidUtf8(text)) {
+            req[field] = text;
+        } else {
+            req[std::string(field) + "_hex"] = toHex(text);
+        }
+    }
     const bool sent = proc.writeLine(req.dump());
 
     EventReader events(report, progress);

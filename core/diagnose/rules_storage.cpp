@@ -134,9 +134,10 @@ void unreadableStorages(const Checkpoint& ckpt, const std::vector<std::vector<st
         }
     }
     f.detail += std::string(bad.size() > kExamples ? "; ..." : "") +
-                ". torch.load fails on the first of them, and so does any conversion: the file was damaged, or "
-                "rewritten by a zip tool with a compression PyTorch cannot read. Re-download it, or re-save it from a "
-                "copy that loads.";
+                ". torch.load stops at an unsupported compression (\"unsupported method\") or a size that lies "
+                "(\"unexpected decompressed size\"), and reads a corrupt deflate stream without a word into garbage "
+                "values (PyTorch 1.13 does); no conversion can keep them. The file was damaged, or rewritten by a zip "
+                "tool with a compression PyTorch cannot read: re-download it, or re-save it from a copy that loads.";
     out.push_back(std::move(f));
 }
 

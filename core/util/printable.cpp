@@ -135,4 +135,46 @@ std::string displayText(std::string_view s)
     return clean<true>(s) ? std::string(s) : escaped<true>(s);
 }
 
+std::string toHex(std::string_view bytes)
+{
+    std::string out;
+    out.reserve(bytes.size() * 2);
+    for (const char c : bytes) {
+        const auto u = static_cast<unsigned char>(c);
+        out += kHex[u >> 4U];
+        out += kHex[u & 15U];
+    }
+    return out;
+}
+
+std::optional<std::string> fromHex(std::string_view hex)
+{
+    if (hex.size() % 2 != 0) {
+        return std::nullopt;
+    }
+    auto digit = [](char c) -> int {
+        if (c >= '0' && c <= '9') {
+            return c - '0';
+        }
+        if (c >= 'a' && c <= 'f') {
+            return c - 'a' + 10;
+        }
+        if (c >= 'A' && c <= 'F') {
+            return c - 'A' + 10;
+        }
+        return -1;
+    };
+    std::string out;
+    out.reserve(hex.size() / 2);
+    for (std::size_t i = 0; i < hex.size(); i += 2) {
+        const int hi = digit(hex[i]);
+        const int lo = digit(hex[i + 1]);
+        if (hi < 0 || lo < 0) {
+            return std::nullopt;
+        }
+        out += static_cast<char>(hi * 16 + lo);
+    }
+    return out;
+}
+
 }  // namespace ckpt

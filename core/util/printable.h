@@ -4,6 +4,7 @@
 // become `\xNN`, the way Python's backslashreplace shows them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,10 @@ namespace ckpt {
 // For terminals: validUtf8, and every control character (C0, DEL, C1) escaped as `\n`, `\r`, `\t`,
 // `\xNN` or `\u0085`, so a name prints as one harmless line.
 [[nodiscard]] std::string displayText(std::string_view s);
+
+// Lower-case hex of raw bytes, and back (nullopt for an odd length or a non-hex character): how
+// text that must keep its exact bytes (a file name that is not UTF-8) crosses a JSON protocol.
+[[nodiscard]] std::string toHex(std::string_view bytes);
+[[nodiscard]] std::optional<std::string> fromHex(std::string_view hex);
 
 }  // namespace ckpt

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <pthread.h>
 #include <random>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -114,16 +116,29 @@ Expected<OutputFile> OutputFile::create(const std::string& target, Durability du
     removeStaleTemps(dir, name);
     // The PID lets a later run tell a killed writer's leftovers from a live writer's file.
     const std::string stem = tempPrefix(dir, name) + std::to_string(::getpid()) + "-";
+    // The cleanup signals wait while the file is created and registered: one arriving in between
+    // would leave a file the handler does not know about yet.
+    sigset_t cleanup;
+    sigset_t previous;
+    sigemptyset(&cleanup);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        sigaddset(&cleanup, sig);
+    }
     for (int attempt = 0; attempt < 100; ++attempt) {
         std::string temp = stem + randomSuffix();
+        ::pthread_sigmask(SIG_BLOCK, &cleanup, &previous);
         // 0666 so the final file gets the mode the umask gives any new file, as `cp` would.
         const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        const int err = errno;
         if (fd >= 0) {
             ::flock(fd, LOCK_EX);  // held until close: stale-file cleanup leaves a live writer's file alone
-            return OutputFile(target, std::move(temp), fd, durability);
+            OutputFile file(target, std::move(temp), fd, durability);
+            ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+            return file;
         }
-        if (errno != EEXIST) {
-            return writeError(target, "cannot create a temporary file in " + dir, errno);
+        ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+        if (err != EEXIST) {
+            return writeError(target, "cannot create a temporary file in " + dir, err);
         }
     }
     return writeError(target, "cannot create a temporary file in " + dir, EEXIST);

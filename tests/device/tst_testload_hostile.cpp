@@ -4,6 +4,7 @@
 // line and exit 1.
 #include "cli/cmd_testload.h"
 #include "device/sha256.h"
+#include "process_run.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -15,67 +16,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <spawn.h>
 #include <sstream>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn hands it on
-
-namespace {
-
-struct Run {
-    int rc = -1;
-    QByteArray out;
-    long maxRssKiB = 0;  // of the process and every descendant it waited for (the helper)
-    qint64 ms = 0;
-};
-
-// Runs a binary with stdout captured and reads its peak memory from wait4's rusage, which QProcess
-// does not give.
-Run runMeasured(const std::vector<std::string>& args)
-{
-    Run run;
-    std::array<int, 2> pipeFds{-1, -1};
-    if (pipe(pipeFds.data()) != 0) {
-        return run;
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, pipeFds[1], 1);
-    posix_spawn_file_actions_addclose(&actions, pipeFds[0]);
-    std::vector<std::string> copies = args;
-    std::vector<char*> argv;
-    for (auto& a : copies) {
-        argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    QElapsedTimer timer;
-    timer.start();
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(pipeFds[1]);
-    if (rc != 0) {
-        close(pipeFds[0]);
-        return run;
-    }
-    std::array<char, 65536> buf{};
-    for (ssize_t n = 0; (n = read(pipeFds[0], buf.data(), buf.size())) > 0;) {
-        run.out.append(buf.data(), n);
-    }
-    close(pipeFds[0]);
-    int status = 0;
-    rusage usage{};
-    wait4(pid, &status, 0, &usage);
-    run.ms = timer.elapsed();
-    run.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    run.maxRssKiB = usage.ru_maxrss;
-    return run;
-}
-
-}  // namespace
 
 class TestTestloadHostile : public QObject {
     Q_OBJECT
@@ -99,7 +40,7 @@ private Q_SLOTS:
     // Now the helper hashes the 4-byte storage and the tensor carries a note instead.
     void expandedViewVerifiesInBoundedMemory()
     {
-        const Run r = runMeasured({CKPTSCOPE_TEST_CLI, "testload", m_file, "--verify", "--json"});
+        const auto r = ckpt::test::runProcess({CKPTSCOPE_TEST_CLI, "testload", m_file, "--verify", "--json"});
         qInfo("testload --verify on 2^31 stride-0 elements: %lld ms, peak RSS %ld KiB", static_cast<long long>(r.ms),
               r.maxRssKiB);
         QVERIFY2(r.rc == 0, r.out.constData());
