@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang-14 under ASan + UBSan and runs each for
-# $CKPTSCOPE_FUZZ_SECONDS (default 60) seconds, seeded with the real-PyTorch fixtures and the
-# checked-in regression inputs (tests/fuzz/regressions/). A crash fails the script and leaves the
-# reproducer in build-fuzz/crashes/.
+# $CKPTSCOPE_FUZZ_SECONDS (default 60) seconds, seeded with the real-PyTorch fixtures and the small
+# hostile inputs of tests/hostile/gen. Memory past 512 MB or 10 s on one input is a finding like a
+# crash (a bomb must not pass). A finding fails the script and leaves the reproducer in
+# build-fuzz/crashes/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CKPTSCOPE_FUZZ_BUILD_DIR:-$root/build-fuzz}
@@ -13,6 +14,9 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$build" -j "$(nproc)" --target $(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
 fixtures="$build/fixtures"
 /usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
+hostile="$build/hostile-seeds"
+/usr/bin/python3 "$root/tests/hostile/gen/hostile_files.py" "$hostile" stride0 bad_utf8_key escape_names newline_key \
+  method12 corrupt_deflate lying_size safetensors_3c20 complex128 self_args small
 mkdir -p "$build/crashes"
 status=0
 for fz in "$build"/fuzz_*; do
@@ -22,13 +26,12 @@ for fz in "$build"/fuzz_*; do
   seeds=("$corpus")
   case "$name" in
     fuzz_pickle) seeds+=("$fixtures/pickles") ;;
-    *) seeds+=("$fixtures" "$fixtures/bad") ;;
+    *) seeds+=("$fixtures" "$fixtures/bad" "$hostile") ;;
   esac
-  [ -d "$root/tests/fuzz/regressions" ] && seeds+=("$root/tests/fuzz/regressions")
   existing=()
   for s in "${seeds[@]}"; do [ -d "$s" ] && existing+=("$s"); done
   echo "fuzz: $name for ${secs}s" >&2
-  if ! "$fz" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4194304 -timeout=20 \
+  if ! "$fz" -max_total_time="$secs" -rss_limit_mb=512 -max_len=4194304 -timeout=10 \
        -artifact_prefix="$build/crashes/$name-" -print_final_stats=1 "${existing[@]}" \
        >"$build/$name.log" 2>&1; then
     echo "fuzz: $name FAILED, see $build/$name.log and $build/crashes/" >&2

@@ -1,9 +1,11 @@
 # libFuzzer targets (clang, -DCKPTSCOPE_FUZZ=ON): scripts/fuzz.sh builds and runs them.
-foreach(target reader zip safetensors pickle)
-    set(src ${CMAKE_CURRENT_LIST_DIR}/fuzz_${target}.cpp)
-    if(EXISTS ${src} AND TARGET ckptscope_checkpoint)
-        add_executable(fuzz_${target} ${src})
-        target_link_libraries(fuzz_${target} PRIVATE ckptscope_checkpoint)
-        target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer)
-    endif()
+foreach(pair "reader:ckptscope_checkpoint" "zip:ckptscope_archive" "safetensors:ckptscope_archive"
+             "pickle:ckptscope_pickle" "check:ckptscope_diagnose")
+    string(REPLACE ":" ";" pair "${pair}")
+    list(GET pair 0 target)
+    list(GET pair 1 lib)
+    add_executable(fuzz_${target} ${CMAKE_CURRENT_LIST_DIR}/fuzz_${target}.cpp)
+    target_link_libraries(fuzz_${target} PRIVATE ${lib})
+    target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer)
 endforeach()
+target_link_libraries(fuzz_check PRIVATE ckptscope_transform)

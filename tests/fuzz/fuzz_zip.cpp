@@ -1,7 +1,8 @@
 // libFuzzer entry point for the zip reader: parse, look a few names up, read every record
-// (inflating deflated ones). Wired into the build by CKPTSCOPE_FUZZ; by hand:
+// (inflating deflated ones, whole and streamed a chunk at a time). Wired into the build by CKPTSCOPE_FUZZ; by hand:
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Icore tests/fuzz/fuzz_zip.cpp \
 //     core/archive/*.cpp core/util/*.cpp -lz -o fuzz_zip
+#include "archive/inflate.h"
 #include "archive/zip.h"
 
 #include <cstddef>
@@ -26,6 +27,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         if (bytes) {
             (void)ckpt::archive::crc32(*bytes);
+        }
+        // The streaming reader, whole and in part, in small chunks so chunk edges are exercised.
+        std::uint64_t seen = 0;
+        auto whole = ckpt::archive::readRecord(
+            file, r, 0, r.size,
+            [&](ckpt::Bytes piece) {
+                seen += piece.size();
+                return seen <= r.size;
+            },
+            64);
+        if (whole && seen != r.size) {
+            __builtin_trap();  // a whole read hands out exactly the declared size
+        }
+        if (r.size > 2) {
+            (void)ckpt::archive::readRecord(file, r, r.size / 3, r.size / 3, [](ckpt::Bytes) { return true; }, 7);
         }
     }
     return 0;
