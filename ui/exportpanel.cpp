@@ -2,6 +2,7 @@
 
 #include "dialogs.h"
 #include "text.h"
+#include "write/targets.h"
 
 #include <QAbstractTableModel>
 #include <QCheckBox>
@@ -533,12 +534,36 @@ void ExportPanel::queueBatch(const QStringList& files)
         name->setToolTip(f);
         name->setData(Qt::UserRole, f);
         m_batchTable->setItem(row, 0, name);
+        const QString out = defaultOutputFor(f);
         m_batchTable->setItem(row, 1, new QTableWidgetItem(tr("queued")));
-        m_batchTable->setItem(row, 2, new QTableWidgetItem(defaultOutputFor(f)));
+        m_batchTable->setItem(row, 2, new QTableWidgetItem(out));
+        const write::Conversion c{f.toStdString(), out.toStdString()};
+        if (auto ok = write::checkConversions({c}); !ok) {
+            refuseBatchRow(row, ok.error());
+        }
+        // Against every earlier row: a clash refuses both while neither has run, so a dropped file
+        // is never replaced by another's conversion (m.pt and its m.fixed.pt dropped together).
+        for (int earlier = 0; earlier < row; ++earlier) {
+            const write::Conversion e{m_batchTable->item(earlier, 0)->data(Qt::UserRole).toString().toStdString(),
+                                      m_batchTable->item(earlier, 2)->text().toStdString()};
+            if (auto ok = write::checkConversions({e, c}); !ok) {
+                refuseBatchRow(row, ok.error());
+                if (earlier >= m_batchNext) {
+                    refuseBatchRow(earlier, ok.error());
+                }
+            }
+        }
     }
     if (!m_batchJobs.isRunning()) {
         startNextBatch();
     }
+}
+
+void ExportPanel::refuseBatchRow(int row, const Error& why)
+{
+    m_batchTable->item(row, 0)->setData(Qt::UserRole + 1, true);
+    m_batchTable->item(row, 1)->setText(tr("refused: %1").arg(qs(why.message)));
+    m_batchTable->item(row, 1)->setToolTip(qs(why.describe()));
 }
 
 void ExportPanel::startNextBatch()
@@ -549,6 +574,10 @@ void ExportPanel::startNextBatch()
         return;
     }
     const int row = m_batchNext++;
+    if (m_batchTable->item(row, 0)->data(Qt::UserRole + 1).toBool()) {
+        startNextBatch();
+        return;
+    }
     const auto in = m_batchTable->item(row, 0)->data(Qt::UserRole).toString().toStdString();
     const auto out = m_batchTable->item(row, 2)->text().toStdString();
     m_batchTable->item(row, 1)->setText(tr("converting…"));

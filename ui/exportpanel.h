@@ -11,6 +11,7 @@
 #if defined(CKPTSCOPE_HAVE_TRANSFORM) && defined(CKPTSCOPE_HAVE_WRITE)
 #define CKPTSCOPE_HAVE_EXPORT 1
 #include "transform/options.h"
+#include "util/error.h"
 #endif
 
 class QCheckBox;
@@ -64,6 +65,7 @@ private:
     void schedulePlan();
     void computePlan();
     void startExport();
+    void refuseBatchRow(int row, const Error& why);  // never converted, with the reason
     void startNextBatch();
     void setExporting(bool busy);
 

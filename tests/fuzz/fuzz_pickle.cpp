@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 {
     using namespace ckpt::pickle;
     UnpickleOptions opts;
-    opts.budget = ckpt::MemoryBudget{data.size()};
+    opts.budget = ckpt::MemoryBudget{size};
     opts.legacyPersistentIds = size > 0 && (data[size - 1] & 1U) != 0;
     Arena arena;
     auto r = unpickle(ckpt::Bytes(reinterpret_cast<const std::byte*>(data), size), arena, opts);  // NOLINT

@@ -21,6 +21,7 @@
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QtTest>
@@ -227,6 +228,41 @@ private Q_SLOTS:
                 QVERIFY2(t.path.rfind("module.", 0) != 0 && t.path.rfind("_orig_mod.", 0) != 0, t.path.c_str());
             }
         }
+    }
+
+    // m.pt converts to m.fixed.pt; dropping that file too must not let the first conversion
+    // replace the second input (nor convert anything onto a file of the batch).
+    void batchNeverReplacesAFileItWasGiven()
+    {
+        QTemporaryDir dir;
+        const auto a = copyInto(dir, "ddp_sd.pt");
+        QVERIFY(!a.isEmpty());
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({a});
+        QTRY_COMPARE(opened.count(), 1);
+        auto* exportPanel = w.currentView()->exportPanel();
+        w.currentView()->showExport();
+        exportPanel->setPreset(ExportPanel::SingleCard);
+        const QString b = exportPanel->defaultOutputFor(a);
+        QVERIFY(QFile::copy(a, b));
+        const QByteArray before = [&] {
+            QFile f(b);
+            return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+        }();
+        QSignalSpy done(exportPanel, &ExportPanel::batchFinished);
+        QVERIFY(dropFiles(exportPanel, {a, b}));
+        QTRY_COMPARE_WITH_TIMEOUT(done.count(), 1, 30000);
+        auto* table = exportPanel->findChild<QTableWidget*>(QStringLiteral("batchTable"));
+        QCOMPARE(table->rowCount(), 2);
+        for (int row = 0; row < 2; ++row) {
+            QVERIFY2(table->item(row, 1)->text().startsWith(QStringLiteral("refused")),
+                     qPrintable(table->item(row, 1)->text()));
+        }
+        QFile f(b);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QCOMPARE(f.readAll(), before);
     }
 
     void severalFilesOpenInTabs()
