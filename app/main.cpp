@@ -4,8 +4,10 @@
 // libexec (installed), or named by $CKPTSCOPE_GUI.
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "util/printable.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -34,6 +36,18 @@ std::filesystem::path findGui()
     return {};
 }
 
+// A window needs an X or Wayland display, or a Qt platform named explicitly (offscreen, vnc...).
+bool hasDisplay()
+{
+    for (const char* var : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) {
+        const char* v = std::getenv(var);
+        if (v != nullptr && *v != '\0') {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -44,6 +58,21 @@ int main(int argc, char** argv)
         const int rc = ckpt::cli::run(args, std::cout, std::cerr);
         std::cout.flush();
         return rc;
+    }
+    // Before Qt is even loaded: a typo for a subcommand, or no display to open a window on, would
+    // otherwise end in Qt's "could not load the Qt platform plugin" and SIGABRT.
+    if (!args.empty() && !args.front().starts_with("-")) {
+        std::error_code ec;
+        if (!std::filesystem::exists(args.front(), ec)) {
+            std::cerr << "ckptscope: '" << ckpt::displayText(args.front())
+                      << "' is neither a command nor an existing file\n";
+            ckpt::cli::printCommands(std::cerr);
+            return ckpt::cli::kExitBadInput;
+        }
+    }
+    if (!hasDisplay()) {
+        std::cerr << "ckptscope: no display: use `ckptscope inspect`/`check`/`convert`, or set DISPLAY\n";
+        return ckpt::cli::kExitBadInput;
     }
     const auto gui = findGui();
     if (gui.empty()) {

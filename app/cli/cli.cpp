@@ -56,9 +56,7 @@ void printUsage(std::ostream& out)
            "  ckptscope [FILE...]              open the window\n"
            "  ckptscope <command> [options]    run headless\n\n"
            "Commands:\n";
-    for (const auto& c : kCommands) {
-        out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << '\n';
-    }
+    printCommands(out);
     out << "\nOptions for every command: --quiet (-q) prints nothing but JSON and errors; inspect, check and\n"
            "convert take several files or globs (convert then writes into the directory given with -o).\n"
            "\nRun `ckptscope <command> --help` for a command's options and examples.\n"
@@ -195,6 +193,13 @@ bool takeQuiet(std::vector<std::string>& args)
 }
 
 }  // namespace
+
+void printCommands(std::ostream& out)
+{
+    for (const auto& c : kCommands) {
+        out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << '\n';
+    }
+}
 
 bool isSubcommand(const std::string& arg)
 {

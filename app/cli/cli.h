@@ -16,6 +16,9 @@ inline constexpr int kExitBadInput = 2;
 // True when argv[1] names a subcommand (or --help/--version), i.e. no window is wanted.
 [[nodiscard]] bool isSubcommand(const std::string& arg);
 
+// The command list of --help: "  inspect   show the key tree, ..." a line each.
+void printCommands(std::ostream& out);
+
 // args excludes the program name: {"inspect", "model.pt", "--json"}.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
