@@ -64,6 +64,8 @@ private:
     // Open-addressing hash of record names (index + 1, 0 = empty), so lookups stay O(1) for
     // archives with tens of thousands of records without one allocation per name.
     std::vector<std::uint32_t> slots_;
+    // The same over ASCII-lowercased names, for the case-insensitive fallback of find().
+    std::vector<std::uint32_t> foldedSlots_;
 };
 
 // Standard CRC-32 (zlib polynomial); `crc` is the running value for incremental use.
