@@ -335,6 +335,8 @@ Expected<void> loadSafetensors(Checkpoint& c)
     Arena& a = c.arena;
     std::vector<ValueId> items;
     items.reserve(st->tensors.size() * 2);
+    a.storages.reserve(a.storages.size() + st->tensors.size());
+    a.tensors.reserve(a.tensors.size() + st->tensors.size());
     for (const auto& t : st->tensors) {
         pickle::StorageRef ref;
         ref.key = t.name;
