@@ -51,13 +51,13 @@ public:
     [[nodiscard]] const std::string& folder() const { return folder_; }
     // Looks up `folder/relName`; nullptr when absent.
     [[nodiscard]] const ZipRecord* find(std::string_view relName) const;
+    // The first record named exactly `fullName` (archive folder included); nullptr when absent.
+    [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
     // The payload of a record: a view into the file for stored records; deflated records are
     // inflated into `scratch` (and the returned span points there).
     Expected<Bytes> data(const ZipRecord& r, std::vector<std::byte>& scratch) const;
 
 private:
-    [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
-
     Bytes file_;
     std::string folder_;
     std::vector<ZipRecord> records_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace ckpt {
 
@@ -103,18 +104,21 @@ Expected<Bytes> Checkpoint::storageData(std::uint32_t storage, std::vector<std::
         return e;
     }
     if (s.compressed) {
-        auto zip = archive::ZipReader::parse(bytes);
-        if (!zip) {
-            return zip.error();
-        }
-        for (const auto& r : zip->records()) {
-            if (r.name == s.record) {
-                auto data = zip->data(r, scratch);
-                if (!data) {
-                    return data.error();
-                }
-                return data->first(std::min<std::uint64_t>(data->size(), s.nbytes));
+        std::optional<archive::ZipReader> parsed;  // for a Checkpoint not read by openCheckpoint
+        const archive::ZipReader* reader = zip.get();
+        if (reader == nullptr) {
+            auto p = archive::ZipReader::parse(bytes);
+            if (!p) {
+                return p.error();
             }
+            reader = &parsed.emplace(std::move(*p));
+        }
+        if (const archive::ZipRecord* r = reader->findExact(s.record)) {
+            auto data = reader->data(*r, scratch);
+            if (!data) {
+                return data.error();
+            }
+            return data->first(std::min<std::uint64_t>(data->size(), s.nbytes));
         }
         return makeError(ErrorCode::Corrupt, "record " + s.record + " vanished");
     }

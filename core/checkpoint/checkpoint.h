@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace ckpt::archive {
+class ZipReader;
+}  // namespace ckpt::archive
+
 namespace ckpt {
 
 enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors };
@@ -130,6 +134,9 @@ public:
 
     std::shared_ptr<const MappedFile> file;  // keeps the bytes below alive
     Bytes bytes;                             // the whole file
+    // The zip directory as read, kept when a storage is deflated: storageData needs its record,
+    // and parsing the directory again for each one was quadratic (30k deflated records: 50 s).
+    std::shared_ptr<const archive::ZipReader> zip;
 
     [[nodiscard]] std::string pathOf(std::uint32_t node) const;
     [[nodiscard]] const Node& node(std::uint32_t i) const { return nodes[i]; }

@@ -215,6 +215,9 @@ Expected<void> loadZip(Checkpoint& c)
         s.compressed = rec->method != 0;
         s.present = true;
     }
+    if (std::any_of(c.storages.begin(), c.storages.end(), [](const StorageEntry& s) { return s.compressed; })) {
+        c.zip = std::make_shared<const archive::ZipReader>(std::move(*zip));
+    }
     return checkStorageBytes(c);
 }
 
