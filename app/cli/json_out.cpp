@@ -2,7 +2,9 @@
 
 #include "util/printable.h"
 
+#include <array>
 #include <ostream>
+#include <streambuf>
 
 namespace ckpt::cli {
 
@@ -35,15 +37,24 @@ namespace {
 
 void quoted(std::ostream& out, std::string_view text)
 {
+    // Plain runs go out in one write: a put per character through the stdio-synced std::cout
+    // was a tenth of `inspect --json` on 200k tensors.
     static constexpr char kHex[] = "0123456789abcdef";
     std::string fixed;
     if (!isValidUtf8(text)) {
         fixed = validUtf8(text);  // a JSON document must be UTF-8 whatever bytes the file's keys hold
     }
     const std::string_view s = fixed.empty() ? text : fixed;
-    out << '"';
-    for (const char ch : s) {
+    out.put('"');
+    std::size_t plain = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const char ch = s[i];
         const auto u = static_cast<unsigned char>(ch);
+        if (u >= 0x20 && ch != '"' && ch != '\\') {
+            continue;
+        }
+        out.write(s.data() + plain, static_cast<std::streamsize>(i - plain));
+        plain = i + 1;
         switch (ch) {
         case '"':
             out << "\\\"";
@@ -61,14 +72,11 @@ void quoted(std::ostream& out, std::string_view text)
             out << "\\r";
             break;
         default:
-            if (u < 0x20) {
-                out << "\\u00" << kHex[u >> 4U] << kHex[u & 15U];
-            } else {
-                out << ch;
-            }
+            out << "\\u00" << kHex[u >> 4U] << kHex[u & 15U];
         }
     }
-    out << '"';
+    out.write(s.data() + plain, static_cast<std::streamsize>(s.size() - plain));
+    out.put('"');
 }
 
 void dims(std::ostream& out, const std::vector<std::int64_t>& v)
@@ -85,9 +93,43 @@ const char* boolText(bool b)
     return b ? "true" : "false";
 }
 
-}  // namespace
+// Hands the text to the real stream in 64 KiB pieces. std::cout, synced with stdio, makes each
+// << an fwrite or putc of its own: on 200k tensors (80 MB of JSON) that was a fifth of the run.
+class ChunkBuffer : public std::streambuf {
+public:
+    explicit ChunkBuffer(std::ostream& out) : out_(out) { setp(buf_.data(), buf_.data() + buf_.size()); }
+    ChunkBuffer(const ChunkBuffer&) = delete;
+    ChunkBuffer& operator=(const ChunkBuffer&) = delete;
+    ~ChunkBuffer() override { drain(); }
 
-void writeInspectJson(const Checkpoint& c, std::ostream& out)
+protected:
+    int_type overflow(int_type ch) override
+    {
+        drain();
+        if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+            *pptr() = traits_type::to_char_type(ch);
+            pbump(1);
+        }
+        return traits_type::not_eof(ch);
+    }
+    int sync() override
+    {
+        drain();
+        return out_ ? 0 : -1;
+    }
+
+private:
+    void drain()
+    {
+        out_.write(pbase(), pptr() - pbase());
+        setp(buf_.data(), buf_.data() + buf_.size());
+    }
+
+    std::ostream& out_;
+    std::array<char, 64 * 1024> buf_{};
+};
+
+void writeInspectJsonTo(const Checkpoint& c, std::ostream& out)
 {
     out << "{\n \"schema\": " << kJsonSchema << ",\n \"file\": ";
     quoted(out, c.path);
@@ -189,6 +231,16 @@ void writeInspectJson(const Checkpoint& c, std::ostream& out)
         quoted(out, c.warnings[i]);
     }
     out << "]\n}";
+}
+
+}  // namespace
+
+void writeInspectJson(const Checkpoint& c, std::ostream& target)
+{
+    ChunkBuffer chunks(target);
+    std::ostream out(&chunks);
+    writeInspectJsonTo(c, out);
+    out.flush();
 }
 
 }  // namespace ckpt::cli

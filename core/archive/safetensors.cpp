@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace ckpt::archive {
@@ -168,6 +171,194 @@ Expected<std::uint64_t> validateLayout(const std::vector<SafetensorsEntry>& tens
     return next;
 }
 
+// Reads the header as a stream of top-level entries. nlohmann's own DOM parsers are quadratic in
+// the members of one object: ordered_json inserts each member with ordered_map::operator[], a
+// linear search, and the callback parser also rescans the parent object whenever a nested object
+// ends (a header of 200k tensors took minutes). So only one entry's value is built at a time, and
+// is turned into a tensor (or the metadata) as soon as it is complete; objects inside it append
+// their members and find repeated keys with a hash index once they are no longer small (a
+// hostile `__metadata__` can be big too). The result is what the whole-document parse gave: a
+// repeated key inside a value keeps its first position and takes the last value; the first bad
+// entry in header order is the one reported, after JSON syntax and repeated top-level keys.
+class HeaderReader {
+public:
+    explicit HeaderReader(SafetensorsFile& out) : out_(out) {}
+
+    bool rootIsObject = false;
+    std::size_t metadataKeys = 0;  // how many top-level keys are "__metadata__"
+    std::optional<Error> firstError;
+
+    bool null() { return scalar(nullptr); }
+    bool boolean(bool v) { return scalar(v); }
+    bool number_integer(Json::number_integer_t v) { return scalar(v); }
+    bool number_unsigned(Json::number_unsigned_t v) { return scalar(v); }
+    bool number_float(Json::number_float_t v, const std::string& /*text*/) { return scalar(v); }
+    bool string(std::string& v) { return scalar(std::move(v)); }
+    bool binary(Json::binary_t& v) { return scalar(std::move(v)); }
+    bool start_object(std::size_t /*size*/)
+    {
+        if (!rootSeen_) {
+            rootSeen_ = rootIsObject = inRoot_ = true;
+            return true;
+        }
+        stack_.push_back({place(Json::object()), {}});
+        return true;
+    }
+    bool key(std::string& k)
+    {
+        if (stack_.empty()) {
+            key_ = std::move(k);
+            return true;
+        }
+        Frame& f = stack_.back();
+        // ordered_map's own members search; its base vector's append and indexing do not.
+        Json::object_t::Container& members = *f.value->get_ptr<Json::object_t*>();
+        if (f.index.empty() && members.size() >= kIndexFrom) {
+            f.index.reserve(members.size() * 2);
+            for (std::size_t i = 0; i < members.size(); ++i) {
+                f.index.emplace(members[i].first, i);
+            }
+        }
+        std::size_t at = members.size();
+        if (f.index.empty()) {
+            for (std::size_t i = 0; i < members.size(); ++i) {
+                if (members[i].first == k) {
+                    at = i;
+                    break;
+                }
+            }
+        } else if (const auto it = f.index.find(k); it != f.index.end()) {
+            at = it->second;
+        }
+        if (at == members.size()) {
+            if (!f.index.empty()) {
+                f.index.emplace(k, at);
+            }
+            members.emplace_back(std::move(k), nullptr);
+        }
+        member_ = &members[at].second;
+        return true;
+    }
+    bool end_object()
+    {
+        if (stack_.empty()) {
+            inRoot_ = false;  // the root object's end
+            return true;
+        }
+        return close();
+    }
+    bool start_array(std::size_t /*size*/)
+    {
+        rootSeen_ = true;
+        stack_.push_back({place(Json::array()), {}});
+        return true;
+    }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t /*at*/, const std::string& /*token*/, const nlohmann::detail::exception& /*e*/)
+    {
+        return false;
+    }
+
+private:
+    static constexpr std::size_t kIndexFrom = 16;
+    struct Frame {
+        Json* value;
+        std::unordered_map<std::string, std::size_t> index;  // empty while the object is small
+    };
+
+    // Where a value goes: the entry being built, the end of the open array, or the member whose
+    // key came last. Pointers into a container stay valid while it is open: only the innermost
+    // open container grows.
+    Json* place(Json&& v)
+    {
+        if (stack_.empty()) {
+            value_ = std::move(v);
+            return &value_;
+        }
+        Json* parent = stack_.back().value;
+        if (parent->is_array()) {
+            parent->get_ptr<Json::array_t*>()->push_back(std::move(v));
+            return &parent->get_ptr<Json::array_t*>()->back();
+        }
+        *member_ = std::move(v);
+        return member_;
+    }
+    template <class T> bool scalar(T&& v)
+    {
+        rootSeen_ = true;
+        place(Json(std::forward<T>(v)));
+        if (stack_.empty()) {
+            entryDone();
+        }
+        return true;
+    }
+    bool close()
+    {
+        stack_.pop_back();
+        if (stack_.empty()) {
+            entryDone();
+        }
+        return true;
+    }
+    void entryDone()
+    {
+        if (!inRoot_) {
+            return;  // a root that is not an object; the caller refuses it
+        }
+        if (key_ == "__metadata__") {
+            ++metadataKeys;
+            if (!firstError) {
+                if (auto ok = readMetadata(value_, out_); !ok) {
+                    firstError = std::move(ok.error());
+                }
+            }
+            return;
+        }
+        // After an error the names are still kept: repeated keys are reported before bad entries.
+        if (!firstError) {
+            auto e = readEntry(key_, value_);
+            if (e) {
+                out_.tensors.push_back(std::move(*e));
+                return;
+            }
+            firstError = std::move(e.error());
+        }
+        SafetensorsEntry named;
+        named.name = std::move(key_);
+        out_.tensors.push_back(std::move(named));
+    }
+
+    SafetensorsFile& out_;
+    bool rootSeen_ = false;
+    bool inRoot_ = false;
+    std::string key_;  // the top-level key whose value is being built
+    Json value_;       // that value
+    std::vector<Frame> stack_;
+    Json* member_ = nullptr;
+};
+
+// Open addressing over entry indices (a power of two at least twice the count, linear probing):
+// no allocation per name, which a std::unordered_set of 200k names spent most of its time on.
+bool hasRepeatedName(const std::vector<SafetensorsEntry>& tensors)
+{
+    std::size_t cap = 16;
+    while (cap < tensors.size() * 2) {
+        cap *= 2;
+    }
+    std::vector<std::uint32_t> slots(cap, 0);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const std::string& name = tensors[i].name;
+        std::size_t s = std::hash<std::string_view>{}(name) & (cap - 1);
+        for (; slots[s] != 0; s = (s + 1) & (cap - 1)) {
+            if (tensors[slots[s] - 1].name == name) {
+                return true;
+            }
+        }
+        slots[s] = static_cast<std::uint32_t>(i + 1);
+    }
+    return false;
+}
+
 }  // namespace
 
 bool looksLikeSafetensors(Bytes file)
@@ -200,37 +391,19 @@ Expected<SafetensorsFile> parseSafetensors(Bytes file)
         return corrupt("header does not start with '{'", 8);
     }
 
-    // nlohmann keeps the last of duplicate keys silently; the reference reader refuses them, so
-    // count the top-level keys while parsing and compare.
-    std::size_t topKeys = 0;
-    auto countKeys = [&topKeys](int depth, Json::parse_event_t ev, Json&) {
-        if (depth == 1 && ev == Json::parse_event_t::key) {
-            ++topKeys;
-        }
-        return true;
-    };
-    const Json header = Json::parse(text, countKeys, /*allow_exceptions=*/false);
-    if (header.is_discarded()) {
+    HeaderReader reader(out);
+    if (!Json::sax_parse(text, &reader)) {
         return corrupt("header is not valid JSON", 8);
     }
-    if (!header.is_object()) {
+    if (!reader.rootIsObject) {
         return corrupt("header is not a JSON object", 8);
     }
-    if (topKeys != header.size()) {
+    // The reference reader refuses repeated keys (nlohmann would keep one silently).
+    if (reader.metadataKeys > 1 || hasRepeatedName(out.tensors)) {
         return corrupt("header has duplicate keys", 8);
     }
-    for (const auto& [key, value] : header.items()) {
-        if (key == "__metadata__") {
-            if (auto ok = readMetadata(value, out); !ok) {
-                return std::move(ok.error());
-            }
-            continue;
-        }
-        auto e = readEntry(key, value);
-        if (!e) {
-            return std::move(e.error());
-        }
-        out.tensors.push_back(std::move(*e));
+    if (reader.firstError) {
+        return std::move(*reader.firstError);
     }
     auto end = validateLayout(out.tensors);
     if (!end) {
@@ -270,7 +443,7 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
                                                              std::string(dtypeName(t.dtype)));
             }
             if (!isValidUtf8(t.name)) {
-                return makeError(ErrorCode::Unsupported, "tensor name \"" + validUtf8(t.name) +
+                return makeError(ErrorCode::Usage, "tensor name \"" + validUtf8(t.name) +
                                                              "\" is not valid UTF-8, which safetensors requires");
             }
             if (t.name == "__metadata__" || !names.insert(t.name).second) {

@@ -51,19 +51,21 @@ public:
     [[nodiscard]] const std::string& folder() const { return folder_; }
     // Looks up `folder/relName`; nullptr when absent.
     [[nodiscard]] const ZipRecord* find(std::string_view relName) const;
+    // The first record named exactly `fullName` (archive folder included); nullptr when absent.
+    [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
     // The payload of a record: a view into the file for stored records; deflated records are
     // inflated into `scratch` (and the returned span points there).
     Expected<Bytes> data(const ZipRecord& r, std::vector<std::byte>& scratch) const;
 
 private:
-    [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
-
     Bytes file_;
     std::string folder_;
     std::vector<ZipRecord> records_;
     // Open-addressing hash of record names (index + 1, 0 = empty), so lookups stay O(1) for
     // archives with tens of thousands of records without one allocation per name.
     std::vector<std::uint32_t> slots_;
+    // The same over ASCII-lowercased names, for the case-insensitive fallback of find().
+    std::vector<std::uint32_t> foldedSlots_;
 };
 
 // Standard CRC-32 (zlib polynomial); `crc` is the running value for incremental use.

@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace ckpt::detail {
@@ -101,6 +102,7 @@ bool hasNonScalar(const Arena& a, ValueId v)
 
 void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child>& out)
 {
+    out.reserve(out.size() + kv.size() / 2);
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
         out.push_back({names.key(kv[i]), kv[i + 1]});
     }
@@ -108,6 +110,7 @@ void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child
 
 void appendItems(Names& names, const std::vector<ValueId>& items, std::vector<Child>& out)
 {
+    out.reserve(out.size() + items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
         out.push_back({names.position(i), items[i]});
     }
@@ -316,16 +319,32 @@ void addGlobalUse(GlobalUses& uses, std::string q, LazyPath& lazy, Usage& usage)
     }
 }
 
+// Which values one collectGlobals call has visited: a stamp per arena value, so a call costs no
+// allocation (a std::set per tensor was a sixth of indexing 180k tensors).
+struct VisitMarks {
+    std::vector<std::uint32_t> stamp;
+    std::uint32_t current = 0;
+};
+
 // Every GLOBAL a value names, shallowly plus through values that are not nodes of their own
 // (an object's arguments, a tensor's rebuild arguments).
-void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& uses, Usage& usage, bool deep)
+void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& uses, Usage& usage, bool deep,
+                    VisitMarks& marks)
 {
+    if (++marks.current == 0) {
+        std::fill(marks.stamp.begin(), marks.stamp.end(), 0);
+        marks.current = 1;
+    }
     std::vector<ValueId> stack{root};
-    std::set<std::uint32_t> seen;
+    std::size_t seen = 0;
     while (!stack.empty()) {
         const ValueId v = stack.back();
         stack.pop_back();
-        if (!v.valid() || !seen.insert(v.v).second || seen.size() > 10000) {
+        if (!v.valid() || v.v >= marks.stamp.size() || marks.stamp[v.v] == marks.current) {
+            continue;
+        }
+        marks.stamp[v.v] = marks.current;
+        if (++seen > 10000) {
             continue;
         }
         const auto& val = a[v];
@@ -565,7 +584,18 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     // Tensors and objects, in node (breadth-first) order; paths computed once here, and only for
     // what keeps them (a memo bomb's paths would be terabytes: the budget stops it first).
     GlobalUses uses;
-    std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> extents(c.storages.size());
+    VisitMarks marks;
+    marks.stamp.assign(a.size(), 0);
+    // The byte ranges tensors reach, all storages in one vector (sorted by storage below): one
+    // vector per storage cost an allocation each, and legacy files have one storage per tensor.
+    struct Extent {
+        std::uint32_t storage;
+        std::uint64_t begin;
+        std::uint64_t end;
+    };
+    std::vector<Extent> extents;
+    extents.reserve(a.tensors.size());
+    c.tensors.reserve(a.tensors.size());
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
         Node& n = c.nodes[i];
         const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object ||
@@ -575,7 +605,8 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
         }
         LazyPath lazy(c, i, pathLength[i], usage);
         if (n.kind != NodeKind::Tensor) {
-            collectGlobals(a, n.value, lazy, uses, usage, n.kind == NodeKind::Object || n.kind == NodeKind::Module);
+            collectGlobals(a, n.value, lazy, uses, usage, n.kind == NodeKind::Object || n.kind == NodeKind::Module,
+                           marks);
         }
         const bool kept = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object;
         if (usage.exceeded() || (kept && lazy.get() == nullptr)) {
@@ -584,7 +615,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
         const std::string path = kept ? *lazy.get() : std::string();
         if (n.kind == NodeKind::Tensor) {
             const auto& t = pickle::tensorOf(a, n.value);
-            collectGlobals(a, n.value, lazy, uses, usage, true);
+            collectGlobals(a, n.value, lazy, uses, usage, true, marks);
             TensorEntry e;
             e.node = i;
             e.path = path;
@@ -618,10 +649,10 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                                                                  " elements");
                     }
                     const std::uint64_t elem = elementSize(s.dtype);
-                    extents[e.storage].emplace_back(static_cast<std::uint64_t>(t.storageOffset) * elem,
-                                                    (last + 1) * elem);
+                    extents.push_back(
+                        {e.storage, static_cast<std::uint64_t>(t.storageOffset) * elem, (last + 1) * elem});
                 } else if (t.form != pickle::TensorForm::Strided) {
-                    extents[e.storage].emplace_back(0, s.nbytes);  // exotic forms: count the whole storage
+                    extents.push_back({e.storage, 0, s.nbytes});  // exotic forms: count the whole storage
                 }
             } else if (!t.device.empty()) {
                 e.location = t.device;
@@ -646,29 +677,28 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
 
     // Union of the byte ranges tensors reach, per storage. Storages no indexed tensor views
     // (quantizer scales inside rebuild arguments) count as fully reached: they are not waste.
-    for (std::size_t s = 0; s < c.storages.size(); ++s) {
-        auto& ex = extents[s];
-        std::sort(ex.begin(), ex.end());
+    std::sort(extents.begin(), extents.end(), [](const Extent& x, const Extent& y) {
+        return std::tie(x.storage, x.begin, x.end) < std::tie(y.storage, y.begin, y.end);
+    });
+    std::vector<std::uint64_t> reachedBy(c.storages.size(), 0);
+    for (std::size_t i = 0; i < extents.size();) {
+        const std::uint32_t s = extents[i].storage;
         std::uint64_t reached = 0;
-        std::uint64_t curBegin = 0;
-        std::uint64_t curEnd = 0;
-        bool open = false;
-        for (const auto& [b, e] : ex) {
-            if (!open || b > curEnd) {
-                if (open) {
-                    reached += curEnd - curBegin;
-                }
-                curBegin = b;
-                curEnd = e;
-                open = true;
+        std::uint64_t curBegin = extents[i].begin;
+        std::uint64_t curEnd = extents[i].end;
+        for (++i; i < extents.size() && extents[i].storage == s; ++i) {
+            if (extents[i].begin > curEnd) {
+                reached += curEnd - curBegin;
+                curBegin = extents[i].begin;
+                curEnd = extents[i].end;
             } else {
-                curEnd = std::max(curEnd, e);
+                curEnd = std::max(curEnd, extents[i].end);
             }
         }
-        if (open) {
-            reached += curEnd - curBegin;
-        }
-        c.storages[s].reachedBytes = c.storages[s].tensorCount == 0 ? c.storages[s].nbytes : reached;
+        reachedBy[s] = reached + (curEnd - curBegin);
+    }
+    for (std::size_t s = 0; s < c.storages.size(); ++s) {
+        c.storages[s].reachedBytes = c.storages[s].tensorCount == 0 ? c.storages[s].nbytes : reachedBy[s];
     }
 
     // Subtree totals: children come after parents, so one reverse pass suffices.

@@ -12,6 +12,8 @@
 #include <array>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace ckpt {
 namespace {
@@ -309,10 +311,19 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
     if (keyList.kind != Kind::List && keyList.kind != Kind::Tuple) {
         return fail(ErrorCode::Corrupt, "legacy stream: the storage key list is not a list", pos);
     }
+    // Keys are looked up in a hash map: a search of the storage table per key was quadratic
+    // (180k storages took minutes). The first storage with a key wins, as the search's did.
+    std::unordered_map<std::string_view, std::size_t> byKey;
+    byKey.reserve(c.storages.size());
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        byKey.emplace(c.storages[i].key, i);
+    }
     // Storages follow in key-list order: u64 element count, then count x element size bytes.
     for (ValueId k : keyList.items) {
         const std::string key = pickle::keyText(c.arena, k);
-        auto it = std::find_if(c.storages.begin(), c.storages.end(), [&](const auto& s) { return s.key == key; });
+        const auto found = byKey.find(key);
+        const auto it =
+            found == byKey.end() ? c.storages.end() : c.storages.begin() + static_cast<std::ptrdiff_t>(found->second);
         if (rest.size() < 8) {
             return fail(ErrorCode::Truncated, "legacy stream ends before storage " + key + ": the file is truncated",
                         pos);
@@ -357,6 +368,8 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
     Arena& a = c.arena;
     std::vector<ValueId> items;
     items.reserve(st->tensors.size() * 2);
+    a.storages.reserve(a.storages.size() + st->tensors.size());
+    a.tensors.reserve(a.tensors.size() + st->tensors.size());
     for (const auto& t : st->tensors) {
         pickle::StorageRef ref;
         ref.key = t.name;

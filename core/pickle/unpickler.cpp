@@ -160,10 +160,6 @@ public:
     {
         arena.tensors.reserve(arena.tensors.size() + data.size() / 256);  // a v2 call takes ~130 bytes
         stack_.reserve(64);
-        storageByKey_.reserve(arena.storages.size() + data.size() / 256);
-        for (std::size_t n = 0; n < arena.storages.size(); ++n) {
-            storageByKey_.emplace(arena.storages[n].key, Seen{static_cast<std::uint32_t>(n), {}});
-        }
     }
 
     Expected<UnpickleResult> run();
@@ -417,6 +413,7 @@ private:
     std::unordered_map<std::uint64_t, ValueId> memoFar_;
     std::size_t memoCount_ = 0;
     std::unordered_map<std::string, Seen> storageByKey_;
+    bool storageByKeyBuilt_ = false;
     std::vector<ValueId> scratch_;
     UnpickleResult result_;
     std::optional<Error> error_;
@@ -1606,6 +1603,15 @@ bool Machine::persistentLoad(ValueId pid)
     ref.numel = static_cast<std::uint64_t>(numel);
     if (items.size() == 6 && kindOf(items[5]) == Kind::Tuple) {
         ref.legacyView = items[5];
+    }
+    if (!storageByKeyBuilt_) {
+        // Built on the first persistent id rather than up front: a legacy file's later pickles
+        // (its storage key list) have none, and copying 180k keys for them was a tenth of its read.
+        storageByKeyBuilt_ = true;
+        storageByKey_.reserve(a_.storages.size() + data_.size() / 256);
+        for (std::size_t n = 0; n < a_.storages.size(); ++n) {
+            storageByKey_.emplace(a_.storages[n].key, Seen{static_cast<std::uint32_t>(n), {}});
+        }
     }
     auto it = storageByKey_.find(ref.key);
     if (it == storageByKey_.end()) {
