@@ -26,7 +26,7 @@ struct UnpickleOptions {
     // Legacy streams use 6-tuple storage pids and ('module', cls, file, source) pids; zip uses 5.
     bool legacyPersistentIds = false;
     // Refuse pickles whose values take more memory than this (ErrorCode::Limit); unset: 64 MiB
-    // plus 16 times the pickle's own size (util/budget.h).
+    // plus 32 times the pickle's own size (util/budget.h).
     std::optional<MemoryBudget> budget;
 };
 

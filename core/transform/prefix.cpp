@@ -80,7 +80,8 @@ void stripMeta(MetaEntries& entries, const std::string& prefix)
         if (!renamed && !innerWrapper) {
             continue;
         }
-        entries.erase(std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; }));
+        const std::string& name = key;  // clang 14 cannot capture a structured binding
+        entries.erase(std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == name; }));
         if (renamed) {
             putEntry(entries, key == base ? std::string() : key.substr(prefix.size()), value);
         }
