@@ -444,7 +444,7 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
             }
             if (!isValidUtf8(t.name)) {
                 return makeError(ErrorCode::Usage, "tensor name \"" + validUtf8(t.name) +
-                                                             "\" is not valid UTF-8, which safetensors requires");
+                                                       "\" is not valid UTF-8, which safetensors requires");
             }
             if (t.name == "__metadata__" || !names.insert(t.name).second) {
                 return makeError(ErrorCode::Usage, "tensor name \"" + t.name + "\" is reserved or used twice");

@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             __builtin_trap();  // a whole read hands out exactly the declared size
         }
         if (r.size > 2) {
-            (void)ckpt::archive::readRecord(file, r, r.size / 3, r.size / 3, [](ckpt::Bytes) { return true; }, 7);
+            (void)ckpt::archive::readRecord(
+                file, r, r.size / 3, r.size / 3, [](ckpt::Bytes) { return true; }, 7);
         }
     }
     return 0;
