@@ -5,6 +5,7 @@
 #                           (every lookup is the case-insensitive fallback; was 40 s)
 #   many.safetensors        200k tensors (was over 30 s)
 #   legacy_storages.pt      torch.save(_use_new_zipfile_serialization=False) of 180k tensors
+#   legacy_bare_storages.pt the same format holding 180k bare storages (the file: was 65 s)
 # The files come from tests/hostile/gen/ (written once into the bench data dir). Reports the best
 # wall time of five runs, the least CPU time of three (a shared machine inflates wall time) and
 # peak RSS. Usage: bench/hostile/run.sh [BUILD_DIR]
@@ -13,7 +14,8 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 data=${CKPTSCOPE_BENCH_DIR:-$root/build/bench-data}/hostile
 mkdir -p "$data"
-for gen in big_upper_zip:upper.pt many_safetensors:many.safetensors many_legacy_storages:legacy_storages.pt; do
+for gen in big_upper_zip:upper.pt many_safetensors:many.safetensors many_legacy_storages:legacy_storages.pt \
+           legacy_bare_storages:legacy_bare_storages.pt; do
   script=${gen%%:*} file=${gen#*:}
   if [ ! -s "$data/$file" ]; then
     /usr/bin/python3 "$root/tests/hostile/gen/$script.py" "$data" >/dev/null
@@ -41,7 +43,7 @@ no_torch = {
     "many.safetensors": "torch.load cannot read safetensors (the safetensors package is not installed)",
 }
 print(f"{'file':<20} {'MB':>5} {'command':<15} {'wall_s':>7} {'cpu_s':>6} {'MiB':>6}  target {TARGET:.0f} s")
-for f in ("upper.pt", "many.safetensors", "legacy_storages.pt"):
+for f in ("upper.pt", "many.safetensors", "legacy_storages.pt", "legacy_bare_storages.pt"):
     path = f"{data}/{f}"
     mb = os.path.getsize(path) / 1e6
     for args in (["inspect", "--json"], ["check"]):
