@@ -21,6 +21,7 @@ mkdir -p "$build/crashes"
 status=0
 for fz in "$build"/fuzz_*; do
   name=$(basename "$fz")
+  case "$name" in *.log) continue ;; esac  # the logs of earlier runs sit beside the targets
   corpus="$build/corpus-$name"
   mkdir -p "$corpus"
   seeds=("$corpus")
