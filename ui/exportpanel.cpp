@@ -2,7 +2,9 @@
 
 #include "dialogs.h"
 #include "text.h"
+#include "transform/transform.h"
 #include "write/targets.h"
+#include "write/write.h"
 
 #include <QAbstractTableModel>
 #include <QCheckBox>
@@ -26,41 +28,25 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
-#ifdef CKPTSCOPE_HAVE_EXPORT
-#include "transform/transform.h"
-#include "write/write.h"
-#endif
-
 namespace ckpt::ui {
 
 // The plan's steps as a table; a view over a shared vector so 40k renames cost no widget items.
 class PlanModel : public QAbstractTableModel {
 public:
     using QAbstractTableModel::QAbstractTableModel;
-#ifdef CKPTSCOPE_HAVE_EXPORT
     void setSteps(std::shared_ptr<const std::vector<transform::PlanStep>> steps)
     {
         beginResetModel();
         m_steps = std::move(steps);
         endResetModel();
     }
-#endif
     int rowCount(const QModelIndex& parent = {}) const override
     {
-#ifdef CKPTSCOPE_HAVE_EXPORT
         return parent.isValid() || !m_steps ? 0 : static_cast<int>(m_steps->size());
-#else
-        (void)parent;
-        return 0;
-#endif
     }
-    int columnCount(const QModelIndex& parent = {}) const override
-    {
-        return parent.isValid() ? 0 : 5;
-    }
+    int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 5; }
     QVariant data(const QModelIndex& index, int role) const override
     {
-#ifdef CKPTSCOPE_HAVE_EXPORT
         if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) {
             return {};
         }
@@ -79,11 +65,6 @@ public:
         default:
             return {};
         }
-#else
-        (void)index;
-        (void)role;
-        return {};
-#endif
     }
     QVariant headerData(int section, Qt::Orientation o, int role) const override
     {
@@ -95,9 +76,7 @@ public:
     }
 
 private:
-#ifdef CKPTSCOPE_HAVE_EXPORT
     std::shared_ptr<const std::vector<transform::PlanStep>> m_steps;
-#endif
 };
 
 namespace {
@@ -129,22 +108,8 @@ ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
     buildUi();
     m_exportJobs.setProgressHandler(
         [this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
-    if (!available()) {
-        setEnabled(false);
-        m_result->setText(tr("This build has no transform/write stage: export is not available."));
-        return;
-    }
     QSettings settings;
     setPreset(static_cast<Preset>(settings.value(QStringLiteral("export/preset"), int(SingleCard)).toInt()));
-}
-
-bool ExportPanel::available()
-{
-#ifdef CKPTSCOPE_HAVE_EXPORT
-    return true;
-#else
-    return false;
-#endif
 }
 
 void ExportPanel::buildUi()
@@ -313,7 +278,6 @@ void ExportPanel::setPreset(Preset preset)
 {
     m_preset->setCurrentIndex(m_preset->findData(int(preset)));
     QSettings().setValue(QStringLiteral("export/preset"), int(preset));
-#ifdef CKPTSCOPE_HAVE_EXPORT
     const auto format = m_options.format;
     if (preset == SingleCard) {
         m_options = transform::singleCardPreset();
@@ -322,11 +286,9 @@ void ExportPanel::setPreset(Preset preset)
     }
     m_options.format = format;
     optionsToFields();
-#endif
     schedulePlan();
 }
 
-#ifdef CKPTSCOPE_HAVE_EXPORT
 void ExportPanel::addFix(const transform::Options& fix)
 {
     m_options.merge(fix);
@@ -334,11 +296,9 @@ void ExportPanel::addFix(const transform::Options& fix)
     optionsToFields();
     schedulePlan();
 }
-#endif
 
 void ExportPanel::optionsToFields()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     m_syncing = true;
     m_strip->setText(joinList(m_options.stripPrefixes));
     m_addPrefix->setText(qs(m_options.addPrefix.value_or(std::string())));
@@ -351,12 +311,10 @@ void ExportPanel::optionsToFields()
     m_multiCard->setChecked(m_options.singleModulePrefix);
     m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
     m_syncing = false;
-#endif
 }
 
 void ExportPanel::fieldsToOptions()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (m_syncing) {
         return;
     }
@@ -393,26 +351,23 @@ void ExportPanel::fieldsToOptions()
         m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
     }
     schedulePlan();
-#endif
 }
 
 QString ExportPanel::defaultOutputFor(const QString& input) const
 {
     const QFileInfo info(input);
     QString ext = info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (m_options.format == transform::OutputFormat::Safetensors) {
         ext = QStringLiteral("safetensors");
     } else if (ext == QLatin1String("safetensors")) {
         ext = QStringLiteral("pt");
     }
-#endif
     return info.dir().filePath(info.completeBaseName() + QStringLiteral(".fixed.") + ext);
 }
 
 void ExportPanel::schedulePlan()
 {
-    if (available() && m_doc) {
+    if (m_doc) {
         m_planTimer->start();
     }
 }
@@ -424,7 +379,6 @@ int ExportPanel::planRowCount() const
 
 void ExportPanel::computePlan()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (!m_doc) {
         return;
     }
@@ -453,19 +407,17 @@ void ExportPanel::computePlan()
             }
             Q_EMIT planReady();
         });
-#endif
 }
 
 void ExportPanel::setExporting(bool busy)
 {
-    m_export->setEnabled(!busy && available() && m_doc);
+    m_export->setEnabled(!busy && m_doc);
     m_cancel->setEnabled(busy);
     m_browse->setEnabled(!busy);
 }
 
 void ExportPanel::startExport()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (!m_doc || m_output->text().trimmed().isEmpty()) {
         return;
     }
@@ -505,12 +457,11 @@ void ExportPanel::startExport()
             m_result->setText(text);
             Q_EMIT exportFinished(true, qs(r->path));
         });
-#endif
 }
 
 void ExportPanel::dragEnterEvent(QDragEnterEvent* event)
 {
-    if (available() && !localFiles(event->mimeData()).isEmpty()) {
+    if (!localFiles(event->mimeData()).isEmpty()) {
         event->acceptProposedAction();
     }
 }
@@ -568,7 +519,6 @@ void ExportPanel::refuseBatchRow(int row, const Error& why)
 
 void ExportPanel::startNextBatch()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (m_batchNext >= m_batchTable->rowCount()) {
         Q_EMIT batchFinished();
         return;
@@ -604,7 +554,6 @@ void ExportPanel::startNextBatch()
             }
             startNextBatch();
         });
-#endif
 }
 
 }  // namespace ckpt::ui

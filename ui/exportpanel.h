@@ -5,14 +5,10 @@
 
 #include "document.h"
 #include "jobtracker.h"
-
-#include <QWidget>
-
-#if defined(CKPTSCOPE_HAVE_TRANSFORM) && defined(CKPTSCOPE_HAVE_WRITE)
-#define CKPTSCOPE_HAVE_EXPORT 1
 #include "transform/options.h"
 #include "util/error.h"
-#endif
+
+#include <QWidget>
 
 class QCheckBox;
 class QComboBox;
@@ -33,17 +29,11 @@ public:
 
     explicit ExportPanel(QWidget* parent = nullptr);
     void setDocument(DocumentPtr doc);
-    [[nodiscard]] static bool available();
     void setPreset(Preset preset);
     [[nodiscard]] Preset preset() const;
-#ifdef CKPTSCOPE_HAVE_EXPORT
     // A finding's fix joins the options (the preset becomes Custom).
     void addFix(const transform::Options& fix);
-    [[nodiscard]] const transform::Options& options() const
-    {
-        return m_options;
-    }
-#endif
+    [[nodiscard]] const transform::Options& options() const { return m_options; }
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;
     // Default output for an input file under the current format: "<dir>/<stem>.fixed.<ext>".
@@ -70,9 +60,7 @@ private:
     void setExporting(bool busy);
 
     DocumentPtr m_doc;
-#ifdef CKPTSCOPE_HAVE_EXPORT
     transform::Options m_options;
-#endif
     bool m_syncing = false;  // fields are being filled from m_options
     QComboBox* m_preset = nullptr;
     QLineEdit* m_strip = nullptr;

@@ -1,5 +1,8 @@
 #include "testloadpanel.h"
 
+#include "device/nvml.h"
+#include "device/sampler.h"
+#include "device/testload.h"
 #include "memorychart.h"
 #include "text.h"
 
@@ -12,12 +15,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
-
-#ifdef CKPTSCOPE_HAVE_DEVICE
-#include "device/nvml.h"
-#include "device/sampler.h"
-#include "device/testload.h"
-#endif
 
 namespace ckpt::ui {
 
@@ -73,41 +70,26 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
         }
     });
     setBusy(false);
-    if (!available()) {
-        m_note->setText(tr("This build has no device stage: test-loads are not available."));
-        m_load->setEnabled(false);
-        m_refresh->setEnabled(false);
-    }
-}
-
-bool TestLoadPanel::available()
-{
-#ifdef CKPTSCOPE_HAVE_DEVICE
-    return true;
-#else
-    return false;
-#endif
 }
 
 void TestLoadPanel::setDocument(DocumentPtr doc)
 {
     m_doc = std::move(doc);
-    if (!m_devicesQueried && available()) {
+    if (!m_devicesQueried) {
         refreshDevices();
     }
 }
 
 void TestLoadPanel::setBusy(bool busy)
 {
-    m_load->setEnabled(!busy && available() && m_device->count() > 0);
+    m_load->setEnabled(!busy && m_device->count() > 0);
     m_cancel->setEnabled(busy);
     m_device->setEnabled(!busy);
-    m_refresh->setEnabled(!busy && available());
+    m_refresh->setEnabled(!busy);
 }
 
 void TestLoadPanel::refreshDevices()
 {
-#ifdef CKPTSCOPE_HAVE_DEVICE
     m_devicesQueried = true;
     m_note->setText(tr("Looking for GPUs…"));
     // NVML is loaded once (dlopen + init can take a moment) and kept for the sampler.
@@ -133,10 +115,8 @@ void TestLoadPanel::refreshDevices()
             showInventory(r.inventory);
             Q_EMIT devicesReady();
         });
-#endif
 }
 
-#ifdef CKPTSCOPE_HAVE_DEVICE
 void TestLoadPanel::showInventory(const device::Inventory& inv)
 {
     const auto previous = m_device->currentData().toString();
@@ -273,8 +253,5 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
     }
     m_summary->setText(text);
 }
-#else
-void TestLoadPanel::startLoad() {}
-#endif
 
 }  // namespace ckpt::ui
