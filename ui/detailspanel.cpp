@@ -221,8 +221,7 @@ void DetailsPanel::showStatistics(const diagnose::TensorStats& s)
                        .arg(s.std, 0, 'g', 6);
     const QString nonFinite =
         tr("NaN %1, +Inf %2, -Inf %3").arg(s.nan).arg(s.inf - std::min(s.inf, s.negInf)).arg(s.negInf);
-    text += QStringLiteral("<br>") +
-            (s.nan + s.inf > 0 ? QStringLiteral("<span style='color:#c53030'>%1</span>").arg(nonFinite) : nonFinite);
+    text += QStringLiteral("<br>") + (s.nan + s.inf > 0 ? errorHtml(nonFinite) : nonFinite);
     m_statsLabel->setText(text);
     m_statsLabel->show();
     if (!s.histogram.empty() && s.finite > 0) {

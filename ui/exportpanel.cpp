@@ -1,6 +1,7 @@
 #include "exportpanel.h"
 
 #include "dialogs.h"
+#include "drops.h"
 #include "text.h"
 #include "transform/transform.h"
 #include "write/targets.h"
@@ -19,7 +20,6 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
@@ -85,20 +85,6 @@ constexpr int kPlanDebounceMs = 120;
 // "Exported" in the window means on disk: nobody timing the window waits on it, and a user may
 // unplug the drive next. (The command line is lazy by default, like cp; `--sync` opts in.)
 const write::WriteOptions kDurable{write::Durability::Durable};
-
-QStringList localFiles(const QMimeData* mime)
-{
-    QStringList files;
-    if (!mime || !mime->hasUrls()) {
-        return files;
-    }
-    for (const auto& url : mime->urls()) {
-        if (url.isLocalFile()) {
-            files << url.toLocalFile();
-        }
-    }
-    return files;
-}
 
 }  // namespace
 
@@ -332,8 +318,7 @@ void ExportPanel::fieldsToOptions()
         map = transform::LocationMap{};
     }
     if (!map) {
-        m_planStatus->setText(
-            QStringLiteral("<span style='color:#c53030'>%1</span>").arg(qs(map.error().message).toHtmlEscaped()));
+        m_planStatus->setText(errorHtml(qs(map.error().message)));
         m_export->setEnabled(false);
         return;
     }
@@ -395,8 +380,7 @@ void ExportPanel::computePlan()
         [this](Expected<Steps> steps) {
             if (!steps) {
                 m_planModel->setSteps({});
-                m_planStatus->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
-                                          .arg(qs(steps.error().message).toHtmlEscaped()));
+                m_planStatus->setText(errorHtml(qs(steps.error().message)));
                 m_export->setEnabled(false);
             } else {
                 m_planModel->setSteps(*steps);
@@ -445,7 +429,7 @@ void ExportPanel::startExport()
             if (!r) {
                 m_progress->setValue(0);
                 const auto msg = qs(r.error().describe());
-                m_result->setText(QStringLiteral("<span style='color:#c53030'>%1</span>").arg(msg.toHtmlEscaped()));
+                m_result->setText(errorHtml(msg));
                 Q_EMIT exportFinished(false, msg);
                 return;
             }

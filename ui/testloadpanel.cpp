@@ -204,8 +204,7 @@ void TestLoadPanel::startLoad()
             setBusy(false);
             if (!result) {
                 m_progress->setValue(0);
-                m_summary->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
-                                       .arg(qs(result.error().describe()).toHtmlEscaped()));
+                m_summary->setText(errorHtml(qs(result.error().describe())));
                 Q_EMIT loadFinished(false);
                 return;
             }
@@ -235,8 +234,7 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
         for (const auto& d : r.otherDevices) {
             moved << tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
         }
-        other = QStringLiteral("<span style='color:#c53030'>%1</span>")
-                    .arg(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))).toHtmlEscaped());
+        other = errorHtml(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))));
     }
     QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 s (%5 GB/s); peak %6 (%7); %8.")
                        .arg(qs(r.device).toHtmlEscaped())
