@@ -2,12 +2,12 @@
 
 #include "dialogs.h"
 #include "drops.h"
+#include "planmodel.h"
 #include "text.h"
 #include "transform/transform.h"
 #include "write/targets.h"
 #include "write/write.h"
 
-#include <QAbstractTableModel>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -29,55 +29,6 @@
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
-
-// The plan's steps as a table; a view over a shared vector so 40k renames cost no widget items.
-class PlanModel : public QAbstractTableModel {
-public:
-    using QAbstractTableModel::QAbstractTableModel;
-    void setSteps(std::shared_ptr<const std::vector<transform::PlanStep>> steps)
-    {
-        beginResetModel();
-        m_steps = std::move(steps);
-        endResetModel();
-    }
-    int rowCount(const QModelIndex& parent = {}) const override
-    {
-        return parent.isValid() || !m_steps ? 0 : static_cast<int>(m_steps->size());
-    }
-    int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 5; }
-    QVariant data(const QModelIndex& index, int role) const override
-    {
-        if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) {
-            return {};
-        }
-        const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
-        switch (index.column()) {
-        case 0:
-            return qs(transform::stepKindName(s.kind));
-        case 1:
-            return qs(s.path);
-        case 2:
-            return qs(s.before);
-        case 3:
-            return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
-        case 4:
-            return qs(s.detail);
-        default:
-            return {};
-        }
-    }
-    QVariant headerData(int section, Qt::Orientation o, int role) const override
-    {
-        if (o != Qt::Horizontal || role != Qt::DisplayRole) {
-            return {};
-        }
-        static const char* const names[] = {"Step", "Key", "Before", "After", "Detail"};
-        return section >= 0 && section < 5 ? QObject::tr(names[section]) : QVariant();
-    }
-
-private:
-    std::shared_ptr<const std::vector<transform::PlanStep>> m_steps;
-};
 
 namespace {
 
@@ -176,10 +127,10 @@ void ExportPanel::buildUi()
     m_planTable->setWordWrap(false);
     m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    m_planTable->setColumnWidth(0, 70);
-    m_planTable->setColumnWidth(1, 200);
-    m_planTable->setColumnWidth(2, 200);
-    m_planTable->setColumnWidth(3, 200);
+    m_planTable->setColumnWidth(PlanModel::Step, 70);
+    m_planTable->setColumnWidth(PlanModel::Key, 200);
+    m_planTable->setColumnWidth(PlanModel::Before, 200);
+    m_planTable->setColumnWidth(PlanModel::After, 200);
     m_planStatus = named(new QLabel(this), "planStatus");
     m_planStatus->setWordWrap(true);
 
@@ -368,7 +319,7 @@ void ExportPanel::computePlan()
         return;
     }
     m_planStatus->setText(tr("Planning…"));
-    using Steps = std::shared_ptr<const std::vector<transform::PlanStep>>;
+    using Steps = PlanModel::Steps;
     m_planJobs.start(
         [doc = m_doc, opts = m_options](std::stop_token, const ProgressFn&) -> Expected<Steps> {
             auto plan = transform::makePlan(*doc->checkpoint, opts);

@@ -22,6 +22,8 @@ class QTimer;
 
 namespace ckpt::ui {
 
+class PlanModel;
+
 class ExportPanel : public QWidget {
     Q_OBJECT
 public:
@@ -74,7 +76,7 @@ private:
     QCheckBox* m_multiCard = nullptr;
     QComboBox* m_format = nullptr;
     QTableView* m_planTable = nullptr;
-    class PlanModel* m_planModel = nullptr;
+    PlanModel* m_planModel = nullptr;
     QLabel* m_planStatus = nullptr;
     QLineEdit* m_output = nullptr;
     QPushButton* m_browse = nullptr;
