@@ -1,11 +1,11 @@
 #include "exportpanel.h"
 
+#include "batchmodel.h"
 #include "dialogs.h"
 #include "drops.h"
 #include "planmodel.h"
 #include "text.h"
 #include "transform/transform.h"
-#include "write/targets.h"
 #include "write/write.h"
 
 #include <QCheckBox>
@@ -24,7 +24,6 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QTableView>
-#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -167,8 +166,9 @@ void ExportPanel::buildUi()
 
     auto* batch = new QGroupBox(tr("Batch: drop files here to convert each with these options"), this);
     batch->setObjectName(QStringLiteral("batchArea"));
-    m_batchTable = named(new QTableWidget(0, 3, batch), "batchTable");
-    m_batchTable->setHorizontalHeaderLabels({tr("File"), tr("Status"), tr("Output")});
+    m_batchModel = new BatchModel(this);
+    m_batchTable = named(new QTableView(batch), "batchTable");
+    m_batchTable->setModel(m_batchModel);
     m_batchTable->verticalHeader()->hide();
     m_batchTable->horizontalHeader()->setStretchLastSection(true);
     m_batchTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -414,58 +414,22 @@ void ExportPanel::dropEvent(QDropEvent* event)
 void ExportPanel::queueBatch(const QStringList& files)
 {
     for (const auto& f : files) {
-        const int row = m_batchTable->rowCount();
-        m_batchTable->insertRow(row);
-        auto* name = new QTableWidgetItem(QFileInfo(f).fileName());
-        name->setToolTip(f);
-        name->setData(Qt::UserRole, f);
-        m_batchTable->setItem(row, 0, name);
-        const QString out = defaultOutputFor(f);
-        m_batchTable->setItem(row, 1, new QTableWidgetItem(tr("queued")));
-        m_batchTable->setItem(row, 2, new QTableWidgetItem(out));
-        const write::Conversion c{f.toStdString(), out.toStdString()};
-        if (auto ok = write::checkConversions({c}); !ok) {
-            refuseBatchRow(row, ok.error());
-        }
-        // Against every earlier row: a clash refuses both while neither has run, so a dropped file
-        // is never replaced by another's conversion (m.pt and its m.fixed.pt dropped together).
-        for (int earlier = 0; earlier < row; ++earlier) {
-            const write::Conversion e{m_batchTable->item(earlier, 0)->data(Qt::UserRole).toString().toStdString(),
-                                      m_batchTable->item(earlier, 2)->text().toStdString()};
-            if (auto ok = write::checkConversions({e, c}); !ok) {
-                refuseBatchRow(row, ok.error());
-                if (earlier >= m_batchNext) {
-                    refuseBatchRow(earlier, ok.error());
-                }
-            }
-        }
+        m_batchModel->enqueue(f, defaultOutputFor(f));
     }
     if (!m_batchJobs.isRunning()) {
         startNextBatch();
     }
 }
 
-void ExportPanel::refuseBatchRow(int row, const Error& why)
-{
-    m_batchTable->item(row, 0)->setData(Qt::UserRole + 1, true);
-    m_batchTable->item(row, 1)->setText(tr("refused: %1").arg(qs(why.message)));
-    m_batchTable->item(row, 1)->setToolTip(qs(why.describe()));
-}
-
 void ExportPanel::startNextBatch()
 {
-    if (m_batchNext >= m_batchTable->rowCount()) {
+    const int row = m_batchModel->startNext();
+    if (row < 0) {
         Q_EMIT batchFinished();
         return;
     }
-    const int row = m_batchNext++;
-    if (m_batchTable->item(row, 0)->data(Qt::UserRole + 1).toBool()) {
-        startNextBatch();
-        return;
-    }
-    const auto in = m_batchTable->item(row, 0)->data(Qt::UserRole).toString().toStdString();
-    const auto out = m_batchTable->item(row, 2)->text().toStdString();
-    m_batchTable->item(row, 1)->setText(tr("converting…"));
+    const auto in = m_batchModel->input(row).toStdString();
+    const auto out = m_batchModel->output(row).toStdString();
     m_batchJobs.start(
         [in, out, opts = m_options](std::stop_token stop, const ProgressFn&) -> Expected<write::WriteResult> {
             auto ck = openCheckpoint(in);
@@ -478,15 +442,8 @@ void ExportPanel::startNextBatch()
             }
             return write::writeCheckpoint(**ck, *plan, out, {}, stop, kDurable);
         },
-        [this, row](Expected<write::WriteResult> r) {
-            auto* status = m_batchTable->item(row, 1);
-            if (r) {
-                status->setText(tr("done, %1").arg(humanSize(r->bytes)));
-                m_batchTable->item(row, 2)->setText(qs(r->path));
-            } else {
-                status->setText(tr("failed: %1").arg(qs(r.error().describe())));
-                status->setToolTip(qs(r.error().describe()));
-            }
+        [this, row](const Expected<write::WriteResult>& r) {
+            m_batchModel->finish(row, r);
             startNextBatch();
         });
 }

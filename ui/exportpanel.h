@@ -6,7 +6,6 @@
 #include "document.h"
 #include "jobtracker.h"
 #include "transform/options.h"
-#include "util/error.h"
 
 #include <QWidget>
 
@@ -17,11 +16,11 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QTableView;
-class QTableWidget;
 class QTimer;
 
 namespace ckpt::ui {
 
+class BatchModel;
 class PlanModel;
 
 class ExportPanel : public QWidget {
@@ -57,7 +56,6 @@ private:
     void schedulePlan();
     void computePlan();
     void startExport();
-    void refuseBatchRow(int row, const Error& why);  // never converted, with the reason
     void startNextBatch();
     void setExporting(bool busy);
 
@@ -84,10 +82,10 @@ private:
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_result = nullptr;
-    QTableWidget* m_batchTable = nullptr;
+    QTableView* m_batchTable = nullptr;
+    BatchModel* m_batchModel = nullptr;
     QTimer* m_planTimer = nullptr;
     bool m_outputEdited = false;
-    int m_batchNext = 0;
     JobTracker m_planJobs{this};
     JobTracker m_batchJobs{this};
     JobTracker m_exportJobs{this};
