@@ -1,5 +1,6 @@
 #include "detailspanel.h"
 
+#include "diagnose/values.h"
 #include "histogramwidget.h"
 #include "text.h"
 
@@ -7,10 +8,6 @@
 #include <QPushButton>
 #include <QTextBrowser>
 #include <QVBoxLayout>
-
-#ifdef CKPTSCOPE_HAVE_VALUES
-#include "diagnose/values.h"
-#endif
 
 namespace ckpt::ui {
 namespace {
@@ -60,15 +57,6 @@ DetailsPanel::DetailsPanel(QWidget* parent)
     clearNode();
 }
 
-bool DetailsPanel::statisticsAvailable()
-{
-#ifdef CKPTSCOPE_HAVE_VALUES
-    return true;
-#else
-    return false;
-#endif
-}
-
 void DetailsPanel::setDocument(DocumentPtr doc)
 {
     m_doc = std::move(doc);
@@ -106,7 +94,7 @@ void DetailsPanel::showNode(std::uint32_t node)
     QString html = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(qs(ck.pathOf(node)).toHtmlEscaped());
     if (n.kind == NodeKind::Tensor && n.tensor != kNoIndex) {
         html += tensorHtml(ck.tensors[n.tensor]);
-        m_statsButton->setVisible(statisticsAvailable());
+        m_statsButton->show();
         m_statsButton->setEnabled(ck.tensors[n.tensor].storage != kNoIndex);
     } else if (n.object != kNoIndex) {
         html += objectHtml(n);
@@ -202,7 +190,6 @@ QString DetailsPanel::containerHtml(std::uint32_t node) const
 
 void DetailsPanel::computeStatistics()
 {
-#ifdef CKPTSCOPE_HAVE_VALUES
     if (!m_doc || m_node == kNoIndex) {
         return;
     }
@@ -223,10 +210,8 @@ void DetailsPanel::computeStatistics()
                      showStatistics(*result);
                      Q_EMIT statisticsReady();
                  });
-#endif
 }
 
-#ifdef CKPTSCOPE_HAVE_VALUES
 void DetailsPanel::showStatistics(const diagnose::TensorStats& s)
 {
     QString text = tr("<b>min</b> %1 &nbsp; <b>max</b> %2 &nbsp; <b>mean</b> %3 &nbsp; <b>std</b> %4")
@@ -236,8 +221,7 @@ void DetailsPanel::showStatistics(const diagnose::TensorStats& s)
                        .arg(s.std, 0, 'g', 6);
     const QString nonFinite =
         tr("NaN %1, +Inf %2, -Inf %3").arg(s.nan).arg(s.inf - std::min(s.inf, s.negInf)).arg(s.negInf);
-    text += QStringLiteral("<br>") +
-            (s.nan + s.inf > 0 ? QStringLiteral("<span style='color:#c53030'>%1</span>").arg(nonFinite) : nonFinite);
+    text += QStringLiteral("<br>") + (s.nan + s.inf > 0 ? errorHtml(nonFinite) : nonFinite);
     m_statsLabel->setText(text);
     m_statsLabel->show();
     if (!s.histogram.empty() && s.finite > 0) {
@@ -247,6 +231,5 @@ void DetailsPanel::showStatistics(const diagnose::TensorStats& s)
     m_preview->setText(qs(s.preview));
     m_preview->setVisible(!s.preview.empty());
 }
-#endif
 
 }  // namespace ckpt::ui

@@ -3,14 +3,11 @@
 // thread), a histogram and a value preview; an object's qualified type and state.
 #pragma once
 
+#include "diagnose/values.h"
 #include "document.h"
 #include "jobtracker.h"
 
 #include <QWidget>
-
-#ifdef CKPTSCOPE_HAVE_VALUES
-#include "diagnose/values.h"
-#endif
 
 class QLabel;
 class QPushButton;
@@ -28,16 +25,13 @@ public:
     void showNode(std::uint32_t node);
     void clearNode();
     [[nodiscard]] QString text() const;  // plain text of what is shown (tests)
-    [[nodiscard]] static bool statisticsAvailable();
 
 Q_SIGNALS:
     void statisticsReady();
 
 private:
     void computeStatistics();
-#ifdef CKPTSCOPE_HAVE_VALUES
     void showStatistics(const diagnose::TensorStats& s);
-#endif
     [[nodiscard]] QString tensorHtml(const TensorEntry& t) const;
     [[nodiscard]] QString objectHtml(const Node& n) const;
     [[nodiscard]] QString containerHtml(std::uint32_t node) const;

@@ -55,17 +55,12 @@ FindingsPtr diagnoseDocument(const Document& doc, std::stop_token stop)
 {
     const auto t0 = std::chrono::steady_clock::now();
     auto out = std::make_shared<Findings>();
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
     auto found = diagnose::check(*doc.checkpoint, {}, stop);
     if (found) {
         out->list = std::move(*found);
     } else {
         out->error = found.error().describe();
     }
-#else
-    (void)doc;
-    (void)stop;
-#endif
     out->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }

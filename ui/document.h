@@ -4,10 +4,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
-
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
 #include "diagnose/diagnose.h"
-#endif
 
 #include <memory>
 #include <stop_token>
@@ -29,9 +26,7 @@ using DocumentPtr = std::shared_ptr<const Document>;
 
 // What diagnose found in one document.
 struct Findings {
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
     std::vector<diagnose::Finding> list;
-#endif
     std::string error;  // diagnose failed (the file still opened)
     double seconds = 0;
 };

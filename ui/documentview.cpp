@@ -223,7 +223,6 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
 
 void DocumentView::onFix(int finding)
 {
-#if defined(CKPTSCOPE_HAVE_DIAGNOSE) && defined(CKPTSCOPE_HAVE_EXPORT)
     if (!m_diagnosis) {
         return;
     }
@@ -232,9 +231,6 @@ void DocumentView::onFix(int finding)
         m_export->addFix(*f.fix);
         showExport();
     }
-#else
-    (void)finding;
-#endif
 }
 
 }  // namespace ckpt::ui

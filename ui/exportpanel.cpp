@@ -1,10 +1,13 @@
 #include "exportpanel.h"
 
+#include "batchmodel.h"
 #include "dialogs.h"
+#include "drops.h"
+#include "planmodel.h"
 #include "text.h"
-#include "write/targets.h"
+#include "transform/transform.h"
+#include "write/write.h"
 
-#include <QAbstractTableModel>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -17,88 +20,14 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
 #include <QTableView>
-#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
-#ifdef CKPTSCOPE_HAVE_EXPORT
-#include "transform/transform.h"
-#include "write/write.h"
-#endif
-
 namespace ckpt::ui {
-
-// The plan's steps as a table; a view over a shared vector so 40k renames cost no widget items.
-class PlanModel : public QAbstractTableModel {
-public:
-    using QAbstractTableModel::QAbstractTableModel;
-#ifdef CKPTSCOPE_HAVE_EXPORT
-    void setSteps(std::shared_ptr<const std::vector<transform::PlanStep>> steps)
-    {
-        beginResetModel();
-        m_steps = std::move(steps);
-        endResetModel();
-    }
-#endif
-    int rowCount(const QModelIndex& parent = {}) const override
-    {
-#ifdef CKPTSCOPE_HAVE_EXPORT
-        return parent.isValid() || !m_steps ? 0 : static_cast<int>(m_steps->size());
-#else
-        (void)parent;
-        return 0;
-#endif
-    }
-    int columnCount(const QModelIndex& parent = {}) const override
-    {
-        return parent.isValid() ? 0 : 5;
-    }
-    QVariant data(const QModelIndex& index, int role) const override
-    {
-#ifdef CKPTSCOPE_HAVE_EXPORT
-        if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) {
-            return {};
-        }
-        const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
-        switch (index.column()) {
-        case 0:
-            return qs(transform::stepKindName(s.kind));
-        case 1:
-            return qs(s.path);
-        case 2:
-            return qs(s.before);
-        case 3:
-            return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
-        case 4:
-            return qs(s.detail);
-        default:
-            return {};
-        }
-#else
-        (void)index;
-        (void)role;
-        return {};
-#endif
-    }
-    QVariant headerData(int section, Qt::Orientation o, int role) const override
-    {
-        if (o != Qt::Horizontal || role != Qt::DisplayRole) {
-            return {};
-        }
-        static const char* const names[] = {"Step", "Key", "Before", "After", "Detail"};
-        return section >= 0 && section < 5 ? QObject::tr(names[section]) : QVariant();
-    }
-
-private:
-#ifdef CKPTSCOPE_HAVE_EXPORT
-    std::shared_ptr<const std::vector<transform::PlanStep>> m_steps;
-#endif
-};
 
 namespace {
 
@@ -106,20 +35,6 @@ constexpr int kPlanDebounceMs = 120;
 // "Exported" in the window means on disk: nobody timing the window waits on it, and a user may
 // unplug the drive next. (The command line is lazy by default, like cp; `--sync` opts in.)
 const write::WriteOptions kDurable{write::Durability::Durable};
-
-QStringList localFiles(const QMimeData* mime)
-{
-    QStringList files;
-    if (!mime || !mime->hasUrls()) {
-        return files;
-    }
-    for (const auto& url : mime->urls()) {
-        if (url.isLocalFile()) {
-            files << url.toLocalFile();
-        }
-    }
-    return files;
-}
 
 }  // namespace
 
@@ -129,22 +44,8 @@ ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
     buildUi();
     m_exportJobs.setProgressHandler(
         [this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
-    if (!available()) {
-        setEnabled(false);
-        m_result->setText(tr("This build has no transform/write stage: export is not available."));
-        return;
-    }
     QSettings settings;
     setPreset(static_cast<Preset>(settings.value(QStringLiteral("export/preset"), int(SingleCard)).toInt()));
-}
-
-bool ExportPanel::available()
-{
-#ifdef CKPTSCOPE_HAVE_EXPORT
-    return true;
-#else
-    return false;
-#endif
 }
 
 void ExportPanel::buildUi()
@@ -225,10 +126,10 @@ void ExportPanel::buildUi()
     m_planTable->setWordWrap(false);
     m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    m_planTable->setColumnWidth(0, 70);
-    m_planTable->setColumnWidth(1, 200);
-    m_planTable->setColumnWidth(2, 200);
-    m_planTable->setColumnWidth(3, 200);
+    m_planTable->setColumnWidth(PlanModel::Step, 70);
+    m_planTable->setColumnWidth(PlanModel::Key, 200);
+    m_planTable->setColumnWidth(PlanModel::Before, 200);
+    m_planTable->setColumnWidth(PlanModel::After, 200);
     m_planStatus = named(new QLabel(this), "planStatus");
     m_planStatus->setWordWrap(true);
 
@@ -265,8 +166,9 @@ void ExportPanel::buildUi()
 
     auto* batch = new QGroupBox(tr("Batch: drop files here to convert each with these options"), this);
     batch->setObjectName(QStringLiteral("batchArea"));
-    m_batchTable = named(new QTableWidget(0, 3, batch), "batchTable");
-    m_batchTable->setHorizontalHeaderLabels({tr("File"), tr("Status"), tr("Output")});
+    m_batchModel = new BatchModel(this);
+    m_batchTable = named(new QTableView(batch), "batchTable");
+    m_batchTable->setModel(m_batchModel);
     m_batchTable->verticalHeader()->hide();
     m_batchTable->horizontalHeader()->setStretchLastSection(true);
     m_batchTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -313,7 +215,6 @@ void ExportPanel::setPreset(Preset preset)
 {
     m_preset->setCurrentIndex(m_preset->findData(int(preset)));
     QSettings().setValue(QStringLiteral("export/preset"), int(preset));
-#ifdef CKPTSCOPE_HAVE_EXPORT
     const auto format = m_options.format;
     if (preset == SingleCard) {
         m_options = transform::singleCardPreset();
@@ -322,11 +223,9 @@ void ExportPanel::setPreset(Preset preset)
     }
     m_options.format = format;
     optionsToFields();
-#endif
     schedulePlan();
 }
 
-#ifdef CKPTSCOPE_HAVE_EXPORT
 void ExportPanel::addFix(const transform::Options& fix)
 {
     m_options.merge(fix);
@@ -334,11 +233,9 @@ void ExportPanel::addFix(const transform::Options& fix)
     optionsToFields();
     schedulePlan();
 }
-#endif
 
 void ExportPanel::optionsToFields()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     m_syncing = true;
     m_strip->setText(joinList(m_options.stripPrefixes));
     m_addPrefix->setText(qs(m_options.addPrefix.value_or(std::string())));
@@ -351,12 +248,10 @@ void ExportPanel::optionsToFields()
     m_multiCard->setChecked(m_options.singleModulePrefix);
     m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
     m_syncing = false;
-#endif
 }
 
 void ExportPanel::fieldsToOptions()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (m_syncing) {
         return;
     }
@@ -374,8 +269,7 @@ void ExportPanel::fieldsToOptions()
         map = transform::LocationMap{};
     }
     if (!map) {
-        m_planStatus->setText(
-            QStringLiteral("<span style='color:#c53030'>%1</span>").arg(qs(map.error().message).toHtmlEscaped()));
+        m_planStatus->setText(errorHtml(qs(map.error().message)));
         m_export->setEnabled(false);
         return;
     }
@@ -393,26 +287,23 @@ void ExportPanel::fieldsToOptions()
         m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
     }
     schedulePlan();
-#endif
 }
 
 QString ExportPanel::defaultOutputFor(const QString& input) const
 {
     const QFileInfo info(input);
     QString ext = info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (m_options.format == transform::OutputFormat::Safetensors) {
         ext = QStringLiteral("safetensors");
     } else if (ext == QLatin1String("safetensors")) {
         ext = QStringLiteral("pt");
     }
-#endif
     return info.dir().filePath(info.completeBaseName() + QStringLiteral(".fixed.") + ext);
 }
 
 void ExportPanel::schedulePlan()
 {
-    if (available() && m_doc) {
+    if (m_doc) {
         m_planTimer->start();
     }
 }
@@ -424,12 +315,11 @@ int ExportPanel::planRowCount() const
 
 void ExportPanel::computePlan()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (!m_doc) {
         return;
     }
     m_planStatus->setText(tr("Planning…"));
-    using Steps = std::shared_ptr<const std::vector<transform::PlanStep>>;
+    using Steps = PlanModel::Steps;
     m_planJobs.start(
         [doc = m_doc, opts = m_options](std::stop_token, const ProgressFn&) -> Expected<Steps> {
             auto plan = transform::makePlan(*doc->checkpoint, opts);
@@ -441,8 +331,7 @@ void ExportPanel::computePlan()
         [this](Expected<Steps> steps) {
             if (!steps) {
                 m_planModel->setSteps({});
-                m_planStatus->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
-                                          .arg(qs(steps.error().message).toHtmlEscaped()));
+                m_planStatus->setText(errorHtml(qs(steps.error().message)));
                 m_export->setEnabled(false);
             } else {
                 m_planModel->setSteps(*steps);
@@ -453,19 +342,17 @@ void ExportPanel::computePlan()
             }
             Q_EMIT planReady();
         });
-#endif
 }
 
 void ExportPanel::setExporting(bool busy)
 {
-    m_export->setEnabled(!busy && available() && m_doc);
+    m_export->setEnabled(!busy && m_doc);
     m_cancel->setEnabled(busy);
     m_browse->setEnabled(!busy);
 }
 
 void ExportPanel::startExport()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
     if (!m_doc || m_output->text().trimmed().isEmpty()) {
         return;
     }
@@ -493,7 +380,7 @@ void ExportPanel::startExport()
             if (!r) {
                 m_progress->setValue(0);
                 const auto msg = qs(r.error().describe());
-                m_result->setText(QStringLiteral("<span style='color:#c53030'>%1</span>").arg(msg.toHtmlEscaped()));
+                m_result->setText(errorHtml(msg));
                 Q_EMIT exportFinished(false, msg);
                 return;
             }
@@ -505,12 +392,11 @@ void ExportPanel::startExport()
             m_result->setText(text);
             Q_EMIT exportFinished(true, qs(r->path));
         });
-#endif
 }
 
 void ExportPanel::dragEnterEvent(QDragEnterEvent* event)
 {
-    if (available() && !localFiles(event->mimeData()).isEmpty()) {
+    if (!localFiles(event->mimeData()).isEmpty()) {
         event->acceptProposedAction();
     }
 }
@@ -528,59 +414,22 @@ void ExportPanel::dropEvent(QDropEvent* event)
 void ExportPanel::queueBatch(const QStringList& files)
 {
     for (const auto& f : files) {
-        const int row = m_batchTable->rowCount();
-        m_batchTable->insertRow(row);
-        auto* name = new QTableWidgetItem(QFileInfo(f).fileName());
-        name->setToolTip(f);
-        name->setData(Qt::UserRole, f);
-        m_batchTable->setItem(row, 0, name);
-        const QString out = defaultOutputFor(f);
-        m_batchTable->setItem(row, 1, new QTableWidgetItem(tr("queued")));
-        m_batchTable->setItem(row, 2, new QTableWidgetItem(out));
-        const write::Conversion c{f.toStdString(), out.toStdString()};
-        if (auto ok = write::checkConversions({c}); !ok) {
-            refuseBatchRow(row, ok.error());
-        }
-        // Against every earlier row: a clash refuses both while neither has run, so a dropped file
-        // is never replaced by another's conversion (m.pt and its m.fixed.pt dropped together).
-        for (int earlier = 0; earlier < row; ++earlier) {
-            const write::Conversion e{m_batchTable->item(earlier, 0)->data(Qt::UserRole).toString().toStdString(),
-                                      m_batchTable->item(earlier, 2)->text().toStdString()};
-            if (auto ok = write::checkConversions({e, c}); !ok) {
-                refuseBatchRow(row, ok.error());
-                if (earlier >= m_batchNext) {
-                    refuseBatchRow(earlier, ok.error());
-                }
-            }
-        }
+        m_batchModel->enqueue(f, defaultOutputFor(f));
     }
     if (!m_batchJobs.isRunning()) {
         startNextBatch();
     }
 }
 
-void ExportPanel::refuseBatchRow(int row, const Error& why)
-{
-    m_batchTable->item(row, 0)->setData(Qt::UserRole + 1, true);
-    m_batchTable->item(row, 1)->setText(tr("refused: %1").arg(qs(why.message)));
-    m_batchTable->item(row, 1)->setToolTip(qs(why.describe()));
-}
-
 void ExportPanel::startNextBatch()
 {
-#ifdef CKPTSCOPE_HAVE_EXPORT
-    if (m_batchNext >= m_batchTable->rowCount()) {
+    const int row = m_batchModel->startNext();
+    if (row < 0) {
         Q_EMIT batchFinished();
         return;
     }
-    const int row = m_batchNext++;
-    if (m_batchTable->item(row, 0)->data(Qt::UserRole + 1).toBool()) {
-        startNextBatch();
-        return;
-    }
-    const auto in = m_batchTable->item(row, 0)->data(Qt::UserRole).toString().toStdString();
-    const auto out = m_batchTable->item(row, 2)->text().toStdString();
-    m_batchTable->item(row, 1)->setText(tr("converting…"));
+    const auto in = m_batchModel->input(row).toStdString();
+    const auto out = m_batchModel->output(row).toStdString();
     m_batchJobs.start(
         [in, out, opts = m_options](std::stop_token stop, const ProgressFn&) -> Expected<write::WriteResult> {
             auto ck = openCheckpoint(in);
@@ -593,18 +442,10 @@ void ExportPanel::startNextBatch()
             }
             return write::writeCheckpoint(**ck, *plan, out, {}, stop, kDurable);
         },
-        [this, row](Expected<write::WriteResult> r) {
-            auto* status = m_batchTable->item(row, 1);
-            if (r) {
-                status->setText(tr("done, %1").arg(humanSize(r->bytes)));
-                m_batchTable->item(row, 2)->setText(qs(r->path));
-            } else {
-                status->setText(tr("failed: %1").arg(qs(r.error().describe())));
-                status->setToolTip(qs(r.error().describe()));
-            }
+        [this, row](const Expected<write::WriteResult>& r) {
+            m_batchModel->finish(row, r);
             startNextBatch();
         });
-#endif
 }
 
 }  // namespace ckpt::ui

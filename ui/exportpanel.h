@@ -5,14 +5,9 @@
 
 #include "document.h"
 #include "jobtracker.h"
+#include "transform/options.h"
 
 #include <QWidget>
-
-#if defined(CKPTSCOPE_HAVE_TRANSFORM) && defined(CKPTSCOPE_HAVE_WRITE)
-#define CKPTSCOPE_HAVE_EXPORT 1
-#include "transform/options.h"
-#include "util/error.h"
-#endif
 
 class QCheckBox;
 class QComboBox;
@@ -21,10 +16,12 @@ class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QTableView;
-class QTableWidget;
 class QTimer;
 
 namespace ckpt::ui {
+
+class BatchModel;
+class PlanModel;
 
 class ExportPanel : public QWidget {
     Q_OBJECT
@@ -33,17 +30,11 @@ public:
 
     explicit ExportPanel(QWidget* parent = nullptr);
     void setDocument(DocumentPtr doc);
-    [[nodiscard]] static bool available();
     void setPreset(Preset preset);
     [[nodiscard]] Preset preset() const;
-#ifdef CKPTSCOPE_HAVE_EXPORT
     // A finding's fix joins the options (the preset becomes Custom).
     void addFix(const transform::Options& fix);
-    [[nodiscard]] const transform::Options& options() const
-    {
-        return m_options;
-    }
-#endif
+    [[nodiscard]] const transform::Options& options() const { return m_options; }
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;
     // Default output for an input file under the current format: "<dir>/<stem>.fixed.<ext>".
@@ -65,14 +56,11 @@ private:
     void schedulePlan();
     void computePlan();
     void startExport();
-    void refuseBatchRow(int row, const Error& why);  // never converted, with the reason
     void startNextBatch();
     void setExporting(bool busy);
 
     DocumentPtr m_doc;
-#ifdef CKPTSCOPE_HAVE_EXPORT
     transform::Options m_options;
-#endif
     bool m_syncing = false;  // fields are being filled from m_options
     QComboBox* m_preset = nullptr;
     QLineEdit* m_strip = nullptr;
@@ -86,7 +74,7 @@ private:
     QCheckBox* m_multiCard = nullptr;
     QComboBox* m_format = nullptr;
     QTableView* m_planTable = nullptr;
-    class PlanModel* m_planModel = nullptr;
+    PlanModel* m_planModel = nullptr;
     QLabel* m_planStatus = nullptr;
     QLineEdit* m_output = nullptr;
     QPushButton* m_browse = nullptr;
@@ -94,10 +82,10 @@ private:
     QPushButton* m_cancel = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_result = nullptr;
-    QTableWidget* m_batchTable = nullptr;
+    QTableView* m_batchTable = nullptr;
+    BatchModel* m_batchModel = nullptr;
     QTimer* m_planTimer = nullptr;
     bool m_outputEdited = false;
-    int m_batchNext = 0;
     JobTracker m_planJobs{this};
     JobTracker m_batchJobs{this};
     JobTracker m_exportJobs{this};

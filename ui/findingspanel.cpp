@@ -89,7 +89,6 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
     if (!m_doc || !m_findings) {
         return;
     }
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
     bool anyFix = false;
     for (std::size_t i = 0; i < m_findings->list.size(); ++i) {
         const auto& f = m_findings->list[i];
@@ -123,9 +122,6 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
         m_detail->setText(
             tr("%n finding(s): select one to see its keys.", nullptr, static_cast<int>(m_findings->list.size())));
     }
-#else
-    m_detail->setText(tr("This build has no diagnose stage."));
-#endif
     if (!m_findings->error.empty()) {
         m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_findings->error)));
     }
@@ -160,7 +156,6 @@ void FindingsPanel::onSelectionChanged()
         m_fix->setEnabled(false);
         return;
     }
-#ifdef CKPTSCOPE_HAVE_DIAGNOSE
     const auto& f = m_findings->list[static_cast<std::size_t>(item->data(0, Qt::UserRole).toInt())];
     QString detail = QStringLiteral("<b>%1</b> <span style='color:gray'>(%2, %3)</span><br>%4")
                          .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
@@ -172,7 +167,6 @@ void FindingsPanel::onSelectionChanged()
     m_detail->setText(detail);
     m_fix->setEnabled(f.fix.has_value());
     Q_EMIT highlightPaths(f.paths);
-#endif
 }
 
 }  // namespace ckpt::ui

@@ -2,6 +2,7 @@
 
 #include "dialogs.h"
 #include "documentview.h"
+#include "drops.h"
 #include "exportpanel.h"
 #include "icons.h"
 #include "jobtracker.h"
@@ -18,7 +19,6 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QMimeData>
 #include <QPushButton>
 #include <QSettings>
 #include <QStackedWidget>
@@ -33,19 +33,6 @@ namespace {
 constexpr int kMaxRecent = 10;
 const QString kFileFilter =
     QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
-
-QStringList localFiles(const QMimeData* mime)
-{
-    QStringList files;
-    if (mime && mime->hasUrls()) {
-        for (const auto& url : mime->urls()) {
-            if (url.isLocalFile()) {
-                files << url.toLocalFile();
-            }
-        }
-    }
-    return files;
-}
 
 QWidget* makeEmptyPage(QWidget* parent, QAction* open)
 {

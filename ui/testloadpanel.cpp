@@ -1,5 +1,8 @@
 #include "testloadpanel.h"
 
+#include "device/nvml.h"
+#include "device/sampler.h"
+#include "device/testload.h"
 #include "memorychart.h"
 #include "text.h"
 
@@ -12,12 +15,6 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
-
-#ifdef CKPTSCOPE_HAVE_DEVICE
-#include "device/nvml.h"
-#include "device/sampler.h"
-#include "device/testload.h"
-#endif
 
 namespace ckpt::ui {
 
@@ -73,41 +70,26 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
         }
     });
     setBusy(false);
-    if (!available()) {
-        m_note->setText(tr("This build has no device stage: test-loads are not available."));
-        m_load->setEnabled(false);
-        m_refresh->setEnabled(false);
-    }
-}
-
-bool TestLoadPanel::available()
-{
-#ifdef CKPTSCOPE_HAVE_DEVICE
-    return true;
-#else
-    return false;
-#endif
 }
 
 void TestLoadPanel::setDocument(DocumentPtr doc)
 {
     m_doc = std::move(doc);
-    if (!m_devicesQueried && available()) {
+    if (!m_devicesQueried) {
         refreshDevices();
     }
 }
 
 void TestLoadPanel::setBusy(bool busy)
 {
-    m_load->setEnabled(!busy && available() && m_device->count() > 0);
+    m_load->setEnabled(!busy && m_device->count() > 0);
     m_cancel->setEnabled(busy);
     m_device->setEnabled(!busy);
-    m_refresh->setEnabled(!busy && available());
+    m_refresh->setEnabled(!busy);
 }
 
 void TestLoadPanel::refreshDevices()
 {
-#ifdef CKPTSCOPE_HAVE_DEVICE
     m_devicesQueried = true;
     m_note->setText(tr("Looking for GPUs…"));
     // NVML is loaded once (dlopen + init can take a moment) and kept for the sampler.
@@ -133,10 +115,8 @@ void TestLoadPanel::refreshDevices()
             showInventory(r.inventory);
             Q_EMIT devicesReady();
         });
-#endif
 }
 
-#ifdef CKPTSCOPE_HAVE_DEVICE
 void TestLoadPanel::showInventory(const device::Inventory& inv)
 {
     const auto previous = m_device->currentData().toString();
@@ -224,8 +204,7 @@ void TestLoadPanel::startLoad()
             setBusy(false);
             if (!result) {
                 m_progress->setValue(0);
-                m_summary->setText(QStringLiteral("<span style='color:#c53030'>%1</span>")
-                                       .arg(qs(result.error().describe()).toHtmlEscaped()));
+                m_summary->setText(errorHtml(qs(result.error().describe())));
                 Q_EMIT loadFinished(false);
                 return;
             }
@@ -255,8 +234,7 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
         for (const auto& d : r.otherDevices) {
             moved << tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
         }
-        other = QStringLiteral("<span style='color:#c53030'>%1</span>")
-                    .arg(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))).toHtmlEscaped());
+        other = errorHtml(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))));
     }
     QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 s (%5 GB/s); peak %6 (%7); %8.")
                        .arg(qs(r.device).toHtmlEscaped())
@@ -273,8 +251,5 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
     }
     m_summary->setText(text);
 }
-#else
-void TestLoadPanel::startLoad() {}
-#endif
 
 }  // namespace ckpt::ui

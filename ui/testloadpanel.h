@@ -15,13 +15,11 @@ class QLabel;
 class QProgressBar;
 class QPushButton;
 
-#ifdef CKPTSCOPE_HAVE_DEVICE
 namespace ckpt::device {
 class Nvml;
 struct Inventory;
 struct TestloadReport;
 }  // namespace ckpt::device
-#endif
 
 namespace ckpt::ui {
 
@@ -33,7 +31,6 @@ public:
     explicit TestLoadPanel(QWidget* parent = nullptr);
     void setDocument(DocumentPtr doc);
     [[nodiscard]] MemoryChart* chart() const { return m_chart; }
-    [[nodiscard]] static bool available();
     void refreshDevices();
 
 Q_SIGNALS:
@@ -43,11 +40,9 @@ Q_SIGNALS:
 private:
     void startLoad();
     void setBusy(bool busy);
-#ifdef CKPTSCOPE_HAVE_DEVICE
     void showInventory(const device::Inventory& inv);
     void showReport(const device::TestloadReport& report);
     std::shared_ptr<const device::Nvml> m_nvml;
-#endif
 
     DocumentPtr m_doc;
     QComboBox* m_device;

@@ -52,4 +52,9 @@ QString joinList(const std::vector<std::string>& items)
     return l.join(QStringLiteral(", "));
 }
 
+QString errorHtml(const QString& message)
+{
+    return QStringLiteral("<span style='color:#c53030'>%1</span>").arg(message.toHtmlEscaped());
+}
+
 }  // namespace ckpt::ui

@@ -26,5 +26,8 @@ std::uint64_t numelOf(const std::vector<std::int64_t>& shape);
 // Splits a user's comma-separated list ("module., _orig_mod.") into trimmed non-empty items.
 std::vector<std::string> splitList(const QString& text);
 QString joinList(const std::vector<std::string>& items);
+// Plain text (a core error's message, say) escaped and shown in the one red every panel uses for
+// what went wrong.
+QString errorHtml(const QString& message);
 
 }  // namespace ckpt::ui

@@ -1,0 +1,71 @@
+#include "planmodel.h"
+
+#include "text.h"
+
+namespace ckpt::ui {
+
+PlanModel::PlanModel(QObject* parent) : QAbstractTableModel(parent) {}
+
+void PlanModel::setSteps(Steps steps)
+{
+    beginResetModel();
+    m_steps = std::move(steps);
+    endResetModel();
+}
+
+int PlanModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() || !m_steps ? 0 : static_cast<int>(m_steps->size());
+}
+
+int PlanModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant PlanModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) {
+        return {};
+    }
+    // The tool tip repeats the cell: keys and details are often wider than their column.
+    const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
+    switch (index.column()) {
+    case Step:
+        return qs(transform::stepKindName(s.kind));
+    case Key:
+        return qs(s.path);
+    case Before:
+        return qs(s.before);
+    case After:
+        // A dropped key has no "after"; a dash says so where an empty cell would look unfinished.
+        return s.after.empty() && s.kind == transform::StepKind::Drop ? QStringLiteral("—") : qs(s.after);
+    case Detail:
+        return qs(s.detail);
+    default:
+        return {};
+    }
+}
+
+QVariant PlanModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole) {
+        return {};
+    }
+    switch (section) {
+    case Step:
+        return tr("Step");
+    case Key:
+        return tr("Key");
+    case Before:
+        return tr("Before");
+    case After:
+        return tr("After");
+    case Detail:
+        return tr("Detail");
+    default:
+        return {};
+    }
+}
+
+}  // namespace ckpt::ui
