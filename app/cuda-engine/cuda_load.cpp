@@ -1,0 +1,424 @@
+#include "cuda_load.h"
+
+#include "device/sha256.h"
+#include "device/torch_allocator.h"
+#include "util/bytes.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+namespace ckpt::device {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Four 16 MiB pinned buffers: while the GPU drains one, the CPU fills the next from the mapping,
+// and two streams keep a copy queued behind the one in flight, so the PCIe link never waits.
+constexpr std::size_t kBuffers = 4;
+constexpr std::size_t kBufferBytes = 16U << 20;
+constexpr std::size_t kStreams = 2;
+constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
+
+std::uint64_t nowNs()
+{
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// The UUID as NVML and nvidia-smi print it, to find the device in NVML's (PCI) order.
+std::string uuidText(const cuda::Uuid& u)
+{
+    std::array<char, 48> out{};
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);  // NOLINT
+    std::snprintf(out.data(), out.size(),                             // NOLINT(cppcoreguidelines-pro-type-vararg)
+                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+                  b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return out.data();
+}
+
+std::string deviceId(int ordinal)
+{
+    return ordinal < 0 ? std::string("cpu") : "cuda:" + std::to_string(ordinal);
+}
+
+}  // namespace
+
+CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck,
+                   const LoadSelection& sel, EventSink sink)
+    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink))
+{
+}
+
+CudaLoad::~CudaLoad()
+{
+    // Each allocation is freed in its own device's context; streams and events name theirs.
+    for (const auto& a : allocations_) {
+        if (a.device != current_ && cu_.cuCtxSetCurrent(devices_.at(a.device).context) == cuda::kSuccess) {
+            current_ = a.device;
+        }
+        cu_.cuMemFree(a.ptr);
+    }
+    for (void* p : staging_) {
+        cu_.cuMemFreeHost(p);
+    }
+    for (auto* e : events_) {
+        cu_.cuEventDestroy(e);
+    }
+    for (auto* s : streams_) {
+        cu_.cuStreamDestroy(s);
+    }
+    for (const auto& [ordinal, d] : devices_) {
+        cu_.cuDevicePrimaryCtxRelease(ordinal);
+    }
+}
+
+Expected<void> CudaLoad::openContext(int ordinal)
+{
+    if (devices_.contains(ordinal)) {
+        return use(ordinal);
+    }
+    if (ordinal < 0 || ordinal >= cu_.deviceCount()) {
+        return makeError(ErrorCode::DeviceUnavailable, deviceId(ordinal) + " does not exist: the NVIDIA driver sees " +
+                                                           std::to_string(cu_.deviceCount()) +
+                                                           (cu_.deviceCount() == 1 ? " GPU" : " GPUs"));
+    }
+    DeviceState d;
+    cuda::Device dev = 0;
+    if (auto ok = cu_.check(cu_.cuDeviceGet(&dev, ordinal), "cuDeviceGet", ErrorCode::DeviceUnavailable); !ok) {
+        return ok;
+    }
+    std::array<char, 256> name{};
+    cu_.cuDeviceGetName(name.data(), static_cast<int>(name.size()), dev);
+    d.name = name.data();
+    cuda::Uuid uuid{};
+    if (cu_.cuDeviceGetUuid(&uuid, dev) == cuda::kSuccess) {
+        d.uuid = uuidText(uuid);
+    }
+    if (nvml_) {
+        for (int i = 0; i < nvml_->deviceCount(); ++i) {
+            if (auto u = nvml_->uuid(i); u && *u == d.uuid) {
+                d.nvmlIndex = i;
+            }
+        }
+    }
+    std::size_t total = 0;
+    cu_.cuDeviceTotalMem(&total, dev);
+    d.total = total;
+    const std::uint64_t before = d.nvmlIndex >= 0 ? processBytes(ordinal) : 0;
+    if (auto ok =
+            cu_.check(cu_.cuDevicePrimaryCtxRetain(&d.context, dev), "creating a CUDA context on " + deviceId(ordinal));
+        !ok) {
+        return ok;
+    }
+    devices_.emplace(ordinal, d);
+    if (auto ok = use(ordinal); !ok) {
+        return ok;
+    }
+    DeviceState& s = devices_.at(ordinal);
+    std::size_t freeBytes = 0;
+    cu_.cuMemGetInfo(&freeBytes, &total);
+    s.freeAfterContext = freeBytes;
+    s.lowestFree = freeBytes;
+    s.contextBytes = s.nvmlIndex >= 0 ? processBytes(ordinal) - std::min(before, processBytes(ordinal)) : 0;
+    if (primary_ < 0) {
+        primary_ = ordinal;
+    }
+    return {};
+}
+
+Expected<void> CudaLoad::use(int ordinal)
+{
+    if (ordinal == current_) {
+        return {};
+    }
+    // Copies still queued on the other device's streams read the shared staging buffers.
+    for (auto* s : streams_) {
+        cu_.cuStreamSynchronize(s);
+    }
+    for (auto* e : events_) {
+        cu_.cuEventDestroy(e);
+    }
+    for (auto* s : streams_) {
+        cu_.cuStreamDestroy(s);
+    }
+    events_.clear();
+    streams_.clear();
+    if (auto ok = cu_.check(cu_.cuCtxSetCurrent(devices_.at(ordinal).context), "cuCtxSetCurrent"); !ok) {
+        return ok;
+    }
+    current_ = ordinal;
+    for (std::size_t i = 0; i < kStreams; ++i) {
+        cuda::Stream s = nullptr;
+        if (auto ok = cu_.check(cu_.cuStreamCreate(&s, cuda::kStreamNonBlocking), "cuStreamCreate"); !ok) {
+            return ok;
+        }
+        streams_.push_back(s);
+    }
+    for (std::size_t i = 0; i < kBuffers; ++i) {
+        cuda::Event e = nullptr;
+        if (auto ok = cu_.check(cu_.cuEventCreate(&e, cuda::kEventDisableTiming), "cuEventCreate"); !ok) {
+            return ok;
+        }
+        events_.push_back(e);
+    }
+    return {};
+}
+
+Expected<void> CudaLoad::stageBuffers()
+{
+    while (staging_.size() < kBuffers) {
+        void* p = nullptr;
+        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, kBufferBytes, cuda::kHostAllocPortable),
+                                "allocating pinned staging memory");
+            !ok) {
+            return ok;
+        }
+        staging_.push_back(p);
+    }
+    return {};
+}
+
+std::uint64_t CudaLoad::processBytes(int ordinal) const
+{
+    const auto it = devices_.find(ordinal);
+    const int index = it != devices_.end() ? it->second.nvmlIndex : -1;
+    if (!nvml_ || index < 0) {
+        return 0;
+    }
+    auto procs = nvml_->processes(index);
+    if (!procs) {
+        return 0;
+    }
+    const auto self = static_cast<std::uint32_t>(::getpid());
+    for (const auto& p : *procs) {
+        if (p.pid == self) {
+            return p.usedBytes;
+        }
+    }
+    return 0;
+}
+
+void CudaLoad::progress(std::uint64_t done, bool force)
+{
+    const std::uint64_t now = nowNs();
+    if (!force && now - lastEventNs_ < kEventEveryNs) {
+        return;
+    }
+    lastEventNs_ = now;
+    sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", seconds_}});
+}
+
+Expected<void> CudaLoad::copy(cuda::DevicePtr dst, std::uint32_t storage, std::uint64_t nbytes, std::uint64_t& done)
+{
+    Expected<void> failed;
+    std::uint64_t offset = 0;
+    auto read = ck_.streamStorage(
+        storage, 0, nbytes,
+        [&](Bytes piece) {
+            const std::size_t b = nextBuffer_++ % kBuffers;
+            // The buffer's last copy must have left before the CPU refills it.
+            if (failed = cu_.check(cu_.cuEventSynchronize(events_[b]), "cuEventSynchronize"); !failed) {
+                return false;
+            }
+            std::memcpy(staging_[b], piece.data(), piece.size());
+            cuda::Stream s = streams_[b % kStreams];
+            if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, staging_[b], piece.size(), s),
+                                   "copying to " + deviceId(current_));
+                !failed) {
+                return false;
+            }
+            if (failed = cu_.check(cu_.cuEventRecord(events_[b], s), "cuEventRecord"); !failed) {
+                return false;
+            }
+            offset += piece.size();
+            done += piece.size();
+            progress(done, false);
+            return true;
+        },
+        kBufferBytes);
+    if (!failed) {
+        return failed;
+    }
+    return read;
+}
+
+Expected<void> CudaLoad::allocateAndCopy(const Placement& p, std::uint64_t& done)
+{
+    const SelectedStorage& s = sel_.storages[p.selected];
+    if (p.device < 0) {
+        hostBytes_ += s.nbytes;  // torch.load's `cpu`: nothing reaches a GPU
+        done += s.nbytes;
+        return {};
+    }
+    if (s.nbytes == 0) {
+        return {};  // torch allocates nothing for an empty storage either
+    }
+    if (auto ok = use(p.device); !ok) {
+        return ok;
+    }
+    cuda::DevicePtr ptr = 0;
+    const cuda::Result r = cu_.cuMemAlloc(&ptr, s.nbytes);
+    if (r == cuda::kErrorOutOfMemory) {
+        const DeviceState& d = devices_.at(p.device);
+        std::uint64_t placed = 0;
+        for (const auto& a : allocations_) {
+            placed += a.device == p.device ? sel_.storages[a.selected].nbytes : 0;
+        }
+        std::uint64_t needed = 0;
+        for (const auto& q : sel_.storages) {
+            needed += q.nbytes;
+        }
+        const auto torch = torchLoadPeak([&] {
+            std::vector<std::uint64_t> sizes;
+            for (const auto& q : sel_.storages) {
+                sizes.push_back(q.nbytes);
+            }
+            return sizes;
+        }());
+        return makeError(
+            ErrorCode::OutOfMemory,
+            deviceId(p.device) + " cannot hold this checkpoint: storage " + ck_.storages[s.storage].key + " (" +
+                humanBytes(s.nbytes) + ") did not fit after " + humanBytes(placed) + " of " + humanBytes(needed) +
+                " were placed. The GPU had " + humanBytes(d.freeAfterContext) + " free of " + humanBytes(d.total) +
+                " once the CUDA context existed" +
+                (d.contextBytes > 0 ? " (the context itself took " + humanBytes(d.contextBytes) + ")" : std::string()) +
+                "; torch.load(map_location='" + deviceId(p.device) + "') would reserve " +
+                humanBytes(torch.reservedBytes) + " there");
+    }
+    if (auto ok = cu_.check(r, "cuMemAlloc"); !ok) {
+        return ok;
+    }
+    allocations_.push_back({p.selected, p.device, ptr});
+    std::size_t freeBytes = 0;
+    std::size_t total = 0;
+    if (cu_.cuMemGetInfo(&freeBytes, &total) == cuda::kSuccess) {
+        auto& d = devices_.at(p.device);
+        d.lowestFree = std::min<std::uint64_t>(d.lowestFree, freeBytes);
+    }
+    return copy(ptr, s.storage, s.nbytes, done);
+}
+
+Expected<void> CudaLoad::load(const std::vector<Placement>& placements)
+{
+    if (auto ok = stageBuffers(); !ok) {
+        return ok;
+    }
+    const auto t0 = Clock::now();
+    std::uint64_t done = 0;
+    progress(0, true);
+    for (const auto& p : placements) {
+        if (auto ok = allocateAndCopy(p, done); !ok) {
+            return ok;
+        }
+        seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    for (auto* s : streams_) {
+        if (auto ok = cu_.check(cu_.cuStreamSynchronize(s), "waiting for the copies"); !ok) {
+            return ok;
+        }
+    }
+    seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    bytes_ = done;
+    progress(done, true);
+    return {};
+}
+
+Expected<void> CudaLoad::verify()
+{
+    std::vector<std::byte> back(kBufferBytes);
+    for (const auto& a : allocations_) {
+        if (auto ok = use(a.device); !ok) {
+            return ok;
+        }
+        const SelectedStorage& s = sel_.storages[a.selected];
+        Sha256 hash;
+        for (std::uint64_t at = 0; at < s.nbytes;) {
+            const std::uint64_t n = std::min<std::uint64_t>(kBufferBytes, s.nbytes - at);
+            if (auto ok = cu_.check(cu_.cuMemcpyDtoH(back.data(), a.ptr + at, n), "copying back for --verify"); !ok) {
+                return ok;
+            }
+            hash.update({back.data(), n});
+            at += n;
+        }
+        sink_({{"event", "storage_check"},
+               {"storage", ck_.storages[s.storage].key},
+               {"bytes", s.nbytes},
+               {"sha256", hash.hexDigest()}});
+        progress(0, false);
+    }
+    return {};
+}
+
+std::map<std::string, std::uint64_t> CudaLoad::bytesByDevice() const
+{
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& a : allocations_) {
+        out[deviceId(a.device)] += sel_.storages[a.selected].nbytes;
+    }
+    if (hostBytes_ > 0) {
+        out["cpu"] += hostBytes_;
+    }
+    return out;
+}
+
+std::pair<std::uint64_t, std::string> CudaLoad::peakOn(int ordinal) const
+{
+    if (const std::uint64_t own = processBytes(ordinal); own > 0) {
+        return {own, "nvml-process"};
+    }
+    const auto it = devices_.find(ordinal);
+    if (it == devices_.end()) {
+        return {0, "none"};
+    }
+    const DeviceState& d = it->second;
+    return {d.contextBytes + (d.freeAfterContext - d.lowestFree), "driver-meminfo"};
+}
+
+json CudaLoad::startEvent() const
+{
+    const DeviceState& d = devices_.at(primary_);
+    return {{"event", "start"},
+            {"engine", "cuda"},
+            {"cuda", true},
+            {"device", deviceId(primary_)},
+            {"device_uuid", d.uuid},
+            {"device_name", d.name},
+            {"device_total_bytes", d.total},
+            {"context_bytes", d.contextBytes},
+            {"driver_version", cu_.driverVersion()},
+            {"total_bytes", sel_.totalBytes},
+            {"total_tensors", sel_.tensorCount}};
+}
+
+json CudaLoad::resultEvent() const
+{
+    const DeviceState& d = devices_.at(primary_);
+    std::vector<std::uint64_t> sizes;
+    for (const auto& s : sel_.storages) {
+        sizes.push_back(s.nbytes);
+    }
+    const TorchAllocatorPeak torch = torchLoadPeak(sizes);
+    const auto [peak, source] = peakOn(primary_);
+    return {{"event", "result"},
+            {"engine", "cuda"},
+            {"device", deviceId(primary_)},
+            {"device_uuid", d.uuid},
+            {"tensors_loaded", sel_.tensorCount},
+            {"storages_loaded", allocations_.size()},
+            {"bytes", bytes_},
+            {"seconds", seconds_},
+            {"gb_per_s", seconds_ > 0 ? static_cast<double>(bytes_) / seconds_ / 1e9 : 0.0},
+            {"peak_bytes", peak},
+            {"peak_source", source},
+            {"context_bytes", d.contextBytes},
+            {"torch_reserved_bytes", torch.reservedBytes},
+            {"torch_allocated_bytes", torch.allocatedBytes},
+            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes}};
+}
+
+}  // namespace ckpt::device

@@ -1,0 +1,207 @@
+// ckptscope-cuda-engine: test-loads a checkpoint onto an NVIDIA GPU with nothing but the driver.
+// It links neither LibTorch nor Qt and opens libcuda.so.1 at run time, so it ships in the main
+// package and works wherever the NVIDIA driver is installed. It speaks the helpers' protocol
+// (core/device/testload.h) on stdin and stdout:
+//   {"cmd":"testload","path":..,"device":"cuda:N","select":..,"verify":bool}
+//       one load onto cuda:N, then start/progress/storage_check/skipped/result or error events;
+//   {"cmd":"replay","path":..,"rank":r,"device":"cuda:R","map_location":"" | SPEC,"select":..}
+//       one DDP rank of a replay: a context on its own GPU, then every storage where
+//       torch.load(map_location=SPEC) (or none) puts it; a "loaded" event, then it holds all of it
+//       until a "release" line (or end of input), so the ranks' memory piles up together.
+#include "checkpoint/checkpoint.h"
+#include "cuda_load.h"
+#include "device/helper_protocol.h"
+#include "transform/options.h"
+
+#include <csignal>
+#include <iostream>
+#include <sys/prctl.h>
+
+namespace {
+
+using namespace ckpt;
+using namespace ckpt::device;
+using nlohmann::json;
+
+constexpr std::string_view kName = "ckptscope-cuda-engine";
+
+int fail(const Error& e)
+{
+    return protocol::emitError(e.code, e.describe());
+}
+
+// "cuda", "cuda:3" -> ordinal (`current` for a bare "cuda", as torch uses the current device).
+std::optional<int> cudaOrdinal(const std::string& location, int current)
+{
+    if (location == "cuda") {
+        return current;
+    }
+    if (!location.starts_with("cuda:") || location.size() == 5 || location.size() > 10) {
+        return std::nullopt;
+    }
+    int n = 0;
+    for (std::size_t i = 5; i < location.size(); ++i) {
+        if (location[i] < '0' || location[i] > '9') {
+            return std::nullopt;
+        }
+        n = n * 10 + (location[i] - '0');
+    }
+    return n;
+}
+
+// Where torch.load puts each storage for a rank whose current device is `own`: its saved tag,
+// through map_location. A CUDA index the machine lacks fails as torch fails.
+Expected<std::vector<Placement>> placementsFor(const Checkpoint& ck, const LoadSelection& sel,
+                                               const transform::LocationMap& map, int own, int deviceCount)
+{
+    std::vector<Placement> out;
+    for (std::uint32_t i = 0; i < sel.storages.size(); ++i) {
+        const std::string location = map.apply(sel.storages[i].location);
+        int device = -1;
+        if (location.starts_with("cuda")) {
+            const auto ordinal = cudaOrdinal(location, own);
+            if (!ordinal) {
+                return makeError(ErrorCode::Usage, "storage " + ck.storages[sel.storages[i].storage].key +
+                                                       " is placed on '" + location + "', not a CUDA device");
+            }
+            if (*ordinal >= deviceCount) {
+                return makeError(ErrorCode::DeviceUnavailable,
+                                 "Attempting to deserialize object on CUDA device " + std::to_string(*ordinal) +
+                                     " but torch.cuda.device_count() is " + std::to_string(deviceCount) + " (storage " +
+                                     ck.storages[sel.storages[i].storage].key + ")");
+            }
+            device = *ordinal;
+        }
+        out.push_back({i, device});
+    }
+    return out;
+}
+
+void emitSkipped(const LoadSelection& sel)
+{
+    for (const auto& s : sel.skipped) {
+        protocol::emit({{"event", "skipped"}, {"path", s.path}, {"reason", s.reason}});
+    }
+}
+
+int testload(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
+             const json& req)
+{
+    const auto ordinal = cudaOrdinal(req.value("device", std::string()), 0);
+    if (!ordinal) {
+        return protocol::emitError(ErrorCode::Usage, std::string(kName) + " loads onto cuda:N, not '" +
+                                                         req.value("device", std::string()) + "'");
+    }
+    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit);
+    if (auto ok = load.openContext(*ordinal); !ok) {
+        return fail(ok.error());
+    }
+    protocol::emit(load.startEvent());
+    std::vector<Placement> all;
+    for (std::uint32_t i = 0; i < sel.storages.size(); ++i) {
+        all.push_back({i, *ordinal});
+    }
+    if (auto ok = load.load(all); !ok) {
+        return fail(ok.error());
+    }
+    if (req.value("verify", false)) {
+        if (auto ok = load.verify(); !ok) {
+            return fail(ok.error());
+        }
+    }
+    emitSkipped(sel);
+    protocol::emit(load.resultEvent());
+    return 0;
+}
+
+int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
+           const json& req)
+{
+    const int rank = req.value("rank", 0);
+    const auto own = cudaOrdinal(req.value("device", std::string()), 0);
+    if (!own) {
+        return protocol::emitError(ErrorCode::Usage, "a replay rank needs its own cuda:N");
+    }
+    transform::LocationMap map;
+    if (const std::string spec = req.value("map_location", std::string()); !spec.empty()) {
+        auto parsed = transform::LocationMap::parse(spec);
+        if (!parsed) {
+            return fail(parsed.error());
+        }
+        map = *parsed;
+    }
+    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit);
+    // DDP's set_device(rank) and process group come first: the rank's own context.
+    if (auto ok = load.openContext(*own); !ok) {
+        return fail(ok.error());
+    }
+    auto placements = placementsFor(ck, sel, map, *own, cu.deviceCount());
+    if (!placements) {
+        return fail(placements.error());
+    }
+    for (const auto& p : *placements) {
+        if (p.device >= 0) {
+            if (auto ok = load.openContext(p.device); !ok) {
+                return fail(ok.error());
+            }
+        }
+    }
+    json start = load.startEvent();
+    start["rank"] = rank;
+    protocol::emit(start);
+    if (auto ok = load.load(*placements); !ok) {
+        return fail(ok.error());
+    }
+    json loaded = {{"event", "loaded"}, {"rank", rank}, {"bytes_by_device", load.bytesByDevice()}};
+    json peaks = json::object();
+    for (const auto& [device, bytes] : load.bytesByDevice()) {
+        if (auto ordinal = cudaOrdinal(device, *own)) {
+            const auto [peak, source] = load.peakOn(*ordinal);
+            peaks[device] = {{"peak_bytes", peak}, {"source", source}};
+        }
+    }
+    if (!peaks.contains("cuda:" + std::to_string(*own))) {
+        const auto [peak, source] = load.peakOn(*own);
+        peaks["cuda:" + std::to_string(*own)] = {{"peak_bytes", peak}, {"source", source}};
+    }
+    loaded["peaks"] = peaks;
+    protocol::emit(loaded);
+    // Hold everything until the client has seen every rank loaded (or gave up on us).
+    std::string line;
+    while (std::getline(std::cin, line) && line != "release") {
+    }
+    json result = load.resultEvent();
+    result["rank"] = rank;
+    protocol::emit(result);
+    return 0;
+}
+
+}  // namespace
+
+int main()
+{
+    // The client starts us in a process group of our own; die with it rather than hold GPU memory.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    auto req = protocol::readRequest(kName, "testload,replay");
+    if (!req) {
+        return 2;
+    }
+    auto opened = openCheckpoint(protocol::textField(*req, "path"));
+    if (!opened) {
+        return fail(opened.error());
+    }
+    auto sel = selectForLoad(**opened, protocol::textField(*req, "select"));
+    if (!sel) {
+        return fail(sel.error());
+    }
+    auto cu = CudaDriver::load();
+    if (!cu) {
+        return fail(cu.error());
+    }
+    std::shared_ptr<const Nvml> nvml;
+    if (auto loaded = Nvml::load()) {
+        nvml = *loaded;
+    }
+    const bool isReplay = req->value("cmd", std::string()) == "replay";
+    return isReplay ? replay(**opened, *sel, **cu, nvml, *req) : testload(**opened, *sel, **cu, nvml, *req);
+}

@@ -1,0 +1,84 @@
+#include "device/helper_protocol.h"
+
+#include "util/printable.h"
+
+#include <iostream>
+
+namespace ckpt::device::protocol {
+
+using nlohmann::json;
+
+std::string_view codeName(ErrorCode code)
+{
+    switch (code) {
+    case ErrorCode::Io:
+        return "Io";
+    case ErrorCode::NotCheckpoint:
+        return "NotCheckpoint";
+    case ErrorCode::Truncated:
+        return "Truncated";
+    case ErrorCode::Corrupt:
+        return "Corrupt";
+    case ErrorCode::Unsupported:
+        return "Unsupported";
+    case ErrorCode::Limit:
+        return "Limit";
+    case ErrorCode::Usage:
+        return "Usage";
+    case ErrorCode::OutOfMemory:
+        return "OutOfMemory";
+    case ErrorCode::DeviceUnavailable:
+        return "DeviceUnavailable";
+    case ErrorCode::Cancelled:
+        return "Cancelled";
+    default:
+        return "LoadFailed";
+    }
+}
+
+void emit(const json& event)
+{
+    std::cout << event.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
+}
+
+int emitError(ErrorCode code, const std::string& message)
+{
+    emit({{"event", "error"}, {"code", codeName(code)}, {"message", validUtf8(message)}});
+    return code == ErrorCode::Usage ? 2 : 1;
+}
+
+Expected<json> readRequest(std::string_view helperName, std::string_view commands)
+{
+    std::string line;
+    auto refuse = [&](const std::string& why) {
+        emitError(ErrorCode::Usage, std::string(helperName) + ": " + why);
+        return makeError(ErrorCode::Usage, why);
+    };
+    if (!std::getline(std::cin, line)) {
+        return refuse("expected one JSON request line on stdin");
+    }
+    json req = json::parse(line, nullptr, false);
+    if (req.is_discarded() || !req.is_object()) {
+        return refuse("the request is not a JSON object");
+    }
+    const std::string cmd = req.value("cmd", std::string());
+    std::string_view rest = commands;
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        if (rest.substr(0, comma) == cmd) {
+            return req;
+        }
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    return refuse("unknown command '" + cmd + "'");
+}
+
+std::string textField(const json& request, const std::string& field)
+{
+    if (auto hex = request.find(field + "_hex"); hex != request.end() && hex->is_string()) {
+        return fromHex(hex->get<std::string>()).value_or(std::string());
+    }
+    return request.value(field, std::string());
+}
+
+}  // namespace ckpt::device::protocol

@@ -1,0 +1,302 @@
+/* A stand-in libcuda.so.1 for tests on machines without a GPU: the Driver API entry points the
+ * test-load engine binds (core/device/cuda_api.h), with the driver's ABI. Devices and their sizes
+ * are shared with the fake NVML through FAKE_GPU_STATE (fake_gpu_state.h); device memory is host
+ * memory, so copies really copy and can be read back. Environment:
+ *   FAKE_CUDA_DEVICES       "16384,8192": devices and their MiB (the first process decides)
+ *   FAKE_CUDA_CONTEXT_MIB   what a primary context costs on its device (default 300)
+ *   FAKE_CUDA_NO_DEVICE     cuInit answers CUDA_ERROR_NO_DEVICE
+ *   FAKE_CUDA_DELAY_US      a sleep in every host-to-device copy, to cancel a load mid-way
+ *   FAKE_CUDA_LOG           a file each call of interest appends a line to ("ctx 1", "alloc 0 4096")
+ */
+#include "fake_gpu_state.h"
+
+#include <stdio.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+#define OK 0
+#define INVALID_VALUE 1
+#define OUT_OF_MEMORY 2
+#define NOT_INITIALIZED 3
+#define NO_DEVICE 100
+#define INVALID_DEVICE 101
+#define INVALID_CONTEXT 201
+
+static int initialised;
+static __thread int current = -1; /* the device of the current context */
+static int retained[FAKE_GPU_MAX_DEVICES];
+
+struct Allocation {
+    void* ptr;
+    unsigned long long bytes;
+    int device;
+    struct Allocation* next;
+};
+static struct Allocation* allocations;
+
+static void logLine(const char* fmt, int a, unsigned long long b)
+{
+    const char* path = getenv("FAKE_CUDA_LOG");
+    if (!path) {
+        return;
+    }
+    FILE* f = fopen(path, "a");
+    if (f) {
+        fprintf(f, fmt, a, b);
+        fputc('\n', f);
+        fclose(f);
+    }
+}
+
+/* This process's row for a device, created on first use. */
+static struct FakeGpuRow* row(int device)
+{
+    struct FakeGpuState* s = fakeGpuState();
+    const int pid = getpid();
+    for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {
+        if (s->rows[i].pid == pid && s->rows[i].device == device) {
+            return &s->rows[i];
+        }
+    }
+    for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {
+        int p = __atomic_load_n(&s->rows[i].pid, __ATOMIC_SEQ_CST);
+        /* Reuse a free row or one whose process died. */
+        if ((p == 0 || !fakeGpuAlive(p)) &&
+            __atomic_compare_exchange_n(&s->rows[i].pid, &p, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            s->rows[i].device = device;
+            __atomic_store_n(&s->rows[i].bytes, 0ULL, __ATOMIC_SEQ_CST);
+            return &s->rows[i];
+        }
+    }
+    return NULL;
+}
+
+static unsigned long long contextBytes(void)
+{
+    const char* v = getenv("FAKE_CUDA_CONTEXT_MIB");
+    return (v ? strtoull(v, NULL, 10) : 300ULL) << 20;
+}
+
+CUresult cuInit(unsigned flags)
+{
+    (void)flags;
+    if (getenv("FAKE_CUDA_NO_DEVICE")) {
+        return NO_DEVICE;
+    }
+    if (!fakeGpuState()) {
+        return NOT_INITIALIZED;
+    }
+    initialised = 1;
+    return OK;
+}
+CUresult cuDriverGetVersion(int* v)
+{
+    *v = 13000;
+    return OK;
+}
+CUresult cuGetErrorString(CUresult r, const char** s)
+{
+    switch (r) {
+    case OK:
+        *s = "no error";
+        return OK;
+    case OUT_OF_MEMORY:
+        *s = "out of memory";
+        return OK;
+    case NO_DEVICE:
+        *s = "no CUDA-capable device is detected";
+        return OK;
+    case INVALID_DEVICE:
+        *s = "invalid device ordinal";
+        return OK;
+    default:
+        *s = "fake driver error";
+        return OK;
+    }
+}
+CUresult cuDeviceGetCount(int* n)
+{
+    if (!initialised) {
+        return NOT_INITIALIZED;
+    }
+    *n = (int)fakeGpuState()->devices;
+    return OK;
+}
+CUresult cuDeviceGet(int* dev, int ordinal)
+{
+    if (!initialised) {
+        return NOT_INITIALIZED;
+    }
+    if (ordinal < 0 || ordinal >= (int)fakeGpuState()->devices) {
+        return INVALID_DEVICE;
+    }
+    *dev = ordinal;
+    return OK;
+}
+CUresult cuDeviceGetName(char* name, int len, int dev)
+{
+    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    return OK;
+}
+CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev)
+{
+    memset(uuid, 0, 16);
+    uuid[15] = (unsigned char)dev; /* GPU-00000000-0000-0000-0000-00000000000<dev>, as the fake NVML */
+    return OK;
+}
+CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev)
+{
+    *bytes = fakeGpuState()->total[dev];
+    return OK;
+}
+CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev)
+{
+    if (!initialised) {
+        return NOT_INITIALIZED;
+    }
+    if (dev < 0 || dev >= (int)fakeGpuState()->devices) {
+        return INVALID_DEVICE;
+    }
+    if (retained[dev]++ == 0) {
+        struct FakeGpuRow* r = row(dev);
+        if (!r) {
+            return OUT_OF_MEMORY;
+        }
+        __atomic_add_fetch(&r->bytes, contextBytes(), __ATOMIC_SEQ_CST);
+        logLine("ctx %d %llu", dev, contextBytes());
+    }
+    *ctx = &retained[dev];
+    return OK;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int dev)
+{
+    if (dev < 0 || dev >= FAKE_GPU_MAX_DEVICES || retained[dev] == 0) {
+        return INVALID_CONTEXT;
+    }
+    if (--retained[dev] == 0) {
+        __atomic_sub_fetch(&row(dev)->bytes, contextBytes(), __ATOMIC_SEQ_CST);
+    }
+    return OK;
+}
+CUresult cuCtxSetCurrent(void* ctx)
+{
+    current = ctx ? (int)((int*)ctx - retained) : -1;
+    return OK;
+}
+CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* total)
+{
+    if (current < 0) {
+        return INVALID_CONTEXT;
+    }
+    struct FakeGpuState* s = fakeGpuState();
+    *total = s->total[current];
+    *freeBytes = s->total[current] - fakeGpuUsed(s, current, 0);
+    return OK;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
+{
+    if (current < 0) {
+        return INVALID_CONTEXT;
+    }
+    struct FakeGpuState* s = fakeGpuState();
+    if (bytes == 0) {
+        return INVALID_VALUE;
+    }
+    if (fakeGpuUsed(s, current, 0) + bytes > s->total[current]) {
+        return OUT_OF_MEMORY;
+    }
+    struct Allocation* a = malloc(sizeof *a);
+    a->ptr = malloc(bytes);
+    if (!a->ptr) {
+        free(a);
+        return OUT_OF_MEMORY;
+    }
+    a->bytes = bytes;
+    a->device = current;
+    a->next = allocations;
+    allocations = a;
+    __atomic_add_fetch(&row(current)->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
+    logLine("alloc %d %llu", current, (unsigned long long)bytes);
+    *p = (CUdeviceptr)(size_t)a->ptr;
+    return OK;
+}
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    for (struct Allocation** at = &allocations; *at; at = &(*at)->next) {
+        if ((CUdeviceptr)(size_t)(*at)->ptr == p) {
+            struct Allocation* a = *at;
+            *at = a->next;
+            __atomic_sub_fetch(&row(a->device)->bytes, a->bytes, __ATOMIC_SEQ_CST);
+            logLine("free %d %llu", a->device, a->bytes);
+            free(a->ptr);
+            free(a);
+            return OK;
+        }
+    }
+    return INVALID_VALUE;
+}
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags)
+{
+    (void)flags;
+    *p = malloc(bytes);
+    return *p ? OK : OUT_OF_MEMORY;
+}
+CUresult cuMemFreeHost(void* p)
+{
+    free(p);
+    return OK;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, void* stream)
+{
+    (void)stream;
+    const char* delay = getenv("FAKE_CUDA_DELAY_US");
+    if (delay) {
+        usleep((useconds_t)atoi(delay));
+    }
+    memcpy((void*)(size_t)dst, src, bytes);
+    return OK;
+}
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes)
+{
+    memcpy(dst, (const void*)(size_t)src, bytes);
+    return OK;
+}
+static int handles[1];
+CUresult cuStreamCreate(void** stream, unsigned flags)
+{
+    (void)flags;
+    *stream = handles;
+    return OK;
+}
+CUresult cuStreamDestroy_v2(void* stream)
+{
+    (void)stream;
+    return OK;
+}
+CUresult cuStreamSynchronize(void* stream)
+{
+    (void)stream;
+    return OK;
+}
+CUresult cuEventCreate(void** event, unsigned flags)
+{
+    (void)flags;
+    *event = handles;
+    return OK;
+}
+CUresult cuEventRecord(void* event, void* stream)
+{
+    (void)event;
+    (void)stream;
+    return OK;
+}
+CUresult cuEventSynchronize(void* event)
+{
+    (void)event;
+    return OK;
+}
+CUresult cuEventDestroy_v2(void* event)
+{
+    (void)event;
+    return OK;
+}

@@ -1,0 +1,101 @@
+/* The state a fake NVIDIA driver keeps for tests on machines without a GPU, shared by the fake
+ * libcuda (tests/device/fake_cuda.c), which allocates, and the fake NVML (fake_nvml.c), which
+ * reports: a file named by FAKE_GPU_STATE, mapped MAP_SHARED by every process using either, so a
+ * test-load's helper and the client's memory sampler see the same devices. Each process's memory on
+ * each device is one row; a row whose process is gone counts for nothing, as the real driver frees
+ * a dead process's memory. */
+#ifndef CKPTSCOPE_FAKE_GPU_STATE_H
+#define CKPTSCOPE_FAKE_GPU_STATE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FAKE_GPU_MAX_DEVICES 8
+#define FAKE_GPU_MAX_ROWS 256
+#define FAKE_GPU_MAGIC 0x46474155u
+
+struct FakeGpuRow {
+    int pid; /* 0: free row */
+    int device;
+    unsigned long long bytes;
+};
+
+struct FakeGpuState {
+    unsigned magic;
+    unsigned devices;
+    unsigned long long total[FAKE_GPU_MAX_DEVICES];
+    struct FakeGpuRow rows[FAKE_GPU_MAX_ROWS];
+};
+
+/* Devices and their sizes come from FAKE_CUDA_DEVICES ("16384,8192": MiB each; default two of 16
+ * GiB), fixed by the first process that creates the file. NULL when FAKE_GPU_STATE is unset. */
+static struct FakeGpuState* fakeGpuState(void)
+{
+    static struct FakeGpuState* state;
+    if (state) {
+        return state;
+    }
+    const char* path = getenv("FAKE_GPU_STATE");
+    if (!path || !*path) {
+        return NULL;
+    }
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(struct FakeGpuState) &&
+                                ftruncate(fd, sizeof(struct FakeGpuState)) != 0)) {
+        close(fd);
+        return NULL;
+    }
+    void* p = mmap(NULL, sizeof(struct FakeGpuState), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        return NULL;
+    }
+    struct FakeGpuState* s = (struct FakeGpuState*)p;
+    unsigned expected = 0;
+    if (__atomic_compare_exchange_n(&s->magic, &expected, 1u, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+        const char* spec = getenv("FAKE_CUDA_DEVICES");
+        char list[256] = {0};
+        strncpy(list, spec && *spec ? spec : "16384,16384", sizeof list - 1);
+        unsigned n = 0;
+        for (char* mib = strtok(list, ","); mib && n < FAKE_GPU_MAX_DEVICES; mib = strtok(NULL, ",")) {
+            s->total[n++] = strtoull(mib, NULL, 10) << 20;
+        }
+        s->devices = n;
+        __atomic_store_n(&s->magic, FAKE_GPU_MAGIC, __ATOMIC_SEQ_CST);
+    }
+    while (__atomic_load_n(&s->magic, __ATOMIC_SEQ_CST) != FAKE_GPU_MAGIC) {
+        usleep(100);
+    }
+    state = s;
+    return state;
+}
+
+static int fakeGpuAlive(int pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Bytes on a device: every live process's row, or one process's (pid > 0). */
+static unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int device, int pid)
+{
+    unsigned long long sum = 0;
+    for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {
+        int p = __atomic_load_n(&s->rows[i].pid, __ATOMIC_SEQ_CST);
+        if (p != 0 && s->rows[i].device == device && (pid == 0 ? fakeGpuAlive(p) : p == pid)) {
+            sum += __atomic_load_n(&s->rows[i].bytes, __ATOMIC_SEQ_CST);
+        }
+    }
+    return sum;
+}
+
+#endif
