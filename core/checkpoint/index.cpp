@@ -5,6 +5,7 @@
 // ancestor becomes a Recursive leaf; limits keep hostile DAG "bombs" bounded.
 #include "checkpoint/index.h"
 
+#include "checkpoint/state_dict.h"
 #include "checkpoint/tensor_bytes.h"
 
 #include <algorithm>
@@ -143,24 +144,6 @@ void objectChildren(const Arena& a, Names& names, const pickle::ObjectInfo& o, s
     appendPairs(names, o.dictItems, out);
 }
 
-bool looksLikeModuleState(const Arena& a, const pickle::ObjectInfo& o)
-{
-    if (!o.state.valid() || a[o.state].kind != Kind::Dict) {
-        return false;
-    }
-    bool modules = false;
-    bool params = false;
-    const auto& items = a[o.state].items;
-    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-        const auto& k = a[items[i]];
-        if (k.kind == Kind::Str) {
-            modules = modules || k.text == "_modules";
-            params = params || k.text == "_parameters";
-        }
-    }
-    return modules && params;
-}
-
 NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
 {
     const auto& val = a[v];
@@ -178,7 +161,7 @@ NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
     case Kind::Object: {
         const auto& o = pickle::objectOf(a, v);
         object = static_cast<std::uint32_t>(val.i);
-        return looksLikeModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
+        return isModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
     }
     default:
         return NodeKind::Scalar;

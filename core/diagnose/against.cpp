@@ -1,5 +1,6 @@
 #include "diagnose/against.h"
 
+#include "checkpoint/state_dict.h"
 #include "diagnose/rules.h"
 #include "util/bytes.h"
 
@@ -43,47 +44,6 @@ StateKey keyOf(const Checkpoint& ckpt, std::uint32_t node, std::string key)
     return k;
 }
 
-// model.state_dict() of a pickled module: its parameters, persistent buffers, then its children.
-void moduleKeys(const Checkpoint& ckpt, std::uint32_t module, const std::string& prefix, std::vector<StateKey>& out,
-                int depth)
-{
-    if (depth > 200) {
-        return;
-    }
-    std::set<std::string, std::less<>> nonPersistent;
-    if (auto np = childNamed(ckpt, module, "_non_persistent_buffers_set"); np != kNoIndex) {
-        const Node& n = ckpt.nodes[np];
-        for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-            const auto id = ckpt.nodes[c].value;
-            if (id.valid() && id.v < ckpt.arena.size() && ckpt.arena[id].kind == pickle::Kind::Str) {
-                nonPersistent.insert(ckpt.arena[id].text);
-            }
-        }
-    }
-    for (std::string_view field : {"_parameters", "_buffers"}) {
-        const auto d = childNamed(ckpt, module, field);
-        if (d == kNoIndex) {
-            continue;
-        }
-        const Node& n = ckpt.nodes[d];
-        for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-            const Node& v = ckpt.nodes[c];
-            if (v.kind != NodeKind::Tensor || (field == "_buffers" && nonPersistent.contains(v.name))) {
-                continue;  // None parameters and non-persistent buffers are not in state_dict()
-            }
-            out.push_back(keyOf(ckpt, c, prefix + std::string(v.name)));
-        }
-    }
-    if (const auto mods = childNamed(ckpt, module, "_modules"); mods != kNoIndex) {
-        const Node& n = ckpt.nodes[mods];
-        for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-            if (ckpt.nodes[c].kind == NodeKind::Module) {
-                moduleKeys(ckpt, c, prefix + std::string(ckpt.nodes[c].name) + ".", out, depth + 1);
-            }
-        }
-    }
-}
-
 // `{'_metadata': OrderedDict(prefix -> {'version': N})}`, the BUILD state of a saved state dict.
 std::map<std::string, std::int64_t> metadataVersions(const pickle::Arena& a, pickle::ValueId dict)
 {
@@ -119,7 +79,7 @@ std::map<std::string, std::int64_t> metadataVersions(const pickle::Arena& a, pic
     return out;
 }
 
-KeySet keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
+Expected<KeySet> keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
 {
     KeySet ks;
     ks.dictPath = ckpt.pathOf(node);
@@ -130,7 +90,15 @@ KeySet keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
             const auto dot = type.rfind('.');
             ks.modelName = dot == std::string::npos ? type : type.substr(dot + 1);
         }
-        moduleKeys(ckpt, node, "", ks.keys, 0);
+        auto sd = moduleStateDict(ckpt.arena, n.value, ks.dictPath);
+        if (!sd) {
+            Error e = sd.error();
+            e.path = ckpt.path;
+            return e;
+        }
+        for (const auto& entry : sd->entries) {
+            ks.keys.push_back({entry.key, pickle::tensorOf(ckpt.arena, entry.tensor).shape, true});
+        }
         return ks;
     }
     for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {

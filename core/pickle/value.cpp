@@ -168,6 +168,16 @@ const GlobalRef& globalOf(const Arena& a, ValueId id)
     return a.globals.at(static_cast<std::size_t>(a[id].i));
 }
 
+ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key)
+{
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        if (a[items[i]].kind == Kind::Str && a[items[i]].text == key) {
+            return items[i + 1];
+        }
+    }
+    return {};
+}
+
 std::string_view kindName(Kind k)
 {
     switch (k) {

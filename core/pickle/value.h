@@ -181,6 +181,9 @@ private:
 [[nodiscard]] const ObjectInfo& objectOf(const Arena& a, ValueId id);  // id must be Kind::Object
 [[nodiscard]] const GlobalRef& globalOf(const Arena& a, ValueId id);   // id must be Kind::Global
 [[nodiscard]] std::string_view kindName(Kind k);
+// The value of string key `key` in a dict's item list (k0, v0, k1, v1, ...): the first such pair,
+// or invalid.
+[[nodiscard]] ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key);
 
 // A dict key as a key-path component: strings as written, ints in decimal, others in a short
 // Python-like repr (`(1, 2)`, `True`, `None`).

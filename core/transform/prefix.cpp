@@ -150,7 +150,7 @@ void editMetadata(Builder& b, ValueId d, const std::string& path)
     if (!attrs.valid() || a[attrs].kind != Kind::Dict) {
         return;
     }
-    const ValueId meta = dictGet(a, a[attrs].items, "_metadata");
+    const ValueId meta = pickle::dictGet(a, a[attrs].items, "_metadata");
     if (!meta.valid() || a[meta].kind != Kind::Dict) {
         return;
     }

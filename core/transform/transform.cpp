@@ -66,29 +66,6 @@ std::vector<ValueId> objectStateItems(const Arena& a, const pickle::ObjectInfo& 
     return items;
 }
 
-ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key)
-{
-    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-        if (a[items[i]].kind == Kind::Str && a[items[i]].text == key) {
-            return items[i + 1];
-        }
-    }
-    return {};
-}
-
-bool isModuleObject(const Arena& a, ValueId v)
-{
-    if (!v.valid() || a[v].kind != Kind::Object) {
-        return false;
-    }
-    const auto& o = pickle::objectOf(a, v);
-    if (!o.state.valid() || a[o.state].kind != Kind::Dict) {
-        return false;
-    }
-    const auto& items = a[o.state].items;
-    return dictGet(a, items, "_modules").valid() && dictGet(a, items, "_parameters").valid();
-}
-
 void refreshStridedArgs(Arena& a, ValueId tensor)
 {
     auto& t = a.tensors[static_cast<std::size_t>(a[tensor].i)];

@@ -3,6 +3,7 @@
 // 2.6's allowlist, transform/allowlist.h) becomes its plain equivalent where that is faithful
 // (an object's attribute dict, a numpy scalar's number, a set's items) or is dropped. Each change
 // is one plan step naming the value.
+#include "checkpoint/state_dict.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
 
