@@ -463,22 +463,28 @@ Mismatch compareKeys(const std::vector<StateKey>& ckptKeys, const std::vector<St
 struct PrefixFix {
     std::string strip;
     std::string add;
-};
 
-std::string renamed(const std::string& key, const PrefixFix& p)
-{
-    if (!p.strip.empty() && key.starts_with(p.strip)) {
-        return p.add + key.substr(p.strip.size());
+    // The convert options that make the edit, so the keys are renamed as convert renames them.
+    [[nodiscard]] transform::Options options() const
+    {
+        transform::Options o;
+        if (!strip.empty()) {
+            o.stripPrefixes = {strip};
+        }
+        if (!add.empty()) {
+            o.addPrefix = add;
+        }
+        return o;
     }
-    return p.add + key;
-}
+};
 
 bool keySetsMatch(const std::vector<StateKey>& ckptKeys, const std::unordered_set<std::string>& modelKeys,
                   const PrefixFix& p)
 {
+    const transform::Options edit = p.options();
     std::unordered_set<std::string> seen;
     for (const auto& k : ckptKeys) {
-        auto r = renamed(k.key, p);
+        auto r = edit.renamedKey(k.key);
         if (!modelKeys.contains(r) || !seen.insert(std::move(r)).second) {
             return false;
         }
@@ -684,15 +690,9 @@ Expected<void> compareAgainst(const Checkpoint& ckpt, const Reference& ref, cons
     std::optional<transform::Options> fix;
     std::string fixText;
     if (fixFound) {
-        transform::Options o;
+        transform::Options o = fixFound->options();
         if (!ks.dictPath.empty()) {
             o.select = ks.dictPath;
-        }
-        if (!fixFound->strip.empty()) {
-            o.stripPrefixes = {fixFound->strip};
-        }
-        if (!fixFound->add.empty()) {
-            o.addPrefix = fixFound->add;
         }
         fix = o;
         fixText = " Every key matches after ";

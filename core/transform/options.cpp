@@ -142,6 +142,25 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
     return map;
 }
 
+std::string Options::renamedKey(std::string key) const
+{
+    for (const auto& p : stripPrefixes) {
+        if (!p.empty() && key.starts_with(p)) {
+            key.erase(0, p.size());
+        }
+    }
+    if (singleModulePrefix) {
+        while (key.starts_with(kDataParallelPrefix)) {
+            key.erase(0, kDataParallelPrefix.size());
+        }
+        key.insert(0, kDataParallelPrefix);
+    }
+    if (addPrefix) {
+        key.insert(0, *addPrefix);
+    }
+    return key;
+}
+
 std::string Options::toJson() const
 {
     // Only what differs from the defaults, so a finding's fix reads as what it changes.
