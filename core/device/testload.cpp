@@ -1,6 +1,7 @@
 #include "device/testload.h"
 
 #include "util/bytes.h"
+#include "util/device_name.h"
 #include "util/printable.h"
 
 #include <array>
@@ -629,21 +630,17 @@ std::optional<Error> listen(HelperProcess& proc, EventReader& events, std::chron
 
 std::optional<std::string> parseDevice(const std::string& text)
 {
-    if (text == "cpu") {
-        return text;
-    }
-    if (text == "cuda") {
-        return std::string("cuda:0");
-    }
-    if (text.rfind("cuda:", 0) != 0 || text.size() == 5 || text.size() > 9) {
+    const auto name = parseDeviceName(text);
+    if (!name) {
         return std::nullopt;
     }
-    for (std::size_t i = 5; i < text.size(); ++i) {
-        if (text[i] < '0' || text[i] > '9') {
-            return std::nullopt;
-        }
+    if (name->type == "cpu" && !name->index) {
+        return name->type;
     }
-    return "cuda:" + std::to_string(std::stoi(text.substr(5)));
+    if (name->type == "cuda") {
+        return DeviceName{name->type, name->index.value_or(0)}.text();  // "cuda" is the current device: 0
+    }
+    return std::nullopt;
 }
 
 Expected<std::string> findTorchHelper()
@@ -775,17 +772,15 @@ TorchLoadPlacement torchLoadPlacement(const std::vector<std::pair<std::string, s
     TorchLoadPlacement out;
     for (const auto& [location, bytes] : bytesByLocation) {
         PlacementRow row{location, bytes, false, {}};
-        if (location.rfind("cuda", 0) == 0) {
-            const auto parsed = parseDevice(location);
-            const int index = parsed ? std::stoi(parsed->substr(5)) : 0;
+        if (location.rfind("cuda", 0) == 0) {  // torch's CUDA deserializer takes every tag starting so
+            const auto name = parseDeviceName(location);
+            const std::int64_t index = name && name->type == "cuda" ? name->index.value_or(0) : 0;
             if (cudaDevices <= 0) {
                 row.fails = true;
-                row.reason = "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-                             "False (no CUDA GPU here)";
+                row.reason = cudaUnavailableText();
             } else if (index >= cudaDevices) {
                 row.fails = true;
-                row.reason = "Attempting to deserialize object on CUDA device " + std::to_string(index) +
-                             " but torch.cuda.device_count() is " + std::to_string(cudaDevices);
+                row.reason = cudaDeviceCountText(index, cudaDevices);
             }
         } else if (location != "cpu" && location.rfind("cpu", 0) != 0) {
             // mps, xla, meta ... : torch needs that backend present; we can only tell for the CPU and CUDA.

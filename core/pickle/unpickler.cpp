@@ -3,6 +3,7 @@
 #include "pickle/compat.h"
 #include "pickle/opcodes.h"
 #include "pickle/text.h"
+#include "util/device_name.h"
 
 #include <algorithm>
 #include <array>
@@ -1083,16 +1084,13 @@ std::optional<ValueId> Machine::callKnown(Known k, ValueId callable, ValueId arg
             } else {
                 index = val(av[1]).i;
             }
-        } else if (auto colon = type.find(':'); colon != std::string::npos) {
-            std::int64_t parsed = 0;
-            const char* b = type.data() + colon + 1;
-            const char* e = type.data() + type.size();
-            auto [p, ec] = std::from_chars(b, e, parsed);
-            if (ec != std::errc() || p != e || parsed < 0 || b == e) {
+        } else {
+            auto name = parseDeviceName(type);  // torch.device('cuda:1')
+            if (!name) {
                 return std::nullopt;
             }
-            index = parsed;
-            type.resize(colon);
+            type = std::move(name->type);
+            index = name->index.value_or(-1);
         }
         if (type.empty()) {
             return std::nullopt;
