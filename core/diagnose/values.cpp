@@ -25,22 +25,6 @@ template <class U> U loadBits(const std::byte* p)
     return u;
 }
 
-double halfToDouble(std::uint16_t h)
-{
-    const int sign = (h >> 15) & 1;
-    const int exp = (h >> 10) & 0x1f;
-    const int man = h & 0x3ff;
-    double v = 0;
-    if (exp == 0) {
-        v = std::ldexp(man, -24);
-    } else if (exp == 31) {
-        v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-    } else {
-        v = std::ldexp(man + 1024, exp - 25);
-    }
-    return sign ? -v : v;
-}
-
 // IEEE-754 layouts (all-ones exponent = Inf/NaN): float64/32/16, bfloat16, float8_e5m2.
 template <class U, U ExpMask, U ManMask, U SignMask> struct Ieee {
     using Bits = U;

@@ -1,6 +1,9 @@
 #include "util/dtype.h"
 
 #include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
 
 namespace ckpt {
 namespace {
@@ -135,6 +138,26 @@ std::optional<DType> dtypeFromSafetensors(std::string_view name)
         }
     }
     return std::nullopt;
+}
+
+double halfToDouble(std::uint16_t bits)
+{
+    const bool negative = (bits & 0x8000U) != 0;
+    const unsigned exponent = (bits >> 10U) & 0x1FU;
+    const unsigned mantissa = bits & 0x3FFU;
+    if (exponent == 31 && mantissa != 0) {
+        const std::uint64_t sign = negative ? 1ULL << 63U : 0;
+        return std::bit_cast<double>(sign | 0x7FF0000000000000ULL | (std::uint64_t{mantissa} << 42U));
+    }
+    double v = 0;
+    if (exponent == 0) {
+        v = std::ldexp(mantissa, -24);  // zero and subnormals
+    } else if (exponent == 31) {
+        v = std::numeric_limits<double>::infinity();
+    } else {
+        v = std::ldexp(mantissa + 1024, static_cast<int>(exponent) - 25);
+    }
+    return negative ? -v : v;
 }
 
 bool isFloatingPoint(DType t)

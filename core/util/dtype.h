@@ -60,6 +60,10 @@ dtypeFromName(std::string_view name);              // accepts torch attribute al
 [[nodiscard]] std::string_view safetensorsName(DType t);  // empty when safetensors has no such type
 [[nodiscard]] std::optional<DType> dtypeFromSafetensors(std::string_view name);
 
+// IEEE half-precision bits as the double they hold, exactly; a NaN keeps its sign and payload, as
+// numpy's and c10's conversions keep them.
+[[nodiscard]] double halfToDouble(std::uint16_t bits);
+
 // Whether a value of this type can be NaN/Inf (used by the non-finite scan).
 [[nodiscard]] bool isFloatingPoint(DType t);
 [[nodiscard]] bool isComplex(DType t);
