@@ -1,7 +1,7 @@
 # ckptscope_device: GPU inventory and memory sampling (NVML by dlopen) and the client of the LibTorch
 # helper. Depends on util only: the torch.load placement takes the checkpoint's bytes-by-location.
 ckptscope_core_library(ckptscope_device
-    SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/sha256.cpp
+    SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/helper_process.cpp device/sha256.cpp
     DEPS ckptscope_util)
 if(TARGET ckptscope_device)
     find_package(Threads REQUIRED)
