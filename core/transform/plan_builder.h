@@ -32,8 +32,11 @@ struct Builder {
 // either form writes the edited tensor.
 void refreshStridedArgs(pickle::Arena& a, pickle::ValueId tensor);
 
-Expected<void> unwrapModules(Builder& b);
-Expected<void> sanitize(Builder& b);
-Expected<void> editPrefixes(Builder& b);
+Expected<void> selectRoot(Builder& b);     // select.cpp
+Expected<void> dropPaths(Builder& b);      // select.cpp
+Expected<void> unwrapModules(Builder& b);  // unwrap.cpp
+Expected<void> sanitize(Builder& b);       // weights_only.cpp
+Expected<void> editPrefixes(Builder& b);   // prefix.cpp
+void planStorages(Builder& b);             // storages.cpp
 
 }  // namespace ckpt::transform::detail
