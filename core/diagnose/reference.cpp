@@ -16,23 +16,24 @@ constexpr std::array<std::string_view, 4> kStateDictNames{"state_dict", "model",
 
 // ---- from a checkpoint -------------------------------------------------------------------------
 
-std::uint32_t childNamed(const Checkpoint& ckpt, std::uint32_t node, std::string_view name)
+NodeIndex childNamed(const Checkpoint& ckpt, NodeIndex node, std::string_view name)
 {
     const Node& n = ckpt.nodes[node];
-    for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
+    for (std::uint32_t row = 0; row < n.childCount; ++row) {
+        const NodeIndex c = n.child(row);
         if (ckpt.nodes[c].name == name) {
             return c;
         }
     }
-    return kNoIndex;
+    return {};
 }
 
-StateKey keyOf(const Checkpoint& ckpt, std::uint32_t node, std::string key)
+StateKey keyOf(const Checkpoint& ckpt, NodeIndex node, std::string key)
 {
     StateKey k;
     k.key = std::move(key);
     const Node& n = ckpt.nodes[node];
-    if (n.kind == NodeKind::Tensor && n.tensor != kNoIndex && n.tensor < ckpt.tensors.size()) {
+    if (n.kind == NodeKind::Tensor && ckpt.tensors.contains(n.tensor)) {
         k.shape = ckpt.tensors[n.tensor].shape;
         k.hasShape = true;
     }
@@ -74,13 +75,13 @@ std::map<std::string, std::int64_t> metadataVersions(const pickle::Arena& a, pic
     return out;
 }
 
-Expected<KeySet> keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
+Expected<KeySet> keysOfNode(const Checkpoint& ckpt, NodeIndex node)
 {
     KeySet ks;
     ks.dictPath = ckpt.pathOf(node);
     const Node& n = ckpt.nodes[node];
     if (n.kind == NodeKind::Module) {
-        if (n.object != kNoIndex && n.object < ckpt.objects.size()) {
+        if (ckpt.objects.contains(n.object)) {
             const auto& type = ckpt.objects[n.object].type;
             const auto dot = type.rfind('.');
             ks.modelName = dot == std::string::npos ? type : type.substr(dot + 1);
@@ -96,7 +97,8 @@ Expected<KeySet> keysOfNode(const Checkpoint& ckpt, std::uint32_t node)
         }
         return ks;
     }
-    for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
+    for (std::uint32_t row = 0; row < n.childCount; ++row) {
+        const NodeIndex c = n.child(row);
         ks.keys.push_back(keyOf(ckpt, c, std::string(ckpt.nodes[c].name)));
     }
     ks.metadataVersions = metadataVersions(ckpt.arena, n.value);
@@ -315,7 +317,7 @@ Expected<KeySet> stateDictKeys(const Checkpoint& ckpt, const std::optional<std::
     }
     if (select) {
         const auto n = ckpt.find(*select);
-        if (n == kNoIndex) {
+        if (!n.valid()) {
             return Error{ErrorCode::Usage, "no value at `" + *select + "`", ckpt.path, {}};
         }
         if (!isDict(ckpt.nodes[n].kind) && ckpt.nodes[n].kind != NodeKind::Module) {
@@ -327,19 +329,19 @@ Expected<KeySet> stateDictKeys(const Checkpoint& ckpt, const std::optional<std::
         }
         return keysOfNode(ckpt, n);
     }
-    const Node& root = ckpt.nodes[0];
+    const Node& root = ckpt.nodes[kRootNode];
     if (root.stateDictLike || root.kind == NodeKind::Module) {
-        return keysOfNode(ckpt, 0);
+        return keysOfNode(ckpt, kRootNode);
     }
     if (isDict(root.kind)) {
         for (auto name : kStateDictNames) {
-            const auto c = childNamed(ckpt, 0, name);
-            if (c != kNoIndex && (isDict(ckpt.nodes[c].kind) || ckpt.nodes[c].kind == NodeKind::Module)) {
+            const auto c = childNamed(ckpt, kRootNode, name);
+            if (c.valid() && (isDict(ckpt.nodes[c].kind) || ckpt.nodes[c].kind == NodeKind::Module)) {
                 return keysOfNode(ckpt, c);
             }
         }
         if (root.childCount > 0 && root.tensorCount > 0) {
-            return keysOfNode(ckpt, 0);
+            return keysOfNode(ckpt, kRootNode);
         }
     }
     return Error{ErrorCode::Usage,

@@ -11,9 +11,9 @@ using pickle::Arena;
 using pickle::Kind;
 using pickle::ValueId;
 
-bool isDescendant(const Checkpoint& c, std::uint32_t node, std::uint32_t ancestor)
+bool isDescendant(const Checkpoint& c, NodeIndex node, NodeIndex ancestor)
 {
-    for (std::uint32_t p = node; p != kNoIndex; p = c.nodes[p].parent) {
+    for (NodeIndex p = node; p.valid(); p = c.nodes[p].parent) {
         if (p == ancestor) {
             return true;
         }
@@ -21,10 +21,10 @@ bool isDescendant(const Checkpoint& c, std::uint32_t node, std::uint32_t ancesto
     return false;
 }
 
-std::string describeNode(const Checkpoint& c, std::uint32_t i)
+std::string describeNode(const Checkpoint& c, NodeIndex i)
 {
     const Node& n = c.nodes[i];
-    if (n.kind == NodeKind::Tensor && n.tensor != kNoIndex) {
+    if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
         const auto& t = c.tensors[n.tensor];
         std::string shape;
         for (auto d : t.shape) {
@@ -32,7 +32,7 @@ std::string describeNode(const Checkpoint& c, std::uint32_t i)
         }
         return "tensor " + std::string(dtypeName(t.dtype)) + " [" + shape + "]";
     }
-    if ((n.kind == NodeKind::Module || n.kind == NodeKind::Object) && n.object != kNoIndex) {
+    if ((n.kind == NodeKind::Module || n.kind == NodeKind::Object) && n.object.valid()) {
         return c.objects[n.object].type;
     }
     if (n.kind == NodeKind::Scalar) {
@@ -41,7 +41,7 @@ std::string describeNode(const Checkpoint& c, std::uint32_t i)
     return std::string(nodeKindName(n.kind)) + " (" + std::to_string(n.childCount) + " entries)";
 }
 
-std::string subtreeDetail(const Checkpoint& c, std::uint32_t i)
+std::string subtreeDetail(const Checkpoint& c, NodeIndex i)
 {
     const Node& n = c.nodes[i];
     if (n.tensorCount == 0) {
@@ -63,7 +63,7 @@ bool eraseDictPair(Arena& a, ValueId dict, std::string_view name)
     return false;
 }
 
-Expected<void> removeNode(Builder& b, std::uint32_t idx, const std::string& path)
+Expected<void> removeNode(Builder& b, NodeIndex idx, const std::string& path)
 {
     const Node& n = b.in.nodes[idx];
     const Node& parent = b.in.nodes[n.parent];
@@ -119,8 +119,8 @@ Expected<void> selectRoot(Builder& b)
         return {};
     }
     const std::string& path = *b.opts.select;
-    const std::uint32_t idx = b.in.find(path);
-    if (idx == kNoIndex) {
+    const NodeIndex idx = b.in.find(path);
+    if (!idx.valid()) {
         return makeError(ErrorCode::Usage, "--select '" + path + "': no value at that key path");
     }
     b.plan.root = b.in.nodes[idx].value;
@@ -134,22 +134,22 @@ Expected<void> selectRoot(Builder& b)
 Expected<void> dropPaths(Builder& b)
 {
     struct Target {
-        std::uint32_t node;
+        NodeIndex node;
         std::string path;
     };
     std::vector<Target> targets;
-    const std::uint32_t selected = b.opts.select ? b.in.find(*b.opts.select) : 0;
+    const NodeIndex selected = b.opts.select ? b.in.find(*b.opts.select) : kRootNode;
     for (const auto& p : b.opts.drop) {
         std::string path = p;
-        std::uint32_t idx = p.empty() ? kNoIndex : b.in.find(p);
-        if (idx == kNoIndex && b.opts.select && !p.empty()) {
+        NodeIndex idx = p.empty() ? NodeIndex() : b.in.find(p);
+        if (!idx.valid() && b.opts.select && !p.empty()) {
             path = joinPath(*b.opts.select, p);  // a path relative to the selected value
             idx = b.in.find(path);
         }
         if (p.empty()) {
             return makeError(ErrorCode::Usage, "--drop needs a key path; the root cannot be dropped");
         }
-        if (idx == kNoIndex) {
+        if (!idx.valid()) {
             return makeError(ErrorCode::Usage, "--drop '" + p + "': no value at that key path");
         }
         if (idx == selected) {

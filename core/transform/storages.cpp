@@ -4,6 +4,7 @@
 #include "transform/plan_builder.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 namespace ckpt::transform::detail {
@@ -177,7 +178,7 @@ void planStorages(Builder& b)
     walk.visit(b.plan.root, b.rootPath);
 
     std::vector<pickle::StorageRef> refs;
-    std::vector<std::uint32_t> newIndex(a.storages.size(), kNoIndex);
+    std::vector<std::optional<std::uint32_t>> newIndex(a.storages.size());  // none: not written
     struct RemapTotal {
         std::string from, to;
         std::uint64_t count = 0;
@@ -188,8 +189,8 @@ void planStorages(Builder& b)
     bool renumbered = false;
     for (std::uint32_t s : walk.order) {
         OutStorage out;
-        out.source = s;
-        out.nbytes = b.in.storages[s].nbytes;
+        out.source = StorageIndex{s};
+        out.nbytes = b.in.storages[out.source].nbytes;
         if (b.opts.compact) {
             compactStorage(b, s, walk.uses[s], out);
         }
@@ -221,7 +222,7 @@ void planStorages(Builder& b)
     if (unreferenced > 0) {
         std::uint64_t bytes = 0;
         for (std::uint32_t s = 0; s < newIndex.size(); ++s) {
-            bytes += newIndex[s] == kNoIndex && s < b.in.storages.size() ? b.in.storages[s].nbytes : 0;
+            bytes += !newIndex[s] && s < b.in.storages.size() ? b.in.storages[StorageIndex{s}].nbytes : 0;
         }
         b.step(StepKind::Note, b.rootPath, "", "",
                std::to_string(unreferenced) + " storage(s) (" + humanBytes(bytes) +
@@ -235,8 +236,8 @@ void planStorages(Builder& b)
     for (std::size_t i = 0; i < a.size(); ++i) {
         auto& val = a[ValueId{static_cast<std::uint32_t>(i)}];
         if (val.kind == Kind::Storage && static_cast<std::size_t>(val.i) < newIndex.size() &&
-            newIndex[static_cast<std::size_t>(val.i)] != kNoIndex) {
-            val.i = newIndex[static_cast<std::size_t>(val.i)];
+            newIndex[static_cast<std::size_t>(val.i)]) {
+            val.i = *newIndex[static_cast<std::size_t>(val.i)];
         }
     }
     a.storages = std::move(refs);

@@ -125,7 +125,7 @@ std::string Plan::toJson() const
     auto& st = j["storages"] = nlohmann::ordered_json::array();
     for (const auto& s : storages) {
         st.push_back({{"key", s.key},
-                      {"source", s.source},
+                      {"source", s.source.value()},
                       {"location", s.location},
                       {"byte_offset", s.byteOffset},
                       {"nbytes", s.nbytes}});

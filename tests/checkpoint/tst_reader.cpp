@@ -268,7 +268,7 @@ void TestReader::largeStateDictIsFast()
     QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
     qInfo("big40k.pt opened in %lld ms", static_cast<long long>(timer.elapsed()));
     QCOMPARE((*ck)->tensors.size(), std::size_t{40000});
-    QVERIFY((*ck)->nodes[0].stateDictLike);
+    QVERIFY((*ck)->nodes[kRootNode].stateDictLike);
 }
 
 void TestReader::keyPaths()
@@ -281,9 +281,9 @@ void TestReader::keyPaths()
         found = found || t.path.starts_with("_modules/module/_modules/");
     }
     QVERIFY(found);
-    QVERIFY(c.nodes[0].kind == NodeKind::Module);
+    QVERIFY(c.nodes[kRootNode].kind == NodeKind::Module);
     const auto n = c.find("_modules/module");
-    QVERIFY(n != kNoIndex);
+    QVERIFY(n.valid());
     QCOMPARE(QString::fromStdString(c.pathOf(n)), QStringLiteral("_modules/module"));
 }
 

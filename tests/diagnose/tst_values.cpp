@@ -239,7 +239,8 @@ private Q_SLOTS:
         QVERIFY(c);
         int compared = 0;
         std::vector<std::byte> scratch;
-        for (std::uint32_t i = 0; i < (*c)->tensors.size(); ++i) {
+        for (std::uint32_t n = 0; n < (*c)->tensors.size(); ++n) {
+            const TensorIndex i{n};
             const auto& t = (*c)->tensors[i];
             const auto o = oracle.value(QString::fromStdString(t.path)).toObject();
             if (o.isEmpty()) {
