@@ -66,7 +66,7 @@ void DetailsPanel::setDocument(DocumentPtr doc)
 void DetailsPanel::clearNode()
 {
     m_jobs.requestStop();
-    m_node = kNoIndex;
+    m_node = NodeIndex();
     m_text->setHtml(QStringLiteral("<p style='color:gray'>%1</p>").arg(tr("Select a key to see its details.")));
     m_statsButton->hide();
     m_statsLabel->clear();
@@ -82,21 +82,21 @@ QString DetailsPanel::text() const
     return m_text->toPlainText() + QLatin1Char('\n') + m_statsLabel->text() + QLatin1Char('\n') + m_preview->text();
 }
 
-void DetailsPanel::showNode(std::uint32_t node)
+void DetailsPanel::showNode(NodeIndex node)
 {
     clearNode();
-    if (!m_doc || node >= m_doc->checkpoint->nodes.size()) {
+    if (!m_doc || !m_doc->checkpoint->nodes.contains(node)) {
         return;
     }
     m_node = node;
     const auto& ck = *m_doc->checkpoint;
     const auto& n = ck.nodes[node];
     QString html = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(qs(ck.pathOf(node)).toHtmlEscaped());
-    if (n.kind == NodeKind::Tensor && n.tensor != kNoIndex) {
+    if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
         html += tensorHtml(ck.tensors[n.tensor]);
         m_statsButton->show();
-        m_statsButton->setEnabled(ck.tensors[n.tensor].storage != kNoIndex);
-    } else if (n.object != kNoIndex) {
+        m_statsButton->setEnabled(ck.tensors[n.tensor].storage.valid());
+    } else if (n.object.valid()) {
         html += objectHtml(n);
     } else {
         html += containerHtml(node);
@@ -118,7 +118,7 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
     if (t.requiresGrad) {
         rows += row(tr("requires_grad"), tr("yes"));
     }
-    if (t.storage != kNoIndex && t.storage < ck.storages.size()) {
+    if (ck.storages.contains(t.storage)) {
         const auto& s = ck.storages[t.storage];
         rows += row(tr("Storage"), tr("key %1, %2 of %3").arg(qs(s.key), humanSize(s.nbytes), qs(dtypeName(s.dtype))));
         rows += row(tr("Storage offset"), tr("%1 elements").arg(t.storageOffset));
@@ -129,7 +129,7 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
             rows +=
                 row(tr("Missing"), tr("the file holds %1 of %2").arg(humanSize(s.storedBytes), humanSize(s.nbytes)));
         }
-        const auto& sharers = m_doc->storageTensors[t.storage];
+        const auto& sharers = m_doc->storageTensors[t.storage.value()];
         QStringList others;
         for (auto other : sharers) {
             if (ck.tensors[other].path != t.path && static_cast<std::size_t>(others.size()) < kMaxSharers) {
@@ -169,7 +169,7 @@ QString DetailsPanel::objectHtml(const Node& n) const
     return table(rows);
 }
 
-QString DetailsPanel::containerHtml(std::uint32_t node) const
+QString DetailsPanel::containerHtml(NodeIndex node) const
 {
     const auto& ck = *m_doc->checkpoint;
     const auto& n = ck.nodes[node];
@@ -190,7 +190,7 @@ QString DetailsPanel::containerHtml(std::uint32_t node) const
 
 void DetailsPanel::computeStatistics()
 {
-    if (!m_doc || m_node == kNoIndex) {
+    if (!m_doc || !m_node.valid()) {
         return;
     }
     const auto tensor = m_doc->checkpoint->nodes[m_node].tensor;

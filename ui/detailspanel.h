@@ -22,7 +22,7 @@ class DetailsPanel : public QWidget {
 public:
     explicit DetailsPanel(QWidget* parent = nullptr);
     void setDocument(DocumentPtr doc);
-    void showNode(std::uint32_t node);
+    void showNode(NodeIndex node);
     void clearNode();
     [[nodiscard]] QString text() const;  // plain text of what is shown (tests)
 
@@ -34,10 +34,10 @@ private:
     void showStatistics(const diagnose::TensorStats& s);
     [[nodiscard]] QString tensorHtml(const TensorEntry& t) const;
     [[nodiscard]] QString objectHtml(const Node& n) const;
-    [[nodiscard]] QString containerHtml(std::uint32_t node) const;
+    [[nodiscard]] QString containerHtml(NodeIndex node) const;
 
     DocumentPtr m_doc;
-    std::uint32_t m_node = kNoIndex;
+    NodeIndex m_node;
     QTextBrowser* m_text;
     QPushButton* m_statsButton;
     QLabel* m_statsLabel;

@@ -23,12 +23,13 @@ std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token
     const auto& ck = *checkpoint;
     doc->lowerPaths.reserve(ck.nodes.size());
     for (std::uint32_t i = 0; i < ck.nodes.size(); ++i) {
-        doc->lowerPaths.push_back(lowerAscii(ck.pathOf(i)));
+        doc->lowerPaths.push_back(lowerAscii(ck.pathOf(NodeIndex{i})));
     }
     doc->storageTensors.resize(ck.storages.size());
-    for (std::uint32_t t = 0; t < ck.tensors.size(); ++t) {
-        if (ck.tensors[t].storage != kNoIndex && ck.tensors[t].storage < ck.storages.size()) {
-            doc->storageTensors[ck.tensors[t].storage].push_back(t);
+    for (std::uint32_t i = 0; i < ck.tensors.size(); ++i) {
+        const TensorIndex t{i};
+        if (ck.storages.contains(ck.tensors[t].storage)) {
+            doc->storageTensors[ck.tensors[t].storage.value()].push_back(t);
         }
     }
     (void)stop;  // indexing is linear and short; a cancelled open is caught after reading

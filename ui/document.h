@@ -19,7 +19,7 @@ struct Document {
     std::vector<std::string> lowerPaths;
     double openSeconds = 0;  // reading + indexing, for the status bar
     // For each storage, the tensors that view it (a tensor's "shares storage with").
-    std::vector<std::vector<std::uint32_t>> storageTensors;
+    std::vector<std::vector<TensorIndex>> storageTensors;
 };
 
 using DocumentPtr = std::shared_ptr<const Document>;

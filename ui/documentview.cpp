@@ -177,7 +177,7 @@ void DocumentView::onCurrentChanged(const QModelIndex& current)
 bool DocumentView::selectPath(const QString& path)
 {
     const auto node = m_doc->checkpoint->find(path.toStdString());
-    if (node == kNoIndex) {
+    if (!node.valid()) {
         return false;
     }
     const auto index = m_proxy->mapFromSource(m_model->indexOfNode(node));
@@ -194,11 +194,11 @@ bool DocumentView::selectPath(const QString& path)
 
 void DocumentView::highlight(const std::vector<std::string>& paths)
 {
-    std::unordered_set<std::uint32_t> nodes;
+    std::unordered_set<NodeIndex> nodes;
     QModelIndex first;
     for (const auto& path : paths) {
         const auto node = m_doc->checkpoint->find(path);
-        if (node == kNoIndex) {
+        if (!node.valid()) {
             continue;
         }
         nodes.insert(node);

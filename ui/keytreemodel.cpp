@@ -22,7 +22,7 @@ void KeyTreeModel::setDocument(DocumentPtr doc)
     endResetModel();
 }
 
-void KeyTreeModel::setHighlighted(std::unordered_set<std::uint32_t> nodes)
+void KeyTreeModel::setHighlighted(std::unordered_set<NodeIndex> nodes)
 {
     m_highlighted = std::move(nodes);
     // Views repaint what is visible; announcing the top level is enough to trigger that without
@@ -34,15 +34,15 @@ void KeyTreeModel::setHighlighted(std::unordered_set<std::uint32_t> nodes)
 
 bool KeyTreeModel::rootShown() const
 {
-    return m_ck && !m_ck->nodes.empty() && m_ck->nodes[0].childCount == 0;
+    return m_ck && !m_ck->nodes.empty() && m_ck->nodes[kRootNode].childCount == 0;
 }
 
-QModelIndex KeyTreeModel::indexOfNode(std::uint32_t node, int column) const
+QModelIndex KeyTreeModel::indexOfNode(NodeIndex node, int column) const
 {
-    if (!m_ck || node >= m_ck->nodes.size() || (node == 0 && !rootShown())) {
+    if (!m_ck || !m_ck->nodes.contains(node) || (node == kRootNode && !rootShown())) {
         return {};
     }
-    return createIndex(static_cast<int>(node == 0 ? 0 : m_ck->nodes[node].row), column, quintptr(node));
+    return createIndex(static_cast<int>(node == kRootNode ? 0 : m_ck->nodes[node].row), column, quintptr(node.value()));
 }
 
 QModelIndex KeyTreeModel::index(int row, int column, const QModelIndex& parent) const
@@ -53,8 +53,8 @@ QModelIndex KeyTreeModel::index(int row, int column, const QModelIndex& parent) 
     if (!parent.isValid() && rootShown()) {
         return createIndex(row, column, quintptr(0));
     }
-    const std::uint32_t p = parent.isValid() ? nodeOf(parent) : 0;
-    return createIndex(row, column, quintptr(m_ck->nodes[p].firstChild + static_cast<std::uint32_t>(row)));
+    const NodeIndex p = parent.isValid() ? nodeOf(parent) : kRootNode;
+    return createIndex(row, column, quintptr(m_ck->nodes[p].child(static_cast<std::uint32_t>(row)).value()));
 }
 
 QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
@@ -63,10 +63,10 @@ QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
         return {};
     }
     const auto& n = m_ck->nodes[nodeOf(child)];
-    if (n.parent == kNoIndex || n.parent == 0) {
+    if (!n.parent.valid() || n.parent == kRootNode) {
         return {};  // the root's children are top-level rows
     }
-    return createIndex(static_cast<int>(m_ck->nodes[n.parent].row), 0, quintptr(n.parent));
+    return createIndex(static_cast<int>(m_ck->nodes[n.parent].row), 0, quintptr(n.parent.value()));
 }
 
 int KeyTreeModel::rowCount(const QModelIndex& parent) const
@@ -75,7 +75,7 @@ int KeyTreeModel::rowCount(const QModelIndex& parent) const
         return 0;
     }
     if (!parent.isValid()) {
-        return rootShown() ? 1 : static_cast<int>(m_ck->nodes[0].childCount);
+        return rootShown() ? 1 : static_cast<int>(m_ck->nodes[kRootNode].childCount);
     }
     if (parent.column() != 0) {
         return 0;
@@ -137,7 +137,7 @@ QString KeyTreeModel::kindText(const Node& n) const
     }
     case NodeKind::Module:
     case NodeKind::Object:
-        if (n.object != kNoIndex) {
+        if (n.object.valid()) {
             const auto& type = m_ck->objects[n.object].type;
             const auto dot = type.rfind('.');
             return qs(dot == std::string::npos ? type : type.substr(dot + 1));
@@ -150,13 +150,13 @@ QString KeyTreeModel::kindText(const Node& n) const
     }
 }
 
-QVariant KeyTreeModel::display(std::uint32_t node, int column) const
+QVariant KeyTreeModel::display(NodeIndex node, int column) const
 {
     const auto& n = m_ck->nodes[node];
-    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
+    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor.valid() ? &m_ck->tensors[n.tensor] : nullptr;
     switch (column) {
     case Name:
-        return node == 0 ? tr("(root)") : qs(n.name);
+        return node == kRootNode ? tr("(root)") : qs(n.name);
     case Kind:
         return kindText(n);
     case DType:
@@ -181,10 +181,10 @@ QVariant KeyTreeModel::display(std::uint32_t node, int column) const
     }
 }
 
-QVariant KeyTreeModel::sortValue(std::uint32_t node, int column) const
+QVariant KeyTreeModel::sortValue(NodeIndex node, int column) const
 {
     const auto& n = m_ck->nodes[node];
-    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor != kNoIndex ? &m_ck->tensors[n.tensor] : nullptr;
+    const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor.valid() ? &m_ck->tensors[n.tensor] : nullptr;
     switch (column) {
     case Name:
         return display(node, Name).toString().toLower();
@@ -210,13 +210,13 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
     case SortRole:
         return sortValue(node, index.column());
     case NodeRole:
-        return quint32(node);
+        return quint32(node.value());
     case PathRole:
         return qs(m_ck->pathOf(node));
     case Qt::ToolTipRole:
         if (index.column() == Name) {
             QString tip = qs(m_ck->pathOf(node));
-            if (n.object != kNoIndex) {
+            if (n.object.valid()) {
                 tip += QLatin1Char('\n') + qs(m_ck->objects[n.object].type);
             }
             return tip;

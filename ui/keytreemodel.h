@@ -30,11 +30,11 @@ public:
     [[nodiscard]] const DocumentPtr& document() const { return m_doc; }
 
     // Nodes drawn highlighted (a selected finding's paths).
-    void setHighlighted(std::unordered_set<std::uint32_t> nodes);
-    [[nodiscard]] QModelIndex indexOfNode(std::uint32_t node, int column = 0) const;
-    [[nodiscard]] static std::uint32_t nodeOf(const QModelIndex& index)
+    void setHighlighted(std::unordered_set<NodeIndex> nodes);
+    [[nodiscard]] QModelIndex indexOfNode(NodeIndex node, int column = 0) const;
+    [[nodiscard]] static NodeIndex nodeOf(const QModelIndex& index)
     {
-        return static_cast<std::uint32_t>(index.internalId());
+        return NodeIndex{static_cast<std::uint32_t>(index.internalId())};
     }
 
     QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
@@ -48,13 +48,13 @@ public:
 
 private:
     [[nodiscard]] bool rootShown() const;
-    [[nodiscard]] QVariant display(std::uint32_t node, int column) const;
-    [[nodiscard]] QVariant sortValue(std::uint32_t node, int column) const;
+    [[nodiscard]] QVariant display(NodeIndex node, int column) const;
+    [[nodiscard]] QVariant sortValue(NodeIndex node, int column) const;
     [[nodiscard]] QString kindText(const Node& n) const;
 
     DocumentPtr m_doc;
     const Checkpoint* m_ck = nullptr;
-    std::unordered_set<std::uint32_t> m_highlighted;
+    std::unordered_set<NodeIndex> m_highlighted;
 };
 
 }  // namespace ckpt::ui

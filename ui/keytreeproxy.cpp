@@ -33,7 +33,7 @@ bool KeyTreeProxy::filterAcceptsRow(int sourceRow, const QModelIndex& sourcePare
         return true;
     }
     const auto node = KeyTreeModel::nodeOf(model->index(sourceRow, 0, sourceParent));
-    return doc->lowerPaths[node].find(m_needle) != std::string::npos;
+    return doc->lowerPaths[node.value()].find(m_needle) != std::string::npos;
 }
 
 bool KeyTreeProxy::lessThan(const QModelIndex& left, const QModelIndex& right) const

@@ -45,7 +45,8 @@ bool allScalarSequence(const Checkpoint& c, const Node& n)
     if (n.kind != NodeKind::List && n.kind != NodeKind::Tuple) {
         return false;
     }
-    for (std::uint32_t k = n.firstChild; k < n.firstChild + n.childCount; ++k) {
+    for (std::uint32_t row = 0; row < n.childCount; ++row) {
+        const NodeIndex k = n.child(row);
         if (c.nodes[k].kind != NodeKind::Scalar) {
             return false;
         }
@@ -62,11 +63,11 @@ struct Row {
     std::string size;
 };
 
-void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDepth, std::vector<Row>& rows)
+void collectRows(const Checkpoint& c, NodeIndex node, int depth, int maxDepth, std::vector<Row>& rows)
 {
     // Depth-first for reading; the node table itself is breadth-first.
     struct Item {
-        std::uint32_t node;
+        NodeIndex node;
         int depth;
     };
     std::vector<Item> stack{{node, depth}};
@@ -74,7 +75,7 @@ void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDept
         const Item it = stack.back();
         stack.pop_back();
         const Node& n = c.nodes[it.node];
-        if (it.node != 0) {
+        if (it.node != kRootNode) {
             Row r;
             r.key = std::string(static_cast<std::size_t>(2 * (it.depth - 1)), ' ') + displayText(n.name);
             r.kind = displayText(kindText(c, n));
@@ -98,11 +99,11 @@ void collectRows(const Checkpoint& c, std::uint32_t node, int depth, int maxDept
             }
             rows.push_back(std::move(r));
         }
-        if ((maxDepth >= 0 && it.depth >= maxDepth) || (it.node != 0 && allScalarSequence(c, n))) {
+        if ((maxDepth >= 0 && it.depth >= maxDepth) || (it.node != kRootNode && allScalarSequence(c, n))) {
             continue;
         }
         for (std::uint32_t k = n.childCount; k-- > 0;) {
-            stack.push_back({n.firstChild + k, it.depth + 1});
+            stack.push_back({n.child(k), it.depth + 1});
         }
     }
 }
@@ -121,7 +122,7 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     out << "\n\n";
 
     std::vector<Row> rows;
-    collectRows(c, 0, 0, maxDepth, rows);
+    collectRows(c, kRootNode, 0, maxDepth, rows);
     std::size_t wKey = 3;
     std::size_t wKind = 4;
     std::size_t wDtype = 5;

@@ -198,15 +198,16 @@ std::function<Expected<std::string>(const std::string&)> fileStorageHasher(Check
 {
     return [ck = std::move(ck)](const std::string& key) -> Expected<std::string> {
         for (std::uint32_t i = 0; i < ck->storages.size(); ++i) {
-            if (ck->storages[i].key != key) {
+            const StorageIndex s{i};
+            if (ck->storages[s].key != key) {
                 continue;
             }
             std::vector<std::byte> scratch;
-            auto data = ck->storageData(i, scratch);
+            auto data = ck->storageData(s, scratch);
             if (!data) {
                 return data.error();
             }
-            return device::sha256Hex(data->first(std::min<std::size_t>(data->size(), ck->storages[i].nbytes)));
+            return device::sha256Hex(data->first(std::min<std::size_t>(data->size(), ck->storages[s].nbytes)));
         }
         Error e = makeError(ErrorCode::LoadFailed,
                             "the test-load helper checked a storage '" + key + "' that this file does not have");
@@ -262,7 +263,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         return exitCodeFor(ck.error().code);
     }
-    if (!select.empty() && (*ck)->find(select) == kNoIndex) {
+    if (!select.empty() && !(*ck)->find(select).valid()) {
         Error e = makeError(ErrorCode::Usage, "no key path '" + select + "' in this file");
         e.path = file;
         printError(err, e);

@@ -164,8 +164,8 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
     }
     out << ",\n \"tensors\": [";
     std::uint64_t tensorBytes = 0;
-    for (std::size_t i = 0; i < c.tensors.size(); ++i) {
-        const auto& t = c.tensors[i];
+    for (std::uint32_t i = 0; i < c.tensors.size(); ++i) {
+        const auto& t = c.tensors[TensorIndex{i}];
         out << (i ? ",\n  {" : "\n  {") << "\"path\": ";
         out.quoted(t.path);
         out << ", \"dtype\": ";
@@ -175,7 +175,7 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         out << ", \"stride\": ";
         out.dims(t.stride);
         out << ", \"storage_offset\": " << t.storageOffset << ", \"storage\": ";
-        if (t.storage == kNoIndex) {
+        if (!t.storage.valid()) {
             out << "null";
         } else {
             out.quoted(c.storages[t.storage].key);
@@ -195,8 +195,8 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
     }
     out << (c.tensors.empty() ? "]" : "\n ]") << ",\n \"storages\": [";
     std::uint64_t storageBytes = 0;
-    for (std::size_t i = 0; i < c.storages.size(); ++i) {
-        const auto& s = c.storages[i];
+    for (std::uint32_t i = 0; i < c.storages.size(); ++i) {
+        const auto& s = c.storages[StorageIndex{i}];
         out << (i ? ",\n  {" : "\n  {") << "\"key\": ";
         out.quoted(s.key);
         out << ", \"location\": ";
@@ -212,8 +212,8 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         storageBytes += s.nbytes;
     }
     out << (c.storages.empty() ? "]" : "\n ]") << ",\n \"objects\": [";
-    for (std::size_t i = 0; i < c.objects.size(); ++i) {
-        const auto& o = c.objects[i];
+    for (std::uint32_t i = 0; i < c.objects.size(); ++i) {
+        const auto& o = c.objects[ObjectIndex{i}];
         out << (i ? ",\n  {" : "\n  {") << "\"path\": ";
         out.quoted(o.path);
         out << ", \"type\": ";

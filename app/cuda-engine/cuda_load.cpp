@@ -213,7 +213,7 @@ void CudaLoad::progress(std::uint64_t done, bool force)
     sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", seconds_}});
 }
 
-Expected<void> CudaLoad::copy(cuda::DevicePtr dst, std::uint32_t storage, std::uint64_t nbytes, std::uint64_t& done)
+Expected<void> CudaLoad::copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done)
 {
     Expected<void> failed;
     std::uint64_t offset = 0;

@@ -70,7 +70,7 @@ private:
 
     Expected<void> use(int ordinal);
     Expected<void> allocateAndCopy(const Placement& p, std::uint64_t& done);
-    Expected<void> copy(cuda::DevicePtr dst, std::uint32_t storage, std::uint64_t nbytes, std::uint64_t& done);
+    Expected<void> copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done);
     Expected<void> stageBuffers();
     [[nodiscard]] std::uint64_t processBytes(int ordinal) const;  // NVML, 0 when unknown
     void progress(std::uint64_t done, bool force);

@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <sys/prctl.h>
 
@@ -70,15 +71,14 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
                                     std::vector<std::vector<std::byte>>& scratch)
 {
     helper::LoadPlan plan;
-    std::vector<std::uint32_t> planIndexOfStorage(ck.storages.size(), kNoIndex);
+    std::vector<std::optional<std::uint32_t>> planIndexOfStorage(ck.storages.size());  // into plan.storages
     bool any = false;
     for (const auto& t : ck.tensors) {
         if (!underSelection(t.path, select)) {
             continue;
         }
         any = true;
-        if (t.storage == kNoIndex ||
-            (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
+        if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
             skipped.push_back({{"path", t.path},
                                {"reason", "no storage to place (" + std::string(t.location) + " / non-strided form)"}});
             continue;
@@ -104,7 +104,7 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
                          ck.path,
                          {}};
         }
-        if (planIndexOfStorage[t.storage] == kNoIndex) {
+        if (!planIndexOfStorage[t.storage.value()]) {
             if (!st.present) {
                 return Error{ErrorCode::Truncated,
                              "storage " + st.key + " (" + t.path + ") is missing from the file or shorter than its " +
@@ -117,13 +117,13 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
             if (!data) {
                 return data.error();
             }
-            planIndexOfStorage[t.storage] = static_cast<std::uint32_t>(plan.storages.size());
+            planIndexOfStorage[t.storage.value()] = static_cast<std::uint32_t>(plan.storages.size());
             plan.storages.push_back({st.key, data->first(std::min<std::size_t>(data->size(), st.nbytes)), {}});
             plan.totalBytes += plan.storages.back().bytes.size();
         }
         helper::TensorPlan tp;
         tp.path = t.path;
-        tp.storage = planIndexOfStorage[t.storage];
+        tp.storage = *planIndexOfStorage[t.storage.value()];
         tp.dtype = t.dtype;
         tp.elementSize = esize;
         tp.shape = t.shape;

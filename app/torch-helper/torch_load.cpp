@@ -3,6 +3,7 @@
 // by several tensors stay shared), an optional check of what landed, and freeing at the end.
 #include "device/sha256.h"
 #include "load_plan.h"
+#include "util/device_name.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/ScalarType.h>
@@ -241,10 +242,11 @@ std::optional<Failure> openDevice(const std::string& device, at::Device& out, st
         out = at::Device(at::kCPU);
         return std::nullopt;
     }
-    if (device.rfind("cuda:", 0) != 0) {
+    const auto name = parseDeviceName(device);
+    if (!name || name->type != "cuda" || !name->index) {
         return Failure{"Usage", "unknown device '" + device + "': use cpu or cuda:N"};
     }
-    const int index = std::stoi(device.substr(5));
+    const std::int64_t requested = *name->index;
 #ifdef CKPTSCOPE_HELPER_CUDA
     if (!at::cuda::is_available()) {
         return Failure{"DeviceUnavailable",
@@ -252,12 +254,13 @@ std::optional<Failure> openDevice(const std::string& device, at::Device& out, st
                            " is not available: this machine has no usable CUDA device (no NVIDIA driver, or no GPU)"};
     }
     const int count = static_cast<int>(at::cuda::device_count());
-    if (index >= count) {
+    if (requested >= count) {
         return Failure{"DeviceUnavailable", device + " does not exist: this machine has " + std::to_string(count) +
                                                 " CUDA device" + (count == 1 ? "" : "s") + " (cuda:0" +
                                                 (count > 1 ? "..cuda:" + std::to_string(count - 1) : std::string()) +
                                                 ")"};
     }
+    const int index = static_cast<int>(requested);  // below the device count, so it fits
     // Before anything touches CUDA: otherwise the first allocation (even pinned host memory) makes a
     // context on cuda:0, the very thing this test-load is there to catch.
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
@@ -278,7 +281,7 @@ std::optional<Failure> openDevice(const std::string& device, at::Device& out, st
     c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
     return std::nullopt;
 #else
-    (void)index;
+    (void)requested;
     (void)uuid;
     return Failure{"DeviceUnavailable",
                    "this ckptscope-torch-helper was built against a LibTorch without CUDA; rebuild with "

@@ -3,7 +3,6 @@
 #include "util/printable.h"
 
 #include <algorithm>
-#include <array>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -23,31 +22,6 @@ constexpr std::uint64_t kMaxSize = std::numeric_limits<std::uint64_t>::max();
 Error corrupt(std::string what, std::optional<std::uint64_t> at = {})
 {
     return makeError(ErrorCode::Corrupt, "safetensors: " + std::move(what), at);
-}
-
-// Bits per element of every code the reference reader knows, including the sub-byte floats
-// that have no torch dtype here: their sizes can still be checked.
-std::optional<std::uint64_t> bitsOf(std::string_view code)
-{
-    struct Row {
-        std::string_view code;
-        std::uint64_t bits;
-    };
-    static constexpr std::array<Row, 22> kBits{{
-        {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6},     {"U8", 8},          {"I8", 8},
-        {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"I16", 16},
-        {"U16", 16},    {"F16", 16},    {"BF16", 16},   {"I32", 32},        {"U32", 32},        {"F32", 32},
-        {"C64", 64},    {"F64", 64},    {"I64", 64},    {"U64", 64},
-    }};
-    for (const auto& r : kBits) {
-        if (r.code == code) {
-            return r.bits;
-        }
-    }
-    if (auto t = dtypeFromSafetensors(code)) {
-        return std::uint64_t{elementSize(*t)} * 8;
-    }
-    return std::nullopt;
 }
 
 bool checkedMul(std::uint64_t a, std::uint64_t b, std::uint64_t& out)
@@ -144,7 +118,7 @@ Expected<std::uint64_t> validateLayout(const std::vector<SafetensorsEntry>& tens
                            " (a hole or an overlap)");
         }
         next = t->end;
-        const auto bits = bitsOf(t->dtypeCode);
+        const auto bits = safetensorsBits(t->dtypeCode);
         if (!bits) {
             return makeError(ErrorCode::Unsupported, "safetensors: tensor \"" + t->name + "\" has unknown dtype \"" +
                                                          t->dtypeCode + "\", so its size cannot be checked");

@@ -74,10 +74,10 @@ std::string_view TextPool::add(std::string_view s)
     return {at, s.size()};
 }
 
-std::string Checkpoint::pathOf(std::uint32_t node) const
+std::string Checkpoint::pathOf(NodeIndex node) const
 {
-    std::vector<std::uint32_t> chain;
-    for (std::uint32_t n = node; n != kNoIndex && n != 0; n = nodes[n].parent) {
+    std::vector<NodeIndex> chain;
+    for (NodeIndex n = node; n.valid() && n != kRootNode; n = nodes[n].parent) {
         chain.push_back(n);
     }
     std::string out;
@@ -90,30 +90,30 @@ std::string Checkpoint::pathOf(std::uint32_t node) const
     return out;
 }
 
-std::uint32_t Checkpoint::find(std::string_view keyPath) const
+NodeIndex Checkpoint::find(std::string_view keyPath) const
 {
     if (nodes.empty()) {
-        return kNoIndex;
+        return {};
     }
-    std::uint32_t cur = 0;
+    NodeIndex cur = kRootNode;
     if (keyPath.empty()) {
         return cur;
     }
     // Dict keys may themselves contain '/', so match children by prefix rather than splitting first.
     while (!keyPath.empty()) {
         const Node& n = nodes[cur];
-        std::uint32_t next = kNoIndex;
+        NodeIndex next;
         std::size_t bestLen = 0;
-        for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-            const std::string_view name = nodes[c].name;
+        for (std::uint32_t row = 0; row < n.childCount; ++row) {
+            const std::string_view name = nodes[n.child(row)].name;
             if (keyPath.starts_with(name) && (keyPath.size() == name.size() || keyPath[name.size()] == '/') &&
-                (next == kNoIndex || name.size() > bestLen)) {
-                next = c;
+                (!next.valid() || name.size() > bestLen)) {
+                next = n.child(row);
                 bestLen = name.size();
             }
         }
-        if (next == kNoIndex) {
-            return kNoIndex;
+        if (!next.valid()) {
+            return {};
         }
         cur = next;
         keyPath.remove_prefix(std::min(keyPath.size(), bestLen + 1));
@@ -138,7 +138,7 @@ archive::ZipRecord recordOf(const StorageEntry& s)
 
 }  // namespace
 
-Expected<Bytes> Checkpoint::storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const
+Expected<Bytes> Checkpoint::storageData(StorageIndex storage, std::vector<std::byte>& scratch) const
 {
     const StorageEntry& s = storages.at(storage);
     auto onFile = [&](Error e) {
@@ -171,7 +171,7 @@ Expected<Bytes> Checkpoint::storageData(std::uint32_t storage, std::vector<std::
     return Bytes{scratch.data(), scratch.size()};
 }
 
-Expected<void> Checkpoint::streamStorage(std::uint32_t storage, std::uint64_t offset, std::uint64_t length,
+Expected<void> Checkpoint::streamStorage(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
                                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const
 {
     const StorageEntry& s = storages.at(storage);

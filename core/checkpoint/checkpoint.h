@@ -9,6 +9,7 @@
 // appears under the object's path as if it were a dict (`_modules/conv/_parameters/weight`).
 #pragma once
 
+#include "checkpoint/indices.h"
 #include "pickle/value.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
@@ -26,11 +27,7 @@ namespace ckpt {
 enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors };
 [[nodiscard]] std::string_view formatName(Format f);  // "torch-zip", "torch-legacy", "safetensors"
 
-struct NodeId {
-    std::uint32_t v = 0;
-    friend bool operator==(NodeId a, NodeId b) = default;
-};
-inline constexpr std::uint32_t kNoIndex = 0xFFFFFFFFU;
+inline constexpr NodeIndex kRootNode{0};
 
 enum class NodeKind : std::uint8_t {
     Dict,
@@ -47,21 +44,23 @@ enum class NodeKind : std::uint8_t {
 [[nodiscard]] std::string_view nodeKindName(NodeKind k);
 
 struct Node {
-    std::uint32_t parent = kNoIndex;  // kNoIndex for the root
-    std::uint32_t firstChild = 0;     // children are nodes[firstChild, firstChild + childCount)
+    NodeIndex parent;         // invalid for the root
+    NodeIndex firstChild{0};  // children are nodes[firstChild, firstChild + childCount)
     std::uint32_t childCount = 0;
     std::uint32_t row = 0;  // position among its parent's children
     NodeKind kind = NodeKind::Scalar;
     bool stateDictLike = false;  // a dict whose values are mostly tensors
     pickle::ValueId value;
-    std::uint32_t tensor = kNoIndex;  // index into tensors() when kind == Tensor
-    std::uint32_t object = kNoIndex;  // index into objects() for Module/Object
-    std::uint32_t tensorCount = 0;    // tensors in this subtree
-    std::uint64_t bytes = 0;          // sum of the subtree's tensor nbytes
+    TensorIndex tensor;             // when kind == Tensor
+    ObjectIndex object;             // for Module/Object
+    std::uint32_t tensorCount = 0;  // tensors in this subtree
+    std::uint64_t bytes = 0;        // sum of the subtree's tensor nbytes
     // Key-path component ("" for the root): a view of the key's string in the arena, or of the
     // checkpoint's name pool for other keys, so a memoized key reused on every level of a deep
     // tree is stored once, not once per node.
     std::string_view name;
+
+    [[nodiscard]] NodeIndex child(std::uint32_t childRow) const { return NodeIndex{firstChild.value() + childRow}; }
 };
 
 // Chunks of text that never move, holding the key-path components that are no string value of
@@ -99,10 +98,10 @@ struct StorageEntry {
 };
 
 struct TensorEntry {
-    std::uint32_t node = 0;
+    NodeIndex node{0};
     std::string path;
     pickle::ValueId value;
-    std::uint32_t storage = kNoIndex;  // index into storages(), kNoIndex when storage-less
+    StorageIndex storage;  // invalid when storage-less
     DType dtype = DType::Unknown;
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> stride;
@@ -117,7 +116,7 @@ struct TensorEntry {
 };
 
 struct ObjectEntry {
-    std::uint32_t node = 0;
+    NodeIndex node{0};
     std::string path;
     std::string type;  // qualified name, e.g. "argparse.Namespace"
     bool isModule = false;
@@ -152,29 +151,29 @@ public:
 
     pickle::Arena arena;
     pickle::ValueId root;
-    std::vector<Node> nodes;  // nodes[0] is the root
-    TextPool names;           // see Node::name
-    std::vector<StorageEntry> storages;
-    std::vector<TensorEntry> tensors;
-    std::vector<ObjectEntry> objects;
+    IndexedVector<NodeIndex, Node> nodes;  // nodes[kRootNode] is the root
+    TextPool names;                        // see Node::name
+    IndexedVector<StorageIndex, StorageEntry> storages;
+    IndexedVector<TensorIndex, TensorEntry> tensors;
+    IndexedVector<ObjectIndex, ObjectEntry> objects;
     std::vector<GlobalUse> globals;
 
     std::shared_ptr<const MappedFile> file;  // keeps the bytes below alive
     Bytes bytes;                             // the whole file
 
-    [[nodiscard]] std::string pathOf(std::uint32_t node) const;
-    [[nodiscard]] const Node& node(std::uint32_t i) const { return nodes[i]; }
-    // Finds a node by key path ("" = root); kNoIndex when absent.
-    [[nodiscard]] std::uint32_t find(std::string_view keyPath) const;
+    [[nodiscard]] std::string pathOf(NodeIndex node) const;
+    [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }
+    // Finds a node by key path ("" = root); invalid when absent.
+    [[nodiscard]] NodeIndex find(std::string_view keyPath) const;
     // The bytes of a storage, as torch reads them: a view into the mapping; a deflated member is
     // inflated into `scratch`, unless it would take more than the read's memory budget allows for
     // its compressed size (a decompression bomb): then a Limit error says to stream it instead.
-    Expected<Bytes> storageData(std::uint32_t storage, std::vector<std::byte>& scratch) const;
+    Expected<Bytes> storageData(StorageIndex storage, std::vector<std::byte>& scratch) const;
     // Bytes [offset, offset + length) of a storage handed to `sink` in pieces of at most `chunk`:
     // views of the mapping, or inflated one chunk at a time, so memory stays one chunk whatever a
     // deflated record declares. Reading a compressed storage whole also checks its size and CRC.
     // `sink` returning false stops with Cancelled. Errors carry the checkpoint's path.
-    Expected<void> streamStorage(std::uint32_t storage, std::uint64_t offset, std::uint64_t length,
+    Expected<void> streamStorage(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
                                  const std::function<bool(Bytes)>& sink, std::size_t chunk = 4U << 20) const;
     // The mapping's SIGBUS guard (MappedFile): an error once the file shrank while it was read.
     // Every result computed from the bytes is checked with it before it is trusted.

@@ -5,6 +5,7 @@
 // ancestor becomes a Recursive leaf; limits keep hostile DAG "bombs" bounded.
 #include "checkpoint/index.h"
 
+#include "checkpoint/state_dict.h"
 #include "checkpoint/tensor_bytes.h"
 
 #include <algorithm>
@@ -143,25 +144,7 @@ void objectChildren(const Arena& a, Names& names, const pickle::ObjectInfo& o, s
     appendPairs(names, o.dictItems, out);
 }
 
-bool looksLikeModuleState(const Arena& a, const pickle::ObjectInfo& o)
-{
-    if (!o.state.valid() || a[o.state].kind != Kind::Dict) {
-        return false;
-    }
-    bool modules = false;
-    bool params = false;
-    const auto& items = a[o.state].items;
-    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-        const auto& k = a[items[i]];
-        if (k.kind == Kind::Str) {
-            modules = modules || k.text == "_modules";
-            params = params || k.text == "_parameters";
-        }
-    }
-    return modules && params;
-}
-
-NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
+NodeKind classify(const Arena& a, ValueId v, ObjectIndex& object)
 {
     const auto& val = a[v];
     switch (val.kind) {
@@ -177,8 +160,8 @@ NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
         return NodeKind::Tensor;
     case Kind::Object: {
         const auto& o = pickle::objectOf(a, v);
-        object = static_cast<std::uint32_t>(val.i);
-        return looksLikeModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
+        object = ObjectIndex{static_cast<std::uint32_t>(val.i)};
+        return isModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
     }
     default:
         return NodeKind::Scalar;
@@ -212,15 +195,15 @@ void childrenOf(const Arena& a, Names& names, ValueId v, NodeKind kind, std::vec
     }
 }
 
-bool isStateDictLike(const Arena& a, const Node& n, const std::vector<Node>& nodes)
+bool isStateDictLike(const Arena& a, const Node& n, const IndexedVector<NodeIndex, Node>& nodes)
 {
     if (n.kind != NodeKind::Dict && n.kind != NodeKind::OrderedDict) {
         return false;
     }
     std::uint32_t tensors = 0;
     std::uint32_t stringKeys = 0;
-    for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
-        tensors += nodes[c].kind == NodeKind::Tensor ? 1U : 0U;
+    for (std::uint32_t row = 0; row < n.childCount; ++row) {
+        tensors += nodes[n.child(row)].kind == NodeKind::Tensor ? 1U : 0U;
     }
     // An optimizer's per-parameter state ({step, exp_avg, exp_avg_sq}) is a dict of tensors too,
     // but not a model's state dict: prefix rules and edits must leave it alone.
@@ -278,7 +261,7 @@ private:
 // A node's key path, built only when something keeps it (most scalars name no global).
 class LazyPath {
 public:
-    LazyPath(const Checkpoint& c, std::uint32_t node, std::uint64_t length, Usage& usage)
+    LazyPath(const Checkpoint& c, NodeIndex node, std::uint64_t length, Usage& usage)
         : c_(c), node_(node), length_(length), usage_(usage)
     {
     }
@@ -297,7 +280,7 @@ public:
 
 private:
     const Checkpoint& c_;
-    std::uint32_t node_;
+    NodeIndex node_;
     std::uint64_t length_;
     Usage& usage_;
     std::string path_;
@@ -529,22 +512,23 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
 
     // Breadth-first: node i's children are appended together when i is visited.
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
-        const NodeKind kind = c.nodes[i].kind;
+        const NodeIndex ni{i};
+        const NodeKind kind = c.nodes[ni].kind;
         if (kind == NodeKind::Tensor || kind == NodeKind::Scalar || kind == NodeKind::Recursive) {
             continue;
         }
-        const ValueId v = c.nodes[i].value;
+        const ValueId v = c.nodes[ni].value;
         if (expanded[v.v]) {
             // Seen before: expand again only if it is not its own ancestor.
             bool cyclic = false;
-            for (std::uint32_t p = c.nodes[i].parent; p != kNoIndex; p = c.nodes[p].parent) {
+            for (NodeIndex p = c.nodes[ni].parent; p.valid(); p = c.nodes[p].parent) {
                 if (c.nodes[p].value == v) {
                     cyclic = true;
                     break;
                 }
             }
             if (cyclic) {
-                c.nodes[i].kind = NodeKind::Recursive;
+                c.nodes[ni].kind = NodeKind::Recursive;
                 continue;
             }
         }
@@ -565,12 +549,12 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             return makeError(ErrorCode::Limit, "the key tree expands to more than " + std::to_string(limits.maxNodes) +
                                                    " entries (shared values referenced exponentially often?)");
         }
-        c.nodes[i].firstChild = static_cast<std::uint32_t>(c.nodes.size());
-        c.nodes[i].childCount = static_cast<std::uint32_t>(kids.size());
+        c.nodes[ni].firstChild = c.nodes.nextIndex();
+        c.nodes[ni].childCount = static_cast<std::uint32_t>(kids.size());
         std::uint32_t row = 0;
         for (auto& k : kids) {
             Node n;
-            n.parent = i;
+            n.parent = ni;
             n.row = row++;
             n.value = k.value;
             n.name = k.name;
@@ -589,7 +573,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     // The byte ranges tensors reach, all storages in one vector (sorted by storage below): one
     // vector per storage cost an allocation each, and legacy files have one storage per tensor.
     struct Extent {
-        std::uint32_t storage;
+        StorageIndex storage;
         std::uint64_t begin;
         std::uint64_t end;
     };
@@ -597,13 +581,14 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     extents.reserve(a.tensors.size());
     c.tensors.reserve(a.tensors.size());
     for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
-        Node& n = c.nodes[i];
+        const NodeIndex ni{i};
+        Node& n = c.nodes[ni];
         const bool needsPath = n.kind == NodeKind::Tensor || n.kind == NodeKind::Module || n.kind == NodeKind::Object ||
                                n.kind == NodeKind::Scalar || n.kind == NodeKind::OrderedDict || n.kind == NodeKind::Set;
         if (!needsPath) {
             continue;
         }
-        LazyPath lazy(c, i, pathLength[i], usage);
+        LazyPath lazy(c, ni, pathLength[i], usage);
         if (n.kind != NodeKind::Tensor) {
             collectGlobals(a, n.value, lazy, uses, usage, n.kind == NodeKind::Object || n.kind == NodeKind::Module,
                            marks);
@@ -617,7 +602,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             const auto& t = pickle::tensorOf(a, n.value);
             collectGlobals(a, n.value, lazy, uses, usage, true, marks);
             TensorEntry e;
-            e.node = i;
+            e.node = ni;
             e.path = path;
             e.value = n.value;
             e.dtype = t.dtype;
@@ -631,7 +616,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             e.form = t.form;
             e.contiguous = isCContiguous(t.shape, t.stride);
             if (t.storage.valid() && a[t.storage].kind == Kind::Storage) {
-                e.storage = static_cast<std::uint32_t>(a[t.storage].i);
+                e.storage = StorageIndex{static_cast<std::uint32_t>(a[t.storage].i)};
                 StorageEntry& s = c.storages.at(e.storage);
                 e.location = s.location;
                 ++s.tensorCount;
@@ -661,13 +646,13 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             } else {
                 e.location = componentLocation(a, t.rawArgs);
             }
-            n.tensor = static_cast<std::uint32_t>(c.tensors.size());
+            n.tensor = c.tensors.nextIndex();
             n.tensorCount = 1;
             n.bytes = e.nbytes;
             c.tensors.push_back(std::move(e));
         } else if (n.kind == NodeKind::Module || n.kind == NodeKind::Object) {
             ObjectEntry o;
-            o.node = i;
+            o.node = ni;
             o.path = path;
             o.type = objectTypeName(a, n.value);
             o.isModule = n.kind == NodeKind::Module;
@@ -682,7 +667,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     });
     std::vector<std::uint64_t> reachedBy(c.storages.size(), 0);
     for (std::size_t i = 0; i < extents.size();) {
-        const std::uint32_t s = extents[i].storage;
+        const StorageIndex s = extents[i].storage;
         std::uint64_t reached = 0;
         std::uint64_t curBegin = extents[i].begin;
         std::uint64_t curEnd = extents[i].end;
@@ -695,17 +680,19 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                 curEnd = std::max(curEnd, extents[i].end);
             }
         }
-        reachedBy[s] = reached + (curEnd - curBegin);
+        reachedBy[s.value()] = reached + (curEnd - curBegin);
     }
-    for (std::size_t s = 0; s < c.storages.size(); ++s) {
-        c.storages[s].reachedBytes = c.storages[s].tensorCount == 0 ? c.storages[s].nbytes : reachedBy[s];
+    for (std::uint32_t i = 0; i < c.storages.size(); ++i) {
+        StorageEntry& s = c.storages[StorageIndex{i}];
+        s.reachedBytes = s.tensorCount == 0 ? s.nbytes : reachedBy[i];
     }
 
     // Subtree totals: children come after parents, so one reverse pass suffices.
     for (std::uint32_t i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
-        Node& p = c.nodes[c.nodes[i].parent];
-        p.tensorCount += c.nodes[i].tensorCount;
-        p.bytes += c.nodes[i].bytes;
+        const Node& n = c.nodes[NodeIndex{i}];
+        Node& p = c.nodes[n.parent];
+        p.tensorCount += n.tensorCount;
+        p.bytes += n.bytes;
     }
     for (auto& n : c.nodes) {
         n.stateDictLike = isStateDictLike(a, n, c.nodes);

@@ -315,8 +315,8 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
     // (180k storages took minutes). The first storage with a key wins, as the search's did.
     std::unordered_map<std::string_view, std::size_t> byKey;
     byKey.reserve(c.storages.size());
-    for (std::size_t i = 0; i < c.storages.size(); ++i) {
-        byKey.emplace(c.storages[i].key, i);
+    for (std::uint32_t i = 0; i < c.storages.size(); ++i) {
+        byKey.emplace(c.storages[StorageIndex{i}].key, i);
     }
     // Storages follow in key-list order: u64 element count, then count x element size bytes.
     for (ValueId k : keyList.items) {
@@ -398,7 +398,7 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
         return r;
     }
     for (std::size_t i = 0; i < st->tensors.size(); ++i) {
-        auto& s = c.storages[i];
+        auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
         s.fileOffset = st->dataStart + st->tensors[i].begin;
         s.storedBytes = st->tensors[i].end - st->tensors[i].begin;
         s.present = true;

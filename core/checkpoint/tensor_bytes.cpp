@@ -64,7 +64,7 @@ CRuns cOrderRuns(const std::vector<std::int64_t>& shape, const std::vector<std::
 Expected<void> forEachTensorChunk(const Checkpoint& c, const TensorEntry& t, const std::function<bool(Bytes)>& sink,
                                   std::size_t chunkBytes)
 {
-    if (t.storage == kNoIndex || t.form != pickle::TensorForm::Strided) {
+    if (!t.storage.valid() || t.form != pickle::TensorForm::Strided) {
         return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' has no plain strided storage");
     }
     if (t.numel == 0) {

@@ -5,6 +5,8 @@
 namespace ckpt::device {
 namespace {
 
+constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+
 bool underSelection(const std::string& path, const std::string& select)
 {
     if (select.empty() || path == select) {
@@ -25,15 +27,19 @@ Error onFile(const Checkpoint& ck, ErrorCode code, std::string message)
 Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& select)
 {
     LoadSelection out;
-    std::vector<std::uint32_t> slot(ck.storages.size(), kNoIndex);
+    IndexedVector<StorageIndex, std::uint32_t> slot;  // where each storage went in `out`, or none
+    for (std::size_t s = 0; s < ck.storages.size(); ++s) {
+        slot.push_back(kNone);
+    }
     bool any = false;
-    for (std::uint32_t i = 0; i < ck.tensors.size(); ++i) {
+    for (std::uint32_t n = 0; n < ck.tensors.size(); ++n) {
+        const TensorIndex i{n};
         const TensorEntry& t = ck.tensors[i];
         if (!underSelection(t.path, select)) {
             continue;
         }
         any = true;
-        if (t.storage == kNoIndex ||
+        if (!t.storage.valid() ||
             (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
             out.skipped.push_back({t.path, "no storage to place (" + t.location + " / non-strided form)"});
             continue;
@@ -45,7 +51,7 @@ Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& s
                               std::to_string(st.nbytes) + " bytes");
         }
         ++out.tensorCount;
-        if (slot[t.storage] == kNoIndex) {
+        if (slot[t.storage] == kNone) {
             slot[t.storage] = static_cast<std::uint32_t>(out.storages.size());
             out.storages.push_back({t.storage, st.nbytes, st.location, {}});
             out.totalBytes += st.nbytes;

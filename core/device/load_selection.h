@@ -14,10 +14,10 @@
 namespace ckpt::device {
 
 struct SelectedStorage {
-    std::uint32_t storage = 0;  // index into Checkpoint::storages
+    StorageIndex storage;
     std::uint64_t nbytes = 0;
-    std::string location;                // as saved: where torch.load without map_location puts it
-    std::vector<std::uint32_t> tensors;  // indices into Checkpoint::tensors
+    std::string location;  // as saved: where torch.load without map_location puts it
+    std::vector<TensorIndex> tensors;
 };
 
 struct LoadSelection {

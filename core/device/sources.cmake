@@ -2,8 +2,8 @@
 # helper, the CUDA driver (dlopen) and what the test-load engines share (the storages a load
 # places, the helper protocol, torch's caching-allocator arithmetic).
 ckptscope_core_library(ckptscope_device
-    SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/sha256.cpp device/cuda_driver.cpp
-            device/torch_allocator.cpp device/load_selection.cpp device/helper_protocol.cpp
+    SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/helper_process.cpp device/sha256.cpp
+            device/cuda_driver.cpp device/torch_allocator.cpp device/load_selection.cpp device/helper_protocol.cpp
     DEPS ckptscope_checkpoint)
 if(TARGET ckptscope_device)
     find_package(Threads REQUIRED)

@@ -1,27 +1,17 @@
 #include "device/testload.h"
 
+#include "device/helper_process.h"
 #include "util/bytes.h"
+#include "util/device_name.h"
 #include "util/printable.h"
 
-#include <array>
-#include <cerrno>
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
-#include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <poll.h>
-#include <spawn.h>
 #include <sstream>
 #include <stdexcept>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): posix_spawn hands it on
 
 namespace ckpt::device {
 
@@ -29,20 +19,16 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using detail::describeExit;
+using detail::HelperProcess;
+using detail::kMessageExcerpt;
+using detail::printable;
 
 constexpr const char* kHelperName = "ckptscope-torch-helper";
 // A GPU whose used memory rises by less than this is treated as unmoved: NVML's figure jitters
 // with other processes, while anything this process tree does there (a CUDA context alone) is
 // hundreds of MiB.
 constexpr std::uint64_t kTouchThreshold = 4ULL << 20;
-// What a helper may write before it counts as a runaway. Its events are a few hundred bytes (a key
-// path, a sha256), at most two per tensor, so 64 MiB holds --verify's events for ~200k tensors;
-// stderr only carries LibTorch's warnings. Memory stays at one line plus the report.
-constexpr std::size_t kMaxLineBytes = 1U << 20;
-constexpr std::uint64_t kMaxStdoutBytes = 64ULL << 20;
-constexpr std::uint64_t kMaxStderrBytes = 64ULL << 20;
-constexpr std::size_t kStderrTailBytes = 64U << 10;
-constexpr std::size_t kMessageExcerpt = 300;  // characters of helper output quoted in an error
 constexpr std::chrono::milliseconds kDefaultSilence{30000};
 // How long the output of a helper that exited may stay open (held by a child it left behind).
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
@@ -81,278 +67,6 @@ Error fail(ErrorCode code, std::string message, const std::string& path = {})
     Error e = makeError(code, std::move(message));
     e.path = path;
     return e;
-}
-
-// Text from the helper's raw streams ends up in a one-line message shown on a terminal and in
-// JSON: control bytes (escape sequences, newlines) and non-ASCII bytes (C1 controls, invalid UTF-8
-// that the JSON writer would reject) become \xNN, and it is cut after `limit` characters.
-std::string printable(std::string_view raw, std::size_t limit)
-{
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (const char ch : raw) {
-        if (out.size() >= limit) {
-            out += "...";
-            break;
-        }
-        const auto c = static_cast<unsigned char>(ch);
-        if (c >= 0x20 && c < 0x7f) {
-            out += ch;
-        } else {
-            out += "\\x";
-            out += kHex[c >> 4];
-            out += kHex[c & 15];
-        }
-    }
-    return out;
-}
-
-// The helper process: pipes to its stdin/stdout/stderr, bounded buffers, its own process group
-// (so whatever it started dies with it); killed and reaped when dropped.
-class HelperProcess {
-public:
-    enum class Pump { Open, Closed, Overflow };
-
-    HelperProcess() = default;
-    HelperProcess(const HelperProcess&) = delete;
-    HelperProcess& operator=(const HelperProcess&) = delete;
-    ~HelperProcess()
-    {
-        if (pid_ > 0) {
-            killGroup();
-            reap();
-        }
-        closeFd(in_);
-        closeFd(out_);
-        closeFd(err_);
-    }
-
-    Expected<void> spawn(const std::string& exe)
-    {
-        std::array<int, 2> inPipe{-1, -1};
-        std::array<int, 2> outPipe{-1, -1};
-        std::array<int, 2> errPipe{-1, -1};
-        // stdin is a socket, not a pipe: writing to a helper that already died (a missing LibTorch
-        // library) then fails with EPIPE under MSG_NOSIGNAL instead of killing us with SIGPIPE.
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, inPipe.data()) != 0 ||
-            pipe2(outPipe.data(), O_CLOEXEC) != 0 || pipe2(errPipe.data(), O_CLOEXEC) != 0) {
-            return fail(ErrorCode::Internal,
-                        std::string("cannot create pipes for the helper: ") + systemErrorText(errno));
-        }
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0);
-        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1);
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2);
-        posix_spawnattr_t attr;
-        posix_spawnattr_init(&attr);
-        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-        posix_spawnattr_setpgroup(&attr, 0);
-        std::string arg0 = exe;
-        std::array<char*, 2> argv{arg0.data(), nullptr};
-        const int rc = posix_spawn(&pid_, exe.c_str(), &actions, &attr, argv.data(), environ);
-        posix_spawnattr_destroy(&attr);
-        posix_spawn_file_actions_destroy(&actions);
-        close(inPipe[0]);
-        close(outPipe[1]);
-        close(errPipe[1]);
-        in_ = inPipe[1];
-        out_ = outPipe[0];
-        err_ = errPipe[0];
-        if (rc != 0) {
-            pid_ = -1;
-            return fail(ErrorCode::LoadFailed, "cannot start the test-load helper " + exe + ": " + systemErrorText(rc));
-        }
-        return {};
-    }
-
-    [[nodiscard]] pid_t pid() const { return pid_; }
-
-    bool writeLine(const std::string& line)
-    {
-        std::string data = line + "\n";
-        std::size_t done = 0;
-        while (done < data.size()) {
-            const ssize_t n = ::send(in_, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                return false;
-            }
-            done += static_cast<std::size_t>(n);
-        }
-        closeFd(in_);  // one request per helper: EOF tells it nothing more comes
-        return true;
-    }
-
-    // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`; keeps the tail of
-    // stderr. Overflow (see overflow()) once the helper wrote more than the caps allow.
-    Pump pump(int timeoutMs, std::vector<std::string>& lines)
-    {
-        if (out_ < 0 && err_ < 0) {
-            return Pump::Closed;
-        }
-        std::array<pollfd, 2> fds{pollfd{out_, POLLIN, 0}, pollfd{err_, POLLIN, 0}};
-        if (poll(fds.data(), fds.size(), timeoutMs) <= 0) {
-            return Pump::Open;
-        }
-        if (out_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            readStdout(lines);
-        }
-        if (err_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-            readStderr();
-        }
-        if (!overflow_.empty()) {
-            return Pump::Overflow;
-        }
-        return out_ >= 0 || err_ >= 0 ? Pump::Open : Pump::Closed;
-    }
-
-    // What the helper exceeded ("wrote a line longer than 1.0 MiB to stdout").
-    [[nodiscard]] const std::string& overflow() const { return overflow_; }
-
-    // True once the helper itself has exited. It is left a zombie, so its process group id cannot
-    // be reused before reap() and killGroup() can still reach what it left behind.
-    bool exited()
-    {
-        if (pid_ <= 0) {
-            return true;
-        }
-        siginfo_t info{};
-        if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-            return errno != EINTR;
-        }
-        return info.si_pid == pid_;
-    }
-
-    void killGroup()
-    {
-        if (pid_ > 0) {
-            kill(-pid_, SIGKILL);
-        }
-    }
-
-    // Gives the helper up to `grace` to exit, kills whatever is left of its process group (the
-    // helper too when it overstayed) and reaps it. Returns the wait status.
-    int finish(std::chrono::milliseconds grace)
-    {
-        const auto deadline = std::chrono::steady_clock::now() + grace;
-        while (!exited() && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        killGroup();
-        return reap();
-    }
-
-    // The last non-empty line the helper wrote to stderr (LibTorch's abort message, a loader
-    // error), made printable.
-    [[nodiscard]] std::string lastErrLine() const
-    {
-        std::string_view t = errText_;
-        while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
-            t.remove_suffix(1);
-        }
-        if (const auto nl = t.rfind('\n'); nl != std::string_view::npos) {
-            t.remove_prefix(nl + 1);
-        }
-        return printable(t, kMessageExcerpt);
-    }
-
-private:
-    static void closeFd(int& fd)
-    {
-        if (fd >= 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-
-    // Returns the bytes read into `buf`, or 0 after closing `fd` at its end.
-    static std::size_t readSome(int& fd, std::array<char, 65536>& buf)
-    {
-        ssize_t r = 0;
-        do {
-            r = ::read(fd, buf.data(), buf.size());
-        } while (r < 0 && errno == EINTR);
-        if (r <= 0) {
-            closeFd(fd);
-            return 0;
-        }
-        return static_cast<std::size_t>(r);
-    }
-
-    void readStdout(std::vector<std::string>& lines)
-    {
-        const std::size_t n = readSome(out_, buf_);
-        outTotal_ += n;
-        if (outTotal_ > kMaxStdoutBytes) {
-            overflow_ = "wrote more than " + humanBytes(kMaxStdoutBytes) + " to stdout";
-            return;
-        }
-        outBuf_.append(buf_.data(), n);
-        std::size_t start = 0;
-        for (std::size_t nl = 0; (nl = outBuf_.find('\n', start)) != std::string::npos; start = nl + 1) {
-            if (nl - start > kMaxLineBytes) {
-                break;
-            }
-            lines.emplace_back(outBuf_, start, nl - start);
-        }
-        outBuf_.erase(0, start);
-        if (outBuf_.size() > kMaxLineBytes && outBuf_.find('\n') > kMaxLineBytes) {
-            overflow_ = "wrote a line longer than " + humanBytes(kMaxLineBytes) + " to stdout";
-        }
-    }
-
-    void readStderr()
-    {
-        const std::size_t n = readSome(err_, buf_);
-        errTotal_ += n;
-        if (errTotal_ > kMaxStderrBytes) {
-            overflow_ = "wrote more than " + humanBytes(kMaxStderrBytes) + " to stderr";
-            return;
-        }
-        errText_.append(buf_.data(), n);
-        if (errText_.size() > 2 * kStderrTailBytes) {  // trimmed in steps: no copy per read
-            errText_.erase(0, errText_.size() - kStderrTailBytes);
-        }
-    }
-
-    int reap()
-    {
-        if (pid_ <= 0) {
-            return status_;
-        }
-        int st = 0;
-        while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-        }
-        pid_ = -1;
-        status_ = st;
-        return st;
-    }
-
-    pid_t pid_ = -1;
-    int status_ = -1;
-    int in_ = -1;
-    int out_ = -1;
-    int err_ = -1;
-    std::uint64_t outTotal_ = 0;
-    std::uint64_t errTotal_ = 0;
-    std::string outBuf_;  // one partial line, at most kMaxLineBytes plus one read
-    std::string errText_;
-    std::string overflow_;
-    std::array<char, 65536> buf_{};
-};
-
-std::string describeExit(int status)
-{
-    if (WIFSIGNALED(status)) {
-        return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
-    }
-    if (WIFEXITED(status)) {
-        return "exited with status " + std::to_string(WEXITSTATUS(status));
-    }
-    return "ended";
 }
 
 // Which timeline column is the chosen GPU: by UUID when the helper reported one (CUDA's device
@@ -629,21 +343,17 @@ std::optional<Error> listen(HelperProcess& proc, EventReader& events, std::chron
 
 std::optional<std::string> parseDevice(const std::string& text)
 {
-    if (text == "cpu") {
-        return text;
-    }
-    if (text == "cuda") {
-        return std::string("cuda:0");
-    }
-    if (text.rfind("cuda:", 0) != 0 || text.size() == 5 || text.size() > 9) {
+    const auto name = parseDeviceName(text);
+    if (!name) {
         return std::nullopt;
     }
-    for (std::size_t i = 5; i < text.size(); ++i) {
-        if (text[i] < '0' || text[i] > '9') {
-            return std::nullopt;
-        }
+    if (name->type == "cpu" && !name->index) {
+        return name->type;
     }
-    return "cuda:" + std::to_string(std::stoi(text.substr(5)));
+    if (name->type == "cuda") {
+        return DeviceName{name->type, name->index.value_or(0)}.text();  // "cuda" is the current device: 0
+    }
+    return std::nullopt;
 }
 
 Expected<std::string> findTorchHelper()
@@ -775,17 +485,15 @@ TorchLoadPlacement torchLoadPlacement(const std::vector<std::pair<std::string, s
     TorchLoadPlacement out;
     for (const auto& [location, bytes] : bytesByLocation) {
         PlacementRow row{location, bytes, false, {}};
-        if (location.rfind("cuda", 0) == 0) {
-            const auto parsed = parseDevice(location);
-            const int index = parsed ? std::stoi(parsed->substr(5)) : 0;
+        if (location.rfind("cuda", 0) == 0) {  // torch's CUDA deserializer takes every tag starting so
+            const auto name = parseDeviceName(location);
+            const std::int64_t index = name && name->type == "cuda" ? name->index.value_or(0) : 0;
             if (cudaDevices <= 0) {
                 row.fails = true;
-                row.reason = "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-                             "False (no CUDA GPU here)";
+                row.reason = cudaUnavailableText();
             } else if (index >= cudaDevices) {
                 row.fails = true;
-                row.reason = "Attempting to deserialize object on CUDA device " + std::to_string(index) +
-                             " but torch.cuda.device_count() is " + std::to_string(cudaDevices);
+                row.reason = cudaDeviceCountText(index, cudaDevices);
             }
         } else if (location != "cpu" && location.rfind("cpu", 0) != 0) {
             // mps, xla, meta ... : torch needs that backend present; we can only tell for the CPU and CUDA.

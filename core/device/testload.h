@@ -133,8 +133,8 @@ struct PlacementRow {
     std::string location;  // as saved: "cpu", "cuda:3", "mps"
     std::uint64_t bytes = 0;
     bool fails = false;  // torch.load would raise here
-    std::string reason;  // torch's complaint, e.g. "Attempting to deserialize object
-                         // on CUDA device 3 but torch.cuda.device_count() is 1."
+    std::string reason;  // torch's complaint (util/device_name.h), e.g. "Attempting to deserialize
+                         // object on CUDA device 3 but torch.cuda.device_count() is 1. Please use ..."
 };
 struct TorchLoadPlacement {
     std::vector<PlacementRow> rows;

@@ -20,10 +20,6 @@ void storageRules(const Checkpoint& ckpt, Findings& out);  // legacy-format, tor
                                                            // unreadable-storage
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
 
-// torch's validate_cuda_device messages (FORMAT.md §4.3), with the exception type as printed.
-[[nodiscard]] std::string cudaUnavailableMessage();
-[[nodiscard]] std::string cudaDeviceCountMessage(int device, int count);
-
 // Helpers shared by the rules.
 [[nodiscard]] std::string quotedPath(const std::string& path);  // `model/fc.weight`, "the root" for ""
 [[nodiscard]] std::string joinPath(const std::string& dict, const std::string& key);

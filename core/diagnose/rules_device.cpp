@@ -1,32 +1,22 @@
 // Where storages come back when torch.load runs without map_location (FORMAT.md §4.3): on the
 // device they were saved from. The messages quoted are torch's own (validate_cuda_device).
 #include "diagnose/rules.h"
+#include "util/device_name.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 namespace ckpt::diagnose {
 namespace {
 
-struct Location {
-    std::string type;  // "cuda", "mps", "cpu", ...
-    int index = -1;
-};
-
-Location parseLocation(std::string_view tag)
+// A location tag as the rules read it: a device name, or a tag that is none, kept whole (torch's
+// deserializers take no such tag either).
+DeviceName locationOf(std::string_view tag)
 {
-    Location l;
-    const auto colon = tag.find(':');
-    l.type = std::string(tag.substr(0, colon));
-    if (colon != std::string_view::npos) {
-        int v = -1;
-        const auto rest = tag.substr(colon + 1);
-        if (std::from_chars(rest.data(), rest.data() + rest.size(), v).ec == std::errc()) {
-            l.index = v;
-        }
+    if (auto d = parseDeviceName(tag)) {
+        return *d;
     }
-    return l;
+    return {std::string(tag), std::nullopt};
 }
 
 bool isHostOrVirtual(const std::string& type)
@@ -53,27 +43,13 @@ std::string perDevice(const std::vector<std::pair<std::string, DeviceUse>>& uses
 
 }  // namespace
 
-std::string cudaUnavailableMessage()
-{
-    return "RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
-           "False. If you are running on a CPU-only machine, please use torch.load with "
-           "map_location=torch.device('cpu') to map your storages to the CPU.";
-}
-
-std::string cudaDeviceCountMessage(int device, int count)
-{
-    return "RuntimeError: Attempting to deserialize object on CUDA device " + std::to_string(device) +
-           " but torch.cuda.device_count() is " + std::to_string(count) +
-           ". Please use torch.load with map_location to map your storages to an existing device.";
-}
-
 void deviceRules(const Checkpoint& ckpt, Findings& out)
 {
     // Storages in the order torch restores them (the order the pickle first names them).
     std::map<std::string, DeviceUse> byLoc;
     std::vector<std::pair<std::string, DeviceUse>> ordered;
-    int firstBeyondOne = -1;  // the device torch names when only one GPU exists
-    int highest = -1;
+    std::int64_t firstBeyondOne = -1;  // the device torch names when only one GPU exists
+    std::int64_t highest = -1;
     std::uint64_t pinnedBytes = 0;
     std::uint32_t pinnedStorages = 0;
     bool anyCuda = false;
@@ -83,7 +59,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
         auto& use = byLoc[s.location];
         use.bytes += s.nbytes;
         ++use.storages;
-        const auto loc = parseLocation(s.location);
+        const auto loc = locationOf(s.location);
         if (isHostOrVirtual(loc.type)) {
             continue;
         }
@@ -92,7 +68,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
         anyMps = anyMps || loc.type == "mps";
         if (loc.type == "cuda") {
             anyCuda = true;
-            const int index = std::max(loc.index, 0);
+            const std::int64_t index = loc.index.value_or(0);
             highest = std::max(highest, index);
             if (firstBeyondOne < 0 && index >= 1) {
                 firstBeyondOne = index;
@@ -100,7 +76,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
         }
     }
     for (const auto& t : ckpt.tensors) {
-        if (!isHostOrVirtual(parseLocation(t.location).type) && !t.location.empty()) {
+        if (!isHostOrVirtual(locationOf(t.location).type) && !t.location.empty()) {
             pinnedPaths.push_back(t.path);
         }
     }
@@ -119,7 +95,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
         f.severity = Severity::Warning;
         std::vector<std::string> devs;
         for (const auto& [loc, use] : ordered) {
-            if (!isHostOrVirtual(parseLocation(loc).type)) {
+            if (!isHostOrVirtual(locationOf(loc).type)) {
                 devs.push_back(loc);
             }
         }
@@ -132,11 +108,12 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
                    devList + " (" + perDevice(ordered) +
                    "), and torch.load without map_location recreates each one on the device it names.";
         if (anyCuda) {
-            f.detail += " On a machine without CUDA it fails with \"" + cudaUnavailableMessage() + "\"";
+            f.detail += " On a machine without CUDA it fails with \"RuntimeError: " + cudaUnavailableText() + "\"";
             if (firstBeyondOne >= 0) {
                 f.detail += " On a machine with fewer than " + std::to_string(highest + 1) +
                             " GPUs (the highest index saved is cuda:" + std::to_string(highest) +
-                            ") it fails; with one GPU: \"" + cudaDeviceCountMessage(firstBeyondOne, 1) + "\"";
+                            ") it fails; with one GPU: \"RuntimeError: " + cudaDeviceCountText(firstBeyondOne, 1) +
+                            "\"";
             }
             // Every DDP rank that loads without map_location allocates the whole saved layout on the
             // saved devices, so cuda:0 carries N copies.
@@ -146,7 +123,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
                 busiestBytes = it->second.bytes;
             } else {
                 for (const auto& [loc, use] : byLoc) {
-                    if (parseLocation(loc).type == "cuda" && use.bytes > busiestBytes) {
+                    if (locationOf(loc).type == "cuda" && use.bytes > busiestBytes) {
                         busiest = loc;
                         busiestBytes = use.bytes;
                     }
@@ -178,7 +155,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
     // step counter, an RNG state) is ordinary and already covered by device-pinned.
     std::size_t real = 0;
     for (const auto& [loc, use] : ordered) {
-        real += isHostOrVirtual(parseLocation(loc).type) ? 0 : 1;
+        real += isHostOrVirtual(locationOf(loc).type) ? 0 : 1;
     }
     if (real > 1) {
         Finding f;

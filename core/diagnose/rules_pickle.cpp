@@ -153,7 +153,7 @@ void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
 std::string callText(const Checkpoint& ckpt, const std::string& qualified)
 {
     for (const auto& o : ckpt.objects) {
-        if (o.type != qualified || o.node >= ckpt.nodes.size()) {
+        if (o.type != qualified || !ckpt.nodes.contains(o.node)) {
             continue;
         }
         const auto id = ckpt.nodes[o.node].value;
@@ -207,9 +207,9 @@ void unsafeCallables(const Checkpoint& ckpt, Findings& out)
     }
 }
 
-bool hasModuleAncestor(const Checkpoint& ckpt, std::uint32_t node)
+bool hasModuleAncestor(const Checkpoint& ckpt, NodeIndex node)
 {
-    for (auto p = ckpt.nodes[node].parent; p != kNoIndex; p = ckpt.nodes[p].parent) {
+    for (auto p = ckpt.nodes[node].parent; p.valid(); p = ckpt.nodes[p].parent) {
         if (ckpt.nodes[p].kind == NodeKind::Module) {
             return true;
         }
@@ -236,7 +236,7 @@ Finding wrappedModelPrefix(const ObjectEntry& o, const transform::Options& fix)
 void wholeModel(const Checkpoint& ckpt, Findings& out)
 {
     for (const auto& o : ckpt.objects) {
-        if (!o.isModule || o.node >= ckpt.nodes.size() || hasModuleAncestor(ckpt, o.node)) {
+        if (!o.isModule || !ckpt.nodes.contains(o.node) || hasModuleAncestor(ckpt, o.node)) {
             continue;
         }
         const auto& n = ckpt.nodes[o.node];

@@ -312,14 +312,15 @@ void checkDict(const DictView& d, Findings& out)
 void prefixRules(const Checkpoint& ckpt, Findings& out)
 {
     for (std::uint32_t i = 0; i < ckpt.nodes.size(); ++i) {
-        const Node& n = ckpt.nodes[i];
+        const Node& n = ckpt.nodes[NodeIndex{i}];
         if (!n.stateDictLike || n.childCount == 0) {
             continue;
         }
         DictView d;
-        d.path = ckpt.pathOf(i);
+        d.path = ckpt.pathOf(NodeIndex{i});
         d.keys.reserve(n.childCount);
-        for (std::uint32_t c = n.firstChild; c < n.firstChild + n.childCount; ++c) {
+        for (std::uint32_t row = 0; row < n.childCount; ++row) {
+            const NodeIndex c = n.child(row);
             d.keys.emplace_back(ckpt.nodes[c].name);
         }
         checkDict(d, out);

@@ -11,13 +11,17 @@ namespace {
 constexpr std::uint64_t kBloatWarnBytes = 1ULL << 20;
 constexpr std::size_t kExamples = 3;
 
-std::vector<std::vector<std::uint32_t>> tensorsByStorage(const Checkpoint& ckpt)
+// The tensors viewing each storage, by storage index.
+using TensorsByStorage = std::vector<std::vector<TensorIndex>>;
+
+TensorsByStorage tensorsByStorage(const Checkpoint& ckpt)
 {
-    std::vector<std::vector<std::uint32_t>> out(ckpt.storages.size());
-    for (std::uint32_t t = 0; t < ckpt.tensors.size(); ++t) {
+    TensorsByStorage out(ckpt.storages.size());
+    for (std::uint32_t i = 0; i < ckpt.tensors.size(); ++i) {
+        const TensorIndex t{i};
         const auto s = ckpt.tensors[t].storage;
-        if (s != kNoIndex && s < out.size()) {
-            out[s].push_back(t);
+        if (s.valid() && s.value() < out.size()) {
+            out[s.value()].push_back(t);
         }
     }
     return out;
@@ -67,10 +71,11 @@ void torchScript(const Checkpoint& ckpt, Findings& out)
     out.push_back(std::move(f));
 }
 
-void missingStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+void missingStorages(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
 {
-    std::vector<std::uint32_t> missing;
-    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+    std::vector<StorageIndex> missing;
+    for (std::uint32_t i = 0; i < ckpt.storages.size(); ++i) {
+        const StorageIndex s{i};
         if (!ckpt.storages[s].present) {
             missing.push_back(s);
         }
@@ -92,7 +97,7 @@ void missingStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::
                         (s.record.empty() ? std::string() : " (" + s.record + ")") + " needs " + bytesText(s.nbytes) +
                         ", the file holds " + bytesText(s.storedBytes);
         }
-        for (auto t : users[missing[i]]) {
+        for (auto t : users[missing[i].value()]) {
             f.paths.push_back(ckpt.tensors[t].path);
         }
     }
@@ -105,10 +110,11 @@ void missingStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::
 // Compressed storage records are read to the end once (a chunk at a time): torch.load fails on a
 // compression method it lacks, a corrupt deflate stream, a size that lies or a bad CRC, and so
 // would every reader after it, so the file is damaged even though its index reads.
-void unreadableStorages(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+void unreadableStorages(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
 {
-    std::vector<std::pair<std::uint32_t, std::string>> bad;
-    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+    std::vector<std::pair<StorageIndex, std::string>> bad;
+    for (std::uint32_t i = 0; i < ckpt.storages.size(); ++i) {
+        const StorageIndex s{i};
         const auto& st = ckpt.storages[s];
         if (!st.present || !st.compressed) {
             continue;
@@ -129,7 +135,7 @@ void unreadableStorages(const Checkpoint& ckpt, const std::vector<std::vector<st
             f.detail +=
                 std::string(i ? "; " : "") + "storage " + ckpt.storages[bad[i].first].key + ": " + bad[i].second;
         }
-        for (auto t : users[bad[i].first]) {
+        for (auto t : users[bad[i].first.value()]) {
             f.paths.push_back(ckpt.tensors[t].path);
         }
     }
@@ -141,19 +147,20 @@ void unreadableStorages(const Checkpoint& ckpt, const std::vector<std::vector<st
     out.push_back(std::move(f));
 }
 
-void storageBloat(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+void storageBloat(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
 {
     struct Waste {
-        std::uint32_t storage;
+        StorageIndex storage;
         std::uint64_t bytes;
     };
     std::vector<Waste> wastes;
     std::uint64_t wasted = 0;
     std::uint64_t total = 0;
-    for (std::uint32_t s = 0; s < ckpt.storages.size(); ++s) {
+    for (std::uint32_t i = 0; i < ckpt.storages.size(); ++i) {
+        const StorageIndex s{i};
         const auto& st = ckpt.storages[s];
         total += st.nbytes;
-        if (st.tensorCount == 0 || users[s].empty() || st.reachedBytes >= st.nbytes) {
+        if (st.tensorCount == 0 || users[i].empty() || st.reachedBytes >= st.nbytes) {
             continue;
         }
         wastes.push_back({s, st.nbytes - st.reachedBytes});
@@ -172,12 +179,12 @@ void storageBloat(const Checkpoint& ckpt, const std::vector<std::vector<std::uin
     for (std::size_t i = 0; i < wastes.size(); ++i) {
         const auto& st = ckpt.storages[wastes[i].storage];
         if (i < kExamples) {
-            const auto& t = ckpt.tensors[users[wastes[i].storage].front()];
+            const auto& t = ckpt.tensors[users[wastes[i].storage.value()].front()];
             examples += std::string(i ? "; " : "") + quotedPath(t.path) + " (" + std::string(dtypeName(t.dtype)) + " " +
                         shapeText(t.shape) + ") views " + bytesText(st.reachedBytes) + " of a " + bytesText(st.nbytes) +
                         " storage";
         }
-        for (auto t : users[wastes[i].storage]) {
+        for (auto t : users[wastes[i].storage.value()]) {
             f.paths.push_back(ckpt.tensors[t].path);
         }
     }
@@ -198,12 +205,12 @@ bool sameView(const TensorEntry& a, const TensorEntry& b)
     return a.storageOffset == b.storageOffset && a.shape == b.shape && a.stride == b.stride && a.dtype == b.dtype;
 }
 
-void sharedStorage(const Checkpoint& ckpt, const std::vector<std::vector<std::uint32_t>>& users, Findings& out)
+void sharedStorage(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
 {
-    std::vector<std::uint32_t> groups;
-    for (std::uint32_t s = 0; s < users.size(); ++s) {
-        if (users[s].size() > 1) {
-            groups.push_back(s);
+    std::vector<StorageIndex> groups;
+    for (std::uint32_t i = 0; i < users.size(); ++i) {
+        if (users[i].size() > 1) {
+            groups.emplace_back(i);
         }
     }
     if (groups.empty()) {
@@ -216,10 +223,10 @@ void sharedStorage(const Checkpoint& ckpt, const std::vector<std::vector<std::ui
     std::size_t partial = 0;
     std::string examples;
     for (std::size_t g = 0; g < groups.size(); ++g) {
-        const auto& ts = users[groups[g]];
+        const auto& ts = users[groups[g].value()];
         const auto& first = ckpt.tensors[ts.front()];
         const bool identical =
-            std::all_of(ts.begin(), ts.end(), [&](std::uint32_t t) { return sameView(ckpt.tensors[t], first); });
+            std::all_of(ts.begin(), ts.end(), [&](TensorIndex t) { return sameView(ckpt.tensors[t], first); });
         (identical ? tied : partial) += 1;
         if (g < kExamples) {
             std::string names;

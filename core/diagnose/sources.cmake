@@ -12,6 +12,7 @@ ckptscope_core_library(ckptscope_diagnose
         diagnose/rules_storage.cpp
         diagnose/values.cpp
         diagnose/against.cpp
+        diagnose/reference.cpp
     DEPS ckptscope_checkpoint ckptscope_transform_options nlohmann_json::nlohmann_json)
 # The value scans are the hot loop of `check --values` (>= 1 GB/s): let GCC vectorise them.
 set_source_files_properties(diagnose/values.cpp PROPERTIES COMPILE_OPTIONS "-O3")

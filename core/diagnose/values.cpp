@@ -25,22 +25,6 @@ template <class U> U loadBits(const std::byte* p)
     return u;
 }
 
-double halfToDouble(std::uint16_t h)
-{
-    const int sign = (h >> 15) & 1;
-    const int exp = (h >> 10) & 0x1f;
-    const int man = h & 0x3ff;
-    double v = 0;
-    if (exp == 0) {
-        v = std::ldexp(man, -24);
-    } else if (exp == 31) {
-        v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-    } else {
-        v = std::ldexp(man + 1024, exp - 25);
-    }
-    return sign ? -v : v;
-}
-
 // IEEE-754 layouts (all-ones exponent = Inf/NaN): float64/32/16, bfloat16, float8_e5m2.
 template <class U, U ExpMask, U ManMask, U SignMask> struct Ieee {
     using Bits = U;
@@ -622,13 +606,13 @@ TensorView viewOf(const Checkpoint& ckpt, const TensorEntry& t)
 
 namespace {
 
-Expected<Bytes> tensorStorage(const Checkpoint& ckpt, std::uint32_t tensor, std::vector<std::byte>& scratch)
+Expected<Bytes> tensorStorage(const Checkpoint& ckpt, TensorIndex tensor, std::vector<std::byte>& scratch)
 {
-    if (tensor >= ckpt.tensors.size()) {
-        return makeError(ErrorCode::Usage, "no tensor #" + std::to_string(tensor));
+    if (!ckpt.tensors.contains(tensor)) {
+        return makeError(ErrorCode::Usage, "no tensor #" + std::to_string(tensor.value()));
     }
     const auto& t = ckpt.tensors[tensor];
-    if (t.storage == kNoIndex || t.storage >= ckpt.storages.size()) {
+    if (!ckpt.storages.contains(t.storage)) {
         return makeError(ErrorCode::Unsupported, "`" + t.path + "` has no storage in the file (" +
                                                      std::string(dtypeName(t.dtype)) + " on " + t.location + ")");
     }
@@ -640,7 +624,7 @@ Expected<Bytes> tensorStorage(const Checkpoint& ckpt, std::uint32_t tensor, std:
 
 }  // namespace
 
-Expected<TensorStats> tensorStats(const Checkpoint& ckpt, std::uint32_t tensor, const StatsOptions& opts,
+Expected<TensorStats> tensorStats(const Checkpoint& ckpt, TensorIndex tensor, const StatsOptions& opts,
                                   std::stop_token stop)
 {
     std::vector<std::byte> scratch;
@@ -655,7 +639,7 @@ Expected<TensorStats> tensorStats(const Checkpoint& ckpt, std::uint32_t tensor, 
     return stats;
 }
 
-Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, std::uint32_t tensor, std::vector<std::byte>& scratch)
+Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, TensorIndex tensor, std::vector<std::byte>& scratch)
 {
     auto data = tensorStorage(ckpt, tensor, scratch);
     if (!data) {
@@ -707,7 +691,7 @@ struct BlockCounts {
     }
 };
 
-Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, std::uint32_t storage, DType dtype,
+Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, StorageIndex storage, DType dtype,
                                   const std::stop_token& stop)
 {
     const std::size_t es = elementSize(dtype);
@@ -861,7 +845,7 @@ private:
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop)
 {
     struct Hit {
-        std::uint32_t tensor;
+        TensorIndex tensor;
         NonFinite counts;
         bool approximate;
     };
@@ -869,11 +853,12 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
     std::vector<std::string> unreadable;
     std::uint64_t scanned = 0;
     // Tensors grouped by what is scanned once: a storage read as one dtype.
-    std::map<std::pair<std::uint32_t, DType>, std::vector<std::uint32_t>> groups;
+    std::map<std::pair<StorageIndex, DType>, std::vector<TensorIndex>> groups;
     std::uint64_t storageElements = 0;
-    for (std::uint32_t i = 0; i < ckpt.tensors.size(); ++i) {
+    for (std::uint32_t n = 0; n < ckpt.tensors.size(); ++n) {
+        const TensorIndex i{n};
         const auto& t = ckpt.tensors[i];
-        if ((!isFloatingPoint(t.dtype) && !isComplex(t.dtype)) || t.storage == kNoIndex || t.numel == 0 ||
+        if ((!isFloatingPoint(t.dtype) && !isComplex(t.dtype)) || !t.storage.valid() || t.numel == 0 ||
             t.form != pickle::TensorForm::Strided) {
             continue;
         }

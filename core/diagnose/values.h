@@ -63,9 +63,9 @@ Expected<TensorStats> viewStats(const TensorView& v, Bytes storage, const StatsO
                                 std::stop_token stop = {});
 
 // The view of tensors[tensor] and its storage's bytes, read through Checkpoint::storageData.
-Expected<TensorStats> tensorStats(const Checkpoint& ckpt, std::uint32_t tensor, const StatsOptions& opts = {},
+Expected<TensorStats> tensorStats(const Checkpoint& ckpt, TensorIndex tensor, const StatsOptions& opts = {},
                                   std::stop_token stop = {});
-Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, std::uint32_t tensor, std::vector<std::byte>& scratch);
+Expected<NonFinite> tensorNonFinite(const Checkpoint& ckpt, TensorIndex tensor, std::vector<std::byte>& scratch);
 
 [[nodiscard]] TensorView viewOf(const Checkpoint& ckpt, const TensorEntry& t);
 

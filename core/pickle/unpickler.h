@@ -2,9 +2,10 @@
 // an Arena of values and never calls, imports or evaluates anything.
 //
 // Byte layout it expects: an optional PROTO, then opcodes up to STOP (FORMAT.md §4.1); protocol
-// 4+ FRAMEs are read as inline data. Known GLOBALs become typed values (value.h): tensor rebuild
-// functions, storages from persistent ids, OrderedDict, torch.Size/dtype/device, _codecs.encode
-// bytes, set/frozenset/bytearray. Every other GLOBAL stays an opaque Object. Limits keep hostile
+// 4+ FRAMEs are read as inline data. Known GLOBALs become typed values (value.h; which ones and how
+// is torch_globals.cpp's): tensor rebuild functions, storages from persistent ids, OrderedDict,
+// torch.Size/dtype/device, _codecs.encode bytes, set/frozenset/bytearray. Every other GLOBAL stays
+// an opaque Object. Limits keep hostile
 // input bounded: stack and memo sizes are bounded by the input length, every declared length is
 // checked against the remaining bytes, and errors carry the byte offset.
 #pragma once

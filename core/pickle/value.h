@@ -162,12 +162,10 @@ public:
     std::vector<TensorInfo> tensors;
     std::vector<ObjectInfo> objects;
 
+private:
     // Values live in blocks of 4096: growing never moves existing values (a million-value pickle
     // neither copies itself on reallocation nor needs twice its memory) and costs one allocation
-    // per block (std::deque's 512-byte nodes would cost one per five values).
-    void reserve(std::size_t /*n*/) {}
-
-private:
+    // per block (std::deque's 512-byte nodes would cost one per five values). Nothing to reserve.
     static constexpr std::uint32_t kBlockBits = 12;
     static constexpr std::uint32_t kBlockSize = 1U << kBlockBits;
     static constexpr std::uint32_t kBlockMask = kBlockSize - 1;
@@ -181,6 +179,9 @@ private:
 [[nodiscard]] const ObjectInfo& objectOf(const Arena& a, ValueId id);  // id must be Kind::Object
 [[nodiscard]] const GlobalRef& globalOf(const Arena& a, ValueId id);   // id must be Kind::Global
 [[nodiscard]] std::string_view kindName(Kind k);
+// The value of string key `key` in a dict's item list (k0, v0, k1, v1, ...): the first such pair,
+// or invalid.
+[[nodiscard]] ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key);
 
 // A dict key as a key-path component: strings as written, ints in decimal, others in a short
 // Python-like repr (`(1, 2)`, `True`, `None`).

@@ -1,5 +1,6 @@
 #include "transform/options.h"
 
+#include "util/device_name.h"
 #include "util/json_text.h"
 
 #include <algorithm>
@@ -10,29 +11,12 @@ namespace ckpt::transform {
 
 namespace {
 
-// A location tag as torch writes and map_location accepts it: `type` or `type:index`, the type an
-// identifier (`cpu`, `cuda`, `mps`, `meta`, `xpu`, a privateuse1 name such as `npu`).
+// A location tag as torch writes and map_location accepts it: a device name whose type is a
+// backend's (`cpu`, `cuda:1`, `mps`, `meta`, `xpu`, a privateuse1 name such as `npu`).
 bool validDevice(std::string_view s)
 {
-    const auto colon = s.find(':');
-    const std::string_view type = s.substr(0, colon);
-    if (type.empty() || std::isdigit(static_cast<unsigned char>(type.front())) != 0) {
-        return false;
-    }
-    const bool typeOk = std::all_of(type.begin(), type.end(), [](char c) {
-        return std::islower(static_cast<unsigned char>(c)) != 0 || std::isdigit(static_cast<unsigned char>(c)) != 0 ||
-               c == '_';
-    });
-    if (!typeOk) {
-        return false;
-    }
-    if (colon == std::string_view::npos) {
-        return true;
-    }
-    const std::string_view index = s.substr(colon + 1);
-    return !index.empty() && index.size() <= 6 && std::all_of(index.begin(), index.end(), [](char c) {
-        return std::isdigit(static_cast<unsigned char>(c)) != 0;
-    });
+    const auto d = parseDeviceName(s);
+    return d && isBackendName(d->type);
 }
 
 std::string trim(std::string_view s)
@@ -140,6 +124,25 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
         start = comma + 1;
     }
     return map;
+}
+
+std::string Options::renamedKey(std::string key) const
+{
+    for (const auto& p : stripPrefixes) {
+        if (!p.empty() && key.starts_with(p)) {
+            key.erase(0, p.size());
+        }
+    }
+    if (singleModulePrefix) {
+        while (key.starts_with(kDataParallelPrefix)) {
+            key.erase(0, kDataParallelPrefix.size());
+        }
+        key.insert(0, kDataParallelPrefix);
+    }
+    if (addPrefix) {
+        key.insert(0, *addPrefix);
+    }
+    return key;
 }
 
 std::string Options::toJson() const

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct LocationMap {
 };
 
 enum class OutputFormat { Torch, Safetensors };
+
+// The prefix DataParallel and DistributedDataParallel give every key of the model they wrap.
+inline constexpr std::string_view kDataParallelPrefix = "module.";
 
 struct Options {
     std::vector<std::string> stripPrefixes;  // each anchored at the key start, applied in order
@@ -41,6 +45,9 @@ struct Options {
     static Expected<Options> fromJson(const std::string& json);
     // Merges `other` into this (used when the window applies several findings' fixes).
     void merge(const Options& other);
+    // A state-dict key after the prefix edits: each strip prefix removed when the key starts with
+    // it (in list order), then with --multi-card exactly one `module.`, then the added prefix.
+    [[nodiscard]] std::string renamedKey(std::string key) const;
 };
 
 Options singleCardPreset();

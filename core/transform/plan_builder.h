@@ -27,18 +27,16 @@ struct Builder {
 
 // The dict items of an object's BUILD state, where it has a dict (or a (dict, slots) pair).
 [[nodiscard]] std::vector<pickle::ValueId> objectStateItems(const pickle::Arena& a, const pickle::ObjectInfo& o);
-// An nn.Module's __dict__: a dict state with `_modules` and `_parameters` (as the reader decides).
-[[nodiscard]] bool isModuleObject(const pickle::Arena& a, pickle::ValueId v);
-// The value of string key `key` in a dict's item list, or invalid.
-[[nodiscard]] pickle::ValueId dictGet(const pickle::Arena& a, const std::vector<pickle::ValueId>& items,
-                                      std::string_view key);
 
 // Rewrites a strided tensor's original argument tuple from its fields, so a pickler that writes
 // either form writes the edited tensor.
 void refreshStridedArgs(pickle::Arena& a, pickle::ValueId tensor);
 
-Expected<void> unwrapModules(Builder& b);
-Expected<void> sanitize(Builder& b);
-Expected<void> editPrefixes(Builder& b);
+Expected<void> selectRoot(Builder& b);     // select.cpp
+Expected<void> dropPaths(Builder& b);      // select.cpp
+Expected<void> unwrapModules(Builder& b);  // unwrap.cpp
+Expected<void> sanitize(Builder& b);       // weights_only.cpp
+Expected<void> editPrefixes(Builder& b);   // prefix.cpp
+void planStorages(Builder& b);             // storages.cpp
 
 }  // namespace ckpt::transform::detail

@@ -19,32 +19,11 @@ using pickle::Arena;
 using pickle::Kind;
 using pickle::ValueId;
 
-constexpr std::string_view kModule = "module.";
-
 bool anyKeyEdit(const Options& o)
 {
     const bool strips =
         std::any_of(o.stripPrefixes.begin(), o.stripPrefixes.end(), [](const auto& p) { return !p.empty(); });
     return strips || o.singleModulePrefix || (o.addPrefix && !o.addPrefix->empty());
-}
-
-std::string rewriteKey(const Options& o, std::string name)
-{
-    for (const auto& p : o.stripPrefixes) {
-        if (!p.empty() && name.starts_with(p)) {
-            name.erase(0, p.size());
-        }
-    }
-    if (o.singleModulePrefix) {
-        while (name.starts_with(kModule)) {
-            name.erase(0, kModule.size());
-        }
-        name.insert(0, kModule);
-    }
-    if (o.addPrefix) {
-        name.insert(0, *o.addPrefix);
-    }
-    return name;
 }
 
 using MetaEntries = std::vector<std::pair<std::string, ValueId>>;
@@ -117,13 +96,14 @@ void rewriteMeta(Arena& a, const Options& o, MetaEntries& entries)
     }
     if (o.singleModulePrefix) {
         auto wrapped = [&] {
-            return std::any_of(entries.begin(), entries.end(),
-                               [](const auto& e) { return e.first == "module" || e.first.starts_with(kModule); });
+            return std::any_of(entries.begin(), entries.end(), [](const auto& e) {
+                return e.first == "module" || e.first.starts_with(kDataParallelPrefix);
+            });
         };
         while (wrapped()) {
-            stripMeta(entries, std::string(kModule));
+            stripMeta(entries, std::string(kDataParallelPrefix));
         }
-        addMeta(a, entries, std::string(kModule));
+        addMeta(a, entries, std::string(kDataParallelPrefix));
     }
     if (o.addPrefix && !o.addPrefix->empty()) {
         addMeta(a, entries, *o.addPrefix);
@@ -150,7 +130,7 @@ void editMetadata(Builder& b, ValueId d, const std::string& path)
     if (!attrs.valid() || a[attrs].kind != Kind::Dict) {
         return;
     }
-    const ValueId meta = dictGet(a, a[attrs].items, "_metadata");
+    const ValueId meta = pickle::dictGet(a, a[attrs].items, "_metadata");
     if (!meta.valid() || a[meta].kind != Kind::Dict) {
         return;
     }
@@ -197,7 +177,7 @@ Expected<void> editDict(Builder& b, ValueId d, const std::string& path)
             continue;
         }
         const std::string& old = a[items[i]].text;
-        std::string name = rewriteKey(b.opts, old);
+        std::string name = b.opts.renamedKey(old);
         auto [it, fresh] = taken.try_emplace(name, old);
         if (!fresh) {
             return makeError(ErrorCode::Usage, "renaming keys in '" + (path.empty() ? std::string("(root)") : path) +

@@ -25,7 +25,7 @@ struct PlanStep {
 
 // One storage of the output: where its bytes come from.
 struct OutStorage {
-    std::uint32_t source = 0;      // index into the input's storages
+    StorageIndex source{0};        // the input's storage
     std::uint64_t byteOffset = 0;  // first byte taken from the source (compact)
     std::uint64_t nbytes = 0;      // bytes written
     std::string key;               // output key ("0", "1", ...)

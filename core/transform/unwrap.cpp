@@ -1,8 +1,7 @@
-// Whole-model pickles -> what `model.state_dict()` returns, read from the pickled __dict__s without
-// the classes: each module's `_parameters` (None skipped), then its `_buffers` (None and
-// `_non_persistent_buffers_set` skipped), then its `_modules` in order, names joined with dots
-// (torch.nn.Module._save_to_state_dict / state_dict). Parameters come out detached: plain tensors
-// with requires_grad False, sharing their storage, as state_dict() gives them.
+// Whole-model pickles -> what `model.state_dict()` returns (checkpoint/state_dict.h), in place of
+// each module found in the containers. Parameters come out detached: plain tensors with
+// requires_grad False, sharing their storage, as state_dict() gives them.
+#include "checkpoint/state_dict.h"
 #include "transform/plan_builder.h"
 
 #include <unordered_set>
@@ -34,96 +33,33 @@ std::vector<ValueId> dictItemsOf(const Arena& a, ValueId v)
     return v.valid() && a[v].kind == Kind::Dict ? a[v].items : std::vector<ValueId>{};
 }
 
-class StateDictCollector {
-public:
-    explicit StateDictCollector(Builder& b) : b_(b) {}
-
-    Expected<void> collect(ValueId module, const std::string& prefix, const std::string& statePath, std::uint32_t depth)
-    {
-        Arena& a = b_.arena();
-        if (depth > 1000 || !active_.insert(module.v).second) {
-            return makeError(ErrorCode::Unsupported,
-                             "module '" + statePath + "' contains itself; it has no state dict");
-        }
-        const auto state = objectStateItems(a, pickle::objectOf(a, module));
-        std::unordered_set<std::string> nonPersistent;
-        if (ValueId set = dictGet(a, state, "_non_persistent_buffers_set"); set.valid()) {
-            for (ValueId item : a[set].items) {
-                if (a[item].kind == Kind::Str) {
-                    nonPersistent.insert(a[item].text);
-                }
-            }
-        }
-        addTensors(dictItemsOf(a, dictGet(a, state, "_parameters")), prefix, joinPath(statePath, "_parameters"), {});
-        addTensors(dictItemsOf(a, dictGet(a, state, "_buffers")), prefix, joinPath(statePath, "_buffers"),
-                   nonPersistent);
-        const auto children = dictItemsOf(a, dictGet(a, state, "_modules"));
-        for (std::size_t i = 0; i + 1 < children.size(); i += 2) {
-            const std::string name = pickle::keyText(a, children[i]);
-            const ValueId child = children[i + 1];
-            const std::string childPath = joinPath(joinPath(statePath, "_modules"), name);
-            if (a[child].kind == Kind::None) {
-                continue;
-            }
-            if (!isModuleObject(a, child)) {
-                b_.step(StepKind::Note, childPath, std::string(pickle::kindName(a[child].kind)), "",
-                        "not an nn.Module's state: left out of the state dict");
-                continue;
-            }
-            if (auto ok = collect(child, prefix + name + ".", childPath, depth + 1); !ok) {
-                return ok;
-            }
-        }
-        active_.erase(module.v);
-        return {};
+// param.detach(): the same storage and geometry, no Parameter, no grad, no hooks.
+ValueId detached(Arena& a, ValueId v)
+{
+    pickle::TensorInfo t = pickle::tensorOf(a, v);
+    if (!t.isParameter && !t.requiresGrad) {
+        return v;  // a buffer: already what state_dict() holds
     }
+    t.isParameter = false;
+    t.parameterRequiresGrad = true;
+    t.parameterHooks = {};
+    t.parameterState = {};
+    t.requiresGrad = false;
+    const ValueId out = a.tensor(std::move(t));
+    refreshStridedArgs(a, out);
+    return out;
+}
 
-    std::vector<ValueId> items;  // k0, v0, k1, v1, ...
-    std::size_t count = 0;
-
-private:
-    void addTensors(const std::vector<ValueId>& kv, const std::string& prefix, const std::string& dictPath,
-                    const std::unordered_set<std::string>& skip)
-    {
-        Arena& a = b_.arena();
-        for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-            const std::string name = pickle::keyText(a, kv[i]);
-            const ValueId v = kv[i + 1];
-            if (a[v].kind == Kind::None || skip.contains(name)) {
-                continue;
-            }
-            if (a[v].kind != Kind::Tensor) {
-                b_.step(StepKind::Note, joinPath(dictPath, name), std::string(pickle::kindName(a[v].kind)), "",
-                        "not a tensor: left out of the state dict");
-                continue;
-            }
-            items.push_back(a.str(prefix + name));
-            items.push_back(detached(v));
-            ++count;
-        }
+std::string_view skipReason(StateDictSkip::Why why)
+{
+    switch (why) {
+    case StateDictSkip::Why::NotTensor:
+        return "not a tensor: left out of the state dict";
+    case StateDictSkip::Why::NotModule:
+        return "not an nn.Module's state: left out of the state dict";
     }
-
-    // param.detach(): the same storage and geometry, no Parameter, no grad, no hooks.
-    ValueId detached(ValueId v)
-    {
-        Arena& a = b_.arena();
-        pickle::TensorInfo t = pickle::tensorOf(a, v);
-        if (!t.isParameter && !t.requiresGrad) {
-            return v;  // a buffer: already what state_dict() holds
-        }
-        t.isParameter = false;
-        t.parameterRequiresGrad = true;
-        t.parameterHooks = {};
-        t.parameterState = {};
-        t.requiresGrad = false;
-        const ValueId out = a.tensor(std::move(t));
-        refreshStridedArgs(a, out);
-        return out;
-    }
-
-    Builder& b_;
-    std::unordered_set<std::uint32_t> active_;
-};
+    return {};
+}
 
 Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
 {
@@ -139,7 +75,7 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
             break;
         }
         const auto state = objectStateItems(a, pickle::objectOf(a, target));
-        const ValueId inner = dictGet(a, dictItemsOf(a, dictGet(a, state, "_modules")), childName);
+        const ValueId inner = pickle::dictGet(a, dictItemsOf(a, pickle::dictGet(a, state, "_modules")), childName);
         if (!isModuleObject(a, inner)) {
             break;
         }
@@ -149,18 +85,28 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
         target = inner;
     }
 
-    StateDictCollector sd(b);
-    if (auto ok = sd.collect(target, "", statePath, 0); !ok) {
-        return ok;
+    auto sd = moduleStateDict(a, target, statePath);
+    if (!sd) {
+        return sd.error();
+    }
+    for (const auto& skip : sd->skipped) {
+        b.step(StepKind::Note, skip.path, std::string(pickle::kindName(skip.kind)), "",
+               std::string(skipReason(skip.why)));
+    }
+    std::vector<ValueId> items;  // k0, v0, k1, v1, ...
+    items.reserve(sd->entries.size() * 2);
+    for (const auto& e : sd->entries) {
+        items.push_back(a.str(e.key));
+        items.push_back(detached(a, e.tensor));
     }
     // In place: every reference to the module (shared or not) now sees its state dict.
     pickle::Value dict;
     dict.kind = Kind::Dict;
     dict.flag = true;
-    dict.items = std::move(sd.items);
+    dict.items = std::move(items);
     a[module] = std::move(dict);
     b.stateDicts.insert(module.v);
-    b.step(StepKind::Unwrap, path, cls, "OrderedDict (" + std::to_string(sd.count) + " tensors)",
+    b.step(StepKind::Unwrap, path, cls, "OrderedDict (" + std::to_string(sd->entries.size()) + " tensors)",
            "model.state_dict() equivalent: parameters (detached) and persistent buffers");
     b.step(StepKind::Note, path, "", "",
            "_metadata (each module's _version) needs the classes and is left absent; load_state_dict then treats "

@@ -3,12 +3,12 @@
 // 2.6's allowlist, transform/allowlist.h) becomes its plain equivalent where that is faithful
 // (an object's attribute dict, a numpy scalar's number, a set's items) or is dropped. Each change
 // is one plan step naming the value.
+#include "checkpoint/state_dict.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -22,20 +22,6 @@ using pickle::Value;
 using pickle::ValueId;
 
 enum class Fate : std::uint8_t { Keep, Remove };
-
-double halfToDouble(std::uint16_t h)
-{
-    const int exp = (h >> 10) & 0x1F;
-    const int mant = h & 0x3FF;
-    const double sign = (h & 0x8000) != 0 ? -1.0 : 1.0;
-    if (exp == 0) {
-        return sign * std::ldexp(mant, -24);
-    }
-    if (exp == 31) {
-        return mant == 0 ? sign * INFINITY : NAN;
-    }
-    return sign * std::ldexp(mant + 1024, exp - 25);
-}
 
 // A numpy scalar as the Python number `.item()` gives; false when there is none we can write.
 bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::string& typeName)

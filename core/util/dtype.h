@@ -2,6 +2,7 @@
 // (`float32`), the legacy storage class (`FloatStorage`, FORMAT.md §4.2) and safetensors' code (`F32`).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -57,8 +58,19 @@ dtypeFromName(std::string_view name);              // accepts torch attribute al
 [[nodiscard]] std::string_view storageClassName(DType t);
 [[nodiscard]] std::optional<DType> dtypeFromStorageClass(std::string_view name);  // `UntypedStorage` -> UInt8
 
+// safetensors' dtype codes (FORMAT.md §10), from one table.
 [[nodiscard]] std::string_view safetensorsName(DType t);  // empty when safetensors has no such type
-[[nodiscard]] std::optional<DType> dtypeFromSafetensors(std::string_view name);
+[[nodiscard]] std::optional<DType> dtypeFromSafetensors(std::string_view name);  // nullopt for F4, F6_*
+// Bits per element of every code safetensors knows, the sub-byte floats without a torch dtype
+// included, so their sizes can still be checked.
+[[nodiscard]] std::optional<std::uint64_t> safetensorsBits(std::string_view code);
+// The type's position in safetensors' Dtype enum, which is ordered by alignment (its writer sorts
+// tensors by it, descending); nullopt when safetensors has no such type.
+[[nodiscard]] std::optional<std::size_t> safetensorsAlignmentRank(DType t);
+
+// IEEE half-precision bits as the double they hold, exactly; a NaN keeps its sign and payload, as
+// numpy's and c10's conversions keep them.
+[[nodiscard]] double halfToDouble(std::uint16_t bits);
 
 // Whether a value of this type can be NaN/Inf (used by the non-finite scan).
 [[nodiscard]] bool isFloatingPoint(DType t);

@@ -288,8 +288,8 @@ Expected<void> checkExpansion(const Checkpoint& in, std::uint64_t outputTensorBy
 
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s)
 {
-    if (s.source >= in.storages.size()) {
-        return makeError(ErrorCode::Internal, "the plan names input storage " + std::to_string(s.source) +
+    if (!in.storages.contains(s.source)) {
+        return makeError(ErrorCode::Internal, "the plan names input storage " + std::to_string(s.source.value()) +
                                                   " but the input has " + std::to_string(in.storages.size()));
     }
     const StorageEntry& src = in.storages[s.source];

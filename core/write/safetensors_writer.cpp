@@ -234,16 +234,11 @@ Expected<OutTensor> describeTensor(const transform::Plan& plan, const Named& n)
     return o;
 }
 
-// safetensors' Dtype enum order, which is by alignment: the reference writer sorts by it, descending.
+// The reference writer sorts by safetensors' alignment order, descending.
 int alignmentRank(DType t)
 {
-    static constexpr std::array<std::string_view, 22> kOrder = {
-        "BOOL",    "F4",          "F6_E2M3",     "F6_E3M2", "U8",  "I8",  "F8_E5M2", "F8_E4M3",
-        "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
-        "U32",     "F32",         "C64",         "F64",     "I64", "U64"};
-    const auto name = safetensorsName(t);
-    const auto it = std::find(kOrder.begin(), kOrder.end(), name);
-    return it == kOrder.end() ? static_cast<int>(elementSize(t)) * 4 : static_cast<int>(it - kOrder.begin());
+    const auto rank = safetensorsAlignmentRank(t);
+    return rank ? static_cast<int>(*rank) : static_cast<int>(elementSize(t)) * 4;
 }
 
 // Tied weights (identical views) stored once; other names become `removed -> kept` metadata.

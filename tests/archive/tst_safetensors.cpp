@@ -93,6 +93,7 @@ private Q_SLOTS:
     void headerWriterErrors();
     void signature();
     void mutationsNeverEscapeTheFile();
+    void dtypeTable();
 
 private:
     QTemporaryDir dir_;
@@ -310,6 +311,34 @@ void TestSafetensors::mutationsNeverEscapeTheFile()
             }
         }
     }
+}
+
+// util/dtype's one safetensors table serves the reader (sizes), the writer (order) and the names.
+void TestSafetensors::dtypeTable()
+{
+    const std::vector<std::string_view> order{"BOOL",    "F4",      "F6_E2M3", "F6_E3M2",     "U8",          "I8",
+                                              "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",
+                                              "U16",     "F16",     "BF16",    "I32",         "U32",         "F32",
+                                              "C64",     "F64",     "I64",     "U64"};
+    std::size_t named = 0;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto bits = safetensorsBits(order[i]);
+        QVERIFY2(bits, order[i].data());
+        const auto t = dtypeFromSafetensors(order[i]);
+        if (!t) {
+            QVERIFY2(*bits < 8, order[i].data());  // only the sub-byte floats have no torch dtype
+            continue;
+        }
+        ++named;
+        QCOMPARE(safetensorsName(*t), order[i]);
+        QCOMPARE(*bits, std::uint64_t{elementSize(*t)} * 8);
+        QCOMPARE(safetensorsAlignmentRank(*t), std::optional<std::size_t>(i));
+    }
+    QCOMPARE(named, std::size_t{19});
+    QVERIFY(!safetensorsBits("F128"));
+    QVERIFY(safetensorsName(DType::Complex128).empty());
+    QVERIFY(!safetensorsAlignmentRank(DType::Complex128));
+    QVERIFY(!dtypeFromSafetensors(""));
 }
 
 QTEST_GUILESS_MAIN(TestSafetensors)

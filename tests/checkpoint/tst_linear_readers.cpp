@@ -126,10 +126,10 @@ private Q_SLOTS:
         QCOMPARE(c.format, Format::TorchZip);
         QCOMPARE(c.storages.size(), std::size_t{120000});
         QCOMPARE(c.tensors.size(), std::size_t{0});
-        QCOMPARE(c.nodes[0].kind, NodeKind::List);
-        QCOMPARE(c.nodes[0].childCount, 120000U);
-        for (std::size_t i : {std::size_t{0}, std::size_t{57}, std::size_t{119999}}) {
-            const StorageEntry& s = c.storages[i];
+        QCOMPARE(c.nodes[kRootNode].kind, NodeKind::List);
+        QCOMPARE(c.nodes[kRootNode].childCount, 120000U);
+        for (std::uint32_t i : {0U, 57U, 119999U}) {
+            const StorageEntry& s = c.storages[StorageIndex{i}];
             QCOMPARE(s.key, std::to_string(i));
             QCOMPARE(s.record, "a/DATA/" + std::to_string(i));
             QVERIFY(s.present);
@@ -150,8 +150,8 @@ private Q_SLOTS:
         QCOMPARE(c.storages.size(), std::size_t{200000});
         QCOMPARE(c.safetensorsMetadata.size(), std::size_t{1});
         QCOMPARE(c.safetensorsMetadata[0].first, std::string("format"));
-        for (std::size_t i : {std::size_t{0}, std::size_t{123456}, std::size_t{199999}}) {
-            const TensorEntry& t = c.tensors[i];
+        for (std::uint32_t i : {0U, 123456U, 199999U}) {
+            const TensorEntry& t = c.tensors[TensorIndex{i}];
             QCOMPARE(t.path, "layers." + std::to_string(i) + ".weight");
             QCOMPARE(t.dtype, DType::Float32);
             QCOMPARE(t.shape, std::vector<std::int64_t>{1});
@@ -171,8 +171,8 @@ private Q_SLOTS:
         QCOMPARE(c.format, Format::TorchLegacy);
         QCOMPARE(c.tensors.size(), std::size_t{180000});
         QCOMPARE(c.storages.size(), std::size_t{180000});
-        for (std::size_t i : {std::size_t{0}, std::size_t{98765}, std::size_t{179999}}) {
-            const TensorEntry& t = c.tensors[i];
+        for (std::uint32_t i : {0U, 98765U, 179999U}) {
+            const TensorEntry& t = c.tensors[TensorIndex{i}];
             QCOMPARE(t.path, "t" + std::to_string(i));
             QCOMPARE(t.dtype, DType::Float32);
             QCOMPARE(t.shape, std::vector<std::int64_t>{1});
@@ -195,8 +195,8 @@ private Q_SLOTS:
         timer.start();
         std::vector<std::byte> scratch;
         for (std::uint32_t i = 0; i < c.storages.size(); ++i) {
-            QVERIFY(c.storages[i].compressed);
-            auto bytes = c.storageData(i, scratch);
+            QVERIFY(c.storages[StorageIndex{i}].compressed);
+            auto bytes = c.storageData(StorageIndex{i}, scratch);
             QVERIFY2(bytes, bytes ? "" : bytes.error().describe().c_str());
             QCOMPARE(bytes->size(), std::size_t{4});
             float v = -1;

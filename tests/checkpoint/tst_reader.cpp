@@ -2,6 +2,7 @@
 // with an oracle (what torch.load(map_location='cpu') produced); ckptscope's tensor index and every
 // tensor's bytes must match it. Bad inputs must fail with the expected error class, one line.
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/state_dict.h"
 #include "checkpoint/tensor_bytes.h"
 
 #include <QCryptographicHash>
@@ -62,6 +63,27 @@ QJsonArray shapeArray(const std::vector<std::int64_t>& v)
     return a;
 }
 
+// A pickled nn.Module as torch.save writes its __dict__: `_parameters`, `_buffers` and
+// `_modules` OrderedDicts (pairs k0, v0, ...), plus `_non_persistent_buffers_set` when given.
+pickle::ValueId moduleValue(pickle::Arena& a, std::vector<pickle::ValueId> params, std::vector<pickle::ValueId> buffers,
+                            std::vector<pickle::ValueId> modules, std::vector<pickle::ValueId> nonPersistent = {})
+{
+    std::vector<pickle::ValueId> state{a.str("_parameters"), a.dict(std::move(params), true),
+                                       a.str("_buffers"),    a.dict(std::move(buffers), true),
+                                       a.str("_modules"),    a.dict(std::move(modules), true)};
+    if (!nonPersistent.empty()) {
+        pickle::Value set;
+        set.kind = pickle::Kind::Set;
+        set.items = std::move(nonPersistent);
+        state.push_back(a.str("_non_persistent_buffers_set"));
+        state.push_back(a.add(std::move(set)));
+    }
+    pickle::ObjectInfo o;
+    o.callable = {"models", "Net"};
+    o.state = a.dict(std::move(state), false);
+    return a.object(std::move(o));
+}
+
 QString tensorSha(const Checkpoint& c, const TensorEntry& t, std::size_t chunkBytes = std::size_t{8} << 20U)
 {
     QCryptographicHash h(QCryptographicHash::Sha256);
@@ -90,6 +112,9 @@ private Q_SLOTS:
     void bundledSample();
     void largeStateDictIsFast();
     void keyPaths();
+    void moduleStateDictOrder();
+    void moduleStateDictDepth();
+    void moduleStateDictCycle();
 };
 
 void TestReader::fixturesMatchTorch_data()
@@ -243,7 +268,7 @@ void TestReader::largeStateDictIsFast()
     QVERIFY2(ck.ok(), ck.ok() ? "" : ck.error().describe().c_str());
     qInfo("big40k.pt opened in %lld ms", static_cast<long long>(timer.elapsed()));
     QCOMPARE((*ck)->tensors.size(), std::size_t{40000});
-    QVERIFY((*ck)->nodes[0].stateDictLike);
+    QVERIFY((*ck)->nodes[kRootNode].stateDictLike);
 }
 
 void TestReader::keyPaths()
@@ -256,10 +281,69 @@ void TestReader::keyPaths()
         found = found || t.path.starts_with("_modules/module/_modules/");
     }
     QVERIFY(found);
-    QVERIFY(c.nodes[0].kind == NodeKind::Module);
+    QVERIFY(c.nodes[kRootNode].kind == NodeKind::Module);
     const auto n = c.find("_modules/module");
-    QVERIFY(n != kNoIndex);
+    QVERIFY(n.valid());
     QCOMPARE(QString::fromStdString(c.pathOf(n)), QStringLiteral("_modules/module"));
+}
+
+// state_dict() order: parameters (None skipped), persistent buffers, then each child module.
+void TestReader::moduleStateDictOrder()
+{
+    pickle::Arena a;
+    const auto tensor = [&] { return a.tensor({}); };
+    const auto child = moduleValue(a, {a.str("x"), tensor()}, {}, {});
+    const auto root = moduleValue(
+        a, {a.str("w"), tensor(), a.str("b"), a.none()}, {a.str("mean"), tensor(), a.str("scratch"), tensor()},
+        {a.str("fc"), child, a.str("gone"), a.none(), a.str("act"), a.integer(3)}, {a.str("scratch")});
+    QVERIFY(isModuleObject(a, root));
+    QVERIFY(!isModuleObject(a, a.integer(1)));
+    const auto sd = moduleStateDict(a, root, "model");
+    QVERIFY2(sd, sd ? "" : sd.error().message.c_str());
+    std::vector<std::string> keys;
+    for (const auto& e : sd->entries) {
+        keys.push_back(e.key);
+    }
+    QCOMPARE(keys, (std::vector<std::string>{"w", "mean", "fc.x"}));
+    QCOMPARE(sd->skipped.size(), std::size_t{1});
+    QCOMPARE(QString::fromStdString(sd->skipped[0].path), QStringLiteral("model/_modules/act"));
+    QVERIFY(sd->skipped[0].why == StateDictSkip::Why::NotModule);
+}
+
+// One rule for every caller: kMaxModuleDepth levels below the module asked about are read, one
+// more is a Limit error (torch itself would stop at Python's recursion limit).
+void TestReader::moduleStateDictDepth()
+{
+    const auto chain = [](pickle::Arena& a, std::uint32_t levels) {
+        pickle::ValueId m = moduleValue(a, {a.str("w"), a.tensor({})}, {}, {});
+        for (std::uint32_t i = 0; i < levels; ++i) {
+            m = moduleValue(a, {}, {}, {a.str("inner"), m});
+        }
+        return m;
+    };
+    pickle::Arena a;
+    const auto deepest = moduleStateDict(a, chain(a, kMaxModuleDepth), "");
+    QVERIFY2(deepest, deepest ? "" : deepest.error().message.c_str());
+    QCOMPARE(deepest->entries.size(), std::size_t{1});
+    QCOMPARE(deepest->entries[0].key.size(), kMaxModuleDepth * std::string("inner.").size() + 1);
+    const auto tooDeep = moduleStateDict(a, chain(a, kMaxModuleDepth + 1), "");
+    QVERIFY(!tooDeep);
+    QCOMPARE(tooDeep.error().code, ErrorCode::Limit);
+    QVERIFY2(tooDeep.error().message.find("more than 1000 levels") != std::string::npos,
+             tooDeep.error().message.c_str());
+}
+
+void TestReader::moduleStateDictCycle()
+{
+    pickle::Arena a;
+    const auto m = moduleValue(a, {}, {}, {});
+    const auto modules = pickle::dictGet(a, a[pickle::objectOf(a, m).state].items, "_modules");
+    a[modules].items = {a.str("self"), m};
+    const auto sd = moduleStateDict(a, m, "net");
+    QVERIFY(!sd);
+    QCOMPARE(sd.error().code, ErrorCode::Unsupported);
+    QCOMPARE(QString::fromStdString(sd.error().message),
+             QStringLiteral("module 'net/_modules/self' contains itself; it has no state dict"));
 }
 
 QTEST_GUILESS_MAIN(TestReader)

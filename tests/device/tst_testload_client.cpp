@@ -414,6 +414,8 @@ private Q_SLOTS:
         QVERIFY(!parseDevice("cuda:"));
         QVERIFY(!parseDevice("cuda:-1"));
         QVERIFY(!parseDevice("mps"));
+        QVERIFY(!parseDevice("cpu:0"));
+        QCOMPARE(parseDevice("cuda:12345").value_or(""), std::string("cuda:12345"));
     }
 
     // A load onto cuda:1 while cuda:0's memory rises (each DDP rank's torch.load landing on GPU 0)
@@ -462,10 +464,15 @@ private Q_SLOTS:
         const auto two = torchLoadPlacement(locs, 2);
         QVERIFY(!two.rows[1].fails);
         QVERIFY(two.rows[2].fails);
-        QCOMPARE(
-            QString::fromStdString(two.rows[2].reason),
-            QStringLiteral("Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is 2"));
+        QCOMPARE(QString::fromStdString(two.rows[2].reason),
+                 QStringLiteral("Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is "
+                                "2. Please use torch.load with map_location to map your storages to an existing "
+                                "device."));
         QVERIFY(!torchLoadPlacement(locs, 4).wouldFail);
+        // An index of five digits is that device, not cuda:0.
+        const auto far = torchLoadPlacement({{"cuda:12345", 40}}, 2);
+        QVERIFY(far.rows[0].fails);
+        QVERIFY2(far.rows[0].reason.find("CUDA device 12345 ") != std::string::npos, far.rows[0].reason.c_str());
         QCOMPARE(two.rows[2].bytes, std::uint64_t{30});
     }
 };

@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QTest>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -238,7 +239,8 @@ private Q_SLOTS:
         QVERIFY(c);
         int compared = 0;
         std::vector<std::byte> scratch;
-        for (std::uint32_t i = 0; i < (*c)->tensors.size(); ++i) {
+        for (std::uint32_t n = 0; n < (*c)->tensors.size(); ++n) {
+            const TensorIndex i{n};
             const auto& t = (*c)->tensors[i];
             const auto o = oracle.value(QString::fromStdString(t.path)).toObject();
             if (o.isEmpty()) {
@@ -290,6 +292,22 @@ private Q_SLOTS:
         for (const auto& x : *none) {
             QVERIFY(x.code != "nonfinite-values");
         }
+    }
+
+    // util/dtype's halfToDouble, shared by the value scans and --weights-only's numpy scalars.
+    void halfToDoubleIsExact()
+    {
+        QCOMPARE(halfToDouble(0x3C00), 1.0);
+        QCOMPARE(halfToDouble(0xC000), -2.0);
+        QCOMPARE(halfToDouble(0x7BFF), 65504.0);
+        QCOMPARE(halfToDouble(0x0001), std::ldexp(1.0, -24));  // smallest subnormal
+        QVERIFY(std::signbit(halfToDouble(0x8000)) && halfToDouble(0x8000) == 0.0);
+        QCOMPARE(halfToDouble(0xFC00), -std::numeric_limits<double>::infinity());
+        // NaNs keep sign and payload, as numpy's float16 -> float conversion keeps them.
+        const auto bitsOf = [](double d) { return std::bit_cast<std::uint64_t>(d); };
+        QCOMPARE(bitsOf(halfToDouble(0x7E00)), std::uint64_t{0x7FF8000000000000});
+        QCOMPARE(bitsOf(halfToDouble(0xFE00)), std::uint64_t{0xFFF8000000000000});
+        QCOMPARE(bitsOf(halfToDouble(0x7C01)), std::uint64_t{0x7FF0040000000000});
     }
 };
 

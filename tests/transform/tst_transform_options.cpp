@@ -1,6 +1,8 @@
-// Convert options: location specs, JSON round trips (the `fix` of a finding), merge and presets.
+// Convert options: location specs (and the device-name parser under them), JSON round trips (the
+// `fix` of a finding), merge and presets.
 #include "transform/allowlist.h"
 #include "transform/options.h"
+#include "util/device_name.h"
 
 #include <QtTest>
 
@@ -11,6 +13,70 @@ class TestTransformOptions : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // util/device_name.h: the one parser behind location tags, torch.device, map_location and
+    // test-load devices; "" in `text` means rejected.
+    void parsesDeviceNames_data()
+    {
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<QString>("type");
+        QTest::addColumn<qint64>("index");  // -1: none
+        QTest::addColumn<QString>("text");
+        QTest::newRow("cpu") << QStringLiteral("cpu") << QStringLiteral("cpu") << qint64{-1} << QStringLiteral("cpu");
+        QTest::newRow("cuda") << QStringLiteral("cuda") << QStringLiteral("cuda") << qint64{-1}
+                              << QStringLiteral("cuda");
+        QTest::newRow("cuda:1") << QStringLiteral("cuda:1") << QStringLiteral("cuda") << qint64{1}
+                                << QStringLiteral("cuda:1");
+        QTest::newRow("leading zero") << QStringLiteral("cuda:07") << QStringLiteral("cuda") << qint64{7}
+                                      << QStringLiteral("cuda:7");
+        QTest::newRow("five digits") << QStringLiteral("cuda:12345") << QStringLiteral("cuda") << qint64{12345}
+                                     << QStringLiteral("cuda:12345");
+        QTest::newRow("int64 max") << QStringLiteral("xla:9223372036854775807") << QStringLiteral("xla")
+                                   << qint64{9223372036854775807} << QStringLiteral("xla:9223372036854775807");
+        QTest::newRow("privateuse1") << QStringLiteral("npu:0") << QStringLiteral("npu") << qint64{0}
+                                     << QStringLiteral("npu:0");
+        QTest::newRow("odd type kept") << QStringLiteral("CUDA:0") << QStringLiteral("CUDA") << qint64{0}
+                                       << QStringLiteral("CUDA:0");
+        for (const char* bad : {"", ":0", "cuda:", "cuda:-1", "cuda:-0", "cuda:+1", "cuda:x", "cuda:1:2", "cuda: 1",
+                                "cuda:9223372036854775808"}) {
+            QTest::newRow(bad) << QString::fromLatin1(bad) << QString() << qint64{-1} << QString();
+        }
+    }
+    void parsesDeviceNames()
+    {
+        QFETCH(QString, input);
+        QFETCH(QString, type);
+        QFETCH(qint64, index);
+        QFETCH(QString, text);
+        const auto d = ckpt::parseDeviceName(input.toStdString());
+        QCOMPARE(d.has_value(), !text.isEmpty());
+        if (d) {
+            QCOMPARE(QString::fromStdString(d->type), type);
+            QCOMPARE(d->index.value_or(-1), index);
+            QCOMPARE(QString::fromStdString(d->text()), text);
+        }
+    }
+    void backendNames()
+    {
+        for (const char* good : {"cpu", "cuda", "mps", "privateuseone", "npu2", "my_backend"}) {
+            QVERIFY2(ckpt::isBackendName(good), good);
+        }
+        for (const char* bad : {"", "CUDA", "2cuda", "gpu 1", "cu-da"}) {
+            QVERIFY2(!ckpt::isBackendName(bad), bad);
+        }
+    }
+    // torch.serialization.validate_cuda_device, word for word (FORMAT.md §4.3).
+    void torchCudaTexts()
+    {
+        QCOMPARE(QString::fromStdString(ckpt::cudaUnavailableText()),
+                 QStringLiteral("Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is "
+                                "False. If you are running on a CPU-only machine, please use torch.load with "
+                                "map_location=torch.device('cpu') to map your storages to the CPU."));
+        QCOMPARE(QString::fromStdString(ckpt::cudaDeviceCountText(3, 1)),
+                 QStringLiteral("Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is "
+                                "1. Please use torch.load with map_location to map your storages to an existing "
+                                "device."));
+    }
+
     void parsesLocationSpecs_data()
     {
         QTest::addColumn<QString>("spec");

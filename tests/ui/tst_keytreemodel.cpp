@@ -78,7 +78,7 @@ private Q_SLOTS:
         QList<QModelIndex> all;
         collect(model, {}, all);
         const auto& ck = *doc->checkpoint;
-        const auto expected = ck.nodes[0].childCount == 0 ? ck.nodes.size() : ck.nodes.size() - 1;
+        const auto expected = ck.nodes[kRootNode].childCount == 0 ? ck.nodes.size() : ck.nodes.size() - 1;
         QCOMPARE(static_cast<std::size_t>(all.size()), expected);
         for (const auto& i : all) {
             QCOMPARE(model.parent(i), i.parent());
@@ -97,7 +97,7 @@ private Q_SLOTS:
         model.setDocument(doc);
         const auto& ck = *doc->checkpoint;
         const auto node = ck.find("module.conv.weight");
-        QVERIFY(node != kNoIndex);
+        QVERIFY(node.valid());
         const auto& t = ck.tensors[ck.nodes[node].tensor];
         const auto idx = model.indexOfNode(node);
         QCOMPARE(idx.data().toString(), QStringLiteral("module.conv.weight"));
@@ -130,7 +130,7 @@ private Q_SLOTS:
             }
         }
         // The root of a whole-model pickle is the module itself: shown as the only top row.
-        QVERIFY(sawModule || doc->checkpoint->nodes[0].kind == NodeKind::Module);
+        QVERIFY(sawModule || doc->checkpoint->nodes[kRootNode].kind == NodeKind::Module);
     }
 
     void sortsOnRawValuesNotText()

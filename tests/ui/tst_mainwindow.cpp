@@ -192,7 +192,7 @@ private Q_SLOTS:
         for (const auto& t : (*back)->tensors) {
             QVERIFY2(t.path.rfind("module.", 0) != 0, t.path.c_str());
         }
-        QVERIFY((*back)->find("conv.weight") != kNoIndex);
+        QVERIFY((*back)->find("conv.weight").valid());
         if (findings->indexOfCode(QStringLiteral("device-pinned")) >= 0) {
             for (const auto& s : (*back)->storages) {
                 QCOMPARE(QString::fromStdString(s.location), QStringLiteral("cpu"));

@@ -48,7 +48,7 @@ transform::Plan identityPlan(const Checkpoint& c, transform::OutputFormat format
     for (std::uint32_t i = 0; i < plan.arena.storages.size(); ++i) {
         auto& ref = plan.arena.storages[i];
         ref.key = std::to_string(i);
-        plan.storages.push_back({i, 0, c.storages[i].nbytes, ref.key, ref.location});
+        plan.storages.push_back({StorageIndex{i}, 0, c.storages[StorageIndex{i}].nbytes, ref.key, ref.location});
     }
     return plan;
 }

@@ -1,0 +1,454 @@
+// Python's repr of values, for display: what `print(torch.load(f))` would show, bounded in length
+// and depth however large, shared or cyclic the value graph is.
+#include "pickle/value.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+
+namespace ckpt::pickle {
+
+namespace {
+
+// Decimal text of a little-endian two's complement integer. Long ones are summarised: a
+// display never needs a 10 000-digit number, and the conversion is quadratic.
+std::string bigIntText(std::string_view le)
+{
+    if (le.empty()) {
+        return "0";
+    }
+    if (le.size() > 64) {
+        return "<" + std::to_string(le.size() * 8) + "-bit int>";
+    }
+    std::vector<std::uint8_t> mag(le.begin(), le.end());
+    const bool negative = (mag.back() & 0x80U) != 0;
+    if (negative) {  // magnitude = two's complement negation
+        unsigned carry = 1;
+        for (auto& b : mag) {
+            const unsigned x = static_cast<std::uint8_t>(~b) + carry;
+            b = static_cast<std::uint8_t>(x & 0xFFU);
+            carry = x >> 8;
+        }
+    }
+    std::string digits;
+    bool nonzero = true;
+    while (nonzero) {
+        unsigned rem = 0;
+        nonzero = false;
+        for (std::size_t i = mag.size(); i-- > 0;) {
+            const unsigned cur = (rem << 8) | mag[i];
+            mag[i] = static_cast<std::uint8_t>(cur / 10);
+            rem = cur % 10;
+            nonzero = nonzero || mag[i] != 0;
+        }
+        digits.push_back(static_cast<char>('0' + rem));
+    }
+    if (negative) {
+        digits.push_back('-');
+    }
+    return {digits.rbegin(), digits.rend()};
+}
+
+// Python's float repr: shortest round-trip digits, exponent form below 1e-4 and from 1e16.
+std::string floatText(double d)
+{
+    if (d != d) {
+        return "nan";
+    }
+    if (d == std::numeric_limits<double>::infinity()) {
+        return "inf";
+    }
+    if (d == -std::numeric_limits<double>::infinity()) {
+        return "-inf";
+    }
+    std::array<char, 64> buf{};
+    auto res = std::to_chars(buf.data(), buf.data() + buf.size(), d, std::chars_format::scientific);
+    std::string sci(buf.data(), res.ptr);
+    const auto e = sci.find('e');
+    std::string mant = sci.substr(0, e);
+    const int exp = std::stoi(sci.substr(e + 1));
+    std::string sign;
+    if (!mant.empty() && mant[0] == '-') {
+        sign = "-";
+        mant.erase(0, 1);
+    }
+    std::string digits;
+    for (char c : mant) {
+        if (c != '.') {
+            digits.push_back(c);
+        }
+    }
+    if (exp < -4 || exp >= 16) {
+        std::string out = sign + digits.substr(0, 1);
+        if (digits.size() > 1) {
+            out += "." + digits.substr(1);
+        }
+        out += exp < 0 ? "e-" : "e+";
+        const int ax = exp < 0 ? -exp : exp;
+        if (ax < 10) {
+            out += "0";
+        }
+        return out + std::to_string(ax);
+    }
+    if (exp < 0) {
+        return sign + "0." + std::string(static_cast<std::size_t>(-exp - 1), '0') + digits;
+    }
+    const auto intDigits = static_cast<std::size_t>(exp) + 1;
+    if (digits.size() <= intDigits) {
+        return sign + digits + std::string(intDigits - digits.size(), '0') + ".0";
+    }
+    return sign + digits.substr(0, intDigits) + "." + digits.substr(intDigits);
+}
+
+void appendHexByte(std::string& out, unsigned char c)
+{
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += "\\x";
+    out.push_back(kHex[c >> 4U]);
+    out.push_back(kHex[c & 0xFU]);
+}
+
+// Python's repr of str ('...') and bytes (b'...'): the same escapes, except that bytes also
+// escape everything above 0x7e, while a str passes UTF-8 through (Python prints the characters).
+void appendQuoted(std::string& out, std::string_view s, std::size_t limit, bool asBytes)
+{
+    out += asBytes ? "b'" : "'";
+    for (char ch : s) {
+        if (out.size() > limit) {
+            return;
+        }
+        const auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\'':
+            out += "\\'";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        default:
+            if (c < 0x20 || c == 0x7f || (asBytes && c > 0x7f)) {
+                appendHexByte(out, c);
+            } else {
+                out.push_back(ch);
+            }
+        }
+    }
+    out.push_back('\'');
+}
+
+void appendQuotedStr(std::string& out, std::string_view s, std::size_t limit)
+{
+    appendQuoted(out, s, limit, false);
+}
+
+void appendQuotedBytes(std::string& out, std::string_view s, std::size_t limit)
+{
+    appendQuoted(out, s, limit, true);
+}
+
+// Renders into one string and stops as soon as it is longer than `limit`: the output and the
+// work are both bounded, however large, deep, shared or cyclic the value graph is.
+class Repr {
+public:
+    Repr(const Arena& a, std::size_t limit) : a_(a), limit_(limit) {}
+
+    std::string out;
+
+    [[nodiscard]] bool full() const { return out.size() > limit_; }
+
+    void value(ValueId id, int depth)
+    {
+        if (full()) {
+            return;
+        }
+        if (!id.valid() || id.v >= a_.size()) {
+            out += "<invalid>";
+            return;
+        }
+        if (depth > kMaxDepth) {
+            out += "...";
+            return;
+        }
+        const Value& v = a_[id];
+        switch (v.kind) {
+        case Kind::None:
+            out += "None";
+            break;
+        case Kind::Bool:
+            out += v.flag ? "True" : "False";
+            break;
+        case Kind::Int:
+            out += std::to_string(v.i);
+            break;
+        case Kind::BigInt:
+            out += bigIntText(v.text);
+            break;
+        case Kind::Float:
+            out += floatText(v.f);
+            break;
+        case Kind::Str:
+            appendQuotedStr(out, v.text, limit_);
+            break;
+        case Kind::Bytes:
+            if (v.flag) {
+                out += "bytearray(";
+                appendQuotedBytes(out, v.text, limit_);
+                out += ")";
+            } else {
+                appendQuotedBytes(out, v.text, limit_);
+            }
+            break;
+        case Kind::Tuple:
+            out += "(";
+            items(v.items, depth);
+            out += v.items.size() == 1 ? ",)" : ")";
+            break;
+        case Kind::List:
+            out += "[";
+            items(v.items, depth);
+            out += "]";
+            break;
+        case Kind::Dict:
+            if (v.flag) {
+                out += "OrderedDict(";
+            }
+            out += "{";
+            pairs(v.items, depth, ": ", true);
+            out += "}";
+            if (v.flag) {
+                out += ")";
+            }
+            break;
+        case Kind::Set:
+            if (v.items.empty()) {
+                out += v.flag ? "frozenset()" : "set()";
+                break;
+            }
+            out += v.flag ? "frozenset({" : "{";
+            items(v.items, depth);
+            out += v.flag ? "})" : "}";
+            break;
+        case Kind::Global:
+            out += globalText(v);
+            break;
+        case Kind::DType:
+            out += "torch.";
+            out += dtypeName(static_cast<ckpt::DType>(v.i));
+            break;
+        case Kind::Device:
+            out += "device(type=";
+            appendQuotedStr(out, v.text, limit_);
+            if (v.i >= 0) {
+                out += ", index=" + std::to_string(v.i);
+            }
+            out += ")";
+            break;
+        case Kind::Size:
+            out += "torch.Size([";
+            items(v.items, depth);
+            out += "])";
+            break;
+        case Kind::Storage:
+            storage(v);
+            break;
+        case Kind::PersistentId:
+            out += "persistent_id(";
+            items(v.items, depth);
+            out += ")";
+            break;
+        case Kind::Tensor:
+            tensor(v);
+            break;
+        case Kind::Object:
+            object(v, depth);
+            break;
+        }
+    }
+
+private:
+    static constexpr int kMaxDepth = 6;
+
+    void items(const std::vector<ValueId>& ids, int depth)
+    {
+        for (std::size_t n = 0; n < ids.size() && !full(); ++n) {
+            if (n != 0) {
+                out += ", ";
+            }
+            value(ids[n], depth + 1);
+        }
+    }
+
+    void pairs(const std::vector<ValueId>& ids, int depth, std::string_view sep, bool reprKeys)
+    {
+        for (std::size_t n = 0; n + 1 < ids.size() && !full(); n += 2) {
+            if (n != 0) {
+                out += ", ";
+            }
+            if (reprKeys) {
+                value(ids[n], depth + 1);
+            } else {
+                out += a_[ids[n]].text;
+            }
+            out += sep;
+            value(ids[n + 1], depth + 1);
+        }
+    }
+
+    std::string globalText(const Value& v) const
+    {
+        if (v.i < 0 || static_cast<std::size_t>(v.i) >= a_.globals.size()) {
+            return "<global?>";
+        }
+        return a_.globals[static_cast<std::size_t>(v.i)].qualified();
+    }
+
+    void storage(const Value& v)
+    {
+        if (v.i < 0 || static_cast<std::size_t>(v.i) >= a_.storages.size()) {
+            out += "<storage?>";
+            return;
+        }
+        const StorageRef& s = a_.storages[static_cast<std::size_t>(v.i)];
+        out += "torch." + (s.className.empty() ? std::string("Storage") : s.className) + "(key=";
+        appendQuotedStr(out, s.key, limit_);
+        out += ", location=";
+        appendQuotedStr(out, s.location, limit_);
+        out += ", numel=" + std::to_string(s.numel) + ")";
+    }
+
+    void tensor(const Value& v)
+    {
+        if (v.i < 0 || static_cast<std::size_t>(v.i) >= a_.tensors.size()) {
+            out += "<tensor?>";
+            return;
+        }
+        const TensorInfo& t = a_.tensors[static_cast<std::size_t>(v.i)];
+        out += t.isParameter ? "Parameter(" : "tensor(";
+        out += dtypeName(t.dtype);
+        out += ", [";
+        for (std::size_t n = 0; n < t.shape.size() && !full(); ++n) {
+            out += (n != 0 ? ", " : "") + std::to_string(t.shape[n]);
+        }
+        out += "]";
+        std::string device = t.device;
+        if (device.empty() && t.storage.valid() && t.storage.v < a_.size()) {
+            const Value& s = a_[t.storage];
+            if (s.kind == Kind::Storage && static_cast<std::size_t>(s.i) < a_.storages.size()) {
+                device = a_.storages[static_cast<std::size_t>(s.i)].location;
+            }
+        }
+        if (!device.empty()) {
+            out += ", " + device;
+        }
+        out += ")";
+    }
+
+    void object(const Value& v, int depth)
+    {
+        if (v.i < 0 || static_cast<std::size_t>(v.i) >= a_.objects.size()) {
+            out += "<object?>";
+            return;
+        }
+        const ObjectInfo& o = a_.objects[static_cast<std::size_t>(v.i)];
+        out += o.callable.qualified();
+        out += "(";
+        // Objects restored from an attribute dict read best as keyword arguments, like
+        // argparse.Namespace's own repr; everything else shows its constructor arguments.
+        const bool stateIsAttrs =
+            o.state.valid() && o.state.v < a_.size() && a_[o.state].kind == Kind::Dict && allStrKeys(a_[o.state].items);
+        if (stateIsAttrs) {
+            pairs(a_[o.state].items, depth, "=", false);
+        } else if (o.args.valid() && o.args.v < a_.size() && a_[o.args].kind == Kind::Tuple) {
+            items(a_[o.args].items, depth);
+        }
+        out += ")";
+    }
+
+    bool allStrKeys(const std::vector<ValueId>& ids) const
+    {
+        for (std::size_t n = 0; n < ids.size(); n += 2) {
+            if (a_[ids[n]].kind != Kind::Str) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    const Arena& a_;
+    std::size_t limit_;
+};
+
+std::string elided(const Value& v)
+{
+    const std::string count =
+        " (" + std::to_string(v.kind == Kind::Dict ? v.items.size() / 2 : v.items.size()) + " items)";
+    switch (v.kind) {
+    case Kind::List:
+        return "[...]" + count;
+    case Kind::Tuple:
+        return "(...)" + count;
+    case Kind::Dict:
+        return (v.flag ? "OrderedDict{...}" : "{...}") + count;
+    case Kind::Set:
+        return (v.flag ? "frozenset{...}" : "{...}") + count;
+    case Kind::Size:
+        return "torch.Size([...])" + count;
+    default:
+        return {};
+    }
+}
+
+}  // namespace
+
+std::string shortRepr(const Arena& a, ValueId id, std::size_t maxLen)
+{
+    maxLen = std::max<std::size_t>(maxLen, 8);
+    Repr r(a, maxLen);
+    r.value(id, 0);
+    if (!r.full()) {
+        return std::move(r.out);
+    }
+    if (id.valid() && id.v < a.size()) {
+        std::string e = elided(a[id]);
+        if (!e.empty()) {
+            return e;
+        }
+    }
+    r.out.resize(maxLen - 3);
+    // Never cut inside a UTF-8 sequence.
+    while (!r.out.empty() && (static_cast<unsigned char>(r.out.back()) & 0xC0U) == 0x80U) {
+        r.out.pop_back();
+    }
+    if (!r.out.empty() && static_cast<unsigned char>(r.out.back()) >= 0xC0U) {
+        r.out.pop_back();
+    }
+    return r.out + "...";
+}
+
+std::string keyText(const Arena& a, ValueId key)
+{
+    if (!key.valid() || key.v >= a.size()) {
+        return "<invalid>";
+    }
+    const Value& v = a[key];
+    switch (v.kind) {
+    case Kind::Str:
+        return v.text;
+    case Kind::Int:
+        return std::to_string(v.i);
+    default:
+        return shortRepr(a, key, 80);
+    }
+}
+
+}  // namespace ckpt::pickle
