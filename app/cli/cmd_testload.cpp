@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "device/ddp_replay.h"
 #include "device/nvml.h"
 #include "device/sha256.h"
 #include "device/testload.h"
@@ -102,6 +103,15 @@ ojson reportJson(const device::TestloadReport& r, bool verify)
     j["gb_per_s"] = r.gbPerS;
     j["peak_bytes"] = r.peakBytes;
     j["peak_source"] = r.peakSource;
+    j["engine"] = r.engine;
+    if (!r.deviceName.empty()) {
+        j["device_name"] = r.deviceName;
+    }
+    if (r.engine == "cuda") {
+        j["context_bytes"] = r.contextBytes;
+        j["torch_load_peak_bytes"] = r.torchPeakBytes;
+        j["torch_load_reserved_bytes"] = r.torchReservedBytes;
+    }
     j["other_devices_touched"] = r.otherDevicesTouched;
     auto others = ojson::array();
     for (const auto& d : r.otherDevices) {
@@ -157,6 +167,11 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
         out << " (" << r.peakSource << ")";
     }
     out << '\n';
+    if (r.engine == "cuda") {
+        out << "CUDA context: " << humanBytes(r.contextBytes) << "; torch.load(map_location='" << r.device
+            << "') would peak at " << humanBytes(r.torchPeakBytes) << " (context + "
+            << humanBytes(r.torchReservedBytes) << " of caching-allocator segments)\n";
+    }
     if (r.timeline.devices.size() <= 1) {
         out << "other GPUs: none to watch\n";
     } else if (r.otherDevicesTouched) {
@@ -183,13 +198,101 @@ void printChecks(std::ostream& out, const device::TestloadReport& r)
     const auto hashed = static_cast<std::size_t>(
         std::count_if(r.checks.begin(), r.checks.end(), [](const auto& c) { return !c.sha256.empty(); }));
     out << "verified: " << r.storageChecks.size() << (r.storageChecks.size() == 1 ? " storage" : " storages") << " ("
-        << humanBytes(bytes) << ") equal to the file (sha256); " << hashed << " of " << r.checks.size()
-        << " tensors hashed in C order\n";
+        << humanBytes(bytes) << ") equal to the file (sha256)";
+    if (!r.checks.empty()) {
+        out << "; " << hashed << " of " << r.checks.size() << " tensors hashed in C order";
+    }
+    out << '\n';
     for (const auto& c : r.checks) {
         if (c.sha256.empty()) {
             out << "  " << c.path << ": " << c.note << '\n';
         }
     }
+}
+
+// No driver, no GPU or no such device is bad input (2); a load that ran out of memory or broke, 1.
+int failureExit(ErrorCode code)
+{
+    if (code == ErrorCode::DeviceUnavailable) {
+        return kExitBadInput;
+    }
+    const int rc = exitCodeFor(code);
+    return rc == kExitOk ? kExitProblems : rc;
+}
+
+ojson replayJson(const device::ReplayReport& r)
+{
+    ojson j;
+    auto ranks = ojson::array();
+    for (const auto& rank : r.ranks) {
+        ranks.push_back(ojson{{"rank", rank.rank},
+                              {"device", rank.device},
+                              {"context_bytes", rank.contextBytes},
+                              {"bytes_by_device", rank.bytesByDevice}});
+    }
+    j["ranks"] = std::move(ranks);
+    auto devices = ojson::array();
+    for (const auto& d : r.devices) {
+        devices.push_back(ojson{{"device", d.device},
+                                {"contexts", d.contexts},
+                                {"weight_copies", d.weightCopies},
+                                {"expected_bytes", d.expectedBytes},
+                                {"measured_peak_bytes", d.measuredPeakBytes}});
+    }
+    j["devices"] = std::move(devices);
+    j["weight_bytes"] = r.weightBytes;
+    j["context_bytes"] = r.contextBytes;
+    j["verdict"] = r.verdict;
+    j["timeline"] = timelineJson(r.timeline);
+    return j;
+}
+
+int runReplay(const std::string& file, int ranks, const std::string& mapLocation, const std::string& select,
+              int intervalMs, bool json, const std::shared_ptr<const device::Nvml>& nvml, std::ostream& out,
+              std::ostream& err)
+{
+    device::ReplayRequest req;
+    req.path = file;
+    req.ranks = ranks;
+    req.mapLocation = mapLocation;
+    req.select = select;
+    req.interval = std::chrono::milliseconds(intervalMs);
+    const bool showProgress = !json && stderrIsTerminal();
+    auto report = device::ddpReplay(req, [&](int loaded) {
+        if (showProgress) {
+            err << "\r" << loaded << " of " << ranks << " ranks loaded   " << std::flush;
+        }
+    }, {}, nvml);
+    if (showProgress) {
+        err << "\r\033[K" << std::flush;
+    }
+    if (!report) {
+        printError(err, report.error(), file);
+        return failureExit(report.error().code);
+    }
+    if (json) {
+        ojson j;
+        j["schema"] = kJsonSchema;
+        j["file"] = file;
+        j["ddp_ranks"] = ranks;
+        j["map_location"] = mapLocation.empty() ? ojson(nullptr) : ojson(mapLocation);
+        const ojson body = replayJson(*report);
+        for (const auto& [k, v] : body.items()) {
+            j[k] = v;
+        }
+        out << dumpJson(j, 2) << '\n';
+        return kExitOk;
+    }
+    out << displayText(file) << ": " << ranks << " DDP ranks, torch.load("
+        << (mapLocation.empty() ? std::string("no map_location") : "map_location=" + displayText(mapLocation))
+        << ")\n";
+    for (const auto& d : report->devices) {
+        out << "  " << d.device << ": " << d.contexts << (d.contexts == 1 ? " context, " : " contexts, ")
+            << d.weightCopies << (d.weightCopies == 1 ? " copy" : " copies") << " of the weights, expected "
+            << humanBytes(d.expectedBytes) << ", measured peak " << humanBytes(d.measuredPeakBytes) << '\n';
+    }
+    out << displayText(report->verdict) << '\n';
+    return kExitOk;
 }
 
 }  // namespace
@@ -228,7 +331,20 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     bool compare = false;
     bool verify = false;
     int intervalMs = 20;
+    std::string engineText = "auto";
+    int ddpRanks = 0;
+    std::string mapLocation;
     app.add_option("FILE", file, "checkpoint file")->required();
+    app.add_option("--engine", engineText,
+                   "cuda (the driver alone; the default for cuda:N), torch (LibTorch, from the ckptscope-torch "
+                   "package; the default for cpu) or auto")
+        ->check(CLI::IsMember({"auto", "cuda", "torch"}));
+    app.add_option("--ddp-ranks", ddpRanks,
+                   "replay N DDP ranks each calling torch.load without map_location (rank r on cuda:(r mod GPUs)) "
+                   "and report every GPU's peak")
+        ->check(CLI::Range(1, 64));
+    app.add_option("--map-location", mapLocation, "with --ddp-ranks: the map_location each rank passes (cpu, cuda:1, "
+                                                  "pairs cuda:0=cuda:1)");
     app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
     app.add_option("--select", select, "only the tensors at or under this key path");
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
@@ -242,11 +358,17 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     app.footer("Examples:\n"
                "  ckptscope testload model.pt --device cuda:1\n"
                "  ckptscope testload model.pt --device cuda:0 --select model --json | jq .other_devices_touched\n"
-               "Environment: CKPTSCOPE_TORCH_HELPER names the helper; CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
+               "  ckptscope testload ddp.pt --ddp-ranks 4                # GPU 0 piles up\n"
+               "  ckptscope testload ddp.pt --ddp-ranks 4 --map-location cpu\n"
+               "Environment: CKPTSCOPE_CUDA_ENGINE and CKPTSCOPE_TORCH_HELPER name the engines; CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
                "stay silent before it is killed (default 30); CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
                "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
     if (const auto done = parseCommand(app, args, "testload", out, err)) {
         return *done;
+    }
+    if (!mapLocation.empty() && ddpRanks == 0) {
+        err << "ckptscope testload: --map-location goes with --ddp-ranks (see ckptscope testload --help)\n";
+        return kExitBadInput;
     }
     const auto device = device::parseDevice(deviceText);
     if (!device) {
@@ -280,7 +402,14 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         placement = device::torchLoadPlacement((*ck)->bytesByLocation(), inventory.gpuCount());
     }
 
+    if (ddpRanks > 0) {
+        return runReplay(file, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
+    }
+
     device::TestloadRequest req;
+    req.engine = engineText == "cuda" ? device::Engine::Cuda
+                 : engineText == "torch" ? device::Engine::Torch
+                                         : device::Engine::Auto;
     req.path = file;
     req.device = *device;
     req.select = select;
@@ -319,8 +448,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         } else if (placement) {
             printPlacement(out, *placement);
         }
-        const int rc = exitCodeFor(e.code);
-        return rc == kExitOk ? kExitProblems : rc;
+        return failureExit(e.code);
     }
 
     if (json) {

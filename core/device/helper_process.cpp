@@ -111,7 +111,7 @@ Expected<void> HelperProcess::spawn(const std::string& exe)
     return {};
 }
 
-bool HelperProcess::writeLine(const std::string& line)
+bool HelperProcess::writeLine(const std::string& line, bool more)
 {
     std::string data = line + "\n";
     std::size_t done = 0;
@@ -125,7 +125,9 @@ bool HelperProcess::writeLine(const std::string& line)
         }
         done += static_cast<std::size_t>(n);
     }
-    closeFd(in_);  // one request per helper: EOF tells it nothing more comes
+    if (!more) {
+        closeFd(in_);
+    }
     return true;
 }
 

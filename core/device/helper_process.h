@@ -39,7 +39,9 @@ public:
 
     [[nodiscard]] pid_t pid() const { return pid_; }
 
-    bool writeLine(const std::string& line);
+    // Writes one line to the helper's stdin, then closes it (EOF: nothing more comes) unless `more`
+    // lines will follow (a replay rank waits for "release").
+    bool writeLine(const std::string& line, bool more = false);
 
     // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`; keeps the tail of
     // stderr. Overflow (see overflow()) once the helper wrote more than the caps allow.

@@ -4,6 +4,7 @@
 ckptscope_core_library(ckptscope_device
     SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/helper_process.cpp device/sha256.cpp
             device/cuda_driver.cpp device/torch_allocator.cpp device/load_selection.cpp device/helper_protocol.cpp
+            device/ddp_replay.cpp
     DEPS ckptscope_checkpoint)
 if(TARGET ckptscope_device)
     find_package(Threads REQUIRED)

@@ -156,6 +156,7 @@ private:
             report_.deviceUuid = ev.value("device_uuid", std::string());
             report_.torchVersion = ev.value("torch_version", std::string());
             report_.helperHasCuda = ev.value("cuda", false);
+            report_.deviceName = ev.value("device_name", std::string());
             prog_.totalBytes = countField(ev, "total_bytes");
             prog_.totalTensors = countField(ev, "total_tensors");
         } else if (kind == "progress") {
@@ -196,6 +197,10 @@ private:
         report_.gbPerS = ev.value("gb_per_s", 0.0);
         report_.peakBytes = countField(ev, "peak_bytes");
         report_.peakSource = ev.value("peak_source", std::string());
+        report_.engine = ev.value("engine", std::string("torch"));
+        report_.contextBytes = countField(ev, "context_bytes");
+        report_.torchPeakBytes = countField(ev, "torch_peak_bytes");
+        report_.torchReservedBytes = countField(ev, "torch_reserved_bytes");
         if (auto uuid = ev.value("device_uuid", std::string()); !uuid.empty()) {
             report_.deviceUuid = uuid;
         }
@@ -356,24 +361,54 @@ std::optional<std::string> parseDevice(const std::string& text)
     return std::nullopt;
 }
 
-Expected<std::string> findTorchHelper()
+std::string_view engineName(Engine e)
 {
-    if (const char* env = std::getenv("CKPTSCOPE_TORCH_HELPER"); env && *env) {
+    switch (e) {
+    case Engine::Cuda:
+        return "cuda";
+    case Engine::Torch:
+        return "torch";
+    default:
+        return "auto";
+    }
+}
+
+Engine engineFor(Engine requested, const std::string& device)
+{
+    if (requested != Engine::Auto) {
+        return requested;
+    }
+    return device.starts_with("cuda") ? Engine::Cuda : Engine::Torch;
+}
+
+Expected<std::string> findHelper(Engine engine)
+{
+    struct Where {
+        const char* name;
+        const char* env;
+        const char* dir;
+        const char* provides;
+    };
+    const Where w = engine == Engine::Cuda
+                        ? Where{"ckptscope-cuda-engine", "CKPTSCOPE_CUDA_ENGINE", "cuda-engine",
+                                "it is part of the ckptscope package; reinstall it or set CKPTSCOPE_CUDA_ENGINE"}
+                        : Where{kHelperName, "CKPTSCOPE_TORCH_HELPER", "torch-helper",
+                                "install the ckptscope-torch package, build with -DCKPTSCOPE_WITH_TORCH=ON, or set "
+                                "CKPTSCOPE_TORCH_HELPER"};
+    if (const char* env = std::getenv(w.env); env && *env) {
         if (isExecutable(env)) {
             return std::string(env);
         }
-        return fail(ErrorCode::LoadFailed,
-                    std::string("the test-load helper named by CKPTSCOPE_TORCH_HELPER is not an executable file: ") +
-                        env);
+        return fail(ErrorCode::LoadFailed, std::string("the test-load helper named by ") + w.env +
+                                               " is not an executable file: " + env);
     }
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     std::vector<fs::path> tried;
     if (!ec) {
         const fs::path dir = exe.parent_path();
-        tried = {dir / ".." / "libexec" / "ckptscope" / kHelperName, dir / "torch-helper" / kHelperName,
-                 dir / ".." / "app" / "torch-helper" / kHelperName,
-                 dir / ".." / ".." / "app" / "torch-helper" / kHelperName};
+        tried = {dir / ".." / "libexec" / "ckptscope" / w.name, dir / w.dir / w.name,
+                 dir / ".." / "app" / w.dir / w.name, dir / ".." / ".." / "app" / w.dir / w.name};
         for (const auto& p : tried) {
             if (isExecutable(p)) {
                 return fs::weakly_canonical(p, ec).string();
@@ -384,9 +419,13 @@ Expected<std::string> findTorchHelper()
     for (const auto& p : tried) {
         where += (where.empty() ? "" : ", ") + p.lexically_normal().string();
     }
-    return fail(ErrorCode::LoadFailed, std::string("test-load needs the LibTorch helper ") + kHelperName +
-                                           ", which is not installed (looked in " + where +
-                                           "); build with -DCKPTSCOPE_WITH_TORCH=ON or set CKPTSCOPE_TORCH_HELPER");
+    return fail(ErrorCode::LoadFailed, std::string("test-load needs ") + w.name + ", which is not installed (looked in " +
+                                           where + "): " + w.provides);
+}
+
+Expected<std::string> findTorchHelper()
+{
+    return findHelper(Engine::Torch);
 }
 
 Expected<TestloadReport> testLoad(const TestloadRequest& request, const ProgressFn& progress, std::stop_token stop,
@@ -400,9 +439,10 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
     if (!silence) {
         return silence.error();
     }
+    const Engine engine = engineFor(request.engine, *device);
     std::string helper = request.helperPath;
     if (helper.empty()) {
-        auto found = findTorchHelper();
+        auto found = findHelper(engine);
         if (!found) {
             return found.error();
         }

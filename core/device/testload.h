@@ -39,13 +39,19 @@
 
 namespace ckpt::device {
 
+// Which process materialises the tensors. Auto: the CUDA engine for cuda:N (it needs only the
+// NVIDIA driver), the LibTorch helper for the CPU.
+enum class Engine { Auto, Cuda, Torch };
+[[nodiscard]] std::string_view engineName(Engine e);  // "auto", "cuda", "torch"
+
 struct TestloadRequest {
+    Engine engine = Engine::Auto;
     std::string path;                        // the checkpoint
     std::string device = "cpu";              // "cpu" or "cuda:N"
     std::string select;                      // key path: only tensors at or under it ("" = all)
     bool verify = false;                     // the helper hashes what landed (StorageCheck, TensorCheck)
     std::chrono::milliseconds interval{20};  // sampler interval
-    std::string helperPath;                  // "" = findTorchHelper()
+    std::string helperPath;                  // "" = findHelper(engine)
     // The helper is killed once it sends no event for this long. Unset: CKPTSCOPE_HELPER_TIMEOUT
     // (seconds, fractions allowed) or 30 s.
     std::optional<std::chrono::milliseconds> silenceTimeout;
@@ -96,7 +102,14 @@ struct TestloadReport {
     double seconds = 0;                     // the helper's load time (excludes its start-up)
     double gbPerS = 0;                      // bytes / seconds / 1e9
     std::uint64_t peakBytes = 0;            // the device's peak memory for this load
-    std::string peakSource;                 // "cuda-allocator", "nvml", "rss-anon"
+    std::string peakSource;  // "nvml-process", "driver-meminfo", "cuda-allocator", "nvml", "rss-anon"
+    std::string engine;      // "cuda" or "torch": which one loaded
+    std::string deviceName;  // "NVIDIA H100 80GB HBM3" (CUDA engine)
+    // The CUDA engine: what the context took on the device before the first copy, and what
+    // torch.load(map_location=device) would hold there (context + its caching allocator's segments).
+    std::uint64_t contextBytes = 0;
+    std::uint64_t torchPeakBytes = 0;
+    std::uint64_t torchReservedBytes = 0;
     bool otherDevicesTouched = false;       // any GPU other than the chosen one moved during the load
     std::vector<DeviceDelta> otherDevices;  // the ones that moved, and by how much
     Timeline timeline;                      // every device, over the whole helper run
@@ -111,11 +124,13 @@ struct TestloadReport {
 
 using ProgressFn = std::function<void(const TestloadProgress&)>;
 
-// The helper executable: env CKPTSCOPE_TORCH_HELPER, else <exe dir>/../libexec/ckptscope/
-// ckptscope-torch-helper (installed), else <exe dir>/torch-helper/ckptscope-torch-helper and
-// <exe dir>/../app/torch-helper/ckptscope-torch-helper (build tree). The error says where it
-// looked and how to build it.
+// The engine's executable: env CKPTSCOPE_TORCH_HELPER / CKPTSCOPE_CUDA_ENGINE, else
+// <exe dir>/../libexec/ckptscope/<name> (installed), else the build tree's app/<dir>/<name>. The
+// error says where it looked and what provides it. `engine` Auto means Torch here.
+Expected<std::string> findHelper(Engine engine);
 Expected<std::string> findTorchHelper();
+// Auto resolved for a device: cuda:N -> Cuda, cpu -> Torch.
+[[nodiscard]] Engine engineFor(Engine requested, const std::string& device);
 
 // Runs one test-load. Blocks; call it off the GUI thread. `progress` runs on the calling thread.
 // Cancellation (stop requested) kills the helper and returns ErrorCode::Cancelled. Error codes:
