@@ -169,8 +169,8 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
     out << '\n';
     if (r.engine == "cuda") {
         out << "CUDA context: " << humanBytes(r.contextBytes) << "; torch.load(map_location='" << r.device
-            << "') would peak at " << humanBytes(r.torchPeakBytes) << " (context + "
-            << humanBytes(r.torchReservedBytes) << " of caching-allocator segments)\n";
+            << "') would peak at " << humanBytes(r.torchPeakBytes) << " (context + " << humanBytes(r.torchReservedBytes)
+            << " of caching-allocator segments)\n";
     }
     if (r.timeline.devices.size() <= 1) {
         out << "other GPUs: none to watch\n";
@@ -258,11 +258,14 @@ int runReplay(const std::string& file, int ranks, const std::string& mapLocation
     req.select = select;
     req.interval = std::chrono::milliseconds(intervalMs);
     const bool showProgress = !json && stderrIsTerminal();
-    auto report = device::ddpReplay(req, [&](int loaded) {
-        if (showProgress) {
-            err << "\r" << loaded << " of " << ranks << " ranks loaded   " << std::flush;
-        }
-    }, {}, nvml);
+    auto report = device::ddpReplay(
+        req,
+        [&](int loaded) {
+            if (showProgress) {
+                err << "\r" << loaded << " of " << ranks << " ranks loaded   " << std::flush;
+            }
+        },
+        {}, nvml);
     if (showProgress) {
         err << "\r\033[K" << std::flush;
     }
@@ -284,8 +287,7 @@ int runReplay(const std::string& file, int ranks, const std::string& mapLocation
         return kExitOk;
     }
     out << displayText(file) << ": " << ranks << " DDP ranks, torch.load("
-        << (mapLocation.empty() ? std::string("no map_location") : "map_location=" + displayText(mapLocation))
-        << ")\n";
+        << (mapLocation.empty() ? std::string("no map_location") : "map_location=" + displayText(mapLocation)) << ")\n";
     for (const auto& d : report->devices) {
         out << "  " << d.device << ": " << d.contexts << (d.contexts == 1 ? " context, " : " contexts, ")
             << d.weightCopies << (d.weightCopies == 1 ? " copy" : " copies") << " of the weights, expected "
@@ -343,8 +345,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                    "replay N DDP ranks each calling torch.load without map_location (rank r on cuda:(r mod GPUs)) "
                    "and report every GPU's peak")
         ->check(CLI::Range(1, 64));
-    app.add_option("--map-location", mapLocation, "with --ddp-ranks: the map_location each rank passes (cpu, cuda:1, "
-                                                  "pairs cuda:0=cuda:1)");
+    app.add_option("--map-location", mapLocation,
+                   "with --ddp-ranks: the map_location each rank passes (cpu, cuda:1, "
+                   "pairs cuda:0=cuda:1)");
     app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
     app.add_option("--select", select, "only the tensors at or under this key path");
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
@@ -360,7 +363,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                "  ckptscope testload model.pt --device cuda:0 --select model --json | jq .other_devices_touched\n"
                "  ckptscope testload ddp.pt --ddp-ranks 4                # GPU 0 piles up\n"
                "  ckptscope testload ddp.pt --ddp-ranks 4 --map-location cpu\n"
-               "Environment: CKPTSCOPE_CUDA_ENGINE and CKPTSCOPE_TORCH_HELPER name the engines; CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
+               "Environment: CKPTSCOPE_CUDA_ENGINE and CKPTSCOPE_TORCH_HELPER name the engines; "
+               "CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
                "stay silent before it is killed (default 30); CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
                "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
     if (const auto done = parseCommand(app, args, "testload", out, err)) {
@@ -407,7 +411,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     device::TestloadRequest req;
-    req.engine = engineText == "cuda" ? device::Engine::Cuda
+    req.engine = engineText == "cuda"    ? device::Engine::Cuda
                  : engineText == "torch" ? device::Engine::Torch
                                          : device::Engine::Auto;
     req.path = file;

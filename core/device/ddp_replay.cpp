@@ -14,8 +14,8 @@
 namespace ckpt::device {
 namespace {
 
-using nlohmann::json;
 using detail::HelperProcess;
+using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kDefaultSilence = std::chrono::seconds(30);
@@ -97,8 +97,8 @@ std::optional<Error> pumpAll(std::vector<Rank>& ranks, std::chrono::milliseconds
             return r.error;
         }
         if (state == HelperProcess::Pump::Overflow) {
-            return makeError(ErrorCode::LoadFailed, "rank " + std::to_string(r.info.rank) + "'s engine " + engine +
-                                                        " " + r.proc->overflow());
+            return makeError(ErrorCode::LoadFailed,
+                             "rank " + std::to_string(r.info.rank) + "'s engine " + engine + " " + r.proc->overflow());
         }
         if (state == HelperProcess::Pump::Closed && !r.done) {
             std::string why = "rank " + std::to_string(r.info.rank) + "'s engine " + engine + " stopped early";
@@ -164,15 +164,14 @@ void summarise(ReplayReport& report, const ReplayRequest& request)
     if (report.devices.empty()) {
         return;
     }
-    const auto worst = std::max_element(report.devices.begin(), report.devices.end(),
-                                        [](const ReplayDevice& a, const ReplayDevice& b) {
-                                            return a.expectedBytes < b.expectedBytes;
-                                        });
-    const std::uint64_t perCopy = worst->weightCopies > 0 ? (worst->expectedBytes -
-                                                             static_cast<std::uint64_t>(worst->contexts) *
-                                                                 report.contextBytes) /
-                                                                static_cast<std::uint64_t>(worst->weightCopies)
-                                                          : 0;
+    const auto worst = std::max_element(
+        report.devices.begin(), report.devices.end(),
+        [](const ReplayDevice& a, const ReplayDevice& b) { return a.expectedBytes < b.expectedBytes; });
+    const std::uint64_t perCopy =
+        worst->weightCopies > 0
+            ? (worst->expectedBytes - static_cast<std::uint64_t>(worst->contexts) * report.contextBytes) /
+                  static_cast<std::uint64_t>(worst->weightCopies)
+            : 0;
     std::string v = worst->device + " peaks at ";
     if (worst->contexts == worst->weightCopies && worst->weightCopies > 0) {
         v += times(worst->weightCopies, report.contextBytes, perCopy);
@@ -237,10 +236,8 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             return spawned.error();
         }
         sampler.trackPid(rank.proc->pid());
-        json req = {{"cmd", "replay"},
-                    {"rank", r},
-                    {"device", rank.info.device},
-                    {"map_location", request.mapLocation}};
+        json req = {
+            {"cmd", "replay"}, {"rank", r}, {"device", rank.info.device}, {"map_location", request.mapLocation}};
         for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"path", request.path},
                                           std::pair<const char*, const std::string&>{"select", request.select}}) {
             if (isValidUtf8(text)) {
@@ -271,9 +268,8 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             failed->path = request.path;
             return *failed;
         }
-        const int now = static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) {
-            return r.loaded;
-        }));
+        const int now =
+            static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.loaded; }));
         if (now != loaded) {
             loaded = now;
             if (progress) {

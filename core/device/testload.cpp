@@ -399,8 +399,8 @@ Expected<std::string> findHelper(Engine engine)
         if (isExecutable(env)) {
             return std::string(env);
         }
-        return fail(ErrorCode::LoadFailed, std::string("the test-load helper named by ") + w.env +
-                                               " is not an executable file: " + env);
+        return fail(ErrorCode::LoadFailed,
+                    std::string("the test-load helper named by ") + w.env + " is not an executable file: " + env);
     }
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -419,8 +419,8 @@ Expected<std::string> findHelper(Engine engine)
     for (const auto& p : tried) {
         where += (where.empty() ? "" : ", ") + p.lexically_normal().string();
     }
-    return fail(ErrorCode::LoadFailed, std::string("test-load needs ") + w.name + ", which is not installed (looked in " +
-                                           where + "): " + w.provides);
+    return fail(ErrorCode::LoadFailed, std::string("test-load needs ") + w.name +
+                                           ", which is not installed (looked in " + where + "): " + w.provides);
 }
 
 Expected<std::string> findTorchHelper()

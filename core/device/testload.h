@@ -98,13 +98,13 @@ struct TestloadReport {
     std::string deviceUuid;  // from the helper when built with CUDA
     std::uint64_t tensorsLoaded = 0;
     std::uint64_t storagesLoaded = 0;
-    std::uint64_t bytes = 0;                // storage bytes copied to the device
-    double seconds = 0;                     // the helper's load time (excludes its start-up)
-    double gbPerS = 0;                      // bytes / seconds / 1e9
-    std::uint64_t peakBytes = 0;            // the device's peak memory for this load
-    std::string peakSource;  // "nvml-process", "driver-meminfo", "cuda-allocator", "nvml", "rss-anon"
-    std::string engine;      // "cuda" or "torch": which one loaded
-    std::string deviceName;  // "NVIDIA H100 80GB HBM3" (CUDA engine)
+    std::uint64_t bytes = 0;      // storage bytes copied to the device
+    double seconds = 0;           // the helper's load time (excludes its start-up)
+    double gbPerS = 0;            // bytes / seconds / 1e9
+    std::uint64_t peakBytes = 0;  // the device's peak memory for this load
+    std::string peakSource;       // "nvml-process", "driver-meminfo", "cuda-allocator", "nvml", "rss-anon"
+    std::string engine;           // "cuda" or "torch": which one loaded
+    std::string deviceName;       // "NVIDIA H100 80GB HBM3" (CUDA engine)
     // The CUDA engine: what the context took on the device before the first copy, and what
     // torch.load(map_location=device) would hold there (context + its caching allocator's segments).
     std::uint64_t contextBytes = 0;
