@@ -1,5 +1,6 @@
 #include "testloadpanel.h"
 
+#include "device/ddp_replay.h"
 #include "device/nvml.h"
 #include "device/sampler.h"
 #include "device/testload.h"
@@ -14,22 +15,58 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
+namespace {
+
+// A sampler of the panel's own feeds the live chart while work runs; the result's timeline
+// replaces it at the end.
+device::Sampler::Options liveChartFeed(QPointer<TestLoadPanel> self, QObject* target)
+{
+    device::Sampler::Options opts;
+    opts.interval = std::chrono::milliseconds(50);
+    opts.onSample = [self, target](const device::Sample& s) {
+        QMetaObject::invokeMethod(
+            target,
+            [self, s] {
+                if (self) {
+                    self->chart()->addSample(s.tMs, s.usedBytes);
+                }
+            },
+            Qt::QueuedConnection);
+    };
+    return opts;
+}
+
+}  // namespace
 
 TestLoadPanel::TestLoadPanel(QWidget* parent)
     : QWidget(parent), m_device(new QComboBox(this)), m_refresh(new QPushButton(tr("Refresh"), this)),
       m_load(new QPushButton(tr("Load"), this)), m_cancel(new QPushButton(tr("Cancel"), this)),
-      m_progress(new QProgressBar(this)), m_note(new QLabel(this)), m_chart(new MemoryChart(this)),
-      m_summary(new QLabel(this))
+      m_ranks(new QSpinBox(this)), m_mapLocation(new QComboBox(this)),
+      m_replay(new QPushButton(tr("Simulate DDP ranks"), this)), m_progress(new QProgressBar(this)),
+      m_note(new QLabel(this)), m_chart(new MemoryChart(this)), m_summary(new QLabel(this))
 {
     setObjectName(QStringLiteral("testLoadPanel"));
     m_device->setObjectName(QStringLiteral("deviceCombo"));
     m_device->setSizeAdjustPolicy(QComboBox::AdjustToContents);
     m_refresh->setObjectName(QStringLiteral("refreshDevicesButton"));
     m_load->setObjectName(QStringLiteral("loadButton"));
-    m_load->setToolTip(tr("Load every tensor onto the chosen device with LibTorch, in a helper process"));
+    m_load->setToolTip(tr("Load every tensor onto the chosen device (Ctrl+L): a GPU through the NVIDIA driver, the "
+                          "CPU through LibTorch, each in a process of its own"));
+    m_ranks->setObjectName(QStringLiteral("ddpRanksSpin"));
+    m_ranks->setRange(1, 64);
+    m_ranks->setValue(4);
+    m_ranks->setSuffix(tr(" ranks"));
+    m_mapLocation->setObjectName(QStringLiteral("ddpMapLocationCombo"));
+    m_mapLocation->addItem(tr("no map_location"), QString());
+    m_mapLocation->addItem(QStringLiteral("map_location='cpu'"), QStringLiteral("cpu"));
+    m_replay->setObjectName(QStringLiteral("ddpReplayButton"));
+    m_replay->setToolTip(tr("Start that many ranks, each with a context on its own GPU, and put every storage where "
+                            "torch.load would: without map_location, on the device it was saved from (GPU 0 piles "
+                            "up)"));
     m_load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     m_cancel->setObjectName(QStringLiteral("cancelLoadButton"));
     m_progress->setObjectName(QStringLiteral("loadProgress"));
@@ -48,6 +85,9 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     controls->addWidget(m_device, 1);
     controls->addWidget(m_refresh);
     controls->addWidget(m_load);
+    controls->addWidget(m_ranks);
+    controls->addWidget(m_mapLocation);
+    controls->addWidget(m_replay);
     controls->addWidget(m_cancel);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -59,6 +99,7 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
 
     connect(m_refresh, &QPushButton::clicked, this, &TestLoadPanel::refreshDevices);
     connect(m_load, &QPushButton::clicked, this, &TestLoadPanel::startLoad);
+    connect(m_replay, &QPushButton::clicked, this, &TestLoadPanel::startReplay);
     connect(m_cancel, &QPushButton::clicked, this, [this] {
         m_loadJobs.requestStop();
         m_summary->setText(tr("Cancelling…"));
@@ -83,6 +124,10 @@ void TestLoadPanel::setDocument(DocumentPtr doc)
 void TestLoadPanel::setBusy(bool busy)
 {
     m_load->setEnabled(!busy && m_device->count() > 0);
+    // The replay needs a GPU: the combo lists the CPU first, then each GPU.
+    m_replay->setEnabled(!busy && m_device->count() > 1);
+    m_ranks->setEnabled(!busy);
+    m_mapLocation->setEnabled(!busy);
     m_cancel->setEnabled(busy);
     m_device->setEnabled(!busy);
     m_refresh->setEnabled(!busy);
@@ -150,20 +195,9 @@ void TestLoadPanel::startLoad()
     }
     const auto deviceId = m_device->currentData().toString().toStdString();
     auto nvml = m_nvml;
-
-    // Chart columns as the sampler lays them out: the CPU, then each GPU.
-    const auto inventoryIds = [this] {
-        std::vector<std::string> ids;
-        QStringList labels;
-        for (int i = 0; i < m_device->count(); ++i) {
-            ids.push_back(m_device->itemData(i).toString().toStdString());
-            labels << m_device->itemData(i).toString();
-        }
-        return std::make_pair(ids, labels);
-    }();
-    m_chart->reset(inventoryIds.first, inventoryIds.second, qs(deviceId));
+    prepareChart(deviceId);
     m_progress->setValue(0);
-    m_summary->setText(tr("Starting the LibTorch helper…"));
+    m_summary->setText(tr("Starting the test-load engine…"));
     setBusy(true);
 
     device::TestloadRequest request;
@@ -172,21 +206,8 @@ void TestLoadPanel::startLoad()
     QPointer<TestLoadPanel> self(this);
     m_loadJobs.start(
         [request, nvml, self, target = static_cast<QObject*>(this)](std::stop_token stop, const ProgressFn& progress) {
-            // A sampler of our own feeds the live chart; the report's timeline replaces it at the end.
             device::Sampler sampler(nvml);
-            device::Sampler::Options opts;
-            opts.interval = std::chrono::milliseconds(50);
-            opts.onSample = [self, target](const device::Sample& s) {
-                QMetaObject::invokeMethod(
-                    target,
-                    [self, s] {
-                        if (self) {
-                            self->m_chart->addSample(s.tMs, s.usedBytes);
-                        }
-                    },
-                    Qt::QueuedConnection);
-            };
-            sampler.start(opts);
+            sampler.start(liveChartFeed(self, target));
             auto report = device::testLoad(
                 request,
                 [&progress](const device::TestloadProgress& p) {
@@ -211,6 +232,86 @@ void TestLoadPanel::startLoad()
             showReport(*result);
             Q_EMIT loadFinished(true);
         });
+}
+
+void TestLoadPanel::prepareChart(const std::string& highlight)
+{
+    // Chart columns as the sampler lays them out: the CPU, then each GPU.
+    std::vector<std::string> ids;
+    QStringList labels;
+    for (int i = 0; i < m_device->count(); ++i) {
+        ids.push_back(m_device->itemData(i).toString().toStdString());
+        labels << m_device->itemData(i).toString();
+    }
+    m_chart->reset(ids, labels, qs(highlight));
+}
+
+void TestLoadPanel::startReplay()
+{
+    if (!m_doc || m_device->count() < 2) {
+        return;
+    }
+    auto nvml = m_nvml;
+    prepareChart("cuda:0");
+    m_progress->setValue(0);
+    const int ranks = m_ranks->value();
+    m_summary->setText(tr("Starting %n rank(s)…", nullptr, ranks));
+    setBusy(true);
+    device::ReplayRequest request;
+    request.path = m_doc->checkpoint->path;
+    request.ranks = ranks;
+    request.mapLocation = m_mapLocation->currentData().toString().toStdString();
+    request.hold = std::chrono::milliseconds(1500);  // long enough to see the plateau on the chart
+    QPointer<TestLoadPanel> self(this);
+    m_loadJobs.start(
+        [request, nvml, self, target = static_cast<QObject*>(this)](std::stop_token stop, const ProgressFn& progress) {
+            device::Sampler sampler(nvml);
+            sampler.start(liveChartFeed(self, target));
+            auto report = device::ddpReplay(
+                request,
+                [&progress, ranks = request.ranks](int loaded) {
+                    progress(static_cast<double>(loaded) / ranks,
+                             QObject::tr("%1 of %2 ranks loaded").arg(loaded).arg(ranks));
+                },
+                stop, nvml);
+            sampler.stop();
+            return report;
+        },
+        [this](Expected<device::ReplayReport> result) {
+            setBusy(false);
+            if (!result) {
+                m_progress->setValue(0);
+                m_summary->setText(errorHtml(qs(result.error().describe())));
+                Q_EMIT loadFinished(false);
+                return;
+            }
+            showReplay(*result);
+            Q_EMIT loadFinished(true);
+        });
+}
+
+void TestLoadPanel::showReplay(const device::ReplayReport& r)
+{
+    m_progress->setValue(1000);
+    if (!r.timeline.samples.empty()) {
+        QStringList labels;
+        for (const auto& id : r.timeline.devices) {
+            labels << qs(id);
+        }
+        m_chart->reset(r.timeline.devices, labels, QStringLiteral("cuda:0"));
+        for (const auto& s : r.timeline.samples) {
+            m_chart->addSample(s.tMs, s.usedBytes);
+        }
+    }
+    QString text = QStringLiteral("<b>%1</b>").arg(qs(r.verdict).toHtmlEscaped());
+    for (const auto& d : r.devices) {
+        text += QStringLiteral("<br>") + tr("%1: %2 context(s), %3 cop(ies) of the weights, measured peak %4")
+                                             .arg(qs(d.device))
+                                             .arg(d.contexts)
+                                             .arg(d.weightCopies)
+                                             .arg(humanSize(d.measuredPeakBytes));
+    }
+    m_summary->setText(text);
 }
 
 void TestLoadPanel::showReport(const device::TestloadReport& r)
@@ -245,6 +346,10 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
                        .arg(humanSize(r.peakBytes), qs(r.peakSource), other);
     if (!r.skipped.empty()) {
         text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));
+    }
+    if (r.engine == "cuda") {
+        text += tr(" The CUDA context took %1; torch.load(map_location='%2') would peak at %3.")
+                    .arg(humanSize(r.contextBytes), qs(r.device).toHtmlEscaped(), humanSize(r.torchPeakBytes));
     }
     if (!r.torchVersion.empty()) {
         text += QStringLiteral(" <span style='color:gray'>torch %1</span>").arg(qs(r.torchVersion).toHtmlEscaped());

@@ -1,6 +1,8 @@
 // Test-load: pick a device from the inventory (every GPU with its name and free memory, and the
-// CPU), load the checkpoint there through the LibTorch helper while a live chart shows every
-// device's memory, then summarise peak, time, GB/s and whether another GPU was touched.
+// CPU), load the checkpoint there (a GPU through the CUDA engine, the CPU through the LibTorch
+// helper) while a live chart shows every device's memory, then summarise peak, time, GB/s, the
+// context's cost, torch.load's predicted peak and whether another GPU was touched. "Simulate DDP
+// ranks" replays N ranks each calling torch.load, with or without map_location, on the same chart.
 #pragma once
 
 #include "document.h"
@@ -11,6 +13,7 @@
 #include <memory>
 
 class QComboBox;
+class QSpinBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -19,6 +22,7 @@ namespace ckpt::device {
 class Nvml;
 struct Inventory;
 struct TestloadReport;
+struct ReplayReport;
 }  // namespace ckpt::device
 
 namespace ckpt::ui {
@@ -39,6 +43,10 @@ Q_SIGNALS:
 
 private:
     void startLoad();
+    void startReplay();
+    // Resets the chart to the devices of the combo box and feeds it from a sampler of its own.
+    void prepareChart(const std::string& highlight);
+    void showReplay(const device::ReplayReport& report);
     void setBusy(bool busy);
     void showInventory(const device::Inventory& inv);
     void showReport(const device::TestloadReport& report);
@@ -49,6 +57,9 @@ private:
     QPushButton* m_refresh;
     QPushButton* m_load;
     QPushButton* m_cancel;
+    QSpinBox* m_ranks;
+    QComboBox* m_mapLocation;
+    QPushButton* m_replay;
     QProgressBar* m_progress;
     QLabel* m_note;
     MemoryChart* m_chart;

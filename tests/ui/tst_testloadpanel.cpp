@@ -1,5 +1,7 @@
-// A CPU test-load through the panel: the device list comes from the inventory, Load runs the real
-// LibTorch helper, the chart's series fill with samples, and the summary names peak, time and GB/s.
+// Test-loads through the panel on a fake NVIDIA driver with two GPUs (tests/device/fake_cuda.c and
+// fake_nvml.c): the device list comes from the inventory; Load on the CPU runs the real LibTorch
+// helper, on a GPU the CUDA engine; the chart's series fill with samples; the summary names peak,
+// time and GB/s; "Simulate DDP ranks" shows GPU 0 piling up.
 #include "document.h"
 #include "memorychart.h"
 #include "testloadpanel.h"
@@ -9,6 +11,8 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
 #include <QtTest>
 
 using namespace ckpt;
@@ -21,6 +25,13 @@ public:
     {
         uitest::initMain();
         qputenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TORCH_HELPER);
+        qputenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_CUDA_ENGINE);
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH);
+        qputenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH);
+        qputenv("FAKE_CUDA_DEVICES", "4096,4096");
+        qputenv("FAKE_CUDA_CONTEXT_MIB", "100");
+        static QTemporaryDir machine;
+        qputenv("FAKE_GPU_STATE", machine.filePath(QStringLiteral("gpu.state")).toLocal8Bit());
     }
 
 private Q_SLOTS:
@@ -52,6 +63,50 @@ private Q_SLOTS:
         auto* chart = panel.chart();
         QVERIFY(chart->seriesCount() >= 1);
         QVERIFY2(chart->pointCount(0) >= 2, "the CPU series must hold the load's samples");
+    }
+
+    void gpuLoadGoesThroughTheCudaEngine()
+    {
+        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
+        QVERIFY(doc);
+        TestLoadPanel panel;
+        panel.show();
+        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
+        panel.setDocument(*doc);
+        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
+        QCOMPARE(combo->count(), 3);  // the CPU and two fake GPUs
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("cuda:0"));
+        combo->setCurrentIndex(combo->findData(QStringLiteral("cuda:1")));
+        QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
+        QTest::mouseClick(panel.findChild<QPushButton*>(QStringLiteral("loadButton")), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("The CUDA context took 100.0 MiB")), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("no other GPU was touched")), qPrintable(summary));
+    }
+
+    void ddpReplayShowsGpu0PilingUp()
+    {
+        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
+        QVERIFY(doc);
+        TestLoadPanel panel;
+        panel.show();
+        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
+        panel.setDocument(*doc);
+        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        panel.findChild<QSpinBox*>(QStringLiteral("ddpRanksSpin"))->setValue(4);
+        QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
+        QTest::mouseClick(panel.findChild<QPushButton*>(QStringLiteral("ddpReplayButton")), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("cuda:0 peaks at 4 x (context 100.0 MiB")), qPrintable(summary));
+        // The chart shows both GPUs (not system RAM: nothing is loaded there), with samples.
+        auto* chart = panel.chart();
+        QCOMPARE(chart->seriesCount(), 2);
+        QVERIFY(chart->pointCount(0) >= 2);
     }
 
     void cancelStopsTheLoad()
