@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds the Debian package: a Release build (window and LibTorch helper on, tests off) in
-# build-package/ (or $CKPTSCOPE_PACKAGE_DIR), then `cpack -G DEB`; prints the .deb's path on stdout.
+# Builds the Debian packages: a Release build (window and LibTorch helper on, tests off) in
+# build-package/ (or $CKPTSCOPE_PACKAGE_DIR), then `cpack -G DEB`; prints the two .debs' paths on
+# stdout, ckptscope's first (the command, the window, the CUDA engine), then ckptscope-torch's.
 # Needs dpkg-dev (dpkg-shlibdeps computes the Depends line). Extra arguments go to CMake, e.g.
 # -DCMAKE_PREFIX_PATH=/opt/libtorch for a LibTorch other than Debian's.
 #
-#   deb=$(scripts/package.sh) && scripts/test-deb.sh "$deb"
+#   scripts/test-deb.sh $(scripts/package.sh)
 #
 # It builds the working tree as it is. For a package of exactly one commit (a tree others are
 # editing can hand the build a half-written file), build a snapshot instead:
@@ -27,6 +28,6 @@ cmake --build "$build" -j "$jobs" >&2
     echo "package: ckptscope-torch-helper was not built (LibTorch not found? see the CMake output)" >&2
     exit 1
 }
-rm -f "$build"/ckptscope_*.deb
+rm -f "$build"/ckptscope_*.deb "$build"/ckptscope-torch_*.deb
 (cd "$build" && cpack -G DEB >&2)
-ls "$build"/ckptscope_*.deb
+ls "$build"/ckptscope_*.deb "$build"/ckptscope-torch_*.deb

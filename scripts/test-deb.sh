@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Proves a built ckptscope .deb is complete on its own: installs it with apt into a clean Debian 12
-# (bookworm, minbase) root so every dependency comes from the archive exactly as a user gets it,
-# then runs the headless commands on the bundled sample inside that root.
+# Proves the built .debs are complete on their own: installs ckptscope alone with apt into a clean
+# Debian 12 (bookworm, minbase) root so every dependency comes from the archive exactly as a user
+# gets it, checks that it pulled no LibTorch and runs every command there (a GPU test-load says no
+# driver is found; a CPU one names ckptscope-torch); then adds ckptscope-torch and test-loads on the
+# CPU through it.
 #
-#   scripts/test-deb.sh build-package/ckptscope_0.1.0_amd64.deb
-#   scripts/test-deb.sh --extract DEB   # no mirror: dpkg-deb -x into a temp root, ldd + run there
+#   scripts/test-deb.sh build-package/ckptscope_0.1.0_amd64.deb build-package/ckptscope-torch_0.1.0_amd64.deb
+#   scripts/test-deb.sh --extract MAIN.deb [TORCH.deb]   # no mirror: dpkg-deb -x, ldd + run there
 #
 # Needs root, debootstrap and the mirror configured in /etc/apt/sources.list(.d) (override with
 # CKPTSCOPE_DEBIAN_MIRROR / CKPTSCOPE_DEBIAN_SECURITY). The downloaded base system is cached as a
@@ -19,11 +21,13 @@ if [ "${1:-}" = "--extract" ]; then
     mode=extract
     shift
 fi
-if [ $# -ne 1 ] || [ ! -f "$1" ]; then
-    echo "usage: $0 [--extract] PATH/TO/ckptscope_VERSION_ARCH.deb" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ] || [ ! -f "$1" ] || { [ $# -eq 2 ] && [ ! -f "$2" ]; }; then
+    echo "usage: $0 [--extract] PATH/TO/ckptscope_VERSION_ARCH.deb [PATH/TO/ckptscope-torch_VERSION_ARCH.deb]" >&2
     exit 2
 fi
 deb=$(realpath "$1")
+torch_deb=""
+[ $# -eq 2 ] && torch_deb=$(realpath "$2")
 sample=/usr/share/ckptscope/ddp_checkpoint.pt
 mkdir -p "$cache"
 
@@ -58,8 +62,6 @@ host_uri_for_suite() {
 # (LD_LIBRARY_PATH, QT_*, PATH entries into the build tree) reaches the installed binary.
 in_root() { chroot "$rootfs" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
 
-# Each subcommand the package ships is exercised; a build without check/convert/testload skips them.
-has_subcommand() { in_root ckptscope "$1" --help >/dev/null 2>&1; }
 
 # Exit 0 or 1 ("ran and found problems") is a working check; 2 and up (unreadable, crash) is not.
 run_check() {
@@ -68,36 +70,53 @@ run_check() {
     [ "$rc" -le 1 ] || fail "ckptscope check $* exited $rc"
 }
 
-run_commands() {
+# Runs `$@` in the root and requires exit status $1 and stderr containing $2.
+expect_failure() {
+    local want=$1 text=$2 rc=0
+    shift 2
+    local err
+    err=$(in_root "$@" 2>&1 >/dev/null) || rc=$?
+    echo "$err"
+    [ "$rc" -eq "$want" ] || fail "$* exited $rc, not $want"
+    grep -q -- "$text" <<<"$err" || fail "$* did not say '$text'"
+}
+
+check_ldd() {
+    local exe
+    for exe in "$@"; do
+        in_root test -x "$exe" || fail "$exe is not installed"
+        if in_root ldd "$exe" | grep -q 'not found'; then
+            in_root ldd "$exe" | grep 'not found' >&2
+            fail "$exe has unresolved libraries"
+        fi
+        echo "$exe: $(in_root ldd "$exe" | wc -l) libraries, all found"
+    done
+}
+
+# ckptscope alone: every command works, GPU test-loads need only the NVIDIA driver, and nothing
+# of LibTorch came with it.
+run_main_commands() {
+    step "no LibTorch installed with ckptscope alone"
+    if in_root dpkg-query -W -f='${Package} ${Status}\n' 'libtorch*' 2>/dev/null | grep -q 'ok installed'; then
+        fail "installing ckptscope pulled LibTorch in"
+    fi
+    echo "dpkg lists no installed libtorch package"
     step "ckptscope --version"
     in_root ckptscope --version || fail "--version"
     step "ckptscope inspect $sample"
     in_root ckptscope inspect "$sample" || fail "inspect of the bundled sample"
-    if has_subcommand check; then
-        step "ckptscope check $sample"
-        run_check "$sample"
-    else
-        step "check: not in this build, skipped"
-    fi
-    if has_subcommand convert; then
-        step "ckptscope convert $sample -o /tmp/out.pt --single-card"
-        in_root ckptscope convert "$sample" -o /tmp/out.pt --single-card || fail "convert --single-card"
-        step "ckptscope inspect /tmp/out.pt"
-        in_root ckptscope inspect /tmp/out.pt || fail "inspect of the converted file"
-        if has_subcommand check; then
-            step "ckptscope check --json /tmp/out.pt"
-            run_check --json /tmp/out.pt
-        fi
-    else
-        step "convert: not in this build, skipped"
-    fi
-    if has_subcommand testload; then
-        # The LibTorch helper is a separate executable: this proves it and Debian's libtorch load.
-        step "ckptscope testload $sample --device cpu"
-        in_root ckptscope testload "$sample" --device cpu || fail "testload on the CPU (torch helper)"
-    else
-        step "testload: not in this build, skipped"
-    fi
+    step "ckptscope check $sample"
+    run_check "$sample"
+    step "ckptscope convert $sample -o /tmp/out.pt --single-card"
+    in_root ckptscope convert "$sample" -o /tmp/out.pt --single-card || fail "convert --single-card"
+    step "ckptscope inspect /tmp/out.pt"
+    in_root ckptscope inspect /tmp/out.pt || fail "inspect of the converted file"
+    step "ckptscope check --json /tmp/out.pt"
+    run_check --json /tmp/out.pt
+    step "ckptscope testload --device cuda:0 (the CUDA engine, no driver here): exit 2, one line"
+    expect_failure 2 "no NVIDIA driver found" ckptscope testload "$sample" --device cuda:0
+    step "ckptscope testload --device cpu without ckptscope-torch: exit 1, names the package"
+    expect_failure 1 "ckptscope-torch" ckptscope testload "$sample" --device cpu
     if in_root test -e /usr/lib/x86_64-linux-gnu/qt6/plugins/platforms/libqoffscreen.so; then
         # The window needs no display with Qt's offscreen platform: still running after a few
         # seconds (timeout's 124) means it found its plugins, opened the sample and sat in its loop.
@@ -108,15 +127,13 @@ run_commands() {
         echo "the window was still running after 5 s"
     fi
     step "ldd: every library of the installed executables resolves inside the root"
-    local exe
-    for exe in /usr/bin/ckptscope /usr/libexec/ckptscope/ckptscope-gui /usr/libexec/ckptscope/ckptscope-torch-helper; do
-        in_root test -x "$exe" || continue
-        if in_root ldd "$exe" | grep -q 'not found'; then
-            in_root ldd "$exe" | grep 'not found' >&2
-            fail "$exe has unresolved libraries"
-        fi
-        echo "$exe: $(in_root ldd "$exe" | wc -l) libraries, all found"
-    done
+    check_ldd /usr/bin/ckptscope /usr/libexec/ckptscope/ckptscope-gui /usr/libexec/ckptscope/ckptscope-cuda-engine
+}
+
+run_torch_commands() {
+    step "ckptscope testload $sample --device cpu (through ckptscope-torch)"
+    in_root ckptscope testload "$sample" --device cpu || fail "testload on the CPU (torch helper)"
+    check_ldd /usr/libexec/ckptscope/ckptscope-torch-helper
 }
 
 # --- fallback without a mirror ---------------------------------------------------------------
@@ -125,13 +142,15 @@ run_commands() {
 if [ "$mode" = extract ]; then
     rootfs=$(mktemp -d)
     trap 'rm -rf "$rootfs"' EXIT
-    step "dpkg-deb -x $deb $rootfs"
+    step "dpkg-deb -x $deb ${torch_deb:-} $rootfs"
     dpkg-deb -x "$deb" "$rootfs"
-    for exe in "$rootfs/usr/bin/ckptscope" "$rootfs/usr/libexec/ckptscope/ckptscope-gui" "$rootfs/usr/libexec/ckptscope/ckptscope-torch-helper"; do
+    [ -z "$torch_deb" ] || dpkg-deb -x "$torch_deb" "$rootfs"
+    for exe in "$rootfs/usr/bin/ckptscope" "$rootfs/usr/libexec/ckptscope/"*; do
         [ -x "$exe" ] || continue
         env -u LD_LIBRARY_PATH ldd "$exe" | tee /dev/stderr | grep -E "not found|$root" && fail "$exe resolves outside the system"
     done
-    run=(env -i PATH=/usr/bin:/bin LANG=C.UTF-8 CKPTSCOPE_TORCH_HELPER="$rootfs/usr/libexec/ckptscope/ckptscope-torch-helper")
+    run=(env -i PATH=/usr/bin:/bin LANG=C.UTF-8 CKPTSCOPE_TORCH_HELPER="$rootfs/usr/libexec/ckptscope/ckptscope-torch-helper"
+        CKPTSCOPE_CUDA_ENGINE="$rootfs/usr/libexec/ckptscope/ckptscope-cuda-engine")
     "${run[@]}" "$rootfs/usr/bin/ckptscope" --version
     "${run[@]}" "$rootfs/usr/bin/ckptscope" inspect "$rootfs$sample" >/dev/null
     "${run[@]}" "$rootfs/usr/bin/ckptscope" convert "$rootfs$sample" -o "$rootfs/out.pt" --single-card
@@ -186,6 +205,7 @@ debootstrap --variant=minbase --unpack-tarball="$tarball" bookworm "$rootfs" "$m
     [ -z "$security" ] || echo "deb $security bookworm-security main"
 } >"$rootfs/etc/apt/sources.list"
 cp "$deb" "$rootfs/tmp/ckptscope.deb"
+[ -z "$torch_deb" ] || cp "$torch_deb" "$rootfs/tmp/ckptscope-torch.deb"
 # Cached archive .debs only save downloads: apt still checks each against the signed indexes.
 if [ -d "$cache/apt-archives" ]; then
     cp "$cache/apt-archives/"*.deb "$rootfs/var/cache/apt/archives/" 2>/dev/null || true
@@ -200,10 +220,21 @@ mkdir -p "$cache/apt-archives"
 cp -u "$rootfs/var/cache/apt/archives/"*.deb "$cache/apt-archives/" 2>/dev/null || true
 
 step "installed package"
-in_root dpkg-query -W -f='${Package} ${Version} ${Status}\n' ckptscope
+in_root dpkg-query -W -f='${Package} ${Version} ${Status} ${Installed-Size} KiB\n' ckptscope
 in_root dpkg -L ckptscope | grep -c . | sed 's/^/files installed: /'
+echo "the root after ckptscope: $(du -sm --exclude=proc "$rootfs" | cut -f1) MiB"
 
-# The client finds its LibTorch helper through /proc/self/exe, so /proc is mounted for the run.
+# The client finds its engines through /proc/self/exe, so /proc is mounted for the runs.
 mount -t proc proc "$rootfs/proc"
-run_commands
-step "PASS: the package installs into a clean Debian 12 root and works there"
+run_main_commands
+
+if [ -n "$torch_deb" ]; then
+    step "apt-get install /tmp/ckptscope-torch.deb"
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends /tmp/ckptscope-torch.deb >&2 ||
+        fail "apt-get install of ckptscope-torch"
+    cp -u "$rootfs/var/cache/apt/archives/"*.deb "$cache/apt-archives/" 2>/dev/null || true
+    in_root dpkg-query -W -f='${Package} ${Version} ${Status} ${Installed-Size} KiB\n' ckptscope-torch
+    echo "the root after ckptscope-torch: $(du -sm --exclude=proc "$rootfs" | cut -f1) MiB"
+    run_torch_commands
+fi
+step "PASS: the packages install into a clean Debian 12 root and work there"
