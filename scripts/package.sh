@@ -30,4 +30,5 @@ cmake --build "$build" -j "$jobs" >&2
 }
 rm -f "$build"/ckptscope_*.deb "$build"/ckptscope-torch_*.deb
 (cd "$build" && cpack -G DEB >&2)
-ls "$build"/ckptscope_*.deb "$build"/ckptscope-torch_*.deb
+ls "$build"/ckptscope_*.deb
+ls "$build"/ckptscope-torch_*.deb
