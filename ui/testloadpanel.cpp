@@ -64,9 +64,11 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     m_mapLocation->addItem(tr("no map_location"), QString());
     m_mapLocation->addItem(QStringLiteral("map_location='cpu'"), QStringLiteral("cpu"));
     m_replay->setObjectName(QStringLiteral("ddpReplayButton"));
-    m_replay->setToolTip(tr("Start that many ranks, each with a context on its own GPU, and put every storage where "
-                            "torch.load would: without map_location, on the device it was saved from (GPU 0 piles "
-                            "up)"));
+    m_replay->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
+    m_replay->setToolTip(
+        tr("(Ctrl+Shift+L) Start that many ranks, each with a context on its own GPU, and put every storage where "
+           "torch.load would: without map_location, on the device it was saved from (GPU 0 piles "
+           "up)"));
     m_load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     m_cancel->setObjectName(QStringLiteral("cancelLoadButton"));
     m_progress->setObjectName(QStringLiteral("loadProgress"));

@@ -2,11 +2,14 @@
 """Takes the README screenshots of the real window under Xvfb.
 
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH]
+    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --fake-gpus
 
 Starts Xvfb on :99, runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration,
 switches panels with the window's own shortcuts (sent through XTest, no xdotool needed) and saves
 main.png (findings), testload.png (a CPU test-load and its memory chart) and export.png (the plan
-preview) next to this script with ImageMagick's `import`.
+preview) next to this script with ImageMagick's `import`. With --fake-gpus it runs on the tests'
+fake two-GPU NVIDIA driver instead and saves ddp-replay.png: four DDP ranks loading CHECKPOINT
+without map_location.
 """
 import ctypes
 import os
@@ -74,6 +77,13 @@ def main():
     env = dict(os.environ, DISPLAY=DISPLAY, XDG_CONFIG_HOME=tempfile.mkdtemp(), QT_QPA_PLATFORM="xcb")
     if "--helper" in sys.argv:
         env["CKPTSCOPE_TORCH_HELPER"] = os.path.abspath(sys.argv[sys.argv.index("--helper") + 1])
+    fake = "--fake-gpus" in sys.argv
+    if fake:
+        devices = os.path.join(os.path.abspath(build), "tests", "device")
+        env.update(CKPTSCOPE_CUDA_LIBRARY=os.path.join(devices, "libfake-cuda.so"),
+                   CKPTSCOPE_NVML_LIBRARY=os.path.join(devices, "libfake-nvidia-ml.so"),
+                   FAKE_GPU_STATE=os.path.join(tempfile.mkdtemp(), "gpu.state"), FAKE_CUDA_DEVICES="24576,24576",
+                   FAKE_CUDA_CONTEXT_MIB="500", FAKE_CUDA_DELAY_US="3000")
     xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", "1440x900x24", "-nolisten", "tcp"])
     time.sleep(1.5)
     app = None
@@ -83,6 +93,13 @@ def main():
         keys = XKeys(DISPLAY)
         keys.focus("— ckptscope\"")
         time.sleep(0.5)
+        if fake:
+            keys.press("Control_L", "2")
+            time.sleep(3)  # the inventory query
+            keys.press("Control_L", "Shift_L", "l")
+            time.sleep(10)  # four ranks load, hold and release
+            shot("ddp-replay.png")
+            return
         shot("main.png")
         keys.press("Control_L", "3")
         time.sleep(2)
