@@ -138,15 +138,18 @@ archive::ZipRecord recordOf(const StorageEntry& s)
 
 }  // namespace
 
+Error Checkpoint::withPath(Error e) const
+{
+    if (e.path.empty()) {
+        e.path = path;
+    }
+    return e;
+}
+
 Expected<Bytes> Checkpoint::storageData(StorageIndex storage, std::vector<std::byte>& scratch) const
 {
     const StorageEntry& s = storages.at(storage);
-    auto onFile = [&](Error e) {
-        if (e.path.empty()) {
-            e.path = path;
-        }
-        return e;
-    };
+    auto onFile = [this](Error e) { return withPath(std::move(e)); };
     if (!s.present) {
         return onFile(makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing"));
     }
@@ -175,12 +178,7 @@ Expected<void> Checkpoint::streamStorage(StorageIndex storage, std::uint64_t off
                                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const
 {
     const StorageEntry& s = storages.at(storage);
-    auto onFile = [&](Error e) {
-        if (e.path.empty()) {
-            e.path = path;
-        }
-        return e;
-    };
+    auto onFile = [this](Error e) { return withPath(std::move(e)); };
     if (!s.present) {
         return onFile(makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing"));
     }

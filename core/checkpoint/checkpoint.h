@@ -175,6 +175,8 @@ public:
     // `sink` returning false stops with Cancelled. Errors carry the checkpoint's path.
     Expected<void> streamStorage(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
                                  const std::function<bool(Bytes)>& sink, std::size_t chunk = 4U << 20) const;
+    // `e`, naming this checkpoint's file unless it names one already.
+    [[nodiscard]] Error withPath(Error e) const;
     // The mapping's SIGBUS guard (MappedFile): an error once the file shrank while it was read.
     // Every result computed from the bytes is checked with it before it is trusted.
     [[nodiscard]] Expected<void> checkUnchanged() const;

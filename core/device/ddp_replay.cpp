@@ -2,6 +2,7 @@
 
 #include "device/cuda_driver.h"
 #include "device/helper_process.h"
+#include "device/helper_protocol.h"
 #include "util/bytes.h"
 #include "util/printable.h"
 
@@ -36,23 +37,6 @@ struct Rank {
     Clock::time_point lastEvent = Clock::now();
 };
 
-ErrorCode codeFromName(const std::string& name)
-{
-    if (name == "OutOfMemory") {
-        return ErrorCode::OutOfMemory;
-    }
-    if (name == "DeviceUnavailable") {
-        return ErrorCode::DeviceUnavailable;
-    }
-    if (name == "Usage") {
-        return ErrorCode::Usage;
-    }
-    if (name == "Io" || name == "NotCheckpoint" || name == "Truncated" || name == "Corrupt") {
-        return ErrorCode::Io;
-    }
-    return ErrorCode::LoadFailed;
-}
-
 void take(Rank& r, const std::string& line)
 {
     const json ev = json::parse(line, nullptr, false);
@@ -75,7 +59,7 @@ void take(Rank& r, const std::string& line)
     } else if (kind == "result") {
         r.done = true;
     } else if (kind == "error") {
-        r.error = makeError(codeFromName(ev.value("code", std::string())),
+        r.error = makeError(protocol::codeFromName(ev.value("code", std::string())),
                             "rank " + std::to_string(r.info.rank) + ": " + ev.value("message", std::string()));
     }
 }
@@ -238,14 +222,8 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
         sampler.trackPid(rank.proc->pid());
         json req = {
             {"cmd", "replay"}, {"rank", r}, {"device", rank.info.device}, {"map_location", request.mapLocation}};
-        for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"path", request.path},
-                                          std::pair<const char*, const std::string&>{"select", request.select}}) {
-            if (isValidUtf8(text)) {
-                req[field] = text;
-            } else {
-                req[std::string(field) + "_hex"] = toHex(text);
-            }
-        }
+        protocol::setTextField(req, "path", request.path);
+        protocol::setTextField(req, "select", request.select);
         rank.proc->writeLine(req.dump(), true);
     }
     auto killAll = [&ranks] {

@@ -8,32 +8,42 @@ namespace ckpt::device::protocol {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr std::pair<std::string_view, ErrorCode> kCodes[] = {
+    {"Io", ErrorCode::Io},
+    {"NotCheckpoint", ErrorCode::NotCheckpoint},
+    {"Truncated", ErrorCode::Truncated},
+    {"Corrupt", ErrorCode::Corrupt},
+    {"Unsupported", ErrorCode::Unsupported},
+    {"Limit", ErrorCode::Limit},
+    {"Usage", ErrorCode::Usage},
+    {"OutOfMemory", ErrorCode::OutOfMemory},
+    {"DeviceUnavailable", ErrorCode::DeviceUnavailable},
+    {"Cancelled", ErrorCode::Cancelled},
+    {"LoadFailed", ErrorCode::LoadFailed},
+};
+
+}  // namespace
+
 std::string_view codeName(ErrorCode code)
 {
-    switch (code) {
-    case ErrorCode::Io:
-        return "Io";
-    case ErrorCode::NotCheckpoint:
-        return "NotCheckpoint";
-    case ErrorCode::Truncated:
-        return "Truncated";
-    case ErrorCode::Corrupt:
-        return "Corrupt";
-    case ErrorCode::Unsupported:
-        return "Unsupported";
-    case ErrorCode::Limit:
-        return "Limit";
-    case ErrorCode::Usage:
-        return "Usage";
-    case ErrorCode::OutOfMemory:
-        return "OutOfMemory";
-    case ErrorCode::DeviceUnavailable:
-        return "DeviceUnavailable";
-    case ErrorCode::Cancelled:
-        return "Cancelled";
-    default:
-        return "LoadFailed";
+    for (const auto& [name, c] : kCodes) {
+        if (c == code) {
+            return name;
+        }
     }
+    return "LoadFailed";
+}
+
+ErrorCode codeFromName(std::string_view name)
+{
+    for (const auto& [n, c] : kCodes) {
+        if (n == name) {
+            return c;
+        }
+    }
+    return ErrorCode::LoadFailed;
 }
 
 void emit(const json& event)
@@ -71,6 +81,15 @@ Expected<json> readRequest(std::string_view helperName, std::string_view command
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
     return refuse("unknown command '" + cmd + "'");
+}
+
+void setTextField(json& request, const std::string& field, const std::string& text)
+{
+    if (isValidUtf8(text)) {
+        request[field] = text;
+    } else {
+        request[field + "_hex"] = toHex(text);
+    }
 }
 
 std::string textField(const json& request, const std::string& field)

@@ -12,8 +12,10 @@
 
 namespace ckpt::device::protocol {
 
-// "OutOfMemory", "DeviceUnavailable", ...: the names the client maps back to codes.
+// "OutOfMemory", "DeviceUnavailable", ...: error codes as events name them, and back (an unknown
+// name is LoadFailed).
 [[nodiscard]] std::string_view codeName(ErrorCode code);
+[[nodiscard]] ErrorCode codeFromName(std::string_view name);
 
 // One event line on stdout, flushed.
 void emit(const nlohmann::json& event);
@@ -25,7 +27,9 @@ int emitError(ErrorCode code, const std::string& message);
 // (comma-separated). An error event has been emitted when this fails.
 Expected<nlohmann::json> readRequest(std::string_view helperName, std::string_view commands);
 
-// A text field that travels as "<field>" or, when its bytes are not UTF-8, "<field>_hex".
+// A text field that travels as "<field>" or, when its bytes are not UTF-8 (a file name, a key),
+// "<field>_hex", bytes intact: the writing side and the reading side.
+void setTextField(nlohmann::json& request, const std::string& field, const std::string& text);
 [[nodiscard]] std::string textField(const nlohmann::json& request, const std::string& field);
 
 }  // namespace ckpt::device::protocol

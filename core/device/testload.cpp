@@ -1,6 +1,7 @@
 #include "device/testload.h"
 
 #include "device/helper_process.h"
+#include "device/helper_protocol.h"
 #include "util/bytes.h"
 #include "util/device_name.h"
 #include "util/printable.h"
@@ -37,29 +38,6 @@ bool isExecutable(const fs::path& p)
 {
     std::error_code ec;
     return fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
-}
-
-ErrorCode codeFromName(const std::string& name)
-{
-    static const std::pair<const char*, ErrorCode> kNames[] = {
-        {"Io", ErrorCode::Io},
-        {"NotCheckpoint", ErrorCode::NotCheckpoint},
-        {"Truncated", ErrorCode::Truncated},
-        {"Corrupt", ErrorCode::Corrupt},
-        {"Unsupported", ErrorCode::Unsupported},
-        {"Limit", ErrorCode::Limit},
-        {"Usage", ErrorCode::Usage},
-        {"Cancelled", ErrorCode::Cancelled},
-        {"DeviceUnavailable", ErrorCode::DeviceUnavailable},
-        {"OutOfMemory", ErrorCode::OutOfMemory},
-        {"LoadFailed", ErrorCode::LoadFailed},
-    };
-    for (const auto& [n, c] : kNames) {
-        if (name == n) {
-            return c;
-        }
-    }
-    return ErrorCode::LoadFailed;
 }
 
 Error fail(ErrorCode code, std::string message, const std::string& path = {})
@@ -182,7 +160,7 @@ private:
             fillFromResult(ev);
             gotResult_ = true;
         } else if (kind == "error") {
-            error_ = makeError(codeFromName(ev.value("code", std::string())),
+            error_ = makeError(protocol::codeFromName(ev.value("code", std::string())),
                                ev.value("message", std::string("unknown error")));
         }
         // "verify" and kinds a newer helper adds only say that it is alive.
@@ -470,15 +448,8 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
     }
     sampler.trackPid(proc.pid());
     json req = {{"cmd", "testload"}, {"device", *device}, {"verify", request.verify}};
-    // A path or key that is not UTF-8 cannot be a JSON string; it travels as hex, bytes intact.
-    for (const auto& [field, text] : {std::pair<const char*, const std::string&>{"path", request.path},
-                                      std::pair<const char*, const std::string&>{"select", request.select}}) {
-        if (isValidUtf8(text)) {
-            req[field] = text;
-        } else {
-            req[std::string(field) + "_hex"] = toHex(text);
-        }
-    }
+    protocol::setTextField(req, "path", request.path);
+    protocol::setTextField(req, "select", request.select);
     const bool sent = proc.writeLine(req.dump());
 
     EventReader events(report, progress);
