@@ -39,8 +39,7 @@ Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& s
             continue;
         }
         any = true;
-        if (!t.storage.valid() ||
-            (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
+        if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
             out.skipped.push_back({t.path, "no storage to place (" + t.location + " / non-strided form)"});
             continue;
         }

@@ -50,8 +50,8 @@ static struct FakeGpuState* fakeGpuState(void)
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || (st.st_size < (off_t)sizeof(struct FakeGpuState) &&
-                                ftruncate(fd, sizeof(struct FakeGpuState)) != 0)) {
+    if (fstat(fd, &st) != 0 ||
+        (st.st_size < (off_t)sizeof(struct FakeGpuState) && ftruncate(fd, sizeof(struct FakeGpuState)) != 0)) {
         close(fd);
         return NULL;
     }
