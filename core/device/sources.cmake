@@ -3,7 +3,5 @@
 ckptscope_core_library(ckptscope_device
     SOURCES device/nvml.cpp device/sampler.cpp device/testload.cpp device/sha256.cpp
     DEPS ckptscope_util)
-if(TARGET ckptscope_device)
-    find_package(Threads REQUIRED)
-    target_link_libraries(ckptscope_device PUBLIC Threads::Threads PRIVATE ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json)
-endif()
+find_package(Threads REQUIRED)
+target_link_libraries(ckptscope_device PUBLIC Threads::Threads PRIVATE ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json)
