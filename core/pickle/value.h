@@ -162,12 +162,10 @@ public:
     std::vector<TensorInfo> tensors;
     std::vector<ObjectInfo> objects;
 
+private:
     // Values live in blocks of 4096: growing never moves existing values (a million-value pickle
     // neither copies itself on reallocation nor needs twice its memory) and costs one allocation
-    // per block (std::deque's 512-byte nodes would cost one per five values).
-    void reserve(std::size_t /*n*/) {}
-
-private:
+    // per block (std::deque's 512-byte nodes would cost one per five values). Nothing to reserve.
     static constexpr std::uint32_t kBlockBits = 12;
     static constexpr std::uint32_t kBlockSize = 1U << kBlockBits;
     static constexpr std::uint32_t kBlockMask = kBlockSize - 1;
