@@ -161,7 +161,7 @@ bool looksLikeModuleState(const Arena& a, const pickle::ObjectInfo& o)
     return modules && params;
 }
 
-NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
+NodeKind classify(const Arena& a, ValueId v)
 {
     const auto& val = a[v];
     switch (val.kind) {
@@ -177,7 +177,6 @@ NodeKind classify(const Arena& a, ValueId v, std::uint32_t& object)
         return NodeKind::Tensor;
     case Kind::Object: {
         const auto& o = pickle::objectOf(a, v);
-        object = static_cast<std::uint32_t>(val.i);
         return looksLikeModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
     }
     default:
@@ -517,7 +516,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
 
     Node root;
     root.value = c.root;
-    root.kind = classify(a, c.root, root.object);
+    root.kind = classify(a, c.root);
     c.nodes.push_back(root);
     std::vector<std::uint32_t> depth{0};
     std::vector<std::uint64_t> pathLength{0};  // bytes of each node's key path, known before it is built
@@ -574,7 +573,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             n.row = row++;
             n.value = k.value;
             n.name = k.name;
-            n.kind = classify(a, k.value, n.object);
+            n.kind = classify(a, k.value);
             c.nodes.push_back(n);
             depth.push_back(depth[i] + 1);
             pathLength.push_back(pathLength[i] + (i == 0 ? 0 : 1) + k.name.size());
@@ -671,6 +670,9 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             o.path = path;
             o.type = objectTypeName(a, n.value);
             o.isModule = n.kind == NodeKind::Module;
+            // Node::object indexes c.objects, not the arena's objects (which also hold the
+            // ones no node shows: numpy dtypes, reduce arguments).
+            n.object = static_cast<std::uint32_t>(c.objects.size());
             c.objects.push_back(std::move(o));
         }
     }

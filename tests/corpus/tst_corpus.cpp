@@ -185,6 +185,20 @@ private Q_SLOTS:
         auto opened = openCheckpoint(fixturePath(file));
         QVERIFY2(opened, opened ? "" : opened.error().describe().c_str());
         const Checkpoint& c = **opened;
+        // Every node's index into the tensor and object tables points back at it (the window's key
+        // tree reads them: an object index into the arena's objects once crashed it).
+        for (std::uint32_t i = 0; i < c.nodes.size(); ++i) {
+            const Node& n = c.nodes[i];
+            if (n.kind == NodeKind::Tensor) {
+                QVERIFY(n.tensor < c.tensors.size());
+                QCOMPARE(c.tensors[n.tensor].node, i);
+            } else if (n.kind == NodeKind::Module || n.kind == NodeKind::Object) {
+                QVERIFY2(n.object < c.objects.size(), qPrintable(QString::fromStdString(c.pathOf(i))));
+                QCOMPARE(c.objects[n.object].node, i);
+            } else {
+                QCOMPARE(n.object, kNoIndex);
+            }
+        }
         auto checked = check(c, CheckOptions{.values = true});
         QVERIFY2(checked, checked ? "" : checked.error().describe().c_str());
         const std::vector<Finding>& findings = *checked;
