@@ -636,7 +636,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                 ++s.tensorCount;
                 if (t.form == pickle::TensorForm::Strided && e.numel > 0) {
                     // Highest element reached: offset + sum (size-1)*stride (checked by the unpickler).
-                    std::uint64_t last = static_cast<std::uint64_t>(t.storageOffset);
+                    auto last = static_cast<std::uint64_t>(t.storageOffset);
                     for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
                         last += static_cast<std::uint64_t>(t.shape[d] - 1) *
                                 static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
@@ -704,7 +704,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     }
 
     // Subtree totals: children come after parents, so one reverse pass suffices.
-    for (std::uint32_t i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
+    for (auto i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
         Node& p = c.nodes[c.nodes[i].parent];
         p.tensorCount += c.nodes[i].tensorCount;
         p.bytes += c.nodes[i].bytes;

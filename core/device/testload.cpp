@@ -214,7 +214,7 @@ public:
 
     // True once the helper itself has exited. It is left a zombie, so its process group id cannot
     // be reused before reap() and killGroup() can still reach what it left behind.
-    bool exited()
+    bool exited() const
     {
         if (pid_ <= 0) {
             return true;
@@ -226,7 +226,7 @@ public:
         return info.si_pid == pid_;
     }
 
-    void killGroup()
+    void killGroup()  // NOLINT(readability-make-member-function-const): it kills the helper
     {
         if (pid_ > 0) {
             kill(-pid_, SIGKILL);
@@ -347,7 +347,9 @@ private:
 std::string describeExit(int status)
 {
     if (WIFSIGNALED(status)) {
-        return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+        // For every signal it knows glibc's strsignal returns a constant string; only an unknown
+        // number is formatted into a buffer.
+        return std::string("was killed by signal ") + strsignal(WTERMSIG(status));  // NOLINT(concurrency-mt-unsafe)
     }
     if (WIFEXITED(status)) {
         return "exited with status " + std::to_string(WEXITSTATUS(status));

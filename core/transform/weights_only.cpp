@@ -46,7 +46,7 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
     const char order = np.dtype[0];
     const char kind = np.dtype[1];
     const int size = std::atoi(np.dtype.c_str() + 2);
-    const std::size_t want = static_cast<std::size_t>(size);
+    const auto want = static_cast<std::size_t>(size);
     if (np.data.size() != want || size <= 0 || size > 16) {
         return false;
     }
@@ -413,7 +413,6 @@ private:
         return Fate::Keep;
     }
 
-private:
     Builder& b_;
     Arena& a_;
     bool weightsOnly_;

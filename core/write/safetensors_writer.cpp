@@ -140,8 +140,8 @@ Flattened flatten(const pickle::Arena& arena, ValueId root)
         onPath[f.id.v] = true;
         stack.push_back({f.id, "", 0, true});
         // reversed, so children come off the stack in their own order
-        for (auto it = children.rbegin(); it != children.rend(); ++it) {
-            stack.push_back({it->second, join(f.name, it->first), f.depth + 1, false});
+        for (std::size_t k = children.size(); k-- > 0;) {
+            stack.push_back({children[k].second, join(f.name, children[k].first), f.depth + 1, false});
         }
     }
     return out;
@@ -242,7 +242,7 @@ int alignmentRank(DType t)
         "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16",     "U16", "F16", "BF16",    "I32",
         "U32",     "F32",         "C64",         "F64",     "I64", "U64"};
     const auto name = safetensorsName(t);
-    const auto it = std::find(kOrder.begin(), kOrder.end(), name);
+    const auto* const it = std::find(kOrder.begin(), kOrder.end(), name);
     return it == kOrder.end() ? static_cast<int>(elementSize(t)) * 4 : static_cast<int>(it - kOrder.begin());
 }
 
