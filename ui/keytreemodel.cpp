@@ -54,7 +54,7 @@ QModelIndex KeyTreeModel::index(int row, int column, const QModelIndex& parent) 
         return createIndex(row, column, quintptr(0));
     }
     const std::uint32_t p = parent.isValid() ? nodeOf(parent) : 0;
-    return createIndex(row, column, quintptr(m_ck->nodes[p].firstChild + static_cast<std::uint32_t>(row)));
+    return createIndex(row, column, quintptr(m_ck->nodes[p].firstChild) + static_cast<quintptr>(row));
 }
 
 QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
@@ -256,7 +256,7 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
         }
         return {};
     case Qt::BackgroundRole:
-        if (m_highlighted.count(node) != 0) {
+        if (m_highlighted.contains(node)) {
             QColor c = QGuiApplication::palette().color(QPalette::Highlight);
             c.setAlpha(70);
             return QBrush(c);
