@@ -8,10 +8,10 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <unistd.h>
 #include <vector>
 
@@ -39,13 +39,11 @@ std::filesystem::path findGui()
 // A window needs an X or Wayland display, or a Qt platform named explicitly (offscreen, vnc...).
 bool hasDisplay()
 {
-    for (const char* var : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) {
+    const auto set = [](const char* var) {
         const char* v = std::getenv(var);
-        if (v != nullptr && *v != '\0') {
-            return true;
-        }
-    }
-    return false;
+        return v != nullptr && *v != '\0';
+    };
+    return set("DISPLAY") || set("WAYLAND_DISPLAY") || set("QT_QPA_PLATFORM");
 }
 
 }  // namespace
@@ -80,6 +78,6 @@ int main(int argc, char** argv)
         return ckpt::cli::kExitBadInput;
     }
     ::execv(gui.c_str(), argv);  // keeps argv[0] and the arguments
-    std::cerr << "ckptscope: cannot start " << gui.string() << ": " << std::strerror(errno) << '\n';
+    std::cerr << "ckptscope: cannot start " << gui.string() << ": " << std::generic_category().message(errno) << '\n';
     return ckpt::cli::kExitProblems;
 }

@@ -11,29 +11,54 @@ secs=${CKPTSCOPE_FUZZ_SECONDS:-60}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCKPTSCOPE_FUZZ=ON -DCKPTSCOPE_BUILD_GUI=OFF -DCKPTSCOPE_WITH_TORCH=OFF -DBUILD_TESTING=OFF >/dev/null
-cmake --build "$build" -j "$(nproc)" --target $(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | tr '\n' ' ')
+targets=$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
+cmake --build "$build" -j "${CKPTSCOPE_JOBS:-$(nproc)}" --target $targets
 fixtures="$build/fixtures"
 /usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
 hostile="$build/hostile-seeds"
 /usr/bin/python3 "$root/tests/hostile/gen/hostile_files.py" "$hostile" stride0 bad_utf8_key escape_names newline_key \
   method12 corrupt_deflate lying_size safetensors_3c20 complex128 self_args small
+# fuzz_pickle reads bare pickles: the data.pkl of every zip fixture.
+pickles="$build/pickle-seeds"
+/usr/bin/python3 - "$fixtures" "$pickles" <<'PY'
+import os, sys, zipfile
+src, dst = sys.argv[1:3]
+os.makedirs(dst, exist_ok=True)
+for name in sorted(os.listdir(src)):
+    path = os.path.join(src, name)
+    if not os.path.isfile(path) or not zipfile.is_zipfile(path):
+        continue
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            if info.filename.endswith("/data.pkl"):
+                with open(os.path.join(dst, name + ".pkl"), "wb") as f:
+                    f.write(z.read(info))
+PY
 mkdir -p "$build/crashes"
+# ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
+# pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=64"
 status=0
-for fz in "$build"/fuzz_*; do
-  name=$(basename "$fz")
-  case "$name" in *.log) continue ;; esac  # the logs of earlier runs sit beside the targets
+# By name, not by globbing $build/fuzz_*: that also matches the fuzz_*.log of an earlier run.
+for name in $targets; do
+  fz="$build/$name"
   corpus="$build/corpus-$name"
   mkdir -p "$corpus"
   seeds=("$corpus")
   case "$name" in
-    fuzz_pickle) seeds+=("$fixtures/pickles") ;;
+    fuzz_pickle) seeds+=("$pickles") ;;
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile") ;;
   esac
-  existing=()
-  for s in "${seeds[@]}"; do [ -d "$s" ] && existing+=("$s"); done
+  # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.
+  for s in "${seeds[@]:1}"; do
+    if [ -z "$(ls -A "$s" 2>/dev/null)" ]; then
+      echo "fuzz: seed folder $s for $name is missing or empty" >&2
+      exit 1
+    fi
+  done
   echo "fuzz: $name for ${secs}s" >&2
   if ! "$fz" -max_total_time="$secs" -rss_limit_mb=512 -max_len=4194304 -timeout=10 \
-       -artifact_prefix="$build/crashes/$name-" -print_final_stats=1 "${existing[@]}" \
+       -artifact_prefix="$build/crashes/$name-" -print_final_stats=1 "${seeds[@]}" \
        >"$build/$name.log" 2>&1; then
     echo "fuzz: $name FAILED, see $build/$name.log and $build/crashes/" >&2
     tail -30 "$build/$name.log" >&2

@@ -22,12 +22,6 @@ command -v dpkg-shlibdeps >/dev/null || {
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
     -DCKPTSCOPE_BUILD_GUI=ON -DCKPTSCOPE_WITH_TORCH=ON -DBUILD_TESTING=OFF "$@" >&2
 cmake --build "$build" -j "$jobs" >&2
-# The helper is skipped silently by CMake when LibTorch is missing; a package without it cannot
-# test-load, so that is an error here rather than a smaller .deb.
-[ -x "$build/app/torch-helper/ckptscope-torch-helper" ] || {
-    echo "package: ckptscope-torch-helper was not built (LibTorch not found? see the CMake output)" >&2
-    exit 1
-}
 rm -f "$build"/ckptscope_*.deb "$build"/ckptscope-torch_*.deb
 (cd "$build" && cpack -G DEB >&2)
 ls "$build"/ckptscope_*.deb

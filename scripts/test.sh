@@ -6,4 +6,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
 "$root/scripts/build.sh"
 build=${CKPTSCOPE_BUILD_DIR:-$root/build}
-ctest --test-dir "$build" --output-on-failure -j "${CKPTSCOPE_JOBS:-$(nproc)}"
+cd "$root"
+ctest --preset dev --test-dir "$build" -j "${CKPTSCOPE_JOBS:-$(nproc)}" "$@"

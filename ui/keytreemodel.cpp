@@ -256,7 +256,7 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
         }
         return {};
     case Qt::BackgroundRole:
-        if (m_highlighted.count(node) != 0) {
+        if (m_highlighted.contains(node)) {
             QColor c = QGuiApplication::palette().color(QPalette::Highlight);
             c.setAlpha(70);
             return QBrush(c);

@@ -231,7 +231,7 @@ bool MainWindow::isOpening() const
     return std::any_of(m_openJobs.begin(), m_openJobs.end(), [](const auto& j) { return j->isRunning(); });
 }
 
-void MainWindow::addDocument(DocumentPtr doc)
+void MainWindow::addDocument(const DocumentPtr& doc)
 {
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);

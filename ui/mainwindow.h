@@ -48,7 +48,7 @@ protected:
 private:
     void buildMenus();
     void showError(const QString& message);
-    void addDocument(DocumentPtr doc);
+    void addDocument(const DocumentPtr& doc);
     void closeTab(int index);
     void updateChrome();
     void rememberRecent(const QString& path);

@@ -157,7 +157,7 @@ void TestLoadPanel::refreshDevices()
             r.inventory = device::queryInventory(nvml);
             return r;
         },
-        [this](Result r) {
+        [this](const Result& r) {
             m_nvml = r.nvml;
             showInventory(r.inventory);
             Q_EMIT devicesReady();

@@ -129,7 +129,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t kFlushAt = 64 * 1024;
+    static constexpr std::size_t kFlushAt = std::size_t{64} * 1024;
     void maybeFlush()
     {
         if (buf_.size() >= kFlushAt) {
@@ -188,7 +188,7 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         if (t.form != pickle::TensorForm::Strided) {
             static constexpr std::array<std::string_view, 7> kForms{"strided", "quantized", "sparse", "meta",
                                                                     "wrapper", "device",    "nested"};
-            out << ", \"layout\": \"" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
+            out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
         }
         out << '}';
         tensorBytes += t.nbytes;

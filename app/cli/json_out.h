@@ -17,8 +17,8 @@ inline constexpr int kJsonSchema = 1;
 
 namespace ckpt::cli {
 
-// Streams the inspect document straight to `out`: a 40k-tensor checkpoint would otherwise build a
+// Streams the inspect document straight to `target`: a 40k-tensor checkpoint would otherwise build a
 // JSON DOM several times the size of the file first.
-void writeInspectJson(const Checkpoint& c, std::ostream& out);
+void writeInspectJson(const Checkpoint& c, std::ostream& target);
 
 }  // namespace ckpt::cli

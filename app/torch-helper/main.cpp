@@ -139,9 +139,7 @@ Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const std::string& sel
     return plan;
 }
 
-}  // namespace
-
-int main()
+int run()
 {
     // The client puts us in a process group of our own (so a timeout kills all we start), which
     // also keeps a terminal's Ctrl-C from reaching us: die with the client instead of holding
@@ -190,4 +188,17 @@ int main()
         }
         emitLine(ev);
     });
+}
+
+}  // namespace
+
+int main()
+{
+    // A request with a field of the wrong type (json::type_error) or a failed allocation must still
+    // end in an error event the client can report, not in std::terminate.
+    try {
+        return run();
+    } catch (const std::exception& e) {
+        return emitError(ErrorCode::Internal, std::string("ckptscope-torch-helper: ") + e.what());
+    }
 }

@@ -92,8 +92,13 @@ Expected<void> readRecord(Bytes file, const ZipRecord& r, std::uint64_t offset, 
         return makeError(ErrorCode::Internal, "zlib inflateInit2 failed");
     }
     z_stream& zs = inf.stream();
-    std::vector<std::byte> buffer(chunk);
     const bool whole = offset == 0 && length == r.size;
+    // No bigger than the read needs (a 4-byte storage used to zero a 4 MiB chunk, 30 000 times for
+    // a re-zipped checkpoint), nor than `chunk`; a little room past a small record lets a whole
+    // read see it inflate to more than it declares.
+    constexpr std::uint64_t kMinBuffer = 4096;
+    std::vector<std::byte> buffer(static_cast<std::size_t>(
+        std::clamp<std::uint64_t>(offset + length, std::min<std::uint64_t>(kMinBuffer, chunk), chunk)));
     std::uint32_t crc = 0;
     std::uint64_t produced = 0;  // uncompressed bytes so far
     std::size_t inPos = 0;

@@ -93,7 +93,7 @@ Expected<void> readMetadata(const Json& v, SafetensorsFile& out)
     }
     for (const auto& [k, s] : v.items()) {
         if (!s.is_string()) {
-            return corrupt("\"__metadata__\" value of \"" + k + "\" is not a string");
+            return corrupt(R"("__metadata__" value of ")" + k + "\" is not a string");
         }
         out.metadata.emplace_back(k, s.get<std::string>());
     }
@@ -228,7 +228,7 @@ public:
         return true;
     }
     bool end_array() { return close(); }
-    bool parse_error(std::size_t /*at*/, const std::string& /*token*/, const nlohmann::detail::exception& /*e*/)
+    static bool parse_error(std::size_t /*at*/, const std::string& /*token*/, const nlohmann::detail::exception& /*e*/)
     {
         return false;
     }
@@ -439,9 +439,9 @@ Expected<std::string> safetensorsHeader(const std::vector<SafetensorsOut>& tenso
                 text += ',';
             }
             text += Json(t.name).dump();
-            text += ":{\"dtype\":\"";
+            text += R"(:{"dtype":")";
             text += code;
-            text += "\",\"shape\":";
+            text += R"(","shape":)";
             text += Json(t.shape).dump();
             text += ",\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + t.nbytes) + "]}";
             offset += t.nbytes;

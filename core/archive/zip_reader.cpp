@@ -44,10 +44,10 @@ std::uint64_t u64(Bytes b, std::size_t at)
     return loadLE(b, at, 8);
 }
 
-// [at, at + len) lies inside a file of `size` bytes, without overflowing.
-bool fits(std::uint64_t at, std::uint64_t len, std::uint64_t size)
+// [at, at + length) lies before `end` (a file's size, or where a region ends), without overflowing.
+bool fits(std::uint64_t at, std::uint64_t length, std::uint64_t end)
 {
-    return at <= size && len <= size - at;
+    return at <= end && length <= end - at;
 }
 
 Error corrupt(std::string what, std::uint64_t offset)

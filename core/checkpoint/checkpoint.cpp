@@ -81,11 +81,11 @@ std::string Checkpoint::pathOf(NodeIndex node) const
         chain.push_back(n);
     }
     std::string out;
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    for (std::size_t k = chain.size(); k-- > 0;) {
         if (!out.empty()) {
             out += '/';
         }
-        out += nodes[*it].name;
+        out += nodes[chain[k]].name;
     }
     return out;
 }

@@ -71,7 +71,7 @@ public:
     [[nodiscard]] std::uint64_t bytes() const { return bytes_; }
 
 private:
-    static constexpr std::size_t kChunk = 64 * 1024;
+    static constexpr std::size_t kChunk = std::size_t{64} * 1024;
     std::vector<std::unique_ptr<char[]>> chunks_;  // NOLINT(modernize-avoid-c-arrays)
     std::size_t used_ = 0;                         // bytes taken in the last chunk
     std::size_t room_ = 0;                         // and free after them

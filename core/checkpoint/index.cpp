@@ -144,7 +144,7 @@ void objectChildren(const Arena& a, Names& names, const pickle::ObjectInfo& o, s
     appendPairs(names, o.dictItems, out);
 }
 
-NodeKind classify(const Arena& a, ValueId v, ObjectIndex& object)
+NodeKind classify(const Arena& a, ValueId v)
 {
     const auto& val = a[v];
     switch (val.kind) {
@@ -159,9 +159,7 @@ NodeKind classify(const Arena& a, ValueId v, ObjectIndex& object)
     case Kind::Tensor:
         return NodeKind::Tensor;
     case Kind::Object: {
-        const auto& o = pickle::objectOf(a, v);
-        object = ObjectIndex{static_cast<std::uint32_t>(val.i)};
-        return isModuleState(a, o) ? NodeKind::Module : NodeKind::Object;
+        return isModuleState(a, pickle::objectOf(a, v)) ? NodeKind::Module : NodeKind::Object;
     }
     default:
         return NodeKind::Scalar;
@@ -500,7 +498,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
 
     Node root;
     root.value = c.root;
-    root.kind = classify(a, c.root, root.object);
+    root.kind = classify(a, c.root);
     c.nodes.push_back(root);
     std::vector<std::uint32_t> depth{0};
     std::vector<std::uint64_t> pathLength{0};  // bytes of each node's key path, known before it is built
@@ -558,7 +556,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             n.row = row++;
             n.value = k.value;
             n.name = k.name;
-            n.kind = classify(a, k.value, n.object);
+            n.kind = classify(a, k.value);
             c.nodes.push_back(n);
             depth.push_back(depth[i] + 1);
             pathLength.push_back(pathLength[i] + (i == 0 ? 0 : 1) + k.name.size());
@@ -622,7 +620,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                 ++s.tensorCount;
                 if (t.form == pickle::TensorForm::Strided && e.numel > 0) {
                     // Highest element reached: offset + sum (size-1)*stride (checked by the unpickler).
-                    std::uint64_t last = static_cast<std::uint64_t>(t.storageOffset);
+                    auto last = static_cast<std::uint64_t>(t.storageOffset);
                     for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
                         last += static_cast<std::uint64_t>(t.shape[d] - 1) *
                                 static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
@@ -656,6 +654,9 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             o.path = path;
             o.type = objectTypeName(a, n.value);
             o.isModule = n.kind == NodeKind::Module;
+            // Node::object indexes c.objects, not the arena's objects (which also hold the ones no
+            // node shows: numpy dtypes, reduce arguments).
+            n.object = c.objects.nextIndex();
             c.objects.push_back(std::move(o));
         }
     }

@@ -176,7 +176,7 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
                                             "'): it is not a torch.save checkpoint or it is damaged");
     }
     if (zip->find("version") == nullptr && zip->find(".data/version") == nullptr) {
-        c.warnings.push_back("the archive has no 'version' record; torch.load will refuse it");
+        c.warnings.emplace_back("the archive has no 'version' record; torch.load will refuse it");
     }
     if (const auto* bo = zip->find("byteorder")) {
         std::vector<std::byte> scratch;

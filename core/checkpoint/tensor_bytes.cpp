@@ -54,9 +54,9 @@ CRuns cOrderRuns(const std::vector<std::int64_t>& shape, const std::vector<std::
     const auto es = static_cast<std::int64_t>(elementSize);
     r.runBytes = static_cast<std::uint64_t>(runElements * es);
     r.size.assign(size.rbegin(), size.rend());
-    r.byteStride.reserve(step.size());
-    for (auto s = step.rbegin(); s != step.rend(); ++s) {
-        r.byteStride.push_back(*s * es);
+    r.byteStride.assign(step.rbegin(), step.rend());
+    for (auto& s : r.byteStride) {
+        s *= es;
     }
     return r;
 }

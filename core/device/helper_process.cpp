@@ -52,7 +52,9 @@ std::string printable(std::string_view raw, std::size_t limit)
 std::string describeExit(int status)
 {
     if (WIFSIGNALED(status)) {
-        return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
+        // For every signal it knows glibc's strsignal returns a constant string; only an unknown
+        // number is formatted into a buffer.
+        return std::string("was killed by signal ") + strsignal(WTERMSIG(status));  // NOLINT(concurrency-mt-unsafe)
     }
     if (WIFEXITED(status)) {
         return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -152,7 +154,7 @@ HelperProcess::Pump HelperProcess::pump(int timeoutMs, std::vector<std::string>&
     return out_ >= 0 || err_ >= 0 ? Pump::Open : Pump::Closed;
 }
 
-bool HelperProcess::exited()
+bool HelperProcess::exited() const
 {
     if (pid_ <= 0) {
         return true;
@@ -164,7 +166,7 @@ bool HelperProcess::exited()
     return info.si_pid == pid_;
 }
 
-void HelperProcess::killGroup()
+void HelperProcess::killGroup()  // NOLINT(readability-make-member-function-const): it kills the helper
 {
     if (pid_ > 0) {
         kill(-pid_, SIGKILL);

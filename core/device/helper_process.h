@@ -52,7 +52,7 @@ public:
 
     // True once the helper itself has exited. It is left a zombie, so its process group id cannot
     // be reused before reap() and killGroup() can still reach what it left behind.
-    bool exited();
+    bool exited() const;
 
     void killGroup();
 

@@ -84,6 +84,6 @@ private:
 
 // Everything at once: the CPU, then every GPU NVML lists. Never fails: without NVML or a GPU the
 // inventory holds the CPU and gpuNote says why. Pass a loaded Nvml to avoid loading it again.
-[[nodiscard]] Inventory queryInventory(const std::shared_ptr<const Nvml>& nvml = nullptr);
+[[nodiscard]] Inventory queryInventory(const std::shared_ptr<const Nvml>& given = nullptr);
 
 }  // namespace ckpt::device

@@ -58,7 +58,12 @@ Sampler::Sampler(std::shared_ptr<const Nvml> nvml) : nvml_(std::move(nvml)) {}
 
 Sampler::~Sampler()
 {
-    stop();
+    // stop() throws only what locking or allocating the last sample can; a destructor has no one
+    // to tell, and the jthread member still joins on its way out.
+    try {
+        stop();
+    } catch (...) {
+    }
 }
 
 void Sampler::start(Options options)

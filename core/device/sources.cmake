@@ -6,7 +6,5 @@ ckptscope_core_library(ckptscope_device
             device/cuda_driver.cpp device/torch_allocator.cpp device/load_selection.cpp device/helper_protocol.cpp
             device/ddp_replay.cpp
     DEPS ckptscope_checkpoint)
-if(TARGET ckptscope_device)
-    find_package(Threads REQUIRED)
-    target_link_libraries(ckptscope_device PUBLIC Threads::Threads PRIVATE ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json)
-endif()
+find_package(Threads REQUIRED)
+target_link_libraries(ckptscope_device PUBLIC Threads::Threads PRIVATE ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json)

@@ -64,9 +64,7 @@ struct ModuleTree {
             const auto m = stack.back();
             stack.pop_back();
             preorder[m] = next++;
-            for (auto it = kids[m].rbegin(); it != kids[m].rend(); ++it) {
-                stack.push_back(*it);
-            }
+            stack.insert(stack.end(), kids[m].rbegin(), kids[m].rend());
         }
     }
 

@@ -1,6 +1,6 @@
 # ckptscope_diagnose: rules over a Checkpoint -> Findings (diagnose.h), value scans (values.h) and
 # the --against comparison (against.h).
-# (core/CMakeLists.txt includes transform/ first: a finding's fix is a transform::Options.)
+# A finding's fix is a transform::Options, hence the options library.
 ckptscope_core_library(ckptscope_diagnose
     SOURCES
         diagnose/diagnose.cpp

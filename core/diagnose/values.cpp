@@ -262,7 +262,7 @@ Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
     if (v.offset < 0) {
         return makeError(ErrorCode::Corrupt, "tensor has a negative storage offset");
     }
-    std::uint64_t last = static_cast<std::uint64_t>(v.offset);
+    auto last = static_cast<std::uint64_t>(v.offset);
     for (std::size_t i = 0; i < v.shape.size(); ++i) {
         if (v.stride[i] < 0) {
             return makeError(ErrorCode::Corrupt, "tensor has a negative stride");

@@ -577,7 +577,7 @@ private:
 
     // Strided tensors are written from their fields (so edits to shape/storage show), in torch's
     // current form: v2 for typed storages, v3 (dtype argument) for untyped ones.
-    bool useV3(const TensorInfo& t, const StorageRef& s) const { return s.untyped || s.dtype != t.dtype; }
+    static bool useV3(const TensorInfo& t, const StorageRef& s) { return s.untyped || s.dtype != t.dtype; }
 
     std::uint32_t layerFunction(const TensorInfo& t, Layer layer)
     {

@@ -44,7 +44,7 @@ bool decimalToLong(std::string_view text, std::string& le, std::string& why)
             why = "invalid integer literal";
             return false;
         }
-        unsigned carry = static_cast<unsigned>(c - '0');
+        auto carry = static_cast<unsigned>(c - '0');
         for (auto& b : mag) {
             const unsigned x = b * 10U + carry;
             b = static_cast<std::uint8_t>(x & 0xFFU);
@@ -279,7 +279,7 @@ bool decodeEscapes(std::string_view in, std::string& raw)
         }
         default:
             if (e >= '0' && e <= '7') {
-                unsigned v = static_cast<unsigned>(e - '0');
+                auto v = static_cast<unsigned>(e - '0');
                 for (int k = 0; k < 2 && i + 1 < in.size() && in[i + 1] >= '0' && in[i + 1] <= '7'; ++k) {
                     v = v * 8 + static_cast<unsigned>(in[++i] - '0');
                 }

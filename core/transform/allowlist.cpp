@@ -2,6 +2,7 @@
 
 #include "util/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -102,14 +103,17 @@ constexpr std::array<std::string_view, 28> kUnsafeExact = {
     "torch.jit.load",
 };
 
+template <std::size_t N> bool in(const std::array<std::string_view, N>& names, std::string_view name)
+{
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 }  // namespace
 
 bool weightsOnlyAllowed(std::string_view qualified)
 {
-    for (auto s : kAllowedExact) {
-        if (s == qualified) {
-            return true;
-        }
+    if (in(kAllowedExact, qualified)) {
+        return true;
     }
     const auto dot = qualified.rfind('.');
     if (dot == std::string_view::npos) {
@@ -118,13 +122,8 @@ bool weightsOnlyAllowed(std::string_view qualified)
     const std::string_view module = qualified.substr(0, dot);
     const std::string_view name = qualified.substr(dot + 1);
     if (module == "torch._utils") {
-        for (auto r : kRebuilds) {
-            // _rebuild_sparse_csr_tensor was allowlisted in 1.13 only; 2.x writes _rebuild_sparse_tensor.
-            if (r == name && r != "_rebuild_sparse_csr_tensor") {
-                return true;
-            }
-        }
-        return false;
+        // _rebuild_sparse_csr_tensor was allowlisted in 1.13 only; 2.x writes _rebuild_sparse_tensor.
+        return name != "_rebuild_sparse_csr_tensor" && in(kRebuilds, name);
     }
     if (qualified == "torch._tensor._rebuild_from_type_v2") {
         return true;
@@ -133,30 +132,15 @@ bool weightsOnlyAllowed(std::string_view qualified)
         return true;
     }
     if (module == "torch") {
-        for (auto q : kQschemes) {
-            if (q == name) {
-                return true;
-            }
-        }
-        return dtypeFromName(name).has_value() || isExtraDtype(name);
+        return in(kQschemes, name) || dtypeFromName(name).has_value() || isExtraDtype(name);
     }
     return false;
 }
 
 bool unsafeCallable(std::string_view qualified)
 {
-    for (auto s : kUnsafeExact) {
-        if (s == qualified) {
-            return true;
-        }
-    }
     const std::string_view top = qualified.substr(0, qualified.find('.'));
-    for (auto m : kUnsafeModules) {
-        if (m == top) {
-            return true;
-        }
-    }
-    return false;
+    return in(kUnsafeExact, qualified) || in(kUnsafeModules, top);
 }
 
 }  // namespace ckpt::transform

@@ -78,7 +78,9 @@ std::string LocationMap::spec() const
         if (!s.empty()) {
             s += ',';
         }
-        s += from + "=" + to;
+        s += from;
+        s += '=';
+        s += to;
     }
     return s;
 }
@@ -288,7 +290,7 @@ Expected<Options> Options::fromJson(const std::string& json)
             } else if (*s == "safetensors") {
                 o.format = OutputFormat::Safetensors;
             } else {
-                return badJson("'format' must be \"torch\" or \"safetensors\", not \"" + *s + "\"");
+                return badJson(R"('format' must be "torch" or "safetensors", not ")" + *s + "\"");
             }
         } else {
             return badJson("unknown key '" + key + "'");

@@ -112,7 +112,7 @@ private:
 
 std::uint64_t lastElement(const pickle::TensorInfo& t)
 {
-    std::uint64_t last = static_cast<std::uint64_t>(t.storageOffset);
+    auto last = static_cast<std::uint64_t>(t.storageOffset);
     for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
         last += static_cast<std::uint64_t>(t.shape[d] - 1) *
                 static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));

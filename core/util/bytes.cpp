@@ -160,7 +160,7 @@ std::string humanBytes(std::uint64_t n)
     if (n < 1024) {
         return std::to_string(n) + " B";
     }
-    double v = static_cast<double>(n);
+    auto v = static_cast<double>(n);
     std::size_t u = 0;
     while (v >= 1024.0 && u + 1 < kUnits.size()) {
         v /= 1024.0;

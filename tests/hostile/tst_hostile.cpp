@@ -424,6 +424,26 @@ private Q_SLOTS:
         QVERIFY2(r.rc == 0 && !r.timedOut && r.ms < 10000, qPrintable(describe(r)));
     }
 
+    // 9000 nested lists: read and checked fine, but convert's sanitizer recursed once per level and
+    // overflowed the stack (SIGSEGV) from about 7700 levels, with or without --single-card.
+    void deepValuesAreRefusedNotACrash()
+    {
+        auto r = runProcess({cli(), "check", file("deep_nest.pt")});
+        QVERIFY2(r.rc == 0, qPrintable(describe(r)));
+        const QString dir = work(QStringLiteral("deep"));
+        const std::string out = (dir + QStringLiteral("/out.pt")).toStdString();
+        for (const std::vector<std::string>& extra : {std::vector<std::string>{}, {"--single-card"}}) {
+            std::vector<std::string> args{cli(), "convert", file("deep_nest.pt"), "-o", out};
+            args.insert(args.end(), extra.begin(), extra.end());
+            r = runProcess(args);
+            QVERIFY2(r.rc == 2, qPrintable(describe(r)));
+            QVERIFY2(r.err.contains("nest deeper than 1000 levels"), r.err.constData());
+            QCOMPARE(lineCount(r.err), 1);
+            QVERIFY(!QFile::exists(QString::fromStdString(out)));
+            QVERIFY(tempsIn(dir).isEmpty());
+        }
+    }
+
     // ---- wrong answers ----------------------------------------------------------------------------
 
     // A header of 0x3C20 bytes starts with `20 3c`: taken for HTML, exit 2.

@@ -1,6 +1,6 @@
-// Helpers shared by the pickle tests: running the Python oracle (tests/pickle/pickle_oracle.py),
-// reading files, and the canonical text of a value tree that the oracle also writes for
-// pickle.loads(data), so the two can be compared string for string.
+// Helpers shared by the pickle tests: hand-written opcodes, running the Python oracle
+// (tests/pickle/pickle_oracle.py), reading files, and the canonical text of a value tree that the
+// oracle also writes for pickle.loads(data), so the two can be compared string for string.
 #pragma once
 
 #include "pickle/unpickler.h"
@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -24,6 +25,36 @@
 namespace pickletest {
 
 using namespace ckpt::pickle;
+
+inline std::string le32(std::uint32_t v)
+{
+    std::string s;
+    for (int n = 0; n < 4; ++n) {
+        s.push_back(static_cast<char>((v >> (8 * n)) & 0xFFU));
+    }
+    return s;
+}
+
+// BINUNICODE: a str with its 4-byte little-endian length.
+inline std::string binunicode(const std::string& s)
+{
+    return "X" + le32(static_cast<std::uint32_t>(s.size())) + s;
+}
+
+// LONG1 with 8 bytes: any int64, two's complement little-endian.
+inline std::string long1(std::int64_t v)
+{
+    std::string s = "\x8a\x08";
+    for (int n = 0; n < 8; ++n) {
+        s.push_back(static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * n)) & 0xFFU));
+    }
+    return s;
+}
+
+inline ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data, const UnpickleOptions& o = {})
+{
+    return unpickle(ckpt::asBytes(data), a, o);
+}
 
 inline QString oraclePath()
 {

@@ -12,33 +12,14 @@ using namespace pickletest;
 
 namespace {
 
-std::string le32(std::uint32_t v)
-{
-    std::string s;
-    for (int n = 0; n < 4; ++n) {
-        s.push_back(static_cast<char>((v >> (8 * n)) & 0xFFU));
-    }
-    return s;
-}
-
-std::string str(const std::string& s)
-{
-    return "X" + le32(static_cast<std::uint32_t>(s.size())) + s;
-}
-
 std::string pid(const std::string& cls, const std::string& key, int numel)
 {
-    return "(" + str("storage") + "ctorch\n" + cls + "\n" + str(key) + str("cpu") + "K" +
+    return "(" + binunicode("storage") + "ctorch\n" + cls + "\n" + binunicode(key) + binunicode("cpu") + "K" +
            std::string(1, static_cast<char>(numel)) + "tQ";
 }
 
 const std::string kHooks = "ccollections\nOrderedDict\n)R";
 const std::string kZero = std::string("K\x00", 2);
-
-ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data)
-{
-    return unpickle(ckpt::asBytes(data), a);
-}
 
 // unpickle -> pickle -> unpickle; the second pickling must reproduce the first byte for byte.
 struct RoundTrip {
@@ -155,10 +136,10 @@ private Q_SLOTS:
             "K\x02K\x04\x86K\x04K\x01\x86\x89" + kHooks + "ctorch\nfloat8_e4m3fn\ntR" +
             // _rebuild_from_type_v2(_rebuild_tensor_v2, torch.Tensor, args, {'tag': 1})
             "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor_v2\nctorch\nTensor\n" + v2args +
-            "}" + str("tag") + "K\x01stR" +
+            "}" + binunicode("tag") + "K\x01stR" +
             // Parameter with state
             "ctorch._utils\n_rebuild_parameter_with_state\n(ctorch._utils\n_rebuild_tensor_v2\n" + v2args + "R\x88" +
-            kHooks + "}" + str("x") + "K\x07stR" +
+            kHooks + "}" + binunicode("x") + "K\x07stR" +
             // meta
             "ctorch._utils\n_rebuild_meta_tensor_no_storage\n(ctorch\nfloat16\nK\x03\x85K\x01\x85\x89tR" + "t.";
         RoundTrip rt;

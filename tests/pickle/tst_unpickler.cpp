@@ -19,29 +19,6 @@ using namespace pickletest;
 
 namespace {
 
-std::string le32(std::uint32_t v)
-{
-    std::string s;
-    for (int n = 0; n < 4; ++n) {
-        s.push_back(static_cast<char>((v >> (8 * n)) & 0xFFU));
-    }
-    return s;
-}
-
-std::string binunicode(const std::string& s)
-{
-    return "X" + le32(static_cast<std::uint32_t>(s.size())) + s;
-}
-
-std::string long1(std::int64_t v)
-{
-    std::string s = "\x8a\x08";
-    for (int n = 0; n < 8; ++n) {
-        s.push_back(static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * n)) & 0xFFU));
-    }
-    return s;
-}
-
 // A hand-made _rebuild_tensor_v2 call over one FloatStorage of `numel` elements.
 std::string v2Pickle(const std::string& size, const std::string& stride,
                      const std::string& offset = std::string("K\x00", 2), std::int64_t numel = 4)
@@ -49,11 +26,6 @@ std::string v2Pickle(const std::string& size, const std::string& stride,
     return std::string("\x80\x02") + "ctorch._utils\n_rebuild_tensor_v2\n(" + "(" + binunicode("storage") +
            "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") + long1(numel) + "tQ" + offset + size +
            stride + "\x89" + "ccollections\nOrderedDict\n)R" + "tR.";
-}
-
-ckpt::Expected<UnpickleResult> run(Arena& a, const std::string& data, const UnpickleOptions& o = {})
-{
-    return unpickle(ckpt::asBytes(data), a, o);
 }
 
 }  // namespace

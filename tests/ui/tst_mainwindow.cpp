@@ -18,6 +18,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
+#include <QPointer>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -25,6 +26,8 @@
 #include <QTemporaryDir>
 #include <QTreeView>
 #include <QtTest>
+
+#include <memory>
 
 using namespace ckpt;
 using namespace ckpt::ui;
@@ -312,10 +315,31 @@ private Q_SLOTS:
     {
         auto* w = new MainWindow;
         w->show();
-        w->openFiles({uitest::fixture("train_ckpt.pt"), uitest::fixture("big40k.pt")});
+        QSignalSpy opened(w, &MainWindow::documentOpened);
+        // One document open (its diagnosis may still be running) and two files still loading.
+        w->openFiles({uitest::fixture("train_ckpt.pt")});
+        QTRY_COMPARE(opened.count(), 1);
+        QPointer<DocumentView> view = w->documentView(0);
+        QVERIFY(view);
+        const std::weak_ptr<const Document> doc = view->document();
+        w->openFiles({uitest::fixture("big40k.pt"), uitest::fixture("train_ckpt.pt")});
+        QVERIFY(w->isOpening());
+
         w->close();
-        delete w;  // joins the workers; nothing may reach the deleted window
+        QCOMPARE(w->documentCount(), 0);
+        QVERIFY(!view);  // the tab's view is deleted at once, not later
+        QVERIFY(w->findChildren<DocumentView*>().isEmpty());
+        QVERIFY(!w->isOpening());  // every open job was stopped and joined
+        // A load that was not really stopped would now deliver its document and add a tab.
+        QTest::qWait(300);
+        QCOMPARE(w->documentCount(), 0);
+        QCOMPARE(opened.count(), 1);
+
+        delete w;  // nothing may reach the deleted window
         QCoreApplication::processEvents();
+        // Only a joined diagnosis lets the last reference go: a worker thread may still be dropping
+        // its copy of the task a moment after the join, hence the short retry.
+        QTRY_VERIFY_WITH_TIMEOUT(doc.expired(), 1000);
     }
 };
 

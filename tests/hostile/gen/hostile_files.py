@@ -262,6 +262,14 @@ def big_transposed(out):
     del records
 
 
+def deep_nest(out):
+    """{'x': [[[...[1]...]]]} 9000 lists deep: the reader takes it, convert's sanitizer recursed once
+    per level and overflowed the stack from about 7700."""
+    n = 9000
+    pkl = b'\x80\x02}' + S(b'x') + b']' * n + b'K\x01a' + b'a' * (n - 1) + b's.'
+    write_zip(os.path.join(out, 'deep_nest.pt'), [('data.pkl', pkl), ('version', b'3\n')])
+
+
 def small(out):
     """A plain one-tensor state dict, for the convert-target tests."""
     pkl = state_dict([(b'w', tensor(b'0', 3, [3], [1]))])
@@ -271,7 +279,7 @@ def small(out):
 
 WRITERS = {f.__name__: f for f in (path_bomb, none_bomb, set_bomb, deflate_bomb, stride0, bad_utf8_key,
                                     escape_names, newline_key, method12, corrupt_deflate, lying_size,
-                                    safetensors_3c20, complex128, self_args, big_transposed, small)}
+                                    safetensors_3c20, complex128, self_args, big_transposed, deep_nest, small)}
 
 
 def main():
