@@ -108,7 +108,7 @@ int BatchModel::columnCount(const QModelIndex& parent) const
     return parent.isValid() ? 0 : ColumnCount;
 }
 
-QString BatchModel::statusText(const Row& r) const
+QString BatchModel::statusText(const Row& r)
 {
     switch (r.state) {
     case State::Queued:

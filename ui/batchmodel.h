@@ -58,7 +58,7 @@ private:
 
     void refuse(int row, const Error& why);
     void rowChanged(int row);
-    [[nodiscard]] QString statusText(const Row& r) const;
+    [[nodiscard]] static QString statusText(const Row& r);
 
     std::vector<Row> m_rows;
     int m_next = 0;  // the first row that has not started

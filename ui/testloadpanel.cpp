@@ -23,7 +23,7 @@ namespace {
 
 // A sampler of the panel's own feeds the live chart while work runs; the result's timeline
 // replaces it at the end.
-device::Sampler::Options liveChartFeed(QPointer<TestLoadPanel> self, QObject* target)
+device::Sampler::Options liveChartFeed(const QPointer<TestLoadPanel>& self, QObject* target)
 {
     device::Sampler::Options opts;
     opts.interval = std::chrono::milliseconds(50);

@@ -176,9 +176,7 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
     return 0;
 }
 
-}  // namespace
-
-int main()
+int run()
 {
     // The client starts us in a process group of our own; die with it rather than hold GPU memory.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -204,4 +202,17 @@ int main()
     }
     const bool isReplay = req->value("cmd", std::string()) == "replay";
     return isReplay ? replay(**opened, *sel, **cu, nvml, *req) : testload(**opened, *sel, **cu, nvml, *req);
+}
+
+}  // namespace
+
+int main()
+{
+    // A request field of the wrong type (json::type_error) or a failed allocation must still end in
+    // an error event the client can report, not in std::terminate.
+    try {
+        return run();
+    } catch (const std::exception& e) {
+        return protocol::emitError(ErrorCode::Internal, std::string("ckptscope-cuda-engine: ") + e.what());
+    }
 }

@@ -689,7 +689,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     }
 
     // Subtree totals: children come after parents, so one reverse pass suffices.
-    for (std::uint32_t i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
+    for (auto i = static_cast<std::uint32_t>(c.nodes.size()); i-- > 1;) {
         const Node& n = c.nodes[NodeIndex{i}];
         Node& p = c.nodes[n.parent];
         p.tensorCount += n.tensorCount;

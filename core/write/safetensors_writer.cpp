@@ -140,8 +140,8 @@ Flattened flatten(const pickle::Arena& arena, ValueId root)
         onPath[f.id.v] = true;
         stack.push_back({f.id, "", 0, true});
         // reversed, so children come off the stack in their own order
-        for (auto it = children.rbegin(); it != children.rend(); ++it) {
-            stack.push_back({it->second, join(f.name, it->first), f.depth + 1, false});
+        for (std::size_t k = children.size(); k-- > 0;) {
+            stack.push_back({children[k].second, join(f.name, children[k].first), f.depth + 1, false});
         }
     }
     return out;
