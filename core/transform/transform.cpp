@@ -41,6 +41,13 @@ std::string_view stepKindName(StepKind k)
 
 namespace detail {
 
+Error tooDeepToRewrite()
+{
+    return makeError(ErrorCode::Limit, "values nest deeper than " + std::to_string(kMaxRewriteDepth) +
+                                           " levels; ckptscope does not rewrite them (no real checkpoint nests "
+                                           "this deep)");
+}
+
 std::string joinPath(const std::string& parent, const std::string& name)
 {
     return parent.empty() ? name : parent + "/" + name;

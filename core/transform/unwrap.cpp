@@ -119,7 +119,10 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
                            std::uint32_t depth)
 {
     Arena& a = b.arena();
-    if (!v.valid() || depth > 20000 || !seen.insert(v.v).second) {
+    if (depth > kMaxRewriteDepth) {
+        return tooDeepToRewrite();
+    }
+    if (!v.valid() || !seen.insert(v.v).second) {
         return {};
     }
     if (isModuleObject(a, v)) {

@@ -129,11 +129,9 @@ public:
         if (!v.valid()) {
             return Fate::Keep;
         }
-        if (depth > kMaxDepth) {
+        if (depth > kMaxRewriteDepth) {
             // Keeping what lies deeper would write it unchecked, code-running globals included.
-            return makeError(ErrorCode::Limit, "values nest deeper than " + std::to_string(kMaxDepth) +
-                                                   " levels; ckptscope does not rewrite them (no real checkpoint "
-                                                   "nests this deep)");
+            return tooDeepToRewrite();
         }
         if (auto it = memo_.find(v.v); it != memo_.end()) {
             return it->second;
@@ -147,11 +145,6 @@ public:
     }
 
 private:
-    // Each level costs three frames of this recursion, about 1 KiB (4 KiB under ASan): 1000 levels
-    // fit any thread's stack, where the 10 000 the reader accepts overflowed the 8 MiB main stack
-    // from about 7 700 on (a crash in every convert).
-    static constexpr std::uint32_t kMaxDepth = 1000;
-
     Fate drop(const std::string& path, std::string before, std::string_view removedAs, std::string why)
     {
         b_.step(StepKind::Drop, path, std::move(before), std::string(removedAs), std::move(why));
