@@ -323,8 +323,9 @@ std::function<Expected<std::string>(const std::string&)> fileStorageHasher(Check
 
 int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
-    CLI::App app{"Load every tensor of a checkpoint onto a device through LibTorch (in a helper process) while "
-                 "watching every GPU's memory; reports time, GB/s, peak memory and whether any other GPU moved.",
+    CLI::App app{"Load every storage of a checkpoint onto a device (in a helper process: the CUDA driver for cuda:N, "
+                 "LibTorch for cpu) while watching every GPU's memory; reports time, GB/s, peak memory and whether "
+                 "any other GPU moved.",
                  "ckptscope testload"};
     std::string file;
     std::string deviceText = "cpu";
