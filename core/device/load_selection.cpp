@@ -1,5 +1,7 @@
 #include "device/load_selection.h"
 
+#include "util/dtype.h"
+
 #include <algorithm>
 
 namespace ckpt::device {
@@ -22,6 +24,29 @@ Error onFile(const Checkpoint& ck, ErrorCode code, std::string message)
     return e;
 }
 
+// The furthest byte a view reaches, past its first: an engine copies whole storages, but torch
+// would build these views on top and fail on one that runs past its storage's end.
+Expected<void> checkExtent(const Checkpoint& ck, const TensorEntry& t, std::uint32_t elementBytes)
+{
+    if (t.numel == 0) {
+        return {};
+    }
+    auto last = static_cast<std::uint64_t>(t.storageOffset);
+    for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
+        if (t.stride[d] < 0) {
+            return onFile(ck, ErrorCode::Corrupt, t.path + " has a negative stride");
+        }
+        last += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(t.stride[d]);
+    }
+    const StorageEntry& st = ck.storages[t.storage];
+    if ((last + 1) * elementBytes > st.nbytes) {
+        return onFile(ck, ErrorCode::Corrupt,
+                      t.path + " reaches past the end of its storage " + st.key + " (" + std::to_string(st.nbytes) +
+                          " bytes)");
+    }
+    return {};
+}
+
 }  // namespace
 
 Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& select)
@@ -42,6 +67,14 @@ Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& s
         if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
             out.skipped.push_back({t.path, "no storage to place (" + t.location + " / non-strided form)"});
             continue;
+        }
+        const std::uint32_t elementBytes = elementSize(t.dtype);
+        if (elementBytes == 0) {
+            out.skipped.push_back({t.path, "unknown element type"});
+            continue;
+        }
+        if (auto inside = checkExtent(ck, t, elementBytes); !inside) {
+            return inside.error();
         }
         const StorageEntry& st = ck.storages[t.storage];
         if (!st.present) {
