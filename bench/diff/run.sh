@@ -29,10 +29,10 @@ measure() {
     echo "$best $peak"
 }
 
-bytes=$("$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["compared_bytes"])')
+bytes=$({ "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --json || true; } | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["compared_bytes"])')
 "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --summary || true
 read -r dwall drss < <(measure "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --summary)
-RUNS=1 read -r pwall prss < <(runs=1 measure /usr/bin/python3 "$root/bench/diff/torch_compare.py" "${pair[0]}" "${pair[1]}")
+read -r pwall prss < <(runs=1 measure /usr/bin/python3 "$root/bench/diff/torch_compare.py" "${pair[0]}" "${pair[1]}")
 awk -v b="$bytes" -v dw="$dwall" -v dr="$drss" -v pw="$pwall" -v pr="$prss" 'BEGIN {
     printf "%-28s %9s %10s %9s\n", "command", "wall_s", "peak_MiB", "GB/s";
     printf "%-28s %9.3f %10.1f %9.2f\n", "ckptscope diff", dw, dr/1024, b/dw/1e9;
