@@ -10,6 +10,7 @@ import struct
 import sys
 
 import torch
+from collections import OrderedDict
 
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
@@ -112,6 +113,24 @@ save("extra.pt", ckpt(ext))
 tr = clone(BASE)
 tr["fc.weight"] = BASE["fc.weight"].t().contiguous().t()
 save("strided.pt", ckpt(tr))
+
+
+# Every category at once (the README's screenshot): renamed, changed values, a bf16 copy, a key
+# dropped and one added, a later epoch.
+mix = clone(BASE)
+mix["head.weight"] = mix.pop("fc.weight")
+mix["emb.weight"][3, 4] += 0.5
+mix["emb.weight"][7, 0] -= 2.0
+mix["bn.running_mean"] = mix["bn.running_mean"].to(torch.bfloat16)
+del mix["fc.bias"]
+mix["fc2.bias"] = torch.zeros(4)
+save("mixed.pt", ckpt(mix, epoch=20, lr=0.01))
+
+# Big enough that a comparison is still running when the window's Cancel is pressed.
+big = OrderedDict((f"layer{i}.weight", torch.rand(1024, 1024)) for i in range(16))
+save("big_a.pt", big)
+big["layer9.weight"][0, 0] += 1
+save("big_b.pt", big)
 
 with open(os.path.join(OUT, "oracle.json"), "w") as f:
     json.dump(oracle, f, indent=1)
