@@ -32,9 +32,11 @@ measure() {
 bytes=$({ "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --json || true; } | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["compared_bytes"])')
 "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --summary || true
 read -r dwall drss < <(measure "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --summary)
+read -r danon dfile < <(/usr/bin/python3 "$root/bench/diff/rss_anon.py" "$build/app/ckptscope" diff "${pair[0]}" "${pair[1]}" --summary)
 read -r pwall prss < <(runs=1 measure /usr/bin/python3 "$root/bench/diff/torch_compare.py" "${pair[0]}" "${pair[1]}")
-awk -v b="$bytes" -v dw="$dwall" -v dr="$drss" -v pw="$pwall" -v pr="$prss" 'BEGIN {
+awk -v b="$bytes" -v dw="$dwall" -v dr="$drss" -v pw="$pwall" -v pr="$prss" -v da="$danon" -v df="$dfile" 'BEGIN {
     printf "%-28s %9s %10s %9s\n", "command", "wall_s", "peak_MiB", "GB/s";
     printf "%-28s %9.3f %10.1f %9.2f\n", "ckptscope diff", dw, dr/1024, b/dw/1e9;
     printf "%-28s %9.3f %10.1f %9.2f\n", "python torch.equal/allclose", pw, pr/1024, b/pw/1e9;
-    printf "compared tensor bytes %d; ckptscope is %.1fx faster\n", b, pw/dw }'
+    printf "compared tensor bytes %d; ckptscope is %.1fx faster\n", b, pw/dw;
+    printf "ckptscope diff peak RssAnon %.1f MiB, RssFile (mapped pages) %.1f MiB (sampled every ms)\n", da, df }'
