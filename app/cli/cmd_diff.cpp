@@ -3,10 +3,15 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/json_out.h"
 #include "cli/parse.h"
 #include "diff/diff.h"
+#include "util/json_text.h"
+#include "util/printable.h"
 
-#include <iostream>
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <ostream>
 
 namespace ckpt::cli {
@@ -26,6 +31,93 @@ diff::Options selectPaths(const std::string& spec)
     return o;
 }
 
+// The checkpoints of a directory in natural order (rank_2 before rank_10), so rank 0 comes first.
+std::vector<std::string> checkpointsIn(const std::string& dir)
+{
+    static const std::vector<std::string> kExtensions{".pt", ".pth", ".ckpt", ".bin", ".safetensors"};
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string ext = e.path().extension().string();
+        if (e.is_regular_file(ec) && std::find(kExtensions.begin(), kExtensions.end(), ext) != kExtensions.end()) {
+            files.push_back(e.path().string());
+        }
+    }
+    auto key = [](const std::string& s) {
+        // Digit runs compare by value: pad each to 20 characters.
+        std::string k;
+        for (std::size_t i = 0; i < s.size();) {
+            if (std::isdigit(static_cast<unsigned char>(s[i])) != 0) {
+                std::size_t j = i;
+                while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j])) != 0) {
+                    ++j;
+                }
+                k += std::string(20 - std::min<std::size_t>(20, j - i), '0') + s.substr(i, j - i);
+                i = j;
+            } else {
+                k += s[i++];
+            }
+        }
+        return k;
+    };
+    std::sort(files.begin(), files.end(), [&](const auto& x, const auto& y) { return key(x) < key(y); });
+    return files;
+}
+
+// `ckptscope diff DIR`: every rank's file against the first (rank 0), a summary line each, for
+// "did every DDP rank save the same model". Exit 0 when all equal the first.
+int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std::ostream& out, std::ostream& err)
+{
+    const auto files = checkpointsIn(dir);
+    if (files.size() < 2) {
+        err << "ckptscope diff: " << displayText(dir) << " holds fewer than two checkpoints to compare\n";
+        return kExitBadInput;
+    }
+    auto first = openCheckpoint(files.front());
+    if (!first) {
+        printError(err, first.error(), files.front());
+        return kExitBadInput;
+    }
+    int rc = kExitOk;
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (std::size_t i = 1; i < files.size(); ++i) {
+        auto other = openCheckpoint(files[i]);
+        if (!other) {
+            printError(err, other.error(), files[i]);
+            return kExitBadInput;
+        }
+        auto r = diff::compare(**first, **other, opts);
+        if (!r) {
+            printError(err, r.error());
+            return kExitBadInput;
+        }
+        if (!r->equal()) {
+            rc = kExitProblems;
+        }
+        if (json) {
+            ranks.push_back({{"file", files[i]},
+                             {"equal", r->equal()},
+                             {"counts",
+                              {{"only_a", r->counts.onlyA},
+                               {"only_b", r->counts.onlyB},
+                               {"renamed", r->counts.renamed},
+                               {"changed", r->counts.changed},
+                               {"equal", r->counts.equal}}}});
+        } else {
+            out << diff::renderSummary(*r);
+        }
+    }
+    if (json) {
+        out << dumpJson(nlohmann::ordered_json{{"schema", kJsonSchema},
+                                               {"reference", files.front()},
+                                               {"all_equal", rc == kExitOk},
+                                               {"files", std::move(ranks)}},
+                        1)
+            << '\n';
+    }
+    return rc;
+}
+
 }  // namespace
 
 int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -43,8 +135,9 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     bool noAlign = false;
     bool listEqual = false;
     unsigned threads = 0;
-    app.add_option("A", fileA, "first checkpoint (.pt .pth .ckpt .bin .safetensors)")->required();
-    app.add_option("B", fileB, "second checkpoint")->required();
+    app.add_option("A", fileA, "first checkpoint (.pt .pth .ckpt .bin .safetensors), or a directory of per-rank files")
+        ->required();
+    app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
     app.add_option("--select", select,
                    "compare subtrees: A_PATH:B_PATH (e.g. `state_dict:` for A's state_dict against B's root); a "
                    "path without ':' selects it on both sides");
@@ -59,6 +152,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                "  ckptscope diff epoch10.pt epoch20.pt\n"
                "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
                "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --json\n"
+               "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
                "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
                "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
                "against NaN as equal.\n"
@@ -72,6 +166,15 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     opts.alignPrefixes = !noAlign;
     opts.threads = threads;
 
+    std::error_code ec;
+    if (fileB.empty()) {
+        if (!std::filesystem::is_directory(fileA, ec)) {
+            err << "ckptscope diff: give two checkpoints, or one directory of per-rank files (see ckptscope diff "
+                   "--help)\n";
+            return kExitBadInput;
+        }
+        return diffRanks(fileA, opts, json, out, err);
+    }
     auto a = openCheckpoint(fileA);
     if (!a) {
         printError(err, a.error(), fileA);

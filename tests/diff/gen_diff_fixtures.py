@@ -126,6 +126,15 @@ del mix["fc.bias"]
 mix["fc2.bias"] = torch.zeros(4)
 save("mixed.pt", ckpt(mix, epoch=20, lr=0.01))
 
+# Per-rank files of a DDP run: identical replicas, and a run where rank 2 drifted.
+for d, drift in (("ranks_same", None), ("ranks_drift", 2)):
+    os.makedirs(os.path.join(OUT, d), exist_ok=True)
+    for r in (0, 1, 2, 10):
+        sd = clone(BASE)
+        if r == drift:
+            sd["fc.bias"][1] += 1e-3
+        torch.save(ckpt(sd), os.path.join(OUT, d, f"rank_{r}.pt"))
+
 # Big enough that a comparison is still running when the window's Cancel is pressed.
 big = OrderedDict((f"layer{i}.weight", torch.rand(1024, 1024)) for i in range(16))
 save("big_a.pt", big)

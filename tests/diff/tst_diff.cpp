@@ -263,7 +263,30 @@ private Q_SLOTS:
         QCOMPARE(sel.rc, 2);
         QVERIFY(sel.err.find("no key path 'nothing'") != std::string::npos);
         QCOMPARE(std::count(sel.err.begin(), sel.err.end(), '\n'), 1);
-        QCOMPARE(diffRun({fx("base.pt")}).rc, 2);
+    }
+
+    void rankDirectory()
+    {
+        const auto same = diffRun({fx("ranks_same")});
+        QCOMPARE(same.rc, 0);
+        QVERIFY(same.doc["all_equal"].get<bool>());
+        QVERIFY(str(same.doc["reference"]).ends_with("/rank_0.pt"));  // rank_10 sorts after rank_2
+        QCOMPARE(same.doc["files"].size(), std::size_t{3});
+        QVERIFY(str(same.doc["files"][2]["file"]).ends_with("/rank_10.pt"));
+
+        const auto drift = diffRun({fx("ranks_drift")});
+        QCOMPARE(drift.rc, 1);
+        QVERIFY(!drift.doc["all_equal"].get<bool>());
+        for (const auto& f : drift.doc["files"]) {
+            const bool rank2 = str(f["file"]).ends_with("/rank_2.pt");
+            QCOMPARE(f["equal"].get<bool>(), !rank2);
+            QCOMPARE(f["counts"]["changed"].get<int>(), rank2 ? 1 : 0);
+        }
+        const auto text = diffRun({fx("ranks_drift")}, false);
+        QCOMPARE(std::count(text.out.begin(), text.out.end(), '\n'), 3);
+        QVERIFY(text.out.find("rank_2.pt: differ (1 changed") != std::string::npos);
+
+        QCOMPARE(diffRun({fx("base.pt")}).rc, 2);  // one file and no directory
     }
 
     void differenceHistogram()
