@@ -117,6 +117,7 @@ struct Job {
     std::uint64_t parts = 0;  // numbers to compare (elements, twice that for complex)
     bool sameDType = false;
     bool decodable = false;
+    bool valueless = false;
     Partial result;
 };
 
@@ -197,6 +198,11 @@ std::uint8_t metadataChanges(const TensorEntry& a, const TensorEntry& b)
 bool prepare(Job& j, const Checkpoint& ca, const Checkpoint& cb)
 {
     ValueDiff& v = j.entry->values;
+    if (!j.ta->storage.valid() && !j.tb->storage.valid()) {
+        j.valueless = true;  // meta tensors and other storage-less forms: their metadata is all there is
+        v.note = "no stored values on either side";
+        return false;
+    }
     if (j.ta->shape != j.tb->shape) {
         v.note = "shapes differ";
         return false;
@@ -541,7 +547,7 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
         if (v.compared || v.identicalBytes) {
             r.comparedBytes += j.ta->nbytes;
         }
-        if (!v.identicalBytes && (v.differing > 0 || !v.compared)) {
+        if (!j.valueless && !v.identicalBytes && (v.differing > 0 || !v.compared)) {
             j.entry->changes |= kValues;
         }
     }

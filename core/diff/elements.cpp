@@ -8,6 +8,8 @@
 namespace ckpt::diff::detail {
 namespace {
 
+constexpr std::uint64_t kGatherSlack = std::uint64_t{64} << 20U;
+
 template <class U> U load(const std::byte* p)
 {
     U u;
@@ -53,7 +55,9 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
 {
     out.bytes = {};
     out.owned.clear();
-    if (!t.storage.valid() || t.form != pickle::TensorForm::Strided) {
+    // A quantized tensor's storage holds its integer values in the same strided layout.
+    const bool quantized = t.form == pickle::TensorForm::Quantized;
+    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized)) {
         return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' has no plain strided storage");
     }
     const StorageEntry& s = c.storages[t.storage];
@@ -76,14 +80,26 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
         out.bytes = c.bytes.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(t.nbytes));
         return {};
     }
-    out.owned.reserve(static_cast<std::size_t>(t.nbytes));
-    auto r = forEachTensorChunk(c, t, [&](Bytes chunk) {
-        out.owned.insert(out.owned.end(), chunk.begin(), chunk.end());
-        return true;
-    });
-    if (!r) {
-        return r.error();
+    // A view repeating its storage (stride 0) would be materialised in full: bounded as convert
+    // bounds safetensors output, so a hostile shape cannot ask for gigabytes.
+    if (t.nbytes > 4 * s.nbytes + kGatherSlack) {
+        return makeError(ErrorCode::Limit, "tensor '" + t.path + "' repeats its storage's bytes more than 4 times");
     }
+    std::vector<std::byte> scratch;
+    auto storage = c.storageData(t.storage, scratch);
+    if (!storage) {
+        return c.withPath(storage.error());
+    }
+    if (storage->size() < *end * es) {
+        return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
+    }
+    out.owned.reserve(static_cast<std::size_t>(t.nbytes));
+    forEachCOrderRun(t.shape, t.stride, t.storageOffset, static_cast<std::size_t>(es),
+                     [&](std::uint64_t at, std::uint64_t n) {
+                         const Bytes run = storage->subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+                         out.owned.insert(out.owned.end(), run.begin(), run.end());
+                         return true;
+                     });
     out.bytes = out.owned;
     return {};
 }
