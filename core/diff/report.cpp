@@ -169,7 +169,7 @@ std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b
         return "+ " + key(e.key) +
                (t != nullptr ? "  " + std::string(dtypeName(t->dtype)) + " " + shapeText(t->shape) : "");
     });
-    section(Status::Renamed, "Renamed (same bytes under another key)", [&](const Entry& e) {
+    section(Status::Renamed, "Renamed, same bytes under another key", [&](const Entry& e) {
         std::string s = key(e.key) + " -> " + key(e.keyB);
         const auto* ta = tensorA(e, a);
         const auto* tb = tensorB(e, b);
