@@ -4,6 +4,7 @@
 #include "util/json_text.h"
 #include "util/printable.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -143,8 +144,10 @@ std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b
         o << "Wrapper prefixes aligned: A's keys carry " << joined(r.prefixesA) << ", B's carry " << joined(r.prefixesB)
           << "; keys are matched without them.\n";
     }
-    o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << bytesText(r.comparedBytes)
-      << " of tensor data compared\n";
+    const auto identical = std::count_if(r.entries.begin(), r.entries.end(),
+                                         [](const Entry& e) { return e.values.identicalBytes; });
+    o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << identical
+      << " tensors with identical bytes; " << bytesText(r.comparedBytes) << " of tensor data compared\n";
     auto section = [&](Status s, const char* title, auto&& line) {
         std::ostringstream body;
         std::uint64_t n = 0;
