@@ -144,8 +144,8 @@ std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b
         o << "Wrapper prefixes aligned: A's keys carry " << joined(r.prefixesA) << ", B's carry " << joined(r.prefixesB)
           << "; keys are matched without them.\n";
     }
-    const auto identical = std::count_if(r.entries.begin(), r.entries.end(),
-                                         [](const Entry& e) { return e.values.identicalBytes; });
+    const auto identical =
+        std::count_if(r.entries.begin(), r.entries.end(), [](const Entry& e) { return e.values.identicalBytes; });
     o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << identical
       << " tensors with identical bytes; " << bytesText(r.comparedBytes) << " of tensor data compared\n";
     auto section = [&](Status s, const char* title, auto&& line) {

@@ -2,9 +2,12 @@
 // tree whose rows carry each status's colour and icon, the differences-only filter, a selected
 // changed tensor's statistics and difference histogram, Cancel, and a drop of the second file.
 #include "compareview.h"
+#include "dialogs.h"
 #include "histogramwidget.h"
+#include "mainwindow.h"
 
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QCoreApplication>
 #include <QMimeData>
 #include <QSignalSpy>
@@ -171,6 +174,26 @@ private Q_SLOTS:
         QCOMPARE(failed.count(), 1);
         QVERIFY(failed.front().front().toString().contains(QStringLiteral("cancelled")));
         QVERIFY(view.result() == nullptr);
+    }
+
+    // File > Compare With… on the current tab: B comes from the dialogs seam, and the compare
+    // window shows the pair.
+    void fromTheMainWindow()
+    {
+        ckpt::ui::MainWindow w;
+        QSignalSpy opened(&w, &ckpt::ui::MainWindow::documentOpened);
+        w.openFiles({fx("ddp.pt")});
+        QVERIFY(opened.wait(20000));
+        auto* action = w.findChild<QAction*>(QStringLiteral("compareAction"));
+        QVERIFY(action != nullptr);
+        ckpt::ui::dialogs::setNextOpenFileNames({fx("base.pt")});
+        action->trigger();
+        auto* view = w.findChild<ckpt::ui::CompareView*>(QStringLiteral("compareView"));
+        QVERIFY(view != nullptr);
+        QTRY_VERIFY_WITH_TIMEOUT(view->result() != nullptr, 20000);
+        QVERIFY(view->result()->equal());
+        QCOMPARE(view->result()->prefixesA, std::vector<std::string>{"module."});
+        QVERIFY(view->isWindow());
     }
 
     void dropSecondFile()
