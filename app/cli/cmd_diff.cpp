@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <ostream>
 
@@ -141,13 +142,21 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     app.add_option("--select", select,
                    "compare subtrees: A_PATH:B_PATH (e.g. `state_dict:` for A's state_dict against B's root); a "
                    "path without ':' selects it on both sides");
-    app.add_option("--rtol", rtol, "relative tolerance of allclose (default 1e-5)")->check(CLI::NonNegativeNumber);
-    app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(CLI::NonNegativeNumber);
+    const CLI::Validator nonNegative(
+        [](const std::string& text) {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            return end != text.c_str() && *end == '\0' && v >= 0 ? std::string() : "must be a number >= 0";
+        },
+        "X >= 0");
+    app.add_option("--rtol", rtol, "relative tolerance of allclose (default 1e-5)")->check(nonNegative);
+    app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(nonNegative);
     auto* jsonOpt = app.add_flag("--json", json, "print JSON (schema 1) on stdout");
     app.add_flag("--summary", summary, "one line for the file pair")->excludes(jsonOpt);
     app.add_flag("--no-align", noAlign, "match keys as written, without taking wrapper prefixes off");
     app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");
-    app.add_option("--threads", threads, "threads comparing tensors (default: one per core)");
+    app.add_option("--threads", threads, "threads comparing tensors (default: one per core)")
+        ->check(CLI::Range(1U, 256U));
     app.footer("Examples:\n"
                "  ckptscope diff epoch10.pt epoch20.pt\n"
                "  ckptscope diff model.pt model.safetensors --select state_dict:\n"

@@ -26,11 +26,12 @@ constexpr std::uint64_t kBlockBytes = std::uint64_t{8} << 20U;
 constexpr std::size_t kDecodeParts = 2048;  // doubles decoded at a time, on the stack
 constexpr std::size_t kReprCompare = 4096;
 constexpr std::size_t kReprShow = 120;
+constexpr unsigned kMaxThreads = 256;
 
 unsigned threadCount(const Options& o)
 {
     if (o.threads != 0) {
-        return o.threads;
+        return std::min(o.threads, kMaxThreads);
     }
     return std::max(1U, std::thread::hardware_concurrency());
 }

@@ -263,6 +263,11 @@ private Q_SLOTS:
         QCOMPARE(sel.rc, 2);
         QVERIFY(sel.err.find("no key path 'nothing'") != std::string::npos);
         QCOMPARE(std::count(sel.err.begin(), sel.err.end(), '\n'), 1);
+        const auto rtol = diffRun({fx("base.pt"), fx("same.pt"), "--rtol", "-1"});
+        QCOMPARE(rtol.rc, 2);
+        QVERIFY(rtol.err.find("--rtol: must be a number >= 0") != std::string::npos);
+        QCOMPARE(diffRun({fx("base.pt"), fx("same.pt"), "--atol", "x"}).rc, 2);
+        QCOMPARE(diffRun({fx("base.pt"), fx("same.pt"), "--threads", "0"}).rc, 2);
     }
 
     void rankDirectory()
