@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "compareview.h"
 #include "dialogs.h"
 #include "documentview.h"
 #include "drops.h"
@@ -156,6 +157,12 @@ void MainWindow::buildMenus()
     open->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
+    auto* compare = file->addAction(tr("Co&mpare With…"), this, [this] {
+        if (auto* v = currentView()) {
+            openCompareWindow(this, v->document()->checkpoint);
+        }
+    });
+    compare->setObjectName(QStringLiteral("compareAction"));
     auto* close = file->addAction(tr("&Close Tab"), this, [this] { closeTab(m_tabs->currentIndex()); });
     close->setShortcut(QKeySequence::Close);
     file->addSeparator();

@@ -2,6 +2,7 @@
 
 #include "cli/cmd_check.h"
 #include "cli/cmd_convert.h"
+#include "cli/cmd_diff.h"
 #include "cli/cmd_inspect.h"
 #include "cli/cmd_testload.h"
 #include "cli/common.h"
@@ -34,6 +35,7 @@ const Entry kCommands[] = {
     {"check", &cmdCheck, "find what will go wrong when the file is loaded, with fixes"},
     {"convert", &cmdConvert, "write a fixed copy (single-card, multi-card, remapped, safetensors)"},
     {"testload", &cmdTestload, "load every tensor onto a device and watch every GPU's memory"},
+    {"diff", &cmdDiff, "compare two checkpoints: keys, renames, dtypes, shapes and values"},
 };
 
 void printUsage(std::ostream& out)

@@ -1,0 +1,212 @@
+#include "cli/cmd_diff.h"
+
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+#include "cli/parse.h"
+#include "diff/diff.h"
+#include "util/json_text.h"
+#include "util/printable.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+
+namespace ckpt::cli {
+namespace {
+
+// "state_dict:" compares A's state_dict with B's root; a path without ':' names both sides.
+diff::Options selectPaths(const std::string& spec)
+{
+    diff::Options o;
+    const auto colon = spec.find(':');
+    if (colon == std::string::npos) {
+        o.selectA = o.selectB = spec;
+    } else {
+        o.selectA = spec.substr(0, colon);
+        o.selectB = spec.substr(colon + 1);
+    }
+    return o;
+}
+
+// The checkpoints of a directory in natural order (rank_2 before rank_10), so rank 0 comes first.
+std::vector<std::string> checkpointsIn(const std::string& dir)
+{
+    static const std::vector<std::string> kExtensions{".pt", ".pth", ".ckpt", ".bin", ".safetensors"};
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string ext = e.path().extension().string();
+        if (e.is_regular_file(ec) && std::find(kExtensions.begin(), kExtensions.end(), ext) != kExtensions.end()) {
+            files.push_back(e.path().string());
+        }
+    }
+    auto key = [](const std::string& s) {
+        // Digit runs compare by value: pad each to 20 characters.
+        std::string k;
+        for (std::size_t i = 0; i < s.size();) {
+            if (std::isdigit(static_cast<unsigned char>(s[i])) != 0) {
+                std::size_t j = i;
+                while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j])) != 0) {
+                    ++j;
+                }
+                k += std::string(20 - std::min<std::size_t>(20, j - i), '0') + s.substr(i, j - i);
+                i = j;
+            } else {
+                k += s[i++];
+            }
+        }
+        return k;
+    };
+    std::sort(files.begin(), files.end(), [&](const auto& x, const auto& y) { return key(x) < key(y); });
+    return files;
+}
+
+// `ckptscope diff DIR`: every rank's file against the first (rank 0), a summary line each, for
+// "did every DDP rank save the same model". Exit 0 when all equal the first.
+int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std::ostream& out, std::ostream& err)
+{
+    const auto files = checkpointsIn(dir);
+    if (files.size() < 2) {
+        err << "ckptscope diff: " << displayText(dir) << " holds fewer than two checkpoints to compare\n";
+        return kExitBadInput;
+    }
+    auto first = openCheckpoint(files.front());
+    if (!first) {
+        printError(err, first.error(), files.front());
+        return kExitBadInput;
+    }
+    int rc = kExitOk;
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (std::size_t i = 1; i < files.size(); ++i) {
+        auto other = openCheckpoint(files[i]);
+        if (!other) {
+            printError(err, other.error(), files[i]);
+            return kExitBadInput;
+        }
+        auto r = diff::compare(**first, **other, opts);
+        if (!r) {
+            printError(err, r.error());
+            return kExitBadInput;
+        }
+        if (!r->equal()) {
+            rc = kExitProblems;
+        }
+        if (json) {
+            ranks.push_back({{"file", files[i]},
+                             {"equal", r->equal()},
+                             {"counts",
+                              {{"only_a", r->counts.onlyA},
+                               {"only_b", r->counts.onlyB},
+                               {"renamed", r->counts.renamed},
+                               {"changed", r->counts.changed},
+                               {"equal", r->counts.equal}}}});
+        } else {
+            out << diff::renderSummary(*r);
+        }
+    }
+    if (json) {
+        out << dumpJson(nlohmann::ordered_json{{"schema", kJsonSchema},
+                                               {"reference", files.front()},
+                                               {"all_equal", rc == kExitOk},
+                                               {"files", std::move(ranks)}},
+                        1)
+            << '\n';
+    }
+    return rc;
+}
+
+}  // namespace
+
+int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
+{
+    CLI::App app{"Compare two checkpoints: keys only in one, tensors moved to another key, dtype/shape/stride/device "
+                 "changes, value differences (compared as float64 across dtypes) and non-tensor values that differ.",
+                 "ckptscope diff"};
+    std::string fileA;
+    std::string fileB;
+    std::string select;
+    double rtol = 1e-5;
+    double atol = 1e-8;
+    bool json = false;
+    bool summary = false;
+    bool noAlign = false;
+    bool listEqual = false;
+    unsigned threads = 0;
+    app.add_option("A", fileA, "first checkpoint (.pt .pth .ckpt .bin .safetensors), or a directory of per-rank files")
+        ->required();
+    app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
+    app.add_option("--select", select,
+                   "compare subtrees: A_PATH:B_PATH (e.g. `state_dict:` for A's state_dict against B's root); a "
+                   "path without ':' selects it on both sides");
+    const CLI::Validator nonNegative(
+        [](const std::string& text) {
+            char* end = nullptr;
+            const double v = std::strtod(text.c_str(), &end);
+            return end != text.c_str() && *end == '\0' && v >= 0 ? std::string() : "must be a number >= 0";
+        },
+        "X >= 0");
+    app.add_option("--rtol", rtol, "relative tolerance of allclose (default 1e-5)")->check(nonNegative);
+    app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(nonNegative);
+    auto* jsonOpt = app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--summary", summary, "one line for the file pair")->excludes(jsonOpt);
+    app.add_flag("--no-align", noAlign, "match keys as written, without taking wrapper prefixes off");
+    app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");
+    app.add_option("--threads", threads, "threads comparing tensors (default: one per core)")
+        ->check(CLI::Range(1U, 256U));
+    app.footer("Examples:\n"
+               "  ckptscope diff epoch10.pt epoch20.pt\n"
+               "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
+               "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --json\n"
+               "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
+               "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
+               "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
+               "against NaN as equal.\n"
+               "Exit codes: 0 equal, 1 they differ, 2 a file could not be read or bad usage.");
+    if (const auto done = parseCommand(app, args, "diff", out, err)) {
+        return *done;
+    }
+    diff::Options opts = selectPaths(select);
+    opts.rtol = rtol;
+    opts.atol = atol;
+    opts.alignPrefixes = !noAlign;
+    opts.threads = threads;
+
+    std::error_code ec;
+    if (fileB.empty()) {
+        if (!std::filesystem::is_directory(fileA, ec)) {
+            err << "ckptscope diff: give two checkpoints, or one directory of per-rank files (see ckptscope diff "
+                   "--help)\n";
+            return kExitBadInput;
+        }
+        return diffRanks(fileA, opts, json, out, err);
+    }
+    auto a = openCheckpoint(fileA);
+    if (!a) {
+        printError(err, a.error(), fileA);
+        return kExitBadInput;
+    }
+    auto b = openCheckpoint(fileB);
+    if (!b) {
+        printError(err, b.error(), fileB);
+        return kExitBadInput;
+    }
+    auto r = diff::compare(**a, **b, opts);
+    if (!r) {
+        printError(err, r.error());
+        return kExitBadInput;
+    }
+    if (json) {
+        out << diff::renderJson(*r, **a, **b);
+    } else if (summary) {
+        out << diff::renderSummary(*r);
+    } else {
+        out << diff::renderText(*r, **a, **b, {.listEqual = listEqual});
+    }
+    return r->equal() ? kExitOk : kExitProblems;
+}
+
+}  // namespace ckpt::cli

@@ -1,0 +1,123 @@
+// `ckptscope diff A B` and the window's compare view: two checkpoints matched key by key the way
+// a user means them (wrapper prefixes such as DataParallel's `module.` aligned, moved tensors found
+// by their bytes), and every matched tensor compared by value, as float64 across dtypes.
+//
+// Keys are the leaves of the key tree (tensors, scalars, empty containers) under the selected
+// node, as key paths relative to it. Tensor bytes are read from the mappings in C order, a block
+// at a time, on every core; nothing is copied for a contiguous stored tensor.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace ckpt::diff {
+
+struct Options {
+    std::string selectA;  // key path of the subtree compared in A ("" = the root)
+    std::string selectB;
+    double rtol = 1e-5;  // torch.allclose's defaults
+    double atol = 1e-8;
+    bool alignPrefixes = true;  // strip wrapper prefixes (module., _orig_mod., FSDP's) before matching
+    unsigned threads = 0;       // 0: one per core
+};
+
+enum class Status : std::uint8_t { OnlyA, OnlyB, Renamed, Changed, Equal };
+[[nodiscard]] std::string_view statusName(Status s);  // "only_a", "only_b", "renamed", "changed", "equal"
+
+// What was found comparing two tensors' elements. Differences are a - b, relative ones |a - b| / |b|
+// over the elements where b != 0, as torch.allclose(a, b) measures against b.
+struct ValueDiff {
+    bool compared = false;        // the elements were read (false: a dtype without a value, or shapes differ)
+    bool identicalBytes = false;  // same dtype and the same C-order bytes
+    std::uint64_t differing = 0;  // elements whose values differ (NaN against NaN counts as equal)
+    double maxAbs = 0;
+    double maxRel = 0;
+    bool allclose = false;  // every |a - b| <= atol + rtol * |b|, NaN never close (equal_nan=False)
+    std::string note;       // why the values were not compared
+};
+
+// Change flags of a matched pair of tensors.
+enum Change : std::uint8_t {
+    kDType = 1U << 0U,
+    kShape = 1U << 1U,
+    kStride = 1U << 2U,
+    kDevice = 1U << 3U,
+    kValues = 1U << 4U,
+    kKind = 1U << 5U,  // a tensor on one side, another value on the other
+};
+
+struct Entry {
+    Status status = Status::Equal;
+    std::string key;   // relative key path in A (B's for only-B), as the file writes it
+    std::string keyB;  // B's when both exist
+    NodeIndex nodeA;   // invalid when absent
+    NodeIndex nodeB;
+    TensorIndex tensorA;  // invalid when not a tensor
+    TensorIndex tensorB;
+    std::uint8_t changes = 0;  // Change flags
+    ValueDiff values;
+    std::string valueA;  // a short repr of non-tensor values
+    std::string valueB;
+};
+
+struct Counts {
+    std::uint64_t onlyA = 0;
+    std::uint64_t onlyB = 0;
+    std::uint64_t renamed = 0;
+    std::uint64_t changed = 0;
+    std::uint64_t equal = 0;
+};
+
+struct Result {
+    std::string pathA;
+    std::string pathB;
+    std::string selectA;
+    std::string selectB;
+    // Wrapper prefixes taken off key-path components on each side before matching ("module."); empty
+    // when the two sides carried the same ones.
+    std::vector<std::string> prefixesA;
+    std::vector<std::string> prefixesB;
+    std::vector<Entry> entries;  // A's order, then B's only-B keys
+    Counts counts;
+    std::uint64_t comparedBytes = 0;  // tensor bytes read on side A
+    [[nodiscard]] bool equal() const
+    {
+        return counts.onlyA == 0 && counts.onlyB == 0 && counts.renamed == 0 && counts.changed == 0;
+    }
+};
+
+// Bytes read so far of the total to read; called from worker threads.
+using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
+
+// Errors: a select path that names nothing (Usage), a storage that cannot be read (its file's
+// error), a file that changed size while read, Cancelled when `stop` was requested.
+Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options& opts, std::stop_token stop = {},
+                         const ProgressFn& progress = {});
+
+// The histogram of a - b over a matched pair of the same shape, in `bins` equal bins over
+// [low, high] (the result's range, which is symmetric around 0 and covers every finite difference).
+struct DiffHistogram {
+    std::vector<std::uint64_t> counts;
+    double low = 0;
+    double high = 0;
+};
+Expected<DiffHistogram> differenceHistogram(const Checkpoint& a, TensorIndex ta, const Checkpoint& b, TensorIndex tb,
+                                            std::size_t bins = 32, std::stop_token stop = {});
+
+// Reports: text for people, JSON (schema 1) for scripts, one line for a file pair.
+struct TextOptions {
+    bool listEqual = false;  // name every equal key, not only count them
+};
+[[nodiscard]] std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b,
+                                     const TextOptions& opts = {});
+[[nodiscard]] std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b);
+[[nodiscard]] std::string renderSummary(const Result& r);
+
+}  // namespace ckpt::diff

@@ -1,0 +1,227 @@
+#include "diff/elements.h"
+
+#include "checkpoint/tensor_bytes.h"
+
+#include <bit>
+#include <cstring>
+
+namespace ckpt::diff::detail {
+namespace {
+
+constexpr std::uint64_t kGatherSlack = std::uint64_t{64} << 20U;
+
+template <class U> U load(const std::byte* p)
+{
+    U u;
+    std::memcpy(&u, p, sizeof(U));
+    return u;
+}
+
+template <class U, class Fn> void decodeWith(Bytes bytes, std::size_t first, std::size_t count, double* out, Fn&& fn)
+{
+    const std::byte* p = bytes.data() + first * sizeof(U);
+    for (std::size_t i = 0; i < count; ++i, p += sizeof(U)) {
+        out[i] = fn(load<U>(p));  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    }
+}
+
+template <class T> double asDouble(T v)
+{
+    return static_cast<double>(v);
+}
+
+// The last element a view reaches, in elements from the storage start, plus one; 0 when empty.
+Expected<std::uint64_t> viewEnd(const TensorEntry& t)
+{
+    if (t.numel == 0) {
+        return std::uint64_t{0};
+    }
+    if (t.shape.size() != t.stride.size() || t.storageOffset < 0) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has an inconsistent view");
+    }
+    auto end = static_cast<std::uint64_t>(t.storageOffset);
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+        if (t.stride[d] < 0) {
+            return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has a negative stride");
+        }
+        end += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(t.stride[d]);
+    }
+    return end + 1;
+}
+
+}  // namespace
+
+Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, TensorBytes& out)
+{
+    out.bytes = {};
+    out.owned.clear();
+    // A quantized tensor's storage holds its integer values in the same strided layout.
+    const bool quantized = t.form == pickle::TensorForm::Quantized;
+    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized)) {
+        return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' has no plain strided storage");
+    }
+    const StorageEntry& s = c.storages[t.storage];
+    const std::uint64_t es = elementSize(t.dtype);
+    auto end = viewEnd(t);
+    if (!end) {
+        return end.error();
+    }
+    if (es == 0 || !s.present || *end * es > s.nbytes) {
+        return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
+    }
+    if (t.numel == 0) {
+        return {};
+    }
+    if (!s.compressed && isCContiguous(t.shape, t.stride)) {
+        const std::uint64_t at = s.fileOffset + static_cast<std::uint64_t>(t.storageOffset) * es;
+        if (at + t.nbytes > c.bytes.size()) {
+            return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the end of the file");
+        }
+        out.bytes = c.bytes.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(t.nbytes));
+        return {};
+    }
+    // A view repeating its storage (stride 0) would be materialised in full: bounded as convert
+    // bounds safetensors output, so a hostile shape cannot ask for gigabytes.
+    if (t.nbytes > 4 * s.nbytes + kGatherSlack) {
+        return makeError(ErrorCode::Limit, "tensor '" + t.path + "' repeats its storage's bytes more than 4 times");
+    }
+    std::vector<std::byte> scratch;
+    auto storage = c.storageData(t.storage, scratch);
+    if (!storage) {
+        return c.withPath(storage.error());
+    }
+    if (storage->size() < *end * es) {
+        return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
+    }
+    out.owned.reserve(static_cast<std::size_t>(t.nbytes));
+    forEachCOrderRun(t.shape, t.stride, t.storageOffset, static_cast<std::size_t>(es),
+                     [&](std::uint64_t at, std::uint64_t n) {
+                         const Bytes run = storage->subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+                         out.owned.insert(out.owned.end(), run.begin(), run.end());
+                         return true;
+                     });
+    out.bytes = out.owned;
+    return {};
+}
+
+bool hasNumericValue(DType t)
+{
+    switch (t) {
+    case DType::Float64:
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int64:
+    case DType::Int32:
+    case DType::Int16:
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::UInt32:
+    case DType::UInt64:
+    case DType::Bool:
+    case DType::Complex128:
+    case DType::Complex64:
+    case DType::Complex32:
+        return true;
+    default:
+        return false;
+    }
+}
+
+std::size_t partsPerElement(DType t)
+{
+    return isComplex(t) ? 2 : 1;
+}
+
+DType partType(DType t)
+{
+    switch (t) {
+    case DType::Complex128:
+        return DType::Float64;
+    case DType::Complex64:
+        return DType::Float32;
+    case DType::Complex32:
+        return DType::Float16;
+    default:
+        return t;
+    }
+}
+
+void decode(DType t, Bytes bytes, std::size_t first, std::size_t count, double* out)
+{
+    switch (t) {
+    case DType::Float64:
+        decodeWith<std::uint64_t>(bytes, first, count, out, [](auto u) { return std::bit_cast<double>(u); });
+        break;
+    case DType::Float32:
+        decodeWith<std::uint32_t>(bytes, first, count, out,
+                                  [](auto u) { return static_cast<double>(std::bit_cast<float>(u)); });
+        break;
+    case DType::Float16:
+        decodeWith<std::uint16_t>(bytes, first, count, out, [](auto u) { return halfToDouble(u); });
+        break;
+    case DType::BFloat16:
+        decodeWith<std::uint16_t>(bytes, first, count, out, [](auto u) {
+            return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16U));
+        });
+        break;
+    case DType::Int64:
+        decodeWith<std::int64_t>(bytes, first, count, out, asDouble<std::int64_t>);
+        break;
+    case DType::Int32:
+        decodeWith<std::int32_t>(bytes, first, count, out, asDouble<std::int32_t>);
+        break;
+    case DType::Int16:
+        decodeWith<std::int16_t>(bytes, first, count, out, asDouble<std::int16_t>);
+        break;
+    case DType::Int8:
+        decodeWith<std::int8_t>(bytes, first, count, out, asDouble<std::int8_t>);
+        break;
+    case DType::UInt8:
+        decodeWith<std::uint8_t>(bytes, first, count, out, asDouble<std::uint8_t>);
+        break;
+    case DType::UInt16:
+        decodeWith<std::uint16_t>(bytes, first, count, out, asDouble<std::uint16_t>);
+        break;
+    case DType::UInt32:
+        decodeWith<std::uint32_t>(bytes, first, count, out, asDouble<std::uint32_t>);
+        break;
+    case DType::UInt64:
+        decodeWith<std::uint64_t>(bytes, first, count, out, asDouble<std::uint64_t>);
+        break;
+    case DType::Bool:
+        decodeWith<std::uint8_t>(bytes, first, count, out, [](auto u) { return u != 0 ? 1.0 : 0.0; });
+        break;
+    default:
+        std::memset(out, 0, count * sizeof(double));
+        break;
+    }
+}
+
+std::uint64_t hashBytes(Bytes b)
+{
+    // Four independent multiply-xor lanes over 8-byte words keep the loop at memory speed.
+    constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
+    std::uint64_t lanes[4] = {0x243F6A8885A308D3ULL, 0x13198A2E03707344ULL, 0xA4093822299F31D0ULL,
+                              0x082EFA98EC4E6C89ULL};  // NOLINT(modernize-avoid-c-arrays)
+    const std::byte* p = b.data();
+    std::size_t n = b.size();
+    while (n >= 32) {
+        for (auto& lane : lanes) {
+            lane = std::rotl((lane ^ load<std::uint64_t>(p)) * kMul, 29);
+            p += 8;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        }
+        n -= 32;
+    }
+    std::uint64_t h = b.size() * kMul;
+    for (const auto lane : lanes) {
+        h = std::rotl(h ^ lane, 31) * kMul;
+    }
+    for (; n > 0; --n, ++p) {  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        h = (h ^ std::to_integer<std::uint64_t>(*p)) * kMul;
+    }
+    return h ^ (h >> 32U);
+}
+
+}  // namespace ckpt::diff::detail

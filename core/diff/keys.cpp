@@ -1,0 +1,96 @@
+// Wrapper prefixes are whole segments at the start of a key (FORMAT.md §7), the same list check's
+// prefix rules know: `mlp_module.layer0` and Lightning's `model.` are never taken for one. The
+// strip itself is transform's (Options::renamedKey), so diff aligns exactly what convert would strip.
+#include "diff/keys.h"
+
+#include "transform/options.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+#include <string_view>
+#include <unordered_set>
+
+namespace ckpt::diff::detail {
+namespace {
+
+constexpr std::array<std::string_view, 5> kWrapperSegments{"module", "_orig_mod", "_fsdp_wrapped_module", "_fpw_module",
+                                                           "_checkpoint_wrapped_module"};
+
+// The wrapper segments a key component starts with, each with its dot.
+std::vector<std::string> leadingChain(std::string_view key)
+{
+    std::vector<std::string> chain;
+    std::size_t at = 0;
+    for (;;) {
+        const auto* seg = std::find_if(kWrapperSegments.begin(), kWrapperSegments.end(), [&](std::string_view s) {
+            return key.size() > at + s.size() && key.substr(at, s.size()) == s && key[at + s.size()] == '.';
+        });
+        if (seg == kWrapperSegments.end()) {
+            return chain;
+        }
+        chain.emplace_back(std::string(*seg) + ".");
+        at += seg->size() + 1;
+    }
+}
+
+bool isLeaf(const Node& n)
+{
+    return n.kind == NodeKind::Tensor || n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
+           n.childCount == 0;
+}
+
+}  // namespace
+
+std::vector<Leaf> collectLeaves(const Checkpoint& c, NodeIndex root, bool align, std::vector<std::string>& prefixes)
+{
+    std::vector<Leaf> leaves;
+    std::set<std::string> chains;
+    // Depth first with an explicit stack of (node, key path so far): trees may be deep.
+    std::vector<std::pair<NodeIndex, std::pair<std::string, std::string>>> stack;
+    stack.push_back({root, {}});
+    while (!stack.empty()) {
+        auto [id, keys] = std::move(stack.back());
+        stack.pop_back();
+        const Node& n = c.nodes[id];
+        if (isLeaf(n)) {
+            leaves.push_back({id, keys.first, keys.second});
+            continue;
+        }
+        for (std::uint32_t r = n.childCount; r-- > 0;) {
+            const NodeIndex child = n.child(r);
+            const std::string_view name = c.nodes[child].name;
+            std::string matchName(name);
+            if (align) {
+                const auto chain = leadingChain(name);
+                if (!chain.empty()) {
+                    transform::Options strip;
+                    strip.stripPrefixes = chain;
+                    matchName = strip.renamedKey(matchName);
+                    std::string joined;
+                    for (const auto& s : chain) {
+                        joined += s;
+                    }
+                    chains.insert(joined);
+                }
+            }
+            const std::string sep = id == root ? "" : "/";
+            stack.push_back({child, {keys.first + sep + std::string(name), keys.second + sep + matchName}});
+        }
+    }
+    // Stripping must not merge two keys (`module.fc.weight` beside `fc.weight`): then nothing is
+    // aligned on this side and the report says so by naming no prefix.
+    std::unordered_set<std::string> seen;
+    const bool collides =
+        std::any_of(leaves.begin(), leaves.end(), [&](const Leaf& l) { return !seen.insert(l.matchKey).second; });
+    if (collides || chains.empty()) {
+        for (auto& l : leaves) {
+            l.matchKey = l.key;
+        }
+        chains.clear();
+    }
+    prefixes.assign(chains.begin(), chains.end());
+    return leaves;
+}
+
+}  // namespace ckpt::diff::detail

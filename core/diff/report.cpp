@@ -1,0 +1,262 @@
+// The diff's three renderings. Key text is the file's, so text goes through displayText (control
+// characters escaped) and JSON through dumpJson (invalid UTF-8 as \xNN).
+#include "diff/diff.h"
+#include "util/json_text.h"
+#include "util/printable.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace ckpt::diff {
+namespace {
+
+std::string num(double v)
+{
+    std::array<char, 32> buf{};
+    std::snprintf(buf.data(), buf.size(), "%.4g", v);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    return buf.data();
+}
+
+std::string shapeText(const std::vector<std::int64_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+        s += (d != 0 ? ", " : "") + std::to_string(dims[d]);
+    }
+    return s + "]";
+}
+
+std::string bytesText(std::uint64_t n)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};  // NOLINT(modernize-avoid-c-arrays)
+    auto v = static_cast<double>(n);
+    std::size_t u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        ++u;
+    }
+    std::array<char, 32> buf{};
+    std::snprintf(buf.data(), buf.size(), u == 0 ? "%.0f %s" : "%.1f %s",
+                  v,          // NOLINT(cppcoreguidelines-pro-type-vararg)
+                  units[u]);  // NOLINT(cppcoreguidelines-pro-bounds-constant-array-index)
+    return buf.data();
+}
+
+std::string sideName(const std::string& path, const std::string& select)
+{
+    return displayText(path) + (select.empty() ? "" : " [" + displayText(select) + "]");
+}
+
+std::string joined(const std::vector<std::string>& v)
+{
+    std::string s;
+    for (const auto& p : v) {
+        s += (s.empty() ? "`" : ", `") + p + "`";
+    }
+    return s.empty() ? "none" : s;
+}
+
+std::string countsText(const Counts& c)
+{
+    return std::to_string(c.changed) + " changed, " + std::to_string(c.renamed) + " renamed, " +
+           std::to_string(c.onlyA) + " only in A, " + std::to_string(c.onlyB) + " only in B, " +
+           std::to_string(c.equal) + " equal";
+}
+
+// "dtype float32 -> bfloat16; shape [4] -> [2, 2]; values allclose: 3 of 8 differ, max abs 1e-3, max rel 2e-3"
+std::string tensorChanges(const Entry& e, const TensorEntry& ta, const TensorEntry& tb)
+{
+    std::vector<std::string> parts;
+    if ((e.changes & kDType) != 0) {
+        parts.push_back("dtype " + std::string(dtypeName(ta.dtype)) + " -> " + std::string(dtypeName(tb.dtype)));
+    }
+    if ((e.changes & kShape) != 0) {
+        parts.push_back("shape " + shapeText(ta.shape) + " -> " + shapeText(tb.shape));
+    }
+    if ((e.changes & kStride) != 0) {
+        parts.push_back("stride " + shapeText(ta.stride) + " -> " + shapeText(tb.stride));
+    }
+    if ((e.changes & kDevice) != 0) {
+        parts.push_back("saved on " + displayText(ta.location) + " -> " + displayText(tb.location));
+    }
+    const ValueDiff& v = e.values;
+    if (!v.note.empty()) {
+        parts.push_back("values not compared (" + displayText(v.note) + ")");
+    } else if (v.identicalBytes) {
+        parts.emplace_back("bytes identical");
+    } else if (v.differing == 0) {
+        parts.emplace_back("values equal");
+    } else {
+        parts.push_back(std::string(v.allclose ? "values allclose: " : "values differ: ") +
+                        std::to_string(v.differing) + " of " + std::to_string(ta.numel) + " differ, max abs " +
+                        num(v.maxAbs) + ", max rel " + num(v.maxRel));
+    }
+    std::string s;
+    for (const auto& p : parts) {
+        s += (s.empty() ? "" : "; ") + p;
+    }
+    return s;
+}
+
+const TensorEntry* tensorA(const Entry& e, const Checkpoint& a)
+{
+    return e.tensorA.valid() ? &a.tensors[e.tensorA] : nullptr;
+}
+const TensorEntry* tensorB(const Entry& e, const Checkpoint& b)
+{
+    return e.tensorB.valid() ? &b.tensors[e.tensorB] : nullptr;
+}
+
+nlohmann::ordered_json tensorJson(const TensorEntry& t)
+{
+    return {{"dtype", dtypeName(t.dtype)},
+            {"shape", t.shape},
+            {"stride", t.stride},
+            {"device", t.location},
+            {"nbytes", t.nbytes}};
+}
+
+nlohmann::ordered_json finite(double v)
+{
+    return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(v > 0 ? "inf" : "nan");
+}
+
+}  // namespace
+
+std::string renderSummary(const Result& r)
+{
+    std::string s = displayText(r.pathA) + " vs " + displayText(r.pathB) + ": " + (r.equal() ? "equal" : "differ") +
+                    " (" + countsText(r.counts) + ")";
+    if (!r.prefixesA.empty() || !r.prefixesB.empty()) {
+        s += ", wrapper prefixes aligned";
+    }
+    return s + "\n";
+}
+
+std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b, const TextOptions& opts)
+{
+    std::ostringstream o;
+    o << "A: " << sideName(r.pathA, r.selectA) << " (" << formatName(a.format) << ")\n"
+      << "B: " << sideName(r.pathB, r.selectB) << " (" << formatName(b.format) << ")\n";
+    if (!r.prefixesA.empty() || !r.prefixesB.empty()) {
+        o << "Wrapper prefixes aligned: A's keys carry " << joined(r.prefixesA) << ", B's carry " << joined(r.prefixesB)
+          << "; keys are matched without them.\n";
+    }
+    const auto identical =
+        std::count_if(r.entries.begin(), r.entries.end(), [](const Entry& e) { return e.values.identicalBytes; });
+    o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << identical
+      << " tensors with identical bytes; " << bytesText(r.comparedBytes) << " of tensor data compared\n";
+    auto section = [&](Status s, const char* title, auto&& line) {
+        std::ostringstream body;
+        std::uint64_t n = 0;
+        for (const auto& e : r.entries) {
+            if (e.status == s) {
+                ++n;
+                body << "  " << line(e) << '\n';
+            }
+        }
+        if (n > 0) {
+            o << '\n' << title << " (" << n << "):\n" << body.str();
+        }
+    };
+    auto key = [](const std::string& k) { return k.empty() ? std::string("(the selected value)") : displayText(k); };
+    section(Status::OnlyA, "Only in A", [&](const Entry& e) {
+        const auto* t = tensorA(e, a);
+        return "- " + key(e.key) +
+               (t != nullptr ? "  " + std::string(dtypeName(t->dtype)) + " " + shapeText(t->shape) : "");
+    });
+    section(Status::OnlyB, "Only in B", [&](const Entry& e) {
+        const auto* t = tensorB(e, b);
+        return "+ " + key(e.key) +
+               (t != nullptr ? "  " + std::string(dtypeName(t->dtype)) + " " + shapeText(t->shape) : "");
+    });
+    section(Status::Renamed, "Renamed, same bytes under another key", [&](const Entry& e) {
+        std::string s = key(e.key) + " -> " + key(e.keyB);
+        const auto* ta = tensorA(e, a);
+        const auto* tb = tensorB(e, b);
+        if (ta != nullptr && tb != nullptr && (e.changes & ~kValues) != 0) {
+            s += "  (" + tensorChanges(e, *ta, *tb) + ")";
+        }
+        return s;
+    });
+    section(Status::Changed, "Changed", [&](const Entry& e) {
+        const auto* ta = tensorA(e, a);
+        const auto* tb = tensorB(e, b);
+        std::string s = key(e.key) + (e.keyB != e.key ? " (B: " + key(e.keyB) + ")" : "") + ": ";
+        if (ta != nullptr && tb != nullptr) {
+            return s + tensorChanges(e, *ta, *tb);
+        }
+        return s + displayText(e.valueA) + " -> " + displayText(e.valueB);
+    });
+    if (opts.listEqual) {
+        section(Status::Equal, "Equal",
+                [&](const Entry& e) { return key(e.key) + (e.keyB != e.key ? " (B: " + key(e.keyB) + ")" : ""); });
+    }
+    return o.str();
+}
+
+std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b)
+{
+    using J = nlohmann::ordered_json;
+    J entries = J::array();
+    for (const auto& e : r.entries) {
+        J j;
+        j["status"] = statusName(e.status);
+        j["key"] = e.key;
+        if (e.status != Status::OnlyA && e.status != Status::OnlyB) {
+            j["key_b"] = e.keyB;
+        }
+        const auto* ta = tensorA(e, a);
+        const auto* tb = tensorB(e, b);
+        j["kind"] = ta != nullptr || tb != nullptr ? "tensor" : "value";
+        if (e.status != Status::OnlyB) {
+            j["a"] = ta != nullptr ? tensorJson(*ta) : J(e.valueA);
+        }
+        if (e.status != Status::OnlyA) {
+            j["b"] = tb != nullptr ? tensorJson(*tb) : J(e.valueB);
+        }
+        J changes = J::array();
+        const std::pair<Change, const char*> names[] = {
+            {kDType, "dtype"},   {kShape, "shape"},   {kStride, "stride"},
+            {kDevice, "device"}, {kValues, "values"}, {kKind, "kind"}};  // NOLINT(modernize-avoid-c-arrays)
+        for (const auto& [flag, name] : names) {
+            if ((e.changes & flag) != 0) {
+                changes.push_back(name);
+            }
+        }
+        j["changes"] = changes;
+        if (ta != nullptr && tb != nullptr) {
+            const ValueDiff& v = e.values;
+            J vj{{"compared", v.compared}, {"identical_bytes", v.identicalBytes}};
+            if (v.compared) {
+                vj["differing"] = v.differing;
+                vj["max_abs_diff"] = finite(v.maxAbs);
+                vj["max_rel_diff"] = finite(v.maxRel);
+                vj["allclose"] = v.allclose;
+            }
+            if (!v.note.empty()) {
+                vj["note"] = v.note;
+            }
+            j["values"] = vj;
+        }
+        entries.push_back(std::move(j));
+    }
+    J doc{{"schema", 1},
+          {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", formatName(a.format)}}},
+          {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", formatName(b.format)}}},
+          {"equal", r.equal()},
+          {"prefixes_aligned", {{"a", r.prefixesA}, {"b", r.prefixesB}}},
+          {"counts",
+           {{"only_a", r.counts.onlyA},
+            {"only_b", r.counts.onlyB},
+            {"renamed", r.counts.renamed},
+            {"changed", r.counts.changed},
+            {"equal", r.counts.equal}}},
+          {"compared_bytes", r.comparedBytes},
+          {"entries", std::move(entries)}};
+    return dumpJson(std::move(doc), 1) + "\n";
+}
+
+}  // namespace ckpt::diff

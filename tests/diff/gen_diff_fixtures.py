@@ -1,0 +1,145 @@
+"""Pairs of checkpoints for tests/diff, written by real PyTorch, with an oracle (oracle.json) of what
+torch says about each pair: which keys differ how, and for tensors whose values differ torch's own
+max abs difference, count of differing elements and allclose (as float64).
+
+Usage: gen_diff_fixtures.py OUTDIR
+"""
+import json
+import os
+import struct
+import sys
+
+import torch
+from collections import OrderedDict
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+torch.manual_seed(14)
+
+
+def base_state():
+    return {
+        "fc.weight": torch.randn(4, 3),
+        "fc.bias": torch.randn(4),
+        "emb.weight": torch.randn(10, 8),
+        "bn.running_mean": torch.randn(8),
+        "bn.num_batches_tracked": torch.tensor(7),
+    }
+
+
+BASE = base_state()
+
+
+def clone(sd):
+    return {k: v.clone() for k, v in sd.items()}
+
+
+def ckpt(sd, epoch=10, lr=0.1):
+    return {"state_dict": sd, "epoch": epoch, "lr": lr, "args": {"hidden": 8, "opt": "adam"}}
+
+
+def write_safetensors(path, tensors):
+    """FORMAT.md section 10, in the reference writer's order (alignment descending, then name)."""
+    codes = {torch.float32: "F32", torch.int64: "I64", torch.bfloat16: "BF16", torch.float16: "F16"}
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    header, chunks, offset = {}, [], 0
+    for name in order:
+        t = tensors[name].contiguous()
+        raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+        header[name] = {"dtype": codes[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+oracle = {}
+
+
+def value_oracle(a, b, rtol=1e-5, atol=1e-8):
+    x, y = a.double(), b.double()
+    d = (x - y).abs()
+    return {"max_abs": d.max().item(), "differing": int((x != y).sum().item()),
+            "allclose": bool(torch.allclose(x, y, rtol=rtol, atol=atol))}
+
+
+def save(name, obj, **kw):
+    torch.save(obj, os.path.join(OUT, name), **kw)
+
+
+save("base.pt", ckpt(BASE))
+save("same.pt", ckpt(clone(BASE)))
+save("base_legacy.pt", ckpt(clone(BASE)), _use_new_zipfile_serialization=False)
+write_safetensors(os.path.join(OUT, "base.safetensors"), BASE)
+oracle["same"] = {"equal": True}
+
+# DataParallel's and torch.compile's prefixes on every state-dict key.
+save("ddp.pt", ckpt({"module." + k: v.clone() for k, v in BASE.items()}))
+save("compiled.pt", ckpt({"_orig_mod." + k: v.clone() for k, v in BASE.items()}))
+save("fsdp.pt", ckpt({"_fsdp_wrapped_module." + k: v.clone() for k, v in BASE.items()}))
+
+# A bf16 copy: every float tensor changes dtype and is close by value under a loose tolerance.
+bf = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v.clone()) for k, v in BASE.items()}
+save("bf16.pt", ckpt(bf))
+oracle["bf16"] = {k: value_oracle(BASE[k], bf[k], rtol=1e-2, atol=1e-2)
+                  for k in BASE if BASE[k].is_floating_point()}
+oracle["bf16_strict"] = {k: value_oracle(BASE[k], bf[k]) for k in BASE if BASE[k].is_floating_point()}
+
+# A later epoch: non-tensor values differ, tensors do not.
+save("epoch20.pt", ckpt(clone(BASE), epoch=20, lr=0.01))
+
+# fc.weight saved under another key.
+ren = clone(BASE)
+ren["head.weight"] = ren.pop("fc.weight")
+save("renamed.pt", ckpt(ren))
+
+# A few elements of one tensor changed.
+chg = clone(BASE)
+chg["emb.weight"][3, 4] += 0.5
+chg["emb.weight"][7, 0] -= 2.0
+save("changed.pt", ckpt(chg))
+oracle["changed"] = {"emb.weight": value_oracle(BASE["emb.weight"], chg["emb.weight"])}
+
+# One key dropped, one added, one reshaped.
+ext = clone(BASE)
+del ext["bn.running_mean"]
+ext["bn.running_var"] = torch.ones(8)
+ext["fc.bias"] = ext["fc.bias"].reshape(2, 2)
+save("extra.pt", ckpt(ext))
+
+# The same values through a transposed view: the stride changes, the values do not.
+tr = clone(BASE)
+tr["fc.weight"] = BASE["fc.weight"].t().contiguous().t()
+save("strided.pt", ckpt(tr))
+
+
+# Every category at once (the README's screenshot): renamed, changed values, a bf16 copy, a key
+# dropped and one added, a later epoch.
+mix = clone(BASE)
+mix["head.weight"] = mix.pop("fc.weight")
+mix["emb.weight"][3, 4] += 0.5
+mix["emb.weight"][7, 0] -= 2.0
+mix["bn.running_mean"] = mix["bn.running_mean"].to(torch.bfloat16)
+del mix["fc.bias"]
+mix["fc2.bias"] = torch.zeros(4)
+save("mixed.pt", ckpt(mix, epoch=20, lr=0.01))
+
+# Per-rank files of a DDP run: identical replicas, and a run where rank 2 drifted.
+for d, drift in (("ranks_same", None), ("ranks_drift", 2)):
+    os.makedirs(os.path.join(OUT, d), exist_ok=True)
+    for r in (0, 1, 2, 10):
+        sd = clone(BASE)
+        if r == drift:
+            sd["fc.bias"][1] += 1e-3
+        torch.save(ckpt(sd), os.path.join(OUT, d, f"rank_{r}.pt"))
+
+# Big enough that a comparison is still running when the window's Cancel is pressed.
+big = OrderedDict((f"layer{i}.weight", torch.rand(1024, 1024)) for i in range(16))
+save("big_a.pt", big)
+big["layer9.weight"][0, 0] += 1
+save("big_b.pt", big)
+
+with open(os.path.join(OUT, "oracle.json"), "w") as f:
+    json.dump(oracle, f, indent=1)

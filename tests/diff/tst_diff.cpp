@@ -1,0 +1,334 @@
+// `ckptscope diff` in-process over pairs of real torch.save files (gen_diff_fixtures.py): each
+// category of the report, the value differences against torch's own (oracle.json), the prefix
+// alignment, the three renderings and the exit codes (0 equal, 1 differ, 2 bad input).
+#include "checkpoint/checkpoint.h"
+#include "cli/cli.h"
+#include "diff/diff.h"
+
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string fx(const std::string& name)
+{
+    return std::string(CKPTSCOPE_DIFF_FIXTURE_DIR) + "/" + name;
+}
+
+struct Run {
+    int rc = 0;
+    std::string out;
+    std::string err;
+    json doc;
+};
+
+Run diffRun(std::vector<std::string> args, bool asJson = true)
+{
+    args.insert(args.begin(), "diff");
+    if (asJson) {
+        args.emplace_back("--json");
+    }
+    std::ostringstream out;
+    std::ostringstream err;
+    Run r;
+    r.rc = ckpt::cli::run(args, out, err);
+    r.out = out.str();
+    r.err = err.str();
+    if (asJson && !r.out.empty()) {
+        r.doc = json::parse(r.out);
+    }
+    return r;
+}
+
+const json& entry(const json& doc, const std::string& key)
+{
+    for (const auto& e : doc["entries"]) {
+        if (e["key"] == key) {
+            return e;
+        }
+    }
+    static const json none;
+    return none;
+}
+
+json oracle()
+{
+    std::ifstream f(fx("oracle.json"));
+    return json::parse(f);
+}
+
+std::string str(const json& j)
+{
+    return j.is_string() ? j.get<std::string>() : j.dump();
+}
+
+bool hasChange(const json& e, const std::string& what)
+{
+    for (const auto& c : e["changes"]) {
+        if (c == what) {
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+class TestDiff : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void equalPairs_data()
+    {
+        QTest::addColumn<QString>("b");
+        QTest::addColumn<QString>("select");
+        QTest::newRow("separate save") << QStringLiteral("same.pt") << QString();
+        QTest::newRow("legacy format") << QStringLiteral("base_legacy.pt") << QString();
+        QTest::newRow("safetensors root") << QStringLiteral("base.safetensors") << QStringLiteral("state_dict:");
+    }
+
+    void equalPairs()
+    {
+        QFETCH(QString, b);
+        QFETCH(QString, select);
+        std::vector<std::string> args{fx("base.pt"), fx(b.toStdString())};
+        if (!select.isEmpty()) {
+            args.insert(args.end(), {"--select", select.toStdString()});
+        }
+        const auto r = diffRun(args);
+        QCOMPARE(r.rc, 0);
+        QVERIFY(r.doc["equal"].get<bool>());
+        QCOMPARE(r.doc["schema"].get<int>(), 1);
+        QCOMPARE(r.doc["counts"]["changed"].get<int>(), 0);
+        QCOMPARE(r.doc["counts"]["equal"].get<std::size_t>(), r.doc["entries"].size());
+        const auto& w = entry(r.doc, select.isEmpty() ? "state_dict/emb.weight" : "emb.weight");
+        QCOMPARE(str(w["status"]), std::string("equal"));
+        QVERIFY(w["values"]["identical_bytes"].get<bool>());
+    }
+
+    void prefixesAligned_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("prefix");
+        QTest::newRow("DataParallel") << QStringLiteral("ddp.pt") << QStringLiteral("module.");
+        QTest::newRow("torch.compile") << QStringLiteral("compiled.pt") << QStringLiteral("_orig_mod.");
+        QTest::newRow("FSDP") << QStringLiteral("fsdp.pt") << QStringLiteral("_fsdp_wrapped_module.");
+    }
+
+    void prefixesAligned()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, prefix);
+        const auto r = diffRun({fx(file.toStdString()), fx("base.pt")});
+        QCOMPARE(r.rc, 0);
+        QCOMPARE((r.doc["prefixes_aligned"]["a"]).dump(), json::array({prefix.toStdString()}).dump());
+        QCOMPARE((r.doc["prefixes_aligned"]["b"]).dump(), json::array().dump());
+        const auto& e = entry(r.doc, "state_dict/" + prefix.toStdString() + "fc.weight");
+        QCOMPARE(str(e["status"]), std::string("equal"));
+        QCOMPARE(str(e["key_b"]), std::string("state_dict/fc.weight"));
+        const auto text = diffRun({fx(file.toStdString()), fx("base.pt")}, false);
+        QVERIFY(text.out.find("Wrapper prefixes aligned: A's keys carry `" + prefix.toStdString()) !=
+                std::string::npos);
+
+        // Without alignment the same bytes sit under other keys: every tensor is a rename.
+        const auto raw = diffRun({fx(file.toStdString()), fx("base.pt"), "--no-align"});
+        QCOMPARE(raw.rc, 1);
+        QCOMPARE(raw.doc["counts"]["renamed"].get<int>(), 5);
+        QCOMPARE(raw.doc["counts"]["only_a"].get<int>(), 0);
+        QCOMPARE(raw.doc["counts"]["only_b"].get<int>(), 0);
+    }
+
+    void renamed()
+    {
+        const auto r = diffRun({fx("base.pt"), fx("renamed.pt")});
+        QCOMPARE(r.rc, 1);
+        QCOMPARE(r.doc["counts"]["renamed"].get<int>(), 1);
+        QCOMPARE(r.doc["counts"]["only_a"].get<int>(), 0);
+        QCOMPARE(r.doc["counts"]["only_b"].get<int>(), 0);
+        const auto& e = entry(r.doc, "state_dict/fc.weight");
+        QCOMPARE(str(e["status"]), std::string("renamed"));
+        QCOMPARE(str(e["key_b"]), std::string("state_dict/head.weight"));
+        const auto text = diffRun({fx("base.pt"), fx("renamed.pt")}, false);
+        QVERIFY(text.out.find("state_dict/fc.weight -> state_dict/head.weight") != std::string::npos);
+    }
+
+    void bf16CopyComparedByValue()
+    {
+        const json o = oracle();
+        for (const bool loose : {true, false}) {
+            std::vector<std::string> args{fx("base.pt"), fx("bf16.pt")};
+            if (loose) {
+                args.insert(args.end(), {"--rtol", "1e-2", "--atol", "1e-2"});
+            }
+            const auto r = diffRun(args);
+            QCOMPARE(r.rc, 1);
+            const json& expect = o[loose ? "bf16" : "bf16_strict"];
+            for (const auto& [key, want] : expect.items()) {
+                const auto& e = entry(r.doc, "state_dict/" + key);
+                QCOMPARE(str(e["status"]), std::string("changed"));
+                QVERIFY(hasChange(e, "dtype"));
+                QCOMPARE(str(e["b"]["dtype"]), std::string("bfloat16"));
+                QVERIFY(e["values"]["compared"].get<bool>());
+                QCOMPARE(e["values"]["differing"].get<std::uint64_t>(), want["differing"].get<std::uint64_t>());
+                QCOMPARE(e["values"]["max_abs_diff"].get<double>(), want["max_abs"].get<double>());
+                QCOMPARE(e["values"]["allclose"].get<bool>(), want["allclose"].get<bool>());
+            }
+            QCOMPARE(str(entry(r.doc, "state_dict/bn.num_batches_tracked")["status"]), std::string("equal"));
+        }
+    }
+
+    void changedValues()
+    {
+        const json want = oracle()["changed"]["emb.weight"];
+        for (const char* threads : {"1", "2", "7"}) {
+            const auto r = diffRun({fx("base.pt"), fx("changed.pt"), "--threads", threads});
+            QCOMPARE(r.rc, 1);
+            QCOMPARE(r.doc["counts"]["changed"].get<int>(), 1);
+            const auto& e = entry(r.doc, "state_dict/emb.weight");
+            QCOMPARE(str(e["status"]), std::string("changed"));
+            QCOMPARE((e["changes"]).dump(), json::array({"values"}).dump());
+            QCOMPARE(e["values"]["differing"].get<std::uint64_t>(), want["differing"].get<std::uint64_t>());
+            QCOMPARE(e["values"]["max_abs_diff"].get<double>(), want["max_abs"].get<double>());
+            QCOMPARE(e["values"]["allclose"].get<bool>(), want["allclose"].get<bool>());
+            QVERIFY(!e["values"]["identical_bytes"].get<bool>());
+        }
+    }
+
+    void nonTensorValues()
+    {
+        const auto r = diffRun({fx("base.pt"), fx("epoch20.pt")});
+        QCOMPARE(r.rc, 1);
+        QCOMPARE(r.doc["counts"]["changed"].get<int>(), 2);
+        const auto& epoch = entry(r.doc, "epoch");
+        QCOMPARE(str(epoch["status"]), std::string("changed"));
+        QCOMPARE(str(epoch["kind"]), std::string("value"));
+        QCOMPARE(str(epoch["a"]), std::string("10"));
+        QCOMPARE(str(epoch["b"]), std::string("20"));
+        QCOMPARE(str(entry(r.doc, "lr")["status"]), std::string("changed"));
+        QCOMPARE(str(entry(r.doc, "args/hidden")["status"]), std::string("equal"));
+        QCOMPARE(str(entry(r.doc, "state_dict/fc.weight")["status"]), std::string("equal"));
+    }
+
+    void onlyInOneAndShape()
+    {
+        const auto r = diffRun({fx("base.pt"), fx("extra.pt")});
+        QCOMPARE(r.rc, 1);
+        QCOMPARE(str(entry(r.doc, "state_dict/bn.running_mean")["status"]), std::string("only_a"));
+        QCOMPARE(str(entry(r.doc, "state_dict/bn.running_var")["status"]), std::string("only_b"));
+        const auto& bias = entry(r.doc, "state_dict/fc.bias");
+        QCOMPARE(str(bias["status"]), std::string("changed"));
+        QVERIFY(hasChange(bias, "shape"));
+        QCOMPARE(str(bias["values"]["note"]), std::string("shapes differ"));
+        const auto text = diffRun({fx("base.pt"), fx("extra.pt")}, false);
+        QVERIFY(text.out.find("- state_dict/bn.running_mean") != std::string::npos);
+        QVERIFY(text.out.find("+ state_dict/bn.running_var") != std::string::npos);
+        QVERIFY(text.out.find("shape [4] -> [2, 2]") != std::string::npos);
+    }
+
+    void strideOnly()
+    {
+        const auto r = diffRun({fx("base.pt"), fx("strided.pt")});
+        QCOMPARE(r.rc, 1);
+        const auto& e = entry(r.doc, "state_dict/fc.weight");
+        QCOMPARE(str(e["status"]), std::string("changed"));
+        QCOMPARE((e["changes"]).dump(), json::array({"stride"}).dump());
+        QCOMPARE((e["b"]["stride"]).dump(), json::array({1, 4}).dump());
+        // Gathered from the transposed view in C order, the values are the same ones.
+        QVERIFY(e["values"]["identical_bytes"].get<bool>());
+    }
+
+    void summaryLine()
+    {
+        const auto differ = diffRun({fx("base.pt"), fx("changed.pt"), "--summary"}, false);
+        QCOMPARE(differ.rc, 1);
+        QCOMPARE(std::count(differ.out.begin(), differ.out.end(), '\n'), 1);
+        QVERIFY(differ.out.find(": differ (1 changed, 0 renamed, 0 only in A, 0 only in B,") != std::string::npos);
+        const auto same = diffRun({fx("ddp.pt"), fx("base.pt"), "--summary"}, false);
+        QCOMPARE(same.rc, 0);
+        QVERIFY(same.out.find(": equal (") != std::string::npos);
+        QVERIFY(same.out.find("wrapper prefixes aligned") != std::string::npos);
+    }
+
+    void badInput()
+    {
+        QCOMPARE(diffRun({fx("base.pt"), fx("no_such.pt")}).rc, 2);
+        QCOMPARE(diffRun({fx("oracle.json"), fx("base.pt")}).rc, 2);
+        const auto sel = diffRun({fx("base.pt"), fx("same.pt"), "--select", "nothing:"});
+        QCOMPARE(sel.rc, 2);
+        QVERIFY(sel.err.find("no key path 'nothing'") != std::string::npos);
+        QCOMPARE(std::count(sel.err.begin(), sel.err.end(), '\n'), 1);
+        const auto rtol = diffRun({fx("base.pt"), fx("same.pt"), "--rtol", "-1"});
+        QCOMPARE(rtol.rc, 2);
+        QVERIFY(rtol.err.find("--rtol: must be a number >= 0") != std::string::npos);
+        QCOMPARE(diffRun({fx("base.pt"), fx("same.pt"), "--atol", "x"}).rc, 2);
+        QCOMPARE(diffRun({fx("base.pt"), fx("same.pt"), "--threads", "0"}).rc, 2);
+    }
+
+    void rankDirectory()
+    {
+        const auto same = diffRun({fx("ranks_same")});
+        QCOMPARE(same.rc, 0);
+        QVERIFY(same.doc["all_equal"].get<bool>());
+        QVERIFY(str(same.doc["reference"]).ends_with("/rank_0.pt"));  // rank_10 sorts after rank_2
+        QCOMPARE(same.doc["files"].size(), std::size_t{3});
+        QVERIFY(str(same.doc["files"][2]["file"]).ends_with("/rank_10.pt"));
+
+        const auto drift = diffRun({fx("ranks_drift")});
+        QCOMPARE(drift.rc, 1);
+        QVERIFY(!drift.doc["all_equal"].get<bool>());
+        for (const auto& f : drift.doc["files"]) {
+            const bool rank2 = str(f["file"]).ends_with("/rank_2.pt");
+            QCOMPARE(f["equal"].get<bool>(), !rank2);
+            QCOMPARE(f["counts"]["changed"].get<int>(), rank2 ? 1 : 0);
+        }
+        const auto text = diffRun({fx("ranks_drift")}, false);
+        QCOMPARE(std::count(text.out.begin(), text.out.end(), '\n'), 3);
+        QVERIFY(text.out.find("rank_2.pt: differ (1 changed") != std::string::npos);
+
+        QCOMPARE(diffRun({fx("base.pt")}).rc, 2);  // one file and no directory
+    }
+
+    void differenceHistogram()
+    {
+        auto a = ckpt::openCheckpoint(fx("base.pt"));
+        auto b = ckpt::openCheckpoint(fx("changed.pt"));
+        QVERIFY(a && b);
+        auto r = ckpt::diff::compare(**a, **b, {});
+        QVERIFY(r);
+        const auto it = std::find_if(r->entries.begin(), r->entries.end(),
+                                     [](const auto& e) { return e.key == "state_dict/emb.weight"; });
+        QVERIFY(it != r->entries.end());
+        auto h = ckpt::diff::differenceHistogram(**a, it->tensorA, **b, it->tensorB, 8);
+        QVERIFY(h);
+        QCOMPARE(h->counts.size(), std::size_t{8});
+        QCOMPARE(std::accumulate(h->counts.begin(), h->counts.end(), std::uint64_t{0}), std::uint64_t{80});
+        // a - b is about +2 once (the top bin), about -0.5 once, 0 for the 78 others; the range is
+        // symmetric around 0 and as wide as torch's largest difference.
+        QCOMPARE(h->high, oracle()["changed"]["emb.weight"]["max_abs"].get<double>());
+        QCOMPARE(h->low, -h->high);
+        QCOMPARE(h->counts.back(), std::uint64_t{1});
+        QCOMPARE(h->counts[4], std::uint64_t{78});
+        QCOMPARE(h->counts[2] + h->counts[3], std::uint64_t{1});
+    }
+
+    void cancelled()
+    {
+        auto a = ckpt::openCheckpoint(fx("base.pt"));
+        auto b = ckpt::openCheckpoint(fx("changed.pt"));
+        QVERIFY(a && b);
+        std::stop_source stop;
+        stop.request_stop();
+        auto r = ckpt::diff::compare(**a, **b, {}, stop.get_token());
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ckpt::ErrorCode::Cancelled);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDiff)
+#include "tst_diff.moc"
