@@ -8,7 +8,10 @@
 
 #include <memory>
 
+class QLabel;
 class QLineEdit;
+class QMenu;
+class QSplitter;
 class QTabWidget;
 class QTimer;
 class QTreeView;
@@ -48,6 +51,14 @@ public:
     void showTestLoad();
     // Selects the node at this key path (expanding its ancestors); false when it is filtered out.
     bool selectPath(const QString& path);
+    // "5 of 46 keys", or that nothing matches; empty without a filter.
+    [[nodiscard]] QString filterStatus() const;
+    // The tree's context menu for this (proxy) row, as a right click builds it.
+    [[nodiscard]] QMenu* contextMenuFor(const QModelIndex& index);
+    // The value the "Copy value" action copies: a scalar's full text, a tensor's dtype and shape.
+    [[nodiscard]] QString valueText(const QModelIndex& index) const;
+    void expandAllBelow(const QModelIndex& index);
+    void collapseAllBelow(const QModelIndex& index);
     // Debounce used for filter keystrokes (ms).
     static constexpr int kFilterDebounceMs = 50;
 
@@ -58,6 +69,9 @@ Q_SIGNALS:
 
 private:
     void applyFilter();
+    void rememberExpansion();
+    void restoreExpansion(NodeIndex current);
+    void saveSplitters();
     void onCurrentChanged(const QModelIndex& current);
     void highlight(const std::vector<std::string>& paths);
     void onFix(int finding);
@@ -68,7 +82,16 @@ private:
     KeyTreeModel* m_model;
     KeyTreeProxy* m_proxy;
     QLineEdit* m_filter;
+    QLabel* m_filterStatus;
     QTimer* m_filterTimer;
+    QSplitter* m_mainSplit = nullptr;
+    QSplitter* m_rightSplit = nullptr;
+    // Before a filter expands every match: the nodes the user had expanded, restored on clearing.
+    std::vector<NodeIndex> m_expandedBeforeFilter;
+    bool m_filtering = false;
+    // The last row the user had current: a filter that hides it must not lose it.
+    NodeIndex m_lastCurrent;
+    bool m_refiltering = false;  // current-row changes now are the proxy's, not the user's
     QTreeView* m_tree;
     DetailsPanel* m_details;
     QTabWidget* m_sideTabs;

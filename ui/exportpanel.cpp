@@ -139,6 +139,7 @@ void ExportPanel::buildUi()
     m_browse = named(new QPushButton(tr("Browse…"), this), "browseButton");
     m_export = named(new QPushButton(tr("Export"), this), "exportButton");
     m_export->setDefault(true);
+    m_export->setToolTip(tr("Write the fixed copy to the output path (Ctrl+Shift+E)"));
     m_cancel = named(new QPushButton(tr("Cancel"), this), "cancelExportButton");
     m_progress = named(new QProgressBar(this), "exportProgress");
     m_progress->setRange(0, 1000);
@@ -228,10 +229,40 @@ void ExportPanel::setPreset(Preset preset)
 
 void ExportPanel::addFix(const transform::Options& fix)
 {
+    if (preset() != Custom) {
+        m_options = transform::Options{};
+    }
     m_options.merge(fix);
     m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
     optionsToFields();
     schedulePlan();
+}
+
+void ExportPanel::addDropPath(const QString& path)
+{
+    fieldsToOptions();
+    if (std::find(m_options.drop.begin(), m_options.drop.end(), path.toStdString()) == m_options.drop.end()) {
+        m_options.drop.push_back(path.toStdString());
+    }
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    optionsToFields();
+    schedulePlan();
+}
+
+void ExportPanel::setSelectRoot(const QString& path)
+{
+    fieldsToOptions();
+    m_options.select = path.toStdString();
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    optionsToFields();
+    schedulePlan();
+}
+
+void ExportPanel::requestExport()
+{
+    if (m_export->isEnabled()) {
+        m_export->click();
+    }
 }
 
 void ExportPanel::optionsToFields()

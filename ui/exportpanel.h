@@ -33,7 +33,14 @@ public:
     void setPreset(Preset preset);
     [[nodiscard]] Preset preset() const;
     // A finding's fix joins the options (the preset becomes Custom).
+    // Adds one finding's fix to what the user has chosen; from a preset not yet customised, the plan
+    // becomes that fix alone (a preset's other edits are not what "Fix" asked for).
     void addFix(const transform::Options& fix);
+    // From the tree's context menu: one more key path to drop; the key path that becomes the root.
+    void addDropPath(const QString& path);
+    void setSelectRoot(const QString& path);
+    // File > Export (Ctrl+Shift+E): what the Export button does, when it is enabled.
+    void requestExport();
     [[nodiscard]] const transform::Options& options() const { return m_options; }
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;

@@ -6,6 +6,7 @@
 #include "exportpanel.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "testloadpanel.h"
 #include "text.h"
 
 #include <QAction>
@@ -20,6 +21,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
@@ -31,6 +33,7 @@ namespace ckpt::ui {
 namespace {
 
 constexpr int kMaxRecent = 10;
+constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 const QString kFileFilter =
     QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
 
@@ -67,6 +70,21 @@ QWidget* makeEmptyPage(QWidget* parent, QAction* open)
 }
 
 }  // namespace
+
+QSize MainWindow::initialSize(const QSize& available)
+{
+    // The preferred size, or what the screen has room for with a margin for the window frame.
+    return kPreferredSize.boundedTo(QSize(available.width() * 95 / 100, available.height() * 92 / 100));
+}
+
+QString MainWindow::tabTitle(const QString& fileName)
+{
+    if (fileName.size() <= kMaxTabTitle) {
+        return fileName;
+    }
+    const int keep = (kMaxTabTitle - 1) / 2;
+    return fileName.left(keep) + QStringLiteral("…") + fileName.right(kMaxTabTitle - 1 - keep);
+}
 
 const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file here");
 
@@ -136,7 +154,11 @@ MainWindow::MainWindow(QWidget* parent)
 
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
-        resize(1280, 800);
+        if (const auto* s = screen()) {
+            resize(initialSize(s->availableGeometry().size()));
+        } else {
+            resize(kPreferredSize);
+        }
     }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     rebuildRecentMenu();
@@ -189,6 +211,24 @@ void MainWindow::buildMenus()
     });
     exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
 
+    auto* run = menuBar()->addMenu(tr("&Run"));
+    auto* load = run->addAction(tr("Test &Load on the Chosen Device"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showTestLoad();
+            v->testLoad()->requestLoad();
+        }
+    });
+    load->setObjectName(QStringLiteral("testLoadAction"));
+    load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    auto* write = run->addAction(tr("&Export the Fixed Copy"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showExport();
+            v->exportPanel()->requestExport();
+        }
+    });
+    write->setObjectName(QStringLiteral("exportNowAction"));
+    write->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ckptscope"), this, [this] {
         QMessageBox::about(this, tr("About ckptscope"),
@@ -236,7 +276,7 @@ void MainWindow::addDocument(const DocumentPtr& doc)
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);
     const QFileInfo info(qs(doc->checkpoint->path));
-    const int index = m_tabs->addTab(view, info.fileName());
+    const int index = m_tabs->addTab(view, tabTitle(info.fileName()));
     m_tabs->setTabToolTip(index, info.absoluteFilePath());
     m_tabs->setCurrentIndex(index);
     updateChrome();

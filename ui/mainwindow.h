@@ -35,6 +35,11 @@ public:
     [[nodiscard]] bool isOpening() const;
 
     static const QString kDropHint;
+    static constexpr QSize kPreferredSize{1280, 800};
+    // The first size without saved geometry: the preferred one, shrunk to fit the available screen.
+    [[nodiscard]] static QSize initialSize(const QSize& available);
+    // A tab's title: the file name, its middle cut when long (the tab's tooltip has the full path).
+    [[nodiscard]] static QString tabTitle(const QString& fileName);
 
 Q_SIGNALS:
     void documentOpened(const QString& path);
