@@ -143,7 +143,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_rightSplit->setStretchFactor(0, 1);
     m_rightSplit->setStretchFactor(1, 1);
     m_rightSplit->setChildrenCollapsible(false);
-    m_rightSplit->setSizes({450, 450});
+    m_rightSplit->setSizes({320, 580});  // a tensor's details fit; the chart and plan get the rest
 
     m_mainSplit = new QSplitter(Qt::Horizontal, this);
     m_mainSplit->setObjectName(QStringLiteral("mainSplitter"));

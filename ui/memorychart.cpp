@@ -71,7 +71,7 @@ MemoryChart::MemoryChart(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(m_view);
-    setMinimumHeight(160);
+    setMinimumHeight(240);  // room for five labelled ticks; the panel scrolls below that
     reset({}, {}, {});
 }
 

@@ -110,7 +110,11 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
 {
     setObjectName(QStringLiteral("testLoadPanel"));
     m_device->setObjectName(QStringLiteral("deviceCombo"));
-    m_device->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_device->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_device->setMinimumContentsLength(10);
+    m_device->setToolTip(
+        tr("The device to load on: each GPU with its free memory, or the CPU"));  // long GPU names are cut, not the
+                                                                                  // panel widened
     m_refresh->setObjectName(QStringLiteral("refreshDevicesButton"));
     m_load->setObjectName(QStringLiteral("loadButton"));
     m_load->setToolTip(tr("Load every tensor onto the chosen device (Ctrl+L): a GPU through the NVIDIA driver, the "
@@ -140,18 +144,21 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    // Two rows, so the panel fits a narrow side pane: a load, then the DDP replay.
     auto* controls = new QHBoxLayout;
-    controls->addWidget(new QLabel(tr("Device:"), this));
     controls->addWidget(m_device, 1);
     controls->addWidget(m_refresh);
     controls->addWidget(m_load);
-    controls->addWidget(m_ranks);
-    controls->addWidget(m_mapLocation);
-    controls->addWidget(m_replay);
     controls->addWidget(m_cancel);
+    auto* replay = new QHBoxLayout;
+    replay->addWidget(m_ranks);
+    replay->addWidget(m_mapLocation);
+    replay->addWidget(m_replay);
+    replay->addStretch(1);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(controls);
+    layout->addLayout(replay);
     layout->addWidget(m_note);
     layout->addWidget(m_progress);
     layout->addWidget(m_chart, 1);
@@ -392,11 +399,11 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
         }
     }
     const QString other = otherGpusText(r);
-    QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 s (%5); %6; %7.")
+    QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 (%5); %6; %7.")
                        .arg(qs(r.device).toHtmlEscaped())
                        .arg(r.tensorsLoaded)
                        .arg(humanSize(r.bytes))
-                       .arg(r.seconds, 0, 'f', 2)
+                       .arg(durationText(r.seconds))
                        .arg(rateText(r.bytes, r.seconds), peakText(r), other);
     if (!r.skipped.empty()) {
         text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));

@@ -40,6 +40,18 @@ QString rateText(std::uint64_t bytes, double seconds)
     return QStringLiteral("%1 %2").arg(rate, 0, 'f', decimals).arg(QLatin1String(kUnits[unit]));
 }
 
+QString durationText(double seconds)
+{
+    if (seconds >= 1.0) {
+        return QStringLiteral("%1 s").arg(seconds, 0, 'f', 2);
+    }
+    if (seconds >= 1e-3) {
+        const double ms = seconds * 1e3;
+        return QStringLiteral("%1 ms").arg(ms, 0, 'f', ms >= 100 ? 0 : 1);
+    }
+    return QStringLiteral("%1 µs").arg(seconds * 1e6, 0, 'f', 0);
+}
+
 std::uint64_t numelOf(const std::vector<std::int64_t>& shape)
 {
     std::uint64_t n = 1;

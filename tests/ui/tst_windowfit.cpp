@@ -201,6 +201,9 @@ private Q_SLOTS:
         QCOMPARE(rateText(500, 1.0), QStringLiteral("500 B/s"));
         QVERIFY(!rateText(1, 1e9).contains(QStringLiteral("0.00")) || rateText(1, 1e9).contains(QStringLiteral("B/s")));
         QCOMPARE(rateText(100, 0), QStringLiteral("—"));
+        QCOMPARE(durationText(0.00024), QStringLiteral("240 µs"));
+        QCOMPARE(durationText(0.0031), QStringLiteral("3.1 ms"));
+        QCOMPARE(durationText(2.454), QStringLiteral("2.45 s"));
     }
 
     void noDriverIsSaidPlainly()
