@@ -23,6 +23,10 @@ namespace ckpt::ui {
 class BatchModel;
 class PlanModel;
 
+// The line under the plan: how many steps, and that a change of format is a change even when no
+// key is touched (safetensors to .pt).
+[[nodiscard]] QString planSummary(Format input, transform::OutputFormat output, std::size_t steps);
+
 class ExportPanel : public QWidget {
     Q_OBJECT
 public:

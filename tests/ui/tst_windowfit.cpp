@@ -7,6 +7,7 @@
 #include "detailspanel.h"
 #include "device/nvml.h"
 #include "device/testload.h"
+#include "dialogs.h"
 #include "document.h"
 #include "documentview.h"
 #include "exportpanel.h"
@@ -23,6 +24,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
+#include <QFile>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -404,6 +406,53 @@ private Q_SLOTS:
         containerMenu->findChild<QAction*>(QStringLiteral("selectRootAction"))->trigger();
         QCOMPARE(view.exportPanel()->findChild<QLineEdit*>(QStringLiteral("selectEdit"))->text(),
                  container.data(KeyTreeModel::PathRole).toString());
+    }
+
+    void convertingTheFormatIsAChange()
+    {
+        using transform::OutputFormat;
+        QVERIFY(planSummary(Format::Safetensors, OutputFormat::Torch, 0).contains(QStringLiteral("torch.save zip")));
+        QVERIFY(!planSummary(Format::Safetensors, OutputFormat::Torch, 0).contains(QStringLiteral("nothing")));
+        QVERIFY(planSummary(Format::TorchZip, OutputFormat::Safetensors, 3).startsWith(QStringLiteral("3 steps")));
+        QVERIFY(planSummary(Format::TorchZip, OutputFormat::Torch, 0).contains(QStringLiteral("changes nothing")));
+        QCOMPARE(planSummary(Format::TorchLegacy, OutputFormat::Torch, 1), QStringLiteral("1 step."));
+    }
+
+    void exportAsksBeforeReplacingAFile()
+    {
+        QTemporaryDir dir;
+        const auto target = dir.filePath(QStringLiteral("exists.pt"));
+        {
+            QFile f(target);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("keep me");
+        }
+        auto doc = load(uitest::fixture("ddp_sd_cuda0.pt"));
+        QVERIFY(doc);
+        ExportPanel panel;
+        panel.setDocument(doc);
+        QSignalSpy planned(&panel, &ExportPanel::planReady);
+        QTRY_VERIFY_WITH_TIMEOUT(planned.count() >= 1, 20000);
+        auto* output = panel.findChild<QLineEdit*>(QStringLiteral("outputEdit"));
+        output->setText(target);
+        auto* button = panel.findChild<QPushButton*>(QStringLiteral("exportButton"));
+
+        // No: the file stays as it was.
+        dialogs::setNextConfirm(false);
+        QTest::mouseClick(button, Qt::LeftButton);
+        QVERIFY(dialogs::lastConfirmText().contains(QStringLiteral("exists.pt")));
+        QFile kept(target);
+        QVERIFY(kept.open(QIODevice::ReadOnly));
+        QCOMPARE(kept.readAll(), QByteArray("keep me"));
+        kept.close();
+
+        // Yes: it is replaced by a checkpoint.
+        dialogs::setNextConfirm(true);
+        QSignalSpy exported(&panel, &ExportPanel::exportFinished);
+        QTest::mouseClick(button, Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(exported.count(), 1, 30000);
+        QVERIFY2(exported.at(0).at(0).toBool(), qPrintable(exported.at(0).at(1).toString()));
+        QVERIFY(openCheckpoint(target.toStdString()));
     }
 
     void fixAddsOnlyItsOwnFix()
