@@ -12,6 +12,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileInfo>
@@ -27,6 +28,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
@@ -86,6 +88,26 @@ QString MainWindow::tabTitle(const QString& fileName)
     return fileName.left(keep) + QStringLiteral("…") + fileName.right(kMaxTabTitle - 1 - keep);
 }
 
+QStringList MainWindow::checkpointFilesIn(const QString& folder)
+{
+    static const QStringList kPatterns{
+        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
+        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
+    QStringList found;
+    const QDir top(folder);
+    const auto scan = [&](const QDir& dir) {
+        for (const auto& f : dir.entryInfoList(kPatterns, QDir::Files | QDir::Readable, QDir::Name)) {
+            found << f.absoluteFilePath();
+        }
+    };
+    scan(top);
+    for (const auto& sub : top.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot | QDir::Readable, QDir::Name)) {
+        scan(QDir(sub.absoluteFilePath()));
+    }
+    found.sort();
+    return found;
+}
+
 const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file here");
 
 MainWindow::MainWindow(QWidget* parent)
@@ -120,7 +142,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_banner->setPalette(bannerPalette);
     m_bannerText->setObjectName(QStringLiteral("errorText"));
     m_bannerText->setWordWrap(true);
-    m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+    connect(m_bannerText, &QLabel::linkActivated, this,
+            [this](const QString& link) { openFiles({QUrl(link).toLocalFile()}); });
     auto* closeBanner = new QToolButton(m_banner);
     closeBanner->setObjectName(QStringLiteral("errorClose"));
     closeBanner->setText(QStringLiteral("✕"));
@@ -246,6 +270,9 @@ void MainWindow::openFiles(const QStringList& paths)
             continue;
         }
         const QString absolute = QFileInfo(path).absoluteFilePath();
+        if (QFileInfo(absolute).isDir() && offerFolder(absolute)) {
+            continue;
+        }
         statusBar()->showMessage(tr("Opening %1…").arg(absolute));
         auto tracker = std::make_unique<JobTracker>(this);
         tracker->start([file = absolute.toStdString()](std::stop_token stop,
@@ -315,8 +342,30 @@ QString MainWindow::errorText() const
 
 void MainWindow::showError(const QString& message)
 {
+    m_bannerText->setTextFormat(Qt::PlainText);
     m_bannerText->setText(message);
     m_banner->show();
+}
+
+bool MainWindow::offerFolder(const QString& folder)
+{
+    const auto files = checkpointFilesIn(folder);
+    if (files.isEmpty()) {
+        return false;  // a torch.distributed.checkpoint folder: the reader says what it is
+    }
+    const QDir dir(folder);
+    QStringList links;
+    for (const auto& f : files) {
+        links << QStringLiteral("<a href='%1'>%2</a>")
+                     .arg(QString::fromLatin1(QUrl::fromLocalFile(f).toEncoded()),
+                          dir.relativeFilePath(f).toHtmlEscaped());
+    }
+    m_bannerText->setTextFormat(Qt::RichText);
+    m_bannerText->setText(tr("%1 is a folder. Open one of its checkpoint files: %2")
+                              .arg(QFileInfo(folder).fileName().toHtmlEscaped(), links.join(QStringLiteral(" · "))));
+    m_banner->show();
+    Q_EMIT folderOffered(folder, files);
+    return true;
 }
 
 void MainWindow::updateChrome()

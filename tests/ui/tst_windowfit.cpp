@@ -24,6 +24,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
+#include <QDir>
 #include <QFile>
 #include <QHeaderView>
 #include <QLabel>
@@ -269,6 +270,43 @@ private Q_SLOTS:
             QCOMPARE(header->sectionResizeMode(c), QHeaderView::ResizeToContents);
         }
         QCOMPARE(view->tree()->textElideMode(), Qt::ElideMiddle);
+    }
+
+    void aTrainerFolderListsItsCheckpointFiles()
+    {
+        QTemporaryDir dir;
+        QDir(dir.path()).mkpath(QStringLiteral("checkpoint-5000/sub"));
+        const QDir folder(dir.filePath(QStringLiteral("checkpoint-5000")));
+        QVERIFY(QFile::copy(uitest::fixture("plain_sd.pt"), folder.filePath(QStringLiteral("optimizer.pt"))));
+        QVERIFY(QFile::copy(uitest::fixture("model.safetensors"),
+                            folder.filePath(QStringLiteral("sub/model.safetensors"))));
+        QFile json(folder.filePath(QStringLiteral("trainer_state.json")));
+        QVERIFY(json.open(QIODevice::WriteOnly));
+        json.write("{}");
+        json.close();
+        const auto files = MainWindow::checkpointFilesIn(folder.path());
+        QCOMPARE(files, QStringList({folder.filePath(QStringLiteral("optimizer.pt")),
+                                     folder.filePath(QStringLiteral("sub/model.safetensors"))}));
+
+        MainWindow w;
+        w.show();
+        QSignalSpy offered(&w, &MainWindow::folderOffered);
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({folder.path()});
+        QCOMPARE(offered.count(), 1);
+        QVERIFY(w.errorText().contains(QStringLiteral("optimizer.pt")));
+        QVERIFY(!w.errorText().contains(QStringLiteral("distributed")));
+        // Following a link opens that file.
+        auto* label = w.findChild<QLabel*>(QStringLiteral("errorText"));
+        Q_EMIT label->linkActivated(QUrl::fromLocalFile(files.first()).toString());
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+        QCOMPARE(opened.at(0).at(0).toString(), files.first());
+
+        // A folder with no such file still gets the reader's own words.
+        QTemporaryDir empty;
+        QSignalSpy failed(&w, &MainWindow::openFailed);
+        w.openFiles({empty.path()});
+        QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 20000);
     }
 
     void longTabTitlesAreShortened()
