@@ -6,12 +6,14 @@
 #include "jobtracker.h"
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
+#include "moduletreemodel.h"
 #include "testloadpanel.h"
 #include "text.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
@@ -20,8 +22,10 @@
 #include <QSettings>
 #include <QShortcut>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QTimer>
+#include <QToolButton>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -53,9 +57,10 @@ QScrollArea* scrolling(QWidget* panel, QWidget* parent)
 DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     : QWidget(parent), m_doc(std::move(doc)), m_model(new KeyTreeModel(this)), m_proxy(new KeyTreeProxy(this)),
       m_filter(new QLineEdit(this)), m_filterStatus(new QLabel(this)), m_filterTimer(new QTimer(this)),
-      m_tree(new QTreeView(this)), m_details(new DetailsPanel(this)), m_sideTabs(new QTabWidget(this)),
-      m_findings(new FindingsPanel(this)), m_testLoad(new TestLoadPanel(this)), m_export(new ExportPanel(this)),
-      m_diagnoseJob(std::make_unique<JobTracker>(this))
+      m_tree(new QTreeView(this)), m_moduleModel(new ModuleTreeModel(this)), m_moduleTree(new QTreeView(this)),
+      m_trees(new QStackedWidget(this)), m_modelToggle(new QToolButton(this)), m_details(new DetailsPanel(this)),
+      m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)), m_testLoad(new TestLoadPanel(this)),
+      m_export(new ExportPanel(this)), m_diagnoseJob(std::make_unique<JobTracker>(this))
 {
     setObjectName(QStringLiteral("documentView"));
     m_model->setDocument(m_doc);
@@ -117,9 +122,40 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
     leftLayout->setSpacing(4);
-    leftLayout->addWidget(m_filter);
+    m_moduleTree->setObjectName(QStringLiteral("moduleTree"));
+    m_moduleTree->setModel(m_moduleModel);
+    m_moduleTree->setUniformRowHeights(true);
+    m_moduleTree->setAlternatingRowColors(true);
+    m_moduleTree->setAllColumnsShowFocus(true);
+    m_moduleTree->setTextElideMode(Qt::ElideMiddle);
+    m_moduleTree->header()->setStretchLastSection(false);
+    m_moduleTree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_moduleTree->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Stretch);
+    connect(m_moduleTree->selectionModel(), &QItemSelectionModel::currentChanged, this,
+            [this](const QModelIndex& current) {
+                if (current.isValid()) {
+                    m_details->showNode(NodeIndex{current.data(ModuleTreeModel::NodeRole).toUInt()});
+                }
+            });
+    const bool hasModel = m_moduleModel->setDocument(m_doc);
+    m_moduleTree->expandToDepth(0);
+    m_trees->addWidget(m_tree);
+    m_trees->addWidget(m_moduleTree);
+    m_modelToggle->setObjectName(QStringLiteral("modelViewToggle"));
+    m_modelToggle->setText(tr("Model view"));
+    m_modelToggle->setCheckable(true);
+    m_modelToggle->setToolTip(tr("The module hierarchy as print(model) shows it, with parameter counts; off: the "
+                                 "raw pickle, every attribute of every module"));
+    m_modelToggle->setVisible(hasModel);
+    connect(m_modelToggle, &QToolButton::toggled, this, &DocumentView::showModelView);
+    auto* filterRow = new QHBoxLayout;
+    filterRow->addWidget(m_filter, 1);
+    filterRow->addWidget(m_modelToggle);
+    leftLayout->addLayout(filterRow);
     leftLayout->addWidget(m_filterStatus);
-    leftLayout->addWidget(m_tree, 1);
+    leftLayout->addWidget(m_trees, 1);
+    // A pickled model opens as the model; the pickle is a click away.
+    showModelView(hasModel);
 
     m_sideTabs->setObjectName(QStringLiteral("sideTabs"));
     connect(m_findings, &FindingsPanel::highlightPaths, this, &DocumentView::highlight);
@@ -207,6 +243,19 @@ void DocumentView::showTestLoad()
     m_sideTabs->setCurrentIndex(1);
 }
 
+bool DocumentView::modelViewShown() const
+{
+    return m_trees->currentWidget() == m_moduleTree;
+}
+
+void DocumentView::showModelView(bool on)
+{
+    on = on && m_moduleModel->rowCount() > 0;
+    m_trees->setCurrentWidget(on ? static_cast<QWidget*>(m_moduleTree) : m_tree);
+    const QSignalBlocker block(m_modelToggle);
+    m_modelToggle->setChecked(on);
+}
+
 void DocumentView::saveSplitters()
 {
     QSettings settings;
@@ -254,6 +303,9 @@ void DocumentView::applyFilter()
     const NodeIndex current = m_lastCurrent;
     if (filtering && !m_filtering) {
         rememberExpansion();
+    }
+    if (filtering) {
+        showModelView(false);  // the filter is over key paths, which the raw tree shows
     }
     m_refiltering = true;
     m_proxy->setFilterText(m_filter->text());
@@ -376,6 +428,7 @@ void DocumentView::onCurrentChanged(const QModelIndex& current)
 
 bool DocumentView::selectPath(const QString& path)
 {
+    showModelView(false);  // a key path is the raw tree's
     const auto node = m_doc->checkpoint->find(path.toStdString());
     if (!node.valid()) {
         return false;
@@ -409,6 +462,16 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
             }
             if (!first.isValid()) {
                 first = index;
+            }
+        }
+    }
+    if (modelViewShown()) {
+        for (const auto& path : paths) {
+            const auto row = m_moduleModel->indexOfNode(m_doc->checkpoint->find(path));
+            if (row.isValid()) {
+                m_moduleTree->setCurrentIndex(row);
+                m_moduleTree->scrollTo(row, QAbstractItemView::PositionAtCenter);
+                break;
             }
         }
     }

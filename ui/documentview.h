@@ -12,6 +12,8 @@ class QLabel;
 class QLineEdit;
 class QMenu;
 class QSplitter;
+class QStackedWidget;
+class QToolButton;
 class QTabWidget;
 class QTimer;
 class QTreeView;
@@ -24,6 +26,7 @@ class FindingsPanel;
 class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
+class ModuleTreeModel;
 class TestLoadPanel;
 
 class DocumentView : public QWidget {
@@ -37,6 +40,12 @@ public:
     [[nodiscard]] KeyTreeModel* model() const { return m_model; }
     [[nodiscard]] KeyTreeProxy* proxy() const { return m_proxy; }
     [[nodiscard]] QTreeView* tree() const { return m_tree; }
+    [[nodiscard]] QTreeView* moduleTree() const { return m_moduleTree; }
+    [[nodiscard]] ModuleTreeModel* moduleModel() const { return m_moduleModel; }
+    // The Model view (module hierarchy) rather than the raw pickle; only a file with a pickled
+    // nn.Module has one, and it opens in it.
+    [[nodiscard]] bool modelViewShown() const;
+    void showModelView(bool on);
     [[nodiscard]] DetailsPanel* details() const { return m_details; }
     [[nodiscard]] FindingsPanel* findings() const { return m_findings; }
     [[nodiscard]] TestLoadPanel* testLoad() const { return m_testLoad; }
@@ -93,6 +102,10 @@ private:
     NodeIndex m_lastCurrent;
     bool m_refiltering = false;  // current-row changes now are the proxy's, not the user's
     QTreeView* m_tree;
+    ModuleTreeModel* m_moduleModel;
+    QTreeView* m_moduleTree;
+    QStackedWidget* m_trees;
+    QToolButton* m_modelToggle;
     DetailsPanel* m_details;
     QTabWidget* m_sideTabs;
     FindingsPanel* m_findings;

@@ -16,6 +16,7 @@
 #include "keytreeproxy.h"
 #include "mainwindow.h"
 #include "memorychart.h"
+#include "moduletreemodel.h"
 #include "testloadpanel.h"
 #include "text.h"
 #include "uitest.h"
@@ -27,6 +28,9 @@
 #include <QDir>
 #include <QFile>
 #include <QHeaderView>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -37,6 +41,7 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QToolButton>
 #include <QTreeView>
 #include <QValueAxis>
 #include <QtTest>
@@ -307,6 +312,85 @@ private Q_SLOTS:
         QSignalSpy failed(&w, &MainWindow::openFailed);
         w.openFiles({empty.path()});
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 20000);
+    }
+
+    void modelViewIsTheModuleHierarchyOfAPickledModel()
+    {
+        // torch itself is the oracle: state_dict() keys and shapes, parameters() per named module.
+        QTemporaryDir dir;
+        const auto file = dir.filePath(QStringLiteral("whole.pt"));
+        QProcess python;
+        python.start(
+            QStringLiteral(CKPTSCOPE_PYTHON),
+            {QStringLiteral("-c"),
+             QStringLiteral("import sys, json, collections, torch\n"
+                            "from torch import nn\n"
+                            "m = nn.Sequential(collections.OrderedDict(conv1=nn.Conv2d(1, 6, 5), act=nn.ReLU(),\n"
+                            "    head=nn.Sequential(nn.Linear(6, 2, bias=False), nn.BatchNorm1d(2))))\n"
+                            "torch.save(m, sys.argv[1])\n"
+                            "json.dump({'keys': {k: list(v.shape) for k, v in m.state_dict().items()},\n"
+                            "  'params': {n: sum(p.numel() for p in x.parameters()) for n, x in "
+                            "m.named_modules()}}, sys.stdout)\n"),
+             file});
+        QVERIFY(python.waitForFinished(120000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+        const auto oracle = QJsonDocument::fromJson(python.readAllStandardOutput()).object();
+
+        auto doc = load(file);
+        QVERIFY(doc);
+        DocumentView view(doc);
+        QVERIFY(view.modelViewShown());  // a pickled model opens as the model
+        auto* model = view.moduleModel();
+        QCOMPARE(model->rowCount(), 1);
+        const auto root = model->index(0, 0);
+        QCOMPARE(root.data().toString(), QStringLiteral("(model)"));
+        QCOMPARE(root.sibling(0, ModuleTreeModel::Type).data().toString(), QStringLiteral("Sequential"));
+        QCOMPARE(NodeIndex{root.data(ModuleTreeModel::NodeRole).toUInt()}, kRootNode);  // the root is a row
+
+        QJsonObject keys;
+        QJsonObject params;
+        std::vector<QModelIndex> stack{root};
+        while (!stack.empty()) {
+            const auto i = stack.back();
+            stack.pop_back();
+            const auto node = NodeIndex{i.data(ModuleTreeModel::NodeRole).toUInt()};
+            const auto key = i.data(ModuleTreeModel::StateKeyRole).toString();
+            if (doc->checkpoint->nodes[node].kind == NodeKind::Module) {
+                params.insert(key, static_cast<qint64>(model->parameterCount(i)));
+            } else {
+                QJsonArray shape;
+                for (const auto d : doc->checkpoint->tensors[doc->checkpoint->nodes[node].tensor].shape) {
+                    shape.append(static_cast<qint64>(d));
+                }
+                keys.insert(key, shape);
+                QCOMPARE(i.sibling(i.row(), ModuleTreeModel::Shape).data().toString(),
+                         shapeText(doc->checkpoint->tensors[doc->checkpoint->nodes[node].tensor].shape));
+            }
+            for (int r = 0; r < model->rowCount(i); ++r) {
+                stack.push_back(model->index(r, 0, i));
+            }
+        }
+        QCOMPARE(keys, oracle.value(QStringLiteral("keys")).toObject());
+        QCOMPARE(params, oracle.value(QStringLiteral("params")).toObject());
+
+        // The raw pickle is a toggle away, and the whole-model finding points at the root row.
+        auto* toggle = view.findChild<QToolButton*>(QStringLiteral("modelViewToggle"));
+        QVERIFY(toggle->isVisible() || !view.isVisible());
+        toggle->click();
+        QVERIFY(!view.modelViewShown());
+        toggle->click();
+        QVERIFY(view.modelViewShown());
+        QSignalSpy ready(&view, &DocumentView::findingsReady);
+        QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 20000);
+        const int whole = view.findings()->indexOfCode(QStringLiteral("whole-model"));
+        QVERIFY(whole >= 0);
+        view.findings()->select(whole);
+        QCOMPARE(view.moduleTree()->currentIndex().sibling(view.moduleTree()->currentIndex().row(), 0), root);
+
+        // A plain state dict has no Model view.
+        DocumentView plain(load(uitest::fixture("plain_sd.pt")));
+        QVERIFY(!plain.modelViewShown());
+        QCOMPARE(plain.moduleModel()->rowCount(), 0);
     }
 
     void longTabTitlesAreShortened()
