@@ -146,7 +146,7 @@ QModelIndex ModuleTreeModel::indexOfNode(NodeIndex node) const
     return it == m_rows.end() ? QModelIndex() : QModelIndex(it->second);
 }
 
-std::uint64_t ModuleTreeModel::parameterCount(const QModelIndex& index) const
+std::uint64_t ModuleTreeModel::parameterCount(const QModelIndex& index)
 {
     const auto count = index.sibling(index.row(), Parameters);
     const auto v = count.data(kCountRole);

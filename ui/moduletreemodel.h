@@ -26,7 +26,7 @@ public:
     bool setDocument(const DocumentPtr& doc);
     [[nodiscard]] QModelIndex indexOfNode(NodeIndex node) const;
     // Parameters (not buffers) in the module at this row and below, as sum(p.numel()) counts them.
-    [[nodiscard]] std::uint64_t parameterCount(const QModelIndex& index) const;
+    [[nodiscard]] static std::uint64_t parameterCount(const QModelIndex& index);
 
 private:
     std::uint64_t addModule(QStandardItem* parent, NodeIndex module, const QString& name, const QString& prefix);

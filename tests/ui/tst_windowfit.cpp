@@ -258,6 +258,15 @@ private Q_SLOTS:
         QSignalSpy stats(details, &DetailsPanel::statisticsReady);
         QTest::mouseClick(details->findChild<QPushButton*>(QStringLiteral("statsButton")), Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(stats.count(), 1, 20000);
+        // The histogram keeps its height and its labels stay clear of the value preview.
+        QCoreApplication::processEvents();
+        auto* histogram = details->findChild<QWidget*>(QStringLiteral("histogram"));
+        auto* preview = details->findChild<QWidget*>(QStringLiteral("valuePreview"));
+        QVERIFY(histogram->isVisible());
+        QVERIFY(histogram->height() >= histogram->minimumHeight());
+        if (preview->isVisible()) {
+            QVERIFY(!histogram->geometry().intersects(preview->geometry()));
+        }
         QSignalSpy failed(&w, &MainWindow::openFailed);
         w.openFiles({uitest::fixture("nonexistent.pt")});
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 20000);
