@@ -17,6 +17,7 @@
 #include "mainwindow.h"
 #include "memorychart.h"
 #include "moduletreemodel.h"
+#include "planmodel.h"
 #include "testloadpanel.h"
 #include "text.h"
 #include "uitest.h"
@@ -547,6 +548,20 @@ private Q_SLOTS:
         QVERIFY(planSummary(Format::TorchZip, OutputFormat::Safetensors, 3).startsWith(QStringLiteral("3 steps")));
         QVERIFY(planSummary(Format::TorchZip, OutputFormat::Torch, 0).contains(QStringLiteral("changes nothing")));
         QCOMPARE(planSummary(Format::TorchLegacy, OutputFormat::Torch, 1), QStringLiteral("1 step."));
+    }
+
+    void planNotesSayWhatTheyAre()
+    {
+        using transform::PlanStep;
+        using transform::StepKind;
+        QCOMPARE(stepLabel(PlanStep{StepKind::Rename, "a", "a", "b", ""}), QStringLiteral("rename"));
+        QCOMPARE(stepLabel(PlanStep{StepKind::Note, "", "", "",
+                                    "3 storage(s) (12 B) no kept value refers to are not written"}),
+                 QStringLiteral("not written"));
+        QCOMPARE(stepLabel(PlanStep{StepKind::Note, "x", "b''", "_codecs.encode('', 'latin1')", "empty bytes"}),
+                 QStringLiteral("rewritten"));
+        QCOMPARE(stepLabel(PlanStep{StepKind::Note, "", "", "", "storage keys renumbered 0..3"}),
+                 QStringLiteral("info"));
     }
 
     void exportAsksBeforeReplacingAFile()
