@@ -18,6 +18,16 @@ std::optional<QString>& nextSave()
     static std::optional<QString> v;
     return v;
 }
+std::optional<bool>& nextConfirm()
+{
+    static std::optional<bool> v;
+    return v;
+}
+QString& confirmText()
+{
+    static QString v;
+    return v;
+}
 struct ErrorLog {
     bool record = false;
     QStringList messages;
@@ -57,6 +67,27 @@ void error(QWidget* parent, const QString& title, const QString& text)
         return;
     }
     QMessageBox::critical(parent, title, text);
+}
+
+bool confirm(QWidget* parent, const QString& title, const QString& text)
+{
+    confirmText() = text;
+    if (auto& n = nextConfirm()) {
+        const bool answer = *n;
+        n.reset();
+        return answer;
+    }
+    return QMessageBox::question(parent, title, text, QMessageBox::Yes | QMessageBox::No, QMessageBox::No) ==
+           QMessageBox::Yes;
+}
+
+void setNextConfirm(bool answer)
+{
+    nextConfirm() = answer;
+}
+QString lastConfirmText()
+{
+    return confirmText();
 }
 
 void setNextOpenFileNames(const QStringList& names)

@@ -12,10 +12,15 @@ namespace ckpt::ui::dialogs {
 QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter);
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter);
 void error(QWidget* parent, const QString& title, const QString& text);
+// A yes/no question (Yes is not the default: the questions asked are about destroying something).
+bool confirm(QWidget* parent, const QString& title, const QString& text);
 
 // Test hooks: the next call of the matching function returns this answer without showing anything.
 void setNextOpenFileNames(const QStringList& names);
 void setNextSaveFileName(const QString& name);
+// The next confirm() answers this; the question it was asked is kept for the test to read.
+void setNextConfirm(bool answer);
+QString lastConfirmText();
 // Errors shown while a hook is armed are recorded here instead of shown (cleared by the caller).
 void setRecordErrors(bool on);
 QStringList recordedErrors();

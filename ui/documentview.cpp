@@ -6,14 +6,26 @@
 #include "jobtracker.h"
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
+#include "moduletreemodel.h"
 #include "testloadpanel.h"
 #include "text.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QHBoxLayout>
 #include <QHeaderView>
+#include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
+#include <QScrollArea>
+#include <QSettings>
+#include <QShortcut>
 #include <QSplitter>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QTimer>
+#include <QToolButton>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -25,15 +37,30 @@ namespace {
 // Ancestors expanded for a highlighted finding: enough to show where it is, bounded so that a
 // finding over 40k keys does not expand the whole tree.
 constexpr std::size_t kMaxExpandedHighlights = 64;
+// A filter expands every match up to this many visible rows; past it, the first two levels (a
+// broad filter over 40k keys would otherwise build a 40k-row expanded view per keystroke).
+constexpr int kMaxExpandAllMatches = 5000;
+
+// A panel whose minimum size must not push the window bigger: it scrolls instead.
+QScrollArea* scrolling(QWidget* panel, QWidget* parent)
+{
+    auto* area = new QScrollArea(parent);
+    area->setObjectName(panel->objectName() + QStringLiteral("Scroll"));
+    area->setWidget(panel);
+    area->setWidgetResizable(true);
+    area->setFrameShape(QFrame::NoFrame);
+    return area;
+}
 
 }  // namespace
 
 DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     : QWidget(parent), m_doc(std::move(doc)), m_model(new KeyTreeModel(this)), m_proxy(new KeyTreeProxy(this)),
-      m_filter(new QLineEdit(this)), m_filterTimer(new QTimer(this)), m_tree(new QTreeView(this)),
-      m_details(new DetailsPanel(this)), m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)),
-      m_testLoad(new TestLoadPanel(this)), m_export(new ExportPanel(this)),
-      m_diagnoseJob(std::make_unique<JobTracker>(this))
+      m_filter(new QLineEdit(this)), m_filterStatus(new QLabel(this)), m_filterTimer(new QTimer(this)),
+      m_tree(new QTreeView(this)), m_moduleModel(new ModuleTreeModel(this)), m_moduleTree(new QTreeView(this)),
+      m_trees(new QStackedWidget(this)), m_modelToggle(new QToolButton(this)), m_details(new DetailsPanel(this)),
+      m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)), m_testLoad(new TestLoadPanel(this)),
+      m_export(new ExportPanel(this)), m_diagnoseJob(std::make_unique<JobTracker>(this))
 {
     setObjectName(QStringLiteral("documentView"));
     m_model->setDocument(m_doc);
@@ -47,6 +74,14 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_filterTimer->setInterval(kFilterDebounceMs);
     connect(m_filter, &QLineEdit::textChanged, m_filterTimer, qOverload<>(&QTimer::start));
     connect(m_filterTimer, &QTimer::timeout, this, &DocumentView::applyFilter);
+    auto* clearFilter = new QShortcut(QKeySequence(Qt::Key_Escape), m_filter, nullptr, nullptr, Qt::WidgetShortcut);
+    connect(clearFilter, &QShortcut::activated, this, [this] {
+        m_filter->clear();
+        applyFilter();  // at once: Esc is a deliberate act, not typing
+    });
+    m_filterStatus->setObjectName(QStringLiteral("filterStatus"));
+    m_filterStatus->setStyleSheet(QStringLiteral("color: gray"));
+    m_filterStatus->hide();
 
     m_tree->setObjectName(QStringLiteral("keyTree"));
     m_tree->setModel(m_proxy);
@@ -56,16 +91,26 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_tree->setAlternatingRowColors(true);
     m_tree->setSelectionMode(QAbstractItemView::SingleSelection);
     m_tree->setAllColumnsShowFocus(true);
+    // Long keys differ at their ends ("...layer3.4.conv2.weight"): cut the middle, the tooltip
+    // has the whole path.
+    m_tree->setTextElideMode(Qt::ElideMiddle);
     auto* header = m_tree->header();
     header->setStretchLastSection(false);
+    // Name takes what is left; the others are as wide as what they show (rows on screen only).
+    header->setSectionResizeMode(QHeaderView::ResizeToContents);
     header->setSectionResizeMode(KeyTreeModel::Name, QHeaderView::Stretch);
     const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
-    m_tree->setColumnWidth(KeyTreeModel::Kind, em * 8);
-    m_tree->setColumnWidth(KeyTreeModel::DType, em * 6);
-    m_tree->setColumnWidth(KeyTreeModel::Shape, em * 9);
-    m_tree->setColumnWidth(KeyTreeModel::Device, em * 5);
-    m_tree->setColumnWidth(KeyTreeModel::Size, em * 6);
     header->setMinimumSectionSize(em * 3);
+    m_tree->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(m_tree, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+        const auto index = m_tree->indexAt(pos);
+        if (!index.isValid()) {
+            return;
+        }
+        auto* menu = contextMenuFor(index);
+        menu->setAttribute(Qt::WA_DeleteOnClose);
+        menu->popup(m_tree->viewport()->mapToGlobal(pos));
+    });
     connect(m_tree->selectionModel(), &QItemSelectionModel::currentChanged, this,
             [this](const QModelIndex& current) { onCurrentChanged(current); });
     // A small tree is shown expanded one level: the top-level dict is usually a wrapper.
@@ -77,8 +122,40 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
     leftLayout->setSpacing(4);
-    leftLayout->addWidget(m_filter);
-    leftLayout->addWidget(m_tree, 1);
+    m_moduleTree->setObjectName(QStringLiteral("moduleTree"));
+    m_moduleTree->setModel(m_moduleModel);
+    m_moduleTree->setUniformRowHeights(true);
+    m_moduleTree->setAlternatingRowColors(true);
+    m_moduleTree->setAllColumnsShowFocus(true);
+    m_moduleTree->setTextElideMode(Qt::ElideMiddle);
+    m_moduleTree->header()->setStretchLastSection(false);
+    m_moduleTree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_moduleTree->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Stretch);
+    connect(m_moduleTree->selectionModel(), &QItemSelectionModel::currentChanged, this,
+            [this](const QModelIndex& current) {
+                if (current.isValid()) {
+                    m_details->showNode(NodeIndex{current.data(ModuleTreeModel::NodeRole).toUInt()});
+                }
+            });
+    const bool hasModel = m_moduleModel->setDocument(m_doc);
+    m_moduleTree->expandToDepth(0);
+    m_trees->addWidget(m_tree);
+    m_trees->addWidget(m_moduleTree);
+    m_modelToggle->setObjectName(QStringLiteral("modelViewToggle"));
+    m_modelToggle->setText(tr("Model view"));
+    m_modelToggle->setCheckable(true);
+    m_modelToggle->setToolTip(tr("The module hierarchy as print(model) shows it, with parameter counts; off: the "
+                                 "raw pickle, every attribute of every module"));
+    m_modelToggle->setVisible(hasModel);
+    connect(m_modelToggle, &QToolButton::toggled, this, &DocumentView::showModelView);
+    auto* filterRow = new QHBoxLayout;
+    filterRow->addWidget(m_filter, 1);
+    filterRow->addWidget(m_modelToggle);
+    leftLayout->addLayout(filterRow);
+    leftLayout->addWidget(m_filterStatus);
+    leftLayout->addWidget(m_trees, 1);
+    // A pickled model opens as the model; the pickle is a click away.
+    showModelView(hasModel);
 
     m_sideTabs->setObjectName(QStringLiteral("sideTabs"));
     connect(m_findings, &FindingsPanel::highlightPaths, this, &DocumentView::highlight);
@@ -87,30 +164,41 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_findings->setDocument(m_doc);
     m_testLoad->setDocument(m_doc);
     m_export->setDocument(m_doc);
+    // Panels taller than their share scroll rather than grow the window.
     m_sideTabs->addTab(m_findings, tr("Findings (…)"));
-    m_sideTabs->addTab(m_testLoad, tr("Test load"));
-    m_sideTabs->addTab(m_export, tr("Export"));
+    m_sideTabs->addTab(scrolling(m_testLoad, m_sideTabs), tr("Test load"));
+    m_sideTabs->addTab(scrolling(m_export, m_sideTabs), tr("Export"));
+    m_sideTabs->setTabToolTip(0, tr("What will go wrong when this file is loaded (Ctrl+1)"));
+    m_sideTabs->setTabToolTip(1, tr("Load it on a device while watching memory (Ctrl+2)"));
+    m_sideTabs->setTabToolTip(2, tr("Write a fixed copy (Ctrl+3 or Ctrl+E)"));
 
-    auto* right = new QSplitter(Qt::Vertical, this);
-    right->setObjectName(QStringLiteral("rightSplitter"));
-    right->addWidget(m_details);
-    right->addWidget(m_sideTabs);
-    right->setStretchFactor(0, 1);
-    right->setStretchFactor(1, 3);
-    right->setSizes({250, 650});  // the panels below (plan preview, chart) need the height more
+    m_rightSplit = new QSplitter(Qt::Vertical, this);
+    m_rightSplit->setObjectName(QStringLiteral("rightSplitter"));
+    m_rightSplit->addWidget(scrolling(m_details, m_rightSplit));
+    m_rightSplit->addWidget(m_sideTabs);
+    m_rightSplit->setStretchFactor(0, 1);
+    m_rightSplit->setStretchFactor(1, 1);
+    m_rightSplit->setChildrenCollapsible(false);
+    m_rightSplit->setSizes({320, 580});  // a tensor's details fit; the chart and plan get the rest
 
-    auto* split = new QSplitter(Qt::Horizontal, this);
-    split->setObjectName(QStringLiteral("mainSplitter"));
-    split->addWidget(left);
-    split->addWidget(right);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setChildrenCollapsible(false);
-    split->setSizes({720, 560});  // scaled to the window: the tree gets the larger share
+    m_mainSplit = new QSplitter(Qt::Horizontal, this);
+    m_mainSplit->setObjectName(QStringLiteral("mainSplitter"));
+    m_mainSplit->addWidget(left);
+    m_mainSplit->addWidget(m_rightSplit);
+    m_mainSplit->setStretchFactor(0, 3);
+    m_mainSplit->setStretchFactor(1, 2);
+    m_mainSplit->setChildrenCollapsible(false);
+    m_mainSplit->setSizes({720, 560});  // scaled to the window: the tree gets the larger share
+    // The panes keep the sizes the user gave them, across tabs and sessions.
+    const QSettings settings;
+    m_mainSplit->restoreState(settings.value(QStringLiteral("documentView/mainSplitter")).toByteArray());
+    m_rightSplit->restoreState(settings.value(QStringLiteral("documentView/rightSplitter")).toByteArray());
+    connect(m_mainSplit, &QSplitter::splitterMoved, this, &DocumentView::saveSplitters);
+    connect(m_rightSplit, &QSplitter::splitterMoved, this, &DocumentView::saveSplitters);
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(split);
+    layout->addWidget(m_mainSplit);
     startDiagnosis();
 }
 
@@ -142,27 +230,187 @@ void DocumentView::focusFilter()
 
 void DocumentView::showExport()
 {
-    m_sideTabs->setCurrentWidget(m_export);
+    m_sideTabs->setCurrentIndex(2);
 }
 
 void DocumentView::showFindings()
 {
-    m_sideTabs->setCurrentWidget(m_findings);
+    m_sideTabs->setCurrentIndex(0);
 }
 
 void DocumentView::showTestLoad()
 {
-    m_sideTabs->setCurrentWidget(m_testLoad);
+    m_sideTabs->setCurrentIndex(1);
+}
+
+bool DocumentView::modelViewShown() const
+{
+    return m_trees->currentWidget() == m_moduleTree;
+}
+
+void DocumentView::showModelView(bool on)
+{
+    on = on && m_moduleModel->rowCount() > 0;
+    m_trees->setCurrentWidget(on ? static_cast<QWidget*>(m_moduleTree) : m_tree);
+    const QSignalBlocker block(m_modelToggle);
+    m_modelToggle->setChecked(on);
+}
+
+void DocumentView::saveSplitters()
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("documentView/mainSplitter"), m_mainSplit->saveState());
+    settings.setValue(QStringLiteral("documentView/rightSplitter"), m_rightSplit->saveState());
+}
+
+void DocumentView::rememberExpansion()
+{
+    m_expandedBeforeFilter.clear();
+    std::vector<QModelIndex> stack{QModelIndex()};
+    while (!stack.empty()) {
+        const auto parent = stack.back();
+        stack.pop_back();
+        for (int r = 0; r < m_proxy->rowCount(parent); ++r) {
+            const auto index = m_proxy->index(r, 0, parent);
+            if (m_tree->isExpanded(index)) {
+                m_expandedBeforeFilter.push_back(KeyTreeModel::nodeOf(m_proxy->mapToSource(index)));
+                stack.push_back(index);
+            }
+        }
+    }
+}
+
+void DocumentView::restoreExpansion(NodeIndex current)
+{
+    m_tree->collapseAll();
+    for (const auto node : m_expandedBeforeFilter) {
+        m_tree->expand(m_proxy->mapFromSource(m_model->indexOfNode(node)));
+    }
+    m_expandedBeforeFilter.clear();
+    if (current.valid()) {
+        const auto index = m_proxy->mapFromSource(m_model->indexOfNode(current));
+        for (auto p = index.parent(); p.isValid(); p = p.parent()) {
+            m_tree->expand(p);
+        }
+        m_tree->setCurrentIndex(index);
+        m_tree->scrollTo(index, QAbstractItemView::PositionAtCenter);
+    }
 }
 
 void DocumentView::applyFilter()
 {
-    m_proxy->setFilterText(m_filter->text());
-    // Matches deep in the tree are only useful when they are visible.
-    if (!m_filter->text().trimmed().isEmpty() && m_proxy->rowCount() > 0 && m_proxy->rowCount() < 50) {
-        m_tree->expandToDepth(1);
+    const bool filtering = !m_filter->text().trimmed().isEmpty();
+    const NodeIndex current = m_lastCurrent;
+    if (filtering && !m_filtering) {
+        rememberExpansion();
     }
+    if (filtering) {
+        showModelView(false);  // the filter is over key paths, which the raw tree shows
+    }
+    m_refiltering = true;
+    m_proxy->setFilterText(m_filter->text());
+    m_refiltering = false;
+    if (filtering) {
+        // A match under a collapsed node would be invisible: show every one.
+        if (m_proxy->matchCount() <= kMaxExpandAllMatches) {
+            m_tree->expandAll();
+        } else {
+            m_tree->expandToDepth(1);
+        }
+    } else if (m_filtering) {
+        restoreExpansion(current);
+    }
+    m_filtering = filtering;
+    m_filterStatus->setText(filterStatus());
+    m_filterStatus->setVisible(filtering);
     Q_EMIT filterApplied();
+}
+
+QString DocumentView::filterStatus() const
+{
+    if (m_proxy->filterText().trimmed().isEmpty()) {
+        return {};
+    }
+    const auto total = static_cast<int>(m_doc->checkpoint->nodes.size()) - 1;  // the root is no key
+    // Spelled out: without a translation loaded, %n's plural would read "key(s)".
+    const QString keys = total == 1 ? tr("1 key") : tr("%1 keys").arg(total);
+    if (m_proxy->matchCount() == 0) {
+        return tr("No key matches \u201c%1\u201d (%2 in the file).").arg(m_proxy->filterText().trimmed(), keys);
+    }
+    return tr("%1 of %2").arg(m_proxy->matchCount()).arg(keys);
+}
+
+QString DocumentView::valueText(const QModelIndex& index) const
+{
+    const auto node = KeyTreeModel::nodeOf(m_proxy->mapToSource(index));
+    const auto& ck = *m_doc->checkpoint;
+    const auto& n = ck.nodes[node];
+    if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
+        const auto& t = ck.tensors[n.tensor];
+        return QStringLiteral("%1 %2 %3").arg(qs(dtypeName(t.dtype)), shapeText(t.shape), qs(t.location));
+    }
+    if (n.kind == NodeKind::Scalar) {
+        return qs(pickle::shortRepr(ck.arena, n.value, 1U << 16U));
+    }
+    if (n.object.valid()) {
+        return qs(ck.objects[n.object].type);
+    }
+    return index.sibling(index.row(), KeyTreeModel::Shape).data().toString();
+}
+
+void DocumentView::expandAllBelow(const QModelIndex& index)
+{
+    m_tree->expandRecursively(index.sibling(index.row(), 0));
+}
+
+void DocumentView::collapseAllBelow(const QModelIndex& index)
+{
+    std::vector<QModelIndex> stack{index.sibling(index.row(), 0)};
+    while (!stack.empty()) {
+        const auto i = stack.back();
+        stack.pop_back();
+        if (!m_tree->isExpanded(i)) {
+            continue;  // nothing below a collapsed row is expanded-and-visible to collapse
+        }
+        m_tree->collapse(i);
+        for (int r = 0; r < m_proxy->rowCount(i); ++r) {
+            stack.push_back(m_proxy->index(r, 0, i));
+        }
+    }
+}
+
+QMenu* DocumentView::contextMenuFor(const QModelIndex& index)
+{
+    auto* menu = new QMenu(this);
+    menu->setObjectName(QStringLiteral("treeContextMenu"));
+    const QPersistentModelIndex row(index.sibling(index.row(), 0));
+    const auto path = row.data(KeyTreeModel::PathRole).toString();
+    menu->addAction(tr("Copy Key Path"), this, [path] { QApplication::clipboard()->setText(path); })
+        ->setObjectName(QStringLiteral("copyPathAction"));
+    menu->addAction(tr("Copy Value"), this, [this, row] { QApplication::clipboard()->setText(valueText(row)); })
+        ->setObjectName(QStringLiteral("copyValueAction"));
+    menu->addSeparator();
+    const bool hasChildren = m_proxy->hasChildren(row);
+    auto* expand = menu->addAction(tr("Expand All Below"), this, [this, row] { expandAllBelow(row); });
+    expand->setObjectName(QStringLiteral("expandBelowAction"));
+    expand->setEnabled(hasChildren);
+    auto* collapse = menu->addAction(tr("Collapse All Below"), this, [this, row] { collapseAllBelow(row); });
+    collapse->setObjectName(QStringLiteral("collapseBelowAction"));
+    collapse->setEnabled(hasChildren);
+    menu->addSeparator();
+    auto* drop = menu->addAction(tr("Add to Drop in Export"), this, [this, path] {
+        m_export->addDropPath(path);
+        showExport();
+    });
+    drop->setObjectName(QStringLiteral("addDropAction"));
+    drop->setEnabled(!path.isEmpty());
+    auto* root = menu->addAction(tr("Select as Export Root"), this, [this, path] {
+        m_export->setSelectRoot(path);
+        showExport();
+    });
+    root->setObjectName(QStringLiteral("selectRootAction"));
+    root->setEnabled(!path.isEmpty() && hasChildren);
+    return menu;
 }
 
 void DocumentView::onCurrentChanged(const QModelIndex& current)
@@ -171,11 +419,16 @@ void DocumentView::onCurrentChanged(const QModelIndex& current)
         m_details->clearNode();
         return;
     }
-    m_details->showNode(KeyTreeModel::nodeOf(m_proxy->mapToSource(current)));
+    const auto node = KeyTreeModel::nodeOf(m_proxy->mapToSource(current));
+    if (!m_refiltering) {
+        m_lastCurrent = node;
+    }
+    m_details->showNode(node);
 }
 
 bool DocumentView::selectPath(const QString& path)
 {
+    showModelView(false);  // a key path is the raw tree's
     const auto node = m_doc->checkpoint->find(path.toStdString());
     if (!node.valid()) {
         return false;
@@ -209,6 +462,16 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
             }
             if (!first.isValid()) {
                 first = index;
+            }
+        }
+    }
+    if (modelViewShown()) {
+        for (const auto& path : paths) {
+            const auto row = m_moduleModel->indexOfNode(m_doc->checkpoint->find(path));
+            if (row.isValid()) {
+                m_moduleTree->setCurrentIndex(row);
+                m_moduleTree->scrollTo(row, QAbstractItemView::PositionAtCenter);
+                break;
             }
         }
     }

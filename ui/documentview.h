@@ -8,7 +8,12 @@
 
 #include <memory>
 
+class QLabel;
 class QLineEdit;
+class QMenu;
+class QSplitter;
+class QStackedWidget;
+class QToolButton;
 class QTabWidget;
 class QTimer;
 class QTreeView;
@@ -21,6 +26,7 @@ class FindingsPanel;
 class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
+class ModuleTreeModel;
 class TestLoadPanel;
 
 class DocumentView : public QWidget {
@@ -34,6 +40,12 @@ public:
     [[nodiscard]] KeyTreeModel* model() const { return m_model; }
     [[nodiscard]] KeyTreeProxy* proxy() const { return m_proxy; }
     [[nodiscard]] QTreeView* tree() const { return m_tree; }
+    [[nodiscard]] QTreeView* moduleTree() const { return m_moduleTree; }
+    [[nodiscard]] ModuleTreeModel* moduleModel() const { return m_moduleModel; }
+    // The Model view (module hierarchy) rather than the raw pickle; only a file with a pickled
+    // nn.Module has one, and it opens in it.
+    [[nodiscard]] bool modelViewShown() const;
+    void showModelView(bool on);
     [[nodiscard]] DetailsPanel* details() const { return m_details; }
     [[nodiscard]] FindingsPanel* findings() const { return m_findings; }
     [[nodiscard]] TestLoadPanel* testLoad() const { return m_testLoad; }
@@ -48,6 +60,14 @@ public:
     void showTestLoad();
     // Selects the node at this key path (expanding its ancestors); false when it is filtered out.
     bool selectPath(const QString& path);
+    // "5 of 46 keys", or that nothing matches; empty without a filter.
+    [[nodiscard]] QString filterStatus() const;
+    // The tree's context menu for this (proxy) row, as a right click builds it.
+    [[nodiscard]] QMenu* contextMenuFor(const QModelIndex& index);
+    // The value the "Copy value" action copies: a scalar's full text, a tensor's dtype and shape.
+    [[nodiscard]] QString valueText(const QModelIndex& index) const;
+    void expandAllBelow(const QModelIndex& index);
+    void collapseAllBelow(const QModelIndex& index);
     // Debounce used for filter keystrokes (ms).
     static constexpr int kFilterDebounceMs = 50;
 
@@ -58,6 +78,9 @@ Q_SIGNALS:
 
 private:
     void applyFilter();
+    void rememberExpansion();
+    void restoreExpansion(NodeIndex current);
+    void saveSplitters();
     void onCurrentChanged(const QModelIndex& current);
     void highlight(const std::vector<std::string>& paths);
     void onFix(int finding);
@@ -68,8 +91,21 @@ private:
     KeyTreeModel* m_model;
     KeyTreeProxy* m_proxy;
     QLineEdit* m_filter;
+    QLabel* m_filterStatus;
     QTimer* m_filterTimer;
+    QSplitter* m_mainSplit = nullptr;
+    QSplitter* m_rightSplit = nullptr;
+    // Before a filter expands every match: the nodes the user had expanded, restored on clearing.
+    std::vector<NodeIndex> m_expandedBeforeFilter;
+    bool m_filtering = false;
+    // The last row the user had current: a filter that hides it must not lose it.
+    NodeIndex m_lastCurrent;
+    bool m_refiltering = false;  // current-row changes now are the proxy's, not the user's
     QTreeView* m_tree;
+    ModuleTreeModel* m_moduleModel;
+    QTreeView* m_moduleTree;
+    QStackedWidget* m_trees;
+    QToolButton* m_modelToggle;
     DetailsPanel* m_details;
     QTabWidget* m_sideTabs;
     FindingsPanel* m_findings;

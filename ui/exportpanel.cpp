@@ -93,28 +93,29 @@ void ExportPanel::buildUi()
 
     auto* options = new QGroupBox(tr("Options"), this);
     auto* grid = new QGridLayout(options);
-    grid->addWidget(new QLabel(tr("Preset:"), this), 0, 0);
-    grid->addWidget(m_preset, 0, 1);
-    grid->addWidget(new QLabel(tr("Format:"), this), 0, 2);
-    grid->addWidget(m_format, 0, 3);
-    grid->addWidget(new QLabel(tr("Strip prefixes:"), this), 1, 0);
-    grid->addWidget(m_strip, 1, 1);
-    grid->addWidget(new QLabel(tr("Add prefix:"), this), 1, 2);
-    grid->addWidget(m_addPrefix, 1, 3);
-    grid->addWidget(new QLabel(tr("Map location:"), this), 2, 0);
-    grid->addWidget(m_mapLocation, 2, 1);
-    grid->addWidget(new QLabel(tr("Select:"), this), 2, 2);
-    grid->addWidget(m_select, 2, 3);
-    grid->addWidget(new QLabel(tr("Drop:"), this), 3, 0);
-    grid->addWidget(m_drop, 3, 1, 1, 3);
-    auto* checks = new QHBoxLayout;
-    for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard}) {
-        checks->addWidget(box);
-    }
-    checks->addStretch(1);
-    grid->addLayout(checks, 4, 0, 1, 4);
+    // One field a row and the boxes two a row: the form fits a side pane a third of a 1024 px screen
+    // wide, and scrolls (in its scroll area) rather than cutting fields off.
+    int row = 0;
+    const auto addRow = [&](const QString& label, QWidget* field) {
+        grid->addWidget(new QLabel(label, this), row, 0);
+        grid->addWidget(field, row, 1);
+        ++row;
+    };
+    addRow(tr("Preset:"), m_preset);
+    addRow(tr("Format:"), m_format);
+    addRow(tr("Strip prefixes:"), m_strip);
+    addRow(tr("Add prefix:"), m_addPrefix);
+    addRow(tr("Map location:"), m_mapLocation);
+    addRow(tr("Select:"), m_select);
+    addRow(tr("Drop:"), m_drop);
+    auto* checks = new QGridLayout;
+    checks->addWidget(m_weightsOnly, 0, 0);
+    checks->addWidget(m_compact, 0, 1);
+    checks->addWidget(m_unwrap, 1, 0);
+    checks->addWidget(m_multiCard, 1, 1);
+    checks->setColumnStretch(2, 1);
+    grid->addLayout(checks, row, 0, 1, 2);
     grid->setColumnStretch(1, 1);
-    grid->setColumnStretch(3, 1);
 
     m_planModel = new PlanModel(this);
     m_planTable = named(new QTableView(this), "planTable");
@@ -126,10 +127,13 @@ void ExportPanel::buildUi()
     m_planTable->setWordWrap(false);
     m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    m_planTable->setColumnWidth(PlanModel::Step, 70);
+    // Step and After fit what they show (rows on screen), Detail takes the rest; Key and Before are
+    // long paths a user may widen. Every cell's tooltip has its whole text.
+    m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::Step, QHeaderView::ResizeToContents);
+    m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::After, QHeaderView::ResizeToContents);
     m_planTable->setColumnWidth(PlanModel::Key, 200);
-    m_planTable->setColumnWidth(PlanModel::Before, 200);
-    m_planTable->setColumnWidth(PlanModel::After, 200);
+    m_planTable->setColumnWidth(PlanModel::Before, 160);
+    m_planTable->setTextElideMode(Qt::ElideMiddle);
     m_planStatus = named(new QLabel(this), "planStatus");
     m_planStatus->setWordWrap(true);
 
@@ -139,6 +143,7 @@ void ExportPanel::buildUi()
     m_browse = named(new QPushButton(tr("Browse…"), this), "browseButton");
     m_export = named(new QPushButton(tr("Export"), this), "exportButton");
     m_export->setDefault(true);
+    m_export->setToolTip(tr("Write the fixed copy to the output path (Ctrl+Shift+E)"));
     m_cancel = named(new QPushButton(tr("Cancel"), this), "cancelExportButton");
     m_progress = named(new QProgressBar(this), "exportProgress");
     m_progress->setRange(0, 1000);
@@ -228,10 +233,40 @@ void ExportPanel::setPreset(Preset preset)
 
 void ExportPanel::addFix(const transform::Options& fix)
 {
+    if (preset() != Custom) {
+        m_options = transform::Options{};
+    }
     m_options.merge(fix);
     m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
     optionsToFields();
     schedulePlan();
+}
+
+void ExportPanel::addDropPath(const QString& path)
+{
+    fieldsToOptions();
+    if (std::find(m_options.drop.begin(), m_options.drop.end(), path.toStdString()) == m_options.drop.end()) {
+        m_options.drop.push_back(path.toStdString());
+    }
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    optionsToFields();
+    schedulePlan();
+}
+
+void ExportPanel::setSelectRoot(const QString& path)
+{
+    fieldsToOptions();
+    m_options.select = path.toStdString();
+    m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
+    optionsToFields();
+    schedulePlan();
+}
+
+void ExportPanel::requestExport()
+{
+    if (m_export->isEnabled()) {
+        m_export->click();
+    }
 }
 
 void ExportPanel::optionsToFields()
@@ -308,6 +343,21 @@ void ExportPanel::schedulePlan()
     }
 }
 
+QString planSummary(Format input, transform::OutputFormat output, std::size_t steps)
+{
+    const bool toSafetensors = output == transform::OutputFormat::Safetensors;
+    const bool converts = toSafetensors != (input == Format::Safetensors);
+    const QString count = steps == 1 ? ExportPanel::tr("1 step") : ExportPanel::tr("%1 steps").arg(steps);
+    if (converts) {
+        const QString to = toSafetensors ? ExportPanel::tr("a safetensors file")
+                                         : ExportPanel::tr("a torch.save zip (.pt) that torch.load reads");
+        return steps == 0 ? ExportPanel::tr("No key changes; the file is rewritten as %1.").arg(to)
+                          : ExportPanel::tr("%1, and the file is rewritten as %2.").arg(count, to);
+    }
+    return steps == 0 ? ExportPanel::tr("The plan changes nothing: the output would equal the input.")
+                      : count + QLatin1Char('.');
+}
+
 int ExportPanel::planRowCount() const
 {
     return m_planModel->rowCount();
@@ -335,9 +385,7 @@ void ExportPanel::computePlan()
                 m_export->setEnabled(false);
             } else {
                 m_planModel->setSteps(*steps);
-                m_planStatus->setText((*steps)->empty()
-                                          ? tr("The plan changes nothing: the output would equal the input.")
-                                          : tr("%n step(s).", nullptr, static_cast<int>((*steps)->size())));
+                m_planStatus->setText(planSummary(m_doc->checkpoint->format, m_options.format, (*steps)->size()));
                 setExporting(m_exportJobs.isRunning());
             }
             Q_EMIT planReady();
@@ -357,6 +405,14 @@ void ExportPanel::startExport()
         return;
     }
     const auto out = m_output->text().trimmed().toStdString();
+    // The save dialog asks before replacing a file; a typed path must too.
+    if (const QFileInfo target(qs(out));
+        target.exists() &&
+        !dialogs::confirm(this, tr("Replace file?"),
+                          tr("%1 already exists. Replace it with the exported copy?").arg(target.absoluteFilePath()))) {
+        m_result->setText(tr("Not written: %1 exists.").arg(qs(out).toHtmlEscaped()));
+        return;
+    }
     m_result->setText(tr("Writing %1…").arg(qs(out)));
     m_progress->setValue(0);
     setExporting(true);

@@ -23,6 +23,10 @@ namespace ckpt::ui {
 class BatchModel;
 class PlanModel;
 
+// The line under the plan: how many steps, and that a change of format is a change even when no
+// key is touched (safetensors to .pt).
+[[nodiscard]] QString planSummary(Format input, transform::OutputFormat output, std::size_t steps);
+
 class ExportPanel : public QWidget {
     Q_OBJECT
 public:
@@ -33,7 +37,14 @@ public:
     void setPreset(Preset preset);
     [[nodiscard]] Preset preset() const;
     // A finding's fix joins the options (the preset becomes Custom).
+    // Adds one finding's fix to what the user has chosen; from a preset not yet customised, the plan
+    // becomes that fix alone (a preset's other edits are not what "Fix" asked for).
     void addFix(const transform::Options& fix);
+    // From the tree's context menu: one more key path to drop; the key path that becomes the root.
+    void addDropPath(const QString& path);
+    void setSelectRoot(const QString& path);
+    // File > Export (Ctrl+Shift+E): what the Export button does, when it is enabled.
+    void requestExport();
     [[nodiscard]] const transform::Options& options() const { return m_options; }
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;

@@ -12,6 +12,15 @@
 
 namespace ckpt::ui {
 
+QString noFindingsText(Format format)
+{
+    if (format == Format::Safetensors) {
+        return FindingsPanel::tr("No findings: safetensors.torch.load_file() reads this file as it is "
+                                 "(torch.load cannot read safetensors).");
+    }
+    return FindingsPanel::tr("No findings: torch.load should read this file as it is.");
+}
+
 FindingsPanel::FindingsPanel(QWidget* parent)
     : QWidget(parent), m_list(new QTreeWidget(this)), m_detail(new QLabel(this)),
       m_fix(new QPushButton(tr("Fix"), this)), m_fixAll(new QPushButton(tr("Fix all"), this))
@@ -115,7 +124,7 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
     }
     m_fixAll->setEnabled(anyFix);
     if (m_findings->list.empty()) {
-        m_detail->setText(tr("No findings: torch.load should read this file as it is."));
+        m_detail->setText(noFindingsText(m_doc->checkpoint->format));
     } else if (selectFirst) {
         select(0);  // the most severe one, so its explanation is on screen at once
     } else {

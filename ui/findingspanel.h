@@ -16,6 +16,10 @@ class QTreeWidget;
 
 namespace ckpt::ui {
 
+// What an empty findings list means for this format: the call that reads the file as it is
+// (torch.load cannot read safetensors).
+[[nodiscard]] QString noFindingsText(Format format);
+
 class FindingsPanel : public QWidget {
     Q_OBJECT
 public:

@@ -150,13 +150,42 @@ QString KeyTreeModel::kindText(const Node& n) const
     }
 }
 
+QString KeyTreeModel::classKey(NodeIndex node) const
+{
+    const auto& n = m_ck->nodes[node];
+    if (!n.parent.valid()) {
+        return {};
+    }
+    // A dict's children are its (key, value) pairs in order, so row r's key is items[2r].
+    const auto& parent = m_ck->nodes[n.parent];
+    if (parent.kind != NodeKind::Dict && parent.kind != NodeKind::OrderedDict) {
+        return {};
+    }
+    const auto& dict = m_ck->arena[parent.value];
+    const std::size_t at = std::size_t{n.row} * 2;
+    if (dict.kind != pickle::Kind::Dict || at >= dict.items.size()) {
+        return {};
+    }
+    const auto key = dict.items[at];
+    if (m_ck->arena[key].kind != pickle::Kind::Global) {
+        return {};
+    }
+    return qs(pickle::globalOf(m_ck->arena, key).qualified());
+}
+
 QVariant KeyTreeModel::display(NodeIndex node, int column) const
 {
     const auto& n = m_ck->nodes[node];
     const TensorEntry* t = n.kind == NodeKind::Tensor && n.tensor.valid() ? &m_ck->tensors[n.tensor] : nullptr;
     switch (column) {
     case Name:
-        return node == kRootNode ? tr("(root)") : qs(n.name);
+        if (node == kRootNode) {
+            return tr("(root)");
+        }
+        if (const auto cls = classKey(node); !cls.isEmpty()) {
+            return QStringLiteral("<class '%1'>").arg(cls);  // as Python prints a class
+        }
+        return qs(n.name);
     case Kind:
         return kindText(n);
     case DType:
@@ -216,6 +245,11 @@ QVariant KeyTreeModel::data(const QModelIndex& index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == Name) {
             QString tip = qs(m_ck->pathOf(node));
+            if (const auto cls = classKey(node); !cls.isEmpty()) {
+                tip += QLatin1Char('\n') + tr("The key is the class %1 itself, not a string: loading the "
+                                              "file imports that class.")
+                                               .arg(cls);
+            }
             if (n.object.valid()) {
                 tip += QLatin1Char('\n') + qs(m_ck->objects[n.object].type);
             }

@@ -32,6 +32,9 @@ public:
     // Nodes drawn highlighted (a selected finding's paths).
     void setHighlighted(std::unordered_set<NodeIndex> nodes);
     [[nodiscard]] QModelIndex indexOfNode(NodeIndex node, int column = 0) const;
+    // The qualified name of the class when this node's dict key is a class object rather than a
+    // string (Lightning 1.3 keys `callbacks` by the callback's class); empty otherwise.
+    [[nodiscard]] QString classKey(NodeIndex node) const;
     [[nodiscard]] static NodeIndex nodeOf(const QModelIndex& index)
     {
         return NodeIndex{static_cast<std::uint32_t>(index.internalId())};

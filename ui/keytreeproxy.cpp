@@ -19,6 +19,15 @@ void KeyTreeProxy::setFilterText(const QString& text)
     }
     m_text = text;
     m_needle = text.trimmed().toLower().toStdString();
+    m_matches = 0;
+    const auto* model = static_cast<const KeyTreeModel*>(sourceModel());
+    if (!m_needle.empty() && model && model->document()) {
+        const auto& paths = model->document()->lowerPaths;
+        // Node 0 is the root, no key of its own.
+        for (std::size_t i = 1; i < paths.size(); ++i) {
+            m_matches += paths[i].find(m_needle) != std::string::npos ? 1 : 0;
+        }
+    }
     invalidateRowsFilter();
 }
 

@@ -19,6 +19,9 @@ public:
     // Case-insensitive substring over the whole key path; ancestors of a match stay visible.
     void setFilterText(const QString& text);
     [[nodiscard]] QString filterText() const { return m_text; }
+    // Keys whose path contains the filter text (ancestors kept only for context not counted); 0
+    // without a filter.
+    [[nodiscard]] int matchCount() const { return m_matches; }
 
 protected:
     bool filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const override;
@@ -27,6 +30,7 @@ protected:
 private:
     QString m_text;
     std::string m_needle;  // lower-cased UTF-8
+    int m_matches = 0;
 };
 
 }  // namespace ckpt::ui

@@ -7,11 +7,13 @@
 #include "exportpanel.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "testloadpanel.h"
 #include "text.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileInfo>
@@ -21,17 +23,20 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QToolButton>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
 namespace {
 
 constexpr int kMaxRecent = 10;
+constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 const QString kFileFilter =
     QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
 
@@ -69,6 +74,41 @@ QWidget* makeEmptyPage(QWidget* parent, QAction* open)
 
 }  // namespace
 
+QSize MainWindow::initialSize(const QSize& available)
+{
+    // The preferred size, or what the screen has room for with a margin for the window frame.
+    return kPreferredSize.boundedTo(QSize(available.width() * 95 / 100, available.height() * 92 / 100));
+}
+
+QString MainWindow::tabTitle(const QString& fileName)
+{
+    if (fileName.size() <= kMaxTabTitle) {
+        return fileName;
+    }
+    const int keep = (kMaxTabTitle - 1) / 2;
+    return fileName.left(keep) + QStringLiteral("…") + fileName.right(kMaxTabTitle - 1 - keep);
+}
+
+QStringList MainWindow::checkpointFilesIn(const QString& folder)
+{
+    static const QStringList kPatterns{
+        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
+        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
+    QStringList found;
+    const QDir top(folder);
+    const auto scan = [&](const QDir& dir) {
+        for (const auto& f : dir.entryInfoList(kPatterns, QDir::Files | QDir::Readable, QDir::Name)) {
+            found << f.absoluteFilePath();
+        }
+    };
+    scan(top);
+    for (const auto& sub : top.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot | QDir::Readable, QDir::Name)) {
+        scan(QDir(sub.absoluteFilePath()));
+    }
+    found.sort();
+    return found;
+}
+
 const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file here");
 
 MainWindow::MainWindow(QWidget* parent)
@@ -103,7 +143,9 @@ MainWindow::MainWindow(QWidget* parent)
     m_banner->setPalette(bannerPalette);
     m_bannerText->setObjectName(QStringLiteral("errorText"));
     m_bannerText->setWordWrap(true);
-    m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+    connect(m_bannerText, &QLabel::linkActivated, this,
+            [this](const QString& link) { openFiles({QUrl(link).toLocalFile()}); });
     auto* closeBanner = new QToolButton(m_banner);
     closeBanner->setObjectName(QStringLiteral("errorClose"));
     closeBanner->setText(QStringLiteral("✕"));
@@ -137,7 +179,11 @@ MainWindow::MainWindow(QWidget* parent)
 
     QSettings settings;
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
-        resize(1280, 800);
+        if (const auto* s = screen()) {
+            resize(initialSize(s->availableGeometry().size()));
+        } else {
+            resize(kPreferredSize);
+        }
     }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     rebuildRecentMenu();
@@ -196,6 +242,24 @@ void MainWindow::buildMenus()
     });
     exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
 
+    auto* run = menuBar()->addMenu(tr("&Run"));
+    auto* load = run->addAction(tr("Test &Load on the Chosen Device"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showTestLoad();
+            v->testLoad()->requestLoad();
+        }
+    });
+    load->setObjectName(QStringLiteral("testLoadAction"));
+    load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    auto* write = run->addAction(tr("&Export the Fixed Copy"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showExport();
+            v->exportPanel()->requestExport();
+        }
+    });
+    write->setObjectName(QStringLiteral("exportNowAction"));
+    write->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ckptscope"), this, [this] {
         QMessageBox::about(this, tr("About ckptscope"),
@@ -213,6 +277,9 @@ void MainWindow::openFiles(const QStringList& paths)
             continue;
         }
         const QString absolute = QFileInfo(path).absoluteFilePath();
+        if (QFileInfo(absolute).isDir() && offerFolder(absolute)) {
+            continue;
+        }
         statusBar()->showMessage(tr("Opening %1…").arg(absolute));
         auto tracker = std::make_unique<JobTracker>(this);
         tracker->start([file = absolute.toStdString()](std::stop_token stop,
@@ -243,7 +310,7 @@ void MainWindow::addDocument(const DocumentPtr& doc)
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);
     const QFileInfo info(qs(doc->checkpoint->path));
-    const int index = m_tabs->addTab(view, info.fileName());
+    const int index = m_tabs->addTab(view, tabTitle(info.fileName()));
     m_tabs->setTabToolTip(index, info.absoluteFilePath());
     m_tabs->setCurrentIndex(index);
     updateChrome();
@@ -282,8 +349,30 @@ QString MainWindow::errorText() const
 
 void MainWindow::showError(const QString& message)
 {
+    m_bannerText->setTextFormat(Qt::PlainText);
     m_bannerText->setText(message);
     m_banner->show();
+}
+
+bool MainWindow::offerFolder(const QString& folder)
+{
+    const auto files = checkpointFilesIn(folder);
+    if (files.isEmpty()) {
+        return false;  // a torch.distributed.checkpoint folder: the reader says what it is
+    }
+    const QDir dir(folder);
+    QStringList links;
+    for (const auto& f : files) {
+        links << QStringLiteral("<a href='%1'>%2</a>")
+                     .arg(QString::fromLatin1(QUrl::fromLocalFile(f).toEncoded()),
+                          dir.relativeFilePath(f).toHtmlEscaped());
+    }
+    m_bannerText->setTextFormat(Qt::RichText);
+    m_bannerText->setText(tr("%1 is a folder. Open one of its checkpoint files: %2")
+                              .arg(QFileInfo(folder).fileName().toHtmlEscaped(), links.join(QStringLiteral(" · "))));
+    m_banner->show();
+    Q_EMIT folderOffered(folder, files);
+    return true;
 }
 
 void MainWindow::updateChrome()

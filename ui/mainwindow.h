@@ -35,10 +35,20 @@ public:
     [[nodiscard]] bool isOpening() const;
 
     static const QString kDropHint;
+    static constexpr QSize kPreferredSize{1280, 800};
+    // The first size without saved geometry: the preferred one, shrunk to fit the available screen.
+    [[nodiscard]] static QSize initialSize(const QSize& available);
+    // A tab's title: the file name, its middle cut when long (the tab's tooltip has the full path).
+    [[nodiscard]] static QString tabTitle(const QString& fileName);
+    // The checkpoint files in a folder (a Hugging Face Trainer checkpoint-N/, a DeepSpeed run):
+    // names ending as torch.save and safetensors files do, two levels deep, sorted by path.
+    [[nodiscard]] static QStringList checkpointFilesIn(const QString& folder);
 
 Q_SIGNALS:
     void documentOpened(const QString& path);
     void openFailed(const QString& path, const QString& message);
+    // A folder with checkpoint files was opened: the banner lists them to open one.
+    void folderOffered(const QString& folder, const QStringList& files);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -48,6 +58,8 @@ protected:
 private:
     void buildMenus();
     void showError(const QString& message);
+    // A folder was opened: list its checkpoint files as links that open them.
+    bool offerFolder(const QString& folder);
     void addDocument(const DocumentPtr& doc);
     void closeTab(int index);
     void updateChrome();

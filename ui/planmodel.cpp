@@ -4,6 +4,23 @@
 
 namespace ckpt::ui {
 
+QString stepLabel(const transform::PlanStep& step)
+{
+    if (step.kind != transform::StepKind::Note) {
+        return qs(transform::stepKindName(step.kind));
+    }
+    if (step.detail.find("not written") != std::string::npos) {
+        return PlanModel::tr("not written");
+    }
+    if (!step.before.empty() && !step.after.empty()) {
+        return PlanModel::tr("rewritten");
+    }
+    if (step.detail.find("left absent") != std::string::npos) {
+        return PlanModel::tr("left out");
+    }
+    return PlanModel::tr("info");
+}
+
 PlanModel::PlanModel(QObject* parent) : QAbstractTableModel(parent) {}
 
 void PlanModel::setSteps(Steps steps)
@@ -32,7 +49,7 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const
     const auto& s = (*m_steps)[static_cast<std::size_t>(index.row())];
     switch (index.column()) {
     case Step:
-        return qs(transform::stepKindName(s.kind));
+        return stepLabel(s);
     case Key:
         return qs(s.path);
     case Before:

@@ -12,6 +12,10 @@
 
 namespace ckpt::ui {
 
+// The Step column's word for a step. A core "note" says what it is about: something not written,
+// a value written in another form, or a fact about the output ("info").
+[[nodiscard]] QString stepLabel(const transform::PlanStep& step);
+
 class PlanModel : public QAbstractTableModel {
     Q_OBJECT
 public:

@@ -32,7 +32,7 @@ device::Sampler::Options liveChartFeed(const QPointer<TestLoadPanel>& self, QObj
             target,
             [self, s] {
                 if (self) {
-                    self->chart()->addSample(s.tMs, s.usedBytes);
+                    self->chart()->addSample(s);
                 }
             },
             Qt::QueuedConnection);
@@ -41,6 +41,65 @@ device::Sampler::Options liveChartFeed(const QPointer<TestLoadPanel>& self, QObj
 }
 
 }  // namespace
+
+QString gpuNoteText(const device::Inventory& inv)
+{
+    if (!inv.driverVersion.empty()) {
+        return TestLoadPanel::tr("NVIDIA driver %1, %n GPU(s)", nullptr, inv.gpuCount()).arg(qs(inv.driverVersion));
+    }
+    if (inv.gpuCount() > 0) {
+        return TestLoadPanel::tr("%n GPU(s)", nullptr, inv.gpuCount());
+    }
+    // NVML's loader says "cannot open shared object file": to a user that means no driver.
+    if (inv.gpuNote.find("NVML not available") != std::string::npos ||
+        inv.gpuNote.find("cannot open shared object") != std::string::npos) {
+        return TestLoadPanel::tr("No NVIDIA driver found: only the CPU can be tested, and GPUs are not watched.");
+    }
+    return inv.gpuNote.empty() ? TestLoadPanel::tr("No GPU found.") : qs(inv.gpuNote);
+}
+
+QString peakText(const device::TestloadReport& r)
+{
+    const auto peak = humanSize(r.peakBytes);
+    if (r.peakSource == "rss-anon") {
+        // The chart shows the helper's whole resident set (LibTorch itself included); the summary's
+        // figure is what the tensors added, so both are named.
+        std::uint64_t resident = 0;
+        const int cpu = r.timeline.column("cpu");
+        if (cpu >= 0 && !r.timeline.samples.empty()) {
+            const auto base = r.timeline.samples.front().ownBytes[static_cast<std::size_t>(cpu)];
+            for (const auto& s : r.timeline.samples) {
+                const auto own = s.ownBytes[static_cast<std::size_t>(cpu)];
+                resident = std::max(resident, own > base ? own - base : 0);
+            }
+        }
+        return TestLoadPanel::tr("the tensors added %1 of anonymous memory; ckptscope's processes grew by %2 at "
+                                 "most (the chart)")
+            .arg(peak, humanSize(resident));
+    }
+    if (r.peakSource == "nvml-process" || r.peakSource == "nvml") {
+        return TestLoadPanel::tr("peak %1 on the device (NVML)").arg(peak);
+    }
+    return TestLoadPanel::tr("peak %1 (%2)").arg(peak, qs(r.peakSource));
+}
+
+QString otherGpusText(const device::TestloadReport& r)
+{
+    QString other;
+    if (r.timeline.devices.size() <= 1) {
+        // Without NVML the sampler sees no GPU at all: nothing was watched, so nothing is claimed.
+        other = TestLoadPanel::tr("other GPUs not watched (no NVIDIA driver found)");
+    } else if (!r.otherDevicesTouched) {
+        other = TestLoadPanel::tr("no other GPU was touched");
+    } else {
+        QStringList moved;
+        for (const auto& d : r.otherDevices) {
+            moved << TestLoadPanel::tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
+        }
+        other = errorHtml(TestLoadPanel::tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))));
+    }
+    return other;
+}
 
 TestLoadPanel::TestLoadPanel(QWidget* parent)
     : QWidget(parent), m_device(new QComboBox(this)), m_refresh(new QPushButton(tr("Refresh"), this)),
@@ -51,7 +110,11 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
 {
     setObjectName(QStringLiteral("testLoadPanel"));
     m_device->setObjectName(QStringLiteral("deviceCombo"));
-    m_device->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_device->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_device->setMinimumContentsLength(10);
+    m_device->setToolTip(
+        tr("The device to load on: each GPU with its free memory, or the CPU"));  // long GPU names are cut, not the
+                                                                                  // panel widened
     m_refresh->setObjectName(QStringLiteral("refreshDevicesButton"));
     m_load->setObjectName(QStringLiteral("loadButton"));
     m_load->setToolTip(tr("Load every tensor onto the chosen device (Ctrl+L): a GPU through the NVIDIA driver, the "
@@ -69,7 +132,6 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
         tr("(Ctrl+Shift+L) Start that many ranks, each with a context on its own GPU, and put every storage where "
            "torch.load would: without map_location, on the device it was saved from (GPU 0 piles "
            "up)"));
-    m_load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     m_cancel->setObjectName(QStringLiteral("cancelLoadButton"));
     m_progress->setObjectName(QStringLiteral("loadProgress"));
     m_progress->setRange(0, 1000);
@@ -82,18 +144,21 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     m_summary->setWordWrap(true);
     m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+    // Two rows, so the panel fits a narrow side pane: a load, then the DDP replay.
     auto* controls = new QHBoxLayout;
-    controls->addWidget(new QLabel(tr("Device:"), this));
     controls->addWidget(m_device, 1);
     controls->addWidget(m_refresh);
     controls->addWidget(m_load);
-    controls->addWidget(m_ranks);
-    controls->addWidget(m_mapLocation);
-    controls->addWidget(m_replay);
     controls->addWidget(m_cancel);
+    auto* replay = new QHBoxLayout;
+    replay->addWidget(m_ranks);
+    replay->addWidget(m_mapLocation);
+    replay->addWidget(m_replay);
+    replay->addStretch(1);
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(controls);
+    layout->addLayout(replay);
     layout->addWidget(m_note);
     layout->addWidget(m_progress);
     layout->addWidget(m_chart, 1);
@@ -120,6 +185,13 @@ void TestLoadPanel::setDocument(DocumentPtr doc)
     m_doc = std::move(doc);
     if (!m_devicesQueried) {
         refreshDevices();
+    }
+}
+
+void TestLoadPanel::requestLoad()
+{
+    if (m_load->isEnabled()) {
+        m_load->click();
     }
 }
 
@@ -182,11 +254,8 @@ void TestLoadPanel::showInventory(const device::Inventory& inv)
         pick = prev;
     }
     m_device->setCurrentIndex(pick);
-    QString note = qs(inv.gpuNote);
-    if (!inv.driverVersion.empty()) {
-        note = tr("NVIDIA driver %1, %n GPU(s)", nullptr, inv.gpuCount()).arg(qs(inv.driverVersion));
-    }
-    m_note->setText(note);
+    m_note->setText(gpuNoteText(inv));
+    m_note->setToolTip(qs(inv.gpuNote));  // the loader's own words, for a bug report
     setBusy(false);
 }
 
@@ -302,7 +371,7 @@ void TestLoadPanel::showReplay(const device::ReplayReport& r)
         }
         m_chart->reset(r.timeline.devices, labels, QStringLiteral("cuda:0"));
         for (const auto& s : r.timeline.samples) {
-            m_chart->addSample(s.tMs, s.usedBytes);
+            m_chart->addSample(s);
         }
     }
     QString text = QStringLiteral("<b>%1</b>").arg(qs(r.verdict).toHtmlEscaped());
@@ -326,26 +395,16 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
         }
         m_chart->reset(r.timeline.devices, labels, qs(r.device));
         for (const auto& s : r.timeline.samples) {
-            m_chart->addSample(s.tMs, s.usedBytes);
+            m_chart->addSample(s);
         }
     }
-    QString other;
-    if (!r.otherDevicesTouched) {
-        other = tr("no other GPU was touched");
-    } else {
-        QStringList moved;
-        for (const auto& d : r.otherDevices) {
-            moved << tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
-        }
-        other = errorHtml(tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))));
-    }
-    QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 s (%5 GB/s); peak %6 (%7); %8.")
+    const QString other = otherGpusText(r);
+    QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 (%5); %6; %7.")
                        .arg(qs(r.device).toHtmlEscaped())
                        .arg(r.tensorsLoaded)
                        .arg(humanSize(r.bytes))
-                       .arg(r.seconds, 0, 'f', 2)
-                       .arg(r.gbPerS, 0, 'f', 2)
-                       .arg(humanSize(r.peakBytes), qs(r.peakSource), other);
+                       .arg(durationText(r.seconds))
+                       .arg(rateText(r.bytes, r.seconds), peakText(r), other);
     if (!r.skipped.empty()) {
         text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));
     }

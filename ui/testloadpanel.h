@@ -29,6 +29,14 @@ namespace ckpt::ui {
 
 class MemoryChart;
 
+// The line under the device list: the driver and GPU count, or in plain words why there is no GPU
+// ("No NVIDIA driver found" rather than the dlopen error, which goes to the tooltip).
+[[nodiscard]] QString gpuNoteText(const device::Inventory& inv);
+// The summary's peak: what was measured and by whom, in the chart's terms for a CPU load.
+[[nodiscard]] QString peakText(const device::TestloadReport& r);
+// Whether another GPU moved, or that no GPU was watched at all (without NVML nothing can be claimed).
+[[nodiscard]] QString otherGpusText(const device::TestloadReport& r);
+
 class TestLoadPanel : public QWidget {
     Q_OBJECT
 public:
@@ -36,6 +44,8 @@ public:
     void setDocument(DocumentPtr doc);
     [[nodiscard]] MemoryChart* chart() const { return m_chart; }
     void refreshDevices();
+    // The menu's Test Load (Ctrl+L): what the Load button does, when it is enabled.
+    void requestLoad();
 
 Q_SIGNALS:
     void devicesReady();

@@ -4,6 +4,8 @@
 
 #include <QStringList>
 
+#include <iterator>
+
 namespace ckpt::ui {
 
 QString humanSize(std::uint64_t bytes)
@@ -19,6 +21,35 @@ QString shapeText(const std::vector<std::int64_t>& shape)
         dims << QString::number(d);
     }
     return QLatin1Char('[') + dims.join(QStringLiteral(", ")) + QLatin1Char(']');
+}
+
+QString rateText(std::uint64_t bytes, double seconds)
+{
+    if (!(seconds > 0)) {
+        return QStringLiteral("—");
+    }
+    double rate = static_cast<double>(bytes) / seconds;
+    static const char* const kUnits[] = {"B/s", "kB/s", "MB/s", "GB/s", "TB/s"};  // NOLINT(modernize-avoid-c-arrays)
+    std::size_t unit = 0;
+    while (rate >= 1000.0 && unit + 1 < std::size(kUnits)) {
+        rate /= 1000.0;
+        ++unit;
+    }
+    // Three significant digits: 1.23, 12.3, 123.
+    const int decimals = rate >= 100 ? 0 : rate >= 10 ? 1 : 2;
+    return QStringLiteral("%1 %2").arg(rate, 0, 'f', decimals).arg(QLatin1String(kUnits[unit]));
+}
+
+QString durationText(double seconds)
+{
+    if (seconds >= 1.0) {
+        return QStringLiteral("%1 s").arg(seconds, 0, 'f', 2);
+    }
+    if (seconds >= 1e-3) {
+        const double ms = seconds * 1e3;
+        return QStringLiteral("%1 ms").arg(ms, 0, 'f', ms >= 100 ? 0 : 1);
+    }
+    return QStringLiteral("%1 µs").arg(seconds * 1e6, 0, 'f', 0);
 }
 
 std::uint64_t numelOf(const std::vector<std::int64_t>& shape)

@@ -3,13 +3,15 @@
 
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH]
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --fake-gpus
+    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --size 1024x700 --suffix -small
 
 Starts Xvfb on :99, runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration,
 switches panels with the window's own shortcuts (sent through XTest, no xdotool needed) and saves
 main.png (findings), testload.png (a CPU test-load and its memory chart) and export.png (the plan
 preview) next to this script with ImageMagick's `import`. With --fake-gpus it runs on the tests'
 fake two-GPU NVIDIA driver instead and saves ddp-replay.png: four DDP ranks loading CHECKPOINT
-without map_location.
+without map_location. --size sets the screen (and so the window; 1600x1000 by default) and
+--suffix is added to each file name, so one run per screen size keeps both sets.
 """
 import ctypes
 import os
@@ -66,8 +68,16 @@ class XKeys:
         self.x11.XFlush(self.dpy)
 
 
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+SUFFIX = option("--suffix", "")
+
+
 def shot(name):
-    path = os.path.join(HERE, name)
+    stem, ext = os.path.splitext(name)
+    path = os.path.join(HERE, stem + SUFFIX + ext)
     subprocess.run(["import", "-display", DISPLAY, "-window", "root", path], check=True)
     print("wrote", path)
 
@@ -84,11 +94,12 @@ def main():
                    CKPTSCOPE_NVML_LIBRARY=os.path.join(devices, "libfake-nvidia-ml.so"),
                    FAKE_GPU_STATE=os.path.join(tempfile.mkdtemp(), "gpu.state"), FAKE_CUDA_DEVICES="24576,24576",
                    FAKE_CUDA_CONTEXT_MIB="500", FAKE_CUDA_DELAY_US="3000")
-    xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", "1440x900x24", "-nolisten", "tcp"])
+    size = option("--size", "1600x1000")
+    xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", size + "x24", "-nolisten", "tcp"])
     time.sleep(1.5)
     app = None
     try:
-        app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", "1440x900+0+0", checkpoint], env=env)
+        app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", size + "+0+0", checkpoint], env=env)
         time.sleep(4)
         keys = XKeys(DISPLAY)
         keys.focus("— ckptscope\"")

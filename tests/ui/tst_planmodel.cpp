@@ -73,8 +73,11 @@ private Q_SLOTS:
             // Every cell is the step's own text, so the preview says exactly what the write will do.
             for (int row = 0; row < model.rowCount(); ++row) {
                 const auto& s = (*steps)[static_cast<std::size_t>(row)];
+                // Notes are named for what they say ("not written", "info"), the rest by their kind.
                 QCOMPARE(cell(model, row, PlanModel::Step),
-                         QString::fromStdString(std::string(transform::stepKindName(s.kind))));
+                         s.kind == transform::StepKind::Note
+                             ? stepLabel(s)
+                             : QString::fromStdString(std::string(transform::stepKindName(s.kind))));
                 QCOMPARE(cell(model, row, PlanModel::Key), QString::fromStdString(s.path));
                 QCOMPARE(cell(model, row, PlanModel::Before), QString::fromStdString(s.before));
                 QCOMPARE(cell(model, row, PlanModel::After), s.kind == transform::StepKind::Drop && s.after.empty()

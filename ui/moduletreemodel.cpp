@@ -1,0 +1,156 @@
+#include "moduletreemodel.h"
+
+#include "icons.h"
+#include "text.h"
+
+#include <QLocale>
+
+namespace ckpt::ui {
+namespace {
+
+constexpr int kCountRole = Qt::UserRole + 3;
+
+// The child of `node` under this key, or an invalid index.
+NodeIndex childNamed(const Checkpoint& ck, NodeIndex node, std::string_view name)
+{
+    const auto& n = ck.nodes[node];
+    for (std::uint32_t r = 0; r < n.childCount; ++r) {
+        const auto c = n.child(r);
+        if (ck.nodes[c].name == name) {
+            return c;
+        }
+    }
+    return {};
+}
+
+QString shortType(const Checkpoint& ck, const Node& n)
+{
+    if (!n.object.valid()) {
+        return qs(nodeKindName(n.kind));
+    }
+    const auto& type = ck.objects[n.object].type;
+    const auto dot = type.rfind('.');
+    return qs(dot == std::string::npos ? type : type.substr(dot + 1));
+}
+
+QStandardItem* cell(const QString& text, NodeIndex node)
+{
+    auto* item = new QStandardItem(text);
+    item->setEditable(false);
+    item->setData(quint32(node.value()), ModuleTreeModel::NodeRole);
+    return item;
+}
+
+}  // namespace
+
+ModuleTreeModel::ModuleTreeModel(QObject* parent) : QStandardItemModel(parent)
+{
+    setHorizontalHeaderLabels({tr("Module / tensor"), tr("Type"), tr("Shape"), tr("Parameters")});
+}
+
+bool ModuleTreeModel::setDocument(const DocumentPtr& doc)
+{
+    removeRows(0, rowCount());
+    m_rows.clear();
+    m_doc = doc;
+    if (!doc) {
+        return false;
+    }
+    const auto& ck = *doc->checkpoint;
+    // Modules not inside another module's _modules: the root object, or values of a wrapper dict.
+    for (const auto& object : ck.objects) {
+        if (!object.isModule) {
+            continue;
+        }
+        bool nested = false;
+        for (auto p = ck.nodes[object.node].parent; p.valid(); p = ck.nodes[p].parent) {
+            if (ck.nodes[p].kind == NodeKind::Module) {
+                nested = true;
+                break;
+            }
+        }
+        if (!nested) {
+            const auto name = object.node == kRootNode ? tr("(model)") : qs(object.path);
+            addModule(invisibleRootItem(), object.node, name, QString());
+        }
+    }
+    return rowCount() > 0;
+}
+
+std::uint64_t ModuleTreeModel::addModule(QStandardItem* parent, NodeIndex module, const QString& name,
+                                         const QString& prefix)
+{
+    const auto& ck = *m_doc->checkpoint;
+    auto* nameItem = cell(name, module);
+    nameItem->setIcon(icons::module());
+    nameItem->setData(prefix, StateKeyRole);
+    auto* typeItem = cell(shortType(ck, ck.nodes[module]), module);
+    if (ck.nodes[module].object.valid()) {
+        typeItem->setToolTip(qs(ck.objects[ck.nodes[module].object].type));
+    }
+    auto* countItem = cell(QString(), module);
+    countItem->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    parent->appendRow({nameItem, typeItem, cell(QString(), module), countItem});
+    m_rows.emplace(module.value(), QPersistentModelIndex(nameItem->index()));
+
+    std::uint64_t params = 0;
+    const auto dot = prefix.isEmpty() ? QString() : prefix + QLatin1Char('.');
+    // Its own parameters, then buffers, as state_dict() lists them.
+    for (const char* holder : {"_parameters", "_buffers"}) {
+        const auto dict = childNamed(ck, module, holder);
+        if (!dict.valid()) {
+            continue;
+        }
+        const auto& d = ck.nodes[dict];
+        for (std::uint32_t r = 0; r < d.childCount; ++r) {
+            const auto t = d.child(r);
+            const auto& n = ck.nodes[t];
+            if (n.kind != NodeKind::Tensor || !n.tensor.valid()) {
+                continue;  // a None parameter (bias=False) is not in state_dict()
+            }
+            const auto& entry = ck.tensors[n.tensor];
+            auto* tName = cell(qs(n.name), t);
+            tName->setIcon(icons::tensor());
+            tName->setData(dot + qs(n.name), StateKeyRole);
+            tName->setToolTip(dot + qs(n.name));
+            const bool isParam = std::string_view(holder) == "_parameters";
+            auto* tType = cell(isParam ? tr("parameter %1").arg(qs(dtypeName(entry.dtype)))
+                                       : tr("buffer %1").arg(qs(dtypeName(entry.dtype))),
+                               t);
+            auto* tCount = cell(isParam ? QLocale().toString(qulonglong(entry.numel)) : QString(), t);
+            tCount->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+            nameItem->appendRow({tName, tType, cell(shapeText(entry.shape), t), tCount});
+            m_rows.emplace(t.value(), QPersistentModelIndex(tName->index()));
+            if (isParam) {
+                params += entry.numel;
+            }
+        }
+    }
+    if (const auto children = childNamed(ck, module, "_modules"); children.valid()) {
+        const auto& c = ck.nodes[children];
+        for (std::uint32_t r = 0; r < c.childCount; ++r) {
+            const auto sub = c.child(r);
+            if (ck.nodes[sub].kind == NodeKind::Module) {
+                params += addModule(nameItem, sub, qs(ck.nodes[sub].name), dot + qs(ck.nodes[sub].name));
+            }
+        }
+    }
+    countItem->setText(QLocale().toString(qulonglong(params)));
+    countItem->setData(qulonglong(params), kCountRole);
+    return params;
+}
+
+QModelIndex ModuleTreeModel::indexOfNode(NodeIndex node) const
+{
+    const auto it = m_rows.find(node.value());
+    return it == m_rows.end() ? QModelIndex() : QModelIndex(it->second);
+}
+
+std::uint64_t ModuleTreeModel::parameterCount(const QModelIndex& index)
+{
+    const auto count = index.sibling(index.row(), Parameters);
+    const auto v = count.data(kCountRole);
+    return v.isValid() ? v.toULongLong() : count.data().toString().remove(QLocale().groupSeparator()).toULongLong();
+}
+
+}  // namespace ckpt::ui
