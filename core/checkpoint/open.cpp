@@ -1,6 +1,7 @@
 // Format detection and the per-format loaders: each fills the arena, the root and the storage
 // table; index.cpp then builds the key tree. Messages name the real cause of a bad file, since
 // "invalid load key, 'v'" is what torch would have said.
+#include "archive/compressed.h"
 #include "archive/inflate.h"
 #include "archive/safetensors.h"
 #include "archive/zip.h"
@@ -406,8 +407,62 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
     return checkStorageBytes(c);
 }
 
+Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file);
+
+// torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
+// checkpoint inside a gzip one, and names the others.
+Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, archive::Compression kind,
+                                       const std::shared_ptr<const MappedFile>& file)
+{
+    const std::string what = std::string(archive::compressionName(kind)) + "-compressed file";
+    const std::string undo = std::string(archive::decompressCommand(kind));
+    auto named = [&](Error e) {
+        e.message = "is a " + what + " (" + e.message + "); torch.load cannot read it either: " + undo + " it first";
+        e.path = name;
+        return e;
+    };
+    if (kind != archive::Compression::Gzip) {
+        return named(makeError(ErrorCode::Unsupported,
+                               "ckptscope does not decompress " + std::string(archive::compressionName(kind))));
+    }
+    // Checkpoints compress little (float noise), so 64x the file plus the read budget's base is
+    // room for any real one and stops a gzip bomb.
+    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(data.size());
+    auto inflated = archive::gunzip(data, limit);
+    if (file) {
+        if (auto same = file->checkUnchanged(); !same) {
+            return same.error();
+        }
+    }
+    if (!inflated) {
+        return named(inflated.error());
+    }
+    auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*inflated));
+    if (archive::sniffCompression(*owned) != archive::Compression::None) {
+        return named(makeError(ErrorCode::Unsupported, "compressed twice"));
+    }
+    auto inner = readImpl(*owned, name, nullptr);
+    if (!inner) {
+        Error e = inner.error();
+        e.message = "inside the " + what + ": " + e.message;
+        return e;
+    }
+    // The checkpoint was built for this call alone: nothing else holds it yet.
+    auto c = std::const_pointer_cast<Checkpoint>(*inner);
+    c->compression = archive::compressionName(kind);
+    c->inflated = std::move(owned);
+    c->fileSize = data.size();
+    c->warnings.push_back("the checkpoint is wrapped in " + std::string(archive::compressionName(kind)) +
+                          ": torch.load cannot read the file as it is (\"invalid load key, '\\x1f'\"); " + undo +
+                          " it, or convert it, first");
+    return CheckpointPtr(std::move(c));
+}
+
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file)
 {
+    if (const auto kind = archive::sniffCompression(data); kind != archive::Compression::None) {
+        return readCompressed(data, name, kind, file);
+    }
     auto withPath = [&](Error e) {
         if (e.path.empty()) {
             e.path = name;

@@ -55,6 +55,23 @@ void legacyFormat(const Checkpoint& ckpt, Findings& out)
     out.push_back(std::move(f));
 }
 
+void compressedFile(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.compression.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "compressed-file";
+    f.severity = Severity::Error;
+    f.title = "The checkpoint is wrapped in " + ckpt.compression + ", which torch.load cannot read";
+    f.detail = "The file is a " + ckpt.compression + "-compressed " + std::string(formatName(ckpt.format)) +
+               " checkpoint. torch.load looks only at the first bytes for a zip or a pickle and stops with "
+               "\"invalid load key, '\\x1f'\". ckptscope read the checkpoint inside. Fix: gunzip the file, or "
+               "convert it, which writes the checkpoint uncompressed.";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
 void torchScript(const Checkpoint& ckpt, Findings& out)
 {
     if (!ckpt.torchScript) {
@@ -258,6 +275,7 @@ void sharedStorage(const Checkpoint& ckpt, const TensorsByStorage& users, Findin
 
 void storageRules(const Checkpoint& ckpt, Findings& out)
 {
+    compressedFile(ckpt, out);
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);
     const auto users = tensorsByStorage(ckpt);

@@ -109,6 +109,12 @@ bool Plan::changesNothing() const
     return std::all_of(steps.begin(), steps.end(), [](const PlanStep& s) { return s.kind == StepKind::Note; });
 }
 
+std::uint64_t Plan::droppedCount() const
+{
+    return static_cast<std::uint64_t>(
+        std::count_if(steps.begin(), steps.end(), [](const PlanStep& s) { return s.kind == StepKind::Drop; }));
+}
+
 std::string Plan::toJson() const
 {
     nlohmann::ordered_json j;
@@ -128,9 +134,11 @@ std::string Plan::toJson() const
                       {"source", s.source.value()},
                       {"location", s.location},
                       {"byte_offset", s.byteOffset},
-                      {"nbytes", s.nbytes}});
+                      {"nbytes", s.nbytes},
+                      {"made_by_plan", s.inlineBytes != nullptr}});
     }
     j["tensors"] = tensorCount;
+    j["dropped"] = droppedCount();
     j["changes_nothing"] = changesNothing();
     return dumpJson(j);
 }
@@ -141,7 +149,7 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
     plan.options = opts;
     plan.arena = in.arena;
     plan.root = in.root;
-    detail::Builder b{in, opts, plan, "", {}};
+    detail::Builder b{in, opts, plan, "", {}, {}};
     for (const auto& n : in.nodes) {
         if (n.stateDictLike) {
             b.stateDicts.insert(n.value.v);
