@@ -24,8 +24,9 @@
 
 namespace ckpt {
 
-enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors };
-[[nodiscard]] std::string_view formatName(Format f);  // "torch-zip", "torch-legacy", "safetensors"
+enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors, TorchTar };
+// "torch-zip", "torch-legacy", "safetensors", "torch-tar" (PyTorch < 0.1.10)
+[[nodiscard]] std::string_view formatName(Format f);
 
 inline constexpr NodeIndex kRootNode{0};
 

@@ -7,6 +7,7 @@
 #include "archive/zip.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/index.h"
+#include "checkpoint/loaders.h"
 #include "pickle/unpickler.h"
 
 #include <algorithm>
@@ -72,10 +73,6 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
     if (startsWith(b, "PYTORCH1")) {
         return fail(ErrorCode::Unsupported, "is an archive from PyTorch's preview release (PYTORCH1), which no "
                                             "current PyTorch reads");
-    }
-    if (b.size() > 262 && std::memcmp(b.data() + 257, "ustar", 5) == 0) {
-        return fail(ErrorCode::Unsupported,
-                    "is a tar-format checkpoint from PyTorch 0.x; ckptscope does not read that format yet");
     }
     return std::nullopt;
 }
@@ -473,7 +470,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     // the text sniffing below would take for an HTML page.
     const bool zip = startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06");
     const bool safetensors = !zip && archive::looksLikeSafetensors(data);
-    if (!zip && !safetensors) {
+    // torch.load tries a tar first (PyTorch < 0.1.10 wrote checkpoints as tar archives).
+    const bool tar = !zip && !safetensors && data.size() > 262 && std::memcmp(data.data() + 257, "ustar", 5) == 0;
+    if (!zip && !safetensors && !tar) {
         if (auto e = sniffNonCheckpoint(data)) {
             return withPath(*e);
         }
@@ -489,6 +488,8 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         loaded = loadZip(*c, budget);
     } else if (safetensors) {
         loaded = loadSafetensors(*c, budget);
+    } else if (tar) {
+        loaded = detail::loadTorchTar(*c, budget);
     } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
                std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||
                std::to_integer<unsigned>(data[0]) == 0x8a) {

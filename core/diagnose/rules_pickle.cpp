@@ -167,7 +167,8 @@ void notWeightsOnly(const Checkpoint& ckpt, const std::vector<GlobalUse>& global
     }
     const auto ops = refusedOpcodes(ckpt.opcodesSeen);
     const auto modulePids = legacyModulePids(ckpt);
-    if (refused.empty() && ops.empty() && modulePids.empty()) {
+    const bool tarFile = ckpt.format == Format::TorchTar;
+    if (refused.empty() && ops.empty() && modulePids.empty() && !tarFile) {
         return;
     }
     Finding f;
@@ -203,6 +204,14 @@ void notWeightsOnly(const Checkpoint& ckpt, const std::vector<GlobalUse>& global
                     " was not an allowed global by default. Please use `torch.serialization.add_safe_globals([" +
                     lastComponent(q) + "])` or the `torch.serialization.safe_globals([" + lastComponent(q) +
                     "])` context manager to allowlist this global if you trust this class/function.";
+        }
+    }
+    if (tarFile) {
+        f.detail += std::string(f.detail.empty() ? "" : " ") +
+                    "It is a tar-format file (PyTorch < 0.1.10), which torch.load reads only with "
+                    "weights_only=False.";
+        if (first.empty()) {
+            first = "Cannot use ``weights_only=True`` with files saved in the legacy .tar format.";
         }
     }
     if (!modulePids.empty()) {

@@ -38,6 +38,20 @@ std::string shapeText(const std::vector<std::int64_t>& shape)
 
 void legacyFormat(const Checkpoint& ckpt, Findings& out)
 {
+    if (ckpt.format == Format::TorchTar) {
+        Finding f;
+        f.code = "legacy-format";
+        f.severity = Severity::Warning;
+        f.title = "Tar-format checkpoint from PyTorch < 0.1.10, not a zip archive";
+        f.detail = "The file is the tar archive (members storages, tensors, pickle, sys_info) that torch.save wrote "
+                   "before PyTorch 0.1.10. Current torch.load still reads it, but refuses weights_only=True "
+                   "(\"Cannot use ``weights_only=True`` with files saved in the legacy .tar format.\"), and so "
+                   "PyTorch 2.6+ refuses it by default; mmap and other readers fail too. Fix: rewrite it as a zip "
+                   "archive.";
+        f.fix = transform::Options{};
+        out.push_back(std::move(f));
+        return;
+    }
     if (ckpt.format != Format::TorchLegacy) {
         return;
     }

@@ -164,6 +164,15 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         }
     }
     detail::planStorages(b);
+    // Containers torch.load cannot read as they are (a gzip wrapper) or only without weights_only
+    // (the 0.1 tar): the rewrite itself is the fix, so the plan says so.
+    if (!in.compression.empty() || in.format == Format::TorchTar) {
+        const std::string from = in.compression.empty()
+                                     ? std::string(formatName(in.format))
+                                     : in.compression + "-compressed " + std::string(formatName(in.format));
+        b.step(StepKind::Convert, "", from, opts.format == OutputFormat::Safetensors ? "safetensors" : "torch zip",
+               "the file is rewritten in the current container, which torch.load reads as it is");
+    }
     return plan;
 }
 
