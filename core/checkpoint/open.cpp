@@ -450,7 +450,7 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     c->inflated = std::move(owned);
     c->fileSize = data.size();
     c->warnings.push_back("the checkpoint is wrapped in " + std::string(archive::compressionName(kind)) +
-                          ": torch.load cannot read the file as it is (\"invalid load key, '\\x1f'\"); " + undo +
+                          R"(: torch.load cannot read the file as it is ("invalid load key, '\x1f'"); )" + undo +
                           " it, or convert it, first");
     return CheckpointPtr(std::move(c));
 }
