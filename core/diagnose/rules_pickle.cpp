@@ -142,6 +142,14 @@ std::vector<GlobalUse> keyGlobals(const Checkpoint& ckpt)
     return uses;
 }
 
+// A class that appears only as a dict key (the index never meets keys): convert keys the dict by
+// its qualified name instead.
+bool usedOnlyAsKey(const Checkpoint& ckpt, const GlobalUse& g)
+{
+    return std::none_of(ckpt.globals.begin(), ckpt.globals.end(),
+                        [&](const GlobalUse& u) { return u.qualified == g.qualified; });
+}
+
 // The index's global uses plus those in keys.
 std::vector<GlobalUse> allGlobals(const Checkpoint& ckpt)
 {
@@ -193,8 +201,10 @@ void notWeightsOnly(const Checkpoint& ckpt, const std::vector<GlobalUse>& global
                     plural(refused.size(), "global", "globals") + " outside the default allowlist: ";
         for (std::size_t i = 0; i < refused.size(); ++i) {
             const auto& g = *refused[i];
-            f.detail += (i ? "; " : "") + g.qualified + " at " + pathsText(g.paths) + " (make it " +
-                        remedyFor(g.qualified, ckpt) + ")";
+            f.detail +=
+                (i ? "; " : "") + g.qualified + " at " + pathsText(g.paths) + " (make it " +
+                (usedOnlyAsKey(ckpt, g) ? std::string("a dict key: keyed by its name") : remedyFor(g.qualified, ckpt)) +
+                ")";
             f.paths.insert(f.paths.end(), g.paths.begin(), g.paths.end());
         }
         f.detail += ".";
