@@ -100,11 +100,21 @@ Expected<std::vector<std::byte>> gunzip(Bytes file, std::uint64_t limit)
             return makeError(ErrorCode::OutOfMemory, "zlib could not start inflating");
         }
         z_stream& zs = gz.stream();
-        const std::size_t feed = std::min<std::size_t>(rest.size(), std::numeric_limits<uInt>::max());
-        zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(rest.data()));  // NOLINT: zlib's API is not const
-        zs.avail_in = static_cast<uInt>(feed);
+        // zlib takes at most 4 GiB of input per call: a bigger file is fed in pieces.
+        std::size_t fed = 0;
+        auto refill = [&] {
+            const std::size_t feed = std::min<std::size_t>(rest.size() - fed, std::numeric_limits<uInt>::max());
+            // NOLINTNEXTLINE: zlib's API is not const
+            zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(rest.data() + fed));
+            zs.avail_in = static_cast<uInt>(feed);
+            fed += feed;
+        };
+        refill();
         int rc = Z_OK;
         while (rc != Z_STREAM_END) {
+            if (zs.avail_in == 0 && fed < rest.size()) {
+                refill();
+            }
             if (out.size() >= limit) {
                 return makeError(ErrorCode::Limit,
                                  "inflates past " + humanBytes(limit) + ", more than ckptscope holds in memory for it");
@@ -117,17 +127,17 @@ Expected<std::vector<std::byte>> gunzip(Bytes file, std::uint64_t limit)
             zs.avail_out = static_cast<uInt>(room);
             rc = inflate(&zs, Z_NO_FLUSH);
             out.resize(at + room - zs.avail_out);
-            if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
+            if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == rest.size()) {
                 return makeError(ErrorCode::Truncated, "the gzip stream ends early: the file is truncated",
                                  file.size());
             }
             if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
                 return makeError(ErrorCode::Corrupt,
                                  std::string("the gzip stream is damaged (zlib: ") + (zs.msg ? zs.msg : "error") + ")",
-                                 static_cast<std::uint64_t>(file.size() - rest.size() + (feed - zs.avail_in)));
+                                 static_cast<std::uint64_t>(file.size() - rest.size() + (fed - zs.avail_in)));
             }
         }
-        const std::size_t used = feed - zs.avail_in;
+        const std::size_t used = fed - zs.avail_in;
         rest = rest.subspan(used);
         // gzip ignores zero padding after the last member (tape blocks); so does ckptscope.
         if (!rest.empty() && !startsWith(rest, "\x1f\x8b")) {

@@ -432,7 +432,11 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
         }
     }
     if (!inflated) {
-        return named(inflated.error());
+        // A damaged stream: gunzip would fail the same way, so no advice to run it.
+        Error e = inflated.error();
+        e.message = "is a " + what + ", and " + e.message;
+        e.path = name;
+        return e;
     }
     auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*inflated));
     if (archive::sniffCompression(*owned) != archive::Compression::None) {

@@ -140,6 +140,30 @@ private Q_SLOTS:
         QCOMPARE(same.trimmed(), QByteArray("True"));
     }
 
+    // One line naming the wrapper and the damage, exit 2; no advice to gunzip what gunzip cannot.
+    void damagedGzipIsRefused()
+    {
+        QFile f(QString::fromStdString(file("plain_sd.pt.gz")));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray gz = f.readAll();
+        const std::pair<QByteArray, const char*> cases[] = {
+            {gz.left(gz.size() / 2), "truncated"},
+            {gz + QByteArray("XYZ"), "trailing bytes"},
+        };
+        for (const auto& [bytes, words] : cases) {
+            QFile bad(dir_.path() + QStringLiteral("/bad.pt.gz"));
+            QVERIFY(bad.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            bad.write(bytes);
+            bad.close();
+            const Run r = cli(ckpt::cli::cmdInspect, {bad.fileName().toStdString()});
+            QCOMPARE(r.rc, 2);
+            QVERIFY2(r.err.find("gzip-compressed") != std::string::npos && r.err.find(words) != std::string::npos,
+                     r.err.c_str());
+            QVERIFY(r.err.find("gunzip it first") == std::string::npos);
+            QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        }
+    }
+
     void otherCompressionIsNamed()
     {
         const Run r = cli(ckpt::cli::cmdInspect, {file("plain_sd.pt.zst")});
