@@ -150,7 +150,8 @@ void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::str
         bytes += s.nbytes;
     }
     out << (plan.changesNothing() ? "nothing to change; " : "") << plan.tensorCount << " tensors, "
-        << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data\n";
+        << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data, " << plan.droppedCount()
+        << (plan.droppedCount() == 1 ? " value" : " values") << " dropped\n";
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ std::string_view formatName(Format f)
         return "torch-legacy";
     case Format::Safetensors:
         return "safetensors";
+    case Format::TorchTar:
+        return "torch-tar";
     }
     return "unknown";
 }

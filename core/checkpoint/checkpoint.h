@@ -24,8 +24,9 @@
 
 namespace ckpt {
 
-enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors };
-[[nodiscard]] std::string_view formatName(Format f);  // "torch-zip", "torch-legacy", "safetensors"
+enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors, TorchTar };
+// "torch-zip", "torch-legacy", "safetensors", "torch-tar" (PyTorch < 0.1.10)
+[[nodiscard]] std::string_view formatName(Format f);
 
 inline constexpr NodeIndex kRootNode{0};
 
@@ -160,6 +161,10 @@ public:
 
     std::shared_ptr<const MappedFile> file;  // keeps the bytes below alive
     Bytes bytes;                             // the whole file
+    // A checkpoint read from inside a compressed file: the wrapper's name ("gzip") and the
+    // inflated bytes that `bytes` views (`file` is then null: nothing can be copied from it).
+    std::string compression;
+    std::shared_ptr<const std::vector<std::byte>> inflated;
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }

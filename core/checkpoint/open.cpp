@@ -1,11 +1,13 @@
 // Format detection and the per-format loaders: each fills the arena, the root and the storage
 // table; index.cpp then builds the key tree. Messages name the real cause of a bad file, since
 // "invalid load key, 'v'" is what torch would have said.
+#include "archive/compressed.h"
 #include "archive/inflate.h"
 #include "archive/safetensors.h"
 #include "archive/zip.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/index.h"
+#include "checkpoint/loaders.h"
 #include "pickle/unpickler.h"
 
 #include <algorithm>
@@ -71,10 +73,6 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
     if (startsWith(b, "PYTORCH1")) {
         return fail(ErrorCode::Unsupported, "is an archive from PyTorch's preview release (PYTORCH1), which no "
                                             "current PyTorch reads");
-    }
-    if (b.size() > 262 && std::memcmp(b.data() + 257, "ustar", 5) == 0) {
-        return fail(ErrorCode::Unsupported,
-                    "is a tar-format checkpoint from PyTorch 0.x; ckptscope does not read that format yet");
     }
     return std::nullopt;
 }
@@ -406,8 +404,66 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
     return checkStorageBytes(c);
 }
 
+Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file);
+
+// torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
+// checkpoint inside a gzip one, and names the others.
+Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, archive::Compression kind,
+                                       const std::shared_ptr<const MappedFile>& file)
+{
+    const std::string what = std::string(archive::compressionName(kind)) + "-compressed file";
+    const std::string undo = std::string(archive::decompressCommand(kind));
+    auto named = [&](Error e) {
+        e.message = "is a " + what + " (" + e.message + "); torch.load cannot read it either: " + undo + " it first";
+        e.path = name;
+        return e;
+    };
+    if (kind != archive::Compression::Gzip) {
+        return named(makeError(ErrorCode::Unsupported,
+                               "ckptscope does not decompress " + std::string(archive::compressionName(kind))));
+    }
+    // Checkpoints compress little (float noise), so 64x the file plus the read budget's base is
+    // room for any real one and stops a gzip bomb.
+    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(data.size());
+    auto inflated = archive::gunzip(data, limit);
+    if (file) {
+        if (auto same = file->checkUnchanged(); !same) {
+            return same.error();
+        }
+    }
+    if (!inflated) {
+        // A damaged stream: gunzip would fail the same way, so no advice to run it.
+        Error e = inflated.error();
+        e.message = "is a " + what + ", and " + e.message;
+        e.path = name;
+        return e;
+    }
+    auto owned = std::make_shared<const std::vector<std::byte>>(std::move(*inflated));
+    if (archive::sniffCompression(*owned) != archive::Compression::None) {
+        return named(makeError(ErrorCode::Unsupported, "compressed twice"));
+    }
+    auto inner = readImpl(*owned, name, nullptr);
+    if (!inner) {
+        Error e = inner.error();
+        e.message = "inside the " + what + ": " + e.message;
+        return e;
+    }
+    // The checkpoint was built for this call alone: nothing else holds it yet.
+    auto c = std::const_pointer_cast<Checkpoint>(*inner);
+    c->compression = archive::compressionName(kind);
+    c->inflated = std::move(owned);
+    c->fileSize = data.size();
+    c->warnings.push_back("the checkpoint is wrapped in " + std::string(archive::compressionName(kind)) +
+                          R"(: torch.load cannot read the file as it is ("invalid load key, '\x1f'"); )" + undo +
+                          " it, or convert it, first");
+    return CheckpointPtr(std::move(c));
+}
+
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file)
 {
+    if (const auto kind = archive::sniffCompression(data); kind != archive::Compression::None) {
+        return readCompressed(data, name, kind, file);
+    }
     auto withPath = [&](Error e) {
         if (e.path.empty()) {
             e.path = name;
@@ -418,7 +474,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     // the text sniffing below would take for an HTML page.
     const bool zip = startsWith(data, "PK\x03\x04") || startsWith(data, "PK\x05\x06");
     const bool safetensors = !zip && archive::looksLikeSafetensors(data);
-    if (!zip && !safetensors) {
+    // torch.load tries a tar first (PyTorch < 0.1.10 wrote checkpoints as tar archives).
+    const bool tar = !zip && !safetensors && data.size() > 262 && std::memcmp(data.data() + 257, "ustar", 5) == 0;
+    if (!zip && !safetensors && !tar) {
         if (auto e = sniffNonCheckpoint(data)) {
             return withPath(*e);
         }
@@ -434,6 +492,8 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         loaded = loadZip(*c, budget);
     } else if (safetensors) {
         loaded = loadSafetensors(*c, budget);
+    } else if (tar) {
+        loaded = detail::loadTorchTar(*c, budget);
     } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
                std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||
                std::to_integer<unsigned>(data[0]) == 0x8a) {

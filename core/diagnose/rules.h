@@ -15,9 +15,9 @@ using Findings = std::vector<Finding>;
 void prefixRules(const Checkpoint& ckpt, Findings& out);   // module/nested/compile/fsdp/mixed-prefix
 void deviceRules(const Checkpoint& ckpt, Findings& out);   // device-pinned, mixed-devices
 void pickleRules(const Checkpoint& ckpt, Findings& out);   // not-weights-only, unsafe-callable, whole-model
-void storageRules(const Checkpoint& ckpt, Findings& out);  // legacy-format, torchscript-archive, storage-bloat,
-                                                           // shared-storage, truncated-or-missing-storage,
-                                                           // unreadable-storage
+void storageRules(const Checkpoint& ckpt, Findings& out);  // compressed-file, legacy-format, torchscript-archive,
+                                                           // storage-bloat, shared-storage,
+                                                           // truncated-or-missing-storage, unreadable-storage
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
 
 // Helpers shared by the rules.

@@ -82,17 +82,101 @@ std::vector<std::string> legacyModulePids(const Checkpoint& ckpt)
     return out;
 }
 
-void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
+// Every GLOBAL inside a key (a class used as a dict key, as Lightning 1.x keys `callbacks` by the
+// callback class), shallowly through tuples: the key tree shows keys as text, so the index's
+// global uses miss them, but the loader meets them like any other value.
+void globalsInKey(const pickle::Arena& a, pickle::ValueId key, std::vector<std::string>& out, int depth = 0)
+{
+    if (!key.valid() || depth > 8) {
+        return;
+    }
+    const auto& k = a[key];
+    if (k.kind == pickle::Kind::Global) {
+        out.push_back(pickle::globalOf(a, key).qualified());
+    } else if (k.kind == pickle::Kind::Object) {
+        out.push_back(pickle::objectOf(a, key).callable.qualified());
+    } else if (k.kind == pickle::Kind::Tuple) {
+        for (auto item : k.items) {
+            globalsInKey(a, item, out, depth + 1);
+        }
+    }
+}
+
+std::vector<GlobalUse> keyGlobals(const Checkpoint& ckpt)
+{
+    const auto& a = ckpt.arena;
+    std::vector<GlobalUse> uses;
+    auto add = [&](const std::string& q, const std::string& path) {
+        auto it = std::find_if(uses.begin(), uses.end(), [&](const GlobalUse& u) { return u.qualified == q; });
+        if (it == uses.end()) {
+            uses.push_back({q, {}});
+            it = uses.end() - 1;
+        }
+        it->paths.push_back(path);
+    };
+    std::vector<std::string> found;
+    for (std::uint32_t i = 0; i < ckpt.nodes.size(); ++i) {
+        const Node& n = ckpt.nodes[NodeIndex{i}];
+        if (!n.value.valid() || n.childCount == 0) {
+            continue;
+        }
+        std::vector<pickle::ValueId> items;
+        const auto& v = a[n.value];
+        if (v.kind == pickle::Kind::Dict) {
+            items = v.items;
+        } else if (v.kind == pickle::Kind::Object) {
+            const auto& o = pickle::objectOf(a, n.value);
+            if (o.state.valid() && a[o.state].kind == pickle::Kind::Dict) {
+                items = a[o.state].items;
+            }
+            items.insert(items.end(), o.dictItems.begin(), o.dictItems.end());
+        }
+        for (std::size_t k = 0; k + 1 < items.size(); k += 2) {
+            found.clear();
+            globalsInKey(a, items[k], found);
+            for (const auto& q : found) {
+                add(q, joinPath(ckpt.pathOf(NodeIndex{i}), pickle::keyText(a, items[k])));
+            }
+        }
+    }
+    return uses;
+}
+
+// A class that appears only as a dict key (the index never meets keys): convert keys the dict by
+// its qualified name instead.
+bool usedOnlyAsKey(const Checkpoint& ckpt, const GlobalUse& g)
+{
+    return std::none_of(ckpt.globals.begin(), ckpt.globals.end(),
+                        [&](const GlobalUse& u) { return u.qualified == g.qualified; });
+}
+
+// The index's global uses plus those in keys.
+std::vector<GlobalUse> allGlobals(const Checkpoint& ckpt)
+{
+    std::vector<GlobalUse> all = ckpt.globals;
+    for (auto& k : keyGlobals(ckpt)) {
+        auto it = std::find_if(all.begin(), all.end(), [&](const GlobalUse& u) { return u.qualified == k.qualified; });
+        if (it == all.end()) {
+            all.push_back(std::move(k));
+        } else {
+            it->paths.insert(it->paths.end(), k.paths.begin(), k.paths.end());
+        }
+    }
+    return all;
+}
+
+void notWeightsOnly(const Checkpoint& ckpt, const std::vector<GlobalUse>& globals, Findings& out)
 {
     std::vector<const GlobalUse*> refused;
-    for (const auto& g : ckpt.globals) {
+    for (const auto& g : globals) {
         if (!isWeightsOnlyAllowed(g.qualified)) {
             refused.push_back(&g);
         }
     }
     const auto ops = refusedOpcodes(ckpt.opcodesSeen);
     const auto modulePids = legacyModulePids(ckpt);
-    if (refused.empty() && ops.empty() && modulePids.empty()) {
+    const bool tarFile = ckpt.format == Format::TorchTar;
+    if (refused.empty() && ops.empty() && modulePids.empty() && !tarFile) {
         return;
     }
     Finding f;
@@ -117,8 +201,10 @@ void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
                     plural(refused.size(), "global", "globals") + " outside the default allowlist: ";
         for (std::size_t i = 0; i < refused.size(); ++i) {
             const auto& g = *refused[i];
-            f.detail += (i ? "; " : "") + g.qualified + " at " + pathsText(g.paths) + " (make it " +
-                        remedyFor(g.qualified, ckpt) + ")";
+            f.detail +=
+                (i ? "; " : "") + g.qualified + " at " + pathsText(g.paths) + " (make it " +
+                (usedOnlyAsKey(ckpt, g) ? std::string("a dict key: keyed by its name") : remedyFor(g.qualified, ckpt)) +
+                ")";
             f.paths.insert(f.paths.end(), g.paths.begin(), g.paths.end());
         }
         f.detail += ".";
@@ -128,6 +214,14 @@ void notWeightsOnly(const Checkpoint& ckpt, Findings& out)
                     " was not an allowed global by default. Please use `torch.serialization.add_safe_globals([" +
                     lastComponent(q) + "])` or the `torch.serialization.safe_globals([" + lastComponent(q) +
                     "])` context manager to allowlist this global if you trust this class/function.";
+        }
+    }
+    if (tarFile) {
+        f.detail += std::string(f.detail.empty() ? "" : " ") +
+                    "It is a tar-format file (PyTorch < 0.1.10), which torch.load reads only with "
+                    "weights_only=False.";
+        if (first.empty()) {
+            first = "Cannot use ``weights_only=True`` with files saved in the legacy .tar format.";
         }
     }
     if (!modulePids.empty()) {
@@ -172,9 +266,9 @@ std::string callText(const Checkpoint& ckpt, const std::string& qualified)
     return {};
 }
 
-void unsafeCallables(const Checkpoint& ckpt, Findings& out)
+void unsafeCallables(const Checkpoint& ckpt, const std::vector<GlobalUse>& globals, Findings& out)
 {
-    for (const auto& g : ckpt.globals) {
+    for (const auto& g : globals) {
         const auto reason = unsafeReason(g.qualified);
         if (!reason) {
             continue;
@@ -281,8 +375,9 @@ void pickleRules(const Checkpoint& ckpt, Findings& out)
     if (ckpt.format == Format::Safetensors) {
         return;
     }
-    unsafeCallables(ckpt, out);
-    notWeightsOnly(ckpt, out);
+    const auto globals = allGlobals(ckpt);
+    unsafeCallables(ckpt, globals, out);
+    notWeightsOnly(ckpt, globals, out);
     wholeModel(ckpt, out);
 }
 

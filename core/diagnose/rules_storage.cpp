@@ -38,6 +38,20 @@ std::string shapeText(const std::vector<std::int64_t>& shape)
 
 void legacyFormat(const Checkpoint& ckpt, Findings& out)
 {
+    if (ckpt.format == Format::TorchTar) {
+        Finding f;
+        f.code = "legacy-format";
+        f.severity = Severity::Warning;
+        f.title = "Tar-format checkpoint from PyTorch < 0.1.10, not a zip archive";
+        f.detail = "The file is the tar archive (members storages, tensors, pickle, sys_info) that torch.save wrote "
+                   "before PyTorch 0.1.10. Current torch.load still reads it, but refuses weights_only=True "
+                   "(\"Cannot use ``weights_only=True`` with files saved in the legacy .tar format.\"), and so "
+                   "PyTorch 2.6+ refuses it by default; mmap and other readers fail too. Fix: rewrite it as a zip "
+                   "archive.";
+        f.fix = transform::Options{};
+        out.push_back(std::move(f));
+        return;
+    }
     if (ckpt.format != Format::TorchLegacy) {
         return;
     }
@@ -51,6 +65,23 @@ void legacyFormat(const Checkpoint& ckpt, Findings& out)
                "`torch.save(_, _use_new_zipfile_serialization=True)`, please torch.save your checkpoint with this "
                "option in order to use mmap.\"), storages cannot be read lazily, and tools that expect the zip "
                "layout (torch.jit, C++ readers) fail. Fix: rewrite it as a zip archive.";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
+void compressedFile(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.compression.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "compressed-file";
+    f.severity = Severity::Error;
+    f.title = "The checkpoint is wrapped in " + ckpt.compression + ", which torch.load cannot read";
+    f.detail = "The file is a " + ckpt.compression + "-compressed " + std::string(formatName(ckpt.format)) +
+               " checkpoint. torch.load looks only at the first bytes for a zip or a pickle and stops with "
+               "\"invalid load key, '\\x1f'\". ckptscope read the checkpoint inside. Fix: gunzip the file, or "
+               "convert it, which writes the checkpoint uncompressed.";
     f.fix = transform::Options{};
     out.push_back(std::move(f));
 }
@@ -258,6 +289,7 @@ void sharedStorage(const Checkpoint& ckpt, const TensorsByStorage& users, Findin
 
 void storageRules(const Checkpoint& ckpt, Findings& out)
 {
+    compressedFile(ckpt, out);
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);
     const auto users = tensorsByStorage(ckpt);

@@ -4,7 +4,9 @@
 
 #include "transform/transform.h"
 
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace ckpt::transform::detail {
@@ -15,6 +17,8 @@ struct Builder {
     Plan& plan;
     std::string rootPath;                          // input key path of the output root
     std::unordered_set<std::uint32_t> stateDicts;  // dict values whose keys are state-dict keys
+    // Storages the plan added (arena storage index -> bytes): numpy arrays made tensors.
+    std::unordered_map<std::uint32_t, std::shared_ptr<const std::string>> inlineStorages;
 
     void step(StepKind kind, std::string path, std::string before, std::string after, std::string detail = {})
     {

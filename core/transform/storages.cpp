@@ -190,8 +190,13 @@ void planStorages(Builder& b)
     for (std::uint32_t s : walk.order) {
         OutStorage out;
         out.source = StorageIndex{s};
-        out.nbytes = b.in.storages[out.source].nbytes;
-        if (b.opts.compact) {
+        if (auto made = b.inlineStorages.find(s); made != b.inlineStorages.end()) {
+            out.inlineBytes = made->second;
+            out.nbytes = made->second->size();
+        } else {
+            out.nbytes = b.in.storages[out.source].nbytes;
+        }
+        if (b.opts.compact && !out.inlineBytes) {
             compactStorage(b, s, walk.uses[s], out);
         }
         pickle::StorageRef ref = a.storages[s];

@@ -116,6 +116,12 @@ bool Plan::changesNothing() const
     return std::all_of(steps.begin(), steps.end(), [](const PlanStep& s) { return s.kind == StepKind::Note; });
 }
 
+std::uint64_t Plan::droppedCount() const
+{
+    return static_cast<std::uint64_t>(
+        std::count_if(steps.begin(), steps.end(), [](const PlanStep& s) { return s.kind == StepKind::Drop; }));
+}
+
 std::string Plan::toJson() const
 {
     nlohmann::ordered_json j;
@@ -135,9 +141,11 @@ std::string Plan::toJson() const
                       {"source", s.source.value()},
                       {"location", s.location},
                       {"byte_offset", s.byteOffset},
-                      {"nbytes", s.nbytes}});
+                      {"nbytes", s.nbytes},
+                      {"made_by_plan", s.inlineBytes != nullptr}});
     }
     j["tensors"] = tensorCount;
+    j["dropped"] = droppedCount();
     j["changes_nothing"] = changesNothing();
     return dumpJson(j);
 }
@@ -148,7 +156,7 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
     plan.options = opts;
     plan.arena = in.arena;
     plan.root = in.root;
-    detail::Builder b{in, opts, plan, "", {}};
+    detail::Builder b{in, opts, plan, "", {}, {}};
     for (const auto& n : in.nodes) {
         if (n.stateDictLike) {
             b.stateDicts.insert(n.value.v);
@@ -163,6 +171,15 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         }
     }
     detail::planStorages(b);
+    // Containers torch.load cannot read as they are (a gzip wrapper) or only without weights_only
+    // (the 0.1 tar): the rewrite itself is the fix, so the plan says so.
+    if (!in.compression.empty() || in.format == Format::TorchTar) {
+        const std::string from = in.compression.empty()
+                                     ? std::string(formatName(in.format))
+                                     : in.compression + "-compressed " + std::string(formatName(in.format));
+        b.step(StepKind::Convert, "", from, opts.format == OutputFormat::Safetensors ? "safetensors" : "torch zip",
+               "the file is rewritten in the current container, which torch.load reads as it is");
+    }
     return plan;
 }
 

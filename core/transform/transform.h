@@ -7,6 +7,7 @@
 #include "transform/options.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct OutStorage {
     std::uint64_t nbytes = 0;      // bytes written
     std::string key;               // output key ("0", "1", ...)
     std::string location;          // output location
+    // Bytes the plan made itself (a numpy array kept as a tensor), written instead of a range of
+    // the input; `source` is then meaningless.
+    std::shared_ptr<const std::string> inlineBytes;
 };
 
 struct Plan {
@@ -40,6 +44,7 @@ struct Plan {
     std::vector<OutStorage> storages;  // parallel to arena.storages
     std::uint64_t tensorCount = 0;     // distinct tensors the output holds
     [[nodiscard]] bool changesNothing() const;
+    [[nodiscard]] std::uint64_t droppedCount() const;  // values left out (drop steps)
     [[nodiscard]] std::string toJson() const;
 };
 

@@ -114,7 +114,26 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
     return {};
 }
 
-// Containers only: a module inside another object's state is that object's business.
+Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::unordered_set<std::uint32_t>& seen,
+                           std::uint32_t depth);
+
+Expected<void> findInItems(Builder& b, const std::vector<ValueId>& items, bool pairs, const std::string& path,
+                           std::unordered_set<std::uint32_t>& seen, std::uint32_t depth)
+{
+    const Arena& a = b.arena();
+    for (std::size_t i = pairs ? 1 : 0; i < items.size(); i += pairs ? 2 : 1) {
+        const std::string childPath = joinPath(path, pairs ? pickle::keyText(a, items[i - 1]) : std::to_string(i));
+        if (auto ok = findModules(b, items[i], childPath, seen, depth + 1); !ok) {
+            return ok;
+        }
+    }
+    return {};
+}
+
+// Containers, and with --weights-only also other objects: those become their attribute dicts
+// there, so a module they hold (Lightning's hyper_parameters holding whole nn.Modules, as chemprop
+// saves them) would otherwise be left with no plain form. Without --weights-only an object is
+// written back as it was, module included.
 Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::unordered_set<std::uint32_t>& seen,
                            std::uint32_t depth)
 {
@@ -130,20 +149,20 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
     }
     const auto& val = a[v];
     if (val.kind == Kind::Dict) {
-        const auto items = val.items;
-        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-            if (auto ok = findModules(b, items[i + 1], joinPath(path, pickle::keyText(a, items[i])), seen, depth + 1);
-                !ok) {
-                return ok;
-            }
+        return findInItems(b, std::vector<ValueId>(val.items), true, path, seen, depth);
+    }
+    if (val.kind == Kind::List || val.kind == Kind::Tuple) {
+        return findInItems(b, std::vector<ValueId>(val.items), false, path, seen, depth);
+    }
+    if (val.kind == Kind::Object && b.opts.weightsOnly) {
+        const pickle::ObjectInfo o = pickle::objectOf(a, v);
+        if (auto ok = findInItems(b, objectStateItems(a, o), true, path, seen, depth); !ok) {
+            return ok;
         }
-    } else if (val.kind == Kind::List || val.kind == Kind::Tuple) {
-        const auto items = val.items;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            if (auto ok = findModules(b, items[i], joinPath(path, std::to_string(i)), seen, depth + 1); !ok) {
-                return ok;
-            }
+        if (auto ok = findInItems(b, o.dictItems, true, path, seen, depth); !ok) {
+            return ok;
         }
+        return findInItems(b, o.listItems, false, path, seen, depth);
     }
     return {};
 }

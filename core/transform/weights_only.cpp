@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <unordered_map>
 
 namespace ckpt::transform::detail {
@@ -118,6 +120,136 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
     }
 }
 
+// The torch dtype holding a numpy numeric array's values exactly, and the element size numpy
+// stores; uint16/uint32 widen (torch 1.x has no such storage), uint64 and dates have none.
+struct NumpyTarget {
+    DType dtype = DType::Unknown;
+    std::size_t fromSize = 0;
+    std::size_t toSize = 0;
+    bool isSigned = false;
+};
+
+std::optional<NumpyTarget> numpyTarget(const std::string& code)
+{
+    if (code.size() < 3) {
+        return std::nullopt;
+    }
+    const char kind = code[1];
+    const std::string size = code.substr(2);
+    auto t = [](DType d, std::size_t from, std::size_t to, bool sign) { return NumpyTarget{d, from, to, sign}; };
+    if (kind == 'f') {
+        return size == "2"   ? t(DType::Float16, 2, 2, true)
+               : size == "4" ? t(DType::Float32, 4, 4, true)
+               : size == "8" ? std::optional<NumpyTarget>(t(DType::Float64, 8, 8, true))
+                             : std::nullopt;
+    }
+    if (kind == 'i') {
+        return size == "1"   ? t(DType::Int8, 1, 1, true)
+               : size == "2" ? t(DType::Int16, 2, 2, true)
+               : size == "4" ? t(DType::Int32, 4, 4, true)
+               : size == "8" ? std::optional<NumpyTarget>(t(DType::Int64, 8, 8, true))
+                             : std::nullopt;
+    }
+    if (kind == 'u') {
+        return size == "1"   ? t(DType::UInt8, 1, 1, false)
+               : size == "2" ? t(DType::Int32, 2, 4, false)
+               : size == "4" ? std::optional<NumpyTarget>(t(DType::Int64, 4, 8, false))
+                             : std::nullopt;
+    }
+    if (kind == 'b' && size == "1") {
+        return t(DType::Bool, 1, 1, false);
+    }
+    if (kind == 'c') {
+        return size == "8"    ? t(DType::Complex64, 8, 8, true)
+               : size == "16" ? std::optional<NumpyTarget>(t(DType::Complex128, 16, 16, true))
+                              : std::nullopt;
+    }
+    return std::nullopt;
+}
+
+// numpy's bytes (either byte order, any element size) as little-endian torch elements.
+std::string toTorchBytes(const pickle::NumpyInfo& np, const NumpyTarget& t)
+{
+    const std::size_t n = t.fromSize == 0 ? 0 : np.data.size() / t.fromSize;
+    const bool big = np.dtype[0] == '>';
+    const std::size_t part = np.dtype[1] == 'c' ? t.fromSize / 2 : t.fromSize;  // complex: each half
+    std::string out(n * t.toSize, '\0');
+    for (std::size_t i = 0; i < n; ++i) {
+        std::string e = np.data.substr(i * t.fromSize, t.fromSize);
+        if (big) {
+            for (std::size_t at = 0; at < e.size(); at += part) {
+                std::reverse(e.begin() + static_cast<std::ptrdiff_t>(at),
+                             e.begin() + static_cast<std::ptrdiff_t>(at + part));
+            }
+        }
+        std::memcpy(out.data() + i * t.toSize, e.data(), e.size());  // zero-extended: unsigned only widens
+    }
+    return out;
+}
+
+// One element of a numpy string array: '<U' is UCS-4, 'S' is bytes, both padded with zeros.
+std::optional<std::string> numpyStringItem(const pickle::NumpyInfo& np, std::size_t index, std::size_t width)
+{
+    const char kind = np.dtype[1];
+    std::string out;
+    if (kind == 'S') {
+        out = np.data.substr(index * width, width);
+        while (!out.empty() && out.back() == '\0') {
+            out.pop_back();
+        }
+        return out;
+    }
+    const bool big = np.dtype[0] == '>';
+    for (std::size_t c = 0; c < width / 4; ++c) {
+        std::uint32_t cp = 0;
+        for (std::size_t k = 0; k < 4; ++k) {
+            const auto byte = static_cast<unsigned char>(np.data[index * width + c * 4 + k]);
+            cp |= static_cast<std::uint32_t>(byte) << (8 * (big ? 3 - k : k));
+        }
+        if (cp == 0) {
+            break;
+        }
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return std::nullopt;
+        }
+        if (cp < 0x80) {
+            out += static_cast<char>(cp);
+        } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else if (cp < 0x10000) {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        } else {
+            out += static_cast<char>(0xF0 | (cp >> 18));
+            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+        }
+    }
+    return out;
+}
+
+bool numpyFortranOrder(const Arena& a, ValueId array)
+{
+    const auto& o = pickle::objectOf(a, array);
+    if (!o.state.valid() || a[o.state].kind != Kind::Tuple || a[o.state].items.size() != 5) {
+        return false;
+    }
+    const auto& f = a[a[o.state].items[3]];
+    return (f.kind == Kind::Bool && f.flag) || (f.kind == Kind::Int && f.i != 0);
+}
+
+std::string shapeText(const std::vector<std::int64_t>& shape)
+{
+    std::string out;
+    for (auto d : shape) {
+        out += (out.empty() ? "" : ", ") + std::to_string(d);
+    }
+    return "[" + out + "]";
+}
+
 class Sanitizer {
 public:
     explicit Sanitizer(Builder& b) : b_(b), a_(b.arena()), weightsOnly_(b.opts.weightsOnly) {}
@@ -224,13 +356,38 @@ private:
         return Fate::Keep;
     }
 
-    Expected<std::vector<ValueId>> pairs(const std::vector<ValueId>& items, const std::string& path,
-                                         std::uint32_t depth)
+    // A class used as a key (Lightning 1.3 keys `callbacks` by the callback class) becomes its
+    // qualified name, the key later Lightning writes itself (`state_key`), so the value it holds
+    // is kept; unless that name is a key of the same dict already.
+    std::optional<ValueId> classKeyAsName(const std::vector<ValueId>& items, std::size_t at, const std::string& path)
+    {
+        const ValueId key = items[at];
+        if (!weightsOnly_ || a_[key].kind != Kind::Global) {
+            return std::nullopt;
+        }
+        const std::string q = pickle::globalOf(a_, key).qualified();
+        if (weightsOnlyAllowed(q) || unsafeCallable(q)) {
+            return std::nullopt;
+        }
+        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+            if (i != at && a_[items[i]].kind == Kind::Str && a_[items[i]].text == q) {
+                return std::nullopt;
+            }
+        }
+        b_.step(StepKind::Convert, path, "class " + q + " (a key)", "'" + q + "'",
+                "a class as a dict key is not allowed by torch.load(weights_only=True): keyed by its name");
+        return a_.str(q);
+    }
+
+    Expected<std::vector<ValueId>> pairs(std::vector<ValueId> items, const std::string& path, std::uint32_t depth)
     {
         std::vector<ValueId> kept;
         kept.reserve(items.size());
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
             const std::string childPath = joinPath(path, pickle::keyText(a_, items[i]));
+            if (auto named = classKeyAsName(items, i, childPath)) {
+                items[i] = *named;
+            }
             auto kf = visit(items[i], childPath, "", depth + 1);
             if (!kf) {
                 return kf.error();
@@ -281,13 +438,12 @@ private:
             }
         }
         a_[v].items = std::move(kept);
-        if (weightsOnly_) {
-            const bool frozen = a_[v].flag;
+        // builtins.set is allowlisted since 2.6 (and written as `set([...])`, which its unpickler
+        // implements); frozenset never is.
+        if (weightsOnly_ && a_[v].flag) {
             a_[v].kind = Kind::List;
             a_[v].flag = false;
-            b_.step(StepKind::Convert, path, frozen ? "frozenset" : "set", "list",
-                    frozen ? "frozenset is never allowed by weights_only=True"
-                           : "set is allowed by weights_only=True only since PyTorch 2.6");
+            b_.step(StepKind::Convert, path, "frozenset", "list", "frozenset is not allowed by weights_only=True");
         }
         return Fate::Keep;
     }
@@ -323,6 +479,13 @@ private:
             return objectParts(v, path, depth);
         }
         if (isModuleObject(a_, v)) {
+            // --unwrap reaches every module in containers and in objects that become dicts; one
+            // it did not reach (inside a module's own non-state attributes) can only go.
+            if (b_.opts.unwrapModules) {
+                return drop(path, q, removedAs,
+                            "a whole nn.Module outside any state dict --unwrap rebuilds: weights-only output "
+                            "cannot hold it");
+            }
             return makeError(ErrorCode::Usage, "'" + path + "' is a whole nn.Module (" + q +
                                                    "), which weights-only output cannot hold: add --unwrap");
         }
@@ -335,12 +498,15 @@ private:
                 b_.step(StepKind::Convert, path, "numpy scalar " + np.dtype, typeName, "the value .item() gives");
                 return Fate::Keep;
             }
-            std::string shape;
-            for (auto d : np.shape) {
-                shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+            if (!np.isScalar) {
+                if (auto kept = numpyArray(v, np, path)) {
+                    return Fate::Keep;
+                }
             }
-            return drop(path, (np.isScalar ? "numpy scalar " : "numpy array ") + np.dtype + " [" + shape + "]",
-                        removedAs, "numpy values are not allowed by torch.load(weights_only=True)");
+            return drop(path, (np.isScalar ? "numpy scalar " : "numpy array ") + np.dtype + " " + shapeText(np.shape),
+                        removedAs,
+                        "numpy values are not allowed by torch.load(weights_only=True) and this dtype has no "
+                        "tensor or str form");
         }
         const bool dictState = o.state.valid() && !objectStateItems(a_, o).empty();
         const bool emptyDictState = o.state.valid() && a_[o.state].kind == Kind::Dict;
@@ -368,6 +534,91 @@ private:
             return sequence(v, path, depth);
         }
         return drop(path, q, removedAs, "not allowed by torch.load(weights_only=True) and has no plain form");
+    }
+
+    // A numeric array becomes a CPU tensor of the same values and shape (as torch.from_numpy
+    // gives); a string array becomes nested lists of str (bytes for 'S'). nullopt: no plain form.
+    std::optional<Fate> numpyArray(ValueId v, const pickle::NumpyInfo& np, const std::string& path)
+    {
+        std::uint64_t count = 1;
+        for (auto d : np.shape) {
+            if (d < 0) {
+                return std::nullopt;
+            }
+            count *= static_cast<std::uint64_t>(d);
+        }
+        const std::string before = "numpy array " + np.dtype + " " + shapeText(np.shape);
+        const bool fortran = numpyFortranOrder(a_, v);
+        if (auto t = numpyTarget(np.dtype)) {
+            if (np.data.size() != count * t->fromSize) {
+                return std::nullopt;
+            }
+            auto bytes = std::make_shared<const std::string>(toTorchBytes(np, *t));
+            pickle::StorageRef ref;
+            ref.key = "numpy:" + path;
+            ref.location = "cpu";
+            ref.dtype = t->dtype;
+            ref.numel = count;
+            ref.className = std::string(storageClassName(t->dtype));
+            a_.storages.push_back(ref);
+            const auto index = static_cast<std::uint32_t>(a_.storages.size() - 1);
+            b_.inlineStorages[index] = std::move(bytes);
+            pickle::TensorInfo info;
+            info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+            info.storage = a_.storage(index);
+            info.dtype = t->dtype;
+            info.shape = np.shape;
+            info.stride.assign(np.shape.size(), 0);
+            std::int64_t step = 1;
+            for (std::size_t i = 0; i < np.shape.size(); ++i) {
+                const std::size_t d = fortran ? i : np.shape.size() - 1 - i;
+                info.stride[d] = step;
+                step *= std::max<std::int64_t>(1, np.shape[d]);
+            }
+            const ValueId made = a_.tensor(std::move(info));
+            a_[v] = a_[made];
+            refreshStridedArgs(a_, v);
+            b_.step(StepKind::Convert, path, before, std::string("tensor ") + std::string(dtypeName(t->dtype)),
+                    "same values and shape, as torch.from_numpy gives (weights_only=True refuses numpy)");
+            return Fate::Keep;
+        }
+        const char kind = np.dtype.size() > 2 ? np.dtype[1] : '?';
+        if (kind != 'U' && kind != 'S') {
+            return std::nullopt;
+        }
+        const auto chars = static_cast<std::size_t>(std::atoll(np.dtype.c_str() + 2));
+        const std::size_t width = kind == 'U' ? chars * 4 : chars;
+        if (width == 0 ? !np.data.empty() : np.data.size() != count * width) {
+            return std::nullopt;
+        }
+        std::vector<ValueId> flat;
+        flat.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+            auto item = width == 0 ? std::optional<std::string>("") : numpyStringItem(np, i, width);
+            if (!item) {
+                return std::nullopt;
+            }
+            flat.push_back(kind == 'U' ? a_.str(std::move(*item)) : a_.bytes(std::move(*item)));
+        }
+        // Nest by shape (.tolist()): the last dimension innermost, in C order.
+        std::vector<ValueId> level = std::move(flat);
+        if (fortran && np.shape.size() > 1) {
+            return std::nullopt;  // rare; its C-order nesting would need a transpose
+        }
+        for (std::size_t d = np.shape.size(); d-- > 1;) {
+            const auto n = static_cast<std::size_t>(np.shape[d]);
+            std::vector<ValueId> outer;
+            for (std::size_t at = 0; n > 0 && at < level.size(); at += n) {
+                outer.push_back(a_.list(std::vector<ValueId>(level.begin() + static_cast<std::ptrdiff_t>(at),
+                                                             level.begin() + static_cast<std::ptrdiff_t>(at + n))));
+            }
+            level = std::move(outer);
+        }
+        const ValueId made = np.shape.empty() ? (level.empty() ? a_.str("") : level[0]) : a_.list(std::move(level));
+        a_[v] = a_[made];
+        b_.step(StepKind::Convert, path, before, kind == 'U' ? "list of str" : "list of bytes",
+                "the values .tolist() gives (weights_only=True refuses numpy)");
+        return Fate::Keep;
     }
 
     // A kept object: what it holds is still sanitized (an os.system call hidden in a Namespace).

@@ -288,6 +288,12 @@ Expected<void> checkExpansion(const Checkpoint& in, std::uint64_t outputTensorBy
 
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s)
 {
+    if (s.inlineBytes) {
+        if (s.byteOffset + s.nbytes > s.inlineBytes->size()) {
+            return makeError(ErrorCode::Internal, "the plan's own storage '" + s.key + "' is shorter than it declares");
+        }
+        return {};
+    }
     if (!in.storages.contains(s.source)) {
         return makeError(ErrorCode::Internal, "the plan names input storage " + std::to_string(s.source.value()) +
                                                   " but the input has " + std::to_string(in.storages.size()));
@@ -308,6 +314,9 @@ Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorag
 
 std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform::OutStorage& s)
 {
+    if (s.inlineBytes) {
+        return std::nullopt;
+    }
     const StorageEntry& src = in.storages[s.source];
     if (!in.file || src.compressed) {
         return std::nullopt;
@@ -317,6 +326,10 @@ std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform:
 
 Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s, std::vector<std::byte>& scratch)
 {
+    if (s.inlineBytes) {
+        return asBytes(*s.inlineBytes)
+            .subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));
+    }
     auto whole = in.storageData(s.source, scratch);
     if (!whole) {
         return whole.error();

@@ -351,7 +351,7 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     }
     const transform::OutStorage& s = plan.storages[t.storage];
     const std::uint64_t start = static_cast<std::uint64_t>(t.offset) * elementSize(t.dtype);
-    if (t.contiguous) {
+    if (t.contiguous && !s.inlineBytes) {
         if (auto offset = fileOffsetOf(in, s)) {
             return copyFromInput(in.file->fd(), *offset + start, t.nbytes, fd, target, meter, stop);
         }

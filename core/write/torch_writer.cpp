@@ -106,6 +106,17 @@ Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in
     if (auto ok = zip.beginRecord(name, s.nbytes); !ok) {
         return ok;
     }
+    if (s.inlineBytes) {
+        std::vector<std::byte> unused;
+        auto bytes = sourceBytes(in, s, unused);
+        if (!bytes) {
+            return bytes.error();
+        }
+        if (auto ok = zip.writeChunk(*bytes); !ok) {
+            return ok;
+        }
+        return zip.endRecord();
+    }
     Expected<void> written;
     auto read = in.streamStorage(s.source, s.byteOffset, s.nbytes, [&](Bytes piece) {
         written = zip.writeChunk(piece);

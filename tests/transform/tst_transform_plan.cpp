@@ -282,9 +282,14 @@ private Q_SLOTS:
         QCOMPARE(a[at(a, p.root, "args")].kind, pk::Kind::Dict);
         QCOMPARE(a[at(a, p.root, "np_float")].kind, pk::Kind::Float);
         QCOMPARE(a[at(a, p.root, "np_int")].kind, pk::Kind::Int);
-        QVERIFY(!at(a, p.root, "np_array").valid());
-        QCOMPARE(count(p, StepKind::Convert), std::size_t{3});
-        QCOMPARE(count(p, StepKind::Drop), std::size_t{1});
+        // A numeric array becomes a tensor of the same shape (torch.from_numpy), nothing is dropped.
+        const auto arr = at(a, p.root, "np_array");
+        QCOMPARE(a[arr].kind, pk::Kind::Tensor);
+        QCOMPARE(pk::tensorOf(a, arr).shape, (std::vector<std::int64_t>{2, 3}));
+        QCOMPARE(pk::tensorOf(a, arr).dtype, ckpt::DType::Float32);
+        QCOMPARE(count(p, StepKind::Convert), std::size_t{4});
+        QCOMPARE(count(p, StepKind::Drop), std::size_t{0});
+        QCOMPARE(p.droppedCount(), std::uint64_t{0});
         // Without --weights-only the same values stay as they are.
         QVERIFY(plan(*c, Options{}).changesNothing());
     }

@@ -97,13 +97,14 @@ private Q_SLOTS:
 
     void showsAKnownPlan()
     {
-        // A training checkpoint made single-card: two values converted for weights_only, a numpy
-        // array dropped, then the model's keys lose `module.` and its storages move to the CPU.
+        // A training checkpoint made single-card: three values converted for weights_only (the
+        // numpy array becomes a tensor), then the model's keys lose `module.`, its storages move to
+        // the CPU, and a note says the storages were renumbered (the array's is new).
         const auto steps = planOf("train_ckpt.pt", transform::singleCardPreset());
         QVERIFY(steps);
         PlanModel model;
         model.setSteps(steps);
-        QCOMPARE(model.rowCount(), 14);
+        QCOMPARE(model.rowCount(), 15);
         QCOMPARE(model.columnCount(), 5);
         const QStringList headers{QStringLiteral("Step"), QStringLiteral("Key"), QStringLiteral("Before"),
                                   QStringLiteral("After"), QStringLiteral("Detail")};
@@ -125,11 +126,11 @@ private Q_SLOTS:
         QCOMPARE(rowText(1),
                  (QStringList{QStringLiteral("convert"), QStringLiteral("best_acc"), QStringLiteral("numpy scalar <f8"),
                               QStringLiteral("float"), QStringLiteral("the value .item() gives")}));
-        // A dropped key has nothing after it: a dash, not an empty cell.
         QCOMPARE(rowText(2),
-                 (QStringList{QStringLiteral("drop"), QStringLiteral("rng"), QStringLiteral("numpy array <i8 [8]"),
-                              QStringLiteral("—"),
-                              QStringLiteral("numpy values are not allowed by torch.load(weights_only=True)")}));
+                 (QStringList{QStringLiteral("convert"), QStringLiteral("rng"), QStringLiteral("numpy array <i8 [8]"),
+                              QStringLiteral("tensor int64"),
+                              QStringLiteral("same values and shape, as torch.from_numpy gives (weights_only=True "
+                                             "refuses numpy)")}));
         QCOMPARE(rowText(3),
                  (QStringList{QStringLiteral("rename"), QStringLiteral("model/module.conv.weight"),
                               QStringLiteral("module.conv.weight"), QStringLiteral("conv.weight"), QString()}));
@@ -138,7 +139,7 @@ private Q_SLOTS:
                               QStringLiteral("cpu"), QStringLiteral("21 storages, 1.6 KiB")}));
         QVERIFY(!model.data(model.index(0, 0), Qt::DecorationRole).isValid());
         QVERIFY(!model.index(0, PlanModel::ColumnCount).isValid());
-        QVERIFY(!model.index(14, 0).isValid());
+        QVERIFY(!model.index(15, 0).isValid());
     }
 
     void emptyUntilAPlanArrives()

@@ -1,0 +1,14 @@
+// Loaders that live outside open.cpp, each filling a Checkpoint's arena, root and storage table
+// from the mapped bytes (open.cpp picks one by the file's structure; index.cpp builds the tree).
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "util/budget.h"
+
+namespace ckpt::detail {
+
+// The tar format of PyTorch < 0.1.10 (docs/format.md §3.3), read as torch/serialization.py's
+// `legacy_load` reads it.
+Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget);
+
+}  // namespace ckpt::detail
