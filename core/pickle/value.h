@@ -31,7 +31,8 @@ enum class Kind : std::uint8_t {
     Int,           // i (fits in int64)
     BigInt,        // text = little-endian two's complement bytes (LONG1/LONG4 beyond 64 bits)
     Float,         // f
-    Str,           // text (UTF-8)
+    Str,           // text (UTF-8 unless the file's bytes were not); flag = a Python 2 str
+                   // (BINSTRING): text is its raw bytes, which torch.load decodes as UTF-8
     Bytes,         // text (raw bytes); flag = bytearray
     Tuple,         // items
     List,          // items
