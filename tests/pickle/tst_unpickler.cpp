@@ -416,6 +416,20 @@ private Q_SLOTS:
         QCOMPARE(t.items[0], t.items[1]);  // MEMOIZE took key len(memo) == 1
     }
 
+    void sharedScalars()
+    {
+        // CPython's small ints, None and the bools are single objects: so are ckptscope's, which
+        // keeps a state dict's offsets, sizes and flags from filling the arena.
+        Arena a;
+        auto r = run(a, "(K\x04K\x04NN\x88\x88M\x01\x01M\x01\x01t.");
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+        const auto& items = a[r->root].items;
+        QCOMPARE(items.size(), std::size_t{8});
+        QVERIFY(items[0] == items[1] && items[2] == items[3] && items[4] == items[5]);
+        QVERIFY(!(items[6] == items[7]));  // 257 is past the shared range
+        QCOMPARE(shortRepr(a, r->root), std::string("(4, 4, None, None, True, True, 257, 257)"));
+    }
+
     void dupBomb()
     {
         // a list appended to itself 500 000 times, and a tuple DAG whose tree size is 2^2000
@@ -436,7 +450,8 @@ private Q_SLOTS:
         UnpickleOptions small;
         small.budget = ckpt::MemoryBudget{.pickleBytes = 0, .base = 4096};
         Arena b;
-        auto limited = run(b, "(" + std::string(200, 'N') + "l.", small);
+        // (200 Nones would not do: None is made once and shared, as small ints and bools are)
+        auto limited = run(b, "(" + std::string(200, ']') + "l.", small);
         QVERIFY(!limited.ok());
         QCOMPARE(limited.error().code, ckpt::ErrorCode::Limit);
     }
