@@ -242,6 +242,18 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         }
         out << '}';
     }
+    if (c.undecodable.count > 0) {
+        // Corrupt text, for scripts: how many strings torch.load cannot decode, and where.
+        out << ",\n \"undecodable_strings\": {\"count\": " << c.undecodable.count
+            << ", \"python2\": " << c.undecodable.python2 << ", \"first_at\": ";
+        out.quoted(c.undecodable.firstAt);
+        out << ", \"paths\": [";
+        for (std::size_t i = 0; i < c.undecodable.paths.size(); ++i) {
+            out << (i ? ", " : "");
+            out.quoted(c.undecodable.paths[i]);
+        }
+        out << "]}";
+    }
     out << ",\n \"warnings\": [";
     for (std::size_t i = 0; i < c.warnings.size(); ++i) {
         out << (i ? ", " : "");

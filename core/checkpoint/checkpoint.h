@@ -149,6 +149,15 @@ public:
     bool torchScript = false;
     std::vector<std::pair<std::string, std::string>> safetensorsMetadata;
     std::vector<std::string> warnings;
+    // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError): a
+    // corrupt file, or a Python 2 str that loads only with encoding='latin1'. Shown with `\xNN`
+    // escapes; `paths` are the escaped key paths of the first 100 the key tree shows.
+    struct Undecodable {
+        std::size_t count = 0;
+        std::size_t python2 = 0;  // of which Python 2 strs
+        std::string firstAt;      // "byte N of data.pkl", "byte N" (of a legacy stream)
+        std::vector<std::string> paths;
+    } undecodable;
 
     pickle::Arena arena;
     pickle::ValueId root;

@@ -7,6 +7,7 @@
 
 #include "checkpoint/state_dict.h"
 #include "checkpoint/tensor_bytes.h"
+#include "util/printable.h"
 
 #include <algorithm>
 #include <deque>
@@ -40,6 +41,13 @@ public:
             return v.text;
         }
         return c_.names.add(pickle::keyText(c_.arena, k));
+    }
+    // An entry whose key is a tensor (an optimizer pickled whole keys its state by Parameter):
+    // the key is a tensor of the file too, so the entry shows as `<i>.key` and `<i>.value`.
+    [[nodiscard]] bool keyIsTensor(ValueId k) const { return c_.arena[k].kind == Kind::Tensor; }
+    std::string_view entry(std::size_t i, std::string_view part)
+    {
+        return c_.names.add(std::to_string(i) + "." + std::string(part));
     }
     std::string_view position(std::size_t i)
     {
@@ -105,7 +113,12 @@ void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child
 {
     out.reserve(out.size() + kv.size() / 2);
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-        out.push_back({names.key(kv[i]), kv[i + 1]});
+        if (names.keyIsTensor(kv[i])) {
+            out.push_back({names.entry(i / 2, "key"), kv[i]});
+            out.push_back({names.entry(i / 2, "value"), kv[i + 1]});
+        } else {
+            out.push_back({names.key(kv[i]), kv[i + 1]});
+        }
     }
 }
 
@@ -483,6 +496,20 @@ std::uint64_t elementCount(const std::vector<std::int64_t>& shape)
     return n;
 }
 
+// Where the strings that are not UTF-8 are: keys, and str values the tree shows. Only run when
+// the unpickler met one, so clean files pay nothing.
+void findUndecodable(Checkpoint& c)
+{
+    c.undecodable.paths.clear();
+    for (std::uint32_t i = 0; i < c.nodes.size() && c.undecodable.paths.size() < 100; ++i) {
+        const Node& n = c.nodes[NodeIndex{i}];
+        const auto& v = c.arena[n.value];
+        if (!isValidUtf8(n.name) || (v.kind == Kind::Str && !isValidUtf8(v.text))) {
+            c.undecodable.paths.push_back(displayText(c.pathOf(NodeIndex{i})));
+        }
+    }
+}
+
 }  // namespace
 
 Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
@@ -700,6 +727,9 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
     }
     for (auto& [q, paths] : uses) {
         c.globals.push_back({q, std::move(paths)});
+    }
+    if (c.undecodable.count > 0) {
+        findUndecodable(c);
     }
     return {};
 }

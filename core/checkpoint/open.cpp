@@ -130,6 +130,35 @@ Expected<void> adoptStorages(Checkpoint& c)
     return {};
 }
 
+std::string undecodableWarning(const Checkpoint& c)
+{
+    const auto& u = c.undecodable;
+    const bool python2 = u.python2 == u.count;
+    std::string w = std::to_string(u.count) + (python2 ? " Python 2" : "") +
+                    (u.count == 1 ? " string is" : " strings are") + " not valid UTF-8 (" +
+                    (python2 ? "" : "corrupt text; ") + "the first at " + u.firstAt;
+    if (!u.paths.empty()) {
+        w += ", key '" + u.paths.front() + "'";
+    }
+    w += "): torch.load fails with UnicodeDecodeError";
+    if (python2) {
+        w += " unless given encoding='latin1'";
+    }
+    return w + "; shown with \\xNN escapes";
+}
+
+void noteUndecodable(Checkpoint& c, const pickle::UnpickleResult& r, std::uint64_t pickleStart, std::string_view of)
+{
+    if (r.undecodableStrings == 0) {
+        return;
+    }
+    if (c.undecodable.count == 0) {
+        c.undecodable.firstAt = "byte " + std::to_string(pickleStart + r.firstUndecodable) + std::string(of);
+    }
+    c.undecodable.count += r.undecodableStrings;
+    c.undecodable.python2 += r.undecodablePython2;
+}
+
 Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, const MemoryBudget& budget,
                             std::size_t* consumed = nullptr)
 {
@@ -143,6 +172,7 @@ Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, const MemoryB
     c.root = r->root;
     c.pickleProtocol = r->protocol;
     c.opcodesSeen |= r->opcodesSeen;
+    noteUndecodable(c, *r, 0, " of data.pkl");
     for (auto& w : r->warnings) {
         c.warnings.push_back(std::move(w));
     }
@@ -265,6 +295,7 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
         }
         used = r->consumed;
         c.opcodesSeen |= r->opcodesSeen;
+        noteUndecodable(c, *r, pos, "");
         if (legacyIds) {
             c.pickleProtocol = r->protocol;
         }
@@ -507,6 +538,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         detail::IndexLimits limits;
         limits.budget = budget;
         loaded = detail::buildIndex(*c, limits);
+    }
+    if (loaded && c->undecodable.count > 0) {
+        c->warnings.push_back(undecodableWarning(*c));
     }
     // A file cut short while it was parsed reads as zeros past its new end: say what happened,
     // not what the zeros looked like.

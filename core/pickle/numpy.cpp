@@ -91,7 +91,8 @@ bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
             return false;
         }
         const Value* data = at(a, args->items[1]);
-        if (data == nullptr || data->kind != Kind::Bytes || !numpyDtype(a, args->items[0], out.dtype)) {
+        if (data == nullptr || (data->kind != Kind::Bytes && !(data->kind == Kind::Str && data->flag)) ||
+            !numpyDtype(a, args->items[0], out.dtype)) {
             return false;
         }
         out.isScalar = true;
@@ -105,9 +106,10 @@ bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
         if (st == nullptr || st->items.size() != 5) {
             return false;
         }
+        // Python 2 pickled the bytes as a str.
         const Value* raw = at(a, st->items[4]);
-        if (raw == nullptr || raw->kind != Kind::Bytes || !intTuple(a, st->items[1], out.shape) ||
-            !numpyDtype(a, st->items[2], out.dtype)) {
+        if (raw == nullptr || (raw->kind != Kind::Bytes && !(raw->kind == Kind::Str && raw->flag)) ||
+            !intTuple(a, st->items[1], out.shape) || !numpyDtype(a, st->items[2], out.dtype)) {
             return false;
         }
         out.isScalar = false;

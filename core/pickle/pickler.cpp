@@ -339,7 +339,13 @@ private:
             writeFloat(v.f);
             return;
         case Kind::Str:
-            writeStr(v.text);
+            if (v.flag && !detail::isValidUtf8(v.text)) {
+                // What torch.load(encoding='latin1') reads a Python 2 str as: a UTF-8 file
+                // could not be loaded at all, and numpy turns it back into the same bytes.
+                writeStr(detail::decodeByteString(v.text));
+            } else {
+                writeStr(v.text);
+            }
             return;
         case Kind::Bytes:
             if (v.flag) {

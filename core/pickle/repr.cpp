@@ -1,5 +1,6 @@
 // Python's repr of values, for display: what `print(torch.load(f))` would show, bounded in length
 // and depth however large, shared or cyclic the value graph is.
+#include "pickle/text.h"
 #include "pickle/value.h"
 
 #include <algorithm>
@@ -111,14 +112,27 @@ void appendHexByte(std::string& out, unsigned char c)
 
 // Python's repr of str ('...') and bytes (b'...'): the same escapes, except that bytes also
 // escape everything above 0x7e, while a str passes UTF-8 through (Python prints the characters).
+// A str's bytes that are not UTF-8 (a corrupt file) show as `\xNN`, so the repr always is.
 void appendQuoted(std::string& out, std::string_view s, std::size_t limit, bool asBytes)
 {
     out += asBytes ? "b'" : "'";
-    for (char ch : s) {
+    for (std::size_t i = 0; i < s.size(); ++i) {
         if (out.size() > limit) {
             return;
         }
+        const char ch = s[i];
         const auto c = static_cast<unsigned char>(ch);
+        if (!asBytes && c >= 0x80) {
+            std::size_t next = i;
+            std::uint32_t cp = 0;
+            if (detail::nextCodePoint(s, next, cp) && (cp < 0xD800 || cp > 0xDFFF)) {
+                out.append(s.substr(i, next - i));
+                i = next - 1;
+            } else {
+                appendHexByte(out, c);
+            }
+            continue;
+        }
         switch (c) {
         case '\\':
             out += "\\\\";

@@ -88,9 +88,6 @@ void appendUtf8(std::string& out, std::uint32_t cp)
     }
 }
 
-namespace {
-
-// Next code point of UTF-8 text (surrogates accepted); false on malformed input.
 bool nextCodePoint(std::string_view s, std::size_t& i, std::uint32_t& cp)
 {
     const auto b0 = static_cast<unsigned char>(s[i]);
@@ -127,6 +124,8 @@ bool nextCodePoint(std::string_view s, std::size_t& i, std::uint32_t& cp)
     i += len;
     return true;
 }
+
+namespace {
 
 int hexValue(char c)
 {

@@ -15,7 +15,8 @@ std::string normalizeLong(std::string_view le);
 // text is not a number or has more digits than Python itself converts (4300).
 bool decimalToLong(std::string_view text, std::string& le, std::string& why);
 
-// Python-2 byte strings read with torch's encoding='utf-8': kept when valid UTF-8, else latin-1.
+// A Python-2 byte string as torch.load(encoding='latin1') reads it when it is not UTF-8 (kept
+// as is when it is).
 std::string decodeByteString(std::string_view raw);
 
 bool decodeRawUnicodeEscape(std::string_view in, std::string& utf8);
@@ -27,6 +28,9 @@ bool parsePythonFloat(std::string_view text, double& out);
 bool encodeText(std::string_view utf8, std::string_view encoding, std::string& raw);
 
 bool isValidUtf8(std::string_view s);
+// Next code point of UTF-8 text at s[i], advancing i (surrogates accepted); false on malformed
+// input.
+bool nextCodePoint(std::string_view s, std::size_t& i, std::uint32_t& cp);
 void appendUtf8(std::string& out, std::uint32_t cp);
 
 }  // namespace ckpt::pickle::detail

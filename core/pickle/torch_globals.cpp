@@ -37,6 +37,8 @@ enum class Known : std::uint8_t {
     RebuildNested,
     RebuildFromTypeV2,
     LegacyTensorClass,
+    ParameterClass,  // torch.nn.parameter.Parameter(data, requires_grad), as torch < 1.0 reduced it
+    VariableClass,   // torch.autograd.variable.Variable(data), torch 0.3's non-parameter Variables
 };
 
 Known classify(const GlobalRef& g)
@@ -87,6 +89,12 @@ Known classify(const GlobalRef& g)
             return Known::RebuildFromTypeV2;
         }
         return n == "Tensor" ? Known::LegacyTensorClass : Known::Other;
+    }
+    if ((m == "torch.nn.parameter" || m == "torch.nn") && n == "Parameter") {
+        return Known::ParameterClass;
+    }
+    if ((m == "torch.autograd.variable" || m == "torch.autograd") && n == "Variable") {
+        return Known::VariableClass;
     }
     if (m == "collections" && n == "OrderedDict") {
         return Known::OrderedDict;
@@ -180,6 +188,8 @@ private:
     std::optional<ValueId> rebuildOther(Known k, ValueId callable, ValueId args);
     std::optional<ValueId> rebuildParameter(Known k, ValueId args);
     std::optional<ValueId> rebuildFromType(ValueId args);
+    std::optional<ValueId> constructLegacy(Known k, ValueId args);
+    bool legacySetState(TensorInfo& t, ValueId state);
     bool validateGeometry(const std::string& fn, TensorInfo& t);
     bool legacyTensorBuild(ValueId target, ValueId state);
     bool buildTensor(ValueId target, ValueId state);
@@ -418,6 +428,12 @@ std::optional<ValueId> TorchGlobals::Impl::callKnown(Known k, ValueId callable, 
             return std::nullopt;
         }
         return rebuildFromType(args);
+    case Known::ParameterClass:
+    case Known::VariableClass:
+        if (form != ObjectForm::Reduce) {
+            return std::nullopt;
+        }
+        return constructLegacy(k, args);
     case Known::RebuildSparse:
     case Known::RebuildSparseCsr:
     case Known::RebuildMeta:
@@ -554,6 +570,28 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildParameter(Known k, ValueId arg
     t.parameterHooks = av[2];
     if (want == 4) {
         t.parameterState = av[3];
+    }
+    return a_.tensor(std::move(t));
+}
+
+// `Parameter(data[, requires_grad])` and `Variable(data[, requires_grad])` called through REDUCE:
+// what torch 0.3 (`(Parameter, (data,))` then a BUILD with the Variable state) and 0.4
+// (`(Parameter, (data, requires_grad))`) wrote. Loading runs the constructor, so the result is
+// the data tensor, as a Parameter for the first.
+std::optional<ValueId> TorchGlobals::Impl::constructLegacy(Known k, ValueId args)
+{
+    const std::vector<ValueId>& av = val(args).items;
+    bool requiresGrad = k == Known::ParameterClass;
+    if (av.empty() || av.size() > 3 || kindOf(av[0]) != Kind::Tensor ||
+        (av.size() >= 2 && !boolArg(av[1], requiresGrad))) {
+        return std::nullopt;
+    }
+    TensorInfo t = tensorOf(a_, av[0]);
+    if (k == Known::ParameterClass) {
+        t.isParameter = true;
+        t.parameterRequiresGrad = requiresGrad;
+    } else {
+        t.requiresGrad = requiresGrad;
     }
     return a_.tensor(std::move(t));
 }
@@ -748,9 +786,58 @@ bool TorchGlobals::Impl::build(ValueId target, ValueId state)
     }
 }
 
+// Tensor.__setstate__ (torch/_tensor.py) on a tuple: 4 items are `set_(storage, offset, size,
+// stride)` (a legacy Tensor), 5 a legacy Variable `(data, _, hooks, requires_grad, _)`, 3 the
+// Variable state `(requires_grad, _, hooks)` that torch 0.3 BUILT onto `Parameter(data)`.
+bool TorchGlobals::Impl::legacySetState(TensorInfo& t, ValueId state)
+{
+    const std::vector<ValueId>& sv = val(state).items;
+    const std::string fn = "torch.Tensor.__setstate__";
+    bool requiresGrad = false;
+    if (sv.size() == 4) {
+        if (kindOf(sv[0]) != Kind::Storage || !intArg(sv[1], t.storageOffset) || !dimsArg(sv[2], t.shape) ||
+            !dimsArg(sv[3], t.stride)) {
+            return fail(ErrorCode::Corrupt,
+                        "malformed arguments to " + fn + ": expected (storage, offset, size, stride)");
+        }
+        t.storage = sv[0];
+        t.dtype = a_.storages[static_cast<std::size_t>(val(sv[0]).i)].dtype;
+        t.form = TensorForm::Strided;
+        return validateGeometry(fn, t);
+    }
+    const std::size_t gradAt = sv.size() == 5 ? 3 : 0;
+    if (!boolArg(sv[gradAt], requiresGrad)) {
+        return fail(ErrorCode::Corrupt,
+                    "malformed state for " + fn + ": requires_grad is a " + std::string(kindName(kindOf(sv[gradAt]))));
+    }
+    if (sv.size() == 5 && kindOf(sv[0]) == Kind::Tensor) {
+        const TensorInfo& data = tensorOf(a_, sv[0]);
+        t.storage = data.storage;
+        t.dtype = data.dtype;
+        t.storageOffset = data.storageOffset;
+        t.shape = data.shape;
+        t.stride = data.stride;
+        t.form = data.form;
+    }
+    if (t.isParameter) {
+        t.parameterRequiresGrad = requiresGrad;
+    } else {
+        t.requiresGrad = requiresGrad;
+    }
+    return true;
+}
+
 bool TorchGlobals::Impl::buildTensor(ValueId target, ValueId state)
 {
     TensorInfo& t = a_.tensors[static_cast<std::size_t>(val(target).i)];
+    if (kindOf(state) == Kind::Tuple && val(state).items.size() >= 3 && val(state).items.size() <= 5) {
+        TensorInfo updated = t;
+        if (!legacySetState(updated, state)) {
+            return false;
+        }
+        a_.tensors[static_cast<std::size_t>(val(target).i)] = std::move(updated);
+        return true;
+    }
     if (t.isParameter) {
         t.parameterState = state;
         return true;

@@ -175,6 +175,8 @@ private:
     ValueId makeInt(std::string_view le);
     bool parseDecimal(std::string_view text, ValueId& out);
     ValueId makeGlobal(std::string module, std::string name);
+    ValueId py2Str(std::string_view raw);
+    bool noteUndecodable(std::string_view text);
 
     // ---- opcode groups ------------------------------------------------------------------------
     bool step();
@@ -412,7 +414,7 @@ bool Machine::step()
         if (!readCounted(op_ == op::BINSTRING ? 4 : 1, s)) {
             return false;
         }
-        push(a_.str(detail::decodeByteString(s)));
+        push(py2Str(s));
         return true;
     case op::UNICODE: {
         if (!readLine(s)) {
@@ -431,6 +433,7 @@ bool Machine::step()
         if (!readCounted(op_ == op::BINUNICODE ? 4 : op_ == op::SHORT_BINUNICODE ? 1 : 8, s)) {
             return false;
         }
+        noteUndecodable(s);
         push(a_.str(std::string(s)));
         return true;
     case op::BINBYTES:
@@ -707,7 +710,28 @@ bool Machine::opString()
     if (!detail::decodeEscapes(line.substr(1, line.size() - 2), raw)) {
         return fail(ErrorCode::Corrupt, "invalid escape in STRING");
     }
-    push(a_.str(detail::decodeByteString(raw)));
+    push(py2Str(raw));
+    return true;
+}
+
+// A Python 2 str keeps its bytes (value.h): torch.load decodes it as UTF-8, numpy arrays carry
+// their raw data in one.
+ValueId Machine::py2Str(std::string_view raw)
+{
+    result_.undecodablePython2 += noteUndecodable(raw) ? 1 : 0;
+    ValueId v = a_.str(std::string(raw));
+    a_[v].flag = true;
+    return v;
+}
+
+bool Machine::noteUndecodable(std::string_view text)
+{
+    if (detail::isValidUtf8(text)) {
+        return false;
+    }
+    if (result_.undecodableStrings++ == 0) {
+        result_.firstUndecodable = problems_.opStart;
+    }
     return true;
 }
 

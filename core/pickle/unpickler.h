@@ -37,6 +37,11 @@ struct UnpickleResult {
     std::bitset<256> opcodesSeen;  // for the weights-only check (FORMAT.md §5.3)
     std::size_t consumed = 0;      // bytes read, STOP included
     std::vector<std::string> warnings;
+    // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError;
+    // a Python 2 str loads with encoding='latin1'), and the offset of the first.
+    std::size_t undecodableStrings = 0;
+    std::size_t undecodablePython2 = 0;  // of which Python 2 strs
+    std::size_t firstUndecodable = 0;
 };
 
 // Reads one pickle from the start of `data`, appending values to `arena`.

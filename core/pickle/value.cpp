@@ -27,6 +27,9 @@ Arena::Arena(const Arena& other)
     }
     size_ = other.size_;
     charged_ = other.charged_;
+    none_ = other.none_;
+    bools_ = other.bools_;
+    smallInts_ = other.smallInts_;
 }
 
 Arena& Arena::operator=(const Arena& other)
@@ -49,21 +52,37 @@ Value make(Kind k)
 
 ValueId Arena::none()
 {
-    return add(make(Kind::None));
+    if (!none_.valid()) {
+        none_ = add(make(Kind::None));
+    }
+    return none_;
 }
 
 ValueId Arena::boolean(bool b)
 {
-    Value v = make(Kind::Bool);
-    v.flag = b;
-    return add(std::move(v));
+    ValueId& shared = bools_[b ? 1 : 0];
+    if (!shared.valid()) {
+        Value v = make(Kind::Bool);
+        v.flag = b;
+        shared = add(std::move(v));
+    }
+    return shared;
 }
 
 ValueId Arena::integer(std::int64_t n)
 {
+    ValueId* shared =
+        n >= kSmallIntMin && n <= kSmallIntMax ? &smallInts_[static_cast<std::size_t>(n - kSmallIntMin)] : nullptr;
+    if (shared != nullptr && shared->valid()) {
+        return *shared;
+    }
     Value v = make(Kind::Int);
     v.i = n;
-    return add(std::move(v));
+    const ValueId id = add(std::move(v));
+    if (shared != nullptr) {
+        *shared = id;
+    }
+    return id;
 }
 
 ValueId Arena::real(double d)

@@ -10,6 +10,7 @@
 
 #include "util/dtype.h"
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -31,7 +32,8 @@ enum class Kind : std::uint8_t {
     Int,           // i (fits in int64)
     BigInt,        // text = little-endian two's complement bytes (LONG1/LONG4 beyond 64 bits)
     Float,         // f
-    Str,           // text (UTF-8)
+    Str,           // text (UTF-8 unless the file's bytes were not); flag = a Python 2 str
+                   // (BINSTRING): text is its raw bytes, which torch.load decodes as UTF-8
     Bytes,         // text (raw bytes); flag = bytearray
     Tuple,         // items
     List,          // items
@@ -48,14 +50,18 @@ enum class Kind : std::uint8_t {
     Object,        // i = index into Arena::objects (anything else that was called or instantiated)
 };
 
+// 72 bytes: a 40 000-tensor state dict makes about 400 000 of them. A value is an Int or a Float,
+// never both, so the two share their bytes.
 struct Value {
     Kind kind = Kind::None;
     bool flag = false;
-    std::int64_t i = 0;
-    double f = 0.0;
+    ValueId attrs;
+    union {
+        std::int64_t i = 0;
+        double f;
+    };
     std::string text;
     std::vector<ValueId> items;
-    ValueId attrs;
 };
 
 // A reference to `module.name`, Python-2 names already mapped to Python 3 (`__builtin__` ->
@@ -172,6 +178,14 @@ private:
     std::vector<std::unique_ptr<Value[]>> blocks_;  // NOLINT(modernize-avoid-c-arrays)
     std::size_t size_ = 0;
     std::uint64_t charged_ = 0;
+    // None, the bools and the ints from -1 to 256 are made once and shared, as CPython shares
+    // them: they are immutable, and a state dict's offsets, sizes, strides and flags were a fifth
+    // of its values. Invalid until first made.
+    static constexpr std::int64_t kSmallIntMin = -1;
+    static constexpr std::int64_t kSmallIntMax = 256;
+    ValueId none_;
+    std::array<ValueId, 2> bools_{};
+    std::array<ValueId, kSmallIntMax - kSmallIntMin + 1> smallInts_{};
 };
 
 // Convenience accessors used by every consumer of the tree.

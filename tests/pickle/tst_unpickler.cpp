@@ -251,14 +251,27 @@ private Q_SLOTS:
         QCOMPARE(shortRepr(a, r->root, 200),
                  std::string(
                      "(True, False, -7, 123456789012345678901234567890, -2.5, 'a\\'bA\\n', 'caf\xc3\xa9\\\\\\\\u')"));
-        // Python 2 str: valid UTF-8 is kept, anything else is read as latin-1
+        // Python 2 str: its bytes are kept (torch.load decodes them as UTF-8); bytes that are not
+        // UTF-8 show as \xNN and are counted, since torch.load fails on them.
         r = run(a, "(U\x03\xe2\x82\xacU\x02\xe9x"
                    "c__builtin__\nset\n"
                    "]\x85R"
                    "ccopy_reg\n_reconstructor\nt.");
         QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
-        QCOMPARE(shortRepr(a, r->root, 200),
-                 std::string("('\xe2\x82\xac', '\xc3\xa9x', set(), copyreg._reconstructor)"));
+        QCOMPARE(shortRepr(a, r->root, 200), std::string("('\xe2\x82\xac', '\\xe9x', set(), copyreg._reconstructor)"));
+        QCOMPARE(r->undecodableStrings, std::size_t{1});
+        QCOMPARE(r->undecodablePython2, std::size_t{1});
+        QCOMPARE(r->firstUndecodable, std::size_t{6});
+        QVERIFY(a[a[r->root].items[1]].flag);
+        QCOMPARE(a[a[r->root].items[1]].text, std::string("\xe9x"));
+        // A BINUNICODE that is not UTF-8 is corrupt: counted, not a Python 2 str.
+        r = run(a, std::string("X\x02\x00\x00\x00"
+                               "a\x86.",
+                               8));
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+        QCOMPARE(shortRepr(a, r->root), std::string("'a\\x86'"));
+        QCOMPARE(r->undecodableStrings, std::size_t{1});
+        QCOMPARE(r->undecodablePython2, std::size_t{0});
         // INST / OBJ / DUP / POP / POP_MARK / GET / PUT
         r = run(a, "(K\x01"
                    "imod\nCls\np7\n0g7\n2(K\x05\x31(cmod\nOther\nK\x02o\x86.");
@@ -403,6 +416,20 @@ private Q_SLOTS:
         QCOMPARE(t.items[0], t.items[1]);  // MEMOIZE took key len(memo) == 1
     }
 
+    void sharedScalars()
+    {
+        // CPython's small ints, None and the bools are single objects: so are ckptscope's, which
+        // keeps a state dict's offsets, sizes and flags from filling the arena.
+        Arena a;
+        auto r = run(a, "(K\x04K\x04NN\x88\x88M\x01\x01M\x01\x01t.");
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+        const auto& items = a[r->root].items;
+        QCOMPARE(items.size(), std::size_t{8});
+        QVERIFY(items[0] == items[1] && items[2] == items[3] && items[4] == items[5]);
+        QVERIFY(!(items[6] == items[7]));  // 257 is past the shared range
+        QCOMPARE(shortRepr(a, r->root), std::string("(4, 4, None, None, True, True, 257, 257)"));
+    }
+
     void dupBomb()
     {
         // a list appended to itself 500 000 times, and a tuple DAG whose tree size is 2^2000
@@ -423,7 +450,8 @@ private Q_SLOTS:
         UnpickleOptions small;
         small.budget = ckpt::MemoryBudget{.pickleBytes = 0, .base = 4096};
         Arena b;
-        auto limited = run(b, "(" + std::string(200, 'N') + "l.", small);
+        // (200 Nones would not do: None is made once and shared, as small ints and bools are)
+        auto limited = run(b, "(" + std::string(200, ']') + "l.", small);
         QVERIFY(!limited.ok());
         QCOMPARE(limited.error().code, ckpt::ErrorCode::Limit);
     }
