@@ -162,10 +162,8 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
                   "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "
                   "mp_rank_*/model_optim_rng.pt on its own";
             break;
-        case SetKind::TrainerFolder:
-            break;  // the description says it all
         default:
-            break;
+            break;  // a Trainer folder's description says it all
         }
         Error e = makeError(ErrorCode::Unsupported, how.empty() ? loc.what : loc.what + ": " + how);
         e.path = loc.dir;
