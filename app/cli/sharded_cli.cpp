@@ -141,6 +141,20 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    std::error_code ec;
+    if (const auto loc = sharded::detectSet(input);
+        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
+        auto found = sharded::zeroFindings(loc);
+        if (!found) {
+            printError(err, found.error(), input);
+            return exitCodeFor(found.error().code);
+        }
+        sharded::ShardedSet view;
+        view.findings = std::move(*found);
+        const auto findings = findingsOf(view);
+        out << (json ? diagnose::renderJson(findings, loc.dir) : diagnose::renderText(findings, loc.dir));
+        return diagnose::findingsExitCode(findings);
+    }
     auto set = openIfSet(input);
     if (!set) {
         return std::nullopt;

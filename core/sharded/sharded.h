@@ -67,6 +67,10 @@ struct ShardedSet {
     [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }
 };
 
+// A DeepSpeed ZeRO set's findings (zero-rank-missing, zero3-placeholder-module) from its rank-0
+// model states and the rank files present; the set itself is not consolidated.
+Expected<std::vector<SetFinding>> zeroFindings(const SetLocation& loc);
+
 // Reads the set `loc` names. Unsupported for the formats only detected, naming them.
 Expected<ShardedSet> openSet(const SetLocation& loc);
 
