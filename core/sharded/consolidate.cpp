@@ -88,6 +88,21 @@ Expected<void> writeArchive(const ShardedSet& set, const std::string& pickleByte
     }
     for (std::size_t i = 0; i < storages.size(); ++i) {
         const auto& s = storages[i];
+        const Checkpoint& shard = *set.shards[s.shard];
+        const StorageEntry& se = shard.storages[s.storage];
+        if (shard.file && !se.compressed && se.present) {
+            // Stored bytes go file to file (copy_file_range); a whole torch record keeps its CRC.
+            std::optional<std::uint32_t> crc;
+            if (shard.format == Format::TorchZip && !se.record.empty() && se.storedBytes == s.nbytes) {
+                crc = se.crc32;
+            }
+            if (auto r = zw.addRecordFromFile(folder + "/data/" + std::to_string(i), shard.file->fd(), se.fileOffset,
+                                              s.nbytes, crc);
+                !r) {
+                return write::detail::onTarget(r.error(), target);
+            }
+            continue;
+        }
         if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(i), s.nbytes); !r) {
             return write::detail::onTarget(r.error(), target);
         }
