@@ -121,6 +121,9 @@ private Q_SLOTS:
         QTest::addColumn<int>("rc");
         QTest::newRow("complete") << "hf_bin" << QStringList{} << 0;
         QTest::newRow("missing shard") << "hf_missing_shard" << QStringList{QStringLiteral("shard-missing")} << 1;
+        QTest::newRow("unlisted tensor") << "hf_unlisted" << QStringList{QStringLiteral("index-unlisted-tensor")} << 1;
+        QTest::newRow("truncated shard") << "hf_truncated_shard" << QStringList{QStringLiteral("shard-unreadable")}
+                                         << 1;
         QTest::newRow("missing tensor") << "hf_missing_tensor" << QStringList{QStringLiteral("index-missing-tensor")}
                                         << 1;
     }
