@@ -211,7 +211,11 @@ private Q_SLOTS:
                                                QStringLiteral("global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
                                                QStringLiteral("global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt")}
                                 << "."
-                                << "DeepSpeed ZeRO stage 1/2 checkpoint, tag global_step5: 1 model-state and 2";
+                                << "DeepSpeed ZeRO stage 1/2 checkpoint, tag global_step5: 1 model-state and 2 "
+                                   "optimizer-state rank files: ckptscope detects but does not read DeepSpeed ZeRO "
+                                   "sets yet; consolidate the fp32 weights with the zero_to_fp32.py DeepSpeed copied "
+                                   "into the folder; the 16-bit weights are whole in the rank-0 model states: "
+                                   "ckptscope convert ";
         QTest::newRow("trainer") << QStringList{QStringLiteral("trainer_state.json"),
                                                 QStringLiteral("model.safetensors"), QStringLiteral("optimizer.pt")}
                                  << "."
