@@ -171,6 +171,24 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool plain, std::ostream& out, std::ostream& err)
 {
+    std::error_code ec;
+    if (const auto loc = sharded::detectSet(input);
+        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&
+        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
+        if (!plain || (!format.empty() && format != "torch")) {
+            err << "ckptscope convert: " << displayText(input)
+                << ": a ZeRO set is consolidated as it stands into one torch file (-o OUT [--single-card])\n";
+            return kExitBadInput;
+        }
+        auto done = sharded::consolidateZero12(loc, output);
+        if (!done) {
+            printError(err, done.error(), input);
+            return exitCodeFor(done.error().code);
+        }
+        out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+            << " fp32 parameters from the ZeRO stage 1/2 partitions)\n";
+        return kExitOk;
+    }
     auto set = openIfSet(input);
     if (!set) {
         return std::nullopt;

@@ -137,6 +137,113 @@ Expected<void> writeArchive(const ShardedSet& set, const std::string& pickleByte
 
 }  // namespace
 
+namespace detail {
+
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
+                                           const std::vector<CheckpointPtr>& sources, const std::string& outPath)
+{
+    auto target = write::resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    for (const auto& s : sources) {
+        if (auto r = write::detail::checkTarget(*s, *target); !r) {
+            return r.error();
+        }
+    }
+    pickle::Arena a;
+    std::vector<pickle::ValueId> items;
+    for (const auto& t : tensors) {
+        std::uint64_t numel = 1;
+        for (const auto d : t.shape) {
+            numel *= static_cast<std::uint64_t>(d);
+        }
+        pickle::StorageRef ref;
+        ref.key = std::to_string(a.storages.size());
+        ref.location = "cpu";
+        ref.dtype = t.dtype;
+        ref.numel = numel;
+        a.storages.push_back(std::move(ref));
+        pickle::TensorInfo info;
+        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
+        info.dtype = t.dtype;
+        info.shape = t.shape;
+        std::int64_t stride = 1;
+        info.stride.assign(t.shape.size(), 1);
+        for (std::size_t d = t.shape.size(); d-- > 0;) {
+            info.stride[d] = stride;
+            stride *= std::max<std::int64_t>(t.shape[d], 1);
+        }
+        items.push_back(a.str(t.name));
+        items.push_back(a.tensor(std::move(info)));
+    }
+    const pickle::ValueId root = a.dict(std::move(items), true);
+    auto pickled = pickle::picklePersistent(a, root);
+    if (!pickled) {
+        return pickled.error();
+    }
+    auto out = write::detail::OutputFile::create(*target, write::Durability::Lazy);
+    if (!out) {
+        return out.error();
+    }
+    const std::string folder = archiveFolderFor(*target);
+    archive::ZipWriter zw(out->fd());
+    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
+    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
+        return fail(r.error());
+    }
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        std::uint64_t size = 0;
+        for (const auto& p : tensors[i].pieces) {
+            size += p.bytes;
+        }
+        if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(i), size); !r) {
+            return fail(r.error());
+        }
+        for (const auto& p : tensors[i].pieces) {
+            std::optional<Error> failed;
+            auto streamed = sources[p.source]->streamStorage(p.storage, p.byteOffset, p.bytes, [&](Bytes piece) {
+                if (auto w = zw.writeChunk(piece); !w) {
+                    failed = w.error();
+                }
+                return !failed;
+            });
+            if (failed) {
+                return fail(*failed);
+            }
+            if (!streamed) {
+                return streamed.error();
+            }
+        }
+        if (auto r = zw.endRecord(); !r) {
+            return fail(r.error());
+        }
+    }
+    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.finish(); !r) {
+        return fail(r.error());
+    }
+    for (const auto& s : sources) {
+        if (auto r = s->checkUnchanged(); !r) {
+            return r.error();
+        }
+    }
+    if (auto r = out->commit(); !r) {
+        return r.error();
+    }
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(*target, ec);
+    return ConsolidateResult{*target, ec ? 0 : size, tensors.size()};
+}
+
+}  // namespace detail
+
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath)
 {
     if (!set.complete()) {

@@ -148,16 +148,16 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         std::string how;
         switch (loc.kind) {
         case SetKind::DeepSpeedZero: {
-            how = "ckptscope detects but does not read DeepSpeed ZeRO sets yet; consolidate the fp32 weights "
-                  "with the zero_to_fp32.py DeepSpeed copied into the folder";
             // Stages 1-2 keep the whole 16-bit model in the rank-0 model states (SHARDED.md §2).
             const auto model = fs::path(loc.index) / "mp_rank_00_model_states.pt";
             std::error_code ec;
             if (fs::is_regular_file(model, ec)) {
-                how += "; the 16-bit weights are whole in the rank-0 model states: ckptscope convert " +
-                       model.string() + " -o model.pt --select module";
+                how = "inspect does not show a ZeRO set as one tree yet; `ckptscope convert " + loc.dir +
+                      " -o model.pt` writes its fp32 parameters, and the 16-bit weights are whole in " +
+                      model.string() + " (`module`)";
             } else {
-                how += ", or inspect one rank file on its own";
+                how = "ckptscope does not read ZeRO-3 sets yet; consolidate the fp32 weights with the "
+                      "zero_to_fp32.py DeepSpeed copied into the folder, or inspect one rank file on its own";
             }
             break;
         }

@@ -84,4 +84,28 @@ struct ConsolidateResult {
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 
+// DeepSpeed ZeRO stage 1/2 -> the fp32 model, as zero_to_fp32.py rebuilds it: each group's
+// params walked in param_shapes order over the ranks' single_partition_of_fp32_groups laid end to
+// end, with its alignment check. Parameters only (buffers and frozen params are not written yet).
+Expected<ConsolidateResult> consolidateZero12(const SetLocation& loc, const std::string& outPath);
+
+namespace detail {
+// A consolidated tensor whose bytes are pieces of storages in several files, written in order.
+struct Piece {
+    std::size_t source;
+    StorageIndex storage;
+    std::uint64_t byteOffset;
+    std::uint64_t bytes;
+};
+struct Assembled {
+    std::string name;
+    DType dtype = DType::Float32;
+    std::vector<std::int64_t> shape;
+    std::vector<Piece> pieces;
+};
+// One contiguous storage per tensor, each streamed piece by piece from `sources`.
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
+                                           const std::vector<CheckpointPtr>& sources, const std::string& outPath);
+}  // namespace detail
+
 }  // namespace ckpt::sharded
