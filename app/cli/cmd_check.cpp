@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/parse.h"
+#include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 
@@ -46,6 +47,11 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     if (!select.empty()) {
         opts.againstSelect = select;
+    }
+    if (!opts.againstPath) {
+        if (const auto rc = checkSet(file, json, out, err)) {
+            return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
+        }
     }
 
     auto ck = openCheckpoint(file);

@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/sharded_cli.h"
 #include "transform/transform.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -212,6 +213,13 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
     a.output = outputPath(a);
+    // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded.
+    const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
+                          !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
+                          !a.weightsOnly && !a.compact && !a.json;
+    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, out, err)) {
+        return *rc;
+    }
     // Refused before the input is even read: an output that is the input, or not a regular file.
     if (!a.output.empty() && !a.dryRun) {
         if (auto ok = write::checkConversions({{a.input, a.output}}); !ok) {

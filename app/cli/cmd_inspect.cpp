@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/sharded_cli.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 
@@ -193,6 +194,11 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     bool first = true;
     for (const auto& file : files) {
+        if (!several) {
+            if (const auto rc = inspectSet(file, json, out, err)) {
+                return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
+            }
+        }
         auto ck = openCheckpoint(file);
         if (!ck) {
             printError(err, ck.error());

@@ -1,0 +1,216 @@
+#include "cli/sharded_cli.h"
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/report.h"
+#include "sharded/sharded.h"
+#include "util/bytes.h"
+#include "util/json_text.h"
+#include "util/printable.h"
+
+#include <filesystem>
+#include <ostream>
+
+namespace ckpt::cli {
+
+namespace {
+
+std::string shapeText(const std::vector<std::int64_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(dims[i]);
+    }
+    return s + "]";
+}
+
+// Opens the set `input` names; nothing when it is no set, else the set or the exit code.
+std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
+{
+    const auto loc = sharded::detectSet(input);
+    std::error_code ec;
+    // A ZeRO rank file is a torch.save file of its own: while the set is not read, open it as one.
+    if (loc.kind == sharded::SetKind::None ||
+        (loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_regular_file(input, ec))) {
+        return std::nullopt;
+    }
+    return sharded::openSet(loc);
+}
+
+std::vector<diagnose::Finding> findingsOf(const sharded::ShardedSet& set)
+{
+    std::vector<diagnose::Finding> out;
+    for (const auto& f : set.findings) {
+        out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
+                       f.detail, f.paths, std::nullopt});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
+    return out;
+}
+
+void printSetText(const sharded::ShardedSet& set, std::ostream& out)
+{
+    std::uint64_t total = 0;
+    for (const auto& t : set.tensors) {
+        total += set.entry(t).nbytes;
+    }
+    out << displayText(set.dir) << ": " << sharded::setKindName(set.kind) << ", index "
+        << displayText(std::filesystem::path(set.indexPath).filename().string()) << ", " << set.shardFiles.size()
+        << " shards, " << set.tensors.size() << " tensors, " << humanBytes(total) << "\n\n";
+    std::size_t wKey = 3;
+    for (const auto& t : set.tensors) {
+        wKey = std::max(wKey, displayText(t.name).size());
+    }
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
+    };
+    cell("KEY", wKey);
+    cell("DTYPE", 9);
+    cell("SHAPE", 18);
+    cell("DEVICE", 7);
+    cell("SIZE", 10);
+    out << "FILE\n";
+    for (const auto& t : set.tensors) {
+        const auto& e = set.entry(t);
+        cell(displayText(t.name), wKey);
+        cell(std::string(dtypeName(e.dtype)), 9);
+        cell(shapeText(e.shape), 18);
+        cell(displayText(e.location), 7);
+        cell(humanBytes(e.nbytes), 10);
+        out << displayText(set.shardFiles[t.shard]) << '\n';
+    }
+    if (!set.findings.empty()) {
+        out << "\n" << set.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
+    }
+}
+
+void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
+{
+    nlohmann::ordered_json j;
+    j["schema"] = kJsonSchema;
+    j["file"] = set.dir;
+    j["set"] = {{"kind", std::string(sharded::setKindName(set.kind))}, {"index", set.indexPath}};
+    auto shards = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        shards.push_back({{"file", set.shardFiles[i]},
+                          {"read", set.shards[i] != nullptr},
+                          {"error", set.shardErrors[i]},
+                          {"format", set.shards[i] ? std::string(formatName(set.shards[i]->format)) : ""}});
+    }
+    j["set"]["shards"] = shards;
+    auto tensors = nlohmann::ordered_json::array();
+    for (const auto& t : set.tensors) {
+        const auto& e = set.entry(t);
+        tensors.push_back({{"key", t.name},
+                           {"dtype", std::string(dtypeName(e.dtype))},
+                           {"shape", e.shape},
+                           {"device", e.location},
+                           {"bytes", e.nbytes},
+                           {"file", set.shardFiles[t.shard]}});
+    }
+    j["tensors"] = tensors;
+    auto codes = nlohmann::ordered_json::array();
+    for (const auto& f : set.findings) {
+        codes.push_back(f.code);
+    }
+    j["finding_codes"] = codes;
+    out << dumpJson(j) << '\n';
+}
+
+}  // namespace
+
+std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    auto set = openIfSet(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    if (json) {
+        printSetJson(**set, out);
+    } else {
+        printSetText(**set, out);
+    }
+    return kExitOk;
+}
+
+std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    std::error_code ec;
+    if (const auto loc = sharded::detectSet(input);
+        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
+        auto found = sharded::zeroFindings(loc);
+        if (!found) {
+            printError(err, found.error(), input);
+            return exitCodeFor(found.error().code);
+        }
+        sharded::ShardedSet view;
+        view.findings = std::move(*found);
+        const auto findings = findingsOf(view);
+        out << (json ? diagnose::renderJson(findings, loc.dir) : diagnose::renderText(findings, loc.dir));
+        return diagnose::findingsExitCode(findings);
+    }
+    auto set = openIfSet(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    const auto findings = findingsOf(**set);
+    out << (json ? diagnose::renderJson(findings, (*set)->dir) : diagnose::renderText(findings, (*set)->dir));
+    return diagnose::findingsExitCode(findings);
+}
+
+std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
+                              bool plain, std::ostream& out, std::ostream& err)
+{
+    std::error_code ec;
+    if (const auto loc = sharded::detectSet(input);
+        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&
+        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
+        if (!plain || (!format.empty() && format != "torch")) {
+            err << "ckptscope convert: " << displayText(input)
+                << ": a ZeRO set is consolidated as it stands into one torch file (-o OUT [--single-card])\n";
+            return kExitBadInput;
+        }
+        auto done = sharded::consolidateZero12(loc, output);
+        if (!done) {
+            printError(err, done.error(), input);
+            return exitCodeFor(done.error().code);
+        }
+        out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+            << " fp32 parameters from the ZeRO stage 1/2 partitions)\n";
+        return kExitOk;
+    }
+    auto set = openIfSet(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    if (!plain || (!format.empty() && format != "torch")) {
+        err << "ckptscope convert: " << displayText(input)
+            << ": a sharded set is consolidated as it stands into one torch file (-o OUT [--single-card]); "
+               "edit the consolidated file afterwards\n";
+        return kExitBadInput;
+    }
+    auto done = sharded::consolidateTorch(**set, output);
+    if (!done) {
+        printError(err, done.error(), input);
+        return exitCodeFor(done.error().code);
+    }
+    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+        << " tensors from " << (*set)->shardFiles.size() << " shards)\n";
+    return kExitOk;
+}
+
+}  // namespace ckpt::cli

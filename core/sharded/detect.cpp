@@ -1,0 +1,271 @@
+// Which multi-file format a path belongs to, from file names alone (SHARDED.md §7): nothing is
+// parsed here except a Hugging Face index, to learn which index lists a given shard.
+#include "sharded/sharded.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <system_error>
+
+namespace ckpt::sharded {
+
+namespace fs = std::filesystem;
+
+std::string_view setKindName(SetKind k)
+{
+    switch (k) {
+    case SetKind::HuggingFace:
+        return "Hugging Face sharded checkpoint";
+    case SetKind::DeepSpeedZero:
+        return "DeepSpeed ZeRO checkpoint";
+    case SetKind::Dcp:
+        return "torch.distributed.checkpoint (DCP) directory";
+    case SetKind::Megatron:
+        return "Megatron-LM checkpoint";
+    case SetKind::TrainerFolder:
+        return "Hugging Face Trainer checkpoint folder";
+    case SetKind::None:
+        break;
+    }
+    return "single file";
+}
+
+namespace {
+
+bool isFile(const fs::path& p)
+{
+    std::error_code ec;
+    return fs::is_regular_file(p, ec);
+}
+
+bool isDir(const fs::path& p)
+{
+    std::error_code ec;
+    return fs::is_directory(p, ec);
+}
+
+// Sorted, so the same folder always gives the same answer.
+std::vector<fs::path> entries(const fs::path& dir)
+{
+    std::vector<fs::path> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        out.push_back(it->path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+bool endsWith(std::string_view s, std::string_view tail)
+{
+    return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// huggingface_hub's shard names (SHARDED.md §4): {stem}-{i:05d}-of-{N:05d}{ext}.
+bool isHfShardName(const std::string& name)
+{
+    static const std::regex re(R"(^.+-[0-9]{5}-of-[0-9]{5}\.(bin|safetensors)$)");
+    return std::regex_match(name, re);
+}
+
+std::vector<fs::path> hfIndexes(const fs::path& dir)
+{
+    std::vector<fs::path> out;
+    for (const auto& p : entries(dir)) {
+        if (endsWith(p.filename().string(), ".index.json") && isFile(p)) {
+            out.push_back(p);
+        }
+    }
+    return out;
+}
+
+// The index whose weight_map names `shard`; transformers' variants (`model.safetensors.index.fp16.json`)
+// and renamed indexes make guessing the name from the shard's unreliable.
+std::optional<fs::path> indexListing(const fs::path& dir, const std::string& shard)
+{
+    std::error_code ec;
+    for (const auto& p : entries(dir)) {
+        const std::string n = p.filename().string();
+        if (!endsWith(n, ".json") || n.find(".index") == std::string::npos || fs::file_size(p, ec) > (64U << 20)) {
+            continue;
+        }
+        std::ifstream in(p);
+        const auto j = nlohmann::json::parse(in, nullptr, false);
+        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+            continue;
+        }
+        for (const auto& [k, v] : j["weight_map"].items()) {
+            if (v.is_string() && v.get_ref<const std::string&>() == shard) {
+                return p;
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::optional<SetLocation> hfAt(const fs::path& p)
+{
+    if (isDir(p)) {
+        auto idx = hfIndexes(p);
+        if (idx.empty()) {
+            return std::nullopt;
+        }
+        return SetLocation{SetKind::HuggingFace, p.string(), idx.front().string(),
+                           "Hugging Face sharded checkpoint (" + idx.front().filename().string() + ")"};
+    }
+    const std::string name = p.filename().string();
+    if (endsWith(name, ".index.json")) {
+        return SetLocation{SetKind::HuggingFace, p.parent_path().string(), p.string(),
+                           "Hugging Face sharded checkpoint (" + name + ")"};
+    }
+    if (isHfShardName(name)) {
+        const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+        if (auto idx = indexListing(dir, name)) {
+            return SetLocation{SetKind::HuggingFace, dir.string(), idx->string(),
+                               "Hugging Face sharded checkpoint (" + idx->filename().string() + ")"};
+        }
+    }
+    return std::nullopt;
+}
+
+bool isZeroFile(const std::string& n)
+{
+    static const std::regex re(
+        R"(^((bf16_)?zero_pp_rank_[0-9]+_mp_rank_[0-9]+_(optim|model)_states|mp_rank_[0-9]+_model_states)\.pt$)");
+    return std::regex_match(n, re);
+}
+
+// A DeepSpeed save_dir (with `latest`), or one of its tag folders, or a file in one.
+std::optional<SetLocation> deepspeedAt(const fs::path& p)
+{
+    fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
+    if (!isDir(p) && !isZeroFile(p.filename().string()) && p.filename() != "latest") {
+        return std::nullopt;
+    }
+    fs::path tag = dir;
+    if (isFile(dir / "latest")) {
+        std::ifstream in(dir / "latest");
+        std::string t;
+        std::getline(in, t);
+        while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
+            t.pop_back();
+        }
+        if (!t.empty() && t.find('/') == std::string::npos && isDir(dir / t)) {
+            tag = dir / t;
+        }
+    }
+    int optim = 0;
+    int model = 0;
+    bool stage3 = false;
+    bool bf16 = false;
+    for (const auto& e : entries(tag)) {
+        const std::string n = e.filename().string();
+        if (!isZeroFile(n)) {
+            continue;
+        }
+        if (endsWith(n, "_optim_states.pt")) {
+            ++optim;
+            bf16 = bf16 || n.rfind("bf16_", 0) == 0;
+        } else {
+            ++model;
+            stage3 = stage3 || n.rfind("zero_pp_rank_", 0) == 0;
+        }
+    }
+    if (optim == 0 && model == 0) {
+        return std::nullopt;
+    }
+    std::string what = "DeepSpeed ZeRO";
+    what += stage3 ? " stage 3" : " stage 1/2";
+    what += " checkpoint, tag " + tag.filename().string() + ": " + std::to_string(model) + " model-state and " +
+            std::to_string(optim) + " optimizer-state rank files" + (bf16 ? " (bf16 optimizer)" : "");
+    return SetLocation{SetKind::DeepSpeedZero, dir.string(), tag.string(), what};
+}
+
+std::optional<SetLocation> dcpAt(const fs::path& p)
+{
+    const fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
+    const std::string n = p.filename().string();
+    if (!isDir(p) && n != ".metadata" && !endsWith(n, ".distcp")) {
+        return std::nullopt;
+    }
+    int data = 0;
+    for (const auto& e : entries(dir)) {
+        data += endsWith(e.filename().string(), ".distcp") ? 1 : 0;
+    }
+    if (!isFile(dir / ".metadata") && data == 0) {
+        return std::nullopt;
+    }
+    const bool megatron = isFile(dir / "common.pt") || isFile(dir / "metadata.json");
+    std::string what = megatron ? "Megatron-LM torch_dist checkpoint (a DCP directory)"
+                                : "torch.distributed.checkpoint (DCP) directory";
+    what += ": " + std::string(isFile(dir / ".metadata") ? ".metadata and " : "no .metadata, ") + std::to_string(data) +
+            " .distcp data files";
+    return SetLocation{SetKind::Dcp, dir.string(), (dir / ".metadata").string(), what};
+}
+
+std::optional<SetLocation> megatronAt(const fs::path& p)
+{
+    // From the save dir, an iter_N folder, an mp_rank folder or a model_optim_rng.pt file upwards.
+    fs::path d = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
+    if (!isDir(p) && p.filename() != "model_optim_rng.pt" && p.filename() != "distrib_optim.pt") {
+        return std::nullopt;
+    }
+    for (int up = 0; up < 3 && !d.empty(); ++up, d = d.parent_path()) {
+        if (isFile(d / "latest_checkpointed_iteration.txt")) {
+            return SetLocation{SetKind::Megatron, d.string(), (d / "latest_checkpointed_iteration.txt").string(),
+                               "Megatron-LM legacy checkpoint (latest_checkpointed_iteration.txt, "
+                               "iter_N/mp_rank_TT/model_optim_rng.pt)"};
+        }
+        if (d == d.parent_path()) {
+            break;
+        }
+    }
+    // A lone rank file without its save dir is a plain torch.save file: open it as one.
+    return std::nullopt;
+}
+
+// Trainer's checkpoint-N/ holds several separate files (weights, optimizer.pt, scheduler.pt,
+// rng_state.pth, training_args.bin), not one model split in pieces: say which file is which.
+std::optional<SetLocation> trainerAt(const fs::path& p)
+{
+    if (!isDir(p) || !isFile(p / "trainer_state.json")) {
+        return std::nullopt;
+    }
+    std::string weights;
+    std::string others;
+    for (const auto& e : entries(p)) {
+        const std::string n = e.filename().string();
+        const bool model = endsWith(n, ".safetensors") || n == "pytorch_model.bin" || n == "adapter_model.bin";
+        const bool torchFile = endsWith(n, ".pt") || endsWith(n, ".pth") || endsWith(n, ".bin");
+        if (model) {
+            weights += (weights.empty() ? "" : ", ") + n;
+        } else if (torchFile) {
+            others += (others.empty() ? "" : ", ") + n;
+        }
+    }
+    return SetLocation{SetKind::TrainerFolder, p.string(), (p / "trainer_state.json").string(),
+                       "a Hugging Face Trainer checkpoint folder: the weights are " +
+                           (weights.empty() ? std::string("not in it") : weights) +
+                           (others.empty() ? std::string() : "; the training state is " + others) +
+                           "; inspect each file on its own"};
+}
+
+}  // namespace
+
+SetLocation detectSet(const std::string& path)
+{
+    const fs::path p(path);
+    if (!isDir(p) && !isFile(p)) {
+        return {};
+    }
+    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &trainerAt}) {
+        if (auto loc = probe(p)) {
+            return *loc;
+        }
+    }
+    return {};
+}
+
+}  // namespace ckpt::sharded

@@ -1,0 +1,269 @@
+// A Hugging Face sharded set (SHARDED.md §4) as one view: each shard is read as the single file it
+// is, and the index's weight_map says which shard holds each consolidated key. The checks are the
+// ones from_pretrained would fail (or silently paper over) on.
+#include "sharded/sharded.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <unordered_map>
+
+namespace ckpt::sharded {
+
+namespace fs = std::filesystem;
+
+bool ShardedSet::complete() const
+{
+    return std::none_of(findings.begin(), findings.end(), [](const SetFinding& f) { return f.severity == "error"; });
+}
+
+namespace {
+
+// An index is small; a file far beyond that is not one, and must not be read whole.
+constexpr std::uintmax_t kMaxIndexBytes = 64U << 20;
+
+Expected<nlohmann::ordered_json> readIndex(const std::string& path)
+{
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) {
+        return makeError(ErrorCode::Io, "cannot read the index: " + ec.message());
+    }
+    if (size > kMaxIndexBytes) {
+        return makeError(ErrorCode::Limit, "the index is " + std::to_string(size) + " bytes; an index is a few MiB");
+    }
+    std::ifstream in(path);
+    auto j = nlohmann::ordered_json::parse(in, nullptr, false);
+    if (j.is_discarded()) {
+        return makeError(ErrorCode::Corrupt, "the index is not valid JSON");
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+        return makeError(ErrorCode::Corrupt, "the index has no \"weight_map\" object (transformers reads "
+                                             "index[\"weight_map\"] and fails with KeyError)");
+    }
+    return j;
+}
+
+// "-0000i-of-0000N" in a shard name: the N the writer meant, 0 when the name has none.
+std::uint64_t declaredShardCount(const std::string& name)
+{
+    static const std::regex re(R"(-[0-9]{5}-of-([0-9]{5})\.)");
+    std::smatch m;
+    return std::regex_search(name, m, re) ? std::stoull(m[1].str()) : 0;
+}
+
+// Top-level tensors of a flat state-dict shard, by key.
+std::unordered_map<std::string, TensorIndex> tensorsByName(const Checkpoint& c)
+{
+    std::unordered_map<std::string, TensorIndex> out;
+    const Node& root = c.nodes[kRootNode];
+    for (std::uint32_t row = 0; row < root.childCount; ++row) {
+        const Node& n = c.nodes[root.child(row)];
+        if (n.kind == NodeKind::Tensor) {
+            out.emplace(std::string(n.name), n.tensor);
+        }
+    }
+    return out;
+}
+
+std::string listSome(const std::vector<std::string>& names)
+{
+    std::string s;
+    for (std::size_t i = 0; i < names.size() && i < 5; ++i) {
+        s += (i ? ", " : "") + names[i];
+    }
+    if (names.size() > 5) {
+        s += ", ... (" + std::to_string(names.size()) + " in all)";
+    }
+    return s;
+}
+
+void openShards(ShardedSet& set)
+{
+    for (const auto& file : set.shardFiles) {
+        const std::string path = (fs::path(set.dir) / file).string();
+        std::error_code ec;
+        if (!fs::exists(path, ec)) {
+            set.shards.push_back(nullptr);
+            set.shardErrors.emplace_back("missing");
+            continue;
+        }
+        auto ck = openCheckpoint(path);
+        set.shards.push_back(ck ? *ck : nullptr);
+        set.shardErrors.push_back(ck ? std::string() : ck.error().message);
+    }
+}
+
+void shardFindings(ShardedSet& set, const std::string& indexName)
+{
+    std::vector<std::string> missing;
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        if (set.shards[i]) {
+            continue;
+        }
+        if (set.shardErrors[i] == "missing") {
+            missing.push_back(set.shardFiles[i]);
+        } else {
+            set.findings.push_back({"shard-unreadable",
+                                    "error",
+                                    "A shard of the set cannot be read",
+                                    set.shardFiles[i] + ": " + set.shardErrors[i] +
+                                        ". Loading the set fails on this shard; download it again.",
+                                    {set.shardFiles[i]}});
+        }
+    }
+    if (!missing.empty()) {
+        set.findings.push_back(
+            {"shard-missing", "error", "Shard files named by the index are missing",
+             std::to_string(missing.size()) + " of the " + std::to_string(set.shardFiles.size()) + " shards " +
+                 indexName + " names are not in the folder: " + listSome(missing) +
+                 ". from_pretrained fails opening them (FileNotFoundError: No such file or directory). Download "
+                 "the missing shards (an interrupted `huggingface-cli download` leaves exactly this).",
+             missing});
+    }
+    std::uint64_t declared = 0;
+    for (const auto& f : set.shardFiles) {
+        declared = std::max(declared, declaredShardCount(f));
+    }
+    if (declared != 0 && declared != set.shardFiles.size()) {
+        set.findings.push_back({"shard-count-mismatch",
+                                "warning",
+                                "The shard names and the index disagree on the count",
+                                "The shard names say -of-" + std::to_string(declared) + " but " + indexName +
+                                    " names " + std::to_string(set.shardFiles.size()) +
+                                    " files: a shard was renamed or the index edited by hand.",
+                                {}});
+    }
+}
+
+}  // namespace
+
+Expected<ShardedSet> openSet(const SetLocation& loc)
+{
+    if (loc.kind == SetKind::None) {
+        return makeError(ErrorCode::NotCheckpoint, "not a multi-file checkpoint");
+    }
+    if (loc.kind != SetKind::HuggingFace) {
+        std::string how;
+        switch (loc.kind) {
+        case SetKind::DeepSpeedZero: {
+            // Stages 1-2 keep the whole 16-bit model in the rank-0 model states (SHARDED.md §2).
+            const auto model = fs::path(loc.index) / "mp_rank_00_model_states.pt";
+            std::error_code ec;
+            if (fs::is_regular_file(model, ec)) {
+                how = "inspect does not show a ZeRO set as one tree yet; `ckptscope convert " + loc.dir +
+                      " -o model.pt` writes its fp32 parameters, and the 16-bit weights are whole in " +
+                      model.string() + " (`module`)";
+            } else {
+                how = "ckptscope does not read ZeRO-3 sets yet; consolidate the fp32 weights with the "
+                      "zero_to_fp32.py DeepSpeed copied into the folder, or inspect one rank file on its own";
+            }
+            break;
+        }
+        case SetKind::Dcp:
+            how = "ckptscope detects but does not read DCP directories yet (FSDP SHARDED_STATE_DICT, accelerate, "
+                  "Megatron torch_dist); convert it with torch.distributed.checkpoint.format_utils."
+                  "dcp_to_torch_save (PyTorch >= 2.2)";
+            break;
+        case SetKind::Megatron:
+            how = "ckptscope does not merge Megatron tensor-parallel ranks (the split dimension depends on the "
+                  "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "
+                  "mp_rank_*/model_optim_rng.pt on its own";
+            break;
+        default:
+            break;  // a Trainer folder's description says it all
+        }
+        Error e = makeError(ErrorCode::Unsupported, how.empty() ? loc.what : loc.what + ": " + how);
+        e.path = loc.dir;
+        return e;
+    }
+
+    auto index = readIndex(loc.index);
+    if (!index) {
+        Error e = index.error();
+        e.path = loc.index;
+        return e;
+    }
+    ShardedSet set;
+    set.kind = loc.kind;
+    set.dir = loc.dir;
+    set.indexPath = loc.index;
+    const auto& meta = (*index).contains("metadata") ? (*index)["metadata"] : nlohmann::ordered_json();
+    if (meta.is_object() && meta.contains("total_size") && meta["total_size"].is_number_unsigned()) {
+        set.declaredTotalSize = meta["total_size"].get<std::uint64_t>();
+    }
+
+    std::vector<std::pair<std::string, std::uint32_t>> wanted;  // weight_map in file order
+    std::unordered_map<std::string, std::uint32_t> shardOf;
+    for (const auto& [name, file] : (*index)["weight_map"].items()) {
+        if (!file.is_string()) {
+            Error e = makeError(ErrorCode::Corrupt, "weight_map[\"" + name + "\"] is not a file name");
+            e.path = loc.index;
+            return e;
+        }
+        const auto& f = file.get_ref<const std::string&>();
+        if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+            Error e = makeError(ErrorCode::Corrupt,
+                                "weight_map[\"" + name + "\"] names \"" + f + "\", not a file beside the index");
+            e.path = loc.index;
+            return e;
+        }
+        auto [it, added] = shardOf.emplace(f, static_cast<std::uint32_t>(set.shardFiles.size()));
+        if (added) {
+            set.shardFiles.push_back(f);
+        }
+        wanted.emplace_back(name, it->second);
+    }
+    openShards(set);
+    const std::string indexName = fs::path(loc.index).filename().string();
+    shardFindings(set, indexName);
+
+    std::vector<std::unordered_map<std::string, TensorIndex>> byName(set.shards.size());
+    for (std::size_t i = 0; i < set.shards.size(); ++i) {
+        if (set.shards[i]) {
+            byName[i] = tensorsByName(*set.shards[i]);
+        }
+    }
+    std::vector<std::string> absent;
+    for (const auto& [name, shard] : wanted) {
+        if (!set.shards[shard]) {
+            continue;
+        }
+        auto& names = byName[shard];
+        const auto it = names.find(name);
+        if (it == names.end()) {
+            absent.push_back(name + " (" + set.shardFiles[shard] + ")");
+            continue;
+        }
+        set.tensors.push_back({name, shard, it->second});
+        names.erase(it);
+    }
+    if (!absent.empty()) {
+        set.findings.push_back(
+            {"index-missing-tensor", "error", "The index names tensors its shards do not hold",
+             std::to_string(absent.size()) +
+                 " weight_map entries point at a shard without that tensor: " + listSome(absent) +
+                 ". transformers loads the shards and leaves these weights at their random initialisation "
+                 "(\"Some weights of ... were not initialized from the model checkpoint ... and are newly "
+                 "initialized\"). Re-download the shard, or rebuild the index from the shards.",
+             absent});
+    }
+    std::vector<std::string> unlisted;
+    for (std::size_t i = 0; i < byName.size(); ++i) {
+        for (const auto& [name, t] : byName[i]) {
+            unlisted.push_back(name + " (" + set.shardFiles[i] + ")");
+        }
+    }
+    std::sort(unlisted.begin(), unlisted.end());
+    if (!unlisted.empty()) {
+        set.findings.push_back({"index-unlisted-tensor", "warning", "Shards hold tensors the index does not list",
+                                std::to_string(unlisted.size()) +
+                                    " tensors are in a shard but not in weight_map: " + listSome(unlisted) +
+                                    ". Loaders that go by the index never see them; consolidation leaves them out.",
+                                unlisted});
+    }
+    return set;
+}
+
+}  // namespace ckpt::sharded

@@ -1,0 +1,111 @@
+// Multi-file checkpoints: a set of files that together hold one model (SHARDED.md).
+//
+// detectSet() names the format a path belongs to from its files alone (a directory, an index file,
+// or any one shard or rank file). openSet() reads a Hugging Face sharded set as one view: every
+// shard is an ordinary Checkpoint (so each shard's storages keep their own mapping and reader), and
+// the set adds one row per tensor naming the shard that holds it. Formats that are detected but not
+// read (DeepSpeed ZeRO, DCP, Megatron, FSDP LOCAL_STATE_DICT) are an Unsupported error saying what
+// the set is and what reads it today.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "util/error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::sharded {
+
+enum class SetKind : std::uint8_t {
+    None,           // not part of a set we know: open it as one file
+    HuggingFace,    // *.index.json + {stem}-0000i-of-0000N{.bin,.safetensors}
+    DeepSpeedZero,  // latest + global_stepN/{mp_rank_00,zero_pp_rank_R_mp_rank_00}_*_states.pt
+    Dcp,            // .metadata + __R_N.distcp (torch.distributed.checkpoint, Megatron torch_dist)
+    Megatron,       // latest_checkpointed_iteration.txt + iter_N/mp_rank_TT/model_optim_rng.pt
+    TrainerFolder,  // transformers Trainer's checkpoint-N/ (trainer_state.json) without a sharded index
+};
+[[nodiscard]] std::string_view setKindName(SetKind k);
+
+struct SetLocation {
+    SetKind kind = SetKind::None;
+    std::string dir;    // the set's folder
+    std::string index;  // HF: the index file; DeepSpeed: the tag folder; DCP: .metadata
+    std::string what;   // one line naming what was found, for messages
+};
+
+// Never fails: a path that is no set (or cannot be read) is SetKind::None, and the single-file
+// reader then says what is wrong with it.
+[[nodiscard]] SetLocation detectSet(const std::string& path);
+
+// A set-level problem, reported by `check` with a stable code (docs/findings.md).
+struct SetFinding {
+    std::string code;      // "shard-missing", "index-missing-tensor", ...
+    std::string severity;  // "error" | "warning"
+    std::string title;
+    std::string detail;
+    std::vector<std::string> paths;
+};
+
+struct SetTensor {
+    std::string name;         // weight_map key: the consolidated state-dict key
+    std::uint32_t shard = 0;  // index into ShardedSet::shards
+    TensorIndex tensor;       // in that shard's Checkpoint
+};
+
+struct ShardedSet {
+    SetKind kind = SetKind::None;
+    std::string dir;
+    std::string indexPath;
+    std::vector<std::string> shardFiles;   // as the index names them, in first-use order
+    std::vector<CheckpointPtr> shards;     // null where the shard is missing or unreadable
+    std::vector<std::string> shardErrors;  // "" where read
+    std::vector<SetTensor> tensors;        // in weight_map order, present ones only
+    std::vector<SetFinding> findings;
+    std::uint64_t declaredTotalSize = 0;  // metadata.total_size, 0 when absent
+    [[nodiscard]] bool complete() const;  // no finding of severity error
+    [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }
+};
+
+// A DeepSpeed ZeRO set's findings (zero-rank-missing, zero3-placeholder-module) from its rank-0
+// model states and the rank files present; the set itself is not consolidated.
+Expected<std::vector<SetFinding>> zeroFindings(const SetLocation& loc);
+
+// Reads the set `loc` names. Unsupported for the formats only detected, naming them.
+Expected<ShardedSet> openSet(const SetLocation& loc);
+
+// Writes the consolidated state dict as one torch zip (what torch.save(dict) writes), streaming
+// one storage at a time from its shard. Refuses (Corrupt) an incomplete set before writing.
+// Storages shared by several names within a shard stay shared (tied weights survive).
+struct ConsolidateResult {
+    std::string path;
+    std::uint64_t bytes = 0;
+    std::size_t tensors = 0;
+};
+Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
+
+// DeepSpeed ZeRO stage 1/2 -> the fp32 model, as zero_to_fp32.py rebuilds it: each group's
+// params walked in param_shapes order over the ranks' single_partition_of_fp32_groups laid end to
+// end, with its alignment check. Parameters only (buffers and frozen params are not written yet).
+Expected<ConsolidateResult> consolidateZero12(const SetLocation& loc, const std::string& outPath);
+
+namespace detail {
+// A consolidated tensor whose bytes are pieces of storages in several files, written in order.
+struct Piece {
+    std::size_t source;
+    StorageIndex storage;
+    std::uint64_t byteOffset;
+    std::uint64_t bytes;
+};
+struct Assembled {
+    std::string name;
+    DType dtype = DType::Float32;
+    std::vector<std::int64_t> shape;
+    std::vector<Piece> pieces;
+};
+// One contiguous storage per tensor, each streamed piece by piece from `sources`.
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
+                                           const std::vector<CheckpointPtr>& sources, const std::string& outPath);
+}  // namespace detail
+
+}  // namespace ckpt::sharded

@@ -1,0 +1,330 @@
+// Multi-file checkpoints through `ckptscope` in-process: Hugging Face sharded sets opened from the
+// folder, the index or any shard; the set-level findings; consolidation checked by real PyTorch
+// 1.13 against the merged state dict gen_sharded.py saved; the formats only detected, by name.
+#include "cli/cli.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sstream>
+
+namespace {
+
+QString fixture(const QString& name)
+{
+    return QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + name;
+}
+
+struct Run {
+    int rc = -1;
+    std::string out;
+    std::string err;
+};
+
+Run ckptscope(const std::vector<std::string>& args)
+{
+    std::ostringstream out;
+    std::ostringstream err;
+    Run r;
+    r.rc = ckpt::cli::run(args, out, err);
+    r.out = out.str();
+    r.err = err.str();
+    return r;
+}
+
+QJsonObject jsonOf(const Run& r)
+{
+    return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+}
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return QJsonDocument::fromJson(f.readAll()).object();
+}
+
+QStringList findingCodes(const Run& r)
+{
+    QStringList codes;
+    for (const auto& f : jsonOf(r).value(QStringLiteral("findings")).toArray()) {
+        codes << f.toObject().value(QStringLiteral("code")).toString();
+    }
+    return codes;
+}
+
+void touch(const QString& path)
+{
+    QDir().mkpath(QFileInfo(path).absolutePath());
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("x");
+}
+
+}  // namespace
+
+class TestSharded : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void inspectShowsTheConsolidatedSet_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("entry");
+        QTest::newRow("bin folder") << "hf_bin"
+                                    << "hf_bin";
+        QTest::newRow("bin index") << "hf_bin"
+                                   << "hf_bin/pytorch_model.bin.index.json";
+        QTest::newRow("bin shard") << "hf_bin"
+                                   << "hf_bin/pytorch_model-00002-of-00003.bin";
+        QTest::newRow("safetensors folder") << "hf_st"
+                                            << "hf_st";
+        QTest::newRow("safetensors shard") << "hf_st"
+                                           << "hf_st/model-00003-of-00003.safetensors";
+    }
+    void inspectShowsTheConsolidatedSet()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, entry);
+        const QJsonObject expected = readJson(fixture(set + QStringLiteral(".expected.json")));
+        QVERIFY(!expected.isEmpty());
+        const Run r = ckptscope({"inspect", "--json", fixture(entry).toStdString()});
+        QCOMPARE(r.rc, 0);
+        const QJsonArray tensors = jsonOf(r).value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), expected.size());
+        for (const auto& v : tensors) {
+            const QJsonObject t = v.toObject();
+            const QJsonObject want = expected.value(t.value(QStringLiteral("key")).toString()).toObject();
+            QVERIFY2(!want.isEmpty(), qPrintable(t.value(QStringLiteral("key")).toString()));
+            QCOMPARE(t.value(QStringLiteral("dtype")).toString(), want.value(QStringLiteral("dtype")).toString());
+            QCOMPARE(t.value(QStringLiteral("shape")).toArray(), want.value(QStringLiteral("shape")).toArray());
+            QCOMPARE(t.value(QStringLiteral("file")).toString(), want.value(QStringLiteral("file")).toString());
+            QCOMPARE(t.value(QStringLiteral("device")).toString(), QStringLiteral("cpu"));
+        }
+        const Run text = ckptscope({"inspect", fixture(entry).toStdString()});
+        QCOMPARE(text.rc, 0);
+        QVERIFY(text.out.find("Hugging Face sharded checkpoint") != std::string::npos);
+    }
+
+    void checkNamesWhatIsBroken_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QStringList>("codes");
+        QTest::addColumn<int>("rc");
+        QTest::newRow("complete") << "hf_bin" << QStringList{} << 0;
+        QTest::newRow("missing shard") << "hf_missing_shard" << QStringList{QStringLiteral("shard-missing")} << 1;
+        QTest::newRow("unlisted tensor") << "hf_unlisted" << QStringList{QStringLiteral("index-unlisted-tensor")} << 1;
+        QTest::newRow("truncated shard") << "hf_truncated_shard" << QStringList{QStringLiteral("shard-unreadable")}
+                                         << 1;
+        QTest::newRow("missing tensor") << "hf_missing_tensor" << QStringList{QStringLiteral("index-missing-tensor")}
+                                        << 1;
+    }
+    void checkNamesWhatIsBroken()
+    {
+        QFETCH(QString, set);
+        QFETCH(QStringList, codes);
+        QFETCH(int, rc);
+        const Run r = ckptscope({"check", "--json", fixture(set).toStdString()});
+        QCOMPARE(r.rc, rc);
+        QCOMPARE(findingCodes(r), codes);
+    }
+
+    // The consolidated file is loaded by real torch 1.13 and compared with the merged state dict.
+    void consolidatedFileLoadsInTorch()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        QStringList pairs;
+        for (const QString set : {QStringLiteral("hf_bin"), QStringLiteral("hf_st"), QStringLiteral("hf_bin_tied")}) {
+            const QString out = tmp.filePath(set + QStringLiteral(".pt"));
+            const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--single-card"});
+            QVERIFY2(r.rc == 0, r.err.c_str());
+            pairs << out << fixture(set + QStringLiteral(".expected.pt"));
+        }
+        const QString script =
+            QStringLiteral("import sys, torch\n"
+                           "a = sys.argv[1:]\n"
+                           "for out, exp in zip(a[::2], a[1::2]):\n"
+                           "    got, want = torch.load(out), torch.load(exp)\n"
+                           "    assert sorted(got) == sorted(want), (out, sorted(got), sorted(want))\n"
+                           "    for k in want:\n"
+                           "        assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), (out, k)\n"
+                           "tied = torch.load(a[-2])\n"
+                           "assert tied['head.weight'].data_ptr() == tied['embed.weight'].data_ptr(), 'tie lost'\n"
+                           "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + pairs);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    void incompleteSetIsNotConsolidated()
+    {
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("x.pt"));
+        const Run r =
+            ckptscope({"convert", fixture(QStringLiteral("hf_missing_shard")).toStdString(), "-o", out.toStdString()});
+        QCOMPARE(r.rc, 2);
+        QVERIFY(r.err.find("shard-missing") != std::string::npos);
+        QVERIFY(!QFile::exists(out));
+        const Run edits = ckptscope({"convert", fixture(QStringLiteral("hf_bin")).toStdString(), "-o",
+                                     out.toStdString(), "--strip-prefix", "layers."});
+        QCOMPARE(edits.rc, 2);
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // Formats recognised by their file names only (their contents are not read yet): the layouts
+    // of SHARDED.md, each named in the one-line error with what reads it.
+    void otherFormatsAreNamed_data()
+    {
+        QTest::addColumn<QStringList>("files");
+        QTest::addColumn<QString>("open");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("dcp") << QStringList{QStringLiteral(".metadata"), QStringLiteral("__0_0.distcp"),
+                                            QStringLiteral("__1_0.distcp")}
+                             << "."
+                             << "torch.distributed.checkpoint (DCP) directory";
+        QTest::newRow("dcp from a data file")
+            << QStringList{QStringLiteral(".metadata"), QStringLiteral("__0_0.distcp")} << "__0_0.distcp"
+            << "dcp_to_torch_save";
+        QTest::newRow("megatron torch_dist")
+            << QStringList{QStringLiteral(".metadata"), QStringLiteral("__0_0.distcp"), QStringLiteral("common.pt"),
+                           QStringLiteral("metadata.json")}
+            << "."
+            << "Megatron-LM torch_dist";
+        QTest::newRow("megatron legacy") << QStringList{QStringLiteral("latest_checkpointed_iteration.txt"),
+                                                        QStringLiteral("iter_0000010/mp_rank_00/model_optim_rng.pt"),
+                                                        QStringLiteral("iter_0000010/mp_rank_01/model_optim_rng.pt")}
+                                         << "."
+                                         << "Megatron-LM legacy checkpoint";
+        QTest::newRow("zero 2")
+            << QStringList{QStringLiteral("latest"), QStringLiteral("global_step5/mp_rank_00_model_states.pt"),
+                           QStringLiteral("global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+                           QStringLiteral("global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt")}
+            << "."
+            << "DeepSpeed ZeRO stage 1/2 checkpoint, tag global_step5: 1 model-state and 2 optimizer-state rank files: "
+               "inspect does not show a ZeRO set as one tree yet";
+        QTest::newRow("trainer") << QStringList{QStringLiteral("trainer_state.json"),
+                                                QStringLiteral("model.safetensors"), QStringLiteral("optimizer.pt")}
+                                 << "."
+                                 << "Trainer checkpoint folder: the weights are model.safetensors";
+    }
+    void otherFormatsAreNamed()
+    {
+        QFETCH(QStringList, files);
+        QFETCH(QString, open);
+        QFETCH(QString, says);
+        QTemporaryDir tmp;
+        for (const auto& f : files) {
+            touch(tmp.filePath(f));
+        }
+        if (QFileInfo(tmp.filePath(QStringLiteral("latest"))).exists()) {
+            QFile f(tmp.filePath(QStringLiteral("latest")));
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write("global_step5");
+        }
+        for (const char* cmd : {"inspect", "check", "convert"}) {
+            if (std::string(cmd) != "inspect" && says.startsWith(QStringLiteral("DeepSpeed"))) {
+                continue;  // check and convert read a ZeRO set's files: zeroCheck and zero12, on real ones
+            }
+            std::vector<std::string> args{cmd, tmp.filePath(open).toStdString()};
+            if (std::string(cmd) == "convert") {
+                args.insert(args.end(), {"-o", tmp.filePath(QStringLiteral("out.pt")).toStdString()});
+            }
+            const Run r = ckptscope(args);
+            QCOMPARE(r.rc, 2);
+            QVERIFY2(r.err.find(says.toStdString()) != std::string::npos, r.err.c_str());
+            QVERIFY(r.err.find('\n') == r.err.size() - 1);  // one line
+        }
+    }
+
+    // ZeRO folders with DeepSpeed's file names and model-state keys (gen_sharded.py): the world
+    // size in the rank-0 model states against the rank files present, and ZeRO-3's empty module.
+    void zeroCheck_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QStringList>("codes");
+        QTest::addColumn<int>("rc");
+        QTest::newRow("stage 2, every rank") << "zero2_complete" << QStringList{} << 0;
+        QTest::newRow("stage 3, rank 1 optim missing")
+            << "zero3_rank_missing"
+            << QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")} << 1;
+    }
+    void zeroCheck()
+    {
+        QFETCH(QString, set);
+        QFETCH(QStringList, codes);
+        QFETCH(int, rc);
+        const Run r = ckptscope({"check", "--json", fixture(set).toStdString()});
+        QVERIFY2(r.rc == rc, r.err.c_str());
+        QCOMPARE(findingCodes(r), codes);
+        if (!codes.isEmpty()) {
+            QVERIFY(r.out.find("zero_pp_rank_1_mp_rank_00_optim_states.pt") != std::string::npos);
+        }
+    }
+
+    // ZeRO stage 1/2 -> fp32 parameters, loaded by torch 1.13 and compared with the master weights
+    // gen_sharded.py partitioned (2 and 3 ranks: parameters straddle rank boundaries).
+    void zero12ConsolidatesToFp32()
+    {
+        QTemporaryDir tmp;
+        QStringList pairs;
+        for (const QString set : {QStringLiteral("zero2_complete"), QStringLiteral("zero2_w3")}) {
+            const QString out = tmp.filePath(set + QStringLiteral(".pt"));
+            const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
+            QVERIFY2(r.rc == 0, r.err.c_str());
+            pairs << out << fixture(set + QStringLiteral(".expected.pt"));
+        }
+        const QString script =
+            QStringLiteral("import sys, torch\n"
+                           "a = sys.argv[1:]\n"
+                           "for out, exp in zip(a[::2], a[1::2]):\n"
+                           "    got, want = torch.load(out), torch.load(exp)\n"
+                           "    assert list(got) == list(want), (out, list(got), list(want))\n"
+                           "    for k in want:\n"
+                           "        assert got[k].dtype == torch.float32 and torch.equal(got[k], want[k]), (out, k)\n"
+                           "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + pairs);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // The real partial ZeRO-3 set of the corpus: named as the set, and each rank file still opens.
+    void realZero3SetIsNamed()
+    {
+        const QDir corpus(QStringLiteral("/work/shared/corpus"));
+        const QStringList dirs =
+            corpus.entryList({QStringLiteral("bigyanghimire__deepspeed-experiments*")}, QDir::Dirs);
+        if (dirs.isEmpty()) {
+            QSKIP("the shared corpus is not on this machine");
+        }
+        const QString dir = corpus.filePath(dirs.first());
+        const Run set = ckptscope({"inspect", dir.toStdString()});
+        QCOMPARE(set.rc, 2);
+        QVERIFY2(set.err.find("DeepSpeed ZeRO stage 3 checkpoint, tag global_step99: 2 model-state") !=
+                     std::string::npos,
+                 set.err.c_str());
+        const Run rank = ckptscope(
+            {"inspect",
+             (dir + QStringLiteral("/global_step99/zero_pp_rank_1_mp_rank_00_model_states.pt")).toStdString()});
+        QCOMPARE(rank.rc, 0);
+        const Run check = ckptscope({"check", "--json", dir.toStdString()});
+        QCOMPARE(check.rc, 1);
+        QCOMPARE(findingCodes(check),
+                 (QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")}));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSharded)
+#include "tst_sharded.moc"
