@@ -368,6 +368,35 @@ void wholeModel(const Checkpoint& ckpt, Findings& out)
     }
 }
 
+// torch.load decodes every pickled str as UTF-8 (its encoding='utf-8' default) and raises
+// UnicodeDecodeError on the first that is not; a Python 2 str loads with encoding='latin1'.
+void undecodableText(const Checkpoint& ckpt, Findings& out)
+{
+    const auto& u = ckpt.undecodable;
+    if (u.count == 0) {
+        return;
+    }
+    Finding f;
+    f.code = "undecodable-text";
+    f.severity = Severity::Error;
+    f.title = std::to_string(u.count) + (u.count == 1 ? " string is" : " strings are") +
+              " not valid UTF-8: torch.load raises UnicodeDecodeError";
+    f.detail = "The first is at " + (u.firstAt.empty() ? std::string("an unknown place") : u.firstAt) +
+               "; ckptscope shows the bytes it cannot decode as \\xNN. ";
+    if (u.python2 == u.count) {
+        f.detail += "They are Python 2 strs: torch.load(f, encoding='latin1') reads the file, and convert writes "
+                    "them as their Latin-1 reading, which loads with the default encoding.";
+    } else {
+        f.detail += "Not Python 2 strs (which encoding='latin1' would read): the file is damaged, or was written "
+                    "by something other than torch.save.";
+    }
+    f.paths = u.paths;
+    if (f.paths.empty()) {
+        f.paths.emplace_back();  // the file as a whole
+    }
+    out.push_back(std::move(f));
+}
+
 }  // namespace
 
 void pickleRules(const Checkpoint& ckpt, Findings& out)
@@ -375,6 +404,7 @@ void pickleRules(const Checkpoint& ckpt, Findings& out)
     if (ckpt.format == Format::Safetensors) {
         return;
     }
+    undecodableText(ckpt, out);
     const auto globals = allGlobals(ckpt);
     unsafeCallables(ckpt, globals, out);
     notWeightsOnly(ckpt, globals, out);

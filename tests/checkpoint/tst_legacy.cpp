@@ -197,6 +197,30 @@ void TestLegacy::undecodableText()
     QCOMPARE(doc.value(QStringLiteral("tensors")).toArray()[0].toObject().value(QStringLiteral("path")).toString(),
              QStringLiteral("w\\x86ight"));
     QCOMPARE(doc.value(QStringLiteral("undecodable_strings")).toObject().value(QStringLiteral("count")).toInt(), 1);
+
+    // `check` reports it as the error torch.load will raise, with the way out for Python 2 strs only.
+    const auto finding = [](const QString& path) {
+        QProcess check;
+        check.start(QStringLiteral(CKPTSCOPE_BINARY_DIR "/app/ckptscope"),
+                    {QStringLiteral("check"), QStringLiteral("--json"), path});
+        check.waitForFinished(60000);
+        const auto findings =
+            QJsonDocument::fromJson(check.readAllStandardOutput()).object().value(QStringLiteral("findings")).toArray();
+        for (const auto& f : findings) {
+            if (f.toObject().value(QStringLiteral("code")).toString() == QStringLiteral("undecodable-text")) {
+                return std::make_pair(check.exitCode(), f.toObject());
+            }
+        }
+        return std::make_pair(check.exitCode(), QJsonObject{});
+    };
+    const auto [rc, corrupt] = finding(file("bad_utf8.pt"));
+    QCOMPARE(rc, 1);
+    QCOMPARE(corrupt.value(QStringLiteral("severity")).toString(), QStringLiteral("error"));
+    QCOMPARE(corrupt.value(QStringLiteral("paths")).toArray().first().toString(), QStringLiteral("w\\x86ight"));
+    QVERIFY(!corrupt.value(QStringLiteral("detail")).toString().contains(QStringLiteral("encoding='latin1') reads")));
+    const auto [rc2, latin1] = finding(file("py2_model.pt"));
+    QCOMPARE(rc2, 1);
+    QVERIFY(latin1.value(QStringLiteral("detail")).toString().contains(QStringLiteral("encoding='latin1') reads")));
 }
 
 QTEST_GUILESS_MAIN(TestLegacy)
