@@ -1,4 +1,4 @@
-// ckptscope-torch-helper: the one process that links LibTorch (DESIGN.md "LibTorch lives in a
+// ckptscope-torch-helper: the one process that links LibTorch (docs/design.md "LibTorch lives in a
 // helper process"). It reads one JSON request line on stdin, opens the checkpoint itself with the
 // Qt-free reader (no pickle is ever executed), and answers with JSON event lines on stdout; the
 // protocol is documented in core/device/testload.h.

@@ -1,4 +1,4 @@
-// safetensors (FORMAT.md §10): u64 little-endian header length N (<= 100'000'000), N bytes of
+// safetensors (docs/format.md §10): u64 little-endian header length N (<= 100'000'000), N bytes of
 // JSON (`{name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}`, padded
 // with spaces), then the data buffer. Validation follows the reference reader: offsets contiguous
 // from 0 with no holes or overlaps, each size = numel x element size, buffer ends at the file end.

@@ -1,4 +1,4 @@
-// Stored-only zip reader and writer for PyTorch's archive container (FORMAT.md §2).
+// Stored-only zip reader and writer for PyTorch's archive container (docs/format.md §2).
 //
 // Layout read: local headers `PK\3\4` (30 bytes + name + extra) each followed by data (and a
 // `PK\7\8` data descriptor when flag bit 3 is set), then the central directory, an optional
@@ -47,7 +47,7 @@ public:
     static Expected<ZipReader> parse(Bytes file, int fd = -1);
 
     [[nodiscard]] const std::vector<ZipRecord>& records() const { return records_; }
-    // Everything before the first '/' of the first central entry (FORMAT.md §2.1).
+    // Everything before the first '/' of the first central entry (docs/format.md §2.1).
     [[nodiscard]] const std::string& folder() const { return folder_; }
     // Looks up `folder/relName`; nullptr when absent.
     [[nodiscard]] const ZipRecord* find(std::string_view relName) const;

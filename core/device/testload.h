@@ -1,6 +1,6 @@
 // Test-load: prove that a checkpoint loads on a chosen device, and measure what it costs there.
 //
-// LibTorch lives in a helper process (DESIGN.md): this client finds `ckptscope-torch-helper`,
+// LibTorch lives in a helper process (docs/design.md): this client finds `ckptscope-torch-helper`,
 // starts it, sends one JSON request line on its stdin and reads JSON event lines from its stdout
 // while a Sampler watches every GPU. Cancel kills the helper; when it exits its CUDA context is
 // gone, so "did any other GPU move" is measured cleanly.

@@ -1,4 +1,4 @@
-// Where storages come back when torch.load runs without map_location (FORMAT.md §4.3): on the
+// Where storages come back when torch.load runs without map_location (docs/format.md §4.3): on the
 // device they were saved from. The messages quoted are torch's own (validate_cuda_device).
 #include "diagnose/rules.h"
 #include "util/device_name.h"

@@ -1,5 +1,5 @@
 // What the pickle itself asks the loader to do: globals outside torch's weights-only allowlist,
-// globals that run code, and whole pickled nn.Modules (FORMAT.md §5, §9).
+// globals that run code, and whole pickled nn.Modules (docs/format.md §5, §9).
 #include "diagnose/rules.h"
 #include "diagnose/safety.h"
 

@@ -1,4 +1,4 @@
-// Wrapper prefixes in state-dict keys (FORMAT.md §7): DataParallel/DDP's `module.`, torch.compile's
+// Wrapper prefixes in state-dict keys (docs/format.md §7): DataParallel/DDP's `module.`, torch.compile's
 // `_orig_mod.`, FSDP's `_fsdp_wrapped_module.` and activation checkpointing's
 // `_checkpoint_wrapped_module.`. Prefixes are whole key segments at the start of a key, so
 // `mlp_module.layer0.weight` and Lightning's `model.` are never taken for one.

@@ -1,4 +1,4 @@
-// What torch's weights-only unpickler accepts (FORMAT.md §5.2/§5.3), and which
+// What torch's weights-only unpickler accepts (docs/format.md §5.2/§5.3), and which
 // globals run code when an ordinary unpickler meets them. Shared by the rules and the window.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Wrapper prefixes are whole segments at the start of a key (FORMAT.md §7), the same list check's
+// Wrapper prefixes are whole segments at the start of a key (docs/format.md §7), the same list check's
 // prefix rules know: `mlp_module.layer0` and Lightning's `model.` are never taken for one. The
 // strip itself is transform's (Options::renamedKey), so diff aligns exactly what convert would strip.
 #include "diff/keys.h"

@@ -1,5 +1,5 @@
 // Pickler: writes an Arena back as a protocol-2 pickle that torch.load, and torch.load with
-// weights_only=True, accept (FORMAT.md §5.3 opcodes only: no FRAME, MEMOIZE, STACK_GLOBAL,
+// weights_only=True, accept (docs/format.md §5.3 opcodes only: no FRAME, MEMOIZE, STACK_GLOBAL,
 // BINBYTES, SHORT_BINUNICODE). Storages are written as zip persistent ids
 // ('storage', GLOBAL torch <Class>, key, location, numel) from Arena::storages as they stand, so
 // callers rewrite keys/locations there before pickling. Values shared in the arena are memoised,

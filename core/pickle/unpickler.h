@@ -1,7 +1,7 @@
 // Restricted unpickler: a small virtual machine over pickle opcodes (protocols 0-5) that builds
 // an Arena of values and never calls, imports or evaluates anything.
 //
-// Byte layout it expects: an optional PROTO, then opcodes up to STOP (FORMAT.md §4.1); protocol
+// Byte layout it expects: an optional PROTO, then opcodes up to STOP (docs/format.md §4.1); protocol
 // 4+ FRAMEs are read as inline data. Known GLOBALs become typed values (value.h; which ones and how
 // is torch_globals.cpp's): tensor rebuild functions, storages from persistent ids, OrderedDict,
 // torch.Size/dtype/device, _codecs.encode bytes, set/frozenset/bytearray. Every other GLOBAL stays
@@ -34,7 +34,7 @@ struct UnpickleOptions {
 struct UnpickleResult {
     ValueId root;
     int protocol = 0;              // PROTO argument, 0 when absent (protocol 0/1)
-    std::bitset<256> opcodesSeen;  // for the weights-only check (FORMAT.md §5.3)
+    std::bitset<256> opcodesSeen;  // for the weights-only check (docs/format.md §5.3)
     std::size_t consumed = 0;      // bytes read, STOP included
     std::vector<std::string> warnings;
     // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError;

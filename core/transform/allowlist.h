@@ -1,4 +1,4 @@
-// Which GLOBALs a loader trusts: PyTorch 2.6's default weights_only allowlist (FORMAT.md §5.2),
+// Which GLOBALs a loader trusts: PyTorch 2.6's default weights_only allowlist (docs/format.md §5.2),
 // and the callables whose call runs code (os.system & kin). Shared by diagnose (findings
 // `weights-only-rejects`, `unsafe-callable`) and transform (--weights-only, the always-on drop), so
 // both say the same thing about the same file.

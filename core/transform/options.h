@@ -12,7 +12,7 @@
 
 namespace ckpt::transform {
 
-// `cpu`, `cuda:1`, or pairs `cuda:0=cuda:1,cuda:2=cpu` (FORMAT.md §4.3: a tag not in the pairs stays).
+// `cpu`, `cuda:1`, or pairs `cuda:0=cuda:1,cuda:2=cpu` (docs/format.md §4.3: a tag not in the pairs stays).
 struct LocationMap {
     std::optional<std::string> all;
     std::vector<std::pair<std::string, std::string>> pairs;

@@ -1,4 +1,4 @@
-// Device names as torch spells them, `type` or `type:index` (FORMAT.md §4.2-4.3): the location tag
+// Device names as torch spells them, `type` or `type:index` (docs/format.md §4.2-4.3): the location tag
 // of a saved storage, a pickled torch.device, a map_location, a test-load target. One parser for
 // all of them; each caller decides which types it takes.
 #pragma once
@@ -28,7 +28,7 @@ struct DeviceName {
 [[nodiscard]] bool isBackendName(std::string_view type);
 
 // What torch.load says when a storage's CUDA device is missing (torch.serialization's
-// validate_cuda_device, FORMAT.md §4.3), as the RuntimeError's text.
+// validate_cuda_device, docs/format.md §4.3), as the RuntimeError's text.
 [[nodiscard]] std::string cudaUnavailableText();
 [[nodiscard]] std::string cudaDeviceCountText(std::int64_t index, int devices);
 

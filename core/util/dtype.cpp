@@ -64,7 +64,7 @@ struct SafetensorsRow {
 };
 
 // safetensors' Dtype enum in declaration order, which is by alignment: its writer sorts tensors by
-// this position, descending (FORMAT.md §10).
+// this position, descending (docs/format.md §10).
 constexpr std::array<SafetensorsRow, 22> kSafetensors{{
     {"BOOL", 8, DType::Bool},
     {"F4", 4, DType::Unknown},

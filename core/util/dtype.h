@@ -1,5 +1,5 @@
 // Torch element types, with the three spellings a checkpoint uses for them: torch's dtype name
-// (`float32`), the legacy storage class (`FloatStorage`, FORMAT.md §4.2) and safetensors' code (`F32`).
+// (`float32`), the legacy storage class (`FloatStorage`, docs/format.md §4.2) and safetensors' code (`F32`).
 #pragma once
 
 #include <cstddef>
@@ -58,7 +58,7 @@ dtypeFromName(std::string_view name);              // accepts torch attribute al
 [[nodiscard]] std::string_view storageClassName(DType t);
 [[nodiscard]] std::optional<DType> dtypeFromStorageClass(std::string_view name);  // `UntypedStorage` -> UInt8
 
-// safetensors' dtype codes (FORMAT.md §10), from one table.
+// safetensors' dtype codes (docs/format.md §10), from one table.
 [[nodiscard]] std::string_view safetensorsName(DType t);  // empty when safetensors has no such type
 [[nodiscard]] std::optional<DType> dtypeFromSafetensors(std::string_view name);  // nullopt for F4, F6_*
 // Bits per element of every code safetensors knows, the sub-byte floats without a torch dtype

@@ -1,4 +1,4 @@
-// Plan -> safetensors (FORMAT.md §10). Tensors only, C-contiguous, no sharing:
+// Plan -> safetensors (docs/format.md §10). Tensors only, C-contiguous, no sharing:
 // - names: the key-path components joined by '.', so a state-dict root keeps its keys as they
 //   are (`conv.weight`) and a nested one reads `model.conv.weight`;
 // - tensors sharing a storage, as Hugging Face's save_model does: identical views (same storage,

@@ -1,4 +1,4 @@
-// Plan -> torch zip archive, records as torch.save lays them out (FORMAT.md §2.1, §14): data.pkl,
+// Plan -> torch zip archive, records as torch.save lays them out (docs/format.md §2.1, §2.3): data.pkl,
 // byteorder, data/<key> (in the input's order, see writeOrder), version. Storage bytes go from the
 // input file to the output with copy_file_range; only deflated input members pass through memory,
 // one record at a time.
@@ -14,7 +14,7 @@ namespace ckpt::write::detail {
 
 namespace {
 
-// torch's rule (FORMAT.md §2.1): the output's basename without its last extension; `archive` when
+// torch's rule (docs/format.md §2.1): the output's basename without its last extension; `archive` when
 // that leaves nothing (torch itself refuses such a name).
 std::string archiveFolderFor(const std::string& outPath)
 {

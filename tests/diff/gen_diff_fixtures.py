@@ -39,7 +39,7 @@ def ckpt(sd, epoch=10, lr=0.1):
 
 
 def write_safetensors(path, tensors):
-    """FORMAT.md section 10, in the reference writer's order (alignment descending, then name)."""
+    """docs/format.md section 10, in the reference writer's order (alignment descending, then name)."""
     codes = {torch.float32: "F32", torch.int64: "I64", torch.bfloat16: "BF16", torch.float16: "F16"}
     order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
     header, chunks, offset = {}, [], 0

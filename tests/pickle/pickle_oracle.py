@@ -5,7 +5,7 @@ ckptscope's pickler writes, judged by Python's own pickle module and torch.load.
   values DIR        write <case>.p<N>.pkl for protocols 0-5 plus <case>.p<N>.canon, the canonical
                     text of pickle.loads(data) (the same text tst_unpickler builds from the tree)
   check DIR         for every <x>.ours.pkl next to <x>.canon: pickletools.dis must succeed, only
-                    weights_only opcodes (FORMAT.md 5.3) may appear, and pickle.loads must give the
+                    weights_only opcodes (docs/format.md 5.3) may appear, and pickle.loads must give the
                     same canonical text
   torch DIR         write torch.save files <case>.pt, their data.pkl as <case>.data.pkl, and
                     <case>.expect (one line per tensor: what torch.load says about it)

@@ -64,7 +64,7 @@ private Q_SLOTS:
             QVERIFY2(!ckpt::isBackendName(bad), bad);
         }
     }
-    // torch.serialization.validate_cuda_device, word for word (FORMAT.md §4.3).
+    // torch.serialization.validate_cuda_device, word for word (docs/format.md §4.3).
     void torchCudaTexts()
     {
         QCOMPARE(QString::fromStdString(ckpt::cudaUnavailableText()),

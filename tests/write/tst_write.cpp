@@ -105,7 +105,7 @@ QStringList entries(const QString& dir)
     return QDir(dir).entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot);
 }
 
-// --- an independent safetensors reader (FORMAT.md §10), Qt JSON instead of the core's parser ---
+// --- an independent safetensors reader (docs/format.md §10), Qt JSON instead of the core's parser ---
 
 struct StTensor {
     QString dtype;
