@@ -1,9 +1,10 @@
 #include "archive/compressed.h"
 
+#include "archive/zinflate.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <zlib.h>
 
 namespace ckpt::archive {
 namespace {
@@ -12,25 +13,6 @@ bool startsWith(Bytes b, std::string_view magic)
 {
     return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
 }
-
-class GzipStream {
-public:
-    GzipStream() { ok_ = inflateInit2(&zs_, 16 + MAX_WBITS) == Z_OK; }
-    GzipStream(const GzipStream&) = delete;
-    GzipStream& operator=(const GzipStream&) = delete;
-    ~GzipStream()
-    {
-        if (ok_) {
-            inflateEnd(&zs_);
-        }
-    }
-    [[nodiscard]] bool ok() const { return ok_; }
-    z_stream& stream() { return zs_; }
-
-private:
-    z_stream zs_{};
-    bool ok_ = false;
-};
 
 }  // namespace
 
@@ -95,7 +77,7 @@ Expected<std::vector<std::byte>> gunzip(Bytes file, std::uint64_t limit)
     Bytes rest = file;
     // A file may hold several members back to back (`cat a.gz b.gz`); gunzip joins them.
     while (!rest.empty()) {
-        GzipStream gz;
+        ZInflate gz(16 + MAX_WBITS);  // gzip framing
         if (!gz.ok()) {
             return makeError(ErrorCode::OutOfMemory, "zlib could not start inflating");
         }

@@ -1,8 +1,9 @@
 #include "archive/inflate.h"
 
+#include "archive/zinflate.h"
+
 #include <algorithm>
 #include <vector>
-#include <zlib.h>
 
 namespace ckpt::archive {
 namespace {
@@ -11,26 +12,6 @@ Error recordError(ErrorCode code, const ZipRecord& r, const std::string& what)
 {
     return makeError(code, "record \"" + r.name + "\" " + what, r.localHeaderOffset);
 }
-
-// Feeds the inflated stream to `deliver` in pieces; stops early when `deliver` says so.
-class Inflater {
-public:
-    Inflater() { ok_ = inflateInit2(&zs_, -MAX_WBITS) == Z_OK; }
-    Inflater(const Inflater&) = delete;
-    Inflater& operator=(const Inflater&) = delete;
-    ~Inflater()
-    {
-        if (ok_) {
-            inflateEnd(&zs_);
-        }
-    }
-    [[nodiscard]] bool ok() const { return ok_; }
-    z_stream& stream() { return zs_; }
-
-private:
-    z_stream zs_{};
-    bool ok_ = false;
-};
 
 }  // namespace
 
@@ -87,7 +68,7 @@ Expected<void> readRecord(Bytes file, const ZipRecord& r, std::uint64_t offset, 
                            "is compressed with " + methodName(r.method) +
                                ", which torch.load cannot read either (PyTorch reads stored and deflated records)");
     }
-    Inflater inf;
+    ZInflate inf(-MAX_WBITS);  // raw deflate, as zip records hold it
     if (!inf.ok()) {
         return makeError(ErrorCode::Internal, "zlib inflateInit2 failed");
     }
