@@ -361,19 +361,26 @@ void TestLoadPanel::startReplay()
         });
 }
 
-void TestLoadPanel::showReplay(const device::ReplayReport& r)
+// The finished run's own samples replace the live ones; progress shows complete.
+void TestLoadPanel::showTimeline(const device::Timeline& timeline, const QString& highlight)
 {
     m_progress->setValue(1000);
-    if (!r.timeline.samples.empty()) {
-        QStringList labels;
-        for (const auto& id : r.timeline.devices) {
-            labels << qs(id);
-        }
-        m_chart->reset(r.timeline.devices, labels, QStringLiteral("cuda:0"));
-        for (const auto& s : r.timeline.samples) {
-            m_chart->addSample(s);
-        }
+    if (timeline.samples.empty()) {
+        return;
     }
+    QStringList labels;
+    for (const auto& id : timeline.devices) {
+        labels << qs(id);
+    }
+    m_chart->reset(timeline.devices, labels, highlight);
+    for (const auto& s : timeline.samples) {
+        m_chart->addSample(s);
+    }
+}
+
+void TestLoadPanel::showReplay(const device::ReplayReport& r)
+{
+    showTimeline(r.timeline, QStringLiteral("cuda:0"));
     QString text = QStringLiteral("<b>%1</b>").arg(qs(r.verdict).toHtmlEscaped());
     for (const auto& d : r.devices) {
         text += QStringLiteral("<br>") + tr("%1: %2 context(s), %3 cop(ies) of the weights, measured peak %4")
@@ -387,17 +394,7 @@ void TestLoadPanel::showReplay(const device::ReplayReport& r)
 
 void TestLoadPanel::showReport(const device::TestloadReport& r)
 {
-    m_progress->setValue(1000);
-    if (!r.timeline.samples.empty()) {
-        QStringList labels;
-        for (const auto& id : r.timeline.devices) {
-            labels << qs(id);
-        }
-        m_chart->reset(r.timeline.devices, labels, qs(r.device));
-        for (const auto& s : r.timeline.samples) {
-            m_chart->addSample(s);
-        }
-    }
+    showTimeline(r.timeline, qs(r.device));
     const QString other = otherGpusText(r);
     QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 (%5); %6; %7.")
                        .arg(qs(r.device).toHtmlEscaped())

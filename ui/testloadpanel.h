@@ -23,6 +23,7 @@ class Nvml;
 struct Inventory;
 struct TestloadReport;
 struct ReplayReport;
+struct Timeline;
 }  // namespace ckpt::device
 
 namespace ckpt::ui {
@@ -56,6 +57,7 @@ private:
     void startReplay();
     // Resets the chart to the devices of the combo box and feeds it from a sampler of its own.
     void prepareChart(const std::string& highlight);
+    void showTimeline(const device::Timeline& timeline, const QString& highlight);
     void showReplay(const device::ReplayReport& report);
     void setBusy(bool busy);
     void showInventory(const device::Inventory& inv);
