@@ -305,10 +305,7 @@ void MainWindow::openFiles(const QStringList& paths)
 bool MainWindow::openAsSet(const QString& path)
 {
     auto loc = sharded::detectSet(ss(path));
-    // A rank file of a ZeRO run is a torch.save file of its own; a Trainer folder lists its files.
-    const bool isFile = QFileInfo(path).isFile();
-    if (loc.kind == sharded::SetKind::None || loc.kind == sharded::SetKind::TrainerFolder ||
-        (isFile && loc.kind == sharded::SetKind::DeepSpeedZero)) {
+    if (!sharded::readAsSet(loc, ss(path))) {
         return false;
     }
     statusBar()->showMessage(tr("Opening %1…").arg(path));

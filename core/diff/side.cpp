@@ -2,7 +2,7 @@
 // tensors lives whole in one shard, so the shards together are one key space). Sets whose tensors
 // are pieces spread over files (DCP, ZeRO, FSDP ranks) need assembling first, which convert does.
 #include "diff/diff.h"
-#include "sharded/sharded.h"
+#include "sharded/listing.h"
 
 #include <filesystem>
 
@@ -26,10 +26,7 @@ Side ofSet(const std::string& path, sharded::ShardedSet&& set)
 Expected<Side> openSide(const std::string& path)
 {
     const auto loc = sharded::detectSet(path);
-    std::error_code ec;
-    const bool file = std::filesystem::is_regular_file(path, ec);
-    // A rank file of a set diff cannot assemble is a torch.save file of its own.
-    if (loc.kind == sharded::SetKind::None || (file && loc.kind != sharded::SetKind::HuggingFace)) {
+    if (!sharded::readAsSet(loc, path)) {
         auto c = openCheckpoint(path);
         if (!c) {
             return c.error();

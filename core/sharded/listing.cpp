@@ -1,5 +1,6 @@
 #include "sharded/listing.h"
 
+#include <filesystem>
 #include <numeric>
 
 namespace ckpt::sharded {
@@ -8,6 +9,14 @@ std::uint64_t SetListing::totalBytes() const
 {
     return std::accumulate(rows.begin(), rows.end(), std::uint64_t{0},
                            [](std::uint64_t sum, const SetRow& r) { return sum + r.nbytes; });
+}
+
+bool readAsSet(const SetLocation& loc, const std::string& path)
+{
+    std::error_code ec;
+    const bool file = std::filesystem::is_regular_file(path, ec);
+    return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder &&
+           !(file && loc.kind == SetKind::DeepSpeedZero);
 }
 
 Expected<SetListing> listSet(const SetLocation& loc)

@@ -30,6 +30,11 @@ struct SetListing {
     [[nodiscard]] std::uint64_t totalBytes() const;
 };
 
+// Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
+// a Trainer folder (a folder of separate checkpoints) or one rank file of a ZeRO run, which is a
+// torch.save file of its own.
+[[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
+
 // Errors: the formats openSet refuses, with its message.
 Expected<SetListing> listSet(const SetLocation& loc);
 
