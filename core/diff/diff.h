@@ -87,8 +87,9 @@ struct Side {
 };
 
 // Opens what `path` names as a side: a single checkpoint file, or the Hugging Face sharded set a
-// folder, index or shard belongs to (it must be complete). Other multi-file formats (DCP, ZeRO,
-// FSDP rank files) are an Unsupported error that names the `convert` command consolidating them.
+// folder, index or shard belongs to (it must be complete). Other multi-file formats (ZeRO, and
+// what else sharded::consolidateSet assembles) are assembled into one temporary file first,
+// unlinked once mapped; a set that cannot be assembled is its error.
 Expected<Side> openSide(const std::string& path);
 
 struct Counts {

@@ -1,10 +1,13 @@
 // What a diff side is made of: one file, or every file of a Hugging Face sharded set (each of its
 // tensors lives whole in one shard, so the shards together are one key space). Sets whose tensors
-// are pieces spread over files (DCP, ZeRO, FSDP ranks) need assembling first, which convert does.
+// are pieces spread over files (DCP, ZeRO, FSDP ranks) are assembled first, as convert does.
 #include "diff/diff.h"
 #include "sharded/listing.h"
+#include "write/targets.h"
 
+#include <atomic>
 #include <filesystem>
+#include <unistd.h>
 
 namespace ckpt::diff {
 
@@ -21,6 +24,34 @@ Side ofSet(const std::string& path, sharded::ShardedSet&& set)
     return s;
 }
 
+// A set whose tensors are pieces of several files is compared as the one file `convert` writes
+// from it: written to the temporary directory and unlinked as soon as it is mapped (the mapping
+// keeps its pages), so nothing is left behind however the comparison ends.
+Expected<Side> consolidatedSide(const std::string& path, const sharded::SetLocation& loc)
+{
+    std::error_code ec;
+    static std::atomic<int> counter{0};
+    const auto tmp = (std::filesystem::temp_directory_path(ec) /
+                      ("ckptscope-diff-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + ".pt"))
+                         .string();
+    const int slot = write::detail::registerTemp(tmp);
+    auto done = sharded::consolidateSet(loc, tmp);
+    Expected<CheckpointPtr> opened = done ? openCheckpoint(tmp) : Expected<CheckpointPtr>(done.error());
+    std::filesystem::remove(tmp, ec);
+    write::detail::unregisterTemp(slot);
+    if (!opened) {
+        Error e = opened.error();
+        e.message =
+            "cannot assemble the " + std::string(sharded::setKindName(loc.kind)) + " to compare it: " + e.message;
+        e.path = path;
+        return e;
+    }
+    Side s = Side::of(std::move(*opened));
+    s.path = path;
+    s.format = std::string(sharded::setKindName(loc.kind)) + " (assembled into one state dict)";
+    return s;
+}
+
 }  // namespace
 
 Expected<Side> openSide(const std::string& path)
@@ -34,13 +65,7 @@ Expected<Side> openSide(const std::string& path)
         return Side::of(std::move(*c));
     }
     if (loc.kind != sharded::SetKind::HuggingFace) {
-        Error e = makeError(ErrorCode::Unsupported,
-                            "is a " + std::string(sharded::setKindName(loc.kind)) +
-                                ", whose tensors are pieces spread over several files; diff compares single files "
-                                "and Hugging Face sharded sets: consolidate it first with `ckptscope convert " +
-                                path + " -o model.pt`");
-        e.path = path;
-        return e;
+        return consolidatedSide(path, loc);
     }
     auto set = sharded::openSet(loc);
     if (!set) {

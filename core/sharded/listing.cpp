@@ -41,7 +41,10 @@ Expected<SetListing> listSet(const SetLocation& loc)
 
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath)
 {
-    if (loc.kind == SetKind::DeepSpeedZero) {
+    // Stage 1/2 keeps one model-states file; stage 3's per-rank ones are openSet's to name.
+    std::error_code ec;
+    if (loc.kind == SetKind::DeepSpeedZero &&
+        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
         return consolidateZero12(loc, outPath);
     }
     auto set = openSet(loc);

@@ -5,6 +5,8 @@
 #include "cli/cli.h"
 #include "diff/diff.h"
 
+#include <QDir>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <fstream>
@@ -323,6 +325,28 @@ private Q_SLOTS:
         QVERIFY2(missing.err.find("incomplete") != std::string::npos, missing.err.c_str());
         // One set alone is not a rank directory.
         QCOMPARE(diffRun({fx("hf_bin")}).rc, 2);
+    }
+
+    // A set whose tensors are pieces of several files (ZeRO partitions) is assembled first: the
+    // stage-2 folder equals the fp32 model zero_to_fp32 rebuilds (gen_sharded.py's expected file),
+    // and nothing is left in the temporary directory.
+    void assembledSets()
+    {
+        const std::string dir = CKPTSCOPE_SHARDED_FIXTURE_DIR;
+        QTemporaryDir tmp;
+        qputenv("TMPDIR", tmp.path().toUtf8());
+        const auto same = diffRun({dir + "/zero2_complete", dir + "/zero2_complete.expected.pt"});
+        QVERIFY2(same.rc == 0, (same.err + same.out).c_str());
+        QCOMPARE(same.doc["counts"]["equal"].get<int>(), 8);
+        QVERIFY(str(same.doc["a"]["format"]).find("ZeRO") != std::string::npos);
+        // Three ranks' partitions against the two-rank set: the same model.
+        QCOMPARE(diffRun({dir + "/zero2_w3", dir + "/zero2_complete"}).rc, 0);
+        // A set that cannot be assembled is bad input, with the reason.
+        const auto z3 = diffRun({dir + "/zero3_rank_missing", dir + "/zero2_complete.expected.pt"});
+        QCOMPARE(z3.rc, 2);
+        QCOMPARE(std::count(z3.err.begin(), z3.err.end(), '\n'), 1);
+        QVERIFY(QDir(tmp.path()).isEmpty());
+        qunsetenv("TMPDIR");
     }
 
     // Quantized tensors are their values: the same integers under another scale differ by what
