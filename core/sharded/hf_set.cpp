@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ckpt::sharded {
 
@@ -137,6 +138,38 @@ void shardFindings(ShardedSet& set, const std::string& indexName)
     }
 }
 
+// The hub's save_torch_state_dict stores a tied name once and records `removed -> kept` in the
+// index metadata (ckptscope's split does the same): the removed name comes back as a view of the
+// kept tensor, so a consolidation writes both, sharing one storage, as model.state_dict() has them.
+void restoreTiedNames(ShardedSet& set, const nlohmann::ordered_json& meta,
+                      const std::vector<std::pair<std::string, std::uint32_t>>& weightMap)
+{
+    if (!meta.is_object()) {
+        return;
+    }
+    std::unordered_set<std::string> listed;
+    for (const auto& [name, shard] : weightMap) {
+        listed.insert(name);
+    }
+    std::unordered_map<std::string, std::size_t> present;
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+        present.emplace(set.tensors[i].name, i);
+    }
+    for (const auto& [removed, kept] : meta.items()) {
+        if (!kept.is_string() || present.contains(removed) || listed.contains(removed)) {
+            continue;
+        }
+        const auto it = present.find(kept.get_ref<const std::string&>());
+        if (it == present.end()) {
+            continue;
+        }
+        SetTensor alias = set.tensors[it->second];
+        alias.name = removed;
+        set.tiedNames.emplace_back(removed, kept.get<std::string>());
+        set.tensors.push_back(std::move(alias));
+    }
+}
+
 }  // namespace
 
 Expected<ShardedSet> openSet(const SetLocation& loc)
@@ -239,6 +272,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         set.tensors.push_back({name, shard, it->second});
         names.erase(it);
     }
+    restoreTiedNames(set, meta, wanted);
     if (!absent.empty()) {
         set.findings.push_back(
             {"index-missing-tensor", "error", "The index names tensors its shards do not hold",
