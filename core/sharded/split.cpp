@@ -86,6 +86,7 @@ std::vector<Entry> removeTied(const transform::Plan& plan, std::vector<Entry> en
     };
     std::map<View, std::string> keep;
     std::vector<const Entry*> sorted;
+    sorted.reserve(entries.size());
     for (const auto& e : entries) {
         sorted.push_back(&e);
     }
