@@ -126,6 +126,11 @@ private Q_SLOTS:
                                          << 1;
         QTest::newRow("missing tensor") << "hf_missing_tensor" << QStringList{QStringLiteral("index-missing-tensor")}
                                         << 1;
+        QTest::newRow("tied head dropped")
+            << "hf_tied_dropped" << QStringList{QStringLiteral("tied-weight-missing")} << 1;
+        QTest::newRow("untied head dropped")
+            << "hf_untied_dropped" << QStringList{QStringLiteral("tied-weight-missing")} << 1;
+        QTest::newRow("tie recorded by the hub") << "hf_tied_hub" << QStringList{} << 0;
     }
     void checkNamesWhatIsBroken()
     {
