@@ -12,7 +12,6 @@
 #include "write/targets.h"
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <ostream>
 #include <unistd.h>
@@ -218,7 +217,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
     const bool stage = !direct || !toTorch;
     if (stage && !staged.create(output)) {
         err << "ckptscope convert: " << displayText(output)
-            << ": cannot create a temporary file beside the output: " << std::strerror(errno) << '\n';
+            << ": cannot create a temporary file beside the output: " << systemErrorText(errno) << '\n';
         return kExitProblems;
     }
     const std::string target = stage ? staged.path() : output;
