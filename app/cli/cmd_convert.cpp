@@ -6,6 +6,7 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
+#include "sharded/split.h"
 #include "transform/transform.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -43,6 +44,7 @@ struct Args {
     bool sync = false;
     bool allowExpand = false;
     std::vector<std::string> fixes;
+    std::string shardSize;  // non-empty: -o names the folder of a Hugging Face sharded set
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -93,7 +95,7 @@ Expected<Options> optionsFrom(const Args& a)
 std::string outputPath(const Args& a)
 {
     std::error_code ec;
-    if (a.output.empty() || !std::filesystem::is_directory(a.output, ec)) {
+    if (a.output.empty() || !a.shardSize.empty() || !std::filesystem::is_directory(a.output, ec)) {
         return a.output;
     }
     std::filesystem::path target = std::filesystem::path(a.output) / std::filesystem::path(a.input).filename();
@@ -137,12 +139,13 @@ void printStep(const PlanStep& s, std::ostream& out)
     out << '\n';
 }
 
-void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::string& output, std::ostream& out)
+void printPlan(const Checkpoint& in, const std::string& inputName, const transform::Plan& plan,
+               const std::string& output, bool sharded, std::ostream& out)
 {
     const bool st = plan.options.format == transform::OutputFormat::Safetensors;
-    out << "convert " << displayText(in.path) << " (" << formatName(in.format) << ") -> "
+    out << "convert " << displayText(inputName) << " (" << formatName(in.format) << ") -> "
         << (output.empty() ? std::string("(dry run)") : displayText(output)) << " ("
-        << (st ? "safetensors" : "torch zip") << ")\n";
+        << (sharded ? "sharded set of " : "") << (st ? "safetensors" : "torch zip") << ")\n";
     for (const auto& s : plan.steps) {
         printStep(s, out);
     }
@@ -153,6 +156,43 @@ void printPlan(const Checkpoint& in, const transform::Plan& plan, const std::str
     out << (plan.changesNothing() ? "nothing to change; " : "") << plan.tensorCount << " tensors, "
         << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data, " << plan.droppedCount()
         << (plan.droppedCount() == 1 ? " value" : " values") << " dropped\n";
+}
+
+int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, const sharded::SplitOptions& options,
+             nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
+{
+    auto written = sharded::writeShardedSet(in, plan, a.output, options);
+    if (!written) {
+        printError(err, written.error(), a.input);
+        if (a.json) {
+            doc["error"] = errorJson(written.error());
+            out << dumpJson(doc, 1) << '\n';
+        }
+        return exitCodeFor(written.error().code);
+    }
+    auto tied = nlohmann::ordered_json::object();
+    for (const auto& [removed, kept] : written->tied) {
+        tied[removed] = kept;
+    }
+    if (a.json) {
+        doc["output"] = {{"path", written->dir},        {"shards", written->files},         {"index", written->index},
+                         {"tensors", written->tensors}, {"total_size", written->totalSize}, {"tied", tied},
+                         {"notes", written->notes}};
+        out << dumpJson(doc, 1) << '\n';
+        return kExitOk;
+    }
+    for (const auto& n : written->notes) {
+        out << "note: " << displayText(n) << '\n';
+    }
+    for (const auto& [removed, kept] : written->tied) {
+        out << "note: '" << displayText(removed) << "' is tied to '" << displayText(kept) << "': stored once as '"
+            << displayText(kept) << "' (safetensors cannot alias); the index metadata records it, and ckptscope "
+            << "and transformers' tie_weights restore it\n";
+    }
+    out << "wrote " << displayText(written->dir) << ": " << written->files.size() << " shard"
+        << (written->files.size() == 1 ? "" : "s") << (written->index.empty() ? "" : " and " + written->index) << ", "
+        << written->tensors << " tensors, " << humanBytes(written->totalSize) << "\n";
+    return kExitOk;
 }
 
 }  // namespace
@@ -194,6 +234,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_flag("--sync", a.sync,
                  "return only once the output is on disk (fsync); by default, as cp and torch.save, the kernel "
                  "flushes it later");
+    app.add_option("--shard-size", a.shardSize,
+                   "write a Hugging Face sharded set into the folder -o names, shards of at most this size "
+                   "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -202,6 +245,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert model.pt -o ddp.pt --multi-card\n"
                "  ckptscope convert train.ckpt -o model.safetensors --select model --strip-prefix module.\n"
                "  ckptscope convert ckpt.pt -o fixed.pt --map-location cuda:1=cuda:0 --drop optimizer --dry-run\n"
+               "  ckptscope convert model.pt -o llama-hf/ --shard-size 5GB --format safetensors\n"
+               "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
     if (const auto done = parseCommand(app, args, "convert", out, err)) {
         return *done;
@@ -212,17 +257,30 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         err << "ckptscope convert: -o OUT is required (or --dry-run to only print the plan)\n";
         return kExitBadInput;
     }
+    std::optional<std::uint64_t> shardBytes;
+    if (!a.shardSize.empty()) {
+        auto parsed = sharded::parseShardSize(a.shardSize);
+        if (!parsed) {
+            err << "ckptscope convert: " << parsed.error().message << '\n';
+            return kExitBadInput;
+        }
+        shardBytes = *parsed;
+    }
     a.output = outputPath(a);
-    // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded.
+    // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded: as it
+    // stands straight into the output, or into a staged file that the edits below then read.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
-                          !a.weightsOnly && !a.compact && !a.json;
-    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, out, err)) {
+                          !a.weightsOnly && !a.compact && !a.json && !shardBytes;
+    StagedInput staged;
+    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err)) {
         return *rc;
     }
-    // Refused before the input is even read: an output that is the input, or not a regular file.
-    if (!a.output.empty() && !a.dryRun) {
-        if (auto ok = write::checkConversions({{a.input, a.output}}); !ok) {
+    const std::string source = staged.path().empty() ? a.input : staged.path();
+    // Refused before the input is even read: an output that is the input, or not a regular file
+    // (a sharded set's folder is checked by the split itself).
+    if (!a.output.empty() && !a.dryRun && !shardBytes) {
+        if (auto ok = write::checkConversions({{source, a.output}}); !ok) {
             printError(err, ok.error());
             return kExitBadInput;
         }
@@ -233,7 +291,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
 
-    auto ck = openCheckpoint(a.input);
+    auto ck = openCheckpoint(source);
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);
@@ -250,7 +308,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         doc["input"] = a.input;
         doc["dry_run"] = a.dryRun;
     } else {
-        printPlan(**ck, *plan, a.dryRun ? std::string() : a.output, out);
+        printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, shardBytes.has_value(), out);
     }
     if (a.dryRun) {
         if (a.json) {
@@ -263,6 +321,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
 
     const write::WriteOptions writeOptions{a.sync ? write::Durability::Durable : write::Durability::Lazy,
                                            a.allowExpand};
+    if (shardBytes) {
+        return writeSet(**ck, *plan, a, sharded::SplitOptions{*shardBytes, writeOptions}, doc, out, err);
+    }
     auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
     if (!written) {
         printError(err, written.error(), a.input);

@@ -9,9 +9,12 @@
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "write/targets.h"
 
+#include <cerrno>
 #include <filesystem>
 #include <ostream>
+#include <unistd.h>
 
 namespace ckpt::cli {
 
@@ -168,48 +171,70 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
     return diagnose::findingsExitCode(findings);
 }
 
-std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool plain, std::ostream& out, std::ostream& err)
+StagedInput::~StagedInput()
 {
+    if (!path_.empty()) {
+        ::unlink(path_.c_str());
+    }
+    write::detail::unregisterTemp(slot_);
+}
+
+bool StagedInput::create(const std::string& besideOutput)
+{
+    const std::filesystem::path out(besideOutput);
+    const std::string dir = out.parent_path().empty() ? std::string(".") : out.parent_path().string();
+    std::string pattern = write::detail::tempPrefix(dir, "set") + std::to_string(::getpid()) + "-XXXXXX";
+    const int fd = ::mkstemp(pattern.data());
+    if (fd < 0) {
+        return false;
+    }
+    ::close(fd);
+    path_ = pattern;
+    slot_ = write::detail::registerTemp(path_);
+    return true;
+}
+
+std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
+                              bool direct, StagedInput& staged, std::ostream& out, std::ostream& err)
+{
+    const bool toTorch = format.empty() || format == "torch";
+    const auto loc = sharded::detectSet(input);
     std::error_code ec;
-    if (const auto loc = sharded::detectSet(input);
+    const bool zero12 =
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&
-        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
-        if (!plain || (!format.empty() && format != "torch")) {
-            err << "ckptscope convert: " << displayText(input)
-                << ": a ZeRO set is consolidated as it stands into one torch file (-o OUT [--single-card])\n";
-            return kExitBadInput;
+        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec);
+    std::optional<Expected<sharded::ShardedSet>> set;
+    if (!zero12) {
+        set = openIfSet(input);
+        if (!set) {
+            return std::nullopt;
         }
-        auto done = sharded::consolidateZero12(loc, output);
-        if (!done) {
-            printError(err, done.error(), input);
-            return exitCodeFor(done.error().code);
+        if (!*set) {
+            printError(err, set->error(), input);
+            return exitCodeFor(set->error().code);
         }
-        out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
-            << " fp32 parameters from the ZeRO stage 1/2 partitions)\n";
-        return kExitOk;
     }
-    auto set = openIfSet(input);
-    if (!set) {
-        return std::nullopt;
+    const bool stage = !direct || !toTorch;
+    if (stage && !staged.create(output)) {
+        err << "ckptscope convert: " << displayText(output)
+            << ": cannot create a temporary file beside the output: " << systemErrorText(errno) << '\n';
+        return kExitProblems;
     }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    if (!plain || (!format.empty() && format != "torch")) {
-        err << "ckptscope convert: " << displayText(input)
-            << ": a sharded set is consolidated as it stands into one torch file (-o OUT [--single-card]); "
-               "edit the consolidated file afterwards\n";
-        return kExitBadInput;
-    }
-    auto done = sharded::consolidateTorch(**set, output);
+    const std::string target = stage ? staged.path() : output;
+    auto done = zero12 ? sharded::consolidateZero12(loc, target) : sharded::consolidateTorch(**set, target);
     if (!done) {
         printError(err, done.error(), input);
         return exitCodeFor(done.error().code);
     }
-    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
-        << " tensors from " << (*set)->shardFiles.size() << " shards)\n";
+    if (stage) {
+        return std::nullopt;
+    }
+    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors;
+    if (zero12) {
+        out << " fp32 parameters from the ZeRO stage 1/2 partitions)\n";
+    } else {
+        out << " tensors from " << (*set)->shardFiles.size() << " shards)\n";
+    }
     return kExitOk;
 }
 

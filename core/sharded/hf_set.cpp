@@ -3,11 +3,14 @@
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/sharded.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ckpt::sharded {
 
@@ -15,7 +18,10 @@ namespace fs = std::filesystem;
 
 bool ShardedSet::complete() const
 {
-    return std::none_of(findings.begin(), findings.end(), [](const SetFinding& f) { return f.severity == "error"; });
+    // A head config.json calls untied is a problem of the model's loading, not of the stored
+    // tensors: every one of them can still be consolidated.
+    return std::none_of(findings.begin(), findings.end(),
+                        [](const SetFinding& f) { return f.severity == "error" && f.code != "tied-weight-missing"; });
 }
 
 namespace {
@@ -137,6 +143,145 @@ void shardFindings(ShardedSet& set, const std::string& indexName)
     }
 }
 
+// The hub's save_torch_state_dict stores a tied name once and records `removed -> kept` in the
+// index metadata (ckptscope's split does the same): the removed name comes back as a view of the
+// kept tensor, so a consolidation writes both, sharing one storage, as model.state_dict() has them.
+void restoreTiedNames(ShardedSet& set, const nlohmann::ordered_json& meta,
+                      const std::vector<std::pair<std::string, std::uint32_t>>& weightMap)
+{
+    if (!meta.is_object()) {
+        return;
+    }
+    std::unordered_set<std::string> listed;
+    for (const auto& [name, shard] : weightMap) {
+        listed.insert(name);
+    }
+    std::unordered_map<std::string, std::size_t> present;
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+        present.emplace(set.tensors[i].name, i);
+    }
+    for (const auto& [removed, kept] : meta.items()) {
+        if (!kept.is_string() || present.contains(removed) || listed.contains(removed)) {
+            continue;
+        }
+        const auto it = present.find(kept.get_ref<const std::string&>());
+        if (it == present.end()) {
+            continue;
+        }
+        SetTensor alias = set.tensors[it->second];
+        alias.name = removed;
+        set.tiedNames.emplace_back(removed, kept.get<std::string>());
+        set.tensors.push_back(std::move(alias));
+    }
+}
+
+// Output/input embedding pairs transformers ties under tie_word_embeddings, by the key names of
+// the common architectures (the model class, which declares _tied_weights_keys, is not at hand).
+struct TiedPair {
+    const char* output;
+    const char* input;
+};
+constexpr std::array<TiedPair, 5> kTiedPairs{{
+    {"lm_head.weight", "model.embed_tokens.weight"},           // Llama, Mistral, Qwen2, Gemma, Phi-3
+    {"lm_head.weight", "transformer.wte.weight"},              // GPT-2, GPT-J, CodeGen
+    {"lm_head.weight", "model.decoder.embed_tokens.weight"},   // OPT
+    {"lm_head.weight", "transformer.word_embeddings.weight"},  // BLOOM, Falcon
+    {"embed_out.weight", "gpt_neox.embed_in.weight"},          // GPT-NeoX, Pythia
+}};
+
+// config.json beside the set: whether it names a class with an LM head, and its
+// tie_word_embeddings (top level or text_config; absent means true, PretrainedConfig's default).
+struct HeadConfig {
+    bool hasHead = false;
+    bool tied = true;
+};
+std::optional<HeadConfig> headConfig(const std::string& dir)
+{
+    const fs::path path = fs::path(dir) / "config.json";
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec || size > kMaxIndexBytes) {
+        return std::nullopt;
+    }
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return std::nullopt;
+    }
+    HeadConfig c;
+    if (j.contains("architectures") && j["architectures"].is_array()) {
+        for (const auto& a : j["architectures"]) {
+            const std::string name = a.is_string() ? a.get<std::string>() : std::string();
+            c.hasHead = c.hasHead || name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel") ||
+                        name.ends_with("ForConditionalGeneration");
+        }
+    }
+    if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
+        c.tied = j["tie_word_embeddings"].get<bool>();
+    } else if (j.contains("text_config") && j["text_config"].is_object() &&
+               j["text_config"].contains("tie_word_embeddings") &&
+               j["text_config"]["tie_word_embeddings"].is_boolean()) {
+        c.tied = j["text_config"]["tie_word_embeddings"].get<bool>();
+    }
+    return c;
+}
+
+// A safetensors set whose LM head is absent: transformers drops a tied head when saving
+// (safetensors cannot alias) and re-ties it on load; any other loader misses the key, and with
+// tie_word_embeddings false transformers itself leaves the head random. Names recorded in the
+// index metadata were restored above and count as present.
+void tiedWeightFindings(ShardedSet& set)
+{
+    const bool safetensors = std::any_of(set.shardFiles.begin(), set.shardFiles.end(),
+                                         [](const std::string& f) { return f.ends_with(".safetensors"); });
+    if (!safetensors) {
+        return;
+    }
+    const auto config = headConfig(set.dir);
+    if (!config || !config->hasHead) {
+        return;
+    }
+    std::unordered_set<std::string> present;
+    for (const auto& t : set.tensors) {
+        present.insert(t.name);
+    }
+    for (const auto& pair : kTiedPairs) {
+        if (present.contains(pair.output) || !present.contains(pair.input)) {
+            continue;
+        }
+        const std::string out = pair.output;
+        const std::string in = pair.input;
+        if (config->tied) {
+            set.findings.push_back(
+                {"tied-weight-missing",
+                 "warning",
+                 "A tied weight is not stored in the set",
+                 "'" + out + "' is not in the index: it is tied to '" + in +
+                     "' (config.json: tie_word_embeddings true), so it was stored once, as safetensors requires. "
+                     "from_pretrained re-ties it, but loading the files into the model any other way fails with "
+                     "Missing key(s) in state_dict: \"" +
+                     out +
+                     "\". Load with from_pretrained, or call model.tie_weights() after load_state_dict(strict=False).",
+                 {out, in}});
+        } else {
+            set.findings.push_back(
+                {"tied-weight-missing",
+                 "error",
+                 "The LM head is missing and config.json says it is not tied",
+                 "'" + out +
+                     "' is not in the index and config.json has tie_word_embeddings false, so nothing "
+                     "ties it to '" +
+                     in +
+                     "': from_pretrained leaves it randomly initialised (\"Some weights of "
+                     "... were not initialized from the model checkpoint ... and are newly initialized: ['" +
+                     out +
+                     "']\"). If the model was trained with tied embeddings, set tie_word_embeddings to true; "
+                     "otherwise the head was lost when saving: save it again.",
+                 {out, in}});
+        }
+    }
+}
+
 }  // namespace
 
 Expected<ShardedSet> openSet(const SetLocation& loc)
@@ -239,6 +384,8 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         set.tensors.push_back({name, shard, it->second});
         names.erase(it);
     }
+    restoreTiedNames(set, meta, wanted);
+    tiedWeightFindings(set);
     if (!absent.empty()) {
         set.findings.push_back(
             {"index-missing-tensor", "error", "The index names tensors its shards do not hold",

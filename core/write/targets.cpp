@@ -15,6 +15,7 @@
 #include <optional>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 
@@ -106,6 +107,7 @@ constexpr int kSlots = 64;
 enum SlotState : int { Free = 0, Filling = 1, Active = 2 };
 struct TempSlot {
     std::atomic<int> state{Free};
+    bool dir = false;
     std::array<char, PATH_MAX> path{};
 };
 std::array<TempSlot, kSlots> gTemps;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
@@ -242,7 +244,9 @@ int removeStaleTemps(const std::string& dir, const std::string& name)
     return removed;
 }
 
-int registerTemp(const std::string& path)
+namespace {
+
+int registerSlot(const std::string& path, bool dir)
 {
     if (path.size() >= PATH_MAX) {
         return -1;
@@ -252,11 +256,53 @@ int registerTemp(const std::string& path)
         int expected = Free;
         if (s.state.compare_exchange_strong(expected, Filling)) {
             std::memcpy(s.path.data(), path.c_str(), path.size() + 1);
+            s.dir = dir;
             s.state.store(Active);
             return i;
         }
     }
     return -1;
+}
+
+// Empties and removes a folder with system calls only (getdents64, unlinkat, rmdir): opendir
+// allocates, which a signal handler must not.
+void removeDirFromHandler(const char* path)
+{
+    const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    alignas(8) std::array<char, 4096> buf{};
+    for (;;) {
+        const long n = ::syscall(SYS_getdents64, fd, buf.data(), buf.size());
+        if (n <= 0) {
+            break;
+        }
+        for (long off = 0; off < n;) {
+            const char* rec = buf.data() + off;
+            std::uint16_t reclen = 0;
+            std::memcpy(&reclen, rec + 16, sizeof reclen);
+            const char* name = rec + 19;
+            if (std::strcmp(name, ".") != 0 && std::strcmp(name, "..") != 0) {
+                ::unlinkat(fd, name, 0);
+            }
+            off += reclen;
+        }
+    }
+    ::close(fd);
+    ::rmdir(path);
+}
+
+}  // namespace
+
+int registerTemp(const std::string& path)
+{
+    return registerSlot(path, false);
+}
+
+int registerTempDir(const std::string& path)
+{
+    return registerSlot(path, true);
 }
 
 void unregisterTemp(int slot)
@@ -269,8 +315,13 @@ void unregisterTemp(int slot)
 void removeRegisteredTemps()
 {
     for (auto& s : gTemps) {
-        if (s.state.load() == Active) {
+        if (s.state.load() == Active && !s.dir) {
             ::unlink(s.path.data());
+        }
+    }
+    for (auto& s : gTemps) {
+        if (s.state.load() == Active && s.dir) {
+            removeDirFromHandler(s.path.data());
         }
     }
 }

@@ -38,6 +38,8 @@ int removeStaleTemps(const std::string& dir, const std::string& name);
 // The temporaries of this process, so a signal handler can remove them (async-signal-safe: fixed
 // slots, no allocation). register returns a slot, or -1 when all are taken.
 int registerTemp(const std::string& path);
+// A temporary folder (a sharded set being written): the handler empties it and removes it.
+int registerTempDir(const std::string& path);
 void unregisterTemp(int slot);
 void removeRegisteredTemps();  // async-signal-safe
 

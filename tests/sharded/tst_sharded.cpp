@@ -126,6 +126,11 @@ private Q_SLOTS:
                                          << 1;
         QTest::newRow("missing tensor") << "hf_missing_tensor" << QStringList{QStringLiteral("index-missing-tensor")}
                                         << 1;
+        QTest::newRow("tied head dropped")
+            << "hf_tied_dropped" << QStringList{QStringLiteral("tied-weight-missing")} << 1;
+        QTest::newRow("untied head dropped")
+            << "hf_untied_dropped" << QStringList{QStringLiteral("tied-weight-missing")} << 1;
+        QTest::newRow("tie recorded by the hub") << "hf_tied_hub" << QStringList{} << 0;
     }
     void checkNamesWhatIsBroken()
     {
@@ -176,10 +181,12 @@ private Q_SLOTS:
         QCOMPARE(r.rc, 2);
         QVERIFY(r.err.find("shard-missing") != std::string::npos);
         QVERIFY(!QFile::exists(out));
-        const Run edits = ckptscope({"convert", fixture(QStringLiteral("hf_bin")).toStdString(), "-o",
+        // With edits the set is staged first: an incomplete one is still refused, and no staged
+        // file stays behind.
+        const Run edits = ckptscope({"convert", fixture(QStringLiteral("hf_missing_shard")).toStdString(), "-o",
                                      out.toStdString(), "--strip-prefix", "layers."});
         QCOMPARE(edits.rc, 2);
-        QVERIFY(!QFile::exists(out));
+        QVERIFY(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
     }
 
     // Formats recognised by their file names only (their contents are not read yet): the layouts
@@ -323,6 +330,173 @@ private Q_SLOTS:
         QCOMPARE(check.rc, 1);
         QCOMPARE(findingCodes(check),
                  (QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")}));
+    }
+
+    // --shard-size against a port of huggingface_hub's split (gen_sharded.py): the same shard
+    // names, keys per shard, total_size and tied-name metadata; every shard read back by torch
+    // 1.13 (.bin) or parsed byte for byte (safetensors) equals the source tensors.
+    void splitMatchesTheHub_data()
+    {
+        QTest::addColumn<QString>("format");
+        QTest::newRow("bin") << "bin";
+        QTest::newRow("safetensors") << "safetensors";
+    }
+    void splitMatchesTheHub()
+    {
+        QFETCH(QString, format);
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath(QStringLiteral("set"));
+        std::vector<std::string> args{"convert",      fixture(QStringLiteral("split_src.pt")).toStdString(),
+                                      "-o",           dir.toStdString(),
+                                      "--shard-size", "1000"};
+        if (format == QStringLiteral("safetensors")) {
+            args.insert(args.end(), {"--format", "safetensors"});
+        }
+        const Run r = ckptscope(args);
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QJsonObject want = readJson(fixture(QStringLiteral("split_expected_%1.json").arg(format)));
+        QVERIFY(!want.isEmpty());
+        const QString indexName = format == QStringLiteral("bin") ? QStringLiteral("pytorch_model.bin.index.json")
+                                                                  : QStringLiteral("model.safetensors.index.json");
+        QCOMPARE(readJson(QDir(dir).filePath(indexName)), want.value(QStringLiteral("index")).toObject());
+        QStringList files = want.value(QStringLiteral("files")).toObject().keys();
+        files << indexName;
+        files.sort();
+        QCOMPARE(QDir(dir).entryList(QDir::Files | QDir::Hidden, QDir::Name), files);
+        QVERIFY(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot) ==
+                QStringList{QStringLiteral("set")});  // no temporary left beside it
+        const QString script = QStringLiteral(
+            "import sys, json, struct, torch\n"
+            "src = torch.load(sys.argv[1]); want = json.load(open(sys.argv[2]))['files']; d = sys.argv[3]\n"
+            "DT = {'F32': torch.float32, 'F16': torch.float16}\n"
+            "for f, keys in want.items():\n"
+            "    if f.endswith('.bin'):\n"
+            "        got = torch.load(d + '/' + f)\n"
+            "    else:\n"
+            "        raw = open(d + '/' + f, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]\n"
+            "        h = json.loads(raw[8:8 + n]); assert h.pop('__metadata__') == {'format': 'pt'}, f\n"
+            "        got = {k: torch.frombuffer(bytearray(raw[8 + n + v['data_offsets'][0]:8 + n + "
+            "v['data_offsets'][1]]), dtype=DT[v['dtype']]).view(v['shape']) for k, v in h.items()}\n"
+            "    assert sorted(got) == sorted(keys), (f, sorted(got), keys)\n"
+            "    for k in keys:\n"
+            "        assert got[k].dtype == src[k].dtype and torch.equal(got[k], src[k]), (f, k)\n"
+            "    if 'tied.weight' in got:\n"
+            "        assert got['tied.weight'].data_ptr() == got['a.weight'].data_ptr(), 'tie lost'\n"
+            "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                 QStringList{QStringLiteral("-c"), script, fixture(QStringLiteral("split_src.pt")),
+                             fixture(QStringLiteral("split_expected_%1.json").arg(format)), dir});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // Split to safetensors, then consolidate: every tensor's bytes come back, and the tied name
+    // recorded in the index metadata is a view of the kept tensor again.
+    void splitThenConsolidateIsIdentity()
+    {
+        QTemporaryDir tmp;
+        const QString dir = tmp.filePath(QStringLiteral("st"));
+        const QString back = tmp.filePath(QStringLiteral("back.pt"));
+        const QString src = fixture(QStringLiteral("hf_bin_tied.expected.pt"));
+        Run r = ckptscope(
+            {"convert", src.toStdString(), "-o", dir.toStdString(), "--shard-size", "3KB", "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QVERIFY(r.out.find("'head.weight' is tied to 'embed.weight'") != std::string::npos);
+        r = ckptscope({"convert", dir.toStdString(), "-o", back.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        // A set as the input of a re-shard with an edit: staged, edited, split again.
+        const QString re = tmp.filePath(QStringLiteral("re"));
+        r = ckptscope({"convert", dir.toStdString(), "-o", re.toStdString(), "--shard-size", "2000", "--strip-prefix",
+                       "layers."});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QJsonObject reIndex = readJson(QDir(re).filePath(QStringLiteral("pytorch_model.bin.index.json")));
+        QVERIFY(reIndex.value(QStringLiteral("weight_map")).toObject().contains(QStringLiteral("0.attn.weight")));
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).size(), 3);
+        const QString script = QStringLiteral("import sys, torch\n"
+                                              "got, want = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+                                              "assert sorted(got) == sorted(want), (sorted(got), sorted(want))\n"
+                                              "for k in want:\n"
+                                              "    assert got[k].dtype == want[k].dtype and torch.equal(got[k], "
+                                              "want[k]), k\n"
+                                              "assert got['head.weight'].data_ptr() == got['embed.weight'].data_ptr()\n"
+                                              "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script, back, src});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // A set converted with edits and to safetensors goes through the single-file path.
+    void setTakesEditsAndSafetensors()
+    {
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("model.safetensors"));
+        const Run r = ckptscope({"convert", fixture(QStringLiteral("hf_bin")).toStdString(), "-o", out.toStdString(),
+                                 "--strip-prefix", "layers.", "--drop", "head.weight"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const Run shown = ckptscope({"inspect", "--json", out.toStdString()});
+        QCOMPARE(shown.rc, 0);
+        QVERIFY(shown.out.find("\"0.attn.weight\"") != std::string::npos);
+        QVERIFY(shown.out.find("head.weight") == std::string::npos);
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot),
+                 QStringList{QStringLiteral("model.safetensors")});
+    }
+
+    // Refusals: one line, exit 2, nothing written (no folder, no temporary).
+    void splitRefusals_data()
+    {
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<QString>("size");
+        QTest::addColumn<QString>("existing");  // "file", "set" or ""
+        QTest::addColumn<QString>("says");
+        QTest::newRow("bad size") << "split_src.pt"
+                                  << "5XB"
+                                  << ""
+                                  << "is not a size";
+        QTest::newRow("zero size") << "split_src.pt"
+                                   << "0"
+                                   << ""
+                                   << "is not a size";
+        QTest::newRow("target is a file") << "split_src.pt"
+                                          << "1KB"
+                                          << "file"
+                                          << "exists and is not a folder";
+        QTest::newRow("folder holds a set") << "split_src.pt"
+                                            << "1KB"
+                                            << "set"
+                                            << "already holds pytorch_model.bin";
+        QTest::newRow("not a state dict") << "zero2_complete/global_step3/mp_rank_00_model_states.pt"
+                                          << "1KB"
+                                          << ""
+                                          << "is not a tensor";
+    }
+    void splitRefusals()
+    {
+        QFETCH(QString, input);
+        QFETCH(QString, size);
+        QFETCH(QString, existing);
+        QFETCH(QString, says);
+        QTemporaryDir tmp;
+        const QString target = tmp.filePath(QStringLiteral("out"));
+        if (existing == QStringLiteral("file")) {
+            touch(target);
+        } else if (existing == QStringLiteral("set")) {
+            touch(target + QStringLiteral("/pytorch_model.bin"));
+        }
+        const QStringList before = QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot);
+        const Run r = ckptscope(
+            {"convert", fixture(input).toStdString(), "-o", target.toStdString(), "--shard-size", size.toStdString()});
+        QCOMPARE(r.rc, 2);
+        QVERIFY2(r.err.find(says.toStdString()) != std::string::npos, r.err.c_str());
+        QVERIFY(r.err.find('\n') == r.err.size() - 1);
+        QCOMPARE(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot), before);
+        if (existing == QStringLiteral("set")) {
+            QCOMPARE(QDir(target).entryList(QDir::Files | QDir::Hidden),
+                     QStringList{QStringLiteral("pytorch_model.bin")});
+        }
     }
 };
 
