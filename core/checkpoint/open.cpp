@@ -191,9 +191,9 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
     if (zip->find("constants.pkl") != nullptr) {
+        // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save,
+        // so it reads like a whole-model pickle; the finding tells how torch itself loads it.
         c.torchScript = true;
-        return fail(ErrorCode::NotCheckpoint, "is a TorchScript archive (torch.jit.save): load it with torch.jit.load; "
-                                              "it is not a torch.save checkpoint");
     }
     const archive::ZipRecord* pkl = zip->find("data.pkl");
     if (pkl == nullptr) {
