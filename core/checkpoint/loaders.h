@@ -3,6 +3,10 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+
+namespace ckpt::archive {
+class ZipReader;
+}
 #include "util/budget.h"
 
 namespace ckpt::detail {
@@ -10,5 +14,9 @@ namespace ckpt::detail {
 // The tar format of PyTorch < 0.1.10 (docs/format.md §3.3), read as torch/serialization.py's
 // `legacy_load` reads it.
 Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget);
+
+// A TorchScript archive's class declarations (`code/**.py`, script_classes.h) into
+// `c.scriptClasses`; unreadable sources become a warning.
+void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c);
 
 }  // namespace ckpt::detail

@@ -191,9 +191,10 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
     if (zip->find("constants.pkl") != nullptr) {
-        // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save,
-        // so it reads like a whole-model pickle; the finding tells how torch itself loads it.
+        // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save;
+        // the class sources say which attributes are parameters and buffers (state_dict.h).
         c.torchScript = true;
+        detail::readScriptClasses(*zip, c);
     }
     const archive::ZipRecord* pkl = zip->find("data.pkl");
     if (pkl == nullptr) {
