@@ -98,7 +98,10 @@ void torchScript(const Checkpoint& ckpt, Findings& out)
     f.detail = "The archive holds TorchScript code and constants. torch.load hands it to torch.jit.load (with the "
                "warning \"'torch.load' received a zip file that looks like a TorchScript archive dispatching to "
                "'torch.jit.load' (call 'torch.jit.load' directly to silence this warning)\") and returns a "
-               "ScriptModule, not a state dict; load it with torch.jit.load and call .state_dict() for weights.";
+               "ScriptModule, not a state dict. ckptscope reads the module tree of data.pkl and the parameter and "
+               "buffer lists of the archive's class sources; `inspect` lists the state dict, and `convert FILE -o "
+               "OUT` writes exactly what torch.jit.load(f).state_dict() returns as a plain torch.save file (quantized "
+               "packed params, which that state dict lacks too, are named as dropped in the plan).";
     out.push_back(std::move(f));
 }
 
