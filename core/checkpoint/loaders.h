@@ -18,5 +18,9 @@ Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget);
 // A TorchScript archive's class declarations (`code/**.py`, script_classes.h) into
 // `c.scriptClasses`; unreadable sources become a warning.
 void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c);
+// A TorchScript archive's constants.pkl (the code's tensor constants, xnnpack prepacked weights)
+// into the arena as `c.scriptConstants`, its storages keyed `constants/<key>` after data.pkl's.
+// A constants.pkl that cannot be read is a warning: data.pkl's state dict does not need it.
+void readScriptConstants(const archive::ZipReader& zip, Checkpoint& c, const MemoryBudget& budget);
 
 }  // namespace ckpt::detail

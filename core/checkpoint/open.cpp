@@ -238,16 +238,22 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
         }
         return r;
     }
+    const std::size_t dataStorages = c.arena.storages.size();
+    if (c.torchScript) {
+        detail::readScriptConstants(*zip, c, budget);
+    }
     if (auto r = adoptStorages(c); !r) {
         return r;
     }
-    for (auto& s : c.storages) {
-        const archive::ZipRecord* rec = zip->find("data/" + s.key);
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        const std::string recName = i < dataStorages ? "data/" + s.key : s.key;  // constants/<key>
+        const archive::ZipRecord* rec = zip->find(recName);
         if (rec == nullptr) {
-            return fail(ErrorCode::Corrupt, "storage record data/" + s.key +
+            return fail(ErrorCode::Corrupt, "storage record " + recName +
                                                 " is missing from the archive (torch.load fails with \"failed "
-                                                "locating file data/" +
-                                                s.key + "\")");
+                                                "locating file " +
+                                                recName + "\")");
         }
         s.record = rec->name;
         s.fileOffset = rec->dataOffset;

@@ -2,6 +2,7 @@
 // `code/`, scanned for the parameter and buffer lists that data.pkl's flat attribute dicts lack.
 #include "archive/zip.h"
 #include "checkpoint/loaders.h"
+#include "pickle/unpickler.h"
 
 #include <string>
 
@@ -43,6 +44,54 @@ void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c)
         c.warnings.push_back(std::to_string(unreadable) +
                              " TorchScript class source(s) under code/ could not be read: their modules' parameters "
                              "and buffers are not known");
+    }
+}
+
+void readScriptConstants(const archive::ZipReader& zip, Checkpoint& c, const MemoryBudget& budget)
+{
+    const archive::ZipRecord* rec = zip.find("constants.pkl");
+    if (rec == nullptr) {
+        return;
+    }
+    auto& storages = c.arena.storages;
+    const std::size_t dataStorages = storages.size();
+    // The unpickler shares a storage between pickles by key, and constants/0 is not data/0: the
+    // data keys carry their folder while constants.pkl is read, so no constant joins one of them.
+    for (auto& s : storages) {
+        s.key.insert(0, "data/");
+    }
+    const auto restore = [&](bool keepConstants) {
+        if (!keepConstants) {
+            storages.resize(dataStorages);
+        }
+        for (std::size_t i = 0; i < storages.size(); ++i) {
+            if (i < dataStorages) {
+                storages[i].key.erase(0, 5);
+            } else {
+                storages[i].key.insert(0, "constants/");
+            }
+        }
+    };
+    std::vector<std::byte> scratch;
+    auto data =
+        rec->method != 0 && rec->size > budget.limit() ? Expected<Bytes>(budget.exceeded()) : zip.data(*rec, scratch);
+    if (!data) {
+        restore(false);
+        c.warnings.push_back("constants.pkl cannot be read (" + data.error().message + "): its tensors are not shown");
+        return;
+    }
+    pickle::UnpickleOptions opts;
+    opts.budget = budget;
+    auto r = pickle::unpickle(*data, c.arena, opts);
+    if (!r) {
+        restore(false);
+        c.warnings.push_back("constants.pkl: " + r.error().message + ": its tensors are not shown");
+        return;
+    }
+    restore(true);
+    c.scriptConstants = r->root;
+    for (auto& w : r->warnings) {
+        c.warnings.push_back("constants.pkl: " + std::move(w));
     }
 }
 

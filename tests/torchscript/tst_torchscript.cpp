@@ -145,6 +145,32 @@ private Q_SLOTS:
             info.value(QStringLiteral("torchscript")).toObject().value(QStringLiteral("left_out")).toArray().size(), 2);
     }
 
+    // constants.pkl's tensors (code constants) are in the key tree under `constants.pkl`, their
+    // bytes read from constants/<key>, and in no state dict.
+    void constantsAreShown()
+    {
+        const std::string file = fixture(QStringLiteral("ts_constants.pt")).toStdString();
+        const QJsonObject info = jsonOf(ckptscope({"inspect", "--json", file}).out);
+        const QJsonArray tensors = info.value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), 1);
+        QCOMPARE(tensors[0].toObject().value(QStringLiteral("path")).toString(), QStringLiteral("constants.pkl/0"));
+        QCOMPARE(tensors[0].toObject().value(QStringLiteral("shape")).toArray(), (QJsonArray{3}));
+        QVERIFY(info.value(QStringLiteral("storages"))
+                    .toArray()[0]
+                    .toObject()
+                    .value(QStringLiteral("record"))
+                    .toString()
+                    .endsWith(QStringLiteral("/constants/0")));
+        QVERIFY(info.value(QStringLiteral("torchscript"))
+                    .toObject()
+                    .value(QStringLiteral("state_dict"))
+                    .toArray()
+                    .isEmpty());
+        // The bytes are torch's: the constant compares equal to the tensor saved beside it.
+        const Run d = ckptscope({"diff", "--select", "constants.pkl:", file, file + ".constants.pt"});
+        QVERIFY2(d.rc == 0, (d.out + d.err).c_str());
+    }
+
     void findingSaysWhatConvertDoes()
     {
         const Run r = ckptscope({"check", "--json", fixture(QStringLiteral("ts_cnn.pt")).toStdString()});
