@@ -1,6 +1,7 @@
 // TorchScript archives through `ckptscope` in-process, held to real PyTorch 1.13: inspect's state
 // dict and the converted file against torch.jit.load(f).state_dict() (check_state_dict.py), the
 // quantized model's packed params named as drops, the finding, and diff against the state dict.
+#include "checkpoint/script_classes.h"
 #include "cli/cli.h"
 
 #include <QFile>
@@ -62,6 +63,34 @@ class TestTorchScript : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // The printer's layout: only `class X(Module):` at column 0 makes a module, only the two-space
+    // class-body lists count (a method body's text never does), names in their written order.
+    void classSourcesAreScanned()
+    {
+        QCOMPARE(QString::fromStdString(
+                     ckpt::scriptModuleOfRecord("code/__torch__/torch/nn/modules/conv/___torch_mangle_0.py")),
+                 QStringLiteral("__torch__.torch.nn.modules.conv.___torch_mangle_0"));
+        QVERIFY(ckpt::scriptModuleOfRecord("code/__torch__.py.debug_pkl").empty());
+        QVERIFY(ckpt::scriptModuleOfRecord("data/0").empty());
+        ckpt::ScriptClasses classes;
+        ckpt::parseScriptSource("__torch__.m",
+                                "class Net(Module):\n"
+                                "  __parameters__ = [\"w\", \"b\", ]\n"
+                                "  __buffers__ = [\"running\", ]\n"
+                                "  def forward(self: __torch__.m.Net) -> Tensor:\n"
+                                "    __parameters__ = [\"not_one\"]\n"
+                                "    return self.w\n"
+                                "class Packed:\n"
+                                "  __parameters__ = []\n",
+                                classes);
+        QCOMPARE(classes.size(), std::size_t{2});
+        const auto& net = classes.at("__torch__.m.Net");
+        QVERIFY(net.module);
+        QCOMPARE(net.parameters, (std::vector<std::string>{"w", "b"}));
+        QCOMPARE(net.buffers, (std::vector<std::string>{"running"}));
+        QVERIFY(!classes.at("__torch__.m.Packed").module);
+    }
+
     void archives_data()
     {
         QTest::addColumn<QString>("file");
