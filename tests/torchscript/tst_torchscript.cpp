@@ -205,6 +205,9 @@ private Q_SLOTS:
         const Run r = ckptscope({"check", "--json", fixture(QStringLiteral("ts_cnn.pt")).toStdString()});
         QVERIFY2(r.rc == 0 || r.rc == 1, r.err.c_str());
         QVERIFY(r.out.find("torchscript-archive") != std::string::npos);
+        // weights_only=True refuses the archive as a whole, not global by global.
+        QVERIFY(r.out.find("not-weights-only") == std::string::npos);
+        QVERIFY(r.out.find("weights_only=True") != std::string::npos);
         QVERIFY(r.out.find("torch.jit.load(f).state_dict()") != std::string::npos);
     }
 
