@@ -228,7 +228,12 @@ def file_bytes(path):
 
 def is_torchscript(path):
     blob = file_bytes(path)
-    return blob[:4] == b"PK\x03\x04" and any(n.endswith("/constants.pkl") for n in zip_records_from(blob))
+    if blob[:4] != b"PK\x03\x04":
+        return False
+    try:
+        return any(n.endswith("/constants.pkl") for n in zip_records_from(blob))
+    except zipfile.BadZipFile:
+        return False  # a damaged zip: the ordinary check says how both sides take it
 
 
 def stub_load(path):
