@@ -1,6 +1,7 @@
 #include "cli/cmd_inspect.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
@@ -109,6 +110,32 @@ void collectRows(const Checkpoint& c, NodeIndex node, int depth, int maxDepth, s
     }
 }
 
+// A TorchScript archive's tree is its data.pkl objects; below it, the keys torch.jit.load(f)
+// .state_dict() gives, which is what `convert` writes.
+void printScriptStateDict(const Checkpoint& c, std::ostream& out)
+{
+    const auto sd = scriptStateDict(c);
+    if (!sd) {
+        out << "\nTorchScript state dict: " << displayText(sd.error().message) << '\n';
+        return;
+    }
+    out << "\nTorchScript state dict (torch.jit.load(f).state_dict()): " << sd->entries.size() << " tensors\n";
+    std::size_t wKey = 3;
+    for (const auto& e : sd->entries) {
+        wKey = std::max(wKey, std::min<std::size_t>(displayText(e.key).size(), 64));
+    }
+    for (const auto& e : sd->entries) {
+        const auto& t = c.tensors[e.tensor];
+        const std::string key = displayText(e.key);
+        out << "  " << key << std::string(key.size() < wKey ? wKey - key.size() : 0, ' ') << "  " << dtypeName(t.dtype)
+            << "  " << shapeText(t.shape) << '\n';
+    }
+    for (const auto& s : sd->skipped) {
+        out << "  left out: " << displayText(s.path) << " (" << displayText(s.type)
+            << "): holds tensors torch.jit's state_dict() does not reach\n";
+    }
+}
+
 void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
 {
     std::uint64_t tensorBytes = 0;
@@ -153,6 +180,9 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
         cell(r.shape, wShape);
         cell(r.device, wDev);
         out << r.size << '\n';
+    }
+    if (c.torchScript) {
+        printScriptStateDict(c, out);
     }
     out << "\nStorage bytes by location:";
     for (const auto& [loc, n] : c.bytesByLocation()) {

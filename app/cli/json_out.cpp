@@ -1,5 +1,6 @@
 #include "cli/json_out.h"
 
+#include "checkpoint/script_state_dict.h"
 #include "util/printable.h"
 
 #include <array>
@@ -146,6 +147,43 @@ std::string_view boolText(bool b)
     return b ? "true" : "false";
 }
 
+// What torch.jit.load(f).state_dict() returns, by key, each naming its tensor's key path; what it
+// leaves out although it holds tensors; or why it cannot be told.
+void writeScriptStateDict(const Checkpoint& c, JsonText& out)
+{
+    out << ",\n \"torchscript\": {";
+    const auto sd = scriptStateDict(c);
+    if (!sd) {
+        out << "\"error\": ";
+        out.quoted(sd.error().message);
+        out << '}';
+        return;
+    }
+    out << "\"state_dict\": [";
+    for (std::size_t i = 0; i < sd->entries.size(); ++i) {
+        const auto& e = sd->entries[i];
+        const auto& t = c.tensors[e.tensor];
+        out << (i ? ",\n  {" : "\n  {") << "\"key\": ";
+        out.quoted(e.key);
+        out << ", \"path\": ";
+        out.quoted(t.path);
+        out << ", \"dtype\": ";
+        out.quoted(dtypeName(t.dtype));
+        out << ", \"shape\": ";
+        out.dims(t.shape);
+        out << '}';
+    }
+    out << (sd->entries.empty() ? "]" : "\n ]") << ", \"left_out\": [";
+    for (std::size_t i = 0; i < sd->skipped.size(); ++i) {
+        out << (i ? ", {" : "{") << "\"path\": ";
+        out.quoted(sd->skipped[i].path);
+        out << ", \"type\": ";
+        out.quoted(sd->skipped[i].type);
+        out << '}';
+    }
+    out << "]}";
+}
+
 void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
 {
     out << "{\n \"schema\": " << kJsonSchema << ",\n \"file\": ";
@@ -253,6 +291,9 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             out.quoted(c.undecodable.paths[i]);
         }
         out << "]}";
+    }
+    if (c.torchScript) {
+        writeScriptStateDict(c, out);
     }
     out << ",\n \"warnings\": [";
     for (std::size_t i = 0; i < c.warnings.size(); ++i) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "checkpoint/indices.h"
+#include "checkpoint/script_classes.h"
 #include "pickle/value.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
@@ -147,6 +148,10 @@ public:
     int pickleProtocol = 0;
     std::bitset<256> opcodesSeen;
     bool torchScript = false;
+    ScriptClasses scriptClasses;  // a TorchScript archive's classes, from its code/ sources
+    // Its constants.pkl tuple, shown as the root's last child `constants.pkl` (no data.pkl
+    // attribute can have that name); not part of the state dict.
+    pickle::ValueId scriptConstants;
     std::vector<std::pair<std::string, std::string>> safetensorsMetadata;
     std::vector<std::string> warnings;
     // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError): a

@@ -191,9 +191,10 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
     if (zip->find("constants.pkl") != nullptr) {
+        // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save;
+        // the class sources say which attributes are parameters and buffers (state_dict.h).
         c.torchScript = true;
-        return fail(ErrorCode::NotCheckpoint, "is a TorchScript archive (torch.jit.save): load it with torch.jit.load; "
-                                              "it is not a torch.save checkpoint");
+        detail::readScriptClasses(*zip, c);
     }
     const archive::ZipRecord* pkl = zip->find("data.pkl");
     if (pkl == nullptr) {
@@ -237,16 +238,22 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
         }
         return r;
     }
+    const std::size_t dataStorages = c.arena.storages.size();
+    if (c.torchScript) {
+        detail::readScriptConstants(*zip, c, budget);
+    }
     if (auto r = adoptStorages(c); !r) {
         return r;
     }
-    for (auto& s : c.storages) {
-        const archive::ZipRecord* rec = zip->find("data/" + s.key);
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        const std::string recName = i < dataStorages ? "data/" + s.key : s.key;  // constants/<key>
+        const archive::ZipRecord* rec = zip->find(recName);
         if (rec == nullptr) {
-            return fail(ErrorCode::Corrupt, "storage record data/" + s.key +
+            return fail(ErrorCode::Corrupt, "storage record " + recName +
                                                 " is missing from the archive (torch.load fails with \"failed "
-                                                "locating file data/" +
-                                                s.key + "\")");
+                                                "locating file " +
+                                                recName + "\")");
         }
         s.record = rec->name;
         s.fileOffset = rec->dataOffset;

@@ -1,5 +1,6 @@
 #include "checkpoint/state_dict.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace ckpt {
@@ -20,9 +21,55 @@ const std::vector<ValueId>& dictItems(const Arena& a, ValueId v)
     return v.valid() && a[v].kind == Kind::Dict ? a[v].items : kNone;
 }
 
+// Whether a TorchScript attribute reaches a tensor (packed params hide theirs in a setstate
+// tuple); bounded like the walk itself, cycles cut by `seen`.
+bool holdsTensor(const Arena& a, ValueId v, std::unordered_set<std::uint32_t>& seen, std::uint32_t depth)
+{
+    if (!v.valid() || depth > kMaxModuleDepth || !seen.insert(v.v).second) {
+        return false;
+    }
+    const auto& val = a[v];
+    const auto any = [&](const std::vector<ValueId>& items) {
+        return std::any_of(items.begin(), items.end(),
+                           [&](ValueId item) { return holdsTensor(a, item, seen, depth + 1); });
+    };
+    switch (val.kind) {
+    case Kind::Tensor:
+        return true;
+    case Kind::Dict:
+    case Kind::List:
+    case Kind::Tuple:
+    case Kind::Set:
+        return any(val.items);
+    case Kind::Object: {
+        const pickle::ObjectInfo o = pickle::objectOf(a, v);
+        return holdsTensor(a, o.state, seen, depth + 1) || holdsTensor(a, o.args, seen, depth + 1) ||
+               any(o.listItems) || any(o.dictItems);
+    }
+    default:
+        return false;
+    }
+}
+
+bool holdsTensor(const Arena& a, ValueId v)
+{
+    std::unordered_set<std::uint32_t> seen;
+    return holdsTensor(a, v, seen, 0);
+}
+
+std::string typeOf(const Arena& a, ValueId v)
+{
+    return a[v].kind == Kind::Object ? pickle::objectOf(a, v).callable.qualified() : std::string();
+}
+
+bool listed(const std::vector<std::string>& names, const std::string& name)
+{
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 class Collector {
 public:
-    explicit Collector(const Arena& a) : a_(a) {}
+    Collector(const Arena& a, const ScriptClasses* script) : a_(a), script_(script) {}
 
     Expected<void> collect(ValueId module, const std::string& prefix, const std::string& path, std::uint32_t depth)
     {
@@ -33,6 +80,13 @@ public:
         }
         if (!active_.insert(module.v).second) {
             return makeError(ErrorCode::Unsupported, "module '" + path + "' contains itself; it has no state dict");
+        }
+        if (const ScriptClass* cls = scriptModuleClass(a_, module, script_)) {
+            if (auto ok = collectScript(*cls, module, prefix, path, depth); !ok) {
+                return ok;
+            }
+            active_.erase(module.v);
+            return {};
         }
         const auto& state = dictItems(a_, pickle::objectOf(a_, module).state);
         std::unordered_set<std::string> nonPersistent;
@@ -54,7 +108,7 @@ public:
             }
             const std::string modulePath = childPath(childPath(path, "_modules"), name);
             if (!isModuleObject(a_, child)) {
-                out.skipped.push_back({StateDictSkip::Why::NotModule, modulePath, a_[child].kind});
+                out.skipped.push_back({StateDictSkip::Why::NotModule, modulePath, a_[child].kind, {}});
                 continue;
             }
             if (auto ok = collect(child, prefix + name + ".", modulePath, depth + 1); !ok) {
@@ -68,6 +122,50 @@ public:
     ModuleStateDict out;
 
 private:
+    // torch.jit's Module.state_dict(): `__parameters__`, then `__buffers__` (each as the class lists
+    // them, which is its slot order), then submodules in attribute order.
+    Expected<void> collectScript(const ScriptClass& cls, ValueId module, const std::string& prefix,
+                                 const std::string& path, std::uint32_t depth)
+    {
+        const ValueId stateValue = pickle::objectOf(a_, module).state;
+        if (!stateValue.valid() || a_[stateValue].kind != Kind::Dict) {
+            if (holdsTensor(a_, stateValue)) {
+                out.skipped.push_back({StateDictSkip::Why::ScriptState, path, Kind::Object, typeOf(a_, module)});
+            }
+            return {};
+        }
+        const auto& state = a_[stateValue].items;
+        for (const auto* names : {&cls.parameters, &cls.buffers}) {
+            for (const auto& name : *names) {
+                const ValueId v = pickle::dictGet(a_, state, name);
+                if (!v.valid() || a_[v].kind == Kind::None) {
+                    continue;
+                }
+                if (a_[v].kind != Kind::Tensor) {
+                    out.skipped.push_back({StateDictSkip::Why::NotTensor, childPath(path, name), a_[v].kind, {}});
+                    continue;
+                }
+                out.entries.push_back({prefix + name, v});
+            }
+        }
+        for (std::size_t i = 0; i + 1 < state.size(); i += 2) {
+            const std::string name = pickle::keyText(a_, state[i]);
+            const ValueId child = state[i + 1];
+            if (listed(cls.parameters, name) || listed(cls.buffers, name)) {
+                continue;
+            }
+            if (scriptModuleClass(a_, child, script_) != nullptr) {
+                if (auto ok = collect(child, prefix + name + ".", childPath(path, name), depth + 1); !ok) {
+                    return ok;
+                }
+            } else if (holdsTensor(a_, child)) {
+                out.skipped.push_back(
+                    {StateDictSkip::Why::ScriptAttribute, childPath(path, name), a_[child].kind, typeOf(a_, child)});
+            }
+        }
+        return {};
+    }
+
     void addTensors(const std::vector<ValueId>& state, const std::string& field, const std::string& prefix,
                     const std::string& path, const std::unordered_set<std::string>& skip)
     {
@@ -80,7 +178,7 @@ private:
             }
             if (a_[v].kind != Kind::Tensor) {
                 out.skipped.push_back(
-                    {StateDictSkip::Why::NotTensor, childPath(childPath(path, field), name), a_[v].kind});
+                    {StateDictSkip::Why::NotTensor, childPath(childPath(path, field), name), a_[v].kind, {}});
                 continue;
             }
             out.entries.push_back({prefix + name, v});
@@ -88,6 +186,7 @@ private:
     }
 
     const Arena& a_;
+    const ScriptClasses* script_;
     std::unordered_set<std::uint32_t> active_;  // the modules being collected, to catch a cycle
 };
 
@@ -102,14 +201,25 @@ bool isModuleState(const Arena& a, const pickle::ObjectInfo& o)
     return pickle::dictGet(a, items, "_modules").valid() && pickle::dictGet(a, items, "_parameters").valid();
 }
 
-bool isModuleObject(const Arena& a, ValueId v)
+const ScriptClass* scriptModuleClass(const Arena& a, ValueId v, const ScriptClasses* script)
 {
-    return v.valid() && a[v].kind == Kind::Object && isModuleState(a, pickle::objectOf(a, v));
+    if (script == nullptr || !v.valid() || a[v].kind != Kind::Object) {
+        return nullptr;
+    }
+    const auto it = script->find(pickle::objectOf(a, v).callable.qualified());
+    return it != script->end() && it->second.module ? &it->second : nullptr;
 }
 
-Expected<ModuleStateDict> moduleStateDict(const Arena& a, ValueId module, const std::string& path)
+bool isModuleObject(const Arena& a, ValueId v, const ScriptClasses* script)
 {
-    Collector c(a);
+    return v.valid() && a[v].kind == Kind::Object &&
+           (isModuleState(a, pickle::objectOf(a, v)) || scriptModuleClass(a, v, script) != nullptr);
+}
+
+Expected<ModuleStateDict> moduleStateDict(const Arena& a, ValueId module, const std::string& path,
+                                          const ScriptClasses* script)
+{
+    Collector c(a, script);
     if (auto ok = c.collect(module, "", path, 0); !ok) {
         return ok.error();
     }

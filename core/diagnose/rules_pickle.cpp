@@ -167,6 +167,9 @@ std::vector<GlobalUse> allGlobals(const Checkpoint& ckpt)
 
 void notWeightsOnly(const Checkpoint& ckpt, const std::vector<GlobalUse>& globals, Findings& out)
 {
+    if (ckpt.torchScript) {
+        return;  // torch.load refuses the whole archive first; torchscript-archive says so and how to fix it
+    }
     std::vector<const GlobalUse*> refused;
     for (const auto& g : globals) {
         if (!isWeightsOnlyAllowed(g.qualified)) {

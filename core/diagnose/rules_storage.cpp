@@ -93,12 +93,21 @@ void torchScript(const Checkpoint& ckpt, Findings& out)
     }
     Finding f;
     f.code = "torchscript-archive";
-    f.severity = Severity::Info;
-    f.title = "A TorchScript archive (torch.jit.save), not a torch.save checkpoint";
+    // A warning, not information: since 2.6 a plain torch.load of it fails.
+    f.severity = Severity::Warning;
+    f.title = "A TorchScript archive (torch.jit.save), not a torch.save checkpoint: torch.load(weights_only=True), "
+              "the default since PyTorch 2.6, refuses it";
     f.detail = "The archive holds TorchScript code and constants. torch.load hands it to torch.jit.load (with the "
                "warning \"'torch.load' received a zip file that looks like a TorchScript archive dispatching to "
-               "'torch.jit.load' (call 'torch.jit.load' directly to silence this warning)\") and returns a "
-               "ScriptModule, not a state dict; load it with torch.jit.load and call .state_dict() for weights.";
+               "'torch.jit.load' (call 'torch.jit.load' directly to silence this warning)\") only with "
+               "weights_only=False; with weights_only=True (2.6+'s default) it stops with \"Cannot use "
+               "``weights_only=True`` with TorchScript archives passed to ``torch.load``\", and torch.jit.load "
+               "compiles and runs the archive's code. ckptscope reads the module tree of data.pkl and the parameter "
+               "and buffer lists of the archive's class sources without running anything: `inspect` lists the state "
+               "dict, and `convert FILE -o OUT` writes exactly what torch.jit.load(f).state_dict() returns as a "
+               "plain torch.save file that loads with weights_only=True (quantized packed params, which that state "
+               "dict lacks too, are named as dropped in the plan).";
+    f.fix = transform::Options{};
     out.push_back(std::move(f));
 }
 

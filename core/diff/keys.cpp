@@ -3,6 +3,7 @@
 // strip itself is transform's (Options::renamedKey), so diff aligns exactly what convert would strip.
 #include "diff/keys.h"
 
+#include "checkpoint/script_state_dict.h"
 #include "transform/options.h"
 
 #include <algorithm>
@@ -43,6 +44,16 @@ bool isLeaf(const Node& n)
 void collectUnder(const Checkpoint& c, NodeIndex root, std::uint32_t part, bool align, std::vector<Leaf>& leaves,
                   std::set<std::string>& chains)
 {
+    // A whole TorchScript archive compares as what torch.jit.load(f).state_dict() gives, so it
+    // matches the state dict it was saved from; a --select path compares the raw data.pkl tree.
+    if (c.torchScript && root == kRootNode) {
+        if (auto sd = scriptStateDict(c)) {
+            for (const auto& e : sd->entries) {
+                leaves.push_back({part, c.tensors[e.tensor].node, e.key, e.key});
+            }
+            return;
+        }
+    }
     // Depth first with an explicit stack of (node, key path so far): trees may be deep.
     std::vector<std::pair<NodeIndex, std::pair<std::string, std::string>>> stack;
     stack.push_back({root, {}});

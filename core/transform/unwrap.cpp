@@ -57,8 +57,21 @@ std::string_view skipReason(StateDictSkip::Why why)
         return "not a tensor: left out of the state dict";
     case StateDictSkip::Why::NotModule:
         return "not an nn.Module's state: left out of the state dict";
+    case StateDictSkip::Why::ScriptAttribute:
+        return "a TorchScript attribute holding tensors that is no parameter, buffer or submodule (quantized packed "
+               "params, a plain tensor attribute): torch.jit.load(f).state_dict() leaves it out, so the output does "
+               "too; `ckptscope inspect` shows its tensors in the archive";
+    case StateDictSkip::Why::ScriptState:
+        return "a TorchScript module pickled through its __getstate__ (a quantized module's weight and bias, packed "
+               "params): no state_dict() of torch.jit reaches these tensors, so the output leaves them out; "
+               "`ckptscope inspect` shows them in the archive";
     }
     return {};
+}
+
+bool dropsTensors(StateDictSkip::Why why)
+{
+    return why == StateDictSkip::Why::ScriptAttribute || why == StateDictSkip::Why::ScriptState;
 }
 
 Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
@@ -76,7 +89,7 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
         }
         const auto state = objectStateItems(a, pickle::objectOf(a, target));
         const ValueId inner = pickle::dictGet(a, dictItemsOf(a, pickle::dictGet(a, state, "_modules")), childName);
-        if (!isModuleObject(a, inner)) {
+        if (!isModuleObject(a, inner, &b.in.scriptClasses)) {
             break;
         }
         statePath = joinPath(joinPath(statePath, "_modules"), childName);
@@ -85,14 +98,16 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
         target = inner;
     }
 
-    auto sd = moduleStateDict(a, target, statePath);
+    auto sd = moduleStateDict(a, target, statePath, &b.in.scriptClasses);
     if (!sd) {
         return sd.error();
     }
     for (const auto& skip : sd->skipped) {
-        b.step(StepKind::Note, skip.path, std::string(pickle::kindName(skip.kind)), "",
+        b.step(dropsTensors(skip.why) ? StepKind::Drop : StepKind::Note, skip.path,
+               skip.type.empty() ? std::string(pickle::kindName(skip.kind)) : skip.type, "",
                std::string(skipReason(skip.why)));
     }
+    const bool script = scriptModuleClass(a, target, &b.in.scriptClasses) != nullptr;
     std::vector<ValueId> items;  // k0, v0, k1, v1, ...
     items.reserve(sd->entries.size() * 2);
     for (const auto& e : sd->entries) {
@@ -107,7 +122,9 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
     a[module] = std::move(dict);
     b.stateDicts.insert(module.v);
     b.step(StepKind::Unwrap, path, cls, "OrderedDict (" + std::to_string(sd->entries.size()) + " tensors)",
-           "model.state_dict() equivalent: parameters (detached) and persistent buffers");
+           script ? "torch.jit.load(f).state_dict() equivalent: the parameters and buffers its TorchScript classes "
+                    "declare (__parameters__, __buffers__ in the archive's code/)"
+                  : "model.state_dict() equivalent: parameters (detached) and persistent buffers");
     b.step(StepKind::Note, path, "", "",
            "_metadata (each module's _version) needs the classes and is left absent; load_state_dict then treats "
            "every module as its current version");
@@ -144,7 +161,7 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
     if (!v.valid() || !seen.insert(v.v).second) {
         return {};
     }
-    if (isModuleObject(a, v)) {
+    if (isModuleObject(a, v, &b.in.scriptClasses)) {
         return unwrapOne(b, v, path);
     }
     const auto& val = a[v];
@@ -171,7 +188,9 @@ Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::
 
 Expected<void> unwrapModules(Builder& b)
 {
-    if (!b.opts.unwrapModules) {
+    // A TorchScript archive's data.pkl names `__torch__` classes that only torch.jit.load can
+    // build: its state dict is the one form a torch.save file can hold, so it is always taken.
+    if (!b.opts.unwrapModules && !b.in.torchScript) {
         return {};
     }
     std::unordered_set<std::uint32_t> seen;

@@ -22,6 +22,10 @@ For each file under CORPUS_DIR (recursively; SOURCES.tsv and .json files are ski
    tensor a state dict keeps (a module's plain tensor attributes may go, as model.state_dict()
    drops them): matched by dtype, shape and bytes, since unwrapping renames them.
 
+A TorchScript archive (a zip with constants.pkl) is held instead against
+torch.jit.load(f).state_dict(): inspect's `torchscript.state_dict` (keys in order, dtype, shape,
+the bytes ckptscope locates) and the converted file (the same keys and values under 2.6's rules).
+
 Prints one line per file, PASS or FAIL with the reasons, and a summary. Files named in --known
 (one `NAME<TAB>reason` a line) may fail; a known file that passes is reported. Exit 0 when every
 other file passes, 1 otherwise.
@@ -222,6 +226,16 @@ def file_bytes(path):
     return blob
 
 
+def is_torchscript(path):
+    blob = file_bytes(path)
+    if blob[:4] != b"PK\x03\x04":
+        return False
+    try:
+        return any(n.endswith("/constants.pkl") for n in zip_records_from(blob))
+    except zipfile.BadZipFile:
+        return False  # a damaged zip: the ordinary check says how both sides take it
+
+
 def stub_load(path):
     blob = file_bytes(path)
     if blob[:4] == b"PK\x03\x04":
@@ -385,9 +399,65 @@ def load_converted(out_path):
     return value, locations
 
 
+def located_bytes(blob, info, path):
+    """The C-order bytes ckptscope locates for the tensor at key path `path`."""
+    storages = {s["key"]: s for s in info["storages"]}
+    records = zip_records_from(blob)
+    t = next(t for t in info["tensors"] if t["path"] == path)
+    return ckptscope_tensor_sha(blob, info, storages, records, t)
+
+
+def check_torchscript(tool, path, work, name):
+    """A TorchScript archive against torch.jit.load(f).state_dict(): inspect's state dict (keys in
+    order, dtype, shape, the bytes ckptscope locates) and the converted file under 2.6's weights_only
+    rules (the same keys and values)."""
+    try:
+        want = torch.jit.load(path, map_location="cpu").state_dict()
+    except Exception as e:  # noqa: BLE001 - torch's refusal is a result
+        return [f"torch 1.13's torch.jit.load cannot load it ({type(e).__name__}: {str(e).strip()[:100]})"], []
+    rc_i, out_i, err_i = run([tool, "inspect", "--json", path])
+    if rc_i != 0:
+        return [f"inspect failed where torch.jit.load reads it: {err_i.strip()[:200]}"], []
+    info = json.loads(out_i)
+    ts = info.get("torchscript", {})
+    if "state_dict" not in ts:
+        return [f"no TorchScript state dict: {ts.get('error', 'missing')}"], []
+    problems = []
+    rows = ts["state_dict"]
+    if [r["key"] for r in rows] != list(want):
+        problems.append(f"state-dict keys differ: {[r['key'] for r in rows][:4]} vs torch {list(want)[:4]}")
+    blob = file_bytes(path)
+    for r in rows:
+        w = want.get(r["key"])
+        if w is None:
+            continue
+        if r["dtype"] != oracle.dtype_name(w.dtype) or r["shape"] != list(w.shape):
+            problems.append(f"{r['key']}: {r['dtype']} {r['shape']}, torch {w.dtype} {list(w.shape)}")
+        elif located_bytes(blob, info, r["path"]) != sha(w):
+            problems.append(f"{r['key']}: bytes differ from torch's")
+    out_path = os.path.join(work, name.replace("/", "__") + ".converted.pt")
+    rc_w, _out_w, err_w = run([tool, "convert", "--single-card", path, "-o", out_path])
+    if rc_w != 0:
+        return problems + [f"convert --single-card fails: {err_w.strip()[:240]}"], []
+    try:
+        value, locations = load_converted(out_path)
+    except Exception as e:  # noqa: BLE001
+        return problems + [f"the converted file does not load under 2.6's weights_only: {type(e).__name__}: {e}"], []
+    if locations - {"cpu"}:
+        problems.append(f"the converted file keeps storages on {sorted(locations - {'cpu'})}")
+    if list(value) != list(want) or any(value[k].dtype != w.dtype or not torch.equal(value[k], w)
+                                        for k, w in want.items()):
+        problems.append("the converted file is not torch.jit.load(f).state_dict()")
+    left = len(ts.get("left_out", []))
+    return problems, [f"TorchScript: {len(want)} state-dict tensors match torch.jit.load" +
+                      (f", {left} packed/getstate value(s) named as dropped" if left else "")]
+
+
 def check_file(tool, path, work, name):
     problems = []
     notes = []
+    if is_torchscript(path):
+        return check_torchscript(tool, path, work, name)
     rc_i, out_i, err_i = run([tool, "inspect", "--json", path])
     try:
         expect = oracle_tensors(path)
