@@ -18,6 +18,14 @@ fixtures="$build/fixtures"
 hostile="$build/hostile-seeds"
 /usr/bin/python3 "$root/tests/hostile/gen/hostile_files.py" "$hostile" stride0 bad_utf8_key escape_names newline_key \
   method12 corrupt_deflate lying_size safetensors_3c20 complex128 self_args small
+# The older and wrapped forms reach their own readers: a tar-format checkpoint (PyTorch < 0.1.10)
+# and gzip-wrapped copies of it and of a zip and a legacy fixture.
+formats="$build/format-seeds"
+mkdir -p "$formats"
+/usr/bin/python3 "$root/tests/fixtures/gen_tar_checkpoint.py" "$formats/tar_format.pt" "$build/tar_oracle.json" >/dev/null
+for f in "$formats/tar_format.pt" $(ls "$fixtures"/*.pt | head -2); do
+  gzip -c "$f" >"$formats/$(basename "$f").gz"
+done
 # fuzz_pickle reads bare pickles: the data.pkl of every zip fixture.
 pickles="$build/pickle-seeds"
 /usr/bin/python3 - "$fixtures" "$pickles" <<'PY'
@@ -47,7 +55,7 @@ for name in $targets; do
   seeds=("$corpus")
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
-    *) seeds+=("$fixtures" "$fixtures/bad" "$hostile") ;;
+    *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;
   esac
   # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.
   for s in "${seeds[@]:1}"; do

@@ -65,53 +65,10 @@ ByteTable makeTable(DType t)
 {
     ByteTable tb;
     for (int b = 0; b < 256; ++b) {
-        const bool neg = (b & 0x80) != 0;
-        double v = 0;
-        Cls c = Cls::Finite;
-        switch (t) {
-        case DType::Float8_e5m2:
-            v = halfToDouble(static_cast<std::uint16_t>(b << 8));
-            c = std::isnan(v) ? Cls::Nan : std::isinf(v) ? (neg ? Cls::NegInf : Cls::PosInf) : Cls::Finite;
-            break;
-        case DType::Float8_e4m3fn: {  // bias 7, no Inf, NaN = S.1111.111
-            const int e = (b >> 3) & 0xf;
-            const int m = b & 7;
-            if (e == 15 && m == 7) {
-                c = Cls::Nan;
-            } else {
-                v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
-            }
-            v = neg ? -v : v;
-            break;
-        }
-        case DType::Float8_e4m3fnuz:    // bias 8, the only NaN is 0x80, no Inf, no -0
-        case DType::Float8_e5m2fnuz: {  // bias 16, likewise
-            const bool e4 = t == DType::Float8_e4m3fnuz;
-            const int manBits = e4 ? 3 : 2;
-            const int bias = e4 ? 8 : 16;
-            const int e = (b & 0x7f) >> manBits;
-            const int m = b & ((1 << manBits) - 1);
-            if (b == 0x80) {
-                c = Cls::Nan;
-            } else {
-                v = e == 0 ? std::ldexp(m, 1 - bias - manBits) : std::ldexp((1 << manBits) + m, e - bias - manBits);
-                v = neg ? -v : v;
-            }
-            break;
-        }
-        case DType::Float8_e8m0fnu:  // exponent only, 0xFF = NaN
-            if (b == 0xff) {
-                c = Cls::Nan;
-            } else {
-                v = std::ldexp(1.0, b - 127);
-            }
-            break;
-        default:
-            v = b;
-            break;
-        }
+        const double v = float8ToDouble(t, static_cast<std::uint8_t>(b));
+        const Cls c = std::isnan(v) ? Cls::Nan : std::isinf(v) ? (v < 0 ? Cls::NegInf : Cls::PosInf) : Cls::Finite;
         tb.cls[static_cast<std::size_t>(b)] = c;
-        tb.value[static_cast<std::size_t>(b)] = c == Cls::Nan ? std::numeric_limits<double>::quiet_NaN() : v;
+        tb.value[static_cast<std::size_t>(b)] = v;
     }
     return tb;
 }

@@ -28,6 +28,24 @@ template <class U, class Fn> void decodeWith(Bytes bytes, std::size_t first, std
     }
 }
 
+// Every byte of a float8 type as its double, built once per type (util/dtype's float8ToDouble).
+const std::array<double, 256>& float8Table(DType t)
+{
+    static constexpr std::array<DType, 5> kKinds{DType::Float8_e5m2, DType::Float8_e4m3fn, DType::Float8_e5m2fnuz,
+                                                 DType::Float8_e4m3fnuz, DType::Float8_e8m0fnu};
+    static const auto tables = [] {
+        std::array<std::array<double, 256>, kKinds.size()> all{};
+        for (std::size_t k = 0; k < kKinds.size(); ++k) {
+            for (std::size_t b = 0; b < 256; ++b) {
+                all.at(k).at(b) = float8ToDouble(kKinds.at(k), static_cast<std::uint8_t>(b));
+            }
+        }
+        return all;
+    }();
+    const auto* it = std::find(kKinds.begin(), kKinds.end(), t);
+    return tables.at(it == kKinds.end() ? 0 : static_cast<std::size_t>(it - kKinds.begin()));
+}
+
 template <class T> double asDouble(T v)
 {
     return static_cast<double>(v);
@@ -126,6 +144,11 @@ bool hasNumericValue(DType t)
     case DType::Complex128:
     case DType::Complex64:
     case DType::Complex32:
+    case DType::Float8_e5m2:
+    case DType::Float8_e4m3fn:
+    case DType::Float8_e5m2fnuz:
+    case DType::Float8_e4m3fnuz:
+    case DType::Float8_e8m0fnu:
         return true;
     default:
         return false;
@@ -196,6 +219,15 @@ void decode(DType t, Bytes bytes, std::size_t first, std::size_t count, double* 
     case DType::Bool:
         decodeWith<std::uint8_t>(bytes, first, count, out, [](auto u) { return u != 0 ? 1.0 : 0.0; });
         break;
+    case DType::Float8_e5m2:
+    case DType::Float8_e4m3fn:
+    case DType::Float8_e5m2fnuz:
+    case DType::Float8_e4m3fnuz:
+    case DType::Float8_e8m0fnu: {
+        const auto& table = float8Table(t);
+        decodeWith<std::uint8_t>(bytes, first, count, out, [&](auto u) { return table[u]; });
+        break;
+    }
     default:
         std::memset(out, 0, count * sizeof(double));
         break;

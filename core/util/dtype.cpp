@@ -224,6 +224,44 @@ double halfToDouble(std::uint16_t bits)
     return negative ? -v : v;
 }
 
+double float8ToDouble(DType t, std::uint8_t bits)
+{
+    const int b = bits;
+    const bool neg = (b & 0x80) != 0;
+    constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+    switch (t) {
+    case DType::Float8_e5m2:
+        return halfToDouble(static_cast<std::uint16_t>(b << 8));
+    case DType::Float8_e4m3fn: {  // bias 7, no Inf, NaN = S.1111.111
+        const int e = (b >> 3) & 0xf;
+        const int m = b & 7;
+        if (e == 15 && m == 7) {
+            return kNan;
+        }
+        const double v = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+        return neg ? -v : v;
+    }
+    case DType::Float8_e4m3fnuz:    // bias 8, the only NaN is 0x80, no Inf, no -0
+    case DType::Float8_e5m2fnuz: {  // bias 16, likewise
+        if (b == 0x80) {
+            return kNan;
+        }
+        const bool e4 = t == DType::Float8_e4m3fnuz;
+        const int manBits = e4 ? 3 : 2;
+        const int bias = e4 ? 8 : 16;
+        const int e = (b & 0x7f) >> manBits;
+        const int m = b & ((1 << manBits) - 1);
+        const double v =
+            e == 0 ? std::ldexp(m, 1 - bias - manBits) : std::ldexp((1 << manBits) + m, e - bias - manBits);
+        return neg ? -v : v;
+    }
+    case DType::Float8_e8m0fnu:  // exponent only, 0xFF = NaN
+        return b == 0xff ? kNan : std::ldexp(1.0, b - 127);
+    default:
+        return 0;
+    }
+}
+
 bool isFloatingPoint(DType t)
 {
     switch (t) {

@@ -72,6 +72,11 @@ dtypeFromName(std::string_view name);              // accepts torch attribute al
 // numpy's and c10's conversions keep them.
 [[nodiscard]] double halfToDouble(std::uint16_t bits);
 
+// One byte of a float8 type (Float8_e5m2, _e4m3fn, _e5m2fnuz, _e4m3fnuz, _e8m0fnu) as the double it
+// holds, exactly, following c10's definitions (e5m2 is half's upper byte; the fn/fnuz kinds have no
+// Inf; e8m0 is an exponent alone); a NaN encoding gives a quiet NaN. 0 for other types.
+[[nodiscard]] double float8ToDouble(DType t, std::uint8_t bits);
+
 // Whether a value of this type can be NaN/Inf (used by the non-finite scan).
 [[nodiscard]] bool isFloatingPoint(DType t);
 [[nodiscard]] bool isComplex(DType t);

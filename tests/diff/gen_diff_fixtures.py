@@ -169,6 +169,22 @@ save("flat.pt", clone(BASE))
 write_hf_set("hf_incomplete", clone(BASE), False)
 os.remove(os.path.join(OUT, "hf_incomplete", "pytorch_model-00002-of-00002.bin"))
 
+# float8 (torch 1.13 has none): safetensors files written by hand with bytes whose values the
+# formats fix (e4m3fn 0x38 = 1.0, 0x40 = 2.0, 0x30 = 0.5, 0xB8 = -1.0; e5m2 0x3C = 1.0, 0x40 = 2.0,
+# 0x38 = 0.5, 0xBC = -1.0), beside a float32 file of the same values.
+def write_raw_safetensors(path, name, dtype, shape, raw):
+    text = json.dumps({name: {"dtype": dtype, "shape": shape, "data_offsets": [0, len(raw)]}},
+                      separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(os.path.join(OUT, path), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + raw)
+
+
+write_raw_safetensors("fp8_e4m3.safetensors", "w", "F8_E4M3", [4], bytes([0x38, 0x40, 0x30, 0xB8]))
+write_raw_safetensors("fp8_e5m2.safetensors", "w", "F8_E5M2", [4], bytes([0x3C, 0x40, 0x38, 0xBC]))
+write_raw_safetensors("fp8_e5m2_off.safetensors", "w", "F8_E5M2", [4], bytes([0x3C, 0x40, 0x38, 0xC0]))
+write_raw_safetensors("fp8_as_f32.safetensors", "w", "F32", [4], struct.pack("<4f", 1.0, 2.0, 0.5, -1.0))
+
 # Quantized tensors: the same integers under another scale are other values; per-channel
 # quantizers compare by their scale and zero-point tensors.
 xq = torch.randn(6, 5)

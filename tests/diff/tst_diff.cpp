@@ -349,6 +349,23 @@ private Q_SLOTS:
         qunsetenv("TMPDIR");
     }
 
+    // float8 tensors are compared by value: against float32 copies of the values their bytes encode.
+    void float8ByValue()
+    {
+        for (const char* f : {"fp8_e4m3.safetensors", "fp8_e5m2.safetensors"}) {
+            const auto r = diffRun({fx(f), fx("fp8_as_f32.safetensors")});
+            QVERIFY2(r.rc == 1, r.out.c_str());  // the dtype differs
+            const auto& e = entry(r.doc, "w");
+            QVERIFY(hasChange(e, "dtype"));
+            QVERIFY(!hasChange(e, "values"));
+            QCOMPARE(e["values"]["differing"].get<int>(), 0);
+        }
+        const auto off = diffRun({fx("fp8_e5m2_off.safetensors"), fx("fp8_as_f32.safetensors")});
+        const auto& e = entry(off.doc, "w");
+        QCOMPARE(e["values"]["differing"].get<int>(), 1);
+        QCOMPARE(e["values"]["max_abs_diff"].get<double>(), 1.0);  // 0xC0 is -2.0
+    }
+
     // Quantized tensors are their values: the same integers under another scale differ by what
     // torch's dequantize() gives; per-channel quantizers compare by their scale tensors.
     void quantized()
