@@ -2,6 +2,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
@@ -123,6 +124,9 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (auto dcp = inspectDcp(input, json, out, err)) {
+        return dcp;
+    }
     auto set = openIfSet(input);
     if (!set) {
         return std::nullopt;
@@ -141,6 +145,9 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (auto dcp = checkDcp(input, json, out, err)) {
+        return dcp;
+    }
     std::error_code ec;
     if (const auto loc = sharded::detectSet(input);
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
@@ -171,6 +178,9 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool plain, std::ostream& out, std::ostream& err)
 {
+    if (auto dcp = convertDcp(input, output, format, plain, out, err)) {
+        return dcp;
+    }
     std::error_code ec;
     if (const auto loc = sharded::detectSet(input);
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&
