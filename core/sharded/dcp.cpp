@@ -17,6 +17,9 @@
 #include <numeric>
 #include <unordered_map>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace ckpt::sharded::dcp {
 
 namespace fs = std::filesystem;
@@ -558,6 +561,19 @@ void coverageFindings(const Coverage& c, const std::string& consequence, std::ve
     }
 }
 
+void releasePages(Bytes mapped)
+{
+    static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const std::uintptr_t first = (begin + page - 1) / page * page;
+    const std::uintptr_t last = (begin + mapped.size()) / page * page;
+    if (last > first) {
+        // Advisory: a failure only leaves the pages resident.
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast, performance-no-int-to-ptr)
+        (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    }
+}
+
 }  // namespace detail
 
 Expected<Set> open(const SetLocation& loc)
@@ -1008,6 +1024,7 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
             if (!streamed) {
                 return streamed.error();
             }
+            detail::releasePages((*c)->bytes);
             return zw.endRecord();
         }
     }
@@ -1029,6 +1046,7 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
         if (auto r = detail::placeBox(t.fqn, t.dtype, t.size, {chunk.offsets, chunk.sizes}, **e, *bytes, buffer); !r) {
             return r;
         }
+        detail::releasePages((*c)->bytes);
     }
     if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
         return r;

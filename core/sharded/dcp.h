@@ -108,6 +108,10 @@ void coverageFindings(const Coverage& c, const std::string& consequence, std::ve
 // `storage`) into its box of the row-major global buffer `dst`.
 Expected<void> placeBox(const std::string& name, DType dtype, const std::vector<std::int64_t>& size, const Box& box,
                         const TensorEntry& src, Bytes storage, std::vector<std::byte>& dst);
+// Drops the pages of a read-only file mapping from this process's resident set once they have been
+// copied out (they stay in the page cache): without it every byte read from the mapping counts
+// toward peak RSS, and consolidating a model would look like holding the whole model.
+void releasePages(Bytes mapped);
 }  // namespace detail
 
 }  // namespace ckpt::sharded::dcp

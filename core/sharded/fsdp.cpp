@@ -518,6 +518,9 @@ Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& 
             e.path = c.path;
             return e;
         }
+        if (c.file && !c.storages[s.tensor.storage].compressed) {
+            dcp::detail::releasePages(*bytes);
+        }
     }
     if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
         return r;
