@@ -256,6 +256,7 @@ void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
 std::vector<diagnose::Finding> findingsOf(const std::vector<sharded::SetFinding>& found)
 {
     std::vector<diagnose::Finding> out;
+    out.reserve(found.size());
     for (const auto& f : found) {
         out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
                        f.detail, f.paths, std::nullopt});

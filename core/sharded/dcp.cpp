@@ -15,10 +15,9 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
-#include <unordered_map>
-
 #include <sys/mman.h>
 #include <unistd.h>
+#include <unordered_map>
 
 namespace ckpt::sharded::dcp {
 
@@ -196,12 +195,8 @@ bool safeRelative(const std::string& p)
     if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) {
         return false;
     }
-    for (const auto& part : fs::path(p)) {
-        if (part == "..") {
-            return false;
-        }
-    }
-    return true;
+    const fs::path path(p);
+    return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
 }
 
 Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, std::vector<std::string>& files)
@@ -564,7 +559,8 @@ void coverageFindings(const Coverage& c, const std::string& consequence, std::ve
 void releasePages(Bytes mapped)
 {
     static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto begin =
+        reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
     const std::uintptr_t first = (begin + page - 1) / page * page;
     const std::uintptr_t last = (begin + mapped.size()) / page * page;
     if (last > first) {
@@ -910,56 +906,59 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
 
 // A row run at a time where the source's rows are contiguous.
 Expected<void> detail::placeBox(const std::string& name, DType dtype, const std::vector<std::int64_t>& size,
-                                const Box& c, const TensorEntry& e, Bytes src, std::vector<std::byte>& dst)
+                                const Box& box, const TensorEntry& src, Bytes storage, std::vector<std::byte>& dst)
 {
     const std::size_t nd = size.size();
     const std::uint64_t es = elementSize(dtype);
-    if (e.shape != c.sizes || e.stride.size() != nd) {
-        return makeError(ErrorCode::Corrupt,
-                         "a chunk of '" + name + "' has shape " + dims(e.shape) + " where its box is " + dims(c.sizes));
+    if (src.shape != box.sizes || src.stride.size() != nd) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has shape " + dims(src.shape) +
+                                                 " where its box is " + dims(box.sizes));
     }
     std::vector<std::uint64_t> gstride(nd, 1);
     for (std::size_t d = nd; d-- > 1;) {
         gstride[d - 1] = gstride[d] * static_cast<std::uint64_t>(size[d]);
     }
-    if (volume(c.sizes) == 0) {
+    if (!inBounds(size, box) || dst.size() < volume(size) * es) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' lies outside its tensor");
+    }
+    if (volume(box.sizes) == 0) {
         return {};
     }
-    std::uint64_t reach = static_cast<std::uint64_t>(e.storageOffset);
+    auto reach = static_cast<std::uint64_t>(src.storageOffset);
     for (std::size_t d = 0; d < nd; ++d) {
-        if (e.stride[d] < 0) {
+        if (src.stride[d] < 0) {
             return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative stride");
         }
-        reach += static_cast<std::uint64_t>(c.sizes[d] - 1) * static_cast<std::uint64_t>(e.stride[d]);
+        reach += static_cast<std::uint64_t>(box.sizes[d] - 1) * static_cast<std::uint64_t>(src.stride[d]);
     }
-    if ((reach + 1) * es > src.size()) {
+    if ((reach + 1) * es > storage.size()) {
         return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' reaches past its storage");
     }
-    const std::uint64_t run = nd == 0 ? 1 : static_cast<std::uint64_t>(c.sizes[nd - 1]);
-    const bool contiguousRows = nd == 0 || e.stride[nd - 1] == 1;
+    const std::uint64_t run = nd == 0 ? 1 : static_cast<std::uint64_t>(box.sizes[nd - 1]);
+    const bool contiguousRows = nd == 0 || src.stride[nd - 1] == 1;
     std::vector<std::int64_t> idx(nd == 0 ? 0 : nd - 1, 0);
     while (true) {
-        std::uint64_t s = static_cast<std::uint64_t>(e.storageOffset);
+        auto s = static_cast<std::uint64_t>(src.storageOffset);
         std::uint64_t g = 0;
         for (std::size_t d = 0; d + 1 < nd; ++d) {
-            s += static_cast<std::uint64_t>(idx[d]) * static_cast<std::uint64_t>(e.stride[d]);
-            g += static_cast<std::uint64_t>(c.offsets[d] + idx[d]) * gstride[d];
+            s += static_cast<std::uint64_t>(idx[d]) * static_cast<std::uint64_t>(src.stride[d]);
+            g += static_cast<std::uint64_t>(box.offsets[d] + idx[d]) * gstride[d];
         }
         if (nd > 0) {
-            g += static_cast<std::uint64_t>(c.offsets[nd - 1]);
+            g += static_cast<std::uint64_t>(box.offsets[nd - 1]);
         }
         if (contiguousRows) {
-            std::memcpy(dst.data() + g * es, src.data() + s * es, run * es);
+            std::memcpy(dst.data() + g * es, storage.data() + s * es, run * es);
         } else {
-            const auto step = static_cast<std::uint64_t>(e.stride[nd - 1]);
+            const auto step = static_cast<std::uint64_t>(src.stride[nd - 1]);
             for (std::uint64_t k = 0; k < run; ++k) {
-                std::memcpy(dst.data() + (g + k) * es, src.data() + (s + k * step) * es, es);
+                std::memcpy(dst.data() + (g + k) * es, storage.data() + (s + k * step) * es, es);
             }
         }
         std::size_t d = idx.size();
         while (d > 0) {
             --d;
-            if (++idx[d] < c.sizes[d]) {
+            if (++idx[d] < box.sizes[d]) {
                 break;
             }
             idx[d] = 0;

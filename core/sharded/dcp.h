@@ -61,7 +61,7 @@ struct Metadata {
 
 // Parses `.metadata`'s bytes. Corrupt when it is no DCP Metadata pickle; Unsupported, naming it,
 // for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
-Expected<Metadata> parseMetadata(Bytes pickle);
+Expected<Metadata> parseMetadata(Bytes data);
 
 struct Set {
     SetLocation loc;

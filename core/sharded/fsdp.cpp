@@ -368,7 +368,7 @@ void checkWorld(Set& set, int world, const std::set<int>& ranks)
 {
     std::string missing;
     for (int r = 0; r < world && r < 65536; ++r) {
-        if (ranks.count(r) == 0) {
+        if (!ranks.contains(r)) {
             missing += (missing.empty() ? "" : ", ") + std::to_string(r);
         }
     }

@@ -404,6 +404,9 @@ def main(root):
         write_dcp(os.path.join(root, "dcp_" + kind), corrupt(kind), expected=False)
     write_dcp(os.path.join(root, "dcp_missing_file"), model_state(5), expected=False)
     os.remove(os.path.join(root, "dcp_missing_file", "__1_0.distcp"))
+    write_dcp(os.path.join(root, "dcp_truncated"), model_state(6), expected=False)
+    cut = os.path.join(root, "dcp_truncated", "__1_0.distcp")
+    os.truncate(cut, os.path.getsize(cut) // 2)
     prototype(os.path.join(root, "dcp_prototype"))
     zstd_set(os.path.join(root, "dcp_zstd"))
 
