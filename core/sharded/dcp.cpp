@@ -991,41 +991,78 @@ Expected<const TensorEntry*> chunkTensor(const Checkpoint& c, const Item& t, con
     return &e;
 }
 
+// Whole-row slabs (each chunk spans every dimension but the first: FSDP's and Shard(0)'s layout,
+// and any single whole chunk) tile a validated tensor in the order of their first offset, so
+// contiguous ones stream one after another straight from their files, with no buffer. False,
+// with nothing written, when the chunks are not such slabs.
+Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw)
+{
+    for (const auto& c : t.chunks) {
+        for (std::size_t d = 1; d < t.size.size(); ++d) {
+            if (c.offsets[d] != 0 || c.sizes[d] != t.size[d]) {
+                return false;
+            }
+        }
+    }
+    std::vector<const Chunk*> order;
+    for (const auto& c : t.chunks) {
+        if (volume(c.sizes) > 0) {
+            order.push_back(&c);
+        }
+    }
+    if (t.size.empty() && order.size() != 1) {
+        return false;
+    }
+    std::sort(order.begin(), order.end(),
+              [](const Chunk* x, const Chunk* y) { return !x->offsets.empty() && x->offsets[0] < y->offsets[0]; });
+    std::vector<std::pair<CheckpointPtr, const TensorEntry*>> sources;
+    for (const Chunk* c : order) {
+        auto ckpt = openItem(set, c->at, "tensor '" + t.fqn + "'");
+        if (!ckpt) {
+            return ckpt.error();
+        }
+        auto e = chunkTensor(**ckpt, t, *c);
+        if (!e) {
+            return e.error();
+        }
+        if (!(*e)->contiguous) {
+            return false;
+        }
+        sources.emplace_back(*ckpt, *e);
+    }
+    const std::uint64_t es = elementSize(t.dtype);
+    for (const auto& [ckpt, e] : sources) {
+        std::optional<Error> failed;
+        auto streamed = ckpt->streamStorage(e->storage, static_cast<std::uint64_t>(e->storageOffset) * es,
+                                            e->numel * es, [&](Bytes piece) {
+                                                if (auto w = zw.writeChunk(piece); !w) {
+                                                    failed = w.error();
+                                                }
+                                                return !failed;
+                                            });
+        if (failed) {
+            return *failed;
+        }
+        if (!streamed) {
+            return streamed.error();
+        }
+        detail::releasePages(ckpt->bytes);
+    }
+    return true;
+}
+
 Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw, const std::string& record)
 {
     const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);
     if (auto r = zw.beginRecord(record, nbytes); !r) {
         return r;
     }
-    // One contiguous chunk covering the tensor streams straight from its file.
-    if (t.chunks.size() == 1 && volume(t.chunks[0].sizes) == t.numel()) {
-        auto c = openItem(set, t.chunks[0].at, "tensor '" + t.fqn + "'");
-        if (!c) {
-            return c.error();
-        }
-        auto e = chunkTensor(**c, t, t.chunks[0]);
-        if (!e) {
-            return e.error();
-        }
-        if ((*e)->contiguous) {
-            std::optional<Error> failed;
-            auto streamed = (*c)->streamStorage((*e)->storage,
-                                                static_cast<std::uint64_t>((*e)->storageOffset) * elementSize(t.dtype),
-                                                nbytes, [&](Bytes piece) {
-                                                    if (auto w = zw.writeChunk(piece); !w) {
-                                                        failed = w.error();
-                                                    }
-                                                    return !failed;
-                                                });
-            if (failed) {
-                return *failed;
-            }
-            if (!streamed) {
-                return streamed.error();
-            }
-            detail::releasePages((*c)->bytes);
-            return zw.endRecord();
-        }
+    auto streamed = streamSlabs(set, t, zw);
+    if (!streamed) {
+        return streamed.error();
+    }
+    if (*streamed) {
+        return zw.endRecord();
     }
     std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
     std::vector<std::byte> scratch;
