@@ -4,6 +4,7 @@
 // instantiated. Chunks are read through the ordinary torch zip reader on a slice of the mapping.
 #include "sharded/dcp.h"
 
+#include "archive/safetensors.h"
 #include "archive/zip.h"
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
@@ -603,6 +604,20 @@ Expected<Set> open(const SetLocation& loc)
         auto mapped = MappedFile::open((fs::path(loc.dir) / f).string());
         set.maps.push_back(mapped ? *mapped : nullptr);
         set.fileErrors.push_back(mapped ? std::string() : mapped.error().message);
+    }
+    // FileSystemWriter(serialization_format=SAFETENSORS) still names its files __R_N.distcp, but
+    // each is a safetensors file whose header carries DCP_SHARDING_INFO (_hf_utils.py).
+    for (std::size_t i = 0; i < set.maps.size(); ++i) {
+        const Bytes b = set.maps[i] ? set.maps[i]->bytes() : Bytes{};
+        if (!b.empty() && archive::looksLikeSafetensors(b) &&
+            asText(b.first(std::min<std::size_t>(b.size(), 1U << 20))).find("DCP_SHARDING_INFO") !=
+                std::string_view::npos) {
+            return fail(makeError(ErrorCode::Unsupported,
+                                  set.meta.files[i] +
+                                      " is a safetensors-format DCP file "
+                                      "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
+                                      "ckptscope does not read yet; convert it with dcp_to_torch_save"));
+        }
     }
     checkFiles(set);
     checkCoverage(set.meta, set.findings);

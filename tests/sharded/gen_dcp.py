@@ -394,6 +394,20 @@ def zstd_set(out):
         pickle.dump(meta, f)
 
 
+def safetensors_set(out):
+    """SerializationFormat.SAFETENSORS (filesystem.py, _hf_utils.py): the .distcp file is a
+    safetensors file keyed by fqn whose __metadata__ holds DCP_SHARDING_INFO and DCP_VERSION."""
+    write_dcp(out, {"w": torch.ones(3)}, world=1, replicated_rank=0, expected=False)
+    data = torch.ones(3).numpy().tobytes()
+    header = {"__metadata__": {"DCP_SHARDING_INFO": json.dumps({"w": {"saved_offsets": [0]}}),
+                               "DCP_VERSION": "1.0", "format": "pt"},
+              "w": {"dtype": "F32", "shape": [3], "data_offsets": [0, len(data)]}}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(os.path.join(out, "__0_0.distcp"), "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + data)
+
+
 def main(root):
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
@@ -409,6 +423,7 @@ def main(root):
     os.truncate(cut, os.path.getsize(cut) // 2)
     prototype(os.path.join(root, "dcp_prototype"))
     zstd_set(os.path.join(root, "dcp_zstd"))
+    safetensors_set(os.path.join(root, "dcp_safetensors"))
 
 
 if __name__ == "__main__":
