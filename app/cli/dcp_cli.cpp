@@ -240,6 +240,7 @@ void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
                            {"kind", t.plain ? "tensor" : (t.dtensor ? "DTensor" : "ShardedTensor")},
                            {"dtype", std::string(dtypeName(t.dtype))},
                            {"shape", t.size},
+                           {"device", t.device},
                            {"bytes", t.numel() * elementSize(t.dtype)},
                            {"declared_shards", t.declared.size()},
                            {"shards", shards}});

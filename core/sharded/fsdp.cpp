@@ -296,6 +296,7 @@ Expected<FileRead> readFile(const Checkpoint& c)
     for (const auto& e : c.tensors) {
         Tensor t;
         t.key = e.path;
+        t.device = e.location;
         const auto& info = pickle::tensorOf(c.arena, e.value);
         const std::string cls = info.subclassType.valid() && c.arena[info.subclassType].kind == Kind::Global
                                     ? pickle::globalOf(c.arena, info.subclassType).name
@@ -426,7 +427,14 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
             return fr.error();
         }
         const auto fileIndex = static_cast<std::uint32_t>(set.files.size());
-        set.files.push_back({p, *c, fr->rank, fr->world});
+        std::vector<std::string> others;
+        for (std::uint32_t i = 1; i < (*c)->nodes.size(); ++i) {
+            const Node& n = (*c)->nodes[NodeIndex{i}];
+            if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Object) {
+                others.push_back((*c)->pathOf(NodeIndex{i}));
+            }
+        }
+        set.files.push_back({p, *c, std::move(others), fr->rank, fr->world});
         ranks.insert(fr->rank);
         world = std::max(world, fr->world);
         sharded = sharded || fr->shardedTensor;
@@ -547,6 +555,17 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         e.path = set.loc.dir;
         return e;
     }
+    for (const auto& f : set.files) {
+        if (!f.otherValues.empty()) {
+            Error e = makeError(ErrorCode::Unsupported,
+                                "holds " + std::to_string(f.otherValues.size()) + " values besides tensors (" +
+                                    f.otherValues.front() + (f.otherValues.size() > 1 ? ", ..." : "") +
+                                    "; optimizer state?): consolidating FSDP rank files writes tensors only, so "
+                                    "nothing was written rather than drop them");
+            e.path = f.path;
+            return e;
+        }
+    }
     auto target = write::resolveTarget(outPath);
     if (!target) {
         return target.error();
@@ -561,7 +580,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     for (const auto& t : set.tensors) {
         pickle::StorageRef ref;
         ref.key = std::to_string(a.storages.size());
-        ref.location = "cpu";
+        ref.location = "cpu";  // the local shards may sit on GPUs: one consolidated copy goes to the CPU
         ref.dtype = t.dtype;
         ref.numel = t.numel();
         a.storages.push_back(std::move(ref));

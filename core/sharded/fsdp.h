@@ -40,6 +40,7 @@ struct Tensor {
     bool plain = false;  // an ordinary tensor in every rank file (kept from the first)
     DType dtype = DType::Unknown;
     std::vector<std::int64_t> size;
+    std::string device;                      // where the wrapper (or plain tensor) was saved
     std::vector<LocalShard> shards;          // the ranks' local shards present
     std::vector<dcp::detail::Box> declared;  // every rank's box, as the file says
     [[nodiscard]] std::uint64_t numel() const;
@@ -48,8 +49,9 @@ struct Tensor {
 struct RankFile {
     std::string path;
     CheckpointPtr ckpt;
-    int rank = -1;   // ProcessGroupState.global_rank or the DTensor mesh coordinate
-    int world = -1;  // ProcessGroupState.global_world_size or the mesh's size
+    std::vector<std::string> otherValues;  // key paths of values that are no tensor (optimizer steps, ...)
+    int rank = -1;                         // ProcessGroupState.global_rank or the DTensor mesh coordinate
+    int world = -1;                        // ProcessGroupState.global_world_size or the mesh's size
 };
 
 struct Set {
@@ -67,7 +69,8 @@ struct Set {
 Expected<Set> open(const SetLocation& loc, bool oneFile);
 
 // The consolidated state dict (an OrderedDict of plain tensors, each assembled from the ranks'
-// boxes and written before the next is read). Refuses an incomplete set or a single rank file.
+// boxes and written before the next is read). Refuses an incomplete set, a single rank file, and
+// files holding values besides tensors (optimizer state), which it would otherwise drop.
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
 
 }  // namespace ckpt::sharded::fsdp

@@ -263,6 +263,14 @@ def main(root):
     # Three ranks saved, one rank file lost: the files disagree with the saved world size.
     write_set(os.path.join(root, "fsdp_lost_rank"), "pytorch_model_fsdp_0", model(3), 3,
               lambda k, v, r, w: chunk_sharded(v, r, w), keep={0, 1})
+    # A sharded optimizer state dict (FSDP.optim_state_dict under SHARDED_STATE_DICT): tensors plus
+    # steps and param_groups, which consolidation must not drop silently.
+    os.makedirs(os.path.join(root, "fsdp_optim"))
+    moment = torch.randn(9, 6)
+    for rank in range(2):
+        osd = {"state": {"embed.weight": {"exp_avg": chunk_sharded(moment, rank, 2), "step": torch.tensor(5.0)}},
+               "param_groups": [{"lr": 0.1, "params": ["embed.weight"]}]}
+        torch.save(osd, os.path.join(root, "fsdp_optim", f"optimizer_0_rank{rank}.bin"))
     # LOCAL_STATE_DICT: one 1-D ShardedTensor per FSDP unit, the flat parameter's unpadded range.
     os.makedirs(os.path.join(root, "fsdp_local"))
     flat = torch.cat([v.float().flatten() for v in model(4).values()])

@@ -166,6 +166,20 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    void optimizerValuesAreNotDropped()
+    {
+        const QString set = fixture(QStringLiteral("fsdp_optim"));
+        const Run inspect = ckptscope({"inspect", set.toStdString(), "--json"});
+        QVERIFY2(inspect.rc == 0, inspect.err.c_str());
+        QCOMPARE(jsonOf(inspect).value(QStringLiteral("tensors")).toArray().size(), 2);
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("x.pt"));
+        const Run convert = ckptscope({"convert", set.toStdString(), "-o", out.toStdString()});
+        QCOMPARE(convert.rc, 2);
+        QVERIFY2(convert.err.find("values besides tensors") != std::string::npos, convert.err.c_str());
+        QVERIFY(!QFile::exists(out));
+    }
+
     void localStateDictIsRefused()
     {
         for (const char* cmd : {"inspect", "check"}) {
