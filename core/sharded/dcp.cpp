@@ -325,6 +325,16 @@ Expected<Metadata> parseMetadata(Bytes data)
     }
     const ValueId planner = field(a, *root, "planner_data");
     md.hasPlannerData = planner.valid() && a[planner].kind == Kind::Dict;
+    // By hash: a scan of planner_data per key is quadratic in a 40k-key model.
+    std::unordered_map<std::string_view, ValueId> paths;
+    if (md.hasPlannerData) {
+        const auto& pd = a[planner].items;
+        for (std::size_t i = 0; i + 1 < pd.size(); i += 2) {
+            if (a[pd[i]].kind == Kind::Str) {
+                paths.try_emplace(a[pd[i]].text, pd[i + 1]);
+            }
+        }
+    }
     const auto& entries = a[sdm].items;
     for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
         Item item;
@@ -359,8 +369,8 @@ Expected<Metadata> parseMetadata(Bytes data)
             return corrupt("'" + item.fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata");
         }
         if (md.hasPlannerData) {
-            const ValueId p = pickle::dictGet(a, a[planner].items, item.fqn);
-            if (p.valid()) {
+            if (auto found = paths.find(item.fqn); found != paths.end()) {
+                const ValueId p = found->second;
                 auto path = readPath(a, p, item.fqn);
                 if (!path) {
                     return path.error();
@@ -800,17 +810,13 @@ private:
         };
         std::size_t child = 0;
         if (nodes_[parent].type == TreeNode::Type::Dict) {
-            auto& items = nodes_[parent].dictItems;
-            auto it = std::find_if(items.begin(), items.end(), [&](const auto& kv) {
-                return kv.first.isIndex == key.isIndex && kv.first.index == key.index && kv.first.key == key.key;
-            });
-            if (it != items.end()) {
-                child = it->second;
-            } else {
-                child = nodes_.size();
+            // A flat state dict puts every key under one parent: look children up by hash, not by scan.
+            const auto [it, added] = children_.try_emplace({parent, key.isIndex, key.index, key.key}, nodes_.size());
+            if (added) {
                 nodes_.push_back({});
-                nodes_[parent].dictItems.emplace_back(key, child);
+                nodes_[parent].dictItems.emplace_back(key, it->second);
             }
+            child = it->second;
         } else if (nodes_[parent].type == TreeNode::Type::List && key.isIndex) {
             auto& items = nodes_[parent].listItems;
             while (items.size() <= static_cast<std::size_t>(key.index)) {
@@ -836,7 +842,22 @@ private:
         }
         return child;
     }
+    struct ChildKey {
+        std::size_t parent = 0;
+        bool isIndex = false;  // a list index used as a dict key (set_element allows it)
+        std::int64_t index = 0;
+        std::string key;
+        bool operator==(const ChildKey&) const = default;
+    };
+    struct ChildHash {
+        std::size_t operator()(const ChildKey& k) const
+        {
+            const std::size_t h = k.isIndex ? std::hash<std::int64_t>{}(k.index) : std::hash<std::string>{}(k.key);
+            return h ^ (k.parent * 0x9e3779b97f4a7c15ULL);
+        }
+    };
     std::vector<TreeNode> nodes_;
+    std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
 };
 
 struct Output {
