@@ -112,6 +112,9 @@ QString detailText(const diff::Entry& e, const Checkpoint& a, const Checkpoint& 
     if ((e.changes & diff::kDevice) != 0) {
         parts << qs(ta->location) + QStringLiteral(" → ") + qs(tb->location);
     }
+    if ((e.changes & diff::kQuantizer) != 0) {
+        parts << CompareView::tr("quantizer %1 → %2").arg(qs(e.quantizerA), qs(e.quantizerB));
+    }
     const auto& v = e.values;
     if (!v.note.empty()) {
         parts << qs(v.note);
@@ -145,7 +148,7 @@ QString statsHtml(const QString& side, const Expected<diagnose::TensorStats>& st
 }
 
 struct Opened {
-    CheckpointPtr b;
+    std::shared_ptr<const diff::Side> b;
     Expected<diff::Result> result = makeError(ErrorCode::Internal, "not run");
 };
 
@@ -288,13 +291,13 @@ void CompareView::compareWith(const QString& pathB)
     m_compareJobs->start(
         [a, path](std::stop_token stop, const ProgressFn& progress) {
             Opened o;
-            auto b = openCheckpoint(path);
+            auto b = diff::openSide(path);
             if (!b) {
                 o.result = b.error();
                 return o;
             }
-            o.b = *b;
-            o.result = diff::compare(*a, **b, {}, stop, [&](std::uint64_t done, std::uint64_t total) {
+            o.b = std::make_shared<const diff::Side>(std::move(*b));
+            o.result = diff::compare(diff::Side::of(a), *o.b, {}, stop, [&](std::uint64_t done, std::uint64_t total) {
                 progress(total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total),
                          tr("%1 of %2").arg(humanSize(done), humanSize(total)));
             });
@@ -313,7 +316,7 @@ void CompareView::compareWith(const QString& pathB)
         });
 }
 
-void CompareView::showResult(std::shared_ptr<diff::Result> r, CheckpointPtr b)
+void CompareView::showResult(std::shared_ptr<diff::Result> r, std::shared_ptr<const diff::Side> b)
 {
     m_result = std::move(r);
     m_b = std::move(b);
@@ -367,7 +370,7 @@ void CompareView::showResult(std::shared_ptr<diff::Result> r, CheckpointPtr b)
         row << new QStandardItem(statusIcon(e.status), e.status == diff::Status::OnlyB ? QString() : leaf);
         row << new QStandardItem(e.status == diff::Status::OnlyB ? key : qs(e.keyB));
         row << new QStandardItem(statusText(e.status));
-        row << new QStandardItem(detailText(e, *m_a, *m_b));
+        row << new QStandardItem(detailText(e, *m_a, m_b->part(e.partB)));
         if (e.status == diff::Status::OnlyB) {
             row[0]->setText(leaf);
         }
@@ -411,7 +414,7 @@ void CompareView::showSelection()
         return;
     }
     CheckpointPtr a = m_a;
-    CheckpointPtr b = m_b;
+    CheckpointPtr b = m_b->parts.at(e.partB);
     const TensorIndex ta = e.tensorA;
     const TensorIndex tb = e.tensorB;
     const bool withHistogram = e.status == diff::Status::Changed && ta.valid() && tb.valid();
@@ -462,9 +465,10 @@ void CompareView::dropEvent(QDropEvent* event)
 
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
 {
-    const auto names = dialogs::openFileNames(parent, CompareView::tr("Compare with"),
-                                              CompareView::tr("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors);;"
-                                                              "All files (*)"));
+    const auto names =
+        dialogs::openFileNames(parent, CompareView::tr("Compare with"),
+                               CompareView::tr("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.index.json);;"
+                                               "All files (*)"));
     if (names.isEmpty() || !a) {
         return nullptr;
     }

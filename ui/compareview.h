@@ -54,11 +54,11 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
-    void showResult(std::shared_ptr<diff::Result> r, CheckpointPtr b);
+    void showResult(std::shared_ptr<diff::Result> r, std::shared_ptr<const diff::Side> b);
     void showSelection();
 
     CheckpointPtr m_a;
-    CheckpointPtr m_b;
+    std::shared_ptr<const diff::Side> m_b;  // a file, or a Hugging Face sharded set
     std::shared_ptr<diff::Result> m_result;
     QLabel* m_header;
     QProgressBar* m_progress;

@@ -7,6 +7,8 @@
 #include "exportpanel.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "setview.h"
+#include "sharded/listing.h"
 #include "testloadpanel.h"
 #include "text.h"
 
@@ -277,7 +279,7 @@ void MainWindow::openFiles(const QStringList& paths)
             continue;
         }
         const QString absolute = QFileInfo(path).absoluteFilePath();
-        if (QFileInfo(absolute).isDir() && offerFolder(absolute)) {
+        if (openAsSet(absolute) || (QFileInfo(absolute).isDir() && offerFolder(absolute))) {
             continue;
         }
         statusBar()->showMessage(tr("Opening %1…").arg(absolute));
@@ -298,6 +300,43 @@ void MainWindow::openFiles(const QStringList& paths)
                        });
         m_openJobs.push_back(std::move(tracker));
     }
+}
+
+bool MainWindow::openAsSet(const QString& path)
+{
+    auto loc = sharded::detectSet(ss(path));
+    if (!sharded::readAsSet(loc, ss(path))) {
+        return false;
+    }
+    statusBar()->showMessage(tr("Opening %1…").arg(path));
+    auto tracker = std::make_unique<JobTracker>(this);
+    tracker->start([loc](std::stop_token, const ProgressFn&) { return sharded::listSet(loc); },
+                   [this, path, loc](Expected<sharded::SetListing> listing) {
+                       statusBar()->clearMessage();
+                       if (!listing) {
+                           const auto message = qs(listing.error().describe());
+                           showError(message);
+                           Q_EMIT openFailed(path, message);
+                           return;
+                       }
+                       m_banner->hide();
+                       auto shared = std::make_shared<const sharded::SetListing>(std::move(*listing));
+                       auto* view = new SetView(loc, shared, m_tabs);
+                       const QFileInfo dir(qs(shared->dir));
+                       const int index = m_tabs->addTab(view, tabTitle(dir.fileName()));
+                       m_tabs->setTabToolTip(index, dir.absoluteFilePath());
+                       m_tabs->setCurrentIndex(index);
+                       updateChrome();
+                       rememberRecent(path);
+                       Q_EMIT setOpened(path);
+                   });
+    m_openJobs.push_back(std::move(tracker));
+    return true;
+}
+
+SetView* MainWindow::setView(int i) const
+{
+    return qobject_cast<SetView*>(m_tabs->widget(i));
 }
 
 bool MainWindow::isOpening() const
@@ -378,7 +417,16 @@ bool MainWindow::offerFolder(const QString& folder)
 void MainWindow::updateChrome()
 {
     auto* view = currentView();
-    m_stack->setCurrentIndex(view ? 1 : 0);
+    m_stack->setCurrentIndex(m_tabs->count() > 0 ? 1 : 0);
+    if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget())) {
+        const auto& l = set->listing();
+        setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(l.dir)).fileName()));
+        m_formatLabel->setText(
+            tr("%1, %n file(s)", nullptr, static_cast<int>(l.files.size())).arg(qs(sharded::setKindName(l.kind))));
+        m_tensorsLabel->setText(tr("%n tensor(s)", nullptr, static_cast<int>(l.rows.size())));
+        m_devicesLabel->setText(humanSize(l.totalBytes()));
+        return;
+    }
     if (!view) {
         setWindowTitle(QStringLiteral("ckptscope"));
         m_formatLabel->clear();

@@ -19,6 +19,7 @@ namespace ckpt::ui {
 
 class DocumentView;
 class JobTracker;
+class SetView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -31,6 +32,8 @@ public:
     [[nodiscard]] int documentCount() const;
     [[nodiscard]] DocumentView* documentView(int i) const;
     [[nodiscard]] DocumentView* currentView() const;
+    // The tab of a multi-file checkpoint (a sharded set's folder, index or shard), or null.
+    [[nodiscard]] SetView* setView(int i) const;
     [[nodiscard]] QString errorText() const;
     [[nodiscard]] bool isOpening() const;
 
@@ -49,6 +52,8 @@ Q_SIGNALS:
     void openFailed(const QString& path, const QString& message);
     // A folder with checkpoint files was opened: the banner lists them to open one.
     void folderOffered(const QString& folder, const QStringList& files);
+    // A multi-file checkpoint was opened as one tab.
+    void setOpened(const QString& path);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -60,6 +65,9 @@ private:
     void showError(const QString& message);
     // A folder was opened: list its checkpoint files as links that open them.
     bool offerFolder(const QString& folder);
+    // `path` belongs to a multi-file checkpoint: read it in a worker and add its tab. False when
+    // it is no such set (or a rank file that opens as a file of its own).
+    bool openAsSet(const QString& path);
     void addDocument(const DocumentPtr& doc);
     void closeTab(int index);
     void updateChrome();

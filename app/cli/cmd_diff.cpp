@@ -6,6 +6,7 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "diff/diff.h"
+#include "sharded/sharded.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 
@@ -92,7 +93,11 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
             printError(err, r.error());
             return kExitBadInput;
         }
-        if (!r->equal()) {
+        if (r->counts.unreadable > 0) {
+            err << "ckptscope diff: " << displayText(files[i]) << ": " << r->counts.unreadable
+                << " tensor(s) could not be read\n";
+            rc = kExitBadInput;
+        } else if (!r->equal() && rc == kExitOk) {
             rc = kExitProblems;
         }
         if (json) {
@@ -136,7 +141,9 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     bool noAlign = false;
     bool listEqual = false;
     unsigned threads = 0;
-    app.add_option("A", fileA, "first checkpoint (.pt .pth .ckpt .bin .safetensors), or a directory of per-rank files")
+    app.add_option("A", fileA,
+                   "first checkpoint (.pt .pth .ckpt .bin .safetensors), a Hugging Face sharded set (folder, index or "
+                   "shard), or a directory of per-rank files")
         ->required();
     app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
     app.add_option("--select", select,
@@ -162,10 +169,11 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
                "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --json\n"
                "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
+               "  ckptscope diff llama-shards/ consolidated.safetensors   (a sharded set is one checkpoint)\n"
                "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
                "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
                "against NaN as equal.\n"
-               "Exit codes: 0 equal, 1 they differ, 2 a file could not be read or bad usage.");
+               "Exit codes: 0 equal, 1 they differ, 2 a file or one of its tensors could not be read, or bad usage.");
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
@@ -177,6 +185,11 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
     std::error_code ec;
     if (fileB.empty()) {
+        if (sharded::detectSet(fileA).kind != sharded::SetKind::None) {
+            err << "ckptscope diff: " << displayText(fileA)
+                << " is one sharded checkpoint; give a second checkpoint to compare it with\n";
+            return kExitBadInput;
+        }
         if (!std::filesystem::is_directory(fileA, ec)) {
             err << "ckptscope diff: give two checkpoints, or one directory of per-rank files (see ckptscope diff "
                    "--help)\n";
@@ -184,27 +197,33 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         }
         return diffRanks(fileA, opts, json, out, err);
     }
-    auto a = openCheckpoint(fileA);
+    auto a = diff::openSide(fileA);
     if (!a) {
         printError(err, a.error(), fileA);
         return kExitBadInput;
     }
-    auto b = openCheckpoint(fileB);
+    auto b = diff::openSide(fileB);
     if (!b) {
         printError(err, b.error(), fileB);
         return kExitBadInput;
     }
-    auto r = diff::compare(**a, **b, opts);
+    auto r = diff::compare(*a, *b, opts);
     if (!r) {
         printError(err, r.error());
         return kExitBadInput;
     }
     if (json) {
-        out << diff::renderJson(*r, **a, **b);
+        out << diff::renderJson(*r, *a, *b);
     } else if (summary) {
         out << diff::renderSummary(*r);
     } else {
-        out << diff::renderText(*r, **a, **b, {.listEqual = listEqual});
+        out << diff::renderText(*r, *a, *b, {.listEqual = listEqual});
+    }
+    // Bytes that cannot be read make the answer unknown, not "different": a bad input.
+    if (r->counts.unreadable > 0) {
+        err << "ckptscope diff: " << r->counts.unreadable
+            << " tensor(s) could not be read, so the files cannot be called equal or different\n";
+        return kExitBadInput;
     }
     return r->equal() ? kExitOk : kExitProblems;
 }

@@ -9,16 +9,20 @@
 #include "device/nvml.h"
 #include "device/sha256.h"
 #include "device/testload.h"
+#include "sharded/listing.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "write/targets.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iomanip>
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <unistd.h>
 
 namespace ckpt::cli {
 namespace {
@@ -247,6 +251,78 @@ ojson replayJson(const device::ReplayReport& r)
     return j;
 }
 
+// A multi-file checkpoint is test-loaded as the one file `convert DIR -o OUT` writes from it, put
+// in the temporary directory for the load and removed after (and on SIGINT/SIGTERM/SIGHUP): loading
+// that file puts on the device exactly what loading every shard's tensors together does.
+class ConsolidatedCopy {
+public:
+    ConsolidatedCopy(const ConsolidatedCopy&) = delete;
+    ConsolidatedCopy& operator=(const ConsolidatedCopy&) = delete;
+    ConsolidatedCopy(ConsolidatedCopy&& o) noexcept
+        : path(std::move(o.path)), set(std::move(o.set)), bytes(o.bytes), files(o.files), slot_(o.slot_)
+    {
+        o.slot_ = -1;
+        o.path.clear();
+    }
+    ConsolidatedCopy& operator=(ConsolidatedCopy&&) = delete;
+    ~ConsolidatedCopy()
+    {
+        if (!path.empty()) {
+            std::error_code ec;
+            std::filesystem::remove(path, ec);
+        }
+        if (slot_ >= 0) {
+            write::detail::unregisterTemp(slot_);
+        }
+    }
+
+    static Expected<ConsolidatedCopy> write(const sharded::SetLocation& loc)
+    {
+        auto listing = sharded::listSet(loc);
+        if (!listing) {
+            return listing.error();
+        }
+        std::error_code ec;
+        const auto dir = std::filesystem::temp_directory_path(ec);
+        static int counter = 0;
+        ConsolidatedCopy c;
+        c.path = (dir / ("ckptscope-testload-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + ".pt"))
+                     .string();
+        c.slot_ = write::detail::registerTemp(c.path);
+        c.set = std::string(sharded::setKindName(loc.kind));
+        c.files = listing->files.size();
+        auto done = sharded::consolidateSet(loc, c.path);
+        if (!done) {
+            Error e = done.error();
+            e.message = "cannot consolidate the set for the test-load (" + dir.string() + "): " + e.message;
+            return e;
+        }
+        c.bytes = done->bytes;
+        return c;
+    }
+
+    std::string path;
+    std::string set;  // its kind, for the report
+    std::uint64_t bytes = 0;
+    std::size_t files = 0;
+
+private:
+    ConsolidatedCopy() = default;
+    int slot_ = -1;
+};
+
+void printSetNote(std::ostream& out, const ConsolidatedCopy& c)
+{
+    out << "(a " << c.set << " of " << c.files << " files: test-loaded as the one " << humanBytes(c.bytes)
+        << " file `ckptscope convert` writes from it, written to " << displayText(c.path) << " for the load and "
+        << "removed)\n";
+}
+
+ojson setJson(const ConsolidatedCopy& c)
+{
+    return {{"kind", c.set}, {"files", c.files}, {"consolidated_bytes", c.bytes}};
+}
+
 int runReplay(const std::string& file, int ranks, const std::string& mapLocation, const std::string& select,
               int intervalMs, bool json, const std::shared_ptr<const device::Nvml>& nvml, std::ostream& out,
               std::ostream& err)
@@ -337,7 +413,10 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     std::string engineText = "auto";
     int ddpRanks = 0;
     std::string mapLocation;
-    app.add_option("FILE", file, "checkpoint file")->required();
+    app.add_option("FILE", file,
+                   "checkpoint file, or a sharded set (folder, index or shard; test-loaded as the one file convert "
+                   "writes from it, in the temporary directory)")
+        ->required();
     app.add_option("--engine", engineText,
                    "cuda (the driver alone; the default for cuda:N), torch (LibTorch, from the ckptscope-torch "
                    "package; the default for cpu) or auto")
@@ -381,8 +460,23 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         return kExitBadInput;
     }
 
+    std::optional<ConsolidatedCopy> whole;
+    std::string input = file;
+    if (const auto loc = sharded::detectSet(file); sharded::readAsSet(loc, file)) {
+        auto copy = ConsolidatedCopy::write(loc);
+        if (!copy) {
+            printError(err, copy.error(), file);
+            if (json) {
+                out << dumpJson(errorJson(copy.error()), 2) << '\n';
+            }
+            return exitCodeFor(copy.error().code);
+        }
+        whole.emplace(std::move(*copy));
+        input = whole->path;
+    }
+
     // Read the file here first: an unreadable file is bad input (exit 2) without starting LibTorch.
-    auto ck = openCheckpoint(file);
+    auto ck = openCheckpoint(input);
     if (!ck) {
         printError(err, ck.error());
         if (json) {
@@ -408,14 +502,17 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     if (ddpRanks > 0) {
-        return runReplay(file, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
+        if (whole && !json) {
+            printSetNote(out, *whole);
+        }
+        return runReplay(input, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
     }
 
     device::TestloadRequest req;
     req.engine = engineText == "cuda"    ? device::Engine::Cuda
                  : engineText == "torch" ? device::Engine::Torch
                                          : device::Engine::Auto;
-    req.path = file;
+    req.path = input;
     req.device = *device;
     req.select = select;
     req.verify = verify;
@@ -471,8 +568,14 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (placement) {
             j["torch_load"] = placementJson(*placement);
         }
+        if (whole) {
+            j["set"] = setJson(*whole);
+        }
         out << dumpJson(j, 2) << '\n';
     } else {
+        if (whole) {
+            printSetNote(out, *whole);
+        }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';
         }

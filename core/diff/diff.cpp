@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -109,6 +110,8 @@ void compareDoubles(const double* x, const double* y, std::size_t n, double rtol
 // A matched tensor pair being compared by value.
 struct Job {
     Entry* entry = nullptr;
+    const Checkpoint* ca = nullptr;
+    const Checkpoint* cb = nullptr;
     const TensorEntry* ta = nullptr;
     const TensorEntry* tb = nullptr;
     TensorBytes a;
@@ -119,8 +122,22 @@ struct Job {
     bool sameDType = false;
     bool decodable = false;
     bool valueless = false;
+    // Per-tensor affine quantized sides are compared as their values, (q - zero_point) * scale.
+    std::optional<detail::Quantizer> qa;
+    std::optional<detail::Quantizer> qb;
     Partial result;
 };
+
+void dequantize(const std::optional<detail::Quantizer>& q, double* v, std::size_t n)
+{
+    if (!q || !q->perTensorAffine) {
+        return;
+    }
+    const auto zp = static_cast<double>(q->zeroPoint);
+    for (std::size_t i = 0; i < n; ++i) {
+        v[i] = (v[i] - zp) * q->scale;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    }
+}
 
 struct Block {
     Job* job = nullptr;
@@ -154,6 +171,8 @@ void compareBlock(Block& blk, const Options& o)
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kDecodeParts, blk.first + blk.count - at));
         detail::decode(j.partA, j.a.bytes, static_cast<std::size_t>(at), n, x.data());
         detail::decode(j.partB, j.b.bytes, static_cast<std::size_t>(at), n, y.data());
+        dequantize(j.qa, x.data(), n);
+        dequantize(j.qb, y.data(), n);
         compareDoubles(x.data(), y.data(), n, o.rtol, o.atol, blk.partial);
     }
 }
@@ -196,8 +215,10 @@ std::uint8_t metadataChanges(const TensorEntry& a, const TensorEntry& b)
 
 // Sets up a job's bytes and kind of comparison; false when the values cannot be compared (the
 // entry's note says why).
-bool prepare(Job& j, const Checkpoint& ca, const Checkpoint& cb)
+bool prepare(Job& j)
 {
+    const Checkpoint& ca = *j.ca;
+    const Checkpoint& cb = *j.cb;
     ValueDiff& v = j.entry->values;
     if (!j.ta->storage.valid() && !j.tb->storage.valid()) {
         j.valueless = true;  // meta tensors and other storage-less forms: their metadata is all there is
@@ -208,19 +229,30 @@ bool prepare(Job& j, const Checkpoint& ca, const Checkpoint& cb)
         v.note = "shapes differ";
         return false;
     }
+    // A form without plain stored values is not comparable; bytes that cannot be read are a bad input.
     if (auto r = detail::readTensorBytes(ca, *j.ta, j.a); !r) {
         v.note = "A: " + r.error().message;
+        v.unreadable = r.error().code != ErrorCode::Unsupported;
         return false;
     }
     if (auto r = detail::readTensorBytes(cb, *j.tb, j.b); !r) {
         v.note = "B: " + r.error().message;
+        v.unreadable = r.error().code != ErrorCode::Unsupported;
         return false;
     }
-    j.sameDType = j.ta->dtype == j.tb->dtype;
-    j.partA = detail::partType(j.ta->dtype);
-    j.partB = detail::partType(j.tb->dtype);
-    const bool numeric = detail::hasNumericValue(j.ta->dtype) && detail::hasNumericValue(j.tb->dtype) &&
+    // A quantized side has values only per-tensor affine; otherwise its integers are compared as
+    // bytes and a differing quantizer is reported on its own (kQuantizer).
+    auto valueType = [](const std::optional<detail::Quantizer>& q, DType t) {
+        if (q) {
+            return q->perTensorAffine ? detail::quantizedIntType(t) : DType::Unknown;
+        }
+        return detail::partType(t);
+    };
+    j.partA = valueType(j.qa, j.ta->dtype);
+    j.partB = valueType(j.qb, j.tb->dtype);
+    const bool numeric = detail::hasNumericValue(j.partA) && detail::hasNumericValue(j.partB) &&
                          isComplex(j.ta->dtype) == isComplex(j.tb->dtype);
+    j.sameDType = j.ta->dtype == j.tb->dtype && (j.entry->quantizerA == j.entry->quantizerB || !numeric);
     const bool swapped = (bigEndian(ca) && elementSize(j.partA) > 1) || (bigEndian(cb) && elementSize(j.partB) > 1);
     j.decodable = numeric && !swapped;
     if (!j.sameDType && !j.decodable) {
@@ -309,7 +341,7 @@ const TensorEntry* tensorOf(const Checkpoint& c, NodeIndex n)
 
 // Only-A and only-B tensors whose C-order bytes are equal become renames: hashes first (on every
 // thread, only for sizes found on both sides), then a byte comparison of each candidate pair.
-void findRenames(Result& r, const Checkpoint& a, const Checkpoint& b, const Options& o, std::stop_token stop)
+void findRenames(Result& r, const Side& a, const Side& b, const Options& o, std::stop_token stop)
 {
     struct Cand {
         std::size_t entry;
@@ -323,9 +355,9 @@ void findRenames(Result& r, const Checkpoint& a, const Checkpoint& b, const Opti
     for (std::size_t i = 0; i < r.entries.size(); ++i) {
         const Entry& e = r.entries[i];
         if (e.status == Status::OnlyA && e.tensorA.valid()) {
-            as.push_back({i, &a.tensors[e.tensorA], &a});
+            as.push_back({i, &a.part(e.partA).tensors[e.tensorA], &a.part(e.partA)});
         } else if (e.status == Status::OnlyB && e.tensorB.valid()) {
-            bs.push_back({i, &b.tensors[e.tensorB], &b});
+            bs.push_back({i, &b.part(e.partB).tensors[e.tensorB], &b.part(e.partB)});
         }
     }
     std::unordered_map<std::uint64_t, int> sizes;  // bit 1: seen in A, bit 2: in B
@@ -369,7 +401,7 @@ void findRenames(Result& r, const Checkpoint& a, const Checkpoint& b, const Opti
             }
             TensorBytes x;
             TensorBytes y;
-            if (!detail::readTensorBytes(a, *ca.t, x) || !detail::readTensorBytes(b, *cb.t, y) ||
+            if (!detail::readTensorBytes(*ca.c, *ca.t, x) || !detail::readTensorBytes(*cb.c, *cb.t, y) ||
                 std::memcmp(x.bytes.data(), y.bytes.data(), x.bytes.size()) != 0) {
                 continue;
             }
@@ -379,6 +411,7 @@ void findRenames(Result& r, const Checkpoint& a, const Checkpoint& b, const Opti
             const Entry& eb = r.entries[cb.entry];
             e.status = Status::Renamed;
             e.keyB = eb.key;
+            e.partB = eb.partB;
             e.nodeB = eb.nodeB;
             e.tensorB = eb.tensorB;
             e.changes = metadataChanges(*ca.t, *cb.t);
@@ -425,24 +458,72 @@ std::string_view statusName(Status s)
     return "equal";
 }
 
+Side Side::of(const Checkpoint& c)
+{
+    // Not owned: the caller keeps `c` alive for as long as the side is used.
+    return of(CheckpointPtr(std::shared_ptr<const void>{}, &c));
+}
+
+Side Side::of(CheckpointPtr c)
+{
+    Side s;
+    s.path = c->path;
+    s.format = std::string(formatName(c->format));
+    s.parts.push_back(std::move(c));
+    return s;
+}
+
 Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options& opts, std::stop_token stop,
                          const ProgressFn& progress)
 {
-    const NodeIndex rootA = a.find(opts.selectA);
-    const NodeIndex rootB = b.find(opts.selectB);
-    if (!rootA.valid()) {
-        return a.withPath(makeError(ErrorCode::Usage, "no key path '" + opts.selectA + "' to select"));
+    return compare(Side::of(a), Side::of(b), opts, stop, progress);
+}
+
+namespace {
+
+// The subtree `select` names in every file of a side; a usage error when no file has it.
+Expected<std::vector<detail::Root>> selectedRoots(const Side& side, const std::string& select)
+{
+    std::vector<detail::Root> roots;
+    bool found = false;
+    for (const auto& part : side.parts) {
+        const NodeIndex n = part->find(select);
+        found = found || n.valid();
+        roots.push_back({part.get(), n});
     }
-    if (!rootB.valid()) {
-        return b.withPath(makeError(ErrorCode::Usage, "no key path '" + opts.selectB + "' to select"));
+    if (!found) {
+        Error e = makeError(ErrorCode::Usage, "no key path '" + select + "' to select");
+        e.path = side.path;
+        return e;
+    }
+    return roots;
+}
+
+TensorIndex tensorAt(const Checkpoint& c, NodeIndex n)
+{
+    return c.nodes[n].kind == NodeKind::Tensor ? c.nodes[n].tensor : TensorIndex{};
+}
+
+}  // namespace
+
+Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std::stop_token stop,
+                         const ProgressFn& progress)
+{
+    auto rootsA = selectedRoots(a, opts.selectA);
+    if (!rootsA) {
+        return rootsA.error();
+    }
+    auto rootsB = selectedRoots(b, opts.selectB);
+    if (!rootsB) {
+        return rootsB.error();
     }
     Result r;
     r.pathA = a.path;
     r.pathB = b.path;
     r.selectA = opts.selectA;
     r.selectB = opts.selectB;
-    auto leavesA = detail::collectLeaves(a, rootA, opts.alignPrefixes, r.prefixesA);
-    auto leavesB = detail::collectLeaves(b, rootB, opts.alignPrefixes, r.prefixesB);
+    auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA);
+    auto leavesB = detail::collectLeaves(*rootsB, opts.alignPrefixes, r.prefixesB);
     if (r.prefixesA == r.prefixesB) {
         r.prefixesA.clear();  // both sides carry the same wrappers: nothing was aligned
         r.prefixesB.clear();
@@ -457,14 +538,16 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
     for (const auto& la : leavesA) {
         Entry e;
         e.key = la.key;
+        e.partA = la.part;
         e.nodeA = la.node;
-        e.tensorA = a.nodes[la.node].kind == NodeKind::Tensor ? a.nodes[la.node].tensor : TensorIndex{};
+        e.tensorA = tensorAt(a.part(la.part), la.node);
         if (auto it = indexB.find(la.matchKey); it != indexB.end()) {
             const auto& lb = leavesB[it->second];
             pairedB[it->second] = true;
             e.keyB = lb.key;
+            e.partB = lb.part;
             e.nodeB = lb.node;
-            e.tensorB = b.nodes[lb.node].kind == NodeKind::Tensor ? b.nodes[lb.node].tensor : TensorIndex{};
+            e.tensorB = tensorAt(b.part(lb.part), lb.node);
             e.status = Status::Equal;
         } else {
             e.status = Status::OnlyA;
@@ -475,9 +558,9 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
         if (!pairedB[i]) {
             Entry e;
             e.key = leavesB[i].key;
+            e.partB = leavesB[i].part;
             e.nodeB = leavesB[i].node;
-            e.tensorB =
-                b.nodes[leavesB[i].node].kind == NodeKind::Tensor ? b.nodes[leavesB[i].node].tensor : TensorIndex{};
+            e.tensorB = tensorAt(b.part(leavesB[i].part), leavesB[i].node);
             e.status = Status::OnlyB;
             r.entries.push_back(std::move(e));
         }
@@ -492,11 +575,13 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
         if (e.status != Status::Equal) {
             continue;
         }
-        const TensorEntry* ta = tensorOf(a, e.nodeA);
-        const TensorEntry* tb = tensorOf(b, e.nodeB);
+        const Checkpoint& ca = a.part(e.partA);
+        const Checkpoint& cb = b.part(e.partB);
+        const TensorEntry* ta = tensorOf(ca, e.nodeA);
+        const TensorEntry* tb = tensorOf(cb, e.nodeB);
         if (ta == nullptr || tb == nullptr) {
-            const std::string ra = leafRepr(a, e.nodeA, kReprCompare);
-            const std::string rb = leafRepr(b, e.nodeB, kReprCompare);
+            const std::string ra = leafRepr(ca, e.nodeA, kReprCompare);
+            const std::string rb = leafRepr(cb, e.nodeB, kReprCompare);
             if ((ta == nullptr) != (tb == nullptr)) {
                 e.changes |= kKind;
             } else if (ra != rb) {
@@ -506,7 +591,16 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
         }
         e.changes = metadataChanges(*ta, *tb);
         Job j;
+        j.qa = detail::quantizerOf(ca, *ta);
+        j.qb = detail::quantizerOf(cb, *tb);
+        e.quantizerA = j.qa ? j.qa->text : std::string();
+        e.quantizerB = j.qb ? j.qb->text : std::string();
+        if (e.quantizerA != e.quantizerB) {
+            e.changes |= kQuantizer;
+        }
         j.entry = &e;
+        j.ca = &ca;
+        j.cb = &cb;
         j.ta = ta;
         j.tb = tb;
         jobs.push_back(std::move(j));
@@ -517,15 +611,15 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
     std::vector<Job*> gathered;
     for (auto& j : jobs) {
         const bool contiguous = isCContiguous(j.ta->shape, j.ta->stride) && isCContiguous(j.tb->shape, j.tb->stride);
-        const bool stored = j.ta->storage.valid() && j.tb->storage.valid() && !a.storages[j.ta->storage].compressed &&
-                            !b.storages[j.tb->storage].compressed;
+        const bool stored = j.ta->storage.valid() && j.tb->storage.valid() &&
+                            !j.ca->storages[j.ta->storage].compressed && !j.cb->storages[j.tb->storage].compressed;
         (contiguous && stored ? direct : gathered).push_back(&j);
         total += j.ta->nbytes;
     }
     std::atomic<std::uint64_t> done{0};
     std::vector<Job*> ready;
     for (Job* j : direct) {
-        if (prepare(*j, a, b)) {
+        if (prepare(*j)) {
             ready.push_back(j);
         }
     }
@@ -535,7 +629,7 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
             break;
         }
         std::vector<Job*> one;
-        if (prepare(*j, a, b)) {
+        if (prepare(*j)) {
             one.push_back(j);
         }
         runJobs(one, opts, stop, done, total, progress);
@@ -551,13 +645,16 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
         if (!j.valueless && !v.identicalBytes && (v.differing > 0 || !v.compared)) {
             j.entry->changes |= kValues;
         }
+        if (v.unreadable) {
+            ++r.counts.unreadable;
+        }
     }
     for (auto& e : r.entries) {
         if (e.nodeA.valid() && !e.tensorA.valid()) {
-            e.valueA = leafRepr(a, e.nodeA, kReprShow);
+            e.valueA = leafRepr(a.part(e.partA), e.nodeA, kReprShow);
         }
         if (e.nodeB.valid() && !e.tensorB.valid()) {
-            e.valueB = leafRepr(b, e.nodeB, kReprShow);
+            e.valueB = leafRepr(b.part(e.partB), e.nodeB, kReprShow);
         }
         classify(e);
         switch (e.status) {
@@ -578,11 +675,12 @@ Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options
             break;
         }
     }
-    if (auto ok = a.checkUnchanged(); !ok) {
-        return a.withPath(ok.error());
-    }
-    if (auto ok = b.checkUnchanged(); !ok) {
-        return b.withPath(ok.error());
+    for (const Side* side : {&a, &b}) {
+        for (const auto& part : side->parts) {
+            if (auto ok = part->checkUnchanged(); !ok) {
+                return part->withPath(ok.error());
+            }
+        }
     }
     return r;
 }

@@ -39,8 +39,9 @@ struct ValueDiff {
     std::uint64_t differing = 0;  // elements whose values differ (NaN against NaN counts as equal)
     double maxAbs = 0;
     double maxRel = 0;
-    bool allclose = false;  // every |a - b| <= atol + rtol * |b|, NaN never close (equal_nan=False)
-    std::string note;       // why the values were not compared
+    bool allclose = false;    // every |a - b| <= atol + rtol * |b|, NaN never close (equal_nan=False)
+    std::string note;         // why the values were not compared
+    bool unreadable = false;  // a side's bytes could not be read (truncated, corrupt): the input is bad
 };
 
 // Change flags of a matched pair of tensors.
@@ -50,11 +51,14 @@ enum Change : std::uint8_t {
     kStride = 1U << 2U,
     kDevice = 1U << 3U,
     kValues = 1U << 4U,
-    kKind = 1U << 5U,  // a tensor on one side, another value on the other
+    kKind = 1U << 5U,       // a tensor on one side, another value on the other
+    kQuantizer = 1U << 6U,  // a quantized tensor's scheme, scale(s) or zero point(s)
 };
 
 struct Entry {
     Status status = Status::Equal;
+    std::uint32_t partA = 0;  // which of the side's files holds the key (Side::parts)
+    std::uint32_t partB = 0;
     std::string key;   // relative key path in A (B's for only-B), as the file writes it
     std::string keyB;  // B's when both exist
     NodeIndex nodeA;   // invalid when absent
@@ -65,7 +69,28 @@ struct Entry {
     ValueDiff values;
     std::string valueA;  // a short repr of non-tensor values
     std::string valueB;
+    std::string quantizerA;  // how a quantized tensor's integers map to values ("" when not quantized)
+    std::string quantizerB;
 };
+
+// One side of a comparison: one file, or a sharded set whose files each hold whole tensors (a
+// Hugging Face set), compared as the one state dict they make up. Node and tensor indices of an
+// Entry are into the part it names.
+struct Side {
+    std::string path;    // as the user named it
+    std::string format;  // "torch-zip", ..., "huggingface set (4 safetensors shards)"
+    std::vector<CheckpointPtr> parts;
+    [[nodiscard]] const Checkpoint& part(std::uint32_t i) const { return *parts.at(i); }
+    // A side viewing `c`, which must outlive it when it is not owned elsewhere.
+    [[nodiscard]] static Side of(const Checkpoint& c);
+    [[nodiscard]] static Side of(CheckpointPtr c);
+};
+
+// Opens what `path` names as a side: a single checkpoint file, or the Hugging Face sharded set a
+// folder, index or shard belongs to (it must be complete). Other multi-file formats (ZeRO, and
+// what else sharded::consolidateSet assembles) are assembled into one temporary file first,
+// unlinked once mapped; a set that cannot be assembled is its error.
+Expected<Side> openSide(const std::string& path);
 
 struct Counts {
     std::uint64_t onlyA = 0;
@@ -73,6 +98,7 @@ struct Counts {
     std::uint64_t renamed = 0;
     std::uint64_t changed = 0;
     std::uint64_t equal = 0;
+    std::uint64_t unreadable = 0;  // tensor pairs whose bytes could not be read (ValueDiff::unreadable)
 };
 
 struct Result {
@@ -98,6 +124,8 @@ using ProgressFn = std::function<void(std::uint64_t done, std::uint64_t total)>;
 
 // Errors: a select path that names nothing (Usage), a storage that cannot be read (its file's
 // error), a file that changed size while read, Cancelled when `stop` was requested.
+Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std::stop_token stop = {},
+                         const ProgressFn& progress = {});
 Expected<Result> compare(const Checkpoint& a, const Checkpoint& b, const Options& opts, std::stop_token stop = {},
                          const ProgressFn& progress = {});
 
@@ -115,6 +143,8 @@ Expected<DiffHistogram> differenceHistogram(const Checkpoint& a, TensorIndex ta,
 struct TextOptions {
     bool listEqual = false;  // name every equal key, not only count them
 };
+[[nodiscard]] std::string renderText(const Result& r, const Side& a, const Side& b, const TextOptions& opts = {});
+[[nodiscard]] std::string renderJson(const Result& r, const Side& a, const Side& b);
 [[nodiscard]] std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b,
                                      const TextOptions& opts = {});
 [[nodiscard]] std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b);

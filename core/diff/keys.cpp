@@ -40,12 +40,9 @@ bool isLeaf(const Node& n)
            n.childCount == 0;
 }
 
-}  // namespace
-
-std::vector<Leaf> collectLeaves(const Checkpoint& c, NodeIndex root, bool align, std::vector<std::string>& prefixes)
+void collectUnder(const Checkpoint& c, NodeIndex root, std::uint32_t part, bool align, std::vector<Leaf>& leaves,
+                  std::set<std::string>& chains)
 {
-    std::vector<Leaf> leaves;
-    std::set<std::string> chains;
     // Depth first with an explicit stack of (node, key path so far): trees may be deep.
     std::vector<std::pair<NodeIndex, std::pair<std::string, std::string>>> stack;
     stack.push_back({root, {}});
@@ -54,7 +51,7 @@ std::vector<Leaf> collectLeaves(const Checkpoint& c, NodeIndex root, bool align,
         stack.pop_back();
         const Node& n = c.nodes[id];
         if (isLeaf(n)) {
-            leaves.push_back({id, keys.first, keys.second});
+            leaves.push_back({part, id, keys.first, keys.second});
             continue;
         }
         for (std::uint32_t r = n.childCount; r-- > 0;) {
@@ -76,6 +73,22 @@ std::vector<Leaf> collectLeaves(const Checkpoint& c, NodeIndex root, bool align,
             }
             const std::string sep = id == root ? "" : "/";
             stack.push_back({child, {keys.first + sep + std::string(name), keys.second + sep + matchName}});
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<Leaf> collectLeaves(const std::vector<Root>& roots, bool align, std::vector<std::string>& prefixes)
+{
+    std::vector<Leaf> leaves;
+    std::set<std::string> chains;
+    for (std::uint32_t part = 0; part < roots.size(); ++part) {
+        // A file of a set holding nothing (an empty shard) adds no key.
+        const bool emptyPart = roots.size() > 1 && roots[part].node.valid() &&
+                               roots[part].checkpoint->nodes[roots[part].node].childCount == 0;
+        if (roots[part].node.valid() && !emptyPart) {
+            collectUnder(*roots[part].checkpoint, roots[part].node, part, align, leaves, chains);
         }
     }
     // Stripping must not merge two keys (`module.fc.weight` beside `fc.weight`): then nothing is

@@ -81,6 +81,10 @@ std::string tensorChanges(const Entry& e, const TensorEntry& ta, const TensorEnt
     if ((e.changes & kDevice) != 0) {
         parts.push_back("saved on " + displayText(ta.location) + " -> " + displayText(tb.location));
     }
+    if ((e.changes & kQuantizer) != 0) {
+        auto q = [](const std::string& s) { return s.empty() ? std::string("not quantized") : displayText(s); };
+        parts.push_back("quantizer " + q(e.quantizerA) + " -> " + q(e.quantizerB));
+    }
     const ValueDiff& v = e.values;
     if (!v.note.empty()) {
         parts.push_back("values not compared (" + displayText(v.note) + ")");
@@ -100,13 +104,13 @@ std::string tensorChanges(const Entry& e, const TensorEntry& ta, const TensorEnt
     return s;
 }
 
-const TensorEntry* tensorA(const Entry& e, const Checkpoint& a)
+const TensorEntry* tensorA(const Entry& e, const Side& a)
 {
-    return e.tensorA.valid() ? &a.tensors[e.tensorA] : nullptr;
+    return e.tensorA.valid() ? &a.part(e.partA).tensors[e.tensorA] : nullptr;
 }
-const TensorEntry* tensorB(const Entry& e, const Checkpoint& b)
+const TensorEntry* tensorB(const Entry& e, const Side& b)
 {
-    return e.tensorB.valid() ? &b.tensors[e.tensorB] : nullptr;
+    return e.tensorB.valid() ? &b.part(e.partB).tensors[e.tensorB] : nullptr;
 }
 
 nlohmann::ordered_json tensorJson(const TensorEntry& t)
@@ -137,9 +141,19 @@ std::string renderSummary(const Result& r)
 
 std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b, const TextOptions& opts)
 {
+    return renderText(r, Side::of(a), Side::of(b), opts);
+}
+
+std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b)
+{
+    return renderJson(r, Side::of(a), Side::of(b));
+}
+
+std::string renderText(const Result& r, const Side& a, const Side& b, const TextOptions& opts)
+{
     std::ostringstream o;
-    o << "A: " << sideName(r.pathA, r.selectA) << " (" << formatName(a.format) << ")\n"
-      << "B: " << sideName(r.pathB, r.selectB) << " (" << formatName(b.format) << ")\n";
+    o << "A: " << sideName(r.pathA, r.selectA) << " (" << a.format << ")\n"
+      << "B: " << sideName(r.pathB, r.selectB) << " (" << b.format << ")\n";
     if (!r.prefixesA.empty() || !r.prefixesB.empty()) {
         o << "Wrapper prefixes aligned: A's keys carry " << joined(r.prefixesA) << ", B's carry " << joined(r.prefixesB)
           << "; keys are matched without them.\n";
@@ -148,6 +162,11 @@ std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b
         std::count_if(r.entries.begin(), r.entries.end(), [](const Entry& e) { return e.values.identicalBytes; });
     o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << identical
       << " tensors with identical bytes; " << bytesText(r.comparedBytes) << " of tensor data compared\n";
+    if (r.counts.unreadable > 0) {
+        o << "Error: " << r.counts.unreadable
+          << " tensor(s) could not be read (listed under Changed as \"values not compared\"): the file is "
+             "damaged\n";
+    }
     auto section = [&](Status s, const char* title, auto&& line) {
         std::ostringstream body;
         std::uint64_t n = 0;
@@ -197,7 +216,7 @@ std::string renderText(const Result& r, const Checkpoint& a, const Checkpoint& b
     return o.str();
 }
 
-std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b)
+std::string renderJson(const Result& r, const Side& a, const Side& b)
 {
     using J = nlohmann::ordered_json;
     J entries = J::array();
@@ -217,10 +236,16 @@ std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b
         if (e.status != Status::OnlyA) {
             j["b"] = tb != nullptr ? tensorJson(*tb) : J(e.valueB);
         }
+        if (!e.quantizerA.empty() && j.contains("a")) {
+            j["a"]["quantizer"] = e.quantizerA;
+        }
+        if (!e.quantizerB.empty() && j.contains("b")) {
+            j["b"]["quantizer"] = e.quantizerB;
+        }
         J changes = J::array();
         const std::pair<Change, const char*> names[] = {
-            {kDType, "dtype"},   {kShape, "shape"},   {kStride, "stride"},
-            {kDevice, "device"}, {kValues, "values"}, {kKind, "kind"}};  // NOLINT(modernize-avoid-c-arrays)
+            {kDType, "dtype"},   {kShape, "shape"}, {kStride, "stride"},      {kDevice, "device"},
+            {kValues, "values"}, {kKind, "kind"},   {kQuantizer, "quantizer"}};  // NOLINT(modernize-avoid-c-arrays)
         for (const auto& [flag, name] : names) {
             if ((e.changes & flag) != 0) {
                 changes.push_back(name);
@@ -239,13 +264,16 @@ std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b
             if (!v.note.empty()) {
                 vj["note"] = v.note;
             }
+            if (v.unreadable) {
+                vj["unreadable"] = true;
+            }
             j["values"] = vj;
         }
         entries.push_back(std::move(j));
     }
     J doc{{"schema", 1},
-          {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", formatName(a.format)}}},
-          {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", formatName(b.format)}}},
+          {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", a.format}, {"files", a.parts.size()}}},
+          {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", b.format}, {"files", b.parts.size()}}},
           {"equal", r.equal()},
           {"prefixes_aligned", {{"a", r.prefixesA}, {"b", r.prefixesB}}},
           {"counts",
@@ -253,7 +281,8 @@ std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b
             {"only_b", r.counts.onlyB},
             {"renamed", r.counts.renamed},
             {"changed", r.counts.changed},
-            {"equal", r.counts.equal}}},
+            {"equal", r.counts.equal},
+            {"unreadable", r.counts.unreadable}}},
           {"compared_bytes", r.comparedBytes},
           {"entries", std::move(entries)}};
     return dumpJson(std::move(doc), 1) + "\n";

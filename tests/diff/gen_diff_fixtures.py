@@ -141,5 +141,71 @@ save("big_a.pt", big)
 big["layer9.weight"][0, 0] += 1
 save("big_b.pt", big)
 
+# Hugging Face sharded sets (transformers' naming and index): BASE split over two .bin shards, and
+# the changed state over two safetensors shards. A set is compared as the state dict it makes up.
+def write_hf_set(folder, sd, safetensors):
+    os.makedirs(os.path.join(OUT, folder), exist_ok=True)
+    keys = list(sd)
+    halves = [keys[: len(keys) // 2], keys[len(keys) // 2:]]
+    stem, ext = ("model", "safetensors") if safetensors else ("pytorch_model", "bin")
+    weight_map, total = {}, 0
+    for i, part in enumerate(halves):
+        name = f"{stem}-{i + 1:05d}-of-{len(halves):05d}.{ext}"
+        shard = {k: sd[k].contiguous() for k in part}
+        if safetensors:
+            write_safetensors(os.path.join(OUT, folder, name), shard)
+        else:
+            torch.save(shard, os.path.join(OUT, folder, name))
+        for k in part:
+            weight_map[k] = name
+            total += sd[k].numel() * sd[k].element_size()
+    with open(os.path.join(OUT, folder, f"{stem}.{ext}.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, f, indent=2)
+
+
+write_hf_set("hf_bin", clone(BASE), False)
+write_hf_set("hf_st_changed", clone(chg), True)
+save("flat.pt", clone(BASE))
+write_hf_set("hf_incomplete", clone(BASE), False)
+os.remove(os.path.join(OUT, "hf_incomplete", "pytorch_model-00002-of-00002.bin"))
+
+# Quantized tensors: the same integers under another scale are other values; per-channel
+# quantizers compare by their scale and zero-point tensors.
+xq = torch.randn(6, 5)
+q = torch.quantize_per_tensor(xq, 0.05, 3, torch.qint8)
+q_scaled = torch._make_per_tensor_quantized_tensor(q.int_repr(), 0.1, 3)
+save("quant_a.pt", {"w": q})
+save("quant_same.pt", {"w": q.clone()})
+save("quant_scale.pt", {"w": q_scaled})
+deq_a, deq_b = q.dequantize().double(), q_scaled.dequantize().double()
+oracle["quant_scale"] = {"w": {"max_abs": (deq_a - deq_b).abs().max().item(),
+                               "differing": int((deq_a != deq_b).sum().item()),
+                               "allclose": bool(torch.allclose(deq_a, deq_b))}}
+scales = torch.rand(6, dtype=torch.float64) / 10 + 0.01
+zps = torch.zeros(6, dtype=torch.int64)
+qc = torch.quantize_per_channel(xq, scales, zps, 0, torch.qint8)
+qc_scaled = torch._make_per_channel_quantized_tensor(qc.int_repr(), scales * 2, zps, 0)
+save("quant_pc_a.pt", {"w": qc})
+save("quant_pc_same.pt", {"w": qc.clone()})
+save("quant_pc_scale.pt", {"w": qc_scaled})
+
+# base.pt with its largest storage record deflated and then damaged: the file opens (records are
+# inflated when read), but that tensor's bytes fail their CRC (torch 1.13 reads them without a word).
+import zipfile
+with zipfile.ZipFile(os.path.join(OUT, "base.pt")) as src, \
+        zipfile.ZipFile(os.path.join(OUT, "bad_record.pt"), "w", zipfile.ZIP_STORED) as dst:
+    largest = max((i for i in src.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    for info in src.infolist():
+        method = zipfile.ZIP_DEFLATED if info.filename == largest.filename else zipfile.ZIP_STORED
+        dst.writestr(info.filename, src.read(info.filename), compress_type=method)
+with zipfile.ZipFile(os.path.join(OUT, "bad_record.pt")) as z:
+    info = z.getinfo(largest.filename)
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+with open(os.path.join(OUT, "bad_record.pt"), "r+b") as f:
+    f.seek(start + info.compress_size // 2)
+    byte = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([byte[0] ^ 0xFF]))
+
 with open(os.path.join(OUT, "oracle.json"), "w") as f:
     json.dump(oracle, f, indent=1)

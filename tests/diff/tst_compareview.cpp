@@ -212,6 +212,33 @@ private Q_SLOTS:
         const QModelIndex epoch = findRow(view.tree()->model(), QStringLiteral("epoch"));
         QCOMPARE(epoch.siblingAtColumn(3).data().toString(), QStringLiteral("10 → 20"));
     }
+
+    // A dropped folder holding a Hugging Face sharded set is compared as the one state dict it makes
+    // up; selecting a tensor from the second shard shows its statistics from that shard.
+    void dropShardedSetFolder()
+    {
+        ckpt::ui::CompareView view(open("flat.pt"));
+        QSignalSpy done(&view, &ckpt::ui::CompareView::comparisonDone);
+        QMimeData mime;
+        mime.setUrls({QUrl::fromLocalFile(fx("hf_st_changed"))});
+        QDragEnterEvent enter(QPoint(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(&view, &enter);
+        QVERIFY(enter.isAccepted());
+        QDropEvent drop(QPointF(5, 5), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+        QCoreApplication::sendEvent(&view, &drop);
+        QVERIFY(done.wait(20000));
+        QCOMPARE(view.result()->counts.changed, std::uint64_t{1});
+        QCOMPARE(view.result()->counts.equal, std::uint64_t{4});
+        for (const auto& e : view.result()->entries) {
+            const QModelIndex i = findRow(view.tree()->model(), QString::fromStdString(e.key));
+            QVERIFY2(i.isValid(), e.key.c_str());
+            QSignalSpy stats(&view, &ckpt::ui::CompareView::statsShown);
+            view.tree()->setCurrentIndex(i);
+            QVERIFY(stats.wait(20000));
+            QVERIFY2(view.statsText().contains(QStringLiteral("<b>B</b> ")), qPrintable(view.statsText()));
+            QVERIFY2(!view.statsText().contains(QStringLiteral("error")), qPrintable(view.statsText()));
+        }
+    }
 };
 
 QTEST_MAIN(TestCompareView)

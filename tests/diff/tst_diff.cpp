@@ -5,6 +5,8 @@
 #include "cli/cli.h"
 #include "diff/diff.h"
 
+#include <QDir>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <fstream>
@@ -292,6 +294,102 @@ private Q_SLOTS:
         QVERIFY(text.out.find("rank_2.pt: differ (1 changed") != std::string::npos);
 
         QCOMPARE(diffRun({fx("base.pt")}).rc, 2);  // one file and no directory
+    }
+
+    // A Hugging Face sharded set is one checkpoint: its folder, index or any shard against the
+    // file it came from.
+    void shardedSets()
+    {
+        for (const std::string& side : {std::string("hf_bin"), std::string("hf_bin/pytorch_model.bin.index.json"),
+                                        std::string("hf_bin/pytorch_model-00002-of-00002.bin")}) {
+            const auto same = diffRun({fx(side), fx("flat.pt")});
+            QVERIFY2(same.rc == 0, (side + ": " + same.err + same.out).c_str());
+            QCOMPARE(same.doc["counts"]["equal"].get<int>(), 5);
+            QCOMPARE(same.doc["a"]["files"].get<int>(), 2);
+            QVERIFY(str(same.doc["a"]["format"]).starts_with("huggingface set (2 shards, bin)"));
+        }
+        // The changed safetensors set against base's state_dict: the one changed tensor, as torch says.
+        const auto changed = diffRun({fx("base.pt"), fx("hf_st_changed"), "--select", "state_dict:"});
+        QCOMPARE(changed.rc, 1);
+        QCOMPARE(changed.doc["counts"]["changed"].get<int>(), 1);
+        QCOMPARE(changed.doc["counts"]["equal"].get<int>(), 4);
+        const auto& e = entry(changed.doc, "emb.weight");
+        const auto want = oracle()["changed"]["emb.weight"];
+        QCOMPARE(e["values"]["differing"].get<std::uint64_t>(), want["differing"].get<std::uint64_t>());
+        QCOMPARE(e["values"]["max_abs_diff"].get<double>(), want["max_abs"].get<double>());
+        // Two sets against each other.
+        QCOMPARE(diffRun({fx("hf_bin"), fx("hf_st_changed")}).rc, 1);
+        // An incomplete set is bad input, named as such.
+        const auto missing = diffRun({fx("hf_incomplete"), fx("flat.pt")});
+        QCOMPARE(missing.rc, 2);
+        QVERIFY2(missing.err.find("incomplete") != std::string::npos, missing.err.c_str());
+        // One set alone is not a rank directory.
+        QCOMPARE(diffRun({fx("hf_bin")}).rc, 2);
+    }
+
+    // A set whose tensors are pieces of several files (ZeRO partitions) is assembled first: the
+    // stage-2 folder equals the fp32 model zero_to_fp32 rebuilds (gen_sharded.py's expected file),
+    // and nothing is left in the temporary directory.
+    void assembledSets()
+    {
+        const std::string dir = CKPTSCOPE_SHARDED_FIXTURE_DIR;
+        QTemporaryDir tmp;
+        qputenv("TMPDIR", tmp.path().toUtf8());
+        const auto same = diffRun({dir + "/zero2_complete", dir + "/zero2_complete.expected.pt"});
+        QVERIFY2(same.rc == 0, (same.err + same.out).c_str());
+        QCOMPARE(same.doc["counts"]["equal"].get<int>(), 8);
+        QVERIFY(str(same.doc["a"]["format"]).find("ZeRO") != std::string::npos);
+        // Three ranks' partitions against the two-rank set: the same model.
+        QCOMPARE(diffRun({dir + "/zero2_w3", dir + "/zero2_complete"}).rc, 0);
+        // A set that cannot be assembled is bad input, with the reason.
+        const auto z3 = diffRun({dir + "/zero3_rank_missing", dir + "/zero2_complete.expected.pt"});
+        QCOMPARE(z3.rc, 2);
+        QCOMPARE(std::count(z3.err.begin(), z3.err.end(), '\n'), 1);
+        QVERIFY(QDir(tmp.path()).isEmpty());
+        qunsetenv("TMPDIR");
+    }
+
+    // Quantized tensors are their values: the same integers under another scale differ by what
+    // torch's dequantize() gives; per-channel quantizers compare by their scale tensors.
+    void quantized()
+    {
+        QCOMPARE(diffRun({fx("quant_a.pt"), fx("quant_same.pt")}).rc, 0);
+        const auto scaled = diffRun({fx("quant_a.pt"), fx("quant_scale.pt")});
+        QCOMPARE(scaled.rc, 1);
+        const auto& e = entry(scaled.doc, "w");
+        QVERIFY(hasChange(e, "quantizer"));
+        QVERIFY(hasChange(e, "values"));
+        QVERIFY(!e["values"]["identical_bytes"].get<bool>());
+        const auto want = oracle()["quant_scale"]["w"];
+        QCOMPARE(e["values"]["differing"].get<std::uint64_t>(), want["differing"].get<std::uint64_t>());
+        // torch dequantizes to float32; the diff computes (q - zero_point) * scale in float64.
+        QVERIFY(std::abs(e["values"]["max_abs_diff"].get<double>() - want["max_abs"].get<double>()) < 1e-6);
+        QCOMPARE(e["values"]["allclose"].get<bool>(), want["allclose"].get<bool>());
+        QVERIFY(str(e["a"]["quantizer"]).starts_with("per_tensor_affine, scale 0.05"));
+
+        QCOMPARE(diffRun({fx("quant_pc_a.pt"), fx("quant_pc_same.pt")}).rc, 0);
+        const auto pc = diffRun({fx("quant_pc_a.pt"), fx("quant_pc_scale.pt")});
+        QCOMPARE(pc.rc, 1);
+        const auto& p = entry(pc.doc, "w");
+        QVERIFY(hasChange(p, "quantizer"));
+        QVERIFY(p["values"]["identical_bytes"].get<bool>());  // the integers are the same
+        QVERIFY(str(p["a"]["quantizer"]).starts_with("per_channel_affine"));
+        const auto text = diffRun({fx("quant_pc_a.pt"), fx("quant_pc_scale.pt")}, false);
+        QVERIFY2(text.out.find("quantizer per_channel_affine") != std::string::npos, text.out.c_str());
+    }
+
+    // Bytes that cannot be read are bad input (exit 2), not a difference.
+    void unreadableTensor()
+    {
+        const auto cut = diffRun({fx("base.pt"), fx("bad_record.pt")});
+        QVERIFY2(cut.rc == 2, (cut.err + cut.out).c_str());
+        QCOMPARE(cut.doc["counts"]["unreadable"].get<int>(), 1);
+        QVERIFY(cut.err.find("could not be read") != std::string::npos);
+        bool flagged = false;
+        for (const auto& e : cut.doc["entries"]) {
+            flagged = flagged || (e.contains("values") && e["values"].value("unreadable", false));
+        }
+        QVERIFY(flagged);
     }
 
     void differenceHistogram()

@@ -1,0 +1,46 @@
+// One flat description of any multi-file checkpoint ckptscope reads, for views that show a set
+// without knowing its format (the window's set tab): every consolidated tensor with where its
+// bytes are stored, and the set's findings.
+#pragma once
+
+#include "sharded/sharded.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt::sharded {
+
+struct SetRow {
+    std::string key;  // the consolidated state-dict key
+    DType dtype = DType::Unknown;
+    std::vector<std::int64_t> shape;  // global
+    std::string location;             // saved device
+    std::uint64_t nbytes = 0;
+    std::string storedIn;  // "pytorch_model-00001-of-00002.bin", "3 chunks: __0_0.distcp, ..."
+};
+
+struct SetListing {
+    SetKind kind = SetKind::None;
+    std::string dir;
+    std::string index;  // the file that describes the set ("" when none)
+    std::vector<std::string> files;
+    std::vector<SetRow> rows;
+    std::vector<SetFinding> findings;
+    [[nodiscard]] std::uint64_t totalBytes() const;
+};
+
+// Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
+// a Trainer folder (a folder of separate checkpoints) or one rank file of a ZeRO run, which is a
+// torch.save file of its own.
+[[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
+
+// Errors: the formats openSet refuses, with its message.
+Expected<SetListing> listSet(const SetLocation& loc);
+
+// Writes the set as one torch file, as `ckptscope convert DIR -o OUT` does: a Hugging Face set
+// streamed storage by storage, a ZeRO stage 1/2 folder's fp32 parameters. Errors: the set is
+// incomplete (nothing is written), or its format is not consolidated.
+Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath);
+
+}  // namespace ckpt::sharded

@@ -1,0 +1,95 @@
+// `ckptscope testload` on a multi-file checkpoint (issue 13): a Hugging Face sharded set, named by
+// its folder, index or a shard, is test-loaded as the one file convert writes from it, on the CUDA
+// engine over the fake driver; the temporary file is gone afterwards, and an incomplete set is
+// bad input before anything is loaded. Fixtures: tests/fixtures/gen_sharded.py.
+#include "cli/cli.h"
+#include "sharded/listing.h"
+
+#include <QDir>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace {
+
+std::string set(const char* name)
+{
+    return std::string(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + name;
+}
+
+struct Run {
+    int rc = 0;
+    std::string out;
+    std::string err;
+};
+
+Run testload(const std::vector<std::string>& args)
+{
+    std::vector<std::string> full{"testload"};
+    full.insert(full.end(), args.begin(), args.end());
+    std::ostringstream out;
+    std::ostringstream err;
+    const int rc = ckpt::cli::run(full, out, err);
+    return {rc, out.str(), err.str()};
+}
+
+}  // namespace
+
+class TestTestloadSets : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void init()
+    {
+        QVERIFY(m_machine.isValid() && m_tmp.isValid());
+        ::setenv("FAKE_GPU_STATE", qPrintable(m_machine.filePath(QStringLiteral("gpu.state"))), 1);
+        ::setenv("FAKE_CUDA_DEVICES", "16384", 1);  // one 16 GiB device
+        ::setenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
+        ::setenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH, 1);
+        ::setenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_TEST_ENGINE, 1);
+        ::setenv("TMPDIR", qPrintable(m_tmp.path()), 1);
+    }
+
+    void aSetLoadsAsOneFile_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::newRow("folder") << QString::fromStdString(set("hf_st"));
+        QTest::newRow("index") << QString::fromStdString(set("hf_bin/pytorch_model.bin.index.json"));
+    }
+
+    void aSetLoadsAsOneFile()
+    {
+        QFETCH(QString, path);
+        const auto loc = ckpt::sharded::detectSet(path.toStdString());
+        auto listing = ckpt::sharded::listSet(loc);
+        QVERIFY(static_cast<bool>(listing));
+        const auto r = testload({path.toStdString(), "--device", "cuda:0", "--json"});
+        QVERIFY2(r.rc == 0, (r.err + r.out).c_str());
+        const auto doc = nlohmann::json::parse(r.out);
+        QCOMPARE(doc["tensors_loaded"].get<std::size_t>(), listing->rows.size());
+        QCOMPARE(doc["bytes"].get<std::uint64_t>(), listing->totalBytes());
+        QCOMPARE(doc["engine"].get<std::string>(), std::string("cuda"));
+        QCOMPARE(doc["set"]["files"].get<std::size_t>(), listing->files.size());
+        QCOMPARE(doc["file"].get<std::string>(), path.toStdString());
+        QVERIFY2(QDir(m_tmp.path()).isEmpty(), "the consolidated copy was left behind");
+    }
+
+    void incompleteSetIsBadInput()
+    {
+        const auto r = testload({set("hf_missing_shard"), "--device", "cuda:0"});
+        QCOMPARE(r.rc, 2);
+        QVERIFY2(r.err.find("incomplete") != std::string::npos, r.err.c_str());
+        QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        QVERIFY(QDir(m_tmp.path()).isEmpty());
+    }
+
+private:
+    QTemporaryDir m_machine;
+    QTemporaryDir m_tmp;
+};
+
+QTEST_GUILESS_MAIN(TestTestloadSets)
+#include "tst_testload_sets.moc"

@@ -1,0 +1,137 @@
+// A multi-file checkpoint in the window (issue 13): dropping a Hugging Face sharded set's folder,
+// or opening its index or one shard, gives one tab with the consolidated tree, the set's findings
+// and a Consolidate button whose file holds every tensor. Fixtures: tests/fixtures/gen_sharded.py.
+#include "checkpoint/checkpoint.h"
+#include "mainwindow.h"
+#include "setview.h"
+#include "uitest.h"
+
+#include <QDir>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTreeView>
+#include <QTreeWidget>
+
+namespace {
+
+QString set(const char* name)
+{
+    return QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + QLatin1String(name);
+}
+
+// Tensors in the set's shard files, each opened on its own: what the tab must list.
+std::size_t tensorsInShards(const QString& folder)
+{
+    std::size_t n = 0;
+    const QDir dir(folder);
+    for (const auto& f : dir.entryList({QStringLiteral("*-of-*")}, QDir::Files)) {
+        auto c = ckpt::openCheckpoint(dir.filePath(f).toStdString());
+        if (c) {
+            n += (*c)->tensors.size();
+        }
+    }
+    return n;
+}
+
+int leafRows(const QAbstractItemModel* m, const QModelIndex& parent = {})
+{
+    int n = 0;
+    for (int r = 0; r < m->rowCount(parent); ++r) {
+        const QModelIndex i = m->index(r, 0, parent);
+        n += m->rowCount(i) == 0 ? 1 : leafRows(m, i);
+    }
+    return n;
+}
+
+ckpt::ui::SetView* openSet(ckpt::ui::MainWindow& w, const QString& path)
+{
+    QSignalSpy opened(&w, &ckpt::ui::MainWindow::setOpened);
+    w.openFiles({path});
+    if (!opened.wait(20000)) {
+        return nullptr;
+    }
+    return w.setView(w.documentCount() - 1);
+}
+
+}  // namespace
+
+class TestSetView : public QObject {
+    Q_OBJECT
+
+public:
+    static void initMain() { ckpt::uitest::initMain(); }
+
+private Q_SLOTS:
+    void folderIndexOrShardOpensTheSet_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::newRow("bin folder") << set("hf_bin");
+        QTest::newRow("safetensors folder") << set("hf_st");
+        QTest::newRow("index") << set("hf_bin/pytorch_model.bin.index.json");
+        const QDir st(set("hf_st"));
+        QTest::newRow("a shard") << st.filePath(st.entryList({QStringLiteral("*-of-*")}, QDir::Files).front());
+    }
+
+    void folderIndexOrShardOpensTheSet()
+    {
+        QFETCH(QString, path);
+        ckpt::ui::MainWindow w;
+        auto* view = openSet(w, path);
+        QVERIFY(view != nullptr);
+        const QString folder = QFileInfo(path).isDir() ? path : QFileInfo(path).absolutePath();
+        const std::size_t want = tensorsInShards(folder);
+        QVERIFY(want > 0);
+        QCOMPARE(view->listing().rows.size(), want);
+        QCOMPARE(static_cast<std::size_t>(leafRows(view->tree()->model())), want);
+        QVERIFY(w.windowTitle().startsWith(QFileInfo(folder).fileName()));
+        QCOMPARE(view->findingsList()->topLevelItemCount(), 1);  // "No problems found"
+        QVERIFY(view->findingsList()->topLevelItem(0)->toolTip(0).isEmpty());
+    }
+
+    void findingsOfAnIncompleteSet()
+    {
+        ckpt::ui::MainWindow w;
+        auto* view = openSet(w, set("hf_missing_shard"));
+        QVERIFY(view != nullptr);
+        bool missing = false;
+        for (int i = 0; i < view->findingsList()->topLevelItemCount(); ++i) {
+            missing = missing || view->findingsList()->topLevelItem(i)->toolTip(0) == QStringLiteral("shard-missing");
+        }
+        QVERIFY(missing);
+        // Consolidating refuses an incomplete set and writes nothing.
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("whole.pt"));
+        QSignalSpy failed(view, &ckpt::ui::SetView::failed);
+        view->consolidateTo(out);
+        QVERIFY(failed.wait(20000));
+        QVERIFY(!QFileInfo::exists(out));
+    }
+
+    // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a set open.
+    void consolidateWritesEveryTensor()
+    {
+        ckpt::ui::MainWindow w;
+        auto* view = openSet(w, set("hf_st"));
+        QVERIFY(view != nullptr);
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("whole.pt"));
+        QSignalSpy done(view, &ckpt::ui::SetView::consolidated);
+        view->consolidateTo(out);
+        QVERIFY(done.wait(60000));
+        auto c = ckpt::openCheckpoint(out.toStdString());
+        QVERIFY2(static_cast<bool>(c), c ? "" : c.error().describe().c_str());
+        QCOMPARE((*c)->tensors.size(), view->listing().rows.size());
+        QVERIFY(view->statusText().startsWith(QStringLiteral("Wrote whole.pt")));
+        const QString shot = qEnvironmentVariable("CKPTSCOPE_SET_SCREENSHOT");
+        if (!shot.isEmpty()) {
+            w.resize(1280, 760);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            QVERIFY(w.grab().save(shot));
+        }
+    }
+};
+
+QTEST_MAIN(TestSetView)
+#include "tst_setview.moc"
