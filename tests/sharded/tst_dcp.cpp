@@ -159,6 +159,16 @@ private Q_SLOTS:
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
     }
 
+    // The window, diff and testload see a set through sharded::listSet/consolidateSet.
+    void diffSeesTheConsolidatedSet()
+    {
+        for (const char* set : {"dcp_basic", "dcp_per_item"}) {
+            const QString dir = fixture(QString::fromLatin1(set));
+            const Run r = ckptscope({"diff", dir.toStdString(), (dir + QStringLiteral(".expected.pt")).toStdString()});
+            QVERIFY2(r.rc == 0, (r.out + r.err).c_str());
+        }
+    }
+
     void brokenSetsAreFoundAndNotConsolidated_data()
     {
         QTest::addColumn<QString>("set");

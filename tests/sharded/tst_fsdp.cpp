@@ -152,6 +152,17 @@ private Q_SLOTS:
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
     }
 
+    // The window, diff and testload see the folder through sharded::listSet/consolidateSet; one
+    // rank file alone stays the torch.save file it is.
+    void diffSeesTheConsolidatedSet()
+    {
+        for (const char* set : {"fsdp_st", "fsdp_dtensor"}) {
+            const QString dir = fixture(QString::fromLatin1(set));
+            const Run r = ckptscope({"diff", dir.toStdString(), (dir + QStringLiteral(".expected.pt")).toStdString()});
+            QVERIFY2(r.rc == 0, (r.out + r.err).c_str());
+        }
+    }
+
     void lostRankIsAWorldSizeMismatch()
     {
         const Run check = ckptscope({"check", fixture(QStringLiteral("fsdp_lost_rank")).toStdString(), "--json"});
