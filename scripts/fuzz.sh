@@ -42,6 +42,11 @@ for name in sorted(os.listdir(src)):
                 with open(os.path.join(dst, name + ".pkl"), "wb") as f:
                     f.write(z.read(info))
 PY
+# fuzz_dcp reads DCP .metadata pickles: those of tests/sharded/gen_dcp.py's sets.
+dcpseeds="$build/dcp-seeds"
+/usr/bin/python3 "$root/tests/sharded/gen_dcp.py" "$build/dcp-sets" >/dev/null
+mkdir -p "$dcpseeds"
+for d in "$build"/dcp-sets/*/; do cp "$d/.metadata" "$dcpseeds/$(basename "$d").metadata"; done
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -55,6 +60,7 @@ for name in $targets; do
   seeds=("$corpus")
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
+    fuzz_dcp) seeds+=("$dcpseeds") ;;
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;
   esac
   # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.

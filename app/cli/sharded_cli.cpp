@@ -2,9 +2,11 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
+#include "sharded/listing.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
@@ -126,6 +128,9 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (auto dcp = inspectDcp(input, json, out, err)) {
+        return dcp;
+    }
     auto set = openIfSet(input);
     if (!set) {
         return std::nullopt;
@@ -144,6 +149,9 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (auto dcp = checkDcp(input, json, out, err)) {
+        return dcp;
+    }
     std::error_code ec;
     if (const auto loc = sharded::detectSet(input);
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
@@ -199,6 +207,26 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = sharded::detectSet(input);
+    // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the
+    // staged copy the edits and other formats then work on.
+    if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
+        if (!direct || !toTorch) {
+            if (sharded::readAsSet(loc, input)) {
+                if (!staged.create(output)) {
+                    err << "ckptscope convert: " << displayText(output)
+                        << ": cannot create a temporary file beside the output: " << systemErrorText(errno) << '\n';
+                    return kExitProblems;
+                }
+                if (auto done = sharded::consolidateSet(loc, staged.path()); !done) {
+                    printError(err, done.error(), input);
+                    return exitCodeFor(done.error().code);
+                }
+                return std::nullopt;
+            }
+        } else if (auto dcp = convertDcp(input, output, format, true, out, err)) {
+            return dcp;
+        }
+    }
     std::error_code ec;
     const bool zero12 =
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&

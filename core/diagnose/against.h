@@ -1,5 +1,5 @@
 // `check --against REF`: the model's side of a load_state_dict(strict=True), compared with the
-// checkpoint's state dict, reported in torch's own words (docs/format.md §12 items 4/5), with the
+// checkpoint's state dict, reported in torch's own words (docs/format.md §13 items 4/5), with the
 // prefix edit that makes the key sets match when one exists.
 #pragma once
 

@@ -787,6 +787,18 @@ bool Machine::opAddSetItems()
 
 bool Machine::opCall(ValueId callable, ValueId args, ObjectForm form, ValueId kwargs)
 {
+    // Protocol 2 names a nested class (ShardedTensor.ProcessGroupState in FSDP rank files) as
+    // getattr(Outer, 'Inner'): calling that calls the class `Outer.Inner`.
+    if (kindOf(callable) == Kind::Object) {
+        const ObjectInfo& o = objectOf(a_, callable);
+        if (o.callable.module == "builtins" && o.callable.name == "getattr" && o.args.valid() &&
+            kindOf(o.args) == Kind::Tuple && val(o.args).items.size() == 2 &&
+            kindOf(val(o.args).items[0]) == Kind::Global && kindOf(val(o.args).items[1]) == Kind::Str) {
+            GlobalRef g = globalOf(a_, val(o.args).items[0]);
+            g.name += "." + val(val(o.args).items[1]).text;
+            callable = a_.global(std::move(g));
+        }
+    }
     if (kindOf(callable) != Kind::Global) {
         return fail(ErrorCode::Unsupported, opName() + " of a " + std::string(kindName(kindOf(callable))) +
                                                 " value (only globals can be called)");

@@ -1,5 +1,6 @@
 // Which multi-file format a path belongs to, from file names alone (SHARDED.md §7): nothing is
 // parsed here except a Hugging Face index, to learn which index lists a given shard.
+#include "sharded/fsdp.h"
 #include "sharded/sharded.h"
 
 #include <algorithm>
@@ -26,6 +27,8 @@ std::string_view setKindName(SetKind k)
         return "Megatron-LM checkpoint";
     case SetKind::TrainerFolder:
         return "Hugging Face Trainer checkpoint folder";
+    case SetKind::FsdpRanks:
+        return "FSDP per-rank state dicts";
     case SetKind::None:
         break;
     }
@@ -226,6 +229,33 @@ std::optional<SetLocation> megatronAt(const fs::path& p)
     return std::nullopt;
 }
 
+// Rank files by name, confirmed by their pickle naming ShardedTensor or DTensor; a folder goes by
+// its first such file and the siblings named like it.
+std::optional<SetLocation> fsdpAt(const fs::path& p)
+{
+    std::vector<fs::path> candidates;
+    if (isDir(p)) {
+        candidates = entries(p);
+    } else {
+        candidates.push_back(p);
+    }
+    for (const auto& c : candidates) {
+        const auto name = fsdp::rankFileName(c.filename().string());
+        if (!name || !isFile(c) || !fsdp::namesShardedTensors(c.string())) {
+            continue;
+        }
+        const fs::path dir = c.has_parent_path() ? c.parent_path() : fs::path(".");
+        int files = 0;
+        for (const auto& e : entries(dir)) {
+            const auto other = fsdp::rankFileName(e.filename().string());
+            files += other && other->first == name->first ? 1 : 0;
+        }
+        return SetLocation{SetKind::FsdpRanks, dir.string(), c.string(),
+                           "FSDP per-rank state dicts (" + std::to_string(files) + " files " + name->first + ")"};
+    }
+    return std::nullopt;
+}
+
 // Trainer's checkpoint-N/ holds several separate files (weights, optimizer.pt, scheduler.pt,
 // rng_state.pth, training_args.bin), not one model split in pieces: say which file is which.
 std::optional<SetLocation> trainerAt(const fs::path& p)
@@ -260,7 +290,7 @@ SetLocation detectSet(const std::string& path)
     if (!isDir(p) && !isFile(p)) {
         return {};
     }
-    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &trainerAt}) {
+    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &trainerAt}) {
         if (auto loc = probe(p)) {
             return *loc;
         }

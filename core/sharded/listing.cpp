@@ -1,5 +1,8 @@
 #include "sharded/listing.h"
 
+#include "sharded/dcp.h"
+#include "sharded/fsdp.h"
+
 #include <filesystem>
 #include <numeric>
 
@@ -16,11 +19,70 @@ bool readAsSet(const SetLocation& loc, const std::string& path)
     std::error_code ec;
     const bool file = std::filesystem::is_regular_file(path, ec);
     return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder &&
-           !(file && loc.kind == SetKind::DeepSpeedZero);
+           !(file && (loc.kind == SetKind::DeepSpeedZero || loc.kind == SetKind::FsdpRanks));
 }
+
+namespace {
+
+std::string chunkFiles(const std::vector<std::string>& names)
+{
+    std::string s = std::to_string(names.size()) + (names.size() == 1 ? " chunk: " : " chunks: ");
+    for (std::size_t i = 0; i < names.size() && i < 4; ++i) {
+        s += (i ? ", " : "") + names[i];
+    }
+    return names.size() > 4 ? s + ", ..." : s;
+}
+
+Expected<SetListing> listDcp(const SetLocation& loc)
+{
+    auto set = dcp::open(loc);
+    if (!set) {
+        return set.error();
+    }
+    SetListing l{loc.kind, loc.dir, loc.index, set->meta.files, {}, set->findings};
+    for (const auto& t : set->meta.items) {
+        if (!t.isTensor) {
+            continue;
+        }
+        std::vector<std::string> names;
+        for (const auto& c : t.chunks) {
+            names.push_back(c.at.found ? set->meta.files[c.at.file] : std::string("?"));
+        }
+        l.rows.push_back({t.fqn, t.dtype, t.size, "cpu", t.numel() * elementSize(t.dtype), chunkFiles(names)});
+    }
+    return l;
+}
+
+Expected<SetListing> listFsdp(const SetLocation& loc)
+{
+    auto set = fsdp::open(loc, false);
+    if (!set) {
+        return set.error();
+    }
+    SetListing l{loc.kind, loc.dir, loc.index, {}, {}, set->findings};
+    for (const auto& f : set->files) {
+        l.files.push_back(std::filesystem::path(f.path).filename().string());
+    }
+    for (const auto& t : set->tensors) {
+        std::vector<std::string> names;
+        for (const auto& s : t.shards) {
+            names.push_back(l.files[s.file]);
+        }
+        l.rows.push_back({t.key, t.dtype, t.size, t.device, t.numel() * elementSize(t.dtype), chunkFiles(names)});
+    }
+    return l;
+}
+
+}  // namespace
 
 Expected<SetListing> listSet(const SetLocation& loc)
 {
+    if (loc.kind == SetKind::Dcp) {
+        return listDcp(loc);
+    }
+    if (loc.kind == SetKind::FsdpRanks) {
+        return listFsdp(loc);
+    }
     auto set = openSet(loc);
     if (!set) {
         return set.error();
@@ -46,6 +108,14 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
     if (loc.kind == SetKind::DeepSpeedZero &&
         std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
         return consolidateZero12(loc, outPath);
+    }
+    if (loc.kind == SetKind::Dcp) {
+        auto set = dcp::open(loc);
+        return set ? dcp::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
+    }
+    if (loc.kind == SetKind::FsdpRanks) {
+        auto set = fsdp::open(loc, false);
+        return set ? fsdp::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
     }
     auto set = openSet(loc);
     if (!set) {

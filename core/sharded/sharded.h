@@ -24,6 +24,7 @@ enum class SetKind : std::uint8_t {
     Dcp,            // .metadata + __R_N.distcp (torch.distributed.checkpoint, Megatron torch_dist)
     Megatron,       // latest_checkpointed_iteration.txt + iter_N/mp_rank_TT/model_optim_rng.pt
     TrainerFolder,  // transformers Trainer's checkpoint-N/ (trainer_state.json) without a sharded index
+    FsdpRanks,      // {stem}rank{R}{ext} pickles of ShardedTensor/DTensor (FSDP SHARDED_STATE_DICT, fsdp.h)
 };
 [[nodiscard]] std::string_view setKindName(SetKind k);
 

@@ -189,8 +189,8 @@ private Q_SLOTS:
         QVERIFY(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
     }
 
-    // Formats recognised by their file names only (their contents are not read yet): the layouts
-    // of SHARDED.md, each named in the one-line error with what reads it.
+    // Formats recognised by their file names (the layouts of SHARDED.md), each named in the
+    // one-line error; DCP is read (tst_dcp), so its empty files here are named as unreadable.
     void otherFormatsAreNamed_data()
     {
         QTest::addColumn<QStringList>("files");
@@ -202,7 +202,7 @@ private Q_SLOTS:
                              << "torch.distributed.checkpoint (DCP) directory";
         QTest::newRow("dcp from a data file")
             << QStringList{QStringLiteral(".metadata"), QStringLiteral("__0_0.distcp")} << "__0_0.distcp"
-            << "dcp_to_torch_save";
+            << "torch.distributed.checkpoint (DCP) directory";
         QTest::newRow("megatron torch_dist")
             << QStringList{QStringLiteral(".metadata"), QStringLiteral("__0_0.distcp"), QStringLiteral("common.pt"),
                            QStringLiteral("metadata.json")}

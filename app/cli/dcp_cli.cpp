@@ -1,0 +1,372 @@
+#include "cli/dcp_cli.h"
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/json_out.h"
+#include "diagnose/diagnose.h"
+#include "diagnose/report.h"
+#include "sharded/dcp.h"
+#include "sharded/fsdp.h"
+#include "util/bytes.h"
+#include "util/json_text.h"
+#include "util/printable.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <ostream>
+
+namespace ckpt::cli {
+
+namespace {
+
+std::string shapeText(const std::vector<std::int64_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(dims[i]);
+    }
+    return s + "]";
+}
+
+std::optional<Expected<sharded::dcp::Set>> openIfDcp(const std::string& input)
+{
+    const auto loc = sharded::detectSet(input);
+    if (loc.kind != sharded::SetKind::Dcp) {
+        return std::nullopt;
+    }
+    return sharded::dcp::open(loc);
+}
+
+std::uint64_t tensorBytes(const sharded::dcp::Item& t)
+{
+    return t.numel() * elementSize(t.dtype);
+}
+
+std::string chunkText(const sharded::dcp::Set& set, const sharded::dcp::Chunk& c)
+{
+    std::string s = "at " + shapeText(c.offsets) + " size " + shapeText(c.sizes) + "  ";
+    if (!c.at.found) {
+        return s + "(no storage_data entry)";
+    }
+    return s + displayText(set.meta.files[c.at.file]) + " @ " + std::to_string(c.at.offset) + " (" +
+           humanBytes(c.at.length) + ")";
+}
+
+void printText(const sharded::dcp::Set& set, std::ostream& out)
+{
+    std::uint64_t total = 0;
+    std::size_t tensors = 0;
+    std::size_t wKey = 3;
+    for (const auto& t : set.meta.items) {
+        if (t.isTensor) {
+            total += tensorBytes(t);
+            ++tensors;
+        }
+        wKey = std::max(wKey, displayText(t.fqn).size());
+    }
+    out << displayText(set.loc.dir) << ": " << set.loc.what << "; "
+        << (set.meta.version.empty() ? std::string("no version (PyTorch < 2.4)") : "version " + set.meta.version)
+        << (set.meta.oldTensorProperties ? ", TensorProperties under torch.distributed._shard" : "") << ", " << tensors
+        << " tensors, " << set.meta.items.size() - tensors << " values, " << humanBytes(total) << "\n\n";
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
+    };
+    cell("KEY", wKey);
+    cell("DTYPE", 9);
+    cell("SHAPE", 18);
+    cell("SIZE", 10);
+    out << "CHUNKS\n";
+    for (const auto& t : set.meta.items) {
+        cell(displayText(t.fqn), wKey);
+        if (!t.isTensor) {
+            out << "= " << displayText(sharded::dcp::valueText(set, t)) << '\n';
+            continue;
+        }
+        cell(std::string(dtypeName(t.dtype)), 9);
+        cell(shapeText(t.size), 18);
+        cell(humanBytes(tensorBytes(t)), 10);
+        out << t.chunks.size() << '\n';
+        if (t.chunks.size() > 1 || (t.chunks.size() == 1 && t.chunks[0].sizes != t.size)) {
+            for (const auto& c : t.chunks) {
+                out << "    " << chunkText(set, c) << '\n';
+            }
+        } else if (t.chunks.size() == 1) {
+            out << "    whole, " << chunkText(set, t.chunks[0]).substr(chunkText(set, t.chunks[0]).find("  ") + 2)
+                << '\n';
+        }
+    }
+    if (!set.findings.empty()) {
+        out << "\n" << set.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
+    }
+}
+
+nlohmann::ordered_json pathJson(const sharded::dcp::Item& t)
+{
+    auto p = nlohmann::ordered_json::array();
+    for (const auto& e : t.path) {
+        if (e.isIndex) {
+            p.push_back(e.index);
+        } else {
+            p.push_back(e.key);
+        }
+    }
+    return p;
+}
+
+void printJson(const sharded::dcp::Set& set, std::ostream& out)
+{
+    nlohmann::ordered_json j;
+    j["schema"] = kJsonSchema;
+    j["file"] = set.loc.dir;
+    j["set"] = {{"kind", std::string(sharded::setKindName(set.loc.kind))},
+                {"index", set.loc.index},
+                {"version", set.meta.version},
+                {"old_tensor_properties", set.meta.oldTensorProperties}};
+    auto files = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
+        files.push_back({{"file", set.meta.files[i]}, {"read", set.maps[i] != nullptr}, {"error", set.fileErrors[i]}});
+    }
+    j["set"]["shards"] = files;
+    auto tensors = nlohmann::ordered_json::array();
+    auto values = nlohmann::ordered_json::array();
+    for (const auto& t : set.meta.items) {
+        if (!t.isTensor) {
+            values.push_back({{"key", t.fqn},
+                              {"path", pathJson(t)},
+                              {"file", t.bytes.found ? set.meta.files[t.bytes.file] : ""},
+                              {"value", sharded::dcp::valueText(set, t)}});
+            continue;
+        }
+        auto chunks = nlohmann::ordered_json::array();
+        for (const auto& c : t.chunks) {
+            chunks.push_back({{"offsets", c.offsets},
+                              {"sizes", c.sizes},
+                              {"file", c.at.found ? set.meta.files[c.at.file] : ""},
+                              {"offset", c.at.offset},
+                              {"length", c.at.length}});
+        }
+        tensors.push_back({{"key", t.fqn},
+                           {"path", pathJson(t)},
+                           {"dtype", std::string(dtypeName(t.dtype))},
+                           {"shape", t.size},
+                           {"device", "cpu"},
+                           {"bytes", tensorBytes(t)},
+                           {"chunks", chunks}});
+    }
+    j["tensors"] = tensors;
+    j["values"] = values;
+    auto codes = nlohmann::ordered_json::array();
+    for (const auto& f : set.findings) {
+        codes.push_back(f.code);
+    }
+    j["finding_codes"] = codes;
+    out << dumpJson(j) << '\n';
+}
+
+std::optional<Expected<sharded::fsdp::Set>> openIfFsdp(const std::string& input)
+{
+    const auto loc = sharded::detectSet(input);
+    if (loc.kind != sharded::SetKind::FsdpRanks) {
+        return std::nullopt;
+    }
+    std::error_code ec;
+    return sharded::fsdp::open(loc, std::filesystem::is_regular_file(input, ec));
+}
+
+std::string boxText(const sharded::dcp::detail::Box& b)
+{
+    return "at " + shapeText(b.offsets) + " size " + shapeText(b.sizes);
+}
+
+void printFsdpText(const sharded::fsdp::Set& set, std::ostream& out)
+{
+    std::uint64_t total = 0;
+    std::size_t wKey = 3;
+    for (const auto& t : set.tensors) {
+        total += t.numel() * elementSize(t.dtype);
+        wKey = std::max(wKey, displayText(t.key).size());
+    }
+    const auto& first = set.files.front();
+    out << displayText(set.oneFile ? first.path : set.loc.dir) << ": " << set.loc.what << "; "
+        << (set.oneFile ? "rank " + std::to_string(first.rank) + " of " + std::to_string(first.world) +
+                              " opened alone (its local shards; the folder gives the consolidated tensors)"
+                        : std::to_string(set.files.size()) + " rank files")
+        << ", " << set.tensors.size() << " tensors, " << humanBytes(total) << " global\n\n";
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
+    };
+    cell("KEY", wKey);
+    cell("KIND", 13);
+    cell("DTYPE", 9);
+    cell("GLOBAL SHAPE", 18);
+    out << "SHARDS\n";
+    for (const auto& t : set.tensors) {
+        cell(displayText(t.key), wKey);
+        cell(t.plain ? "tensor" : (t.dtensor ? "DTensor" : "ShardedTensor"), 13);
+        cell(std::string(dtypeName(t.dtype)), 9);
+        cell(shapeText(t.size), 18);
+        out << t.shards.size() << (set.oneFile ? " local of " + std::to_string(t.declared.size()) : "") << '\n';
+        for (const auto& s : t.shards) {
+            out << "    " << boxText(s.box) << "  "
+                << displayText(std::filesystem::path(set.files[s.file].path).filename().string()) << '\n';
+        }
+    }
+    if (!set.findings.empty()) {
+        out << "\n" << set.findings.size() << " finding(s): run `ckptscope check` on it\n";
+    }
+}
+
+void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
+{
+    nlohmann::ordered_json j;
+    j["schema"] = kJsonSchema;
+    j["file"] = set.oneFile ? set.files.front().path : set.loc.dir;
+    j["set"] = {{"kind", std::string(sharded::setKindName(set.loc.kind))}, {"one_file", set.oneFile}};
+    auto files = nlohmann::ordered_json::array();
+    for (const auto& f : set.files) {
+        files.push_back({{"file", f.path}, {"rank", f.rank}, {"world_size", f.world}});
+    }
+    j["set"]["shards"] = files;
+    auto tensors = nlohmann::ordered_json::array();
+    for (const auto& t : set.tensors) {
+        auto shards = nlohmann::ordered_json::array();
+        for (const auto& s : t.shards) {
+            shards.push_back({{"offsets", s.box.offsets},
+                              {"sizes", s.box.sizes},
+                              {"file", set.files[s.file].path},
+                              {"rank", set.files[s.file].rank}});
+        }
+        tensors.push_back({{"key", t.key},
+                           {"kind", t.plain ? "tensor" : (t.dtensor ? "DTensor" : "ShardedTensor")},
+                           {"dtype", std::string(dtypeName(t.dtype))},
+                           {"shape", t.size},
+                           {"device", t.device},
+                           {"bytes", t.numel() * elementSize(t.dtype)},
+                           {"declared_shards", t.declared.size()},
+                           {"shards", shards}});
+    }
+    j["tensors"] = tensors;
+    auto codes = nlohmann::ordered_json::array();
+    for (const auto& f : set.findings) {
+        codes.push_back(f.code);
+    }
+    j["finding_codes"] = codes;
+    out << dumpJson(j) << '\n';
+}
+
+std::vector<diagnose::Finding> findingsOf(const std::vector<sharded::SetFinding>& found)
+{
+    std::vector<diagnose::Finding> out;
+    out.reserve(found.size());
+    for (const auto& f : found) {
+        out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
+                       f.detail, f.paths, std::nullopt});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
+    return out;
+}
+
+}  // namespace
+
+std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    if (auto ranks = openIfFsdp(input)) {
+        if (!*ranks) {
+            printError(err, ranks->error(), input);
+            return exitCodeFor(ranks->error().code);
+        }
+        if (json) {
+            printFsdpJson(**ranks, out);
+        } else {
+            printFsdpText(**ranks, out);
+        }
+        return kExitOk;
+    }
+    auto set = openIfDcp(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    if (json) {
+        printJson(**set, out);
+    } else {
+        printText(**set, out);
+    }
+    return kExitOk;
+}
+
+std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    if (auto ranks = openIfFsdp(input)) {
+        if (!*ranks) {
+            printError(err, ranks->error(), input);
+            return exitCodeFor(ranks->error().code);
+        }
+        const auto findings = findingsOf((*ranks)->findings);
+        const std::string& at = (*ranks)->oneFile ? (*ranks)->files.front().path : (*ranks)->loc.dir;
+        out << (json ? diagnose::renderJson(findings, at) : diagnose::renderText(findings, at));
+        return diagnose::findingsExitCode(findings);
+    }
+    auto set = openIfDcp(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    const auto findings = findingsOf((*set)->findings);
+    out << (json ? diagnose::renderJson(findings, (*set)->loc.dir) : diagnose::renderText(findings, (*set)->loc.dir));
+    return diagnose::findingsExitCode(findings);
+}
+
+std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
+                              bool plain, std::ostream& out, std::ostream& err)
+{
+    if (auto ranks = openIfFsdp(input)) {
+        if (!*ranks) {
+            printError(err, ranks->error(), input);
+            return exitCodeFor(ranks->error().code);
+        }
+        if (!plain || (!format.empty() && format != "torch")) {
+            err << "ckptscope convert: " << displayText(input)
+                << ": FSDP rank files are consolidated as they stand into one torch file (-o OUT [--single-card])\n";
+            return kExitBadInput;
+        }
+        auto done = sharded::fsdp::consolidate(**ranks, output);
+        if (!done) {
+            printError(err, done.error(), input);
+            return exitCodeFor(done.error().code);
+        }
+        out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+            << " tensors assembled from " << (*ranks)->files.size() << " rank files)\n";
+        return kExitOk;
+    }
+    auto set = openIfDcp(input);
+    if (!set) {
+        return std::nullopt;
+    }
+    if (!*set) {
+        printError(err, set->error(), input);
+        return exitCodeFor(set->error().code);
+    }
+    if (!plain || (!format.empty() && format != "torch")) {
+        err << "ckptscope convert: " << displayText(input)
+            << ": a DCP directory is consolidated as it stands into one torch file (-o OUT [--single-card]), as "
+               "dcp_to_torch_save does; edit the consolidated file afterwards\n";
+        return kExitBadInput;
+    }
+    auto done = sharded::dcp::consolidate(**set, output);
+    if (!done) {
+        printError(err, done.error(), input);
+        return exitCodeFor(done.error().code);
+    }
+    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+        << " tensors assembled from " << (*set)->meta.files.size() << " DCP data files)\n";
+    return kExitOk;
+}
+
+}  // namespace ckpt::cli

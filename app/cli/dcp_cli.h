@@ -1,0 +1,19 @@
+// The subcommands on a torch.distributed.checkpoint directory (core/sharded/dcp.h) or on FSDP
+// per-rank pickles (core/sharded/fsdp.h): each returns
+// the exit code when `input` is a DCP folder, its .metadata or one of its .distcp files, or FSDP
+// rank files (a folder, or one file alone), and
+// nothing otherwise. sharded_cli calls these before its own set handling.
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+namespace ckpt::cli {
+
+std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err);
+std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err);
+std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
+                              bool plain, std::ostream& out, std::ostream& err);
+
+}  // namespace ckpt::cli

@@ -1,0 +1,1221 @@
+// DCP directories (SHARDED.md §1; pytorch/pytorch torch/distributed/checkpoint/metadata.py,
+// filesystem.py, format_utils.py, _traverse.py). `.metadata` is read into the unpickler's value
+// tree, where every DCP class is an opaque Object whose BUILD state holds its fields; nothing is
+// instantiated. Chunks are read through the ordinary torch zip reader on a slice of the mapping.
+#include "sharded/dcp.h"
+
+#include "archive/safetensors.h"
+#include "archive/zip.h"
+#include "pickle/pickler.h"
+#include "pickle/unpickler.h"
+#include "write/output_file.h"
+#include "write/targets.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace ckpt::sharded::dcp {
+
+namespace fs = std::filesystem;
+using pickle::Arena;
+using pickle::Kind;
+using pickle::ValueId;
+
+std::uint64_t Item::numel() const
+{
+    std::uint64_t n = 1;
+    for (const auto d : size) {
+        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    }
+    return n;
+}
+
+bool Set::complete() const
+{
+    return std::none_of(findings.begin(), findings.end(), [](const auto& f) { return f.severity == "error"; });
+}
+
+namespace {
+
+constexpr std::string_view kMetadataModule = "torch.distributed.checkpoint.metadata";
+constexpr std::string_view kOldPropertiesModule = "torch.distributed._shard.sharded_tensor.metadata";
+constexpr std::string_view kPrototypeModule = "torch.distributed._shard.checkpoint.metadata";
+
+Error corrupt(const std::string& what)
+{
+    return makeError(ErrorCode::Corrupt, ".metadata: " + what);
+}
+
+const pickle::ObjectInfo* objectAt(const Arena& a, ValueId id)
+{
+    return id.valid() && a[id].kind == Kind::Object ? &pickle::objectOf(a, id) : nullptr;
+}
+
+bool isClass(const pickle::ObjectInfo* o, std::string_view module, std::string_view name)
+{
+    return o != nullptr && o->callable.module == module && o->callable.name == name;
+}
+
+// A dataclass field: its BUILD state is the instance __dict__.
+ValueId field(const Arena& a, const pickle::ObjectInfo& o, std::string_view name)
+{
+    if (!o.state.valid() || a[o.state].kind != Kind::Dict) {
+        return {};
+    }
+    return pickle::dictGet(a, a[o.state].items, name);
+}
+
+bool isNone(const Arena& a, ValueId id)
+{
+    return !id.valid() || a[id].kind == Kind::None;
+}
+
+std::optional<std::vector<std::int64_t>> ints(const Arena& a, ValueId id)
+{
+    if (!id.valid()) {
+        return std::nullopt;
+    }
+    const auto& v = a[id];
+    if (v.kind != Kind::Size && v.kind != Kind::Tuple && v.kind != Kind::List) {
+        return std::nullopt;
+    }
+    std::vector<std::int64_t> out;
+    for (const auto i : v.items) {
+        if (a[i].kind != Kind::Int) {
+            return std::nullopt;
+        }
+        out.push_back(a[i].i);
+    }
+    return out;
+}
+
+std::optional<std::string> str(const Arena& a, ValueId id)
+{
+    if (!id.valid() || a[id].kind != Kind::Str) {
+        return std::nullopt;
+    }
+    return a[id].text;
+}
+
+std::optional<std::int64_t> integer(const Arena& a, ValueId id)
+{
+    if (!id.valid() || a[id].kind != Kind::Int) {
+        return std::nullopt;
+    }
+    return a[id].i;
+}
+
+std::string dims(const std::vector<std::int64_t>& d)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < d.size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(d[i]);
+    }
+    return s + "]";
+}
+
+// TensorProperties' __getstate__ 5-tuple (dtype, layout, requires_grad, memory-format enum,
+// pin_memory), under either module path; a dict state from before the custom __getstate__.
+Expected<void> readProperties(const Arena& a, ValueId id, Item& item, bool& old)
+{
+    const auto* o = objectAt(a, id);
+    const bool newPath = isClass(o, kMetadataModule, "TensorProperties");
+    if (!newPath && !isClass(o, kOldPropertiesModule, "TensorProperties")) {
+        return corrupt("tensor '" + item.fqn + "' has no TensorProperties");
+    }
+    old = old || !newPath;
+    ValueId dtype;
+    ValueId grad;
+    if (o->state.valid() && a[o->state].kind == Kind::Tuple && a[o->state].items.size() == 5) {
+        dtype = a[o->state].items[0];
+        grad = a[o->state].items[2];
+    } else {
+        dtype = field(a, *o, "dtype");
+        grad = field(a, *o, "requires_grad");
+    }
+    if (!dtype.valid() || a[dtype].kind != Kind::DType) {
+        return corrupt("tensor '" + item.fqn + "' has no dtype in its TensorProperties");
+    }
+    item.dtype = static_cast<DType>(a[dtype].i);
+    item.requiresGrad = grad.valid() && a[grad].kind == Kind::Bool && a[grad].flag;
+    if (elementSize(item.dtype) == 0) {
+        return makeError(ErrorCode::Unsupported,
+                         ".metadata: tensor '" + item.fqn + "' has a dtype ckptscope cannot size");
+    }
+    return {};
+}
+
+Expected<void> readTensor(const Arena& a, const pickle::ObjectInfo& o, Item& item, bool& old)
+{
+    if (field(a, o, "storage_key").valid()) {
+        return makeError(ErrorCode::Unsupported, "");  // the prototype, named by the caller
+    }
+    if (auto r = readProperties(a, field(a, o, "properties"), item, old); !r) {
+        return r;
+    }
+    auto size = ints(a, field(a, o, "size"));
+    const ValueId chunks = field(a, o, "chunks");
+    if (!size || !chunks.valid() || a[chunks].kind != Kind::List) {
+        return corrupt("tensor '" + item.fqn + "' has no size or chunk list");
+    }
+    item.size = *size;
+    for (const auto c : a[chunks].items) {
+        const auto* co = objectAt(a, c);
+        if (!isClass(co, kMetadataModule, "ChunkStorageMetadata")) {
+            return corrupt("a chunk of '" + item.fqn + "' is no ChunkStorageMetadata");
+        }
+        auto offsets = ints(a, field(a, *co, "offsets"));
+        auto sizes = ints(a, field(a, *co, "sizes"));
+        if (!offsets || !sizes) {
+            return corrupt("a chunk of '" + item.fqn + "' has no offsets or sizes");
+        }
+        item.chunks.push_back({std::move(*offsets), std::move(*sizes), {}});
+    }
+    return {};
+}
+
+struct IndexKey {
+    std::string fqn;
+    bool hasOffset = false;
+    std::vector<std::int64_t> offset;
+    friend bool operator<(const IndexKey& x, const IndexKey& y)
+    {
+        return std::tie(x.fqn, x.hasOffset, x.offset) < std::tie(y.fqn, y.hasOffset, y.offset);
+    }
+};
+
+// A data file name as written (`__0_0.distcp`): a plain name inside the folder.
+bool safeRelative(const std::string& p)
+{
+    if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) {
+        return false;
+    }
+    const fs::path path(p);
+    return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
+}
+
+Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, std::vector<std::string>& files)
+{
+    std::map<IndexKey, Location> out;
+    if (isNone(a, storage)) {
+        return out;
+    }
+    if (a[storage].kind != Kind::Dict) {
+        return corrupt("storage_data is not a dict (a storage layer other than FileSystemWriter?)");
+    }
+    std::map<std::string, std::uint32_t> fileIndex;
+    const auto& items = a[storage].items;
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        const auto* key = objectAt(a, items[i]);
+        const auto* info = objectAt(a, items[i + 1]);
+        if (!isClass(key, kMetadataModule, "MetadataIndex") ||
+            !isClass(info, "torch.distributed.checkpoint.filesystem", "_StorageInfo")) {
+            return corrupt("storage_data maps something other than MetadataIndex to _StorageInfo");
+        }
+        auto fqn = str(a, field(a, *key, "fqn"));
+        const ValueId offsetId = field(a, *key, "offset");
+        auto path = str(a, field(a, *info, "relative_path"));
+        auto offset = integer(a, field(a, *info, "offset"));
+        auto length = integer(a, field(a, *info, "length"));
+        if (!fqn || !path || !offset || !length || *offset < 0 || *length < 0) {
+            return corrupt("a storage_data entry lacks its fqn, relative_path, offset or length");
+        }
+        if (!safeRelative(*path)) {
+            return corrupt("item '" + *fqn + "' names a data file outside the folder: " + *path);
+        }
+        const ValueId transforms = field(a, *info, "transform_descriptors");
+        if (!isNone(a, transforms) && (a[transforms].kind != Kind::List || !a[transforms].items.empty())) {
+            std::string names;
+            if (a[transforms].kind == Kind::List) {
+                for (const auto t : a[transforms].items) {
+                    names += (names.empty() ? "" : ", ") + str(a, t).value_or("?");
+                }
+            }
+            return makeError(ErrorCode::Unsupported,
+                             "DCP item '" + *fqn + "' is stored through transforms (" + names +
+                                 ", torch.distributed.checkpoint._extension, e.g. zstd compression), which ckptscope "
+                                 "does not read; convert it with dcp_to_torch_save");
+        }
+        if (path->size() > 12 && path->substr(path->size() - 12) == ".safetensors") {
+            return makeError(ErrorCode::Unsupported, "DCP item '" + *fqn + "' is in " + *path +
+                                                         ", a safetensors-format DCP file "
+                                                         "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
+                                                         "ckptscope does not read yet");
+        }
+        auto [it, added] = fileIndex.emplace(*path, static_cast<std::uint32_t>(files.size()));
+        if (added) {
+            files.push_back(*path);
+        }
+        IndexKey k{*fqn, !isNone(a, offsetId), {}};
+        if (k.hasOffset) {
+            auto off = ints(a, offsetId);
+            if (!off) {
+                return corrupt("the MetadataIndex of '" + *fqn + "' has an offset that is no torch.Size");
+            }
+            k.offset = std::move(*off);
+        }
+        out[k] = Location{it->second, static_cast<std::uint64_t>(*offset), static_cast<std::uint64_t>(*length), true};
+    }
+    return out;
+}
+
+Expected<std::vector<PathElement>> readPath(const Arena& a, ValueId id, const std::string& fqn)
+{
+    if (!id.valid() || (a[id].kind != Kind::Tuple && a[id].kind != Kind::List) || a[id].items.empty()) {
+        return corrupt("planner_data['" + fqn + "'] is not a non-empty path tuple");
+    }
+    std::vector<PathElement> out;
+    for (const auto e : a[id].items) {
+        if (a[e].kind == Kind::Str) {
+            out.push_back({false, 0, a[e].text});
+        } else if (a[e].kind == Kind::Int && a[e].i >= 0 && a[e].i < (1 << 24)) {
+            out.push_back({true, a[e].i, {}});
+        } else {
+            return corrupt("planner_data['" + fqn + "'] holds a path element that is neither str nor a list index");
+        }
+    }
+    if (out.front().isIndex) {
+        return corrupt("planner_data['" + fqn + "'] starts with a list index");
+    }
+    return out;
+}
+
+std::string prototypeMessage()
+{
+    return "a torch.distributed._shard.checkpoint directory from the PyTorch 1.12 prototype (storage_key "
+           "records, ShardedTensorStorageMetadata): ckptscope does not read it; load it with PyTorch 1.12's "
+           "torch.distributed._shard.checkpoint.load_state_dict";
+}
+
+}  // namespace
+
+Expected<Metadata> parseMetadata(Bytes data)
+{
+    Arena a;
+    auto r = pickle::unpickle(data, a);
+    if (!r) {
+        Error e = r.error();
+        e.message = ".metadata is not a readable pickle: " + e.message;
+        return e;
+    }
+    const auto* root = objectAt(a, r->root);
+    if (root != nullptr && root->callable.module == kPrototypeModule) {
+        return makeError(ErrorCode::Unsupported, prototypeMessage());
+    }
+    if (!isClass(root, kMetadataModule, "Metadata")) {
+        return corrupt("is not a pickled torch.distributed.checkpoint Metadata");
+    }
+    Metadata md;
+    if (auto v = str(a, field(a, *root, "version"))) {
+        md.version = *v;
+    }
+    const ValueId sdm = field(a, *root, "state_dict_metadata");
+    if (!sdm.valid() || a[sdm].kind != Kind::Dict) {
+        return corrupt("state_dict_metadata is not a dict");
+    }
+    auto storage = readStorage(a, field(a, *root, "storage_data"), md.files);
+    if (!storage) {
+        return storage.error();
+    }
+    const ValueId planner = field(a, *root, "planner_data");
+    md.hasPlannerData = planner.valid() && a[planner].kind == Kind::Dict;
+    // By hash: a scan of planner_data per key is quadratic in a 40k-key model.
+    std::unordered_map<std::string_view, ValueId> paths;
+    if (md.hasPlannerData) {
+        const auto& pd = a[planner].items;
+        for (std::size_t i = 0; i + 1 < pd.size(); i += 2) {
+            if (a[pd[i]].kind == Kind::Str) {
+                paths.try_emplace(a[pd[i]].text, pd[i + 1]);
+            }
+        }
+    }
+    const auto& entries = a[sdm].items;
+    for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
+        Item item;
+        auto fqn = str(a, entries[i]);
+        if (!fqn) {
+            return corrupt("a state_dict_metadata key is not a str");
+        }
+        item.fqn = *fqn;
+        const auto* o = objectAt(a, entries[i + 1]);
+        if (o != nullptr &&
+            (o->callable.module == kPrototypeModule || o->callable.name == "ShardedTensorStorageMetadata")) {
+            return makeError(ErrorCode::Unsupported, prototypeMessage());
+        }
+        if (isClass(o, kMetadataModule, "TensorStorageMetadata")) {
+            item.isTensor = true;
+            if (auto t = readTensor(a, *o, item, md.oldTensorProperties); !t) {
+                return t.error().message.empty() ? makeError(ErrorCode::Unsupported, prototypeMessage()) : t.error();
+            }
+            for (auto& c : item.chunks) {
+                if (auto it = storage->find(IndexKey{item.fqn, true, c.offsets}); it != storage->end()) {
+                    c.at = it->second;
+                }
+            }
+        } else if (isClass(o, kMetadataModule, "BytesStorageMetadata")) {
+            if (field(a, *o, "storage_key").valid()) {
+                return makeError(ErrorCode::Unsupported, prototypeMessage());
+            }
+            if (auto it = storage->find(IndexKey{item.fqn, false, {}}); it != storage->end()) {
+                item.bytes = it->second;
+            }
+        } else {
+            return corrupt("'" + item.fqn + "' is neither TensorStorageMetadata nor BytesStorageMetadata");
+        }
+        if (md.hasPlannerData) {
+            if (auto found = paths.find(item.fqn); found != paths.end()) {
+                const ValueId p = found->second;
+                auto path = readPath(a, p, item.fqn);
+                if (!path) {
+                    return path.error();
+                }
+                item.path = std::move(*path);
+            }
+        }
+        if (item.path.empty()) {
+            item.path.push_back({false, 0, item.fqn});
+        }
+        md.items.push_back(std::move(item));
+    }
+    return md;
+}
+
+namespace {
+
+SetFinding finding(std::string code, std::string title, std::string detail, std::vector<std::string> paths = {})
+{
+    return {std::move(code), "error", std::move(title), std::move(detail), std::move(paths)};
+}
+
+std::uint64_t volume(const std::vector<std::int64_t>& sizes)
+{
+    std::uint64_t v = 1;
+    for (const auto s : sizes) {
+        v *= static_cast<std::uint64_t>(std::max<std::int64_t>(s, 0));
+    }
+    return v;
+}
+
+std::string listed(const std::vector<std::string>& v)
+{
+    std::string s;
+    for (std::size_t i = 0; i < v.size() && i < 5; ++i) {
+        s += (i ? "; " : "") + v[i];
+    }
+    return v.size() > 5 ? s + "; and " + std::to_string(v.size() - 5) + " more" : s;
+}
+
+void checkCoverage(const Metadata& md, std::vector<SetFinding>& out)
+{
+    detail::Coverage cov;
+    for (const auto& t : md.items) {
+        if (!t.isTensor) {
+            continue;
+        }
+        std::vector<detail::Box> boxes;
+        for (const auto& c : t.chunks) {
+            boxes.push_back({c.offsets, c.sizes});
+        }
+        detail::checkBoxes(t.fqn, t.size, boxes, cov);
+    }
+    detail::coverageFindings(cov,
+                             "torch.distributed.checkpoint refuses such a plan (_validate_global_plan: \"Failed to "
+                             "validate global plan\"), and dcp_to_torch_save would leave uninitialised or mixed "
+                             "values. The set was written by a broken or mixed-up save: take the checkpoint from a "
+                             "complete save.",
+                             out);
+}
+
+void checkFiles(Set& set)
+{
+    std::vector<std::string> missing;
+    for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
+        if (!set.maps[i]) {
+            missing.push_back(set.meta.files[i]);
+        }
+    }
+    if (!missing.empty()) {
+        std::string names;
+        for (const auto& m : missing) {
+            names += (names.empty() ? "" : ", ") + m;
+        }
+        set.findings.push_back(finding(
+            "shard-missing", "Data files named by .metadata are missing",
+            std::to_string(missing.size()) + " of the " + std::to_string(set.meta.files.size()) +
+                " data files .metadata names are missing or unreadable: " + names +
+                ". torch.distributed.checkpoint.load and dcp_to_torch_save fail opening them (FileNotFoundError). "
+                "Copy every rank's __R_N.distcp file into the folder.",
+            missing));
+    }
+    std::vector<std::string> unlisted;
+    for (const auto& t : set.meta.items) {
+        bool listed = t.isTensor
+                          ? std::all_of(t.chunks.begin(), t.chunks.end(), [](const auto& c) { return c.at.found; })
+                          : t.bytes.found;
+        if (!listed) {
+            unlisted.push_back(t.fqn);
+        }
+    }
+    if (!unlisted.empty()) {
+        std::string names;
+        for (std::size_t i = 0; i < unlisted.size() && i < 5; ++i) {
+            names += (i ? ", " : "") + unlisted[i];
+        }
+        set.findings.push_back(finding("dcp-storage-missing", "Items without a storage_data entry",
+                                       std::to_string(unlisted.size()) +
+                                           " item(s) of .metadata have no storage_data entry saying where their bytes "
+                                           "are: " +
+                                           names +
+                                           ". The FileSystemReader fails with a KeyError on MetadataIndex. The "
+                                           ".metadata comes from another save than the data files: take both from "
+                                           "one save."));
+    }
+}
+
+}  // namespace
+
+namespace detail {
+
+bool inBounds(const std::vector<std::int64_t>& size, const Box& c)
+{
+    if (c.offsets.size() != size.size() || c.sizes.size() != size.size()) {
+        return false;
+    }
+    for (std::size_t d = 0; d < size.size(); ++d) {
+        if (c.offsets[d] < 0 || c.sizes[d] < 0 || c.offsets[d] > size[d] || c.sizes[d] > size[d] - c.offsets[d]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// _check_box_overlap: boxes overlap unless they are apart along some dimension.
+bool overlap(const Box& x, const Box& y)
+{
+    for (std::size_t d = 0; d < x.offsets.size(); ++d) {
+        if (x.offsets[d] >= y.offsets[d] + y.sizes[d] || y.offsets[d] >= x.offsets[d] + x.sizes[d]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// Pairs are found by a sweep along dimension 0: boxes sorted by their first offset meet only
+// while the next starts before this one ends.
+void checkBoxes(const std::string& name, const std::vector<std::int64_t>& size, const std::vector<Box>& boxes,
+                Coverage& out)
+{
+    for (const auto& c : boxes) {
+        if (!inBounds(size, c)) {
+            out.outOfBounds.push_back(name + " chunk at " + dims(c.offsets) + " of size " + dims(c.sizes) +
+                                      " in a tensor of " + dims(size));
+            return;
+        }
+    }
+    std::vector<std::size_t> order(boxes.size());
+    std::iota(order.begin(), order.end(), 0);
+    const bool scalar = size.empty();
+    if (!scalar) {
+        std::sort(order.begin(), order.end(),
+                  [&](auto x, auto y) { return boxes[x].offsets[0] < boxes[y].offsets[0]; });
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const auto& x = boxes[order[i]];
+        for (std::size_t j = i + 1; j < order.size(); ++j) {
+            const auto& y = boxes[order[j]];
+            if (!scalar && y.offsets[0] >= x.offsets[0] + x.sizes[0]) {
+                break;
+            }
+            if (volume(x.sizes) > 0 && volume(y.sizes) > 0 && overlap(x, y)) {
+                out.overlaps.push_back(name + " chunks at " + dims(x.offsets) + " and " + dims(y.offsets));
+                return;
+            }
+        }
+    }
+    std::uint64_t covered = 0;
+    for (const auto& c : boxes) {
+        covered += volume(c.sizes);
+    }
+    if (covered != volume(size)) {
+        out.holes.push_back(name + " (" + std::to_string(covered) + " of " + std::to_string(volume(size)) +
+                            " elements covered)");
+    }
+}
+
+void coverageFindings(const Coverage& c, const std::string& consequence, std::vector<SetFinding>& out)
+{
+    if (!c.outOfBounds.empty()) {
+        out.push_back(finding("chunk-out-of-bounds", "Chunks reach outside their tensor",
+                              std::to_string(c.outOfBounds.size()) + " chunk(s) lie outside the global tensor: " +
+                                  listed(c.outOfBounds) + ". " + consequence));
+    }
+    if (!c.overlaps.empty()) {
+        out.push_back(finding("chunk-overlap", "Chunks of one tensor overlap",
+                              std::to_string(c.overlaps.size()) +
+                                  " tensor(s) have overlapping chunks: " + listed(c.overlaps) + ". " + consequence));
+    }
+    if (!c.holes.empty()) {
+        out.push_back(finding("chunk-hole", "Chunks leave part of a tensor uncovered",
+                              std::to_string(c.holes.size()) + " tensor(s) are not covered by their chunks: " +
+                                  listed(c.holes) + ". " + consequence));
+    }
+}
+
+void releasePages(Bytes mapped)
+{
+    static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin =
+        reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const std::uintptr_t first = (begin + page - 1) / page * page;
+    const std::uintptr_t last = (begin + mapped.size()) / page * page;
+    if (last > first) {
+        // Advisory: a failure only leaves the pages resident.
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast, performance-no-int-to-ptr)
+        (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    }
+}
+
+}  // namespace detail
+
+Expected<Set> open(const SetLocation& loc)
+{
+    auto fail = [&](Error e) {
+        if (e.message.rfind(loc.what, 0) != 0) {
+            e.message = loc.what + ": " + e.message;
+        }
+        e.path = loc.index;
+        return e;
+    };
+    auto m = MappedFile::open(loc.index);
+    if (!m) {
+        Error e = m.error();
+        e.message = "no readable .metadata (" + e.message +
+                    "); the save did not finish (FileSystemWriter writes "
+                    "it last), or only some ranks' files were copied";
+        return fail(e);
+    }
+    auto md = parseMetadata((*m)->bytes());
+    if (auto same = (*m)->checkUnchanged(); !same) {
+        return fail(same.error());
+    }
+    if (!md) {
+        return fail(md.error());
+    }
+    Set set;
+    set.loc = loc;
+    set.meta = std::move(*md);
+    for (const auto& f : set.meta.files) {
+        auto mapped = MappedFile::open((fs::path(loc.dir) / f).string());
+        set.maps.push_back(mapped ? *mapped : nullptr);
+        set.fileErrors.push_back(mapped ? std::string() : mapped.error().message);
+    }
+    // FileSystemWriter(serialization_format=SAFETENSORS) still names its files __R_N.distcp, but
+    // each is a safetensors file whose header carries DCP_SHARDING_INFO (_hf_utils.py).
+    for (std::size_t i = 0; i < set.maps.size(); ++i) {
+        const Bytes b = set.maps[i] ? set.maps[i]->bytes() : Bytes{};
+        if (!b.empty() && archive::looksLikeSafetensors(b) &&
+            asText(b.first(std::min<std::size_t>(b.size(), 1U << 20))).find("DCP_SHARDING_INFO") !=
+                std::string_view::npos) {
+            return fail(makeError(ErrorCode::Unsupported,
+                                  set.meta.files[i] +
+                                      " is a safetensors-format DCP file "
+                                      "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
+                                      "ckptscope does not read yet; convert it with dcp_to_torch_save"));
+        }
+    }
+    checkFiles(set);
+    checkCoverage(set.meta, set.findings);
+    return set;
+}
+
+Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what)
+{
+    if (!at.found || at.file >= set.maps.size() || !set.maps[at.file]) {
+        return makeError(ErrorCode::Corrupt, what + ": its data file is missing");
+    }
+    const Bytes all = set.maps[at.file]->bytes();
+    const std::string name = set.meta.files[at.file] + " @ " + std::to_string(at.offset);
+    if (at.offset > all.size() || at.length > all.size() - at.offset) {
+        Error e = makeError(ErrorCode::Truncated, what + ": bytes " + std::to_string(at.offset) + ".." +
+                                                      std::to_string(at.offset + at.length) + " lie past the end of " +
+                                                      set.meta.files[at.file] + " (" + std::to_string(all.size()) +
+                                                      " bytes): the file was cut short");
+        e.path = (fs::path(set.loc.dir) / set.meta.files[at.file]).string();
+        return e;
+    }
+    auto c = readCheckpoint(all.subspan(at.offset, at.length), name);
+    if (auto same = set.maps[at.file]->checkUnchanged(); !same) {
+        return same.error();
+    }
+    if (!c) {
+        Error e = c.error();
+        e.message = what + " (" + name + "): " + e.message;
+        return e;
+    }
+    return c;
+}
+
+std::string valueText(const Set& set, const Item& item)
+{
+    auto c = openItem(set, item.bytes, "value '" + item.fqn + "'");
+    if (!c) {
+        return "<unreadable: " + c.error().message + ">";
+    }
+    return pickle::shortRepr((*c)->arena, (*c)->root);
+}
+
+namespace {
+
+// Copies a value read from a BYTE_IO item into the output arena; the memo keeps shared values
+// shared (and stops on cycles). Tensors are not expected there: the planner writes them as items.
+class ValueCopier {
+public:
+    ValueCopier(const Arena& from, Arena& to) : from_(from), to_(to) {}
+
+    Expected<ValueId> copy(ValueId id, int depth = 0)
+    {
+        if (depth > 200) {
+            return makeError(ErrorCode::Limit, "a value nests more than 200 levels deep");
+        }
+        if (auto it = memo_.find(id.v); it != memo_.end()) {
+            return it->second;
+        }
+        const pickle::Value& v = from_[id];
+        switch (v.kind) {
+        case Kind::Tensor:
+        case Kind::Storage:
+        case Kind::PersistentId:
+            return makeError(ErrorCode::Unsupported, "a bytes item holds a tensor or storage, which is not written");
+        case Kind::Global:
+            return remember(id, to_.global(pickle::globalOf(from_, id)));
+        case Kind::Object: {
+            const auto& o = pickle::objectOf(from_, id);
+            pickle::ObjectInfo copyInfo;
+            copyInfo.callable = o.callable;
+            copyInfo.form = o.form;
+            const ValueId out = remember(id, to_.object(copyInfo));
+            pickle::ObjectInfo filled = copyInfo;
+            for (auto [src, dst] : {std::pair{o.args, &filled.args}, std::pair{o.kwargs, &filled.kwargs},
+                                    std::pair{o.state, &filled.state}}) {
+                if (src.valid()) {
+                    auto c = copy(src, depth + 1);
+                    if (!c) {
+                        return c;
+                    }
+                    *dst = *c;
+                }
+            }
+            for (auto [src, dst] :
+                 {std::pair{&o.listItems, &filled.listItems}, std::pair{&o.dictItems, &filled.dictItems}}) {
+                for (const auto i : *src) {
+                    auto c = copy(i, depth + 1);
+                    if (!c) {
+                        return c;
+                    }
+                    dst->push_back(*c);
+                }
+            }
+            to_.objects[static_cast<std::size_t>(to_[out].i)] = std::move(filled);
+            return out;
+        }
+        default:
+            break;
+        }
+        pickle::Value shell;
+        shell.kind = v.kind;
+        shell.flag = v.flag;
+        shell.text = v.text;
+        if (v.kind == Kind::Float) {
+            shell.f = v.f;
+        } else {
+            shell.i = v.i;
+        }
+        const ValueId out = remember(id, to_.add(std::move(shell)));
+        std::vector<ValueId> items;
+        for (const auto i : v.items) {
+            auto c = copy(i, depth + 1);
+            if (!c) {
+                return c;
+            }
+            items.push_back(*c);
+        }
+        to_[out].items = std::move(items);
+        if (v.attrs.valid()) {
+            auto c = copy(v.attrs, depth + 1);
+            if (!c) {
+                return c;
+            }
+            to_[out].attrs = *c;
+        }
+        return out;
+    }
+
+private:
+    ValueId remember(ValueId from, ValueId to)
+    {
+        memo_[from.v] = to;
+        return to;
+    }
+    const Arena& from_;
+    Arena& to_;
+    std::unordered_map<std::uint32_t, ValueId> memo_;
+};
+
+// The nested state dict _traverse.set_element builds from planner_data paths.
+struct TreeNode {
+    enum class Type : std::uint8_t { Dict, List, Leaf, Empty } type = Type::Empty;
+    std::vector<std::pair<PathElement, std::size_t>> dictItems;  // key, node
+    std::vector<std::size_t> listItems;                          // node; Empty = None
+    std::size_t item = 0;                                        // Leaf
+};
+
+class Tree {
+public:
+    Tree() { nodes_.push_back({TreeNode::Type::Dict, {}, {}, 0}); }
+
+    Expected<void> set(const Item& item, std::size_t itemIndex)
+    {
+        std::size_t cur = 0;
+        for (std::size_t i = 0; i < item.path.size(); ++i) {
+            const bool last = i + 1 == item.path.size();
+            const auto type =
+                last ? TreeNode::Type::Leaf : (item.path[i + 1].isIndex ? TreeNode::Type::List : TreeNode::Type::Dict);
+            auto next = slot(cur, item.path[i], type, item.fqn);
+            if (!next) {
+                return next.error();
+            }
+            if (last) {
+                nodes_[*next].type = TreeNode::Type::Leaf;
+                nodes_[*next].item = itemIndex;
+            }
+            cur = *next;
+        }
+        return {};
+    }
+    [[nodiscard]] const TreeNode& node(std::size_t i) const { return nodes_[i]; }
+
+private:
+    // The child of `parent` at `key`: dict.setdefault / list padded with None, as set_element.
+    Expected<std::size_t> slot(std::size_t parent, const PathElement& key, TreeNode::Type want, const std::string& fqn)
+    {
+        auto conflict = [&] {
+            return makeError(ErrorCode::Corrupt, ".metadata: the planner_data path of '" + fqn +
+                                                     "' runs through a value another key put there");
+        };
+        std::size_t child = 0;
+        if (nodes_[parent].type == TreeNode::Type::Dict) {
+            // A flat state dict puts every key under one parent: look children up by hash, not by scan.
+            const auto [it, added] = children_.try_emplace({parent, key.isIndex, key.index, key.key}, nodes_.size());
+            if (added) {
+                nodes_.push_back({});
+                nodes_[parent].dictItems.emplace_back(key, it->second);
+            }
+            child = it->second;
+        } else if (nodes_[parent].type == TreeNode::Type::List && key.isIndex) {
+            auto& items = nodes_[parent].listItems;
+            while (items.size() <= static_cast<std::size_t>(key.index)) {
+                items.push_back(nodes_.size());
+                nodes_.push_back({});
+            }
+            child = nodes_[parent].listItems[static_cast<std::size_t>(key.index)];
+        } else {
+            return conflict();
+        }
+        auto& c = nodes_[child];
+        if (want == TreeNode::Type::Leaf) {
+            if (c.type != TreeNode::Type::Empty && c.type != TreeNode::Type::Leaf) {
+                return conflict();
+            }
+            c = TreeNode{};  // a later key replaces the value, as `cur_container[key] = value`
+            return child;
+        }
+        if (c.type == TreeNode::Type::Empty) {
+            c.type = want;
+        } else if (c.type == TreeNode::Type::Leaf) {
+            return conflict();
+        }
+        return child;
+    }
+    struct ChildKey {
+        std::size_t parent = 0;
+        bool isIndex = false;  // a list index used as a dict key (set_element allows it)
+        std::int64_t index = 0;
+        std::string key;
+        bool operator==(const ChildKey&) const = default;
+    };
+    struct ChildHash {
+        std::size_t operator()(const ChildKey& k) const
+        {
+            const std::size_t h = k.isIndex ? std::hash<std::int64_t>{}(k.index) : std::hash<std::string>{}(k.key);
+            return h ^ (k.parent * 0x9e3779b97f4a7c15ULL);
+        }
+    };
+    std::vector<TreeNode> nodes_;
+    std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
+};
+
+struct Output {
+    Arena arena;
+    std::vector<std::size_t> tensorItems;  // storage i holds items[tensorItems[i]]
+};
+
+Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Output& out,
+                             const std::vector<std::uint32_t>& storageOf, int depth)
+{
+    const TreeNode& node = tree.node(n);
+    Arena& a = out.arena;
+    if (depth > 1000) {
+        return makeError(ErrorCode::Limit, ".metadata: planner_data nests more than 1000 levels deep");
+    }
+    switch (node.type) {
+    case TreeNode::Type::Empty:
+        return a.none();
+    case TreeNode::Type::Dict: {
+        std::vector<ValueId> items;
+        for (const auto& [k, child] : node.dictItems) {
+            items.push_back(k.isIndex ? a.integer(k.index) : a.str(k.key));
+            auto v = buildValue(set, tree, child, out, storageOf, depth + 1);
+            if (!v) {
+                return v;
+            }
+            items.push_back(*v);
+        }
+        return a.dict(std::move(items), false);
+    }
+    case TreeNode::Type::List: {
+        std::vector<ValueId> items;
+        for (const auto child : node.listItems) {
+            auto v = buildValue(set, tree, child, out, storageOf, depth + 1);
+            if (!v) {
+                return v;
+            }
+            items.push_back(*v);
+        }
+        return a.list(std::move(items));
+    }
+    case TreeNode::Type::Leaf:
+        break;
+    }
+    const Item& item = set.meta.items[node.item];
+    if (!item.isTensor) {
+        auto c = openItem(set, item.bytes, "value '" + item.fqn + "'");
+        if (!c) {
+            return c.error();
+        }
+        ValueCopier copier((*c)->arena, a);
+        auto v = copier.copy((*c)->root);
+        if (!v) {
+            Error e = v.error();
+            e.message = "value '" + item.fqn + "': " + e.message;
+            return e;
+        }
+        return v;
+    }
+    pickle::StorageRef ref;
+    const std::uint32_t s = storageOf[node.item];
+    ref.key = std::to_string(s);
+    ref.location = "cpu";
+    ref.dtype = item.dtype;
+    ref.numel = item.numel();
+    a.storages[s] = std::move(ref);
+    pickle::TensorInfo info;
+    info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+    info.storage = a.storage(s);
+    info.dtype = item.dtype;
+    info.shape = item.size;
+    info.stride.assign(item.size.size(), 1);
+    std::int64_t stride = 1;
+    for (std::size_t d = item.size.size(); d-- > 0;) {
+        info.stride[d] = stride;
+        stride *= std::max<std::int64_t>(item.size[d], 1);
+    }
+    return a.tensor(std::move(info));
+}
+
+}  // namespace
+
+// A row run at a time where the source's rows are contiguous.
+Expected<void> detail::placeBox(const std::string& name, DType dtype, const std::vector<std::int64_t>& size,
+                                const Box& box, const TensorEntry& src, Bytes storage, std::vector<std::byte>& dst)
+{
+    const std::size_t nd = size.size();
+    const std::uint64_t es = elementSize(dtype);
+    if (src.shape != box.sizes || src.stride.size() != nd) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has shape " + dims(src.shape) +
+                                                 " where its box is " + dims(box.sizes));
+    }
+    std::vector<std::uint64_t> gstride(nd, 1);
+    for (std::size_t d = nd; d-- > 1;) {
+        gstride[d - 1] = gstride[d] * static_cast<std::uint64_t>(size[d]);
+    }
+    if (!inBounds(size, box) || dst.size() < volume(size) * es) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' lies outside its tensor");
+    }
+    if (volume(box.sizes) == 0) {
+        return {};
+    }
+    auto reach = static_cast<std::uint64_t>(src.storageOffset);
+    for (std::size_t d = 0; d < nd; ++d) {
+        if (src.stride[d] < 0) {
+            return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative stride");
+        }
+        reach += static_cast<std::uint64_t>(box.sizes[d] - 1) * static_cast<std::uint64_t>(src.stride[d]);
+    }
+    if ((reach + 1) * es > storage.size()) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' reaches past its storage");
+    }
+    const std::uint64_t run = nd == 0 ? 1 : static_cast<std::uint64_t>(box.sizes[nd - 1]);
+    const bool contiguousRows = nd == 0 || src.stride[nd - 1] == 1;
+    std::vector<std::int64_t> idx(nd == 0 ? 0 : nd - 1, 0);
+    while (true) {
+        auto s = static_cast<std::uint64_t>(src.storageOffset);
+        std::uint64_t g = 0;
+        for (std::size_t d = 0; d + 1 < nd; ++d) {
+            s += static_cast<std::uint64_t>(idx[d]) * static_cast<std::uint64_t>(src.stride[d]);
+            g += static_cast<std::uint64_t>(box.offsets[d] + idx[d]) * gstride[d];
+        }
+        if (nd > 0) {
+            g += static_cast<std::uint64_t>(box.offsets[nd - 1]);
+        }
+        if (contiguousRows) {
+            std::memcpy(dst.data() + g * es, storage.data() + s * es, run * es);
+        } else {
+            const auto step = static_cast<std::uint64_t>(src.stride[nd - 1]);
+            for (std::uint64_t k = 0; k < run; ++k) {
+                std::memcpy(dst.data() + (g + k) * es, storage.data() + (s + k * step) * es, es);
+            }
+        }
+        std::size_t d = idx.size();
+        while (d > 0) {
+            --d;
+            if (++idx[d] < box.sizes[d]) {
+                break;
+            }
+            idx[d] = 0;
+            if (d == 0) {
+                return {};
+            }
+        }
+        if (idx.empty()) {
+            return {};
+        }
+    }
+}
+
+namespace {
+
+Expected<const TensorEntry*> chunkTensor(const Checkpoint& c, const Item& t, const Chunk& chunk)
+{
+    const pickle::Value& root = c.arena[c.root];
+    if (root.kind != Kind::Tensor || c.tensors.size() != 1) {
+        return makeError(ErrorCode::Corrupt,
+                         "the chunk of '" + t.fqn + "' at " + dims(chunk.offsets) + " holds no single tensor");
+    }
+    const TensorEntry& e = c.tensors[TensorIndex{0}];
+    if (e.form != pickle::TensorForm::Strided || !e.storage.valid() || e.dtype != t.dtype || e.shape != chunk.sizes) {
+        return makeError(ErrorCode::Corrupt, "the chunk of '" + t.fqn + "' at " + dims(chunk.offsets) + " holds a " +
+                                                 std::string(dtypeName(e.dtype)) + " tensor of " + dims(e.shape) +
+                                                 " where .metadata says " + std::string(dtypeName(t.dtype)) + " " +
+                                                 dims(chunk.sizes));
+    }
+    return &e;
+}
+
+// Whole-row slabs (each chunk spans every dimension but the first: FSDP's and Shard(0)'s layout,
+// and any single whole chunk) tile a validated tensor in the order of their first offset, so
+// contiguous ones stream one after another straight from their files, with no buffer. False,
+// with nothing written, when the chunks are not such slabs.
+Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw)
+{
+    for (const auto& c : t.chunks) {
+        for (std::size_t d = 1; d < t.size.size(); ++d) {
+            if (c.offsets[d] != 0 || c.sizes[d] != t.size[d]) {
+                return false;
+            }
+        }
+    }
+    std::vector<const Chunk*> order;
+    for (const auto& c : t.chunks) {
+        if (volume(c.sizes) > 0) {
+            order.push_back(&c);
+        }
+    }
+    if (t.size.empty() && order.size() != 1) {
+        return false;
+    }
+    std::sort(order.begin(), order.end(),
+              [](const Chunk* x, const Chunk* y) { return !x->offsets.empty() && x->offsets[0] < y->offsets[0]; });
+    std::vector<std::pair<CheckpointPtr, const TensorEntry*>> sources;
+    for (const Chunk* c : order) {
+        auto ckpt = openItem(set, c->at, "tensor '" + t.fqn + "'");
+        if (!ckpt) {
+            return ckpt.error();
+        }
+        auto e = chunkTensor(**ckpt, t, *c);
+        if (!e) {
+            return e.error();
+        }
+        if (!(*e)->contiguous) {
+            return false;
+        }
+        sources.emplace_back(*ckpt, *e);
+    }
+    const std::uint64_t es = elementSize(t.dtype);
+    for (const auto& [ckpt, e] : sources) {
+        std::optional<Error> failed;
+        auto streamed = ckpt->streamStorage(e->storage, static_cast<std::uint64_t>(e->storageOffset) * es,
+                                            e->numel * es, [&](Bytes piece) {
+                                                if (auto w = zw.writeChunk(piece); !w) {
+                                                    failed = w.error();
+                                                }
+                                                return !failed;
+                                            });
+        if (failed) {
+            return *failed;
+        }
+        if (!streamed) {
+            return streamed.error();
+        }
+        detail::releasePages(ckpt->bytes);
+    }
+    return true;
+}
+
+Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw, const std::string& record)
+{
+    const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);
+    if (auto r = zw.beginRecord(record, nbytes); !r) {
+        return r;
+    }
+    auto streamed = streamSlabs(set, t, zw);
+    if (!streamed) {
+        return streamed.error();
+    }
+    if (*streamed) {
+        return zw.endRecord();
+    }
+    std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
+    std::vector<std::byte> scratch;
+    for (const auto& chunk : t.chunks) {
+        auto c = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+        if (!c) {
+            return c.error();
+        }
+        auto e = chunkTensor(**c, t, chunk);
+        if (!e) {
+            return e.error();
+        }
+        auto bytes = (*c)->storageData((*e)->storage, scratch);
+        if (!bytes) {
+            return bytes.error();
+        }
+        if (auto r = detail::placeBox(t.fqn, t.dtype, t.size, {chunk.offsets, chunk.sizes}, **e, *bytes, buffer); !r) {
+            return r;
+        }
+        detail::releasePages((*c)->bytes);
+    }
+    if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
+        return r;
+    }
+    return zw.endRecord();
+}
+
+std::string archiveFolderFor(const std::string& outPath)
+{
+    std::string base = fs::path(outPath).filename().string();
+    const auto dot = base.rfind('.');
+    if (dot != std::string::npos) {
+        base.erase(dot);
+    }
+    return base.empty() ? std::string("archive") : base;
+}
+
+}  // namespace
+
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+{
+    if (!set.complete()) {
+        std::string codes;
+        for (const auto& f : set.findings) {
+            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
+        }
+        Error e = makeError(ErrorCode::Corrupt,
+                            "the DCP set is incomplete (" + codes + "; see `ckptscope check`): nothing was written");
+        e.path = set.loc.dir;
+        return e;
+    }
+    auto target = write::resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    std::error_code ec;
+    for (const auto& f : set.meta.files) {
+        if (fs::equivalent(fs::path(set.loc.dir) / f, *target, ec) || fs::equivalent(set.loc.index, *target, ec)) {
+            return makeError(ErrorCode::Usage, "the output would overwrite a file of the set it is read from");
+        }
+    }
+    Tree tree;
+    Output out;
+    std::vector<std::uint32_t> storageOf(set.meta.items.size(), 0);
+    for (std::size_t i = 0; i < set.meta.items.size(); ++i) {
+        if (set.meta.items[i].isTensor) {
+            storageOf[i] = static_cast<std::uint32_t>(out.tensorItems.size());
+            out.tensorItems.push_back(i);
+        }
+        if (auto r = tree.set(set.meta.items[i], i); !r) {
+            return r.error();
+        }
+    }
+    out.arena.storages.resize(out.tensorItems.size());
+    auto root = buildValue(set, tree, 0, out, storageOf, 0);
+    if (!root) {
+        return root.error();
+    }
+    auto pickled = pickle::picklePersistent(out.arena, *root);
+    if (!pickled) {
+        return pickled.error();
+    }
+    auto file = write::detail::OutputFile::create(*target, write::Durability::Lazy);
+    if (!file) {
+        return file.error();
+    }
+    const std::string folder = archiveFolderFor(*target);
+    archive::ZipWriter zw(file->fd());
+    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
+    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
+        return fail(r.error());
+    }
+    for (std::size_t s = 0; s < out.tensorItems.size(); ++s) {
+        if (auto r = writeTensor(set, set.meta.items[out.tensorItems[s]], zw, folder + "/data/" + std::to_string(s));
+            !r) {
+            return fail(r.error());
+        }
+    }
+    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.finish(); !r) {
+        return fail(r.error());
+    }
+    for (const auto& m : set.maps) {
+        if (auto r = m->checkUnchanged(); !r) {
+            return r.error();
+        }
+    }
+    if (auto r = file->commit(); !r) {
+        return r.error();
+    }
+    const auto size = fs::file_size(*target, ec);
+    return ConsolidateResult{*target, ec ? 0 : size, out.tensorItems.size()};
+}
+
+}  // namespace ckpt::sharded::dcp

@@ -1,0 +1,117 @@
+// torch.distributed.checkpoint (DCP) directories (SHARDED.md §1): `.metadata`, a plain pickle of
+// `Metadata`, names every item of the flattened state dict; tensors are boxes (chunks) of a global
+// tensor, each a complete torch.save zip at [offset, offset + length) of a `__R_N.distcp` file;
+// other values are torch.save'd objects the same way. Nothing here runs any of it: `.metadata`
+// goes through the project's unpickler and each item through the ordinary zip reader on a
+// sub-range of the file's mapping.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "sharded/sharded.h"
+#include "util/bytes.h"
+#include "util/error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ckpt::sharded::dcp {
+
+// Where one item's bytes are: `_StorageInfo(relative_path, offset, length)`.
+struct Location {
+    std::uint32_t file = 0;  // index into Metadata::files
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    bool found = false;  // storage_data lists the item
+};
+
+struct Chunk {
+    std::vector<std::int64_t> offsets;
+    std::vector<std::int64_t> sizes;
+    Location at;
+};
+
+// A planner_data path element: a dict key, or a list index (set_element pads lists with None).
+struct PathElement {
+    bool isIndex = false;
+    std::int64_t index = 0;
+    std::string key;
+};
+
+struct Item {
+    std::string fqn;                // the flattened key
+    std::vector<PathElement> path;  // planner_data[fqn], or {fqn} when absent
+    bool isTensor = false;
+    DType dtype = DType::Unknown;
+    std::vector<std::int64_t> size;  // global
+    bool requiresGrad = false;
+    std::vector<Chunk> chunks;  // tensors
+    Location bytes;             // BYTE_IO values
+    [[nodiscard]] std::uint64_t numel() const;
+};
+
+struct Metadata {
+    std::vector<Item> items;         // in state_dict_metadata order
+    std::vector<std::string> files;  // relative paths storage_data names, in first use
+    std::string version;             // "" before PyTorch 2.4's `version`
+    bool oldTensorProperties = false;
+    bool hasPlannerData = false;
+};
+
+// Parses `.metadata`'s bytes. Corrupt when it is no DCP Metadata pickle; Unsupported, naming it,
+// for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
+Expected<Metadata> parseMetadata(Bytes data);
+
+struct Set {
+    SetLocation loc;
+    Metadata meta;
+    std::vector<std::shared_ptr<const MappedFile>> maps;  // per file, null where missing
+    std::vector<std::string> fileErrors;                  // "" where mapped
+    std::vector<SetFinding> findings;                     // coverage and missing files
+    [[nodiscard]] bool complete() const;
+};
+
+// Reads `.metadata`, maps the data files it names and checks coverage as _validate_global_plan
+// does (chunk-out-of-bounds, chunk-overlap, chunk-hole) plus shard-missing for absent files.
+Expected<Set> open(const SetLocation& loc);
+
+// The torch.save zip of one item: a Checkpoint over [offset, offset + length) of its file's
+// mapping (no copy; the Set must outlive it).
+Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what);
+
+// One BYTE_IO value in a short Python-like repr, or the reason it cannot be read.
+std::string valueText(const Set& set, const Item& item);
+
+// What dcp_to_torch_save writes: the nested state dict rebuilt from planner_data, each global
+// tensor assembled from its chunk boxes and written before the next one is read, so memory is
+// about the largest tensor. Refuses (Corrupt) an incomplete set before the output exists.
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
+
+namespace detail {
+// What DCP and FSDP share: a global tensor rebuilt from N-d boxes held by separate tensors.
+struct Box {
+    std::vector<std::int64_t> offsets;
+    std::vector<std::int64_t> sizes;
+};
+// _validate_global_plan's checks on one tensor's boxes, each problem as one line.
+struct Coverage {
+    std::vector<std::string> outOfBounds;
+    std::vector<std::string> overlaps;
+    std::vector<std::string> holes;
+};
+void checkBoxes(const std::string& name, const std::vector<std::int64_t>& size, const std::vector<Box>& boxes,
+                Coverage& out);
+// chunk-out-of-bounds / chunk-overlap / chunk-hole findings; `consequence` says what fails.
+void coverageFindings(const Coverage& c, const std::string& consequence, std::vector<SetFinding>& out);
+// Copies `src` (a strided tensor whose shape is the box's sizes, its storage's bytes in
+// `storage`) into its box of the row-major global buffer `dst`.
+Expected<void> placeBox(const std::string& name, DType dtype, const std::vector<std::int64_t>& size, const Box& box,
+                        const TensorEntry& src, Bytes storage, std::vector<std::byte>& dst);
+// Drops the pages of a read-only file mapping from this process's resident set once they have been
+// copied out (they stay in the page cache): without it every byte read from the mapping counts
+// toward peak RSS, and consolidating a model would look like holding the whole model.
+void releasePages(Bytes mapped);
+}  // namespace detail
+
+}  // namespace ckpt::sharded::dcp

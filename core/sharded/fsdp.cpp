@@ -1,0 +1,710 @@
+// Per-rank FSDP pickles (SHARDED.md §3; pytorch/pytorch torch/distributed/_shard/sharded_tensor/
+// api.py, fsdp/_shard_utils.py, tensor/_api.py, tensor/placement_types.py). Each rank file is an
+// ordinary Checkpoint; the wrappers' state is read from its value tree.
+#include "sharded/fsdp.h"
+
+#include "archive/zip.h"
+#include "pickle/pickler.h"
+#include "write/output_file.h"
+#include "write/targets.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace ckpt::sharded::fsdp {
+
+namespace fs = std::filesystem;
+using pickle::Arena;
+using pickle::Kind;
+using pickle::ValueId;
+
+std::uint64_t Tensor::numel() const
+{
+    std::uint64_t n = 1;
+    for (const auto d : size) {
+        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    }
+    return n;
+}
+
+bool Set::complete() const
+{
+    return std::none_of(findings.begin(), findings.end(), [](const auto& f) { return f.severity == "error"; });
+}
+
+bool namesShardedTensors(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::string head(std::size_t{1} << 20, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<std::size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return head.find("sharded_tensor.api") != std::string::npos ||
+           (head.find("DTensor") != std::string::npos && head.find("_rebuild_wrapper_subclass") != std::string::npos);
+}
+
+namespace {
+
+std::string dims(const std::vector<std::int64_t>& d)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < d.size(); ++i) {
+        s += (i ? ", " : "") + std::to_string(d[i]);
+    }
+    return s + "]";
+}
+
+const pickle::ObjectInfo* objectAt(const Arena& a, ValueId id)
+{
+    return id.valid() && a[id].kind == Kind::Object ? &pickle::objectOf(a, id) : nullptr;
+}
+
+// A field of an object's BUILD state: a dataclass __dict__, or the (dict, slots) pair of a
+// slotted class (Shard, ShardMetadata, DTensor).
+ValueId field(const Arena& a, ValueId state, std::string_view name)
+{
+    if (!state.valid()) {
+        return {};
+    }
+    const auto& v = a[state];
+    if (v.kind == Kind::Dict) {
+        return pickle::dictGet(a, v.items, name);
+    }
+    if (v.kind == Kind::Tuple && v.items.size() == 2) {
+        for (const auto part : v.items) {
+            if (a[part].kind == Kind::Dict) {
+                if (auto f = pickle::dictGet(a, a[part].items, name); f.valid()) {
+                    return f;
+                }
+            }
+        }
+    }
+    return {};
+}
+
+ValueId objField(const Arena& a, ValueId obj, std::string_view name)
+{
+    const auto* o = objectAt(a, obj);
+    return o == nullptr ? ValueId{} : field(a, o->state, name);
+}
+
+std::optional<std::vector<std::int64_t>> ints(const Arena& a, ValueId id)
+{
+    if (!id.valid() || (a[id].kind != Kind::Size && a[id].kind != Kind::Tuple && a[id].kind != Kind::List)) {
+        return std::nullopt;
+    }
+    std::vector<std::int64_t> out;
+    for (const auto i : a[id].items) {
+        if (a[i].kind != Kind::Int) {
+            return std::nullopt;
+        }
+        out.push_back(a[i].i);
+    }
+    return out;
+}
+
+std::optional<std::int64_t> integer(const Arena& a, ValueId id)
+{
+    return id.valid() && a[id].kind == Kind::Int ? std::optional(a[id].i) : std::nullopt;
+}
+
+Error corrupt(const std::string& file, const std::string& what)
+{
+    Error e = makeError(ErrorCode::Corrupt, what);
+    e.path = file;
+    return e;
+}
+
+// A plain strided tensor value of the arena as an entry placeBox can read.
+std::optional<TensorEntry> localTensor(const Arena& a, ValueId id)
+{
+    if (!id.valid() || a[id].kind != Kind::Tensor) {
+        return std::nullopt;
+    }
+    const auto& t = pickle::tensorOf(a, id);
+    if (t.form != pickle::TensorForm::Strided || !t.storage.valid() || a[t.storage].kind != Kind::Storage) {
+        return std::nullopt;
+    }
+    TensorEntry e;
+    e.value = id;
+    e.storage = StorageIndex{static_cast<std::uint32_t>(a[t.storage].i)};
+    e.dtype = t.dtype;
+    e.shape = t.shape;
+    e.stride = t.stride;
+    e.storageOffset = t.storageOffset;
+    e.form = t.form;
+    return e;
+}
+
+struct FileRead {
+    std::vector<Tensor> tensors;
+    int rank = -1;
+    int world = -1;
+    bool shardedTensor = false;
+};
+
+Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& w, Tensor& t, FileRead& fr)
+{
+    const Arena& a = c.arena;
+    const auto& st = a[w.subclassState];
+    if (st.kind != Kind::Tuple || st.items.size() != 5 || a[st.items[0]].kind != Kind::List) {
+        return corrupt(c.path, "ShardedTensor '" + t.key + "' has no (local_shards, metadata, ...) state");
+    }
+    fr.shardedTensor = true;
+    const ValueId meta = st.items[1];
+    auto size = ints(a, objField(a, meta, "size"));
+    const ValueId props = objField(a, meta, "tensor_properties");
+    const auto* po = objectAt(a, props);
+    const ValueId shards = objField(a, meta, "shards_metadata");
+    if (!size || po == nullptr || !po->state.valid() || a[po->state].kind != Kind::Tuple ||
+        a[po->state].items.empty() || a[a[po->state].items[0]].kind != Kind::DType || !shards.valid() ||
+        a[shards].kind != Kind::List) {
+        return corrupt(c.path, "ShardedTensor '" + t.key + "' has no ShardedTensorMetadata (size, properties, shards)");
+    }
+    t.size = *size;
+    t.dtype = static_cast<DType>(a[a[po->state].items[0]].i);
+    for (const auto sm : a[shards].items) {
+        auto off = ints(a, objField(a, sm, "shard_offsets"));
+        auto sz = ints(a, objField(a, sm, "shard_sizes"));
+        if (!off || !sz) {
+            return corrupt(c.path, "a ShardMetadata of '" + t.key + "' has no offsets or sizes");
+        }
+        t.declared.push_back({*off, *sz});
+    }
+    for (const auto shard : a[st.items[0]].items) {
+        auto local = localTensor(a, objField(a, shard, "tensor"));
+        const ValueId sm = objField(a, shard, "metadata");
+        auto off = ints(a, objField(a, sm, "shard_offsets"));
+        auto sz = ints(a, objField(a, sm, "shard_sizes"));
+        if (!local || !off || !sz) {
+            return corrupt(c.path, "a local Shard of '" + t.key + "' has no plain tensor or ShardMetadata");
+        }
+        t.shards.push_back({0, std::move(*local), {*off, *sz}});
+    }
+    const ValueId pg = st.items[2];
+    if (auto r = integer(a, objField(a, pg, "global_rank"))) {
+        fr.rank = static_cast<int>(*r);
+    }
+    if (auto w2 = integer(a, objField(a, pg, "global_world_size"))) {
+        fr.world = static_cast<int>(*w2);
+    }
+    return {};
+}
+
+// compute_local_shape_and_global_offset for Shard(d)/Replicate placements: per mesh dimension,
+// the coordinate's torch.chunk piece of what earlier dimensions left.
+std::optional<dcp::detail::Box> dtensorBox(const std::vector<std::int64_t>& size, const std::vector<std::int64_t>& mesh,
+                                           const std::vector<std::int64_t>& coord, const std::vector<int>& shardDims)
+{
+    dcp::detail::Box b{std::vector<std::int64_t>(size.size(), 0), size};
+    for (std::size_t i = 0; i < shardDims.size(); ++i) {
+        const int d = shardDims[i];
+        if (d < 0) {
+            continue;  // Replicate
+        }
+        if (static_cast<std::size_t>(d) >= size.size() || mesh[i] <= 0) {
+            return std::nullopt;
+        }
+        const std::int64_t n = mesh[i];
+        const std::int64_t len = b.sizes[static_cast<std::size_t>(d)];
+        const std::int64_t full = (len + n - 1) / n;
+        const std::int64_t start = std::min(full * coord[i], len);
+        b.offsets[static_cast<std::size_t>(d)] += start;
+        b.sizes[static_cast<std::size_t>(d)] = std::max<std::int64_t>(0, std::min(len, start + full) - start);
+    }
+    return b;
+}
+
+Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Tensor& t, FileRead& fr)
+{
+    const Arena& a = c.arena;
+    t.dtensor = true;
+    t.size = w.shape;
+    t.dtype = w.dtype;
+    auto local = localTensor(a, field(a, w.subclassState, "_local_tensor"));
+    const ValueId spec = field(a, w.subclassState, "_spec");
+    const ValueId mesh = objField(a, spec, "mesh");
+    const ValueId placements = objField(a, spec, "placements");
+    auto coord = ints(a, objField(a, mesh, "_coordinate_on_dim"));
+    const ValueId meshTensor = objField(a, mesh, "mesh");
+    if (!local || !coord || !placements.valid() ||
+        (a[placements].kind != Kind::Tuple && a[placements].kind != Kind::List) || !meshTensor.valid() ||
+        a[meshTensor].kind != Kind::Tensor) {
+        return corrupt(c.path, "DTensor '" + t.key + "' has no _local_tensor, or no mesh coordinate and placements");
+    }
+    const auto meshShape = pickle::tensorOf(a, meshTensor).shape;
+    std::vector<int> shardDims;
+    for (const auto p : a[placements].items) {
+        const auto* o = objectAt(a, p);
+        const std::string name = o == nullptr ? std::string() : o->callable.name;
+        if (name == "Replicate") {
+            shardDims.push_back(-1);
+        } else if (name == "Shard") {
+            auto d = integer(a, field(a, o->state, "dim"));
+            if (!d) {
+                return corrupt(c.path, "a Shard placement of '" + t.key + "' has no dim");
+            }
+            shardDims.push_back(static_cast<int>(*d < 0 ? *d + static_cast<std::int64_t>(t.size.size()) : *d));
+        } else {
+            return makeError(ErrorCode::Unsupported, "DTensor '" + t.key + "' is placed as " +
+                                                         (name.empty() ? std::string("?") : name) +
+                                                         " (only Shard(d) and Replicate are read; _StridedShard "
+                                                         "and Partial need their own rules)");
+        }
+    }
+    if (shardDims.size() != meshShape.size() || coord->size() != meshShape.size()) {
+        return corrupt(c.path, "DTensor '" + t.key + "': placements, mesh and coordinate disagree in rank");
+    }
+    auto box = dtensorBox(t.size, meshShape, *coord, shardDims);
+    if (!box) {
+        return corrupt(c.path, "DTensor '" + t.key + "' shards a dimension it does not have");
+    }
+    t.shards.push_back({0, std::move(*local), *box});
+    // Every coordinate's box, row-major over the mesh.
+    std::int64_t world = 1;
+    for (const auto m : meshShape) {
+        world *= std::max<std::int64_t>(m, 0);
+    }
+    std::vector<std::int64_t> at(meshShape.size(), 0);
+    std::set<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> seen;
+    for (std::int64_t r = 0; r < world && r < 65536; ++r) {
+        std::int64_t rest = r;
+        for (std::size_t i = meshShape.size(); i-- > 0;) {
+            at[i] = rest % meshShape[i];
+            rest /= meshShape[i];
+        }
+        if (auto b = dtensorBox(t.size, meshShape, at, shardDims); b && seen.insert({b->offsets, b->sizes}).second) {
+            t.declared.push_back(*b);
+        }
+    }
+    std::int64_t rank = 0;
+    for (std::size_t i = 0; i < meshShape.size(); ++i) {
+        rank = rank * meshShape[i] + (*coord)[i];
+    }
+    fr.rank = static_cast<int>(rank);
+    fr.world = static_cast<int>(world);
+    return {};
+}
+
+Expected<FileRead> readFile(const Checkpoint& c)
+{
+    FileRead fr;
+    for (const auto& e : c.tensors) {
+        Tensor t;
+        t.key = e.path;
+        t.device = e.location;
+        const auto& info = pickle::tensorOf(c.arena, e.value);
+        const std::string cls = info.subclassType.valid() && c.arena[info.subclassType].kind == Kind::Global
+                                    ? pickle::globalOf(c.arena, info.subclassType).name
+                                    : std::string();
+        if (cls == "ShardedTensor" && info.subclassState.valid()) {
+            if (auto r = readShardedTensor(c, info, t, fr); !r) {
+                return r.error();
+            }
+            if (t.size.size() == 1 && (t.key.ends_with("_flat_param") || t.key.ends_with("flat_param"))) {
+                Error err = makeError(
+                    ErrorCode::Unsupported,
+                    "an FSDP LOCAL_STATE_DICT dump ('" + t.key +
+                        "' is a 1-D ShardedTensor of a flattened parameter): which slice of it is which parameter is "
+                        "not stored, so it cannot be unflattened without the model; load it into the same FSDP model "
+                        "with StateDictType.LOCAL_STATE_DICT and save a SHARDED or FULL state dict");
+                err.path = c.path;
+                return err;
+            }
+        } else if (cls == "DTensor" && info.subclassState.valid()) {
+            if (auto r = readDTensor(c, info, t, fr); !r) {
+                return r.error();
+            }
+        } else if (e.form == pickle::TensorForm::Strided && e.storage.valid()) {
+            t.plain = true;
+            t.dtype = e.dtype;
+            t.size = e.shape;
+            t.shards.push_back({0, e, {std::vector<std::int64_t>(e.shape.size(), 0), e.shape}});
+            t.declared.push_back(t.shards.back().box);
+        } else {
+            return makeError(ErrorCode::Unsupported, "'" + t.key + "' in " + c.path + " is a " +
+                                                         (cls.empty() ? std::string("storage-less tensor") : cls) +
+                                                         ", which FSDP rank files are not read with");
+        }
+        fr.tensors.push_back(std::move(t));
+    }
+    return fr;
+}
+
+}  // namespace
+
+std::optional<std::pair<std::string, int>> rankFileName(const std::string& name)
+{
+    static const std::regex re(R"(^(.*rank)([0-9]{1,6})(\.[A-Za-z0-9]+)$)");
+    std::smatch m;
+    if (!std::regex_match(name, m, re)) {
+        return std::nullopt;
+    }
+    return std::pair{m[1].str() + "*" + m[3].str(), std::stoi(m[2].str())};
+}
+
+namespace {
+
+void addProcessGroupFinding(Set& set)
+{
+    std::vector<std::string> names;
+    for (const auto& f : set.files) {
+        names.push_back(fs::path(f.path).filename().string());
+    }
+    set.findings.push_back(
+        {"needs-process-group", "warning", "torch.load needs a process group for these files",
+         "The rank files hold ShardedTensors, whose __setstate__ refuses to run outside torch.distributed: "
+         "torch.load fails with RuntimeError: Need to initialize default process group using \"init_process_group\" "
+         "before loading ShardedTensor (torch/distributed/_shard/sharded_tensor/api.py), and inside one it also "
+         "needs the same rank and world size. `ckptscope convert` on the folder writes the consolidated plain "
+         "tensors, which load anywhere.",
+         names});
+}
+
+void checkWorld(Set& set, int world, const std::set<int>& ranks)
+{
+    std::string missing;
+    for (int r = 0; r < world && r < 65536; ++r) {
+        if (!ranks.contains(r)) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        }
+    }
+    if (world == static_cast<int>(set.files.size()) && missing.empty()) {
+        return;
+    }
+    std::vector<std::string> names;
+    for (const auto& f : set.files) {
+        names.push_back(fs::path(f.path).filename().string());
+    }
+    set.findings.push_back(
+        {"world-size-mismatch", "error", "The rank files disagree with the saved world size",
+         "The files were saved by " + std::to_string(world) +
+             " ranks (world size in the pickles), but the folder "
+             "holds " +
+             std::to_string(set.files.size()) + " rank file(s)" +
+             (missing.empty() ? std::string() : "; missing rank(s): " + missing) +
+             ". Loading needs every rank's file (ShardedTensor's __setstate__ checks \"Global world size at save time "
+             "was ...\"). Copy the missing rank files, or take the set from one save.",
+         names});
+}
+
+}  // namespace
+
+Expected<Set> open(const SetLocation& loc, bool oneFile)
+{
+    Set set;
+    set.loc = loc;
+    set.oneFile = oneFile;
+    std::vector<std::string> paths;
+    if (oneFile) {
+        paths.push_back(loc.index);
+    } else {
+        const auto key = rankFileName(fs::path(loc.index).filename().string());
+        std::error_code ec;
+        for (fs::directory_iterator it(loc.dir, ec), end; !ec && it != end; it.increment(ec)) {
+            const auto k = rankFileName(it->path().filename().string());
+            if (k && key && k->first == key->first && it->is_regular_file(ec)) {
+                paths.push_back(it->path().string());
+            }
+        }
+        std::sort(paths.begin(), paths.end());
+    }
+    std::map<std::string, std::size_t> byKey;
+    std::set<int> ranks;
+    int world = -1;
+    bool sharded = false;
+    for (const auto& p : paths) {
+        auto c = openCheckpoint(p);
+        if (!c) {
+            return c.error();
+        }
+        auto fr = readFile(**c);
+        if (!fr) {
+            return fr.error();
+        }
+        const auto fileIndex = static_cast<std::uint32_t>(set.files.size());
+        std::vector<std::string> others;
+        for (std::uint32_t i = 1; i < (*c)->nodes.size(); ++i) {
+            const Node& n = (*c)->nodes[NodeIndex{i}];
+            if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Object) {
+                others.push_back((*c)->pathOf(NodeIndex{i}));
+            }
+        }
+        set.files.push_back({p, *c, std::move(others), fr->rank, fr->world});
+        ranks.insert(fr->rank);
+        world = std::max(world, fr->world);
+        sharded = sharded || fr->shardedTensor;
+        for (auto& t : fr->tensors) {
+            for (auto& s : t.shards) {
+                s.file = fileIndex;
+            }
+            auto [it, added] = byKey.emplace(t.key, set.tensors.size());
+            if (added) {
+                set.tensors.push_back(std::move(t));
+                continue;
+            }
+            Tensor& have = set.tensors[it->second];
+            if (have.size != t.size || have.dtype != t.dtype) {
+                return corrupt(p, "'" + t.key + "' is " + std::string(dtypeName(t.dtype)) + " " + dims(t.size) +
+                                      " here but " + std::string(dtypeName(have.dtype)) + " " + dims(have.size) +
+                                      " in another rank file: the files come from different saves");
+            }
+            if (!have.plain) {
+                for (auto& s : t.shards) {
+                    have.shards.push_back(std::move(s));
+                }
+            }
+        }
+    }
+    if (sharded) {
+        addProcessGroupFinding(set);
+    }
+    if (oneFile) {
+        return set;
+    }
+    if (world > 0) {
+        checkWorld(set, world, ranks);
+    }
+    dcp::detail::Coverage cov;
+    for (auto& t : set.tensors) {
+        // Replicated boxes are the same tensor on several ranks: one copy covers them.
+        std::vector<dcp::detail::Box> boxes;
+        std::set<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> seen;
+        std::vector<LocalShard> unique;
+        for (auto& s : t.shards) {
+            if (seen.insert({s.box.offsets, s.box.sizes}).second) {
+                boxes.push_back(s.box);
+                unique.push_back(std::move(s));
+            }
+        }
+        t.shards = std::move(unique);
+        dcp::detail::checkBoxes(t.key, t.size, boxes, cov);
+    }
+    dcp::detail::coverageFindings(cov,
+                                  "Consolidating would leave parts of these tensors unset. Take every rank's file "
+                                  "from one save.",
+                                  set.findings);
+    return set;
+}
+
+namespace {
+
+std::string archiveFolderFor(const std::string& outPath)
+{
+    std::string base = fs::path(outPath).filename().string();
+    const auto dot = base.rfind('.');
+    if (dot != std::string::npos) {
+        base.erase(dot);
+    }
+    return base.empty() ? std::string("archive") : base;
+}
+
+// Whole-row slabs of contiguous local tensors (FSDP's dim-0 chunks, Shard(0)) tile a validated
+// tensor in the order of their first offset: streamed from the rank files with no buffer. False,
+// with nothing written, otherwise.
+Expected<bool> streamSlabs(const Set& set, const Tensor& t, archive::ZipWriter& zw)
+{
+    std::vector<const LocalShard*> order;
+    for (const auto& s : t.shards) {
+        for (std::size_t d = 1; d < t.size.size(); ++d) {
+            if (s.box.offsets[d] != 0 || s.box.sizes[d] != t.size[d]) {
+                return false;
+            }
+        }
+        if (s.tensor.dtype != t.dtype || s.tensor.shape != s.box.sizes) {
+            return false;  // placeBox names the mismatch
+        }
+        std::int64_t expect = 1;
+        for (std::size_t d = s.tensor.shape.size(); d-- > 0;) {
+            if (s.tensor.shape[d] != 1 && s.tensor.stride[d] != expect) {
+                return false;
+            }
+            expect *= s.tensor.shape[d];
+        }
+        if (expect > 0) {
+            order.push_back(&s);
+        }
+    }
+    if (t.size.empty() && order.size() != 1) {
+        return false;
+    }
+    std::sort(order.begin(), order.end(), [](const LocalShard* x, const LocalShard* y) {
+        return !x->box.offsets.empty() && x->box.offsets[0] < y->box.offsets[0];
+    });
+    const std::uint64_t es = elementSize(t.dtype);
+    for (const LocalShard* s : order) {
+        const Checkpoint& c = *set.files[s->file].ckpt;
+        std::uint64_t numel = 1;
+        for (const auto d : s->box.sizes) {
+            numel *= static_cast<std::uint64_t>(d);
+        }
+        std::optional<Error> failed;
+        auto streamed = c.streamStorage(s->tensor.storage, static_cast<std::uint64_t>(s->tensor.storageOffset) * es,
+                                        numel * es, [&](Bytes piece) {
+                                            if (auto w = zw.writeChunk(piece); !w) {
+                                                failed = w.error();
+                                            }
+                                            return !failed;
+                                        });
+        if (failed) {
+            return *failed;
+        }
+        if (!streamed) {
+            return streamed.error();
+        }
+        if (const auto& st = c.storages[s->tensor.storage]; c.file && !st.compressed) {
+            dcp::detail::releasePages(c.bytes.subspan(st.fileOffset, st.nbytes));
+        }
+    }
+    return true;
+}
+
+Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& zw, const std::string& record)
+{
+    const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);
+    if (auto r = zw.beginRecord(record, nbytes); !r) {
+        return r;
+    }
+    auto streamed = streamSlabs(set, t, zw);
+    if (!streamed) {
+        return streamed.error();
+    }
+    if (*streamed) {
+        return zw.endRecord();
+    }
+    std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
+    std::vector<std::byte> scratch;
+    for (const auto& s : t.shards) {
+        const Checkpoint& c = *set.files[s.file].ckpt;
+        if (s.tensor.dtype != t.dtype) {
+            return corrupt(c.path, "a local shard of '" + t.key + "' is " + std::string(dtypeName(s.tensor.dtype)) +
+                                       ", not " + std::string(dtypeName(t.dtype)));
+        }
+        auto bytes = c.storageData(s.tensor.storage, scratch);
+        if (!bytes) {
+            return bytes.error();
+        }
+        if (auto r = dcp::detail::placeBox(t.key, t.dtype, t.size, s.box, s.tensor, *bytes, buffer); !r) {
+            Error e = r.error();
+            e.path = c.path;
+            return e;
+        }
+        if (c.file && !c.storages[s.tensor.storage].compressed) {
+            dcp::detail::releasePages(*bytes);
+        }
+    }
+    if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
+        return r;
+    }
+    return zw.endRecord();
+}
+
+}  // namespace
+
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+{
+    if (set.oneFile) {
+        return makeError(ErrorCode::Usage, "one rank file holds only its shards: convert the folder of all rank "
+                                           "files to consolidate them");
+    }
+    if (!set.complete()) {
+        std::string codes;
+        for (const auto& f : set.findings) {
+            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
+        }
+        Error e = makeError(ErrorCode::Corrupt, "the FSDP rank files are incomplete (" + codes +
+                                                    "; see `ckptscope check`): nothing was "
+                                                    "written");
+        e.path = set.loc.dir;
+        return e;
+    }
+    for (const auto& f : set.files) {
+        if (!f.otherValues.empty()) {
+            Error e = makeError(ErrorCode::Unsupported,
+                                "holds " + std::to_string(f.otherValues.size()) + " values besides tensors (" +
+                                    f.otherValues.front() + (f.otherValues.size() > 1 ? ", ..." : "") +
+                                    "; optimizer state?): consolidating FSDP rank files writes tensors only, so "
+                                    "nothing was written rather than drop them");
+            e.path = f.path;
+            return e;
+        }
+    }
+    auto target = write::resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    for (const auto& f : set.files) {
+        if (auto r = write::detail::checkTarget(*f.ckpt, *target); !r) {
+            return r.error();
+        }
+    }
+    Arena a;
+    std::vector<ValueId> items;
+    for (const auto& t : set.tensors) {
+        pickle::StorageRef ref;
+        ref.key = std::to_string(a.storages.size());
+        ref.location = "cpu";  // the local shards may sit on GPUs: one consolidated copy goes to the CPU
+        ref.dtype = t.dtype;
+        ref.numel = t.numel();
+        a.storages.push_back(std::move(ref));
+        pickle::TensorInfo info;
+        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
+        info.dtype = t.dtype;
+        info.shape = t.size;
+        info.stride.assign(t.size.size(), 1);
+        std::int64_t stride = 1;
+        for (std::size_t d = t.size.size(); d-- > 0;) {
+            info.stride[d] = stride;
+            stride *= std::max<std::int64_t>(t.size[d], 1);
+        }
+        items.push_back(a.str(t.key));
+        items.push_back(a.tensor(std::move(info)));
+    }
+    const ValueId root = a.dict(std::move(items), true);
+    auto pickled = pickle::picklePersistent(a, root);
+    if (!pickled) {
+        return pickled.error();
+    }
+    auto file = write::detail::OutputFile::create(*target, write::Durability::Lazy);
+    if (!file) {
+        return file.error();
+    }
+    const std::string folder = archiveFolderFor(*target);
+    archive::ZipWriter zw(file->fd());
+    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
+    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
+        return fail(r.error());
+    }
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+        if (auto r = writeTensor(set, set.tensors[i], zw, folder + "/data/" + std::to_string(i)); !r) {
+            return fail(r.error());
+        }
+    }
+    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.finish(); !r) {
+        return fail(r.error());
+    }
+    for (const auto& f : set.files) {
+        if (auto r = f.ckpt->checkUnchanged(); !r) {
+            return r.error();
+        }
+    }
+    if (auto r = file->commit(); !r) {
+        return r.error();
+    }
+    std::error_code ec;
+    const auto size = fs::file_size(*target, ec);
+    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size()};
+}
+
+}  // namespace ckpt::sharded::fsdp

@@ -1,0 +1,243 @@
+// DCP directories through `ckptscope` in-process. The sets are hand-built by gen_dcp.py to
+// PyTorch 2.x's source (metadata.py, filesystem.py, _traverse.py), not written by PyTorch 2.x,
+// which this machine lacks; each comes with the dict dcp_to_torch_save gives, saved by real
+// PyTorch 1.13, and its flat keys' shapes. Consolidation is checked by torch.load against it.
+#include "cli/cli.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <sstream>
+
+namespace {
+
+QString fixture(const QString& name)
+{
+    return QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + name;
+}
+
+struct Run {
+    int rc = -1;
+    std::string out;
+    std::string err;
+};
+
+Run ckptscope(const std::vector<std::string>& args)
+{
+    std::ostringstream out;
+    std::ostringstream err;
+    Run r;
+    r.rc = ckpt::cli::run(args, out, err);
+    r.out = out.str();
+    r.err = err.str();
+    return r;
+}
+
+QJsonObject parse(const QByteArray& text)
+{
+    return QJsonDocument::fromJson(text).object();
+}
+
+QJsonObject readJson(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    return parse(f.readAll());
+}
+
+QStringList findingCodes(const Run& r)
+{
+    QStringList codes;
+    for (const auto& f : parse(QByteArray::fromStdString(r.out)).value(QStringLiteral("findings")).toArray()) {
+        codes << f.toObject().value(QStringLiteral("code")).toString();
+    }
+    return codes;
+}
+
+}  // namespace
+
+class TestDcp : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void inspectShowsGlobalTensors_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("open");
+        QTest::newRow("basic, folder") << "dcp_basic"
+                                       << "";
+        QTest::newRow("basic, a data file") << "dcp_basic"
+                                            << "__1_0.distcp";
+        QTest::newRow("old TensorProperties, no version") << "dcp_old"
+                                                          << ".metadata";
+        QTest::newRow("one file per item") << "dcp_per_item"
+                                           << "";
+    }
+    void inspectShowsGlobalTensors()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, open);
+        const QString path = open.isEmpty() ? fixture(set) : fixture(set + QStringLiteral("/") + open);
+        const Run r = ckptscope({"inspect", path.toStdString(), "--json"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QJsonObject got = parse(QByteArray::fromStdString(r.out));
+        const QJsonObject want = readJson(fixture(set + QStringLiteral(".expected.json")));
+        const QJsonObject wantTensors = want.value(QStringLiteral("tensors")).toObject();
+        QVERIFY(!wantTensors.isEmpty());
+        const QJsonArray tensors = got.value(QStringLiteral("tensors")).toArray();
+        QCOMPARE(tensors.size(), wantTensors.size());
+        for (const auto& t : tensors) {
+            const QJsonObject o = t.toObject();
+            const QString key = o.value(QStringLiteral("key")).toString();
+            QVERIFY2(wantTensors.contains(key), qPrintable(key));
+            const QJsonObject w = wantTensors.value(key).toObject();
+            QCOMPARE(o.value(QStringLiteral("shape")).toArray(), w.value(QStringLiteral("shape")).toArray());
+            QCOMPARE(o.value(QStringLiteral("dtype")).toString(), w.value(QStringLiteral("dtype")).toString());
+            const QJsonArray chunks = o.value(QStringLiteral("chunks")).toArray();
+            QCOMPARE(chunks.size(), w.value(QStringLiteral("chunks")).toInt());
+            for (const auto& c : chunks) {
+                QVERIFY(QFile::exists(
+                    fixture(set + QStringLiteral("/") + c.toObject().value(QStringLiteral("file")).toString())));
+            }
+        }
+        const QJsonObject wantValues = want.value(QStringLiteral("values")).toObject();
+        const QJsonArray values = got.value(QStringLiteral("values")).toArray();
+        QCOMPARE(values.size(), wantValues.size());
+        for (const auto& v : values) {
+            const QJsonObject o = v.toObject();
+            const QString key = o.value(QStringLiteral("key")).toString();
+            QCOMPARE(o.value(QStringLiteral("value")).toString(), wantValues.value(key).toString());
+        }
+        QVERIFY(got.value(QStringLiteral("finding_codes")).toArray().isEmpty());
+        // The text view names each chunk's box and file.
+        const Run text = ckptscope({"inspect", path.toStdString()});
+        QCOMPARE(text.rc, 0);
+        QVERIFY(text.out.find("at [5, 0] size [4, 6]") != std::string::npos);
+        QVERIFY(text.out.find(".distcp @ ") != std::string::npos);
+    }
+
+    void convertEqualsDcpToTorchSave()
+    {
+        QTemporaryDir tmp;
+        QStringList pairs;
+        for (const char* set : {"dcp_basic", "dcp_old", "dcp_per_item"}) {
+            const QString out = tmp.filePath(QString::fromLatin1(set) + QStringLiteral(".pt"));
+            const Run r = ckptscope(
+                {"convert", fixture(QString::fromLatin1(set)).toStdString(), "-o", out.toStdString(), "--single-card"});
+            QVERIFY2(r.rc == 0, r.err.c_str());
+            pairs << out << fixture(QString::fromLatin1(set) + QStringLiteral(".expected.pt"));
+        }
+        const QString script =
+            QStringLiteral("import sys, torch\n"
+                           "def same(a, b, at):\n"
+                           "    assert type(a) is type(b), (at, type(a), type(b))\n"
+                           "    if isinstance(a, torch.Tensor):\n"
+                           "        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), at\n"
+                           "    elif isinstance(a, dict):\n"
+                           "        assert list(a) == list(b), (at, list(a), list(b))\n"
+                           "        for k in a: same(a[k], b[k], at + '/' + str(k))\n"
+                           "    elif isinstance(a, (list, tuple)):\n"
+                           "        assert len(a) == len(b), at\n"
+                           "        for i, (x, y) in enumerate(zip(a, b)): same(x, y, at + '/' + str(i))\n"
+                           "    else:\n"
+                           "        assert a == b, (at, a, b)\n"
+                           "a = sys.argv[1:]\n"
+                           "for out, exp in zip(a[::2], a[1::2]):\n"
+                           "    same(torch.load(out), torch.load(exp), out)\n"
+                           "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + pairs);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // The window, diff and testload see a set through sharded::listSet/consolidateSet.
+    void diffSeesTheConsolidatedSet()
+    {
+        for (const char* set : {"dcp_basic", "dcp_per_item"}) {
+            const QString dir = fixture(QString::fromLatin1(set));
+            const Run r = ckptscope({"diff", dir.toStdString(), (dir + QStringLiteral(".expected.pt")).toStdString()});
+            QVERIFY2(r.rc == 0, (r.out + r.err).c_str());
+        }
+    }
+
+    void brokenSetsAreFoundAndNotConsolidated_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("code");
+        QTest::newRow("overlap") << "dcp_overlap"
+                                 << "chunk-overlap";
+        QTest::newRow("hole") << "dcp_hole"
+                              << "chunk-hole";
+        QTest::newRow("out of bounds") << "dcp_bounds"
+                                       << "chunk-out-of-bounds";
+        QTest::newRow("missing rank file") << "dcp_missing_file"
+                                           << "shard-missing";
+    }
+    void brokenSetsAreFoundAndNotConsolidated()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, code);
+        const Run check = ckptscope({"check", fixture(set).toStdString(), "--json"});
+        QVERIFY2(check.rc != 0, check.out.c_str());
+        QCOMPARE(findingCodes(check), QStringList{code});
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("x.pt"));
+        const Run convert = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
+        QCOMPARE(convert.rc, 2);
+        QVERIFY2(convert.err.find(code.toStdString()) != std::string::npos, convert.err.c_str());
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // A data file cut short: inspect still shows the plan, convert stops on the first chunk past
+    // the end with one line and leaves nothing behind.
+    void truncatedDataFileIsOneLine()
+    {
+        const QString set = fixture(QStringLiteral("dcp_truncated"));
+        QCOMPARE(ckptscope({"inspect", set.toStdString()}).rc, 0);
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("x.pt"));
+        const Run r = ckptscope({"convert", set.toStdString(), "-o", out.toStdString()});
+        QVERIFY(r.rc != 0);
+        QVERIFY2(r.err.find("__1_0.distcp") != std::string::npos, r.err.c_str());
+        QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        QVERIFY(!QFile::exists(out));
+    }
+
+    void unreadKindsAreNamed_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("1.12 prototype") << "dcp_prototype"
+                                        << "PyTorch 1.12 prototype";
+        QTest::newRow("zstd transform") << "dcp_zstd"
+                                        << "stream.zstd/1";
+    }
+    void unreadKindsAreNamed()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, says);
+        for (const char* cmd : {"inspect", "check", "convert"}) {
+            std::vector<std::string> args{cmd, fixture(set).toStdString()};
+            QTemporaryDir tmp;
+            if (std::string(cmd) == "convert") {
+                args.insert(args.end(), {"-o", tmp.filePath(QStringLiteral("x.pt")).toStdString()});
+            }
+            const Run r = ckptscope(args);
+            QVERIFY2(r.rc != 0, cmd);
+            QVERIFY2(r.err.find(says.toStdString()) != std::string::npos, r.err.c_str());
+            QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDcp)
+#include "tst_dcp.moc"
