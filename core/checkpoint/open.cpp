@@ -15,10 +15,25 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <sys/mman.h>
 #include <unordered_map>
 
 namespace ckpt {
 namespace {
+
+// Drops the mapping's pages from the resident set once the pickle is read: they stay in the page
+// cache and fault back in if storage bytes are asked for. Reading a zip of 40 000 small records
+// touches every page of it through the local headers, 12 of the 98 MB peak of `inspect`, and the
+// index built next is the read's peak. The mapping is read-only (no page holds anything the file
+// does not), so a failure only means the pages stay.
+void dropResidentPages(const MappedFile& file)
+{
+    const Bytes b = file.bytes();
+    if (!b.empty()) {
+        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+        (void)::madvise(const_cast<std::byte*>(b.data()), b.size(), MADV_DONTNEED);
+    }
+}
 
 using pickle::Arena;
 using pickle::Kind;
@@ -540,6 +555,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         return withPath(fail(ErrorCode::NotCheckpoint, "is not a PyTorch checkpoint: no zip, legacy-torch or "
                                                        "safetensors signature (first bytes: " +
                                                            hexPrefix(data) + ")"));
+    }
+    if (loaded && c->file) {
+        dropResidentPages(*c->file);
     }
     if (loaded) {
         detail::IndexLimits limits;
