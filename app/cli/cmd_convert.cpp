@@ -280,7 +280,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
             << "); nothing written: download or copy it again, or add --salvage to write what survived\n";
         return kExitBadInput;
     }
-    const std::vector<std::string> lost = in.truncation.salvaged ? dropLostTensors(in, *opts) : std::vector<std::string>{};
+    const std::vector<std::string> lost =
+        in.truncation.salvaged ? dropLostTensors(in, *opts) : std::vector<std::string>{};
     auto plan = transform::makePlan(in, *opts);
     if (!plan) {
         printError(err, plan.error(), a.input);

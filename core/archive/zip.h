@@ -47,7 +47,7 @@ struct ZipSalvage {
     std::uint64_t fileSize = 0;
     // Where the first piece that is not whole starts: a local header, or the central directory.
     std::uint64_t cutAt = 0;
-    std::string cutRecord;  // the name of the record the file ends inside, "" when unknown or none
+    std::string cutRecord;            // the name of the record the file ends inside, "" when unknown or none
     bool inCentralDirectory = false;  // every record is whole; the file ends in the directory after them
 };
 

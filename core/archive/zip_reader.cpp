@@ -268,7 +268,6 @@ std::array<std::byte, kLocalSize> localHeaderAt(Bytes file, int fd, std::uint64_
     return h;
 }
 
-
 // One local record of a truncated archive, read without a central directory. `next` is where the
 // following record starts, 0 when this one is not whole (or is no record: `directory` when the
 // central directory starts here).
@@ -498,6 +497,12 @@ Expected<ZipReader> ZipReader::salvageLocal(Bytes file)
         }
         z.records_.push_back(std::move(scan.record));
         at = scan.next;
+    }
+    if (z.records_.empty()) {
+        const std::string in = salvage.cutRecord.empty() ? std::string() : " inside record '" + salvage.cutRecord + "'";
+        return makeError(ErrorCode::Truncated, "zip archive is truncated: central directory not found and no record is "
+                                               "whole (the file ends after " +
+                                                   std::to_string(file.size()) + " bytes" + in + ")");
     }
     z.salvage_ = std::move(salvage);
     if (auto indexed = z.index(0); !indexed) {

@@ -166,6 +166,7 @@ public:
     struct Truncation {
         bool salvaged = false;
         std::uint64_t records = 0;  // whole records found
+        bool inDirectory = false;   // every record is whole; the cut is in the central directory
         std::string endsIn;
     } truncation;
 

@@ -190,6 +190,7 @@ void noteSalvage(Checkpoint& c, const archive::ZipReader& zip)
     }
     c.truncation.salvaged = true;
     c.truncation.records = zip.records().size();
+    c.truncation.inDirectory = s->inCentralDirectory;
     if (s->inCentralDirectory) {
         c.truncation.endsIn = "in the central directory, after every record";
     } else if (s->cutAt == s->fileSize) {
