@@ -13,8 +13,10 @@
 #include "write/targets.h"
 #include "write/write.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <ostream>
+#include <unordered_set>
 
 namespace ckpt::cli {
 namespace {
@@ -43,6 +45,7 @@ struct Args {
     bool json = false;
     bool sync = false;
     bool allowExpand = false;
+    bool salvage = false;
     std::vector<std::string> fixes;
     std::string shardSize;  // non-empty: -o names the folder of a Hugging Face sharded set
 };
@@ -137,6 +140,36 @@ void printStep(const PlanStep& s, std::ostream& out)
         out << (s.kind == StepKind::Note ? "" : " (") << detail << (s.kind == StepKind::Note ? "" : ")");
     }
     out << '\n';
+}
+
+// The tensors of a salvaged archive whose bytes were cut off (Checkpoint::truncation), added to
+// the drops unless a drop the user asked for already covers them.
+std::vector<std::string> dropLostTensors(const Checkpoint& in, Options& opts)
+{
+    std::vector<std::string> lost;
+    auto covered = [&](const std::string& path) {
+        return std::any_of(opts.drop.begin(), opts.drop.end(), [&](const std::string& d) {
+            return path == d || (path.size() > d.size() && path.compare(0, d.size(), d) == 0 && path[d.size()] == '/');
+        });
+    };
+    for (const auto& t : in.tensors) {
+        if (t.storage.valid() && !in.storages[t.storage].present && !covered(t.path)) {
+            lost.push_back(t.path);
+        }
+    }
+    opts.drop.insert(opts.drop.end(), lost.begin(), lost.end());
+    return lost;
+}
+
+// Says why each lost tensor is dropped, in the plan the user reads before anything is written.
+void explainLostDrops(transform::Plan& plan, const std::vector<std::string>& lost)
+{
+    const std::unordered_set<std::string> set(lost.begin(), lost.end());
+    for (auto& step : plan.steps) {
+        if (step.kind == StepKind::Drop && set.contains(step.path)) {
+            step.detail = "its bytes were cut off with the end of the file (--salvage)";
+        }
+    }
 }
 
 void printPlan(const Checkpoint& in, const std::string& inputName, const transform::Plan& plan,
@@ -237,6 +270,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_option("--shard-size", a.shardSize,
                    "write a Hugging Face sharded set into the folder -o names, shards of at most this size "
                    "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)");
+    app.add_flag("--salvage", a.salvage,
+                 "write what survived of a truncated zip: every tensor whose bytes were cut off is dropped");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -296,19 +331,40 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);
     }
-    auto plan = transform::makePlan(**ck, *opts);
+    const Checkpoint& in = **ck;
+    if (in.truncation.salvaged && !a.salvage) {
+        err << "ckptscope convert: " << displayText(a.input) << ": the file is truncated (it ends "
+            << displayText(in.truncation.endsIn)
+            << "); nothing written: download or copy it again, or add --salvage to write what survived\n";
+        return kExitBadInput;
+    }
+    const std::vector<std::string> lost =
+        in.truncation.salvaged ? dropLostTensors(in, *opts) : std::vector<std::string>{};
+    auto plan = transform::makePlan(in, *opts);
     if (!plan) {
         printError(err, plan.error(), a.input);
         return exitCodeFor(plan.error().code);
     }
+    explainLostDrops(*plan, lost);
 
     nlohmann::ordered_json doc;
     if (a.json) {
         doc = nlohmann::ordered_json::parse(plan->toJson());
         doc["input"] = a.input;
         doc["dry_run"] = a.dryRun;
+        if (in.truncation.salvaged) {
+            doc["salvage"] = {{"ends", in.truncation.endsIn}, {"lost_tensors", lost}};
+        }
     } else {
         printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, shardBytes.has_value(), out);
+        if (in.truncation.salvaged) {
+            out << "salvage: the input is truncated; " << lost.size()
+                << (lost.size() == 1 ? " tensor was" : " tensors were") << " lost with its end";
+            for (const auto& path : lost) {
+                out << (&path == lost.data() ? ": " : ", ") << displayText(path);
+            }
+            out << '\n';
+        }
     }
     if (a.dryRun) {
         if (a.json) {

@@ -85,9 +85,7 @@ Expected<EndInfo> readEnd(Bytes f)
     const auto endAt = findEndRecord(f);
     if (!endAt) {
         if (f.size() >= 4 && u32(f, 0) == kLocalSig) {
-            return makeError(ErrorCode::Truncated,
-                             "zip archive is truncated: central directory not found (torch: \"failed finding "
-                             "central directory\"); the file was probably cut off while downloading or saving");
+            return makeError(ErrorCode::Truncated, "zip archive is truncated: central directory not found");
         }
         return makeError(ErrorCode::NotCheckpoint, "not a zip archive: no end of central directory record");
     }
@@ -270,12 +268,129 @@ std::array<std::byte, kLocalSize> localHeaderAt(Bytes file, int fd, std::uint64_
     return h;
 }
 
+// One local record of a truncated archive, read without a central directory. `next` is where the
+// following record starts, 0 when this one is not whole (or is no record: `directory` when the
+// central directory starts here).
+struct LocalScan {
+    ZipRecord record;
+    std::uint64_t next = 0;
+    bool directory = false;
+    bool encrypted = false;
+};
+
+constexpr std::size_t kDescriptor32 = 16;
+constexpr std::size_t kDescriptor64 = 24;
+
+// `at` is the file's end or starts with "PK" (as far as the file goes).
+bool signatureOrEnd(Bytes f, std::uint64_t at)
+{
+    static constexpr std::array<std::byte, 2> kPK{std::byte{'P'}, std::byte{'K'}};
+    for (std::size_t i = 0; i < kPK.size() && at + i < f.size(); ++i) {
+        if (f[static_cast<std::size_t>(at + i)] != kPK[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// The data descriptor that ends a record whose payload starts at `data`: the first `PK\7\8` whose
+// compressed size is exactly its distance from `data`, with 4-byte sizes (16 bytes) or ZIP64's
+// 8-byte ones (24). A signature inside the payload fails that test (its "size" would have to
+// equal its own offset), so the search is one pass over the payload, bounded by the file's end.
+// Returns the descriptor's offset and size.
+std::optional<std::pair<std::uint64_t, std::size_t>> findDescriptor(Bytes f, std::uint64_t data)
+{
+    static constexpr std::array<char, 4> kSig{'P', 'K', '\x07', '\x08'};
+    const std::string_view text = asText(f);
+    for (std::size_t p = text.find(std::string_view(kSig.data(), kSig.size()), data); p != std::string_view::npos;
+         p = text.find(std::string_view(kSig.data(), kSig.size()), p + 1)) {
+        const std::uint64_t distance = p - data;
+        // Both forms can match (the 8-byte size of a small record starts with its 4-byte size):
+        // the right one is followed by the next signature or by the file's end.
+        if (fits(p, kDescriptor64, f.size()) && u64(f, p + 8) == distance && signatureOrEnd(f, p + kDescriptor64)) {
+            return std::pair{std::uint64_t{p}, kDescriptor64};
+        }
+        if (fits(p, kDescriptor32, f.size()) && u32(f, p + 8) == distance && signatureOrEnd(f, p + kDescriptor32)) {
+            return std::pair{std::uint64_t{p}, kDescriptor32};
+        }
+    }
+    return std::nullopt;
+}
+
+LocalScan scanLocalRecord(Bytes f, std::uint64_t at)
+{
+    LocalScan out;
+    if (!fits(at, 4, f.size())) {
+        return out;
+    }
+    const auto h = static_cast<std::size_t>(at);
+    const std::uint32_t sig = u32(f, h);
+    if (sig != kLocalSig) {
+        out.directory = sig == kCentralSig || sig == kZip64EndSig || sig == kEndSig;
+        return out;
+    }
+    if (!fits(at, kLocalSize, f.size())) {
+        return out;
+    }
+    const std::uint32_t flags = u16(f, h + 6);
+    const std::uint32_t nameLen = u16(f, h + 26);
+    const std::uint32_t extraLen = u16(f, h + 28);
+    ZipRecord& r = out.record;
+    r.localHeaderOffset = at;
+    if (fits(at + kLocalSize, nameLen, f.size())) {
+        r.name.assign(asText(f.subspan(h + kLocalSize, nameLen)));
+    }
+    const std::uint64_t data = at + kLocalSize + nameLen + extraLen;
+    if (!fits(at + kLocalSize, std::uint64_t{nameLen} + extraLen, f.size())) {
+        return out;
+    }
+    out.encrypted = (flags & 1U) != 0;
+    if (out.encrypted) {
+        return out;
+    }
+    r.method = static_cast<std::uint16_t>(u16(f, h + 8));
+    r.dataOffset = data;
+    if ((flags & 8U) != 0) {
+        // Sizes and CRC follow the payload (torch writes every non-empty record so, format.md §2.2).
+        const auto descriptor = findDescriptor(f, data);
+        if (!descriptor) {
+            return out;
+        }
+        const auto [d, length] = *descriptor;
+        r.crc32 = u32(f, static_cast<std::size_t>(d) + 4);
+        r.compressedSize = d - data;
+        r.size = length == kDescriptor32 ? u32(f, static_cast<std::size_t>(d) + 12)
+                                         : u64(f, static_cast<std::size_t>(d) + 16);
+        out.next = d + length;
+    } else {
+        r.crc32 = u32(f, h + 14);
+        r.compressedSize = u32(f, h + 18);
+        r.size = u32(f, h + 22);
+        const Bytes extra = f.subspan(h + kLocalSize + nameLen, extraLen);
+        if (!applyZip64Extra(extra, at + kLocalSize + nameLen, r, r.size == kOverflow32,
+                             r.compressedSize == kOverflow32, false)) {
+            return out;
+        }
+        if (!fits(data, r.compressedSize, f.size())) {
+            return out;
+        }
+        out.next = data + r.compressedSize;
+    }
+    if (r.method == 0 && r.compressedSize != r.size) {
+        out.next = 0;  // a damaged header: nothing after it can be trusted either
+    }
+    return out;
+}
+
 }  // namespace
 
 Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
 {
     auto end = readEnd(file);
     if (!end) {
+        if (end.error().code == ErrorCode::Truncated) {
+            return salvageLocal(file);
+        }
         return std::move(end.error());
     }
     const EndInfo& info = *end;
@@ -338,20 +453,61 @@ Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
         at += kCentralSize + varLen;
     }
 
-    if (!z.records_.empty()) {
-        const std::string& first = z.records_.front().name;
+    if (auto indexed = z.index(info.cdOffset); !indexed) {
+        return std::move(indexed.error());
+    }
+    return z;
+}
+
+Expected<void> ZipReader::index(std::uint64_t firstEntryAt)
+{
+    if (!records_.empty()) {
+        const std::string& first = records_.front().name;
         const auto slash = first.find('/');
         if (slash == std::string::npos) {
-            return corrupt("file in archive is not in a subdirectory: " + first, info.cdOffset);
+            return corrupt("file in archive is not in a subdirectory: " + first, firstEntryAt);
         }
-        z.folder_ = first.substr(0, slash);
+        folder_ = first.substr(0, slash);
     }
-
-    z.slots_ = slotTable(z.records_, hashName);
+    slots_ = slotTable(records_, hashName);
     // The case-insensitive fallback gets its own table rather than a scan of every record: an
     // archive whose pickle says data/N for records named DATA/N (120k of them) took 40 s so.
     // Built here, not on first use, so a const reader stays safe to share.
-    z.foldedSlots_ = slotTable(z.records_, hashFolded);
+    foldedSlots_ = slotTable(records_, hashFolded);
+    return {};
+}
+
+Expected<ZipReader> ZipReader::salvageLocal(Bytes file)
+{
+    ZipReader z;
+    z.file_ = file;
+    ZipSalvage salvage;
+    salvage.fileSize = file.size();
+    std::uint64_t at = 0;
+    for (;;) {
+        LocalScan scan = scanLocalRecord(file, at);
+        if (scan.encrypted) {
+            return makeError(ErrorCode::Unsupported, "record \"" + scan.record.name + "\" is encrypted", at);
+        }
+        if (scan.next == 0) {
+            salvage.cutAt = at;
+            salvage.cutRecord = std::move(scan.record.name);
+            salvage.inCentralDirectory = scan.directory;
+            break;
+        }
+        z.records_.push_back(std::move(scan.record));
+        at = scan.next;
+    }
+    if (z.records_.empty()) {
+        const std::string in = salvage.cutRecord.empty() ? std::string() : " inside record '" + salvage.cutRecord + "'";
+        return makeError(ErrorCode::Truncated, "zip archive is truncated: central directory not found and no record is "
+                                               "whole (the file ends after " +
+                                                   std::to_string(file.size()) + " bytes" + in + ")");
+    }
+    z.salvage_ = std::move(salvage);
+    if (auto indexed = z.index(0); !indexed) {
+        return std::move(indexed.error());
+    }
     return z;
 }
 

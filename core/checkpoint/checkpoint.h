@@ -164,6 +164,17 @@ public:
         std::vector<std::string> paths;
     } undecodable;
 
+    // A zip whose end record was gone (a download or copy cut off), read from its local headers:
+    // the storages whose records were not whole are `present == false`, and torch.load refuses
+    // the file. `endsIn` says where the file ends ("inside record 'a/data/3', which starts at
+    // byte N", "in the central directory, after every record").
+    struct Truncation {
+        bool salvaged = false;
+        std::uint64_t records = 0;  // whole records found
+        bool inDirectory = false;   // every record is whole; the cut is in the central directory
+        std::string endsIn;
+    } truncation;
+
     pickle::Arena arena;
     pickle::ValueId root;
     IndexedVector<NodeIndex, Node> nodes;  // nodes[kRootNode] is the root

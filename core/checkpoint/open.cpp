@@ -197,6 +197,28 @@ Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, const MemoryB
     return {};
 }
 
+void noteSalvage(Checkpoint& c, const archive::ZipReader& zip)
+{
+    const auto& s = zip.salvage();
+    if (!s) {
+        return;
+    }
+    c.truncation.salvaged = true;
+    c.truncation.records = zip.records().size();
+    c.truncation.inDirectory = s->inCentralDirectory;
+    if (s->inCentralDirectory) {
+        c.truncation.endsIn = "in the central directory, after every record";
+    } else if (s->cutAt == s->fileSize) {
+        c.truncation.endsIn = "after its last whole record, before the central directory";
+    } else {
+        const std::string name = s->cutRecord.empty() ? std::string("a record") : "record '" + s->cutRecord + "'";
+        c.truncation.endsIn = "inside " + name + ", which starts at byte " + std::to_string(s->cutAt);
+    }
+    c.warnings.push_back("the zip archive is truncated (no central directory; it ends " + c.truncation.endsIn +
+                         "): read from its " + std::to_string(c.truncation.records) +
+                         " whole local records; torch.load refuses it");
+}
+
 Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
 {
     auto zip = archive::ZipReader::parse(c.bytes, c.file ? c.file->fd() : -1);
@@ -205,6 +227,7 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     }
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
+    noteSalvage(c, *zip);
     if (zip->find("constants.pkl") != nullptr) {
         // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save;
         // the class sources say which attributes are parameters and buffers (state_dict.h).
@@ -216,10 +239,15 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
         if (zip->find(".data/extern_modules") != nullptr) {
             return fail(ErrorCode::Unsupported, "is a torch.package archive, not a torch.save checkpoint");
         }
+        if (c.truncation.salvaged) {
+            return fail(ErrorCode::Truncated, "zip archive is truncated and its data.pkl is not whole: the file ends " +
+                                                  c.truncation.endsIn + " (torch: \"" +
+                                                  std::string(archive::kTruncatedTorchError) + "\")");
+        }
         return fail(ErrorCode::Corrupt, "the zip archive has no data.pkl record (folder '" + zip->folder() +
                                             "'): it is not a torch.save checkpoint or it is damaged");
     }
-    if (zip->find("version") == nullptr && zip->find(".data/version") == nullptr) {
+    if (!c.truncation.salvaged && zip->find("version") == nullptr && zip->find(".data/version") == nullptr) {
         c.warnings.emplace_back("the archive has no 'version' record; torch.load will refuse it");
     }
     if (const auto* bo = zip->find("byteorder")) {
@@ -264,6 +292,9 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
         auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
         const std::string recName = i < dataStorages ? "data/" + s.key : s.key;  // constants/<key>
         const archive::ZipRecord* rec = zip->find(recName);
+        if (rec == nullptr && c.truncation.salvaged) {
+            continue;  // cut off with the rest of the file: present stays false
+        }
         if (rec == nullptr) {
             return fail(ErrorCode::Corrupt, "storage record " + recName +
                                                 " is missing from the archive (torch.load fails with \"failed "

@@ -18,7 +18,8 @@ void pickleRules(const Checkpoint& ckpt,
                  Findings& out);  // not-weights-only, unsafe-callable, whole-model, undecodable-text
 void storageRules(const Checkpoint& ckpt, Findings& out);  // compressed-file, legacy-format, torchscript-archive,
                                                            // storage-bloat, shared-storage,
-                                                           // truncated-or-missing-storage, unreadable-storage
+                                                           // truncated-or-missing-storage, unreadable-storage,
+                                                           // truncated-archive
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
 
 // Helpers shared by the rules.

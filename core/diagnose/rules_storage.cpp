@@ -1,5 +1,6 @@
 // Facts about the container and its storages: the legacy stream format, TorchScript archives,
 // storages missing from the file, bytes no tensor reaches, and tensors sharing a storage.
+#include "archive/zip.h"
 #include "diagnose/rules.h"
 
 #include <algorithm>
@@ -144,6 +145,53 @@ void missingStorages(const Checkpoint& ckpt, const TensorsByStorage& users, Find
     f.detail = examples + (missing.size() > kExamples ? "; ..." : "") + ". In all " + bytesText(lacking) +
                " of tensor data are absent: the download or save was interrupted, or the file was cut. torch.load "
                "fails when it reaches the first of them; only the tensors listed are affected.";
+    out.push_back(std::move(f));
+}
+
+// A zip read from its local headers because its end was cut off (Checkpoint::truncation). One
+// finding names the cut, what survived and every tensor lost, so missingStorages stays quiet.
+void truncatedArchive(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
+{
+    const auto& cut = ckpt.truncation;
+    std::uint64_t lostStorages = 0;
+    std::uint64_t lostBytes = 0;
+    Finding f;
+    for (std::uint32_t i = 0; i < ckpt.storages.size(); ++i) {
+        const auto& s = ckpt.storages[StorageIndex{i}];
+        if (s.present) {
+            continue;
+        }
+        ++lostStorages;
+        lostBytes += s.nbytes;
+        for (auto t : users[i]) {
+            f.paths.push_back(ckpt.tensors[t].path);
+        }
+    }
+    f.code = "truncated-archive";
+    f.severity = Severity::Error;
+    f.title = "The file is cut off at byte " + std::to_string(ckpt.fileSize) + ": " +
+              (lostStorages == 0 ? std::string("every tensor survived, the zip's directory did not")
+                                 : plural(f.paths.size(), "tensor is", "tensors are") + " lost");
+    std::string lost;
+    for (std::size_t i = 0; i < f.paths.size() && i < kExamples; ++i) {
+        lost += std::string(i ? ", " : "") + f.paths[i];
+    }
+    if (f.paths.size() > kExamples) {
+        lost += ", ...";
+    }
+    f.detail = "The zip archive has no central directory: the file ends " + cut.endsIn +
+               ". torch.load refuses it "
+               "whole (torch 1.13: " +
+               // Measured: a cut after the last storage record makes miniz seek before the file's start.
+               (lostStorages == 0 ? std::string("\"[Errno 22] Invalid argument\"")
+                                  : "\"" + std::string(archive::kTruncatedTorchError) + "\"") +
+               "). Read from the local headers, " + plural(cut.records, "record is", "records are") + " whole" +
+               (lostStorages == 0 ? std::string(" and every storage is among them")
+                                  : "; " + plural(lostStorages, "storage", "storages") + " (" + bytesText(lostBytes) +
+                                        ") are missing, so " + plural(f.paths.size(), "tensor", "tensors") +
+                                        " cannot be read: " + lost) +
+               ". Fix: download or copy the file again, and compare its size with the source's; convert --salvage "
+               "writes what survived.";
     out.push_back(std::move(f));
 }
 
@@ -302,7 +350,11 @@ void storageRules(const Checkpoint& ckpt, Findings& out)
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);
     const auto users = tensorsByStorage(ckpt);
-    missingStorages(ckpt, users, out);
+    if (ckpt.truncation.salvaged) {
+        truncatedArchive(ckpt, users, out);
+    } else {
+        missingStorages(ckpt, users, out);
+    }
     unreadableStorages(ckpt, users, out);
     storageBloat(ckpt, users, out);
     sharedStorage(ckpt, users, out);
