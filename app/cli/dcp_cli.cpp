@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/set_text.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 #include "sharded/dcp.h"
@@ -18,15 +19,6 @@
 namespace ckpt::cli {
 
 namespace {
-
-std::string shapeText(const std::vector<std::int64_t>& dims)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        s += (i ? ", " : "") + std::to_string(dims[i]);
-    }
-    return s + "]";
-}
 
 std::optional<Expected<sharded::dcp::Set>> openIfDcp(const std::string& input)
 {
@@ -254,18 +246,6 @@ void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
     out << dumpJson(j) << '\n';
 }
 
-std::vector<diagnose::Finding> findingsOf(const std::vector<sharded::SetFinding>& found)
-{
-    std::vector<diagnose::Finding> out;
-    out.reserve(found.size());
-    for (const auto& f : found) {
-        out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
-                       f.detail, f.paths, std::nullopt});
-    }
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
-    return out;
-}
-
 }  // namespace
 
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
@@ -305,7 +285,7 @@ std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& o
             printError(err, ranks->error(), input);
             return exitCodeFor(ranks->error().code);
         }
-        const auto findings = findingsOf((*ranks)->findings);
+        const auto findings = setFindings((*ranks)->findings);
         const std::string& at = (*ranks)->oneFile ? (*ranks)->files.front().path : (*ranks)->loc.dir;
         out << (json ? diagnose::renderJson(findings, at) : diagnose::renderText(findings, at));
         return diagnose::findingsExitCode(findings);
@@ -318,7 +298,7 @@ std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& o
         printError(err, set->error(), input);
         return exitCodeFor(set->error().code);
     }
-    const auto findings = findingsOf((*set)->findings);
+    const auto findings = setFindings((*set)->findings);
     out << (json ? diagnose::renderJson(findings, (*set)->loc.dir) : diagnose::renderText(findings, (*set)->loc.dir));
     return diagnose::findingsExitCode(findings);
 }

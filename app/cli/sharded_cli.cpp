@@ -4,6 +4,7 @@
 #include "cli/common.h"
 #include "cli/dcp_cli.h"
 #include "cli/json_out.h"
+#include "cli/set_text.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 #include "sharded/listing.h"
@@ -22,15 +23,6 @@ namespace ckpt::cli {
 
 namespace {
 
-std::string shapeText(const std::vector<std::int64_t>& dims)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        s += (i ? ", " : "") + std::to_string(dims[i]);
-    }
-    return s + "]";
-}
-
 // Opens the set `input` names; nothing when it is no set, else the set or the exit code.
 std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
 {
@@ -42,17 +34,6 @@ std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
         return std::nullopt;
     }
     return sharded::openSet(loc);
-}
-
-std::vector<diagnose::Finding> findingsOf(const sharded::ShardedSet& set)
-{
-    std::vector<diagnose::Finding> out;
-    for (const auto& f : set.findings) {
-        out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
-                       f.detail, f.paths, std::nullopt});
-    }
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
-    return out;
 }
 
 void printSetText(const sharded::ShardedSet& set, std::ostream& out)
@@ -160,9 +141,7 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
             printError(err, found.error(), input);
             return exitCodeFor(found.error().code);
         }
-        sharded::ShardedSet view;
-        view.findings = std::move(*found);
-        const auto findings = findingsOf(view);
+        const auto findings = setFindings(*found);
         out << (json ? diagnose::renderJson(findings, loc.dir) : diagnose::renderText(findings, loc.dir));
         return diagnose::findingsExitCode(findings);
     }
@@ -174,7 +153,7 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
         printError(err, set->error(), input);
         return exitCodeFor(set->error().code);
     }
-    const auto findings = findingsOf(**set);
+    const auto findings = setFindings((*set)->findings);
     out << (json ? diagnose::renderJson(findings, (*set)->dir) : diagnose::renderText(findings, (*set)->dir));
     return diagnose::findingsExitCode(findings);
 }

@@ -1,0 +1,28 @@
+#include "cli/set_text.h"
+
+#include <algorithm>
+
+namespace ckpt::cli {
+
+std::string shapeText(const std::vector<std::int64_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        s += (i != 0 ? ", " : "") + std::to_string(dims[i]);
+    }
+    return s + "]";
+}
+
+std::vector<diagnose::Finding> setFindings(const std::vector<sharded::SetFinding>& found)
+{
+    std::vector<diagnose::Finding> out;
+    out.reserve(found.size());
+    for (const auto& f : found) {
+        out.push_back({f.code, f.severity == "error" ? diagnose::Severity::Error : diagnose::Severity::Warning, f.title,
+                       f.detail, f.paths, std::nullopt});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
+    return out;
+}
+
+}  // namespace ckpt::cli
