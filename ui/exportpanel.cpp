@@ -124,7 +124,8 @@ void ExportPanel::buildUi()
     m_planTable->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
     m_planTable->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_planTable->setAlternatingRowColors(true);
-    m_planTable->setWordWrap(false);
+    // Detail wraps: a row grows to show its whole note (fitPlanRows), the tooltip has it too.
+    m_planTable->setWordWrap(true);
     m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     // Step and After fit what they show (rows on screen), Detail takes the rest; Key and Before are
@@ -134,6 +135,11 @@ void ExportPanel::buildUi()
     m_planTable->setColumnWidth(PlanModel::Key, 200);
     m_planTable->setColumnWidth(PlanModel::Before, 160);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
+    connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
+        if (column == PlanModel::Detail) {
+            fitPlanRows();
+        }
+    });
     m_planStatus = named(new QLabel(this), "planStatus");
     m_planStatus->setWordWrap(true);
 
@@ -385,11 +391,22 @@ void ExportPanel::computePlan()
                 m_export->setEnabled(false);
             } else {
                 m_planModel->setSteps(*steps);
+                fitPlanRows();
                 m_planStatus->setText(planSummary(m_doc->checkpoint->format, m_options.format, (*steps)->size()));
                 setExporting(m_exportJobs.isRunning());
             }
             Q_EMIT planReady();
         });
+}
+
+void ExportPanel::fitPlanRows()
+{
+    // Measuring every row's wrapped height is linear in the rows: a plan of tens of thousands of
+    // renames keeps one line a row (each cell's tooltip has its whole text).
+    constexpr int kMaxFitted = 2000;
+    if (m_planModel->rowCount() <= kMaxFitted) {
+        m_planTable->resizeRowsToContents();
+    }
 }
 
 void ExportPanel::setExporting(bool busy)

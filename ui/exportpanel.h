@@ -61,6 +61,8 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
+    // Plan rows as tall as their wrapped Detail text.
+    void fitPlanRows();
     void buildUi();
     void optionsToFields();
     void fieldsToOptions();

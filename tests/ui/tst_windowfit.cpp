@@ -41,6 +41,7 @@
 #include <QSignalSpy>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QTreeView>
@@ -562,6 +563,36 @@ private Q_SLOTS:
                  QStringLiteral("rewritten"));
         QCOMPARE(stepLabel(PlanStep{StepKind::Note, "", "", "", "storage keys renumbered 0..3"}),
                  QStringLiteral("info"));
+    }
+
+    // The plan's Detail column wraps: every row is as tall as its wrapped note, so a narrow panel
+    // shows whole notes instead of cutting them.
+    void planDetailWraps()
+    {
+        auto doc = load(uitest::fixture("ddp_sd_cuda0.pt"));
+        QVERIFY(doc);
+        ExportPanel panel;
+        panel.resize(520, 600);
+        panel.show();
+        QSignalSpy planned(&panel, &ExportPanel::planReady);
+        panel.setDocument(doc);
+        QTRY_VERIFY_WITH_TIMEOUT(planned.count() >= 1, 20000);
+        planned.clear();
+        panel.setPreset(ExportPanel::SingleCard);
+        QTRY_VERIFY_WITH_TIMEOUT(planned.count() >= 1, 20000);
+        auto* table = panel.findChild<QTableView*>(QStringLiteral("planTable"));
+        QVERIFY(table->model()->rowCount() > 0);
+        const int width = table->columnWidth(PlanModel::Detail);
+        const int line = table->fontMetrics().height();
+        bool wrapped = false;
+        for (int r = 0; r < table->model()->rowCount(); ++r) {
+            const QString text = table->model()->index(r, PlanModel::Detail).data().toString();
+            const int need =
+                table->fontMetrics().boundingRect(QRect(0, 0, width - 8, 100000), Qt::TextWordWrap, text).height();
+            QVERIFY2(table->rowHeight(r) >= need, qPrintable(text));
+            wrapped = wrapped || table->rowHeight(r) >= 2 * line;
+        }
+        QVERIFY(wrapped);
     }
 
     void exportAsksBeforeReplacingAFile()
