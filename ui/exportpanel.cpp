@@ -393,6 +393,12 @@ void ExportPanel::computePlan()
                 m_planModel->setSteps(*steps);
                 fitPlanRows();
                 m_planStatus->setText(planSummary(m_doc->checkpoint->format, m_options.format, (*steps)->size()));
+                if (const auto& cut = m_doc->checkpoint->truncation; cut.salvaged) {
+                    m_planStatus->setText(
+                        errorHtml(tr("This file is cut off (it ends %1): Export does not write what survived. "
+                                     "`ckptscope convert FILE -o OUT --salvage` does, and lists every tensor it loses.")
+                                      .arg(qs(cut.endsIn))));
+                }
                 setExporting(m_exportJobs.isRunning());
             }
             Q_EMIT planReady();
@@ -411,7 +417,9 @@ void ExportPanel::fitPlanRows()
 
 void ExportPanel::setExporting(bool busy)
 {
-    m_export->setEnabled(!busy && m_doc);
+    // A salvaged archive (truncated-archive) is exported only by `convert --salvage`, which names
+    // every lost tensor.
+    m_export->setEnabled(!busy && m_doc && !m_doc->checkpoint->truncation.salvaged);
     m_cancel->setEnabled(busy);
     m_browse->setEnabled(!busy);
 }

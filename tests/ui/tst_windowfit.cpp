@@ -595,6 +595,32 @@ private Q_SLOTS:
         QVERIFY(wrapped);
     }
 
+    // A zip cut off before its central directory opens from its local headers: the window shows
+    // the tree, the truncated-archive finding, and refuses to export what survived.
+    void aTruncatedZipShowsWhatSurvived()
+    {
+        QTemporaryDir dir;
+        const QString cut = dir.filePath(QStringLiteral("cut.pt"));
+        QVERIFY(QFile::copy(uitest::fixture("ddp_sd_cuda0.pt"), cut));
+        QFile f(cut);
+        QVERIFY(f.open(QIODevice::ReadWrite));
+        QVERIFY(f.resize(f.size() * 3 / 4));  // inside the storage records, past data.pkl
+        f.close();
+        auto doc = load(cut);
+        QVERIFY(doc);
+        QVERIFY(doc->checkpoint->truncation.salvaged);
+        DocumentView view(doc);
+        QSignalSpy ready(&view, &DocumentView::findingsReady);
+        QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 20000);
+        QVERIFY(view.findings()->indexOfCode(QStringLiteral("truncated-archive")) >= 0);
+        ExportPanel panel;
+        QSignalSpy planned(&panel, &ExportPanel::planReady);
+        panel.setDocument(doc);
+        QTRY_VERIFY_WITH_TIMEOUT(planned.count() >= 1, 20000);
+        QVERIFY(!panel.findChild<QPushButton*>(QStringLiteral("exportButton"))->isEnabled());
+        QVERIFY(panel.findChild<QLabel*>(QStringLiteral("planStatus"))->text().contains(QStringLiteral("--salvage")));
+    }
+
     void exportAsksBeforeReplacingAFile()
     {
         QTemporaryDir dir;
