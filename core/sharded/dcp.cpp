@@ -818,10 +818,11 @@ private:
             }
             child = it->second;
         } else if (nodes_[parent].type == TreeNode::Type::List && key.isIndex) {
-            auto& items = nodes_[parent].listItems;
-            while (items.size() <= static_cast<std::size_t>(key.index)) {
-                items.push_back(nodes_.size());
+            // nodes_ grows inside the loop: index it afresh each time, never through a reference.
+            while (nodes_[parent].listItems.size() <= static_cast<std::size_t>(key.index)) {
+                const std::size_t added = nodes_.size();
                 nodes_.push_back({});
+                nodes_[parent].listItems.push_back(added);
             }
             child = nodes_[parent].listItems[static_cast<std::size_t>(key.index)];
         } else {
