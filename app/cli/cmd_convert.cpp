@@ -307,11 +307,11 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes;
-    StagedInput staged;
+    std::optional<sharded::TempConsolidated> staged;
     if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err)) {
         return *rc;
     }
-    const std::string source = staged.path().empty() ? a.input : staged.path();
+    const std::string source = staged ? staged->path() : a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
     // (a sharded set's folder is checked by the split itself).
     if (!a.output.empty() && !a.dryRun && !shardBytes) {

@@ -10,9 +10,9 @@
 #include "device/sha256.h"
 #include "device/testload.h"
 #include "sharded/listing.h"
+#include "sharded/temp_consolidated.h"
 #include "util/json_text.h"
 #include "util/printable.h"
-#include "write/targets.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,7 +22,6 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
-#include <unistd.h>
 
 namespace ckpt::cli {
 namespace {
@@ -254,73 +253,31 @@ ojson replayJson(const device::ReplayReport& r)
 // A multi-file checkpoint is test-loaded as the one file `convert DIR -o OUT` writes from it, put
 // in the temporary directory for the load and removed after (and on SIGINT/SIGTERM/SIGHUP): loading
 // that file puts on the device exactly what loading every shard's tensors together does.
-class ConsolidatedCopy {
-public:
-    ConsolidatedCopy(const ConsolidatedCopy&) = delete;
-    ConsolidatedCopy& operator=(const ConsolidatedCopy&) = delete;
-    ConsolidatedCopy(ConsolidatedCopy&& o) noexcept
-        : path(std::move(o.path)), set(std::move(o.set)), bytes(o.bytes), files(o.files), slot_(o.slot_)
-    {
-        o.slot_ = -1;
-        o.path.clear();
-    }
-    ConsolidatedCopy& operator=(ConsolidatedCopy&&) = delete;
-    ~ConsolidatedCopy()
-    {
-        if (!path.empty()) {
-            std::error_code ec;
-            std::filesystem::remove(path, ec);
-        }
-        if (slot_ >= 0) {
-            write::detail::unregisterTemp(slot_);
-        }
-    }
-
-    static Expected<ConsolidatedCopy> write(const sharded::SetLocation& loc)
-    {
-        auto listing = sharded::listSet(loc);
-        if (!listing) {
-            return listing.error();
-        }
-        std::error_code ec;
-        const auto dir = std::filesystem::temp_directory_path(ec);
-        static int counter = 0;
-        ConsolidatedCopy c;
-        c.path = (dir / ("ckptscope-testload-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + ".pt"))
-                     .string();
-        c.slot_ = write::detail::registerTemp(c.path);
-        c.set = std::string(sharded::setKindName(loc.kind));
-        c.files = listing->files.size();
-        auto done = sharded::consolidateSet(loc, c.path);
-        if (!done) {
-            Error e = done.error();
-            e.message = "cannot consolidate the set for the test-load (" + dir.string() + "): " + e.message;
-            return e;
-        }
-        c.bytes = done->bytes;
-        return c;
-    }
-
-    std::string path;
-    std::string set;  // its kind, for the report
-    std::uint64_t bytes = 0;
-    std::size_t files = 0;
-
-private:
-    ConsolidatedCopy() = default;
-    int slot_ = -1;
-};
-
-void printSetNote(std::ostream& out, const ConsolidatedCopy& c)
+Expected<sharded::TempConsolidated> consolidateForLoad(const sharded::SetLocation& loc)
 {
-    out << "(a " << c.set << " of " << c.files << " files: test-loaded as the one " << humanBytes(c.bytes)
-        << " file `ckptscope convert` writes from it, written to " << displayText(c.path) << " for the load and "
-        << "removed)\n";
+    std::error_code ec;
+    const std::string dir = std::filesystem::temp_directory_path(ec).string();
+    auto whole = sharded::TempConsolidated::write(loc, dir, "testload");
+    if (!whole) {
+        Error e = whole.error();
+        e.message = "cannot consolidate the set for the test-load (" + dir + "): " + e.message;
+        return e;
+    }
+    return whole;
 }
 
-ojson setJson(const ConsolidatedCopy& c)
+void printSetNote(std::ostream& out, sharded::SetKind kind, const sharded::TempConsolidated& whole)
 {
-    return {{"kind", c.set}, {"files", c.files}, {"consolidated_bytes", c.bytes}};
+    out << "(a " << sharded::setKindName(kind) << " of " << whole.result().files << " files: test-loaded as the one "
+        << humanBytes(whole.result().bytes) << " file `ckptscope convert` writes from it, written to "
+        << displayText(whole.path()) << " for the load and removed)\n";
+}
+
+ojson setJson(sharded::SetKind kind, const sharded::TempConsolidated& whole)
+{
+    return {{"kind", std::string(sharded::setKindName(kind))},
+            {"files", whole.result().files},
+            {"consolidated_bytes", whole.result().bytes}};
 }
 
 int runReplay(const std::string& file, int ranks, const std::string& mapLocation, const std::string& select,
@@ -460,10 +417,11 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         return kExitBadInput;
     }
 
-    std::optional<ConsolidatedCopy> whole;
+    std::optional<sharded::TempConsolidated> whole;
     std::string input = file;
-    if (const auto loc = sharded::detectSet(file); sharded::readAsSet(loc, file)) {
-        auto copy = ConsolidatedCopy::write(loc);
+    const auto loc = sharded::detectSet(file);
+    if (sharded::readAsSet(loc, file)) {
+        auto copy = consolidateForLoad(loc);
         if (!copy) {
             printError(err, copy.error(), file);
             if (json) {
@@ -472,7 +430,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
             return exitCodeFor(copy.error().code);
         }
         whole.emplace(std::move(*copy));
-        input = whole->path;
+        input = whole->path();
     }
 
     // Read the file here first: an unreadable file is bad input (exit 2) without starting LibTorch.
@@ -503,7 +461,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
 
     if (ddpRanks > 0) {
         if (whole && !json) {
-            printSetNote(out, *whole);
+            printSetNote(out, loc.kind, *whole);
         }
         return runReplay(input, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
     }
@@ -569,12 +527,12 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
             j["torch_load"] = placementJson(*placement);
         }
         if (whole) {
-            j["set"] = setJson(*whole);
+            j["set"] = setJson(loc.kind, *whole);
         }
         out << dumpJson(j, 2) << '\n';
     } else {
         if (whole) {
-            printSetNote(out, *whole);
+            printSetNote(out, loc.kind, *whole);
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';

@@ -12,12 +12,9 @@
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/printable.h"
-#include "write/targets.h"
 
-#include <cerrno>
 #include <filesystem>
 #include <ostream>
-#include <unistd.h>
 
 namespace ckpt::cli {
 
@@ -105,6 +102,21 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
     out << dumpJson(j) << '\n';
 }
 
+// The hidden file beside the output that a set is staged in when it is not written as it stands.
+std::optional<int> stage(const std::string& input, const std::string& output,
+                         const sharded::TempConsolidated::Writer& consolidate,
+                         std::optional<sharded::TempConsolidated>& staged, std::ostream& err)
+{
+    const std::string dir = std::filesystem::path(output).parent_path().string();
+    auto done = sharded::TempConsolidated::write(dir, "set", consolidate);
+    if (!done) {
+        printError(err, done.error(), input);
+        return exitCodeFor(done.error().code);
+    }
+    staged.emplace(std::move(*done));
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
@@ -158,31 +170,9 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
     return diagnose::findingsExitCode(findings);
 }
 
-StagedInput::~StagedInput()
-{
-    if (!path_.empty()) {
-        ::unlink(path_.c_str());
-    }
-    write::detail::unregisterTemp(slot_);
-}
-
-bool StagedInput::create(const std::string& besideOutput)
-{
-    const std::filesystem::path out(besideOutput);
-    const std::string dir = out.parent_path().empty() ? std::string(".") : out.parent_path().string();
-    std::string pattern = write::detail::tempPrefix(dir, "set") + std::to_string(::getpid()) + "-XXXXXX";
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) {
-        return false;
-    }
-    ::close(fd);
-    path_ = pattern;
-    slot_ = write::detail::registerTemp(path_);
-    return true;
-}
-
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool direct, StagedInput& staged, std::ostream& out, std::ostream& err)
+                              bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
+                              std::ostream& err)
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = sharded::detectSet(input);
@@ -191,16 +181,9 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
     if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
         if (!direct || !toTorch) {
             if (sharded::readAsSet(loc, input)) {
-                if (!staged.create(output)) {
-                    err << "ckptscope convert: " << displayText(output)
-                        << ": cannot create a temporary file beside the output: " << systemErrorText(errno) << '\n';
-                    return kExitProblems;
-                }
-                if (auto done = sharded::consolidateSet(loc, staged.path()); !done) {
-                    printError(err, done.error(), input);
-                    return exitCodeFor(done.error().code);
-                }
-                return std::nullopt;
+                return stage(
+                    input, output, [&loc](const std::string& path) { return sharded::consolidateSet(loc, path); },
+                    staged, err);
             }
         } else if (auto dcp = convertDcp(input, output, format, true, out, err)) {
             return dcp;
@@ -221,20 +204,16 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
             return exitCodeFor(set->error().code);
         }
     }
-    const bool stage = !direct || !toTorch;
-    if (stage && !staged.create(output)) {
-        err << "ckptscope convert: " << displayText(output)
-            << ": cannot create a temporary file beside the output: " << systemErrorText(errno) << '\n';
-        return kExitProblems;
+    auto consolidate = [&](const std::string& target) {
+        return zero12 ? sharded::consolidateZero12(loc, target) : sharded::consolidateTorch(**set, target);
+    };
+    if (!direct || !toTorch) {
+        return stage(input, output, consolidate, staged, err);
     }
-    const std::string target = stage ? staged.path() : output;
-    auto done = zero12 ? sharded::consolidateZero12(loc, target) : sharded::consolidateTorch(**set, target);
+    auto done = consolidate(output);
     if (!done) {
         printError(err, done.error(), input);
         return exitCodeFor(done.error().code);
-    }
-    if (stage) {
-        return std::nullopt;
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors;
     if (zero12) {

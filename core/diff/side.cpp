@@ -3,11 +3,9 @@
 // are pieces spread over files (DCP, ZeRO, FSDP ranks) are assembled first, as convert does.
 #include "diff/diff.h"
 #include "sharded/listing.h"
-#include "write/targets.h"
+#include "sharded/temp_consolidated.h"
 
-#include <atomic>
 #include <filesystem>
-#include <unistd.h>
 
 namespace ckpt::diff {
 
@@ -25,20 +23,13 @@ Side ofSet(const std::string& path, sharded::ShardedSet&& set)
 }
 
 // A set whose tensors are pieces of several files is compared as the one file `convert` writes
-// from it: written to the temporary directory and unlinked as soon as it is mapped (the mapping
-// keeps its pages), so nothing is left behind however the comparison ends.
+// from it: written to the temporary directory and removed as soon as it is mapped, so nothing is
+// left behind however the comparison ends.
 Expected<Side> consolidatedSide(const std::string& path, const sharded::SetLocation& loc)
 {
     std::error_code ec;
-    static std::atomic<int> counter{0};
-    const auto tmp = (std::filesystem::temp_directory_path(ec) /
-                      ("ckptscope-diff-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + ".pt"))
-                         .string();
-    const int slot = write::detail::registerTemp(tmp);
-    auto done = sharded::consolidateSet(loc, tmp);
-    Expected<CheckpointPtr> opened = done ? openCheckpoint(tmp) : Expected<CheckpointPtr>(done.error());
-    std::filesystem::remove(tmp, ec);
-    write::detail::unregisterTemp(slot);
+    auto whole = sharded::TempConsolidated::write(loc, std::filesystem::temp_directory_path(ec).string(), "diff");
+    Expected<CheckpointPtr> opened = whole ? whole->openAndRemove() : Expected<CheckpointPtr>(whole.error());
     if (!opened) {
         Error e = opened.error();
         e.message =

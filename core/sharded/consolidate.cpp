@@ -239,7 +239,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     }
     std::error_code ec;
     const auto size = std::filesystem::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, tensors.size()};
+    return ConsolidateResult{*target, ec ? 0 : size, tensors.size(), sources.size()};
 }
 
 }  // namespace detail
@@ -292,7 +292,7 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
     }
     std::error_code ec;
     const auto size = std::filesystem::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size()};
+    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size(), set.shardFiles.size()};
 }
 
 }  // namespace ckpt::sharded

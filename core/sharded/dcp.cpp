@@ -1216,7 +1216,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return r.error();
     }
     const auto size = fs::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, out.tensorItems.size()};
+    return ConsolidateResult{*target, ec ? 0 : size, out.tensorItems.size(), set.meta.files.size()};
 }
 
 }  // namespace ckpt::sharded::dcp

@@ -704,7 +704,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     }
     std::error_code ec;
     const auto size = fs::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size()};
+    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size(), set.files.size()};
 }
 
 }  // namespace ckpt::sharded::fsdp

@@ -85,6 +85,7 @@ struct ConsolidateResult {
     std::string path;
     std::uint64_t bytes = 0;
     std::size_t tensors = 0;
+    std::size_t files = 0;  // of the set, read for it (shards, DCP data files, rank files)
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 

@@ -1,7 +1,8 @@
 // `ckptscope testload` on a multi-file checkpoint (issue 13): a Hugging Face sharded set, named by
-// its folder, index or a shard, is test-loaded as the one file convert writes from it, on the CUDA
-// engine over the fake driver; the temporary file is gone afterwards, and an incomplete set is
-// bad input before anything is loaded. Fixtures: tests/fixtures/gen_sharded.py.
+// its folder, index or a shard, or a ZeRO stage 1/2 folder, is test-loaded as the one file convert
+// writes from it, on the CUDA engine over the fake driver; the temporary file is gone afterwards,
+// and an incomplete set is bad input before anything is loaded. Fixtures: tests/fixtures/gen_sharded.py.
+#include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "sharded/listing.h"
 
@@ -34,6 +35,12 @@ Run testload(const std::vector<std::string>& args)
     std::ostringstream err;
     const int rc = ckpt::cli::run(full, out, err);
     return {rc, out.str(), err.str()};
+}
+
+// Hidden names count too: the consolidated copy is a `.testload.ckptscope-*` file.
+bool isEmpty(const QTemporaryDir& dir)
+{
+    return QDir(dir.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty();
 }
 
 }  // namespace
@@ -74,7 +81,7 @@ private Q_SLOTS:
         QCOMPARE(doc["engine"].get<std::string>(), std::string("cuda"));
         QCOMPARE(doc["set"]["files"].get<std::size_t>(), listing->files.size());
         QCOMPARE(doc["file"].get<std::string>(), path.toStdString());
-        QVERIFY2(QDir(m_tmp.path()).isEmpty(), "the consolidated copy was left behind");
+        QVERIFY2(isEmpty(m_tmp), "the consolidated copy was left behind");
     }
 
     void incompleteSetIsBadInput()
@@ -83,7 +90,26 @@ private Q_SLOTS:
         QCOMPARE(r.rc, 2);
         QVERIFY2(r.err.find("incomplete") != std::string::npos, r.err.c_str());
         QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
-        QVERIFY(QDir(m_tmp.path()).isEmpty());
+        QVERIFY(isEmpty(m_tmp));
+    }
+
+    // A ZeRO stage 1/2 folder loads as the fp32 model convert writes from its two ranks'
+    // partitions: what zero_to_fp32.py rebuilds (gen_sharded.py's expected file).
+    void aZeroSetLoadsAsItsFp32Model()
+    {
+        auto expected = ckpt::openCheckpoint(set("zero2_complete.expected.pt"));
+        QVERIFY(static_cast<bool>(expected));
+        std::uint64_t bytes = 0;
+        for (const auto& t : (*expected)->tensors) {
+            bytes += t.nbytes;
+        }
+        const auto r = testload({set("zero2_complete"), "--device", "cuda:0", "--json"});
+        QVERIFY2(r.rc == 0, (r.err + r.out).c_str());
+        const auto doc = nlohmann::json::parse(r.out);
+        QCOMPARE(doc["tensors_loaded"].get<std::size_t>(), (*expected)->tensors.size());
+        QCOMPARE(doc["bytes"].get<std::uint64_t>(), bytes);
+        QCOMPARE(doc["set"]["files"].get<std::size_t>(), std::size_t{2});
+        QVERIFY2(isEmpty(m_tmp), "the consolidated copy was left behind");
     }
 
 private:
