@@ -3,6 +3,7 @@
 // memory is one piece, not the model.
 #include "archive/zip.h"
 #include "pickle/pickler.h"
+#include "sharded/chunks.h"
 #include "sharded/sharded.h"
 #include "write/output_file.h"
 #include "write/targets.h"
@@ -247,14 +248,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath)
 {
     if (!set.complete()) {
-        std::string codes;
-        for (const auto& f : set.findings) {
-            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
-        }
-        Error e = makeError(ErrorCode::Corrupt,
-                            "the set is incomplete (" + codes + "; see `ckptscope check`): nothing was written");
-        e.path = set.indexPath;
-        return e;
+        return detail::incomplete("the set is incomplete", set.findings, set.indexPath);
     }
     auto target = write::resolveTarget(outPath);
     if (!target) {

@@ -8,6 +8,7 @@
 #include "archive/zip.h"
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
+#include "sharded/chunks.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -29,16 +30,12 @@ using pickle::ValueId;
 
 std::uint64_t Item::numel() const
 {
-    std::uint64_t n = 1;
-    for (const auto d : size) {
-        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
-    }
-    return n;
+    return sharded::detail::numelOf(size);
 }
 
 bool Set::complete() const
 {
-    return std::none_of(findings.begin(), findings.end(), [](const auto& f) { return f.severity == "error"; });
+    return sharded::detail::noErrors(findings);
 }
 
 namespace {
@@ -1142,14 +1139,7 @@ std::string archiveFolderFor(const std::string& outPath)
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
 {
     if (!set.complete()) {
-        std::string codes;
-        for (const auto& f : set.findings) {
-            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
-        }
-        Error e = makeError(ErrorCode::Corrupt,
-                            "the DCP set is incomplete (" + codes + "; see `ckptscope check`): nothing was written");
-        e.path = set.loc.dir;
-        return e;
+        return sharded::detail::incomplete("the DCP set is incomplete", set.findings, set.loc.dir);
     }
     auto target = write::resolveTarget(outPath);
     if (!target) {

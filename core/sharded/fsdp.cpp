@@ -5,6 +5,7 @@
 
 #include "archive/zip.h"
 #include "pickle/pickler.h"
+#include "sharded/chunks.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -25,16 +26,12 @@ using pickle::ValueId;
 
 std::uint64_t Tensor::numel() const
 {
-    std::uint64_t n = 1;
-    for (const auto d : size) {
-        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
-    }
-    return n;
+    return sharded::detail::numelOf(size);
 }
 
 bool Set::complete() const
 {
-    return std::none_of(findings.begin(), findings.end(), [](const auto& f) { return f.severity == "error"; });
+    return sharded::detail::noErrors(findings);
 }
 
 bool namesShardedTensors(const std::string& path)
@@ -612,15 +609,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
                                            "files to consolidate them");
     }
     if (!set.complete()) {
-        std::string codes;
-        for (const auto& f : set.findings) {
-            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
-        }
-        Error e = makeError(ErrorCode::Corrupt, "the FSDP rank files are incomplete (" + codes +
-                                                    "; see `ckptscope check`): nothing was "
-                                                    "written");
-        e.path = set.loc.dir;
-        return e;
+        return sharded::detail::incomplete("the FSDP rank files are incomplete", set.findings, set.loc.dir);
     }
     for (const auto& f : set.files) {
         if (!f.otherValues.empty()) {
