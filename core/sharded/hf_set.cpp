@@ -306,11 +306,6 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
             }
             break;
         }
-        case SetKind::Dcp:
-            how = "ckptscope detects but does not read DCP directories yet (FSDP SHARDED_STATE_DICT, accelerate, "
-                  "Megatron torch_dist); convert it with torch.distributed.checkpoint.format_utils."
-                  "dcp_to_torch_save (PyTorch >= 2.2)";
-            break;
         case SetKind::Megatron:
             how = "ckptscope does not merge Megatron tensor-parallel ranks (the split dimension depends on the "
                   "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "
