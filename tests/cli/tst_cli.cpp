@@ -1,7 +1,7 @@
 // The command line in-process (streams injected): output shapes, exit codes, one-line errors.
 // The JSON shape is guarded by golden files: tests/cli/golden/*.schema lists every key path and
 // its JSON type, so a renamed or retyped field fails here before it breaks someone's script.
-#include "cli/cli.h"
+#include "cli_run.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -12,26 +12,10 @@
 #include <QTest>
 
 #include <set>
-#include <sstream>
 
 namespace {
 
-struct Result {
-    int rc = 0;
-    std::string out;
-    std::string err;
-};
-
-Result run(std::vector<std::string> args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Result r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using ckpt::test::ckptscope;
 
 std::string fixture(const char* name)
 {
@@ -100,13 +84,13 @@ private Q_SLOTS:
 
 void TestCli::helpAndVersion()
 {
-    auto r = run({"--help"});
+    auto r = ckptscope({"--help"});
     QCOMPARE(r.rc, 0);
     QVERIFY(r.out.find("inspect") != std::string::npos);
-    r = run({"--version"});
+    r = ckptscope({"--version"});
     QCOMPARE(r.rc, 0);
     QVERIFY(r.out.starts_with("ckptscope "));
-    r = run({"inspect", "--help"});
+    r = ckptscope({"inspect", "--help"});
     QCOMPARE(r.rc, 0);
     QVERIFY(r.out.find("Examples:") != std::string::npos);
     QVERIFY(ckpt::cli::isSubcommand("inspect"));
@@ -115,7 +99,7 @@ void TestCli::helpAndVersion()
 
 void TestCli::inspectText()
 {
-    auto r = run({"inspect", fixture("ddp_sd_cuda0.pt")});
+    auto r = ckptscope({"inspect", fixture("ddp_sd_cuda0.pt")});
     QCOMPARE(r.rc, 0);
     QVERIFY2(r.out.find("module.") != std::string::npos, r.out.c_str());
     QVERIFY(r.out.find("cuda:0") != std::string::npos);
@@ -126,7 +110,7 @@ void TestCli::inspectText()
 
 void TestCli::inspectJsonMatchesGolden()
 {
-    auto r = run({"inspect", "--json", fixture("train_ckpt.pt")});
+    auto r = ckptscope({"inspect", "--json", fixture("train_ckpt.pt")});
     QCOMPARE(r.rc, 0);
     const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
     QCOMPARE(doc.value(QStringLiteral("schema")).toInt(), 1);
@@ -158,11 +142,11 @@ void TestCli::inspectJsonMatchesGolden()
 
 void TestCli::inspectSeveralFiles()
 {
-    auto r = run({"inspect", "--json", fixture("plain_sd.pt"), fixture("ddp_sd.pt")});
+    auto r = ckptscope({"inspect", "--json", fixture("plain_sd.pt"), fixture("ddp_sd.pt")});
     QCOMPARE(r.rc, 0);
     const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
     QCOMPARE(doc.value(QStringLiteral("files")).toArray().size(), 2);
-    r = run({"inspect", "--json", std::string(CKPTSCOPE_FIXTURE_DIR) + "/*_sd.pt"});
+    r = ckptscope({"inspect", "--json", std::string(CKPTSCOPE_FIXTURE_DIR) + "/*_sd.pt"});
     QCOMPARE(r.rc, 0);
     QVERIFY(QJsonDocument::fromJson(QByteArray::fromStdString(r.out))
                 .object()
@@ -174,25 +158,25 @@ void TestCli::inspectSeveralFiles()
 void TestCli::badInputIsOneLineExit2()
 {
     const std::string lfs = fixture("bad/lfs_pointer.pt");
-    auto r = run({"inspect", lfs});
+    auto r = ckptscope({"inspect", lfs});
     QCOMPARE(r.rc, 2);
     QVERIFY(r.out.empty());
     QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1L);
     QVERIFY2(r.err.find(lfs) != std::string::npos, r.err.c_str());
-    r = run({"inspect", "/nonexistent/model.pt"});
+    r = ckptscope({"inspect", "/nonexistent/model.pt"});
     QCOMPARE(r.rc, 2);
     QVERIFY(r.err.find("cannot open") != std::string::npos);
 }
 
 void TestCli::usageErrorsExit2()
 {
-    QCOMPARE(run({"inspect"}).rc, 2);
-    QCOMPARE(run({"inspect", "--bogus", fixture("plain_sd.pt")}).rc, 2);
+    QCOMPARE(ckptscope({"inspect"}).rc, 2);
+    QCOMPARE(ckptscope({"inspect", "--bogus", fixture("plain_sd.pt")}).rc, 2);
 }
 
 void TestCli::severalFilesForCheckAndConvert()
 {
-    auto r = run({"check", "--json", fixture("ddp_sd.pt"), fixture("plain_sd.pt")});
+    auto r = ckptscope({"check", "--json", fixture("ddp_sd.pt"), fixture("plain_sd.pt")});
     QCOMPARE(r.rc, 1);  // the DDP file has a warning: the worst exit code wins
     const auto files =
         QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object().value(QStringLiteral("files")).toArray();
@@ -203,27 +187,27 @@ void TestCli::severalFilesForCheckAndConvert()
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const std::string outDir = dir.path().toStdString();
-    r = run({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir, "--single-card"});
+    r = ckptscope({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir, "--single-card"});
     QCOMPARE(r.rc, 0);
     for (const char* name : {"ddp_sd.pt", "compile_sd.pt"}) {
-        auto back = run({"inspect", "--json", outDir + "/" + name});
+        auto back = ckptscope({"inspect", "--json", outDir + "/" + name});
         QCOMPARE(back.rc, 0);
         QVERIFY2(back.out.find("module.") == std::string::npos && back.out.find("_orig_mod.") == std::string::npos,
                  name);
     }
     // Several inputs need a directory to write into.
-    r = run({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir + "/one.pt"});
+    r = ckptscope({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir + "/one.pt"});
     QCOMPARE(r.rc, 2);
 }
 
 void TestCli::quietPrintsOnlyJsonAndErrors()
 {
-    auto r = run({"inspect", "--quiet", fixture("plain_sd.pt")});
+    auto r = ckptscope({"inspect", "--quiet", fixture("plain_sd.pt")});
     QCOMPARE(r.rc, 0);
     QVERIFY(r.out.empty());
-    r = run({"inspect", "-q", "--json", fixture("plain_sd.pt")});
+    r = ckptscope({"inspect", "-q", "--json", fixture("plain_sd.pt")});
     QVERIFY(!QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).isNull());
-    r = run({"inspect", "-q", fixture("bad/lfs_pointer.pt")});
+    r = ckptscope({"inspect", "-q", fixture("bad/lfs_pointer.pt")});
     QCOMPARE(r.rc, 2);
     QVERIFY(r.out.empty());
     QVERIFY(!r.err.empty());

@@ -2,6 +2,7 @@
 // loaded by real PyTorch (weights_only stand-in, plain torch.load without map_location, strict
 // load into the fixture's model), tensors compared byte for byte with the source; round trips.
 #include "cli/cmd_convert.h"
+#include "cli_run.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -14,7 +15,6 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
 #include <tuple>
 #include <unistd.h>
 
@@ -25,21 +25,11 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
+using Run = ckpt::test::CliRun;
 
-Run convert(std::vector<std::string> args)
+Run convert(const std::vector<std::string>& args)
 {
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::cmdConvert(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return ckpt::test::capture(ckpt::cli::cmdConvert, args);
 }
 
 QByteArray sha(const QString& path)

@@ -3,7 +3,7 @@
 // writes from it, on the CUDA engine over the fake driver; the temporary file is gone afterwards,
 // and an incomplete set is bad input before anything is loaded. Fixtures: tests/fixtures/gen_sharded.py.
 #include "checkpoint/checkpoint.h"
-#include "cli/cli.h"
+#include "cli_run.h"
 #include "sharded/listing.h"
 
 #include <QDir>
@@ -12,7 +12,6 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace {
 
@@ -21,20 +20,11 @@ std::string set(const char* name)
     return std::string(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = 0;
-    std::string out;
-    std::string err;
-};
-
-Run testload(const std::vector<std::string>& args)
+ckpt::test::CliRun testload(const std::vector<std::string>& args)
 {
     std::vector<std::string> full{"testload"};
     full.insert(full.end(), args.begin(), args.end());
-    std::ostringstream out;
-    std::ostringstream err;
-    const int rc = ckpt::cli::run(full, out, err);
-    return {rc, out.str(), err.str()};
+    return ckpt::test::ckptscope(full);
 }
 
 // Hidden names count too: the consolidated copy is a `.testload.ckptscope-*` file.

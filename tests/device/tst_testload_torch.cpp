@@ -4,6 +4,7 @@
 // `ckptscope testload`'s exit codes and JSON.
 #include "checkpoint/checkpoint.h"
 #include "cli/cmd_testload.h"
+#include "cli_run.h"
 #include "device/testload.h"
 
 #include <QDir>
@@ -15,7 +16,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <sstream>
 
 using namespace ckpt::device;
 
@@ -35,21 +35,11 @@ QString fixture(const char* name)
     return QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + QString::fromLatin1(name);
 }
 
-struct CliRun {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
+using ckpt::test::CliRun;
 
 CliRun runCli(const std::vector<std::string>& args)
 {
-    std::ostringstream out;
-    std::ostringstream err;
-    CliRun r;
-    r.rc = ckpt::cli::cmdTestload(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return ckpt::test::capture(ckpt::cli::cmdTestload, args);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `ckptscope check` in-process: exit codes (0 clean, 1 warnings/errors, 2 unreadable or bad usage),
 // text sorted by severity with the fix as a convert command, and the JSON document.
-#include "cli/cli.h"
+#include "cli_run.h"
 #include "oracle.h"
 
 #include <QFile>
@@ -10,26 +10,12 @@
 #include <QTemporaryDir>
 #include <QTest>
 
-#include <sstream>
-
 namespace {
 
-struct Result {
-    int rc = 0;
-    std::string out;
-    std::string err;
-};
-
-Result run(std::vector<std::string> args)
+ckpt::test::CliRun run(std::vector<std::string> args)
 {
-    std::ostringstream out;
-    std::ostringstream err;
-    Result r;
     args.insert(args.begin(), "check");
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return ckpt::test::ckptscope(args);
 }
 
 using diagtest::fixture;

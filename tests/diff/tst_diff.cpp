@@ -2,7 +2,7 @@
 // category of the report, the value differences against torch's own (oracle.json), the prefix
 // alignment, the three renderings and the exit codes (0 equal, 1 differ, 2 bad input).
 #include "checkpoint/checkpoint.h"
-#include "cli/cli.h"
+#include "cli_run.h"
 #include "diff/diff.h"
 
 #include <QDir>
@@ -12,7 +12,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 
 namespace {
 
@@ -23,10 +22,7 @@ std::string fx(const std::string& name)
     return std::string(CKPTSCOPE_DIFF_FIXTURE_DIR) + "/" + name;
 }
 
-struct Run {
-    int rc = 0;
-    std::string out;
-    std::string err;
+struct Run : ckpt::test::CliRun {
     json doc;
 };
 
@@ -36,12 +32,8 @@ Run diffRun(std::vector<std::string> args, bool asJson = true)
     if (asJson) {
         args.emplace_back("--json");
     }
-    std::ostringstream out;
-    std::ostringstream err;
     Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
+    static_cast<ckpt::test::CliRun&>(r) = ckpt::test::ckptscope(args);
     if (asJson && !r.out.empty()) {
         r.doc = json::parse(r.out);
     }

@@ -2,7 +2,7 @@
 // PyTorch 2.x's source (metadata.py, filesystem.py, _traverse.py), not written by PyTorch 2.x,
 // which this machine lacks; each comes with the dict dcp_to_torch_save gives, saved by real
 // PyTorch 1.13, and its flat keys' shapes. Consolidation is checked by torch.load against it.
-#include "cli/cli.h"
+#include "cli_run.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -12,8 +12,6 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
-
 namespace {
 
 QString fixture(const QString& name)
@@ -21,22 +19,8 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-Run ckptscope(const std::vector<std::string>& args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::ckptscope;
 
 QJsonObject parse(const QByteArray& text)
 {

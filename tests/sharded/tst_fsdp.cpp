@@ -2,7 +2,7 @@
 // source (sharded_tensor/api.py, tensor/_api.py; no PyTorch 2.x here): ShardedTensor and DTensor
 // wrappers around real torch.save'd local tensors. Consolidation is checked by torch.load against
 // the full state dict the generator saved.
-#include "cli/cli.h"
+#include "cli_run.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -12,8 +12,6 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
-
 namespace {
 
 QString fixture(const QString& name)
@@ -21,22 +19,8 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_FSDP_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-Run ckptscope(const std::vector<std::string>& args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::ckptscope;
 
 QJsonObject jsonOf(const Run& r)
 {

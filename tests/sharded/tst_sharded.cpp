@@ -1,7 +1,7 @@
 // Multi-file checkpoints through `ckptscope` in-process: Hugging Face sharded sets opened from the
 // folder, the index or any shard; the set-level findings; consolidation checked by real PyTorch
 // 1.13 against the merged state dict gen_sharded.py saved; the formats only detected, by name.
-#include "cli/cli.h"
+#include "cli_run.h"
 
 #include <QDir>
 #include <QFile>
@@ -12,8 +12,6 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
-
 namespace {
 
 QString fixture(const QString& name)
@@ -21,22 +19,8 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-Run ckptscope(const std::vector<std::string>& args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::ckptscope;
 
 QJsonObject jsonOf(const Run& r)
 {

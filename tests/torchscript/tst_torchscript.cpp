@@ -2,7 +2,7 @@
 // dict and the converted file against torch.jit.load(f).state_dict() (check_state_dict.py), the
 // quantized model's packed params named as drops, the finding, and diff against the state dict.
 #include "checkpoint/script_classes.h"
-#include "cli/cli.h"
+#include "cli_run.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -12,8 +12,6 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
-
 namespace {
 
 QString fixture(const QString& name)
@@ -21,22 +19,8 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_TS_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-Run ckptscope(const std::vector<std::string>& args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::ckptscope;
 
 QJsonObject jsonOf(const std::string& text)
 {
