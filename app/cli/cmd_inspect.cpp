@@ -9,21 +9,13 @@
 #include "cli/sharded_cli.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "util/shape_text.h"
 
 #include <algorithm>
 #include <ostream>
 
 namespace ckpt::cli {
 namespace {
-
-std::string shapeText(const std::vector<std::int64_t>& dims)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        s += (i ? ", " : "") + std::to_string(dims[i]);
-    }
-    return s + "]";
-}
 
 // What the KIND column says: the node kind, or an object's qualified type.
 std::string kindText(const Checkpoint& c, const Node& n)

@@ -4,15 +4,6 @@
 
 namespace ckpt::cli {
 
-std::string shapeText(const std::vector<std::int64_t>& dims)
-{
-    std::string s = "[";
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-        s += (i != 0 ? ", " : "") + std::to_string(dims[i]);
-    }
-    return s + "]";
-}
-
 std::vector<diagnose::Finding> setFindings(const std::vector<sharded::SetFinding>& found)
 {
     std::vector<diagnose::Finding> out;

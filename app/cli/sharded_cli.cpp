@@ -12,6 +12,7 @@
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "util/shape_text.h"
 
 #include <filesystem>
 #include <ostream>

@@ -2,6 +2,7 @@
 // storages missing from the file, bytes no tensor reaches, and tensors sharing a storage.
 #include "archive/zip.h"
 #include "diagnose/rules.h"
+#include "util/shape_text.h"
 
 #include <algorithm>
 #include <map>
@@ -26,15 +27,6 @@ TensorsByStorage tensorsByStorage(const Checkpoint& ckpt)
         }
     }
     return out;
-}
-
-std::string shapeText(const std::vector<std::int64_t>& shape)
-{
-    std::string out = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-        out += (i ? ", " : "") + std::to_string(shape[i]);
-    }
-    return out + "]";
 }
 
 void legacyFormat(const Checkpoint& ckpt, Findings& out)

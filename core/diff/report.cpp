@@ -3,6 +3,7 @@
 #include "diff/diff.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "util/shape_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,15 +18,6 @@ std::string num(double v)
     std::array<char, 32> buf{};
     std::snprintf(buf.data(), buf.size(), "%.4g", v);  // NOLINT(cppcoreguidelines-pro-type-vararg)
     return buf.data();
-}
-
-std::string shapeText(const std::vector<std::int64_t>& dims)
-{
-    std::string s = "[";
-    for (std::size_t d = 0; d < dims.size(); ++d) {
-        s += (d != 0 ? ", " : "") + std::to_string(dims[d]);
-    }
-    return s + "]";
 }
 
 std::string bytesText(std::uint64_t n)

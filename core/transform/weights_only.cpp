@@ -6,6 +6,7 @@
 #include "checkpoint/state_dict.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
+#include "util/shape_text.h"
 
 #include <algorithm>
 #include <bit>
@@ -239,15 +240,6 @@ bool numpyFortranOrder(const Arena& a, ValueId array)
     }
     const auto& f = a[a[o.state].items[3]];
     return (f.kind == Kind::Bool && f.flag) || (f.kind == Kind::Int && f.i != 0);
-}
-
-std::string shapeText(const std::vector<std::int64_t>& shape)
-{
-    std::string out;
-    for (auto d : shape) {
-        out += (out.empty() ? "" : ", ") + std::to_string(d);
-    }
-    return "[" + out + "]";
 }
 
 class Sanitizer {
