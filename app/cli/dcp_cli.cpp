@@ -4,8 +4,6 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/set_text.h"
-#include "diagnose/diagnose.h"
-#include "diagnose/report.h"
 #include "sharded/dcp.h"
 #include "sharded/fsdp.h"
 #include "util/bytes.h"
@@ -247,107 +245,79 @@ void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
     out << dumpJson(j) << '\n';
 }
 
-}  // namespace
-
-std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+// What convert says of a set it consolidated as it stands, or why it could not.
+int printWritten(const Expected<sharded::ConsolidateResult>& done, const char* files, const std::string& input,
+                 std::ostream& out, std::ostream& err)
 {
-    if (auto ranks = openIfFsdp(input)) {
-        if (!*ranks) {
-            printError(err, ranks->error(), input);
-            return exitCodeFor(ranks->error().code);
-        }
-        if (json) {
-            printFsdpJson(**ranks, out);
-        } else {
-            printFsdpText(**ranks, out);
-        }
-        return kExitOk;
-    }
-    auto set = openIfDcp(input);
-    if (!set) {
-        return std::nullopt;
-    }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    if (json) {
-        printJson(**set, out);
-    } else {
-        printText(**set, out);
-    }
-    return kExitOk;
-}
-
-std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
-{
-    if (auto ranks = openIfFsdp(input)) {
-        if (!*ranks) {
-            printError(err, ranks->error(), input);
-            return exitCodeFor(ranks->error().code);
-        }
-        const auto findings = setFindings((*ranks)->findings);
-        const std::string& at = (*ranks)->oneFile ? (*ranks)->files.front().path : (*ranks)->loc.dir;
-        out << (json ? diagnose::renderJson(findings, at) : diagnose::renderText(findings, at));
-        return diagnose::findingsExitCode(findings);
-    }
-    auto set = openIfDcp(input);
-    if (!set) {
-        return std::nullopt;
-    }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    const auto findings = setFindings((*set)->findings);
-    out << (json ? diagnose::renderJson(findings, (*set)->loc.dir) : diagnose::renderText(findings, (*set)->loc.dir));
-    return diagnose::findingsExitCode(findings);
-}
-
-std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
-                              bool plain, std::ostream& out, std::ostream& err)
-{
-    if (auto ranks = openIfFsdp(input)) {
-        if (!*ranks) {
-            printError(err, ranks->error(), input);
-            return exitCodeFor(ranks->error().code);
-        }
-        if (!plain || (!format.empty() && format != "torch")) {
-            err << "ckptscope convert: " << displayText(input)
-                << ": FSDP rank files are consolidated as they stand into one torch file (-o OUT [--single-card])\n";
-            return kExitBadInput;
-        }
-        auto done = sharded::fsdp::consolidate(**ranks, output);
-        if (!done) {
-            printError(err, done.error(), input);
-            return exitCodeFor(done.error().code);
-        }
-        out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
-            << " tensors assembled from " << (*ranks)->files.size() << " rank files)\n";
-        return kExitOk;
-    }
-    auto set = openIfDcp(input);
-    if (!set) {
-        return std::nullopt;
-    }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    if (!plain || (!format.empty() && format != "torch")) {
-        err << "ckptscope convert: " << displayText(input)
-            << ": a DCP directory is consolidated as it stands into one torch file (-o OUT [--single-card]), as "
-               "dcp_to_torch_save does; edit the consolidated file afterwards\n";
-        return kExitBadInput;
-    }
-    auto done = sharded::dcp::consolidate(**set, output);
     if (!done) {
         printError(err, done.error(), input);
         return exitCodeFor(done.error().code);
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
-        << " tensors assembled from " << (*set)->meta.files.size() << " DCP data files)\n";
+        << " tensors assembled from " << done->files << " " << files << ")\n";
     return kExitOk;
+}
+
+}  // namespace
+
+std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
+            if (json) {
+                printFsdpJson(ranks, out);
+            } else {
+                printFsdpText(ranks, out);
+            }
+            return kExitOk;
+        })) {
+        return rc;
+    }
+    return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
+        if (json) {
+            printJson(set, out);
+        } else {
+            printText(set, out);
+        }
+        return kExitOk;
+    });
+}
+
+std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+{
+    if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
+            return printSetFindings(ranks.findings, ranks.oneFile ? ranks.files.front().path : ranks.loc.dir, json,
+                                    out);
+        })) {
+        return rc;
+    }
+    return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
+        return printSetFindings(set.findings, set.loc.dir, json, out);
+    });
+}
+
+std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
+                              bool plain, std::ostream& out, std::ostream& err)
+{
+    if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
+            if (!plain || (!format.empty() && format != "torch")) {
+                err << "ckptscope convert: " << displayText(input)
+                    << ": FSDP rank files are consolidated as they stand into one torch file (-o OUT "
+                       "[--single-card])\n";
+                return kExitBadInput;
+            }
+            return printWritten(sharded::fsdp::consolidate(ranks, output), "rank files", input, out, err);
+        })) {
+        return rc;
+    }
+    return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
+        if (!plain || (!format.empty() && format != "torch")) {
+            err << "ckptscope convert: " << displayText(input)
+                << ": a DCP directory is consolidated as it stands into one torch file (-o OUT [--single-card]), as "
+                   "dcp_to_torch_save does; edit the consolidated file afterwards\n";
+            return kExitBadInput;
+        }
+        return printWritten(sharded::dcp::consolidate(set, output), "DCP data files", input, out, err);
+    });
 }
 
 }  // namespace ckpt::cli

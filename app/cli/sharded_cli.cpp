@@ -5,8 +5,6 @@
 #include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/set_text.h"
-#include "diagnose/diagnose.h"
-#include "diagnose/report.h"
 #include "sharded/listing.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
@@ -125,20 +123,14 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
     if (auto dcp = inspectDcp(input, json, out, err)) {
         return dcp;
     }
-    auto set = openIfSet(input);
-    if (!set) {
-        return std::nullopt;
-    }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    if (json) {
-        printSetJson(**set, out);
-    } else {
-        printSetText(**set, out);
-    }
-    return kExitOk;
+    return withSet(openIfSet(input), input, err, [&](const sharded::ShardedSet& set) {
+        if (json) {
+            printSetJson(set, out);
+        } else {
+            printSetText(set, out);
+        }
+        return kExitOk;
+    });
 }
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
@@ -149,26 +141,12 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
     std::error_code ec;
     if (const auto loc = sharded::detectSet(input);
         loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
-        auto found = sharded::zeroFindings(loc);
-        if (!found) {
-            printError(err, found.error(), input);
-            return exitCodeFor(found.error().code);
-        }
-        const auto findings = setFindings(*found);
-        out << (json ? diagnose::renderJson(findings, loc.dir) : diagnose::renderText(findings, loc.dir));
-        return diagnose::findingsExitCode(findings);
+        return withSet(
+            std::optional(sharded::zeroFindings(loc)), input, err,
+            [&](const std::vector<sharded::SetFinding>& found) { return printSetFindings(found, loc.dir, json, out); });
     }
-    auto set = openIfSet(input);
-    if (!set) {
-        return std::nullopt;
-    }
-    if (!*set) {
-        printError(err, set->error(), input);
-        return exitCodeFor(set->error().code);
-    }
-    const auto findings = setFindings((*set)->findings);
-    out << (json ? diagnose::renderJson(findings, (*set)->dir) : diagnose::renderText(findings, (*set)->dir));
-    return diagnose::findingsExitCode(findings);
+    return withSet(openIfSet(input), input, err,
+                   [&](const sharded::ShardedSet& set) { return printSetFindings(set.findings, set.dir, json, out); });
 }
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
