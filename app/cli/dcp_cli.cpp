@@ -295,27 +295,14 @@ std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& o
     });
 }
 
-std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
-                              bool plain, std::ostream& out, std::ostream& err)
+std::optional<int> convertDcp(const std::string& input, const std::string& output, std::ostream& out, std::ostream& err)
 {
     if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
-            if (!plain || (!format.empty() && format != "torch")) {
-                err << "ckptscope convert: " << displayText(input)
-                    << ": FSDP rank files are consolidated as they stand into one torch file (-o OUT "
-                       "[--single-card])\n";
-                return kExitBadInput;
-            }
             return printWritten(sharded::fsdp::consolidate(ranks, output), "rank files", input, out, err);
         })) {
         return rc;
     }
     return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
-        if (!plain || (!format.empty() && format != "torch")) {
-            err << "ckptscope convert: " << displayText(input)
-                << ": a DCP directory is consolidated as it stands into one torch file (-o OUT [--single-card]), as "
-                   "dcp_to_torch_save does; edit the consolidated file afterwards\n";
-            return kExitBadInput;
-        }
         return printWritten(sharded::dcp::consolidate(set, output), "DCP data files", input, out, err);
     });
 }

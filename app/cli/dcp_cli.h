@@ -13,7 +13,9 @@ namespace ckpt::cli {
 
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err);
 std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err);
-std::optional<int> convertDcp(const std::string& input, const std::string& output, const std::string& format,
-                              bool plain, std::ostream& out, std::ostream& err);
+// Consolidates the set as it stands into the torch file `output`, as dcp_to_torch_save does (an edit
+// or another format goes through sharded_cli's staged copy instead).
+std::optional<int> convertDcp(const std::string& input, const std::string& output, std::ostream& out,
+                              std::ostream& err);
 
 }  // namespace ckpt::cli

@@ -164,7 +164,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                     input, output, [&loc](const std::string& path) { return sharded::consolidateSet(loc, path); },
                     staged, err);
             }
-        } else if (auto dcp = convertDcp(input, output, format, true, out, err)) {
+        } else if (auto dcp = convertDcp(input, output, out, err)) {
             return dcp;
         }
     }
