@@ -7,6 +7,7 @@
 #include "cli/cmd_check.h"
 #include "cli/cmd_convert.h"
 #include "cli/cmd_inspect.h"
+#include "cli_run.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -15,26 +16,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
-#include <sstream>
-
 namespace {
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-template <class F> Run cli(F command, std::vector<std::string> args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = command(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::capture;
 
 QJsonDocument json(const std::string& text)
 {
@@ -127,11 +112,11 @@ private Q_SLOTS:
             QVERIFY(d1 && d2);
             QVERIFY(std::equal(d1->begin(), d1->end(), d2->begin(), d2->end()));
         }
-        const Run check = cli(ckpt::cli::cmdCheck, {"--json", file("plain_sd.pt.gz")});
+        const Run check = capture(ckpt::cli::cmdCheck, {"--json", file("plain_sd.pt.gz")});
         QVERIFY(hasFinding(json(check.out), QStringLiteral("compressed-file")));
         // convert writes it uncompressed, and torch reads the result as the original.
         const std::string out = file("from_gz.pt");
-        const Run conv = cli(ckpt::cli::cmdConvert, {file("plain_sd.pt.gz"), "-o", out});
+        const Run conv = capture(ckpt::cli::cmdConvert, {file("plain_sd.pt.gz"), "-o", out});
         QVERIFY2(conv.rc == 0, conv.err.c_str());
         const QByteArray same =
             python(QStringLiteral("import sys, torch; a = torch.load(sys.argv[1]); b = torch.load(sys.argv[2]);"
@@ -155,7 +140,7 @@ private Q_SLOTS:
             QVERIFY(bad.open(QIODevice::WriteOnly | QIODevice::Truncate));
             bad.write(bytes);
             bad.close();
-            const Run r = cli(ckpt::cli::cmdInspect, {bad.fileName().toStdString()});
+            const Run r = capture(ckpt::cli::cmdInspect, {bad.fileName().toStdString()});
             QCOMPARE(r.rc, 2);
             QVERIFY2(r.err.find("gzip-compressed") != std::string::npos && r.err.find(words) != std::string::npos,
                      r.err.c_str());
@@ -166,7 +151,7 @@ private Q_SLOTS:
 
     void otherCompressionIsNamed()
     {
-        const Run r = cli(ckpt::cli::cmdInspect, {file("plain_sd.pt.zst")});
+        const Run r = capture(ckpt::cli::cmdInspect, {file("plain_sd.pt.zst")});
         QCOMPARE(r.rc, 2);
         QVERIFY2(r.err.find("zstd-compressed") != std::string::npos, r.err.c_str());
         QVERIFY(r.err.find("zstd -d it first") != std::string::npos);
@@ -190,11 +175,11 @@ private Q_SLOTS:
         QFETCH(QString, name);
         QFETCH(bool, refused);
         const std::string path = file(name.toUtf8().constData());
-        const Run check = cli(ckpt::cli::cmdCheck, {"--json", path});
+        const Run check = capture(ckpt::cli::cmdCheck, {"--json", path});
         QVERIFY2(check.rc == 0 || check.rc == 1, check.err.c_str());
         const bool finding = hasFinding(json(check.out), QStringLiteral("not-weights-only"));
         QCOMPARE(finding, refused);
-        const Run plan = cli(ckpt::cli::cmdConvert, {"--weights-only", "--unwrap", "--dry-run", "--json", path});
+        const Run plan = capture(ckpt::cli::cmdConvert, {"--weights-only", "--unwrap", "--dry-run", "--json", path});
         QVERIFY2(plan.rc == 0, plan.err.c_str());
         QCOMPARE(weightsOnlySteps(json(plan.out)) > 0 || name == QStringLiteral("hparams_module.pt"), refused);
         const QByteArray loads = python(QStringLiteral("import sys, torch_oracle as o\n"
@@ -209,7 +194,7 @@ private Q_SLOTS:
     {
         for (const char* name : {"class_key.pt", "numpy_arrays.pt", "sets.pt", "hparams_module.pt"}) {
             const std::string out = file(name) + ".single.pt";
-            const Run r = cli(ckpt::cli::cmdConvert, {"--single-card", file(name), "-o", out});
+            const Run r = capture(ckpt::cli::cmdConvert, {"--single-card", file(name), "-o", out});
             QVERIFY2(r.rc == 0, (std::string(name) + ": " + r.err).c_str());
             QVERIFY2(r.out.find("dropped") != std::string::npos, r.out.c_str());
             const QByteArray loads = python(QStringLiteral("import sys, torch_oracle as o\n"
@@ -258,11 +243,11 @@ private Q_SLOTS:
     // Without --unwrap the advice names the flag; with it the module is no obstacle.
     void moduleAdviceWorks()
     {
-        const Run without = cli(ckpt::cli::cmdConvert, {"--weights-only", "--dry-run", file("hparams_module.pt")});
+        const Run without = capture(ckpt::cli::cmdConvert, {"--weights-only", "--dry-run", file("hparams_module.pt")});
         QCOMPARE(without.rc, 2);
         QVERIFY2(without.err.find("add --unwrap") != std::string::npos, without.err.c_str());
         const Run with =
-            cli(ckpt::cli::cmdConvert, {"--weights-only", "--unwrap", "--dry-run", file("hparams_module.pt")});
+            capture(ckpt::cli::cmdConvert, {"--weights-only", "--unwrap", "--dry-run", file("hparams_module.pt")});
         QVERIFY2(with.rc == 0, with.err.c_str());
     }
 };
