@@ -1,12 +1,16 @@
 // What the readers of sets whose tensors are chunks spread over several files share (dcp.cpp,
-// fsdp.cpp; consolidate.cpp's Hugging Face set for the refusal): a global tensor's element count,
-// and whether a set's findings let it be consolidated.
+// fsdp.cpp; consolidate.cpp's Hugging Face set and ZeRO partitions for the refusal and the archive
+// name): a global tensor's element count, whether a set's findings let it be consolidated, and how
+// a chunk's bytes reach the consolidated torch zip.
 #pragma once
 
+#include "archive/zip.h"
 #include "sharded/sharded.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,37 @@ namespace ckpt::sharded::detail {
     Error e = makeError(ErrorCode::Corrupt, what + " (" + codes + "; see `ckptscope check`): nothing was written");
     e.path = path;
     return e;
+}
+
+// The folder every record of the written torch zip sits in, named after the output file without its
+// extension as PyTorch's writer names it (inline_container.h: archive_name.zip holds archive_name/);
+// "archive" when nothing is left.
+[[nodiscard]] inline std::string archiveFolderFor(const std::string& outPath)
+{
+    std::string base = std::filesystem::path(outPath).filename().string();
+    const auto dot = base.rfind('.');
+    if (dot != std::string::npos) {
+        base.erase(dot);
+    }
+    return base.empty() ? std::string("archive") : base;
+}
+
+// Streams `length` bytes of storage `s` of `c` from `offset` into the record `zw` has open, one
+// piece at a time. Errors: the read's, or the write's.
+inline Expected<void> streamInto(archive::ZipWriter& zw, const Checkpoint& c, StorageIndex s, std::uint64_t offset,
+                                 std::uint64_t length)
+{
+    std::optional<Error> failed;
+    auto streamed = c.streamStorage(s, offset, length, [&](Bytes piece) {
+        if (auto w = zw.writeChunk(piece); !w) {
+            failed = w.error();
+        }
+        return !failed;
+    });
+    if (failed) {
+        return *failed;
+    }
+    return streamed;
 }
 
 }  // namespace ckpt::sharded::detail

@@ -66,20 +66,10 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
     return a.dict(std::move(items), true);
 }
 
-std::string archiveFolderFor(const std::string& outPath)
-{
-    std::string base = std::filesystem::path(outPath).filename().string();
-    const auto dot = base.rfind('.');
-    if (dot != std::string::npos) {
-        base.erase(dot);
-    }
-    return base.empty() ? std::string("archive") : base;
-}
-
 Expected<void> writeArchive(const ShardedSet& set, const std::string& pickleBytes,
                             const std::vector<OutStorage>& storages, const std::string& target, int fd)
 {
-    const std::string folder = archiveFolderFor(target);
+    const std::string folder = detail::archiveFolderFor(target);
     archive::ZipWriter zw(fd);
     if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(pickleBytes)); !r) {
         return write::detail::onTarget(r.error(), target);

@@ -1066,19 +1066,10 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
     }
     const std::uint64_t es = elementSize(t.dtype);
     for (const auto& [ckpt, e] : sources) {
-        std::optional<Error> failed;
-        auto streamed = ckpt->streamStorage(e->storage, static_cast<std::uint64_t>(e->storageOffset) * es,
-                                            e->numel * es, [&](Bytes piece) {
-                                                if (auto w = zw.writeChunk(piece); !w) {
-                                                    failed = w.error();
-                                                }
-                                                return !failed;
-                                            });
-        if (failed) {
-            return *failed;
-        }
-        if (!streamed) {
-            return streamed.error();
+        if (auto r = sharded::detail::streamInto(zw, *ckpt, e->storage,
+                                                 static_cast<std::uint64_t>(e->storageOffset) * es, e->numel * es);
+            !r) {
+            return r.error();
         }
         detail::releasePages(ckpt->bytes);
     }
@@ -1124,16 +1115,6 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
     return zw.endRecord();
 }
 
-std::string archiveFolderFor(const std::string& outPath)
-{
-    std::string base = fs::path(outPath).filename().string();
-    const auto dot = base.rfind('.');
-    if (dot != std::string::npos) {
-        base.erase(dot);
-    }
-    return base.empty() ? std::string("archive") : base;
-}
-
 }  // namespace
 
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
@@ -1176,7 +1157,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!file) {
         return file.error();
     }
-    const std::string folder = archiveFolderFor(*target);
+    const std::string folder = sharded::detail::archiveFolderFor(*target);
     archive::ZipWriter zw(file->fd());
     auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
     if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {

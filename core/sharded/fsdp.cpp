@@ -490,16 +490,6 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
 
 namespace {
 
-std::string archiveFolderFor(const std::string& outPath)
-{
-    std::string base = fs::path(outPath).filename().string();
-    const auto dot = base.rfind('.');
-    if (dot != std::string::npos) {
-        base.erase(dot);
-    }
-    return base.empty() ? std::string("archive") : base;
-}
-
 // Whole-row slabs of contiguous local tensors (FSDP's dim-0 chunks, Shard(0)) tile a validated
 // tensor in the order of their first offset: streamed from the rank files with no buffer. False,
 // with nothing written, otherwise.
@@ -539,19 +529,10 @@ Expected<bool> streamSlabs(const Set& set, const Tensor& t, archive::ZipWriter& 
         for (const auto d : s->box.sizes) {
             numel *= static_cast<std::uint64_t>(d);
         }
-        std::optional<Error> failed;
-        auto streamed = c.streamStorage(s->tensor.storage, static_cast<std::uint64_t>(s->tensor.storageOffset) * es,
-                                        numel * es, [&](Bytes piece) {
-                                            if (auto w = zw.writeChunk(piece); !w) {
-                                                failed = w.error();
-                                            }
-                                            return !failed;
-                                        });
-        if (failed) {
-            return *failed;
-        }
-        if (!streamed) {
-            return streamed.error();
+        if (auto r = sharded::detail::streamInto(zw, c, s->tensor.storage,
+                                                 static_cast<std::uint64_t>(s->tensor.storageOffset) * es, numel * es);
+            !r) {
+            return r.error();
         }
         if (const auto& st = c.storages[s->tensor.storage]; c.file && !st.compressed) {
             dcp::detail::releasePages(c.bytes.subspan(st.fileOffset, st.nbytes));
@@ -663,7 +644,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!file) {
         return file.error();
     }
-    const std::string folder = archiveFolderFor(*target);
+    const std::string folder = sharded::detail::archiveFolderFor(*target);
     archive::ZipWriter zw(file->fd());
     auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
     if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
