@@ -76,4 +76,30 @@ inline Expected<void> streamInto(archive::ZipWriter& zw, const Checkpoint& c, St
     return streamed;
 }
 
+// One consolidated tensor as the zip record `record` of `nbytes`: streamed straight through by
+// `stream` when its chunks are slabs in order (it returns false, having written nothing, when they
+// are not), else assembled in memory by `place(buffer)` and written at once.
+template <class Stream, class Place>
+Expected<void> writeRecord(archive::ZipWriter& zw, const std::string& record, std::uint64_t nbytes,
+                           const Stream& stream, const Place& place)
+{
+    if (auto r = zw.beginRecord(record, nbytes); !r) {
+        return r;
+    }
+    Expected<bool> streamed = stream();
+    if (!streamed) {
+        return streamed.error();
+    }
+    if (!*streamed) {
+        std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
+        if (auto r = place(buffer); !r) {
+            return r;
+        }
+        if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
+            return r;
+        }
+    }
+    return zw.endRecord();
+}
+
 }  // namespace ckpt::sharded::detail

@@ -1076,20 +1076,9 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
     return true;
 }
 
-Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw, const std::string& record)
+// Every chunk placed into the whole tensor's `buffer`.
+Expected<void> placeChunks(const Set& set, const Item& t, std::vector<std::byte>& buffer)
 {
-    const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);
-    if (auto r = zw.beginRecord(record, nbytes); !r) {
-        return r;
-    }
-    auto streamed = streamSlabs(set, t, zw);
-    if (!streamed) {
-        return streamed.error();
-    }
-    if (*streamed) {
-        return zw.endRecord();
-    }
-    std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
     std::vector<std::byte> scratch;
     for (const auto& chunk : t.chunks) {
         auto c = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
@@ -1109,10 +1098,14 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
         }
         detail::releasePages((*c)->bytes);
     }
-    if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
-        return r;
-    }
-    return zw.endRecord();
+    return {};
+}
+
+Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw, const std::string& record)
+{
+    return sharded::detail::writeRecord(
+        zw, record, t.numel() * elementSize(t.dtype), [&] { return streamSlabs(set, t, zw); },
+        [&](std::vector<std::byte>& buffer) { return placeChunks(set, t, buffer); });
 }
 
 }  // namespace

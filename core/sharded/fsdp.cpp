@@ -541,20 +541,9 @@ Expected<bool> streamSlabs(const Set& set, const Tensor& t, archive::ZipWriter& 
     return true;
 }
 
-Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& zw, const std::string& record)
+// Every local shard placed into the whole tensor's `buffer`.
+Expected<void> placeShards(const Set& set, const Tensor& t, std::vector<std::byte>& buffer)
 {
-    const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);
-    if (auto r = zw.beginRecord(record, nbytes); !r) {
-        return r;
-    }
-    auto streamed = streamSlabs(set, t, zw);
-    if (!streamed) {
-        return streamed.error();
-    }
-    if (*streamed) {
-        return zw.endRecord();
-    }
-    std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
     std::vector<std::byte> scratch;
     for (const auto& s : t.shards) {
         const Checkpoint& c = *set.files[s.file].ckpt;
@@ -575,10 +564,14 @@ Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& 
             dcp::detail::releasePages(*bytes);
         }
     }
-    if (auto r = zw.writeChunk(Bytes(buffer.data(), buffer.size())); !r) {
-        return r;
-    }
-    return zw.endRecord();
+    return {};
+}
+
+Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& zw, const std::string& record)
+{
+    return sharded::detail::writeRecord(
+        zw, record, t.numel() * elementSize(t.dtype), [&] { return streamSlabs(set, t, zw); },
+        [&](std::vector<std::byte>& buffer) { return placeShards(set, t, buffer); });
 }
 
 }  // namespace
