@@ -262,24 +262,10 @@ int printWritten(const Expected<sharded::ConsolidateResult>& done, const char* f
 
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
-    if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
-            if (json) {
-                printFsdpJson(ranks, out);
-            } else {
-                printFsdpText(ranks, out);
-            }
-            return kExitOk;
-        })) {
+    if (auto rc = withSet(openIfFsdp(input), input, err, printedAs(json, printFsdpJson, printFsdpText, out))) {
         return rc;
     }
-    return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
-        if (json) {
-            printJson(set, out);
-        } else {
-            printText(set, out);
-        }
-        return kExitOk;
-    });
+    return withSet(openIfDcp(input), input, err, printedAs(json, printJson, printText, out));
 }
 
 std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)

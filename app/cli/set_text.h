@@ -2,6 +2,7 @@
 // names, or say why it cannot be read, and report a set's findings as `check` does, errors first.
 #pragma once
 
+#include "cli/cli.h"
 #include "cli/common.h"
 #include "sharded/sharded.h"
 
@@ -30,6 +31,17 @@ std::optional<int> withSet(const std::optional<Expected<Set>>& opened, const std
         return exitCodeFor(opened->error().code);
     }
     return use(**opened);
+}
+
+// inspect's use of a set for withSet: printed as JSON or as text.
+template <class Set>
+auto printedAs(bool json, void (*asJson)(const Set&, std::ostream&), void (*asText)(const Set&, std::ostream&),
+               std::ostream& out)
+{
+    return [json, asJson, asText, &out](const Set& set) {
+        (json ? asJson : asText)(set, out);
+        return kExitOk;
+    };
 }
 
 }  // namespace ckpt::cli

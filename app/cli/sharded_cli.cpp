@@ -123,14 +123,7 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
     if (auto dcp = inspectDcp(input, json, out, err)) {
         return dcp;
     }
-    return withSet(openIfSet(input), input, err, [&](const sharded::ShardedSet& set) {
-        if (json) {
-            printSetJson(set, out);
-        } else {
-            printSetText(set, out);
-        }
-        return kExitOk;
-    });
+    return withSet(openIfSet(input), input, err, printedAs(json, printSetJson, printSetText, out));
 }
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
