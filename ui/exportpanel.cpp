@@ -13,6 +13,7 @@
 #include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QEvent>
 #include <QFileInfo>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -128,12 +129,10 @@ void ExportPanel::buildUi()
     m_planTable->setWordWrap(true);
     m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    // Step and After fit what they show (rows on screen), Detail takes the rest; Key and Before are
-    // long paths a user may widen. Every cell's tooltip has its whole text.
+    // Step fits what it shows; the others share the rest as the table resizes (fitPlanColumns), and
+    // a user may still widen one. Every cell's tooltip has its whole text.
     m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::Step, QHeaderView::ResizeToContents);
-    m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::After, QHeaderView::ResizeToContents);
-    m_planTable->setColumnWidth(PlanModel::Key, 200);
-    m_planTable->setColumnWidth(PlanModel::Before, 160);
+    m_planTable->viewport()->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
     connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
         if (column == PlanModel::Detail) {
@@ -403,6 +402,28 @@ void ExportPanel::computePlan()
             }
             Q_EMIT planReady();
         });
+}
+
+bool ExportPanel::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == m_planTable->viewport() && event->type() == QEvent::Resize) {
+        fitPlanColumns();
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+void ExportPanel::fitPlanColumns()
+{
+    auto* header = m_planTable->horizontalHeader();
+    const int width = m_planTable->viewport()->width() - header->sectionSize(PlanModel::Step);
+    if (width <= 0) {
+        return;
+    }
+    // Tenths of the width: paths in Key, the old and new names, and Detail (the last section)
+    // stretching over what is left, about a third.
+    header->resizeSection(PlanModel::Key, width * 3 / 10);
+    header->resizeSection(PlanModel::Before, width * 2 / 10);
+    header->resizeSection(PlanModel::After, width * 2 / 10);
 }
 
 void ExportPanel::fitPlanRows()

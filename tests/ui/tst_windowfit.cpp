@@ -689,6 +689,9 @@ private Q_SLOTS:
         auto* table = panel.findChild<QTableView*>(QStringLiteral("planTable"));
         QVERIFY(table->model()->rowCount() > 0);
         const int width = table->columnWidth(PlanModel::Detail);
+        // The notes keep a share of the width however long the paths beside them are.
+        QVERIFY2(width >= table->viewport()->width() / 4,
+                 qPrintable(QStringLiteral("Detail %1 px of %2").arg(width).arg(table->viewport()->width())));
         const int line = table->fontMetrics().height();
         bool wrapped = false;
         for (int r = 0; r < table->model()->rowCount(); ++r) {
