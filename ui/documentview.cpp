@@ -42,6 +42,19 @@ constexpr std::size_t kMaxExpandedHighlights = 64;
 // broad filter over 40k keys would otherwise build a 40k-row expanded view per keystroke).
 constexpr int kMaxExpandAllMatches = 5000;
 
+// A Model view of at most this many rows opens fully expanded.
+constexpr int kMaxExpandedModelRows = 40;
+
+// Rows under `parent`, at every depth.
+int rowsBelow(const QAbstractItemModel& model, const QModelIndex& parent)
+{
+    int rows = model.rowCount(parent);
+    for (int r = 0; r < model.rowCount(parent); ++r) {
+        rows += rowsBelow(model, model.index(r, 0, parent));
+    }
+    return rows;
+}
+
 // A panel whose minimum size must not push the window bigger: it scrolls instead.
 QScrollArea* scrolling(QWidget* panel, QWidget* parent)
 {
@@ -139,7 +152,12 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
                 }
             });
     const bool hasModel = m_moduleModel->setDocument(m_doc);
-    m_moduleTree->expandToDepth(0);
+    // A small model shows every parameter at once, as state_dict() would list them.
+    if (rowsBelow(*m_moduleModel, {}) <= kMaxExpandedModelRows) {
+        m_moduleTree->expandAll();
+    } else {
+        m_moduleTree->expandToDepth(0);
+    }
     m_trees->addWidget(m_tree);
     m_trees->addWidget(m_moduleTree);
     m_modelToggle->setObjectName(QStringLiteral("modelViewToggle"));

@@ -419,11 +419,11 @@ void ExportPanel::fitPlanColumns()
     if (width <= 0) {
         return;
     }
-    // Tenths of the width: paths in Key, the old and new names, and Detail (the last section)
-    // stretching over what is left, about a third.
-    header->resizeSection(PlanModel::Key, width * 3 / 10);
-    header->resizeSection(PlanModel::Before, width * 2 / 10);
-    header->resizeSection(PlanModel::After, width * 2 / 10);
+    // Hundredths of the width: paths in Key (they wrap at '/'), the old and new names (which do
+    // not wrap, so they get enough for a typical key), and Detail (the last section) the rest.
+    header->resizeSection(PlanModel::Key, width * 27 / 100);
+    header->resizeSection(PlanModel::Before, width * 23 / 100);
+    header->resizeSection(PlanModel::After, width * 23 / 100);
 }
 
 void ExportPanel::fitPlanRows()
