@@ -127,7 +127,6 @@ void ExportPanel::buildUi()
     m_planTable->setAlternatingRowColors(true);
     // Detail wraps: a row grows to show its whole note (fitPlanRows), the tooltip has it too.
     m_planTable->setWordWrap(true);
-    m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     // Step fits what it shows; the others share the rest as the table resizes (fitPlanColumns), and
     // a user may still widen one. Every cell's tooltip has its whole text.
@@ -420,10 +419,15 @@ void ExportPanel::fitPlanColumns()
         return;
     }
     // Hundredths of the width: paths in Key (they wrap at '/'), the old and new names (which do
-    // not wrap, so they get enough for a typical key), and Detail (the last section) the rest.
-    header->resizeSection(PlanModel::Key, width * 27 / 100);
-    header->resizeSection(PlanModel::Before, width * 23 / 100);
-    header->resizeSection(PlanModel::After, width * 23 / 100);
+    // not wrap, so they get enough for a typical key), and Detail the rest. Detail is sized here,
+    // not stretched by the header later, so the rows are fitted to the width it ends up with.
+    const int key = width * 27 / 100;
+    const int names = width * 23 / 100;
+    header->resizeSection(PlanModel::Key, key);
+    header->resizeSection(PlanModel::Before, names);
+    header->resizeSection(PlanModel::After, names);
+    header->resizeSection(PlanModel::Detail, width - key - 2 * names);
+    fitPlanRows();
 }
 
 void ExportPanel::fitPlanRows()
