@@ -91,7 +91,9 @@ void DetailsPanel::showNode(NodeIndex node)
     m_node = node;
     const auto& ck = *m_doc->checkpoint;
     const auto& n = ck.nodes[node];
-    QString html = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(qs(ck.pathOf(node)).toHtmlEscaped());
+    // The root has no key path; it is named as its row is.
+    const QString title = node == kRootNode ? tr("(root)") : qs(ck.pathOf(node));
+    QString html = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(title.toHtmlEscaped());
     if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
         html += tensorHtml(ck.tensors[n.tensor]);
         m_statsButton->show();

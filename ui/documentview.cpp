@@ -29,6 +29,7 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace ckpt::ui {
@@ -40,6 +41,19 @@ constexpr std::size_t kMaxExpandedHighlights = 64;
 // A filter expands every match up to this many visible rows; past it, the first two levels (a
 // broad filter over 40k keys would otherwise build a 40k-row expanded view per keystroke).
 constexpr int kMaxExpandAllMatches = 5000;
+
+// A Model view of at most this many rows opens fully expanded.
+constexpr int kMaxExpandedModelRows = 40;
+
+// Rows under `parent`, at every depth.
+int rowsBelow(const QAbstractItemModel& model, const QModelIndex& parent)
+{
+    int rows = model.rowCount(parent);
+    for (int r = 0; r < model.rowCount(parent); ++r) {
+        rows += rowsBelow(model, model.index(r, 0, parent));
+    }
+    return rows;
+}
 
 // A panel whose minimum size must not push the window bigger: it scrolls instead.
 QScrollArea* scrolling(QWidget* panel, QWidget* parent)
@@ -138,7 +152,12 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
                 }
             });
     const bool hasModel = m_moduleModel->setDocument(m_doc);
-    m_moduleTree->expandToDepth(0);
+    // A small model shows every parameter at once, as state_dict() would list them.
+    if (rowsBelow(*m_moduleModel, {}) <= kMaxExpandedModelRows) {
+        m_moduleTree->expandAll();
+    } else {
+        m_moduleTree->expandToDepth(0);
+    }
     m_trees->addWidget(m_tree);
     m_trees->addWidget(m_moduleTree);
     m_modelToggle->setObjectName(QStringLiteral("modelViewToggle"));
@@ -217,7 +236,11 @@ void DocumentView::startDiagnosis()
 void DocumentView::showDiagnosis(FindingsPtr findings)
 {
     m_diagnosis = std::move(findings);
-    m_findings->setFindings(m_diagnosis, !m_tree->currentIndex().isValid());
+    // A row the user picked in either tree stays picked; otherwise the worst finding is selected.
+    const bool picked = m_tree->currentIndex().isValid() || m_moduleTree->currentIndex().isValid();
+    m_autoHighlight = true;
+    m_findings->setFindings(m_diagnosis, !picked);
+    m_autoHighlight = false;
     m_sideTabs->setTabText(m_sideTabs->indexOf(m_findings), tr("Findings (%1)").arg(m_findings->count()));
     Q_EMIT findingsReady();
 }
@@ -465,16 +488,6 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
             }
         }
     }
-    if (modelViewShown()) {
-        for (const auto& path : paths) {
-            const auto row = m_moduleModel->indexOfNode(m_doc->checkpoint->find(path));
-            if (row.isValid()) {
-                m_moduleTree->setCurrentIndex(row);
-                m_moduleTree->scrollTo(row, QAbstractItemView::PositionAtCenter);
-                break;
-            }
-        }
-    }
     m_model->setHighlighted(std::move(nodes));
     if (first.isValid()) {
         // The first key concerned becomes the selection, so its details explain the finding too.
@@ -482,6 +495,50 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
         m_tree->scrollTo(first, QAbstractItemView::PositionAtCenter);
     }
     m_tree->viewport()->update();
+    if (modelViewShown()) {
+        highlightInModelView(paths, first.isValid());
+    }
+}
+
+void DocumentView::highlightInModelView(const std::vector<std::string>& paths, bool rawRowSelected)
+{
+    const auto& ck = *m_doc->checkpoint;
+    const bool allShown = std::all_of(paths.begin(), paths.end(), [&](const std::string& path) {
+        return m_moduleModel->indexOfNode(ck.find(path)).isValid();
+    });
+    if (!allShown && rawRowSelected && !m_autoHighlight) {
+        // The user asked about something the Model view has no row for (an optimizer, a numpy
+        // array, a Namespace, a module's plain attribute): show it where it is, in the raw pickle,
+        // where every key concerned is highlighted and the first selected. The toggle, now off,
+        // leads back.
+        showModelView(false);
+        return;
+    }
+    // The finding picked when the file opens must not leave the Model view the file opened in:
+    // failing a row of its own, the module that holds the object stands for it there.
+    if (!selectInModelView(paths, false)) {
+        selectInModelView(paths, true);
+    }
+}
+
+bool DocumentView::selectInModelView(const std::vector<std::string>& paths, bool orHolder)
+{
+    const auto& ck = *m_doc->checkpoint;
+    for (const auto& path : paths) {
+        for (auto node = ck.find(path); node.valid(); node = orHolder ? ck.nodes[node].parent : NodeIndex{}) {
+            if (const auto row = m_moduleModel->indexOfNode(node); row.isValid()) {
+                const auto current = m_moduleTree->currentIndex();
+                if (current.isValid() && current.siblingAtColumn(0) == row) {
+                    m_details->showNode(node);  // the raw tree's selection took the details over
+                } else {
+                    m_moduleTree->setCurrentIndex(row);
+                }
+                m_moduleTree->scrollTo(row, QAbstractItemView::PositionAtCenter);
+                return true;
+            }
+        }
+    }
+    return false;
 }
 
 void DocumentView::onFix(int finding)

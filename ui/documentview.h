@@ -83,6 +83,12 @@ private:
     void saveSplitters();
     void onCurrentChanged(const QModelIndex& current);
     void highlight(const std::vector<std::string>& paths);
+    // A finding's paths in the Model view: their own rows; when some have none, the raw view (the
+    // user's pick) or the module holding them (the pick made on opening).
+    void highlightInModelView(const std::vector<std::string>& paths, bool rawRowSelected);
+    // Makes the first of these paths with a Model view row (or, with orHolder, whose nearest
+    // holder has one) current there; false when none has.
+    bool selectInModelView(const std::vector<std::string>& paths, bool orHolder);
     void onFix(int finding);
     void startDiagnosis();
     void showDiagnosis(FindingsPtr findings);
@@ -100,7 +106,8 @@ private:
     bool m_filtering = false;
     // The last row the user had current: a filter that hides it must not lose it.
     NodeIndex m_lastCurrent;
-    bool m_refiltering = false;  // current-row changes now are the proxy's, not the user's
+    bool m_refiltering = false;    // current-row changes now are the proxy's, not the user's
+    bool m_autoHighlight = false;  // the finding being highlighted was selected on opening, not by the user
     QTreeView* m_tree;
     ModuleTreeModel* m_moduleModel;
     QTreeView* m_moduleTree;

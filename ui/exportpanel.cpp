@@ -13,6 +13,7 @@
 #include <QDir>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QEvent>
 #include <QFileInfo>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -126,14 +127,11 @@ void ExportPanel::buildUi()
     m_planTable->setAlternatingRowColors(true);
     // Detail wraps: a row grows to show its whole note (fitPlanRows), the tooltip has it too.
     m_planTable->setWordWrap(true);
-    m_planTable->horizontalHeader()->setStretchLastSection(true);
     m_planTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    // Step and After fit what they show (rows on screen), Detail takes the rest; Key and Before are
-    // long paths a user may widen. Every cell's tooltip has its whole text.
+    // Step fits what it shows; the others share the rest as the table resizes (fitPlanColumns), and
+    // a user may still widen one. Every cell's tooltip has its whole text.
     m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::Step, QHeaderView::ResizeToContents);
-    m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::After, QHeaderView::ResizeToContents);
-    m_planTable->setColumnWidth(PlanModel::Key, 200);
-    m_planTable->setColumnWidth(PlanModel::Before, 160);
+    m_planTable->viewport()->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
     connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
         if (column == PlanModel::Detail) {
@@ -403,6 +401,33 @@ void ExportPanel::computePlan()
             }
             Q_EMIT planReady();
         });
+}
+
+bool ExportPanel::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == m_planTable->viewport() && event->type() == QEvent::Resize) {
+        fitPlanColumns();
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+void ExportPanel::fitPlanColumns()
+{
+    auto* header = m_planTable->horizontalHeader();
+    const int width = m_planTable->viewport()->width() - header->sectionSize(PlanModel::Step);
+    if (width <= 0) {
+        return;
+    }
+    // Hundredths of the width: paths in Key (they wrap at '/'), the old and new names (which do
+    // not wrap, so they get enough for a typical key), and Detail the rest. Detail is sized here,
+    // not stretched by the header later, so the rows are fitted to the width it ends up with.
+    const int key = width * 27 / 100;
+    const int names = width * 23 / 100;
+    header->resizeSection(PlanModel::Key, key);
+    header->resizeSection(PlanModel::Before, names);
+    header->resizeSection(PlanModel::After, names);
+    header->resizeSection(PlanModel::Detail, width - key - 2 * names);
+    fitPlanRows();
 }
 
 void ExportPanel::fitPlanRows()

@@ -59,10 +59,14 @@ Q_SIGNALS:
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
+    bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
     // Plan rows as tall as their wrapped Detail text.
     void fitPlanRows();
+    // Key, Before and After take set shares of the plan's width and Detail the rest, so long paths
+    // in one column cannot squeeze the notes to nothing; each wraps.
+    void fitPlanColumns();
     void buildUi();
     void optionsToFields();
     void fieldsToOptions();

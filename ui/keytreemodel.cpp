@@ -34,7 +34,13 @@ void KeyTreeModel::setHighlighted(std::unordered_set<NodeIndex> nodes)
 
 bool KeyTreeModel::rootShown() const
 {
-    return m_ck && !m_ck->nodes.empty() && m_ck->nodes[kRootNode].childCount == 0;
+    if (!m_ck || m_ck->nodes.empty()) {
+        return false;
+    }
+    // A lone value, or an object (a pickled module, a Namespace, TrainingArguments): the root is
+    // then a thing of its own that findings point at, not merely the dict that holds the keys.
+    const auto& root = m_ck->nodes[kRootNode];
+    return root.childCount == 0 || root.kind == NodeKind::Module || root.kind == NodeKind::Object;
 }
 
 QModelIndex KeyTreeModel::indexOfNode(NodeIndex node, int column) const
@@ -63,8 +69,12 @@ QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
         return {};
     }
     const auto& n = m_ck->nodes[nodeOf(child)];
-    if (!n.parent.valid() || n.parent == kRootNode) {
-        return {};  // the root's children are top-level rows
+    if (!n.parent.valid()) {
+        return {};
+    }
+    if (n.parent == kRootNode) {
+        // Under the root's row when it has one, else top-level rows.
+        return rootShown() ? createIndex(0, 0, quintptr(kRootNode.value())) : QModelIndex();
     }
     return createIndex(static_cast<int>(m_ck->nodes[n.parent].row), 0, quintptr(n.parent.value()));
 }

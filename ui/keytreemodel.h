@@ -2,8 +2,9 @@
 //
 // Invariant: an index's internalId() is its node's position in Checkpoint::nodes. Children are
 // contiguous there (nodes[firstChild + row]), so index(), parent() and rowCount() are O(1) and no
-// index-to-node map is ever built. The root node itself is not shown (its children are the top
-// rows) unless it has no children, e.g. a file that holds a single tensor.
+// index-to-node map is ever built. A container root is not shown (its children are the top rows);
+// a root that is an object (a pickled module, a Namespace) or has no children (a file that holds
+// a single tensor) is the one top row, so findings about it have a row to select.
 #pragma once
 
 #include "document.h"

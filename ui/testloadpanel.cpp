@@ -259,6 +259,20 @@ void TestLoadPanel::showInventory(const device::Inventory& inv)
     setBusy(false);
 }
 
+template <class Report>
+void TestLoadPanel::finishRun(const Expected<Report>& result, void (TestLoadPanel::*showResult)(const Report&))
+{
+    setBusy(false);
+    if (!result) {
+        m_progress->setValue(0);
+        m_summary->setText(errorHtml(qs(result.error().describe())));
+        Q_EMIT loadFinished(false);
+        return;
+    }
+    (this->*showResult)(*result);
+    Q_EMIT loadFinished(true);
+}
+
 void TestLoadPanel::startLoad()
 {
     if (!m_doc || m_device->count() == 0) {
@@ -279,8 +293,12 @@ void TestLoadPanel::startLoad()
         [request, nvml, self, target = static_cast<QObject*>(this)](std::stop_token stop, const ProgressFn& progress) {
             device::Sampler sampler(nvml);
             sampler.start(liveChartFeed(self, target));
+            // The helper's memory belongs on the live CPU curve from its start, as it does in the
+            // report's timeline that replaces the curve at the end.
+            auto tracked = request;
+            tracked.onHelperStarted = [&sampler](pid_t pid) { sampler.trackPid(pid); };
             auto report = device::testLoad(
-                request,
+                tracked,
                 [&progress](const device::TestloadProgress& p) {
                     const double f =
                         p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes) : 0.0;
@@ -292,17 +310,7 @@ void TestLoadPanel::startLoad()
             sampler.stop();
             return report;
         },
-        [this](Expected<device::TestloadReport> result) {
-            setBusy(false);
-            if (!result) {
-                m_progress->setValue(0);
-                m_summary->setText(errorHtml(qs(result.error().describe())));
-                Q_EMIT loadFinished(false);
-                return;
-            }
-            showReport(*result);
-            Q_EMIT loadFinished(true);
-        });
+        [this](const Expected<device::TestloadReport>& result) { finishRun(result, &TestLoadPanel::showReport); });
 }
 
 void TestLoadPanel::prepareChart(const std::string& highlight)
@@ -348,17 +356,7 @@ void TestLoadPanel::startReplay()
             sampler.stop();
             return report;
         },
-        [this](Expected<device::ReplayReport> result) {
-            setBusy(false);
-            if (!result) {
-                m_progress->setValue(0);
-                m_summary->setText(errorHtml(qs(result.error().describe())));
-                Q_EMIT loadFinished(false);
-                return;
-            }
-            showReplay(*result);
-            Q_EMIT loadFinished(true);
-        });
+        [this](const Expected<device::ReplayReport>& result) { finishRun(result, &TestLoadPanel::showReplay); });
 }
 
 // The finished run's own samples replace the live ones; progress shows complete.

@@ -55,6 +55,9 @@ Q_SIGNALS:
 private:
     void startLoad();
     void startReplay();
+    // Ends a load or a replay: the controls come back, then its report or its error shows.
+    template <class Report>
+    void finishRun(const Expected<Report>& result, void (TestLoadPanel::*showResult)(const Report&));
     // Resets the chart to the devices of the combo box and feeds it from a sampler of its own.
     void prepareChart(const std::string& highlight);
     void showTimeline(const device::Timeline& timeline, const QString& highlight);

@@ -122,6 +122,20 @@ const std::vector<ValueId>* tupleItems(const Arena& a, ValueId v, std::size_t n)
     return &a[v].items;
 }
 
+// Each section of the legacy tar format opens with its record count, pickled on its own.
+Expected<std::int64_t> readCount(const Arena& a, MemberReader& r, const std::string& what)
+{
+    auto count = r.pickle();
+    if (!count) {
+        return count.error();
+    }
+    const auto n = intValue(a, *count);
+    if (!n || *n < 0) {
+        return fail(ErrorCode::Corrupt, r.name(), "the " + what + " count is not a number", r.here());
+    }
+    return *n;
+}
+
 struct Loaded {
     std::unordered_map<std::int64_t, std::uint32_t> storages;  // key -> storage index
     std::unordered_map<std::int64_t, ValueId> tensors;         // key -> tensor value
@@ -130,13 +144,9 @@ struct Loaded {
 Expected<void> readStorages(Checkpoint& c, MemberReader& r, Loaded& out)
 {
     Arena& a = c.arena;
-    auto count = r.pickle();
-    if (!count) {
-        return count.error();
-    }
-    const auto n = intValue(a, *count);
-    if (!n || *n < 0) {
-        return fail(ErrorCode::Corrupt, r.name(), "the storage count is not a number", r.here());
+    const auto n = readCount(a, r, "storage");
+    if (!n) {
+        return n.error();
     }
     for (std::int64_t i = 0; i < *n; ++i) {
         const std::uint64_t recordAt = r.here();
@@ -234,13 +244,9 @@ Expected<void> readStorages(Checkpoint& c, MemberReader& r, Loaded& out)
 Expected<void> readTensors(Checkpoint& c, MemberReader& r, Loaded& out)
 {
     Arena& a = c.arena;
-    auto count = r.pickle();
-    if (!count) {
-        return count.error();
-    }
-    const auto n = intValue(a, *count);
-    if (!n || *n < 0) {
-        return fail(ErrorCode::Corrupt, r.name(), "the tensor count is not a number", r.here());
+    const auto n = readCount(a, r, "tensor");
+    if (!n) {
+        return n.error();
     }
     for (std::int64_t i = 0; i < *n; ++i) {
         const std::uint64_t recordAt = r.here();

@@ -447,6 +447,9 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         return spawned.error();
     }
     sampler.trackPid(proc.pid());
+    if (request.onHelperStarted) {
+        request.onHelperStarted(proc.pid());
+    }
     json req = {{"cmd", "testload"}, {"device", *device}, {"verify", request.verify}};
     protocol::setTextField(req, "path", request.path);
     protocol::setTextField(req, "select", request.select);

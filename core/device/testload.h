@@ -34,6 +34,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct TestloadRequest {
     // With verify: the sha256 of a storage's bytes as the file holds them, by storage key. Every
     // storage hash from the helper must equal it, or the test-load fails. Unset: not compared.
     std::function<Expected<std::string>(const std::string& storageKey)> fileStorageSha256;
+    // Called on the calling thread as soon as the helper process exists, before it loads anything:
+    // a caller with a sampler of its own tracks the pid there (the window's live chart).
+    std::function<void(pid_t)> onHelperStarted;
 };
 
 struct TestloadProgress {

@@ -4,6 +4,7 @@
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH]
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --fake-gpus
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --size 1024x700 --suffix -small
+    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --only main,export --suffix -model
 
 Starts Xvfb on :99, runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration,
 switches panels with the window's own shortcuts (sent through XTest, no xdotool needed) and saves
@@ -11,7 +12,9 @@ main.png (findings), testload.png (a CPU test-load and its memory chart) and exp
 preview) next to this script with ImageMagick's `import`. With --fake-gpus it runs on the tests'
 fake two-GPU NVIDIA driver instead and saves ddp-replay.png: four DDP ranks loading CHECKPOINT
 without map_location. --size sets the screen (and so the window; 1600x1000 by default) and
---suffix is added to each file name, so one run per screen size keeps both sets.
+--suffix is added to each file name, so one run per screen size keeps both sets; --only takes
+some of main, export and testload. scripts/screenshots.sh runs it for every README picture.
+Xvfb gets the first free display from :99 on, so two runs side by side do not meet.
 """
 import ctypes
 import os
@@ -21,7 +24,17 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DISPLAY = ":99"
+
+
+def free_display():
+    """The first X display from :99 on that no server holds (its socket and lock are absent)."""
+    n = 99
+    while os.path.exists(f"/tmp/.X11-unix/X{n}") or os.path.exists(f"/tmp/.X{n}-lock"):
+        n += 1
+    return f":{n}"
+
+
+DISPLAY = free_display()
 
 
 class XKeys:
@@ -73,6 +86,7 @@ def option(name, default):
 
 
 SUFFIX = option("--suffix", "")
+ONLY = set(option("--only", "main,export,testload").split(","))
 
 
 def shot(name):
@@ -111,15 +125,18 @@ def main():
             time.sleep(10)  # four ranks load, hold and release
             shot("ddp-replay.png")
             return
-        shot("main.png")
-        keys.press("Control_L", "3")
-        time.sleep(2)
-        shot("export.png")
-        keys.press("Control_L", "2")
-        time.sleep(3)  # the inventory query
-        keys.press("Control_L", "l")
-        time.sleep(12)  # helper start-up (LibTorch) and the load itself
-        shot("testload.png")
+        if "main" in ONLY:
+            shot("main.png")
+        if "export" in ONLY:
+            keys.press("Control_L", "3")
+            time.sleep(2)
+            shot("export.png")
+        if "testload" in ONLY:
+            keys.press("Control_L", "2")
+            time.sleep(3)  # the inventory query
+            keys.press("Control_L", "l")
+            time.sleep(12)  # helper start-up (LibTorch) and the load itself
+            shot("testload.png")
     finally:
         if app:
             app.terminate()

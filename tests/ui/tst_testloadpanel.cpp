@@ -11,6 +11,7 @@
 #include <QAbstractSeries>
 #include <QChart>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -57,7 +58,17 @@ private Q_SLOTS:
 
         QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
         QTest::mouseClick(panel.findChild<QPushButton*>(QStringLiteral("loadButton")), Qt::LeftButton);
-        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 120000);
+        // While the load runs the chart is fed live; the report's timeline replaces it at the end.
+        std::uint64_t liveMax = 0;
+        QElapsedTimer waited;
+        waited.start();
+        while (finished.count() == 0 && waited.elapsed() < 120000) {
+            QTest::qWait(10);
+            if (finished.count() == 0 && panel.chart()->seriesCount() > 0) {
+                liveMax = std::max(liveMax, panel.chart()->maxValue());
+            }
+        }
+        QCOMPARE(finished.count(), 1);
         const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
         QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(summary));
         QVERIFY2(summary.contains(QStringLiteral("B/s")) && !summary.contains(QStringLiteral("0.00 GB/s")),
@@ -77,6 +88,10 @@ private Q_SLOTS:
         }
         QVERIFY2(summary.contains(QStringLiteral("grew by %1 at most").arg(humanSize(cpuMax))),
                  qPrintable(summary + QStringLiteral(" / chart max ") + humanSize(cpuMax)));
+        // The live curve already summed the helper (LibTorch alone is tens of MiB resident): it
+        // reached at least half the final curve's peak, not just this process's few pages.
+        QVERIFY2(liveMax >= cpuMax / 2 && cpuMax > 0,
+                 qPrintable(QStringLiteral("live max %1, final max %2").arg(humanSize(liveMax), humanSize(cpuMax))));
     }
 
     void gpuLoadGoesThroughTheCudaEngine()

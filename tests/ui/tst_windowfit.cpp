@@ -49,6 +49,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <set>
 
 using namespace ckpt;
 using namespace ckpt::ui;
@@ -357,6 +358,9 @@ private Q_SLOTS:
         QCOMPARE(root.data().toString(), QStringLiteral("(model)"));
         QCOMPARE(root.sibling(0, ModuleTreeModel::Type).data().toString(), QStringLiteral("Sequential"));
         QCOMPARE(NodeIndex{root.data(ModuleTreeModel::NodeRole).toUInt()}, kRootNode);  // the root is a row
+        // A model this small opens with every module expanded, its parameters in sight.
+        QVERIFY(view.moduleTree()->isExpanded(model->index(0, 0, root)));
+        QVERIFY(view.moduleTree()->isExpanded(model->index(2, 0, root)));  // head
 
         QJsonObject keys;
         QJsonObject params;
@@ -402,6 +406,111 @@ private Q_SLOTS:
         DocumentView plain(load(uitest::fixture("plain_sd.pt")));
         QVERIFY(!plain.modelViewShown());
         QCOMPARE(plain.moduleModel()->rowCount(), 0);
+    }
+
+    void findingsOffTheModelShowInTheRawView()
+    {
+        // A model beside an optimizer object, a numpy array and a Namespace, with a numpy array as
+        // one module's plain attribute; and a pickle whose root is a Namespace.
+        QTemporaryDir dir;
+        const auto mixed = dir.filePath(QStringLiteral("mixed.pt"));
+        const auto space = dir.filePath(QStringLiteral("namespace.pt"));
+        QProcess python;
+        python.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                     {QStringLiteral("-c"),
+                      QStringLiteral("import sys, argparse, numpy as np, torch\n"
+                                     "from torch import nn\n"
+                                     "m = nn.Sequential(nn.Linear(4, 2))\n"
+                                     "m.scaler = np.arange(3.0)\n"
+                                     "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                                     "torch.save({'model': m, 'optimizer': opt, 'mean': np.zeros(2),\n"
+                                     "    'args': argparse.Namespace(lr=0.1)}, sys.argv[1])\n"
+                                     "torch.save(argparse.Namespace(lr=0.1, w=torch.zeros(2)), sys.argv[2])\n"),
+                      mixed, space});
+        QVERIFY(python.waitForFinished(120000));
+        QVERIFY2(python.exitCode() == 0, python.readAllStandardError().constData());
+
+        auto doc = load(mixed);
+        QVERIFY(doc);
+        const auto& ck = *doc->checkpoint;
+        DocumentView view(doc);
+        QVERIFY(view.modelViewShown());
+        QSignalSpy ready(&view, &DocumentView::findingsReady);
+        QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 20000);
+        // The finding selected on opening leaves the file in the Model view, with a row current.
+        QVERIFY(view.modelViewShown());
+        QVERIFY(view.moduleTree()->currentIndex().isValid());
+
+        auto nodeAt = [](const QModelIndex& i, int role) {
+            return NodeIndex{i.siblingAtColumn(0).data(role).toUInt()};
+        };
+        QSignalSpy asked(view.findings(), &FindingsPanel::highlightPaths);
+        const int count = view.findings()->count();
+        QVERIFY(count >= 2);
+        QStringList sawRaw;
+        QStringList sawModel;
+        for (int i = 0; i < count; ++i) {
+            view.findings()->select(i == 0 ? 1 : 0);  // so that selecting i is a change
+            view.showModelView(true);
+            view.findings()->select(i);
+            const auto paths = asked.last().at(0).value<std::vector<std::string>>();
+            QVERIFY(!paths.empty());
+            std::set<NodeIndex> concerned;
+            bool allInModel = true;
+            for (const auto& p : paths) {
+                concerned.insert(ck.find(p));
+                allInModel = allInModel && view.moduleModel()->indexOfNode(ck.find(p)).isValid();
+            }
+            const auto firstPath = qs(paths.front());
+            if (allInModel) {
+                // Every key has a Model view row: it stays, one of them current.
+                QVERIFY2(view.modelViewShown(), qPrintable(firstPath));
+                QVERIFY(concerned.contains(nodeAt(view.moduleTree()->currentIndex(), ModuleTreeModel::NodeRole)));
+                sawModel << firstPath;
+            } else {
+                // Some key has none: the raw view, with a concerned row current and visible.
+                QVERIFY2(!view.modelViewShown(), qPrintable(firstPath));
+                const auto current = view.tree()->currentIndex();
+                QVERIFY(current.isValid());
+                QVERIFY(concerned.contains(KeyTreeModel::nodeOf(view.proxy()->mapToSource(current))));
+                sawRaw << firstPath;
+            }
+        }
+        // whole-model points at `model` alone; the optimizer, arrays and Namespace have no module row.
+        QVERIFY2(sawModel.contains(QStringLiteral("model")), qPrintable(sawModel.join(QLatin1Char(','))));
+        QVERIFY2(!sawRaw.isEmpty(), "a finding on the optimizer, the arrays or the Namespace");
+
+        // The optimizer object itself, selected as a user would reach it (the finding's paths).
+        const int weightsOnly = view.findings()->indexOfCode(QStringLiteral("not-weights-only"));
+        QVERIFY(weightsOnly >= 0);
+        view.showModelView(true);
+        view.findings()->select(weightsOnly == 0 ? 1 : 0);
+        view.showModelView(true);
+        view.findings()->select(weightsOnly);
+        QVERIFY(!view.modelViewShown());
+        QVERIFY(ck.find("optimizer").valid());
+        const auto optimizerRow = view.proxy()->mapFromSource(view.model()->indexOfNode(ck.find("optimizer")));
+        QVERIFY(optimizerRow.isValid());
+        QCOMPARE(optimizerRow.siblingAtColumn(KeyTreeModel::Kind).data().toString(), QStringLiteral("SGD"));
+        QVERIFY(optimizerRow.data(Qt::BackgroundRole).isValid());  // highlighted as concerned
+
+        // A Namespace at the root is a row of its own, which its finding selects.
+        auto rootDoc = load(space);
+        QVERIFY(rootDoc);
+        DocumentView plain(rootDoc);
+        QVERIFY(!plain.modelViewShown());
+        QCOMPARE(plain.proxy()->rowCount(), 1);
+        const auto root = plain.proxy()->index(0, 0);
+        QCOMPARE(KeyTreeModel::nodeOf(plain.proxy()->mapToSource(root)), kRootNode);
+        QCOMPARE(root.siblingAtColumn(KeyTreeModel::Kind).data().toString(), QStringLiteral("Namespace"));
+        QCOMPARE(plain.proxy()->rowCount(root), 2);  // lr and w under it
+        QSignalSpy rootReady(&plain, &DocumentView::findingsReady);
+        QTRY_COMPARE_WITH_TIMEOUT(rootReady.count(), 1, 20000);
+        // Its only finding, selected on opening, is about the root: the root row is current and lit.
+        QCOMPARE(plain.findings()->count(), 1);
+        QVERIFY(plain.findings()->indexOfCode(QStringLiteral("not-weights-only")) == 0);
+        QCOMPARE(KeyTreeModel::nodeOf(plain.proxy()->mapToSource(plain.tree()->currentIndex())), kRootNode);
+        QVERIFY(root.data(Qt::BackgroundRole).isValid());
     }
 
     void longTabTitlesAreShortened()
@@ -583,6 +692,9 @@ private Q_SLOTS:
         auto* table = panel.findChild<QTableView*>(QStringLiteral("planTable"));
         QVERIFY(table->model()->rowCount() > 0);
         const int width = table->columnWidth(PlanModel::Detail);
+        // The notes keep a share of the width however long the paths beside them are.
+        QVERIFY2(width >= table->viewport()->width() / 5,
+                 qPrintable(QStringLiteral("Detail %1 px of %2").arg(width).arg(table->viewport()->width())));
         const int line = table->fontMetrics().height();
         bool wrapped = false;
         for (int r = 0; r < table->model()->rowCount(); ++r) {
