@@ -78,7 +78,9 @@ std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
 {
     std::vector<std::string> names;
     for (const auto f : t.files) {
-        names.push_back(set.files[f] + (set.sources[f] ? "" : " (missing)"));
+        std::error_code ec;
+        const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
+        names.push_back(set.files[f] + (set.sources[f] ? "" : (there ? " (unreadable)" : " (missing)")));
     }
     std::string s = std::to_string(names.size()) + (names.size() == 1 ? " file: " : " rank files: ");
     for (std::size_t i = 0; i < names.size() && i < 4; ++i) {

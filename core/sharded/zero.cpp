@@ -266,14 +266,26 @@ private:
     std::vector<std::size_t> modelFiles_;  // per rank (one for stages 1/2)
     std::vector<std::size_t> optimFiles_;  // per rank
     std::map<std::string, std::size_t, std::less<>> byKey_;
+    std::vector<std::string> unreadable_;  // "name: the reader's message"
 };
 
+// A rank file that is there but does not read (truncated copy, LFS pointer) is a finding of its
+// own: the set still lists, and consolidate refuses it like a missing one.
 std::size_t Builder::addFile(const std::string& name)
 {
+    const fs::path path = fs::path(s_.loc.index) / name;
     s_.files.push_back(name);
-    auto ck = isFile(fs::path(s_.loc.index) / name) ? openCheckpoint((fs::path(s_.loc.index) / name).string())
-                                                    : Expected<CheckpointPtr>(makeError(ErrorCode::Io, "missing"));
-    s_.sources.push_back(ck ? *ck : nullptr);
+    s_.sources.emplace_back();
+    if (isFile(path)) {
+        auto ck = openCheckpoint(path.string());
+        if (ck && (*ck)->truncation.salvaged) {
+            unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
+        } else if (ck) {
+            s_.sources.back() = *ck;
+        } else {
+            unreadable_.push_back(name + ": " + ck.error().message);
+        }
+    }
     return s_.files.size() - 1;
 }
 
@@ -327,18 +339,32 @@ Expected<void> Builder::openFiles(bool stage3Files)
     std::vector<std::string> missing;
     for (std::int64_t r = 1; stage3Files && r < s_.world; ++r) {
         modelFiles_.push_back(addFile(modelName(true, r)));
-        if (!s_.sources.back()) {
+        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
             missing.push_back(s_.files.back());
         }
     }
     for (std::int64_t r = 0; r < s_.world; ++r) {
         const bool other = isFile(tag / optimName(!s_.bf16, r));
         optimFiles_.push_back(addFile(optimName(other ? !s_.bf16 : s_.bf16, r)));
-        if (!s_.sources.back()) {
+        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
             missing.push_back(s_.files.back());
         }
     }
     rankFindings(stage3Files, missing);
+    if (!unreadable_.empty()) {
+        std::vector<std::string> names;
+        for (const auto& u : unreadable_) {
+            names.push_back(u.substr(0, u.find(':')));
+        }
+        s_.findings.push_back(
+            {"shard-unreadable", "error", "Rank files of the ZeRO checkpoint cannot be read",
+             unreadable_.front() +
+                 (unreadable_.size() > 1 ? " (and " + std::to_string(unreadable_.size() - 1) + " more)"
+                                         : std::string()) +
+                 ". torch.load (and so zero_to_fp32.py) fails on it the same way; copy the file "
+                 "again from the training node.",
+             names});
+    }
     std::vector<std::string> extra;
     for (const auto& n : present) {
         if (std::find(s_.files.begin(), s_.files.end(), n) == s_.files.end()) {
@@ -393,8 +419,8 @@ void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& mis
                                    " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
                                    "before saving, so load_state_dict with them fails with size mismatch ... "
                                    "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
-                                   "the optim states: `ckptscope convert " +
-                                   s_.loc.dir + " -o model.pt` writes them (zero_to_fp32.py does the same).",
+                                   "the optim states: with every rank's optim states present, `ckptscope convert " +
+                                   s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
                                paths});
     }
 }

@@ -276,6 +276,10 @@ def main():
     write_set(out, "bf16_optimizer_w2", 1, 2, bf16=True, bf16_optimizer=True)
     write_set(out, "zero3_no_optim", 3, 2, bf16=True, drop_optim=True)
     write_set(out, "zero2_stale_rank", 2, 2, stale_rank=True)
+    write_set(out, "zero3_truncated", 3, 2)
+    cut = os.path.join(out, "zero3_truncated", "global_step3", "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+    with open(cut, "r+b") as f:
+        f.truncate(os.path.getsize(cut) // 2)
     print("ZeRO fixtures written to", out)
 
 

@@ -213,6 +213,10 @@ private Q_SLOTS:
             << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt";
         QTest::newRow("stale rank file") << "zero2_stale_rank" << QStringList{QStringLiteral("world-size-mismatch")}
                                          << 1 << "zero_pp_rank_2_mp_rank_00_optim_states.pt";
+        QTest::newRow("truncated rank file")
+            << "zero3_truncated"
+            << QStringList{QStringLiteral("shard-unreadable"), QStringLiteral("zero3-placeholder-module")} << 1
+            << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
     }
     void checkNamesWhatIsBroken()
     {
@@ -237,6 +241,8 @@ private Q_SLOTS:
                                             << "zero-rank-missing";
         QTest::newRow("stale rank file") << "zero2_stale_rank"
                                          << "world-size-mismatch";
+        QTest::newRow("truncated rank file") << "zero3_truncated"
+                                             << "shard-unreadable";
     }
     void refusals()
     {
