@@ -265,7 +265,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
         info.storage = a.storage(storageOf[own]);
         info.dtype = tensors[own].dtype;
-        info.shape = tensors[own].shape;
+        info.shape = t.shape;  // an alias may view the same elements in another shape
         std::int64_t stride = 1;
         info.stride.assign(info.shape.size(), 1);
         for (std::size_t d = info.shape.size(); d-- > 0;) {

@@ -330,6 +330,17 @@ Expected<void> Builder::openFiles(bool stage3Files)
         return e;
     }
     s_.world = *world;
+    // Tensor-parallel ranks (mp_rank_01, ...) split tensors along a layer-dependent dimension;
+    // zero_to_fp32.py reads mp_rank_00 only and stops on the surplus files.
+    if (const auto mp = intAt(model0(), "mp_world_size"); mp && *mp > 1) {
+        Error e = makeError(ErrorCode::Unsupported,
+                            "mp_world_size is " + std::to_string(*mp) +
+                                ": the ZeRO partitions of each tensor-parallel rank are separate models' pieces, "
+                                "which ckptscope does not merge (zero_to_fp32.py does not either); merge the "
+                                "tensor-parallel ranks with the training framework's own tools");
+        e.path = s_.loc.dir;
+        return e;
+    }
     const auto present = optimFilesIn(tag);
     // The bf16_ prefix comes with bf16 training; a folder with no optimizer files at all says so
     // in its ds_config.
@@ -748,7 +759,7 @@ void Builder::addShared()
         Tensor& out = push(std::string(row.name), "shared", alias.shape, alias.dtype);
         out.from = alias.from;
         out.files = alias.files;
-        out.aliasOf = target;
+        out.aliasOf = alias.aliasOf.value_or(target);  // an alias of an alias shares the same data
     }
 }
 

@@ -134,7 +134,7 @@ def ds_config(stage, bf16):
             "bf16": {"enabled": bf16}, "fp16": {"enabled": not bf16}}
 
 
-def model_states(module, buffers, groups, masters, frozen, frozen_fragments, shared, stage, world, bf16):
+def model_states(module, buffers, groups, masters, frozen, frozen_fragments, shared, stage, world, bf16, mp=1):
     return {
         "module": module,
         "buffer_names": list(buffers),
@@ -151,7 +151,7 @@ def model_states(module, buffers, groups, masters, frozen, frozen_fragments, sha
         "global_steps": 3,
         "global_samples": 24,
         "dp_world_size": world,
-        "mp_world_size": 1,
+        "mp_world_size": mp,
         "ds_config": ds_config(stage, bf16),
         "ds_version": DS_VERSION,
     }
@@ -182,7 +182,7 @@ def partitions3(tensors, world):
     return per_rank
 
 
-def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_optim=False, stale_rank=False):
+def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_optim=False, stale_rank=False, mp=1):
     half = torch.bfloat16 if bf16 else torch.float16
     masters, frozen, buffers, order, groups, shared = model(half)
     folder = os.path.join(out, name)
@@ -215,7 +215,7 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
                            os.path.join(tag, f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
     else:
         states = model_states(module, buffers, groups, masters, frozen, collections.OrderedDict(frozen), shared,
-                              stage, world, bf16)
+                              stage, world, bf16, mp)
         torch.save(states, os.path.join(tag, "mp_rank_00_model_states.pt"))
         parts = partitions12(masters, groups, world)
         for r in range(world + (1 if stale_rank else 0)):
@@ -276,6 +276,8 @@ def main():
     write_set(out, "bf16_optimizer_w2", 1, 2, bf16=True, bf16_optimizer=True)
     write_set(out, "zero3_no_optim", 3, 2, bf16=True, drop_optim=True)
     write_set(out, "zero2_stale_rank", 2, 2, stale_rank=True)
+    # A tensor-parallel run's mp_rank_00 (its mp_rank_01 files left out: only the count matters).
+    write_set(out, "zero2_tensor_parallel", 2, 2, mp=2)
     write_set(out, "zero3_truncated", 3, 2)
     cut = os.path.join(out, "zero3_truncated", "global_step3", "zero_pp_rank_1_mp_rank_00_optim_states.pt")
     with open(cut, "r+b") as f:

@@ -243,6 +243,8 @@ private Q_SLOTS:
                                          << "world-size-mismatch";
         QTest::newRow("truncated rank file") << "zero3_truncated"
                                              << "shard-unreadable";
+        QTest::newRow("tensor parallel") << "zero2_tensor_parallel"
+                                         << "mp_world_size is 2";
     }
     void refusals()
     {
