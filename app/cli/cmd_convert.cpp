@@ -49,6 +49,7 @@ struct Args {
     std::vector<std::string> fixes;
     std::string shardSize;  // non-empty: -o names the folder of a Hugging Face sharded set
     std::string zeroWeights = "fp32";
+    bool keepOptimizer = false;
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -277,6 +278,11 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                    "a DeepSpeed ZeRO folder: fp32 (the optimizer's master weights, as zero_to_fp32.py) or module "
                    "(the 16-bit weights stages 1/2 keep in the model states)")
         ->check(CLI::IsMember({"fp32", "module"}));
+    auto* keep = app.add_flag(
+        "--keep-optimizer", a.keepOptimizer,
+        "a DeepSpeed ZeRO folder: write {model, optimizer: {state: {name: {exp_avg, ...}}}}, the optimizer "
+        "state consolidated per parameter like the fp32 weights");
+    keep->excludes(single);
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -314,9 +320,10 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes;
     StagedInput staged;
-    const auto weights =
-        a.zeroWeights == "module" ? sharded::zero::Weights::Module : sharded::zero::Weights::Fp32Master;
-    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err, weights)) {
+    const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
+                                                                : sharded::zero::Weights::Fp32Master,
+                                      a.keepOptimizer};
+    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err, zero)) {
         return *rc;
     }
     const std::string source = staged.path().empty() ? a.input : staged.path();

@@ -258,13 +258,14 @@ bool StagedInput::create(const std::string& besideOutput)
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, StagedInput& staged, std::ostream& out, std::ostream& err,
-                              sharded::zero::Weights weights)
+                              const sharded::zero::Options& zeroOptions)
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = sharded::detectSet(input);
-    if (weights == sharded::zero::Weights::Module && !isZeroFolder(loc, input)) {
+    const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
+    if (zeroOnly && !isZeroFolder(loc, input)) {
         err << "ckptscope convert: " << displayText(input)
-            << ": --zero-weights module takes the 16-bit weights of a DeepSpeed ZeRO folder, and this is none\n";
+            << ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder, and this is none\n";
         return kExitBadInput;
     }
     // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the
@@ -306,7 +307,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         return kExitProblems;
     }
     const std::string target = stage ? staged.path() : output;
-    auto done = zero ? sharded::consolidateSet(loc, target, weights) : sharded::consolidateTorch(**set, target);
+    auto done = zero ? sharded::consolidateSet(loc, target, zeroOptions) : sharded::consolidateTorch(**set, target);
     if (!done) {
         printError(err, done.error(), input);
         return exitCodeFor(done.error().code);

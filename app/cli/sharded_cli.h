@@ -33,9 +33,9 @@ private:
 
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no
 // split). Otherwise the set is consolidated into `staged` and nothing is returned: the caller
-// converts staged.path() as an ordinary file. `weights`: which weights of a ZeRO folder.
+// converts staged.path() as an ordinary file. `zero`: what to take from a ZeRO folder.
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, StagedInput& staged, std::ostream& out, std::ostream& err,
-                              sharded::zero::Weights weights = sharded::zero::Weights::Fp32Master);
+                              const sharded::zero::Options& zero = {});
 
 }  // namespace ckpt::cli

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <variant>
 
 namespace ckpt::sharded {
 
@@ -235,7 +236,6 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         }
     }
     pickle::Arena a;
-    std::vector<pickle::ValueId> items;
     std::vector<std::uint32_t> storageOf(tensors.size());
     std::vector<std::size_t> recorded;  // tensors with a storage record of their own, in storage order
     for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -255,8 +255,26 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         a.storages.push_back(std::move(ref));
         recorded.push_back(i);
     }
+    // Nested dicts by Assembled::parents, each level in first-use order: indices, never
+    // references, since `levels` grows while it is filled.
+    struct Level {
+        std::vector<std::pair<std::string, std::variant<pickle::ValueId, std::size_t>>> entries;
+        std::map<std::string, std::size_t, std::less<>> child;
+    };
+    std::vector<Level> levels(1);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
+        std::size_t level = 0;
+        for (const auto& p : t.parents) {
+            auto it = levels[level].child.find(p);
+            if (it == levels[level].child.end()) {
+                levels.emplace_back();
+                const std::size_t made = levels.size() - 1;
+                levels[level].entries.emplace_back(p, made);
+                it = levels[level].child.emplace(p, made).first;
+            }
+            level = it->second;
+        }
         const std::size_t own = t.aliasOf.value_or(i);
         if (own >= tensors.size() || tensors[own].aliasOf) {
             return makeError(ErrorCode::Internal, "tensor '" + t.name + "' aliases no stored tensor");
@@ -272,10 +290,20 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
             info.stride[d] = stride;
             stride *= std::max<std::int64_t>(info.shape[d], 1);
         }
-        items.push_back(a.str(t.name));
-        items.push_back(a.tensor(std::move(info)));
+        levels[level].entries.emplace_back(t.name, a.tensor(std::move(info)));
     }
-    const pickle::ValueId root = a.dict(std::move(items), true);
+    // Children always come after their parent in `levels`: build the dicts from the last one up.
+    std::vector<pickle::ValueId> built(levels.size());
+    for (std::size_t l = levels.size(); l-- > 0;) {
+        std::vector<pickle::ValueId> items;
+        for (const auto& [key, value] : levels[l].entries) {
+            items.push_back(a.str(key));
+            items.push_back(std::holds_alternative<pickle::ValueId>(value) ? std::get<pickle::ValueId>(value)
+                                                                           : built[std::get<std::size_t>(value)]);
+        }
+        built[l] = a.dict(std::move(items), true);
+    }
+    const pickle::ValueId root = built.front();
     auto pickled = pickle::picklePersistent(a, root);
     if (!pickled) {
         return pickled.error();

@@ -144,10 +144,11 @@ Expected<SetListing> listSet(const SetLocation& loc)
     return l;
 }
 
-Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath, zero::Weights weights)
+Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
+                                           const zero::Options& zeroOptions)
 {
     if (loc.kind == SetKind::DeepSpeedZero) {
-        auto set = zero::open(loc, weights);
+        auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
         return set ? zero::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
     }
     if (loc.kind == SetKind::Dcp) {

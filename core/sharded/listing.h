@@ -41,9 +41,9 @@ Expected<SetListing> listSet(const SetLocation& loc);
 
 // Writes the set as one torch file, as `ckptscope convert DIR -o OUT` does: a Hugging Face set
 // streamed storage by storage, a ZeRO folder as zero_to_fp32.py rebuilds it (or, with
-// Weights::Module, the 16-bit weights of a stage 1/2 `module`). Errors: the set is incomplete
-// (nothing is written), or its format is not consolidated.
+// Weights::Module, the 16-bit weights of a stage 1/2 `module`; or with its optimizer state). Errors: the set is
+// incomplete (nothing is written), or its format is not consolidated.
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
-                                           zero::Weights weights = zero::Weights::Fp32Master);
+                                           const zero::Options& zeroOptions = {});
 
 }  // namespace ckpt::sharded

@@ -102,6 +102,7 @@ struct Assembled {
     std::vector<Piece> pieces;
     DType from = DType::Float32;         // the pieces' type when it is not `dtype` (cast to Float32 only)
     std::optional<std::size_t> aliasOf;  // the same tensor (storage) as tensors[*aliasOf]
+    std::vector<std::string> parents;    // the nested dict keys it sits under (none: the root)
 };
 // One contiguous storage per tensor, each streamed piece by piece from `sources` (null ones are
 // never referenced), pages released behind it so resident memory stays one piece.

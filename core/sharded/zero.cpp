@@ -242,7 +242,7 @@ std::vector<std::string> optimFilesIn(const fs::path& tag)
 
 class Builder {
 public:
-    Builder(Set& set, Weights weights) : s_(set), weights_(weights) {}
+    Builder(Set& set, Weights weights, bool keepOptimizer) : s_(set), weights_(weights), keep_(keepOptimizer) {}
 
     Expected<void> run();
 
@@ -256,6 +256,8 @@ private:
     Expected<void> addFrozen();
     Expected<void> addParams12();
     Expected<void> addParams3();
+    Expected<void> addOptimizer();
+    Expected<std::vector<Span>> stateSpans(std::size_t rank, const std::string& key);
     void addShared();
     Tensor& push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype);
     [[nodiscard]] bool optimComplete() const;
@@ -267,6 +269,19 @@ private:
     std::vector<std::size_t> optimFiles_;  // per rank
     std::map<std::string, std::size_t, std::less<>> byKey_;
     std::vector<std::string> unreadable_;  // "name: the reader's message"
+    bool keep_ = false;
+    // Where each trainable param sits in the flat partitions, for the optimizer state laid out
+    // the same way: stage 1/2 its group and offset in the group's ranks laid end to end, stage 3
+    // its offset in every rank's flat groups.
+    struct Slot {
+        std::size_t tensor = 0;
+        std::size_t group = 0;
+        std::uint64_t offset = 0;
+        std::uint64_t numel = 0;
+    };
+    std::vector<Slot> slots_;
+    std::vector<std::vector<std::uint64_t>> partNumel_;  // stage 1/2: [group][rank] fp32 partition numel
+    std::vector<std::vector<std::uint64_t>> subNumel_;   // stage 3: [rank][sub-group] fp32 flat numel
 };
 
 // A rank file that is there but does not read (truncated copy, LFS pointer) is a finding of its
@@ -651,11 +666,16 @@ Expected<void> Builder::addParams12()
             }
             spans.push_back(*span);
         }
+        partNumel_.emplace_back();
+        for (const auto& sp : spans) {
+            partNumel_.back().push_back(sp.numel);
+        }
         std::uint64_t offset = 0;
         for (auto& [name, shape] : (*groups)[g]) {
             const std::uint64_t numel = numelOf(shape);
             Tensor& out = push(name, "parameter", shape, DType::Float32);
             out.files = optimFiles_;
+            slots_.push_back({byKey_.at(name), g, offset, numel});
             if (have && !take(spans, offset, numel, 4, out.pieces)) {
                 return makeError(ErrorCode::Corrupt, "param '" + name +
                                                          "' runs past the ranks' fp32 partitions "
@@ -708,6 +728,10 @@ Expected<void> Builder::addParams3()
             }
             ranks.back().push_back(*span);
         }
+        subNumel_.emplace_back();
+        for (const auto& sp : ranks.back()) {
+            subNumel_.back().push_back(sp.numel);
+        }
     }
     const auto world = static_cast<std::uint64_t>(s_.world);
     std::uint64_t offset = 0;
@@ -717,6 +741,7 @@ Expected<void> Builder::addParams3()
             const std::uint64_t per = (numel + world - 1) / world;
             Tensor& out = push(name, "parameter", shape, DType::Float32);
             out.files = optimFiles_;
+            slots_.push_back({byKey_.at(name), 0, offset, numel});
             for (std::uint64_t r = 0; have && r < world; ++r) {
                 const std::uint64_t want = std::min(per, numel - std::min(numel, r * per));
                 if (offset + per > total(ranks[r]) || !take(ranks[r], offset, want, 4, out.pieces)) {
@@ -763,6 +788,111 @@ void Builder::addShared()
     }
 }
 
+// One rank's optimizer tensors `key` laid out as its fp32 partitions: stage 3's torch optimizer
+// state per sub-group (stage3.py keeps the base optimizer's state_dict), stage 1/2's
+// base_optimizer_state per group (a list of lean states, or a torch state_dict whose tensors may
+// still carry the tail padding: only the partition's length is taken).
+Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::string& key)
+{
+    const Checkpoint& c = *s_.sources[optimFiles_[rank]];
+    const bool three = s_.stage == 3;
+    const auto& sizes = three ? subNumel_.at(rank) : std::vector<std::uint64_t>{};
+    const std::size_t count = three ? sizes.size() : partNumel_.size();
+    std::vector<Span> spans;
+    for (std::size_t g = 0; g < count; ++g) {
+        const std::uint64_t want = three ? sizes[g] : partNumel_[g].at(rank);
+        const std::string tail = std::to_string(g) + "/" + key;
+        const TensorEntry* t = three ? tensorAt(c, "optimizer_state_dict/optimizer_state_dict/state/" + tail)
+                                     : tensorAt(c, "optimizer_state_dict/base_optimizer_state/" + tail);
+        if (!t && !three) {
+            t = tensorAt(c, "optimizer_state_dict/base_optimizer_state/state/" + tail);
+        }
+        if (!t || t->dtype != DType::Float32 || t->numel < want) {
+            return makeError(ErrorCode::Unsupported, s_.files[optimFiles_[rank]] + ": the optimizer's '" + key +
+                                                         "' of group " + std::to_string(g) +
+                                                         " does not mirror the fp32 partition; --keep-optimizer "
+                                                         "cannot place it");
+        }
+        auto span = spanOf(*t, optimFiles_[rank], key);
+        if (!span) {
+            return span.error();
+        }
+        span->numel = want;
+        spans.push_back(*span);
+    }
+    return spans;
+}
+
+Expected<void> Builder::addOptimizer()
+{
+    if (s_.tensors.empty() || slots_.empty() || !optimComplete()) {
+        return {};  // nothing located: the findings say why, and consolidate refuses
+    }
+    // The state keys: the flat tensors of rank 0's first group (exp_avg, exp_avg_sq, ...).
+    const Checkpoint& c = *s_.sources[optimFiles_.front()];
+    const std::uint64_t first = s_.stage == 3 ? subNumel_.front().front() : partNumel_.front().front();
+    NodeIndex n = c.find(s_.stage == 3 ? "optimizer_state_dict/optimizer_state_dict/state/0"
+                                       : "optimizer_state_dict/base_optimizer_state/0");
+    if (!n.valid() && s_.stage != 3) {
+        n = c.find("optimizer_state_dict/base_optimizer_state/state/0");
+    }
+    std::vector<std::string> keys;
+    for (std::uint32_t i = 0; n.valid() && i < c.nodes[n].childCount; ++i) {
+        const Node& k = c.nodes[c.nodes[n].child(i)];
+        if (k.kind == NodeKind::Tensor && c.tensors[k.tensor].shape.size() == 1 && c.tensors[k.tensor].numel >= first) {
+            keys.emplace_back(k.name);
+        }
+    }
+    if (keys.empty()) {
+        return makeError(ErrorCode::Unsupported, "--keep-optimizer: the optimizer states hold no per-element state "
+                                                 "(exp_avg, ...) laid out as the fp32 partitions");
+    }
+    for (auto& t : s_.tensors) {
+        t.parents = {"model"};
+    }
+    const auto world = static_cast<std::uint64_t>(s_.world);
+    for (const auto& key : keys) {
+        std::vector<std::vector<Span>> ranks;
+        for (std::size_t r = 0; r < optimFiles_.size(); ++r) {
+            auto spans = stateSpans(r, key);
+            if (!spans) {
+                return spans.error();
+            }
+            ranks.push_back(std::move(*spans));
+        }
+        for (const auto& slot : slots_) {
+            const Tensor& param = s_.tensors[slot.tensor];
+            Tensor t;
+            t.key = key;
+            t.role = "optimizer";
+            t.shape = param.shape;
+            t.files = optimFiles_;
+            t.parents = {"optimizer", "state", param.key};
+            const std::uint32_t esize = 4;  // stateSpans took float32 state only
+            bool ok = true;
+            if (s_.stage == 3) {
+                const std::uint64_t per = (slot.numel + world - 1) / world;
+                for (std::uint64_t r = 0; ok && r < world; ++r) {
+                    ok = take(ranks[r], slot.offset, std::min(per, slot.numel - std::min(slot.numel, r * per)), esize,
+                              t.pieces);
+                }
+            } else {
+                std::vector<Span> group;
+                for (auto& rank : ranks) {
+                    group.push_back(rank.at(slot.group));
+                }
+                ok = take(group, slot.offset, slot.numel, esize, t.pieces);
+            }
+            if (!ok) {
+                return makeError(ErrorCode::Corrupt,
+                                 "the optimizer's '" + key + "' of '" + param.key + "' runs past its partitions");
+            }
+            s_.tensors.push_back(std::move(t));
+        }
+    }
+    return {};
+}
+
 Expected<void> Builder::run()
 {
     const fs::path tag(s_.loc.index);
@@ -790,16 +920,16 @@ Expected<void> Builder::run()
         return r;
     }
     addShared();
-    return {};
+    return keep_ ? addOptimizer() : Expected<void>{};
 }
 
 }  // namespace
 
-Expected<Set> open(const SetLocation& loc, Weights weights)
+Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
 {
     Set set;
     set.loc = loc;
-    Builder b(set, weights);
+    Builder b(set, weights, keepOptimizer && weights == Weights::Fp32Master);
     if (auto r = b.run(); !r) {
         Error e = r.error();
         if (e.path.empty()) {
@@ -826,7 +956,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     std::vector<detail::Assembled> out;
     out.reserve(set.tensors.size());
     for (const auto& t : set.tensors) {
-        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf});
+        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents});
     }
     return detail::writeAssembled(out, set.sources, outPath);
 }

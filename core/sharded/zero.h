@@ -15,6 +15,10 @@ namespace ckpt::sharded::zero {
 // What the consolidated tensors are: zero_to_fp32's fp32 master weights (from the optimizer
 // partitions), or the 16-bit weights stage 1/2 keeps whole in the model states' `module`.
 enum class Weights : std::uint8_t { Fp32Master, Module };
+struct Options {
+    Weights weights = Weights::Fp32Master;
+    bool keepOptimizer = false;  // see open()
+};
 
 struct Tensor {
     std::string key;
@@ -25,6 +29,7 @@ struct Tensor {
     std::vector<detail::Piece> pieces;   // empty when the rank files holding it are missing
     std::optional<std::size_t> aliasOf;  // shared_params: the same tensor as another key
     std::vector<std::size_t> files;      // Set::files indices that hold its bytes (or should)
+    std::vector<std::string> parents;    // with the optimizer kept: {"model"} or {"optimizer", "state", fqn}
     [[nodiscard]] std::uint64_t numel() const;
 };
 
@@ -44,7 +49,10 @@ struct Set {
 // still opens (its tensors listed from param_shapes, its findings saying what is missing); errors:
 // no model states, no dp_world_size, a BF16_Optimizer state (no zero_stage, as zero_to_fp32.py
 // refuses), partitions that disagree with param_shapes, Module weights of a stage-3 set.
-Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master);
+// `keepOptimizer` (fp32 only): the output becomes {"model": the fp32 model, "optimizer": {"state":
+// {fqn: {exp_avg, exp_avg_sq, ...}}}}, every optimizer tensor that mirrors the fp32 partitions
+// consolidated per parameter like the master weights (step counts and hyperparameters are not kept).
+Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master, bool keepOptimizer = false);
 
 // One torch file, one tensor record at a time (pieces streamed from the rank files); refused before
 // anything is written when the set is incomplete.

@@ -101,6 +101,23 @@ def model(half):
     return masters, frozen, buffers, order, groups, shared
 
 
+def adam_state(masters):
+    """The original per-parameter Adam moments the optimizer partitions are cut from."""
+    g = torch.Generator().manual_seed(5)
+    return collections.OrderedDict(
+        (key, collections.OrderedDict((k, torch.randn(v.shape, generator=g).abs() if key == "exp_avg_sq" else
+                                       torch.randn(v.shape, generator=g)) for k, v in masters.items()))
+        for key in ("exp_avg", "exp_avg_sq"))
+
+
+def expected_with_optimizer(model_sd, moments, groups):
+    state = collections.OrderedDict()
+    for g in groups:
+        for k in g:
+            state[k] = collections.OrderedDict((key, moments[key][k].clone()) for key in moments)
+    return {"model": model_sd, "optimizer": {"state": state}}
+
+
 def expected_fp32(masters, frozen, buffers, groups, shared):
     out = collections.OrderedDict()
     for k, v in buffers.items():
@@ -170,6 +187,20 @@ def partitions12(masters, groups, world):
     return parts
 
 
+def partitions12_padded(tensors, groups, world):
+    """As partitions12, the last rank's partition keeping its zero padding."""
+    parts = [[] for _ in range(world)]
+    for g in groups:
+        flat = torch.cat([tensors[k].flatten() for k in g])
+        align = 2 * world
+        padded = (flat.numel() + align - 1) // align * align
+        flat = torch.cat([flat, torch.zeros(padded - flat.numel())])
+        per = padded // world
+        for r in range(world):
+            parts[r].append(flat[r * per:(r + 1) * per].clone())
+    return parts
+
+
 def partitions3(tensors, world):
     """stage3.py: each tensor on its own, ceil(n/W) elements per rank, zero-padded at the end."""
     per_rank = [[] for _ in range(world)]
@@ -191,6 +222,7 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
     with open(os.path.join(folder, "latest"), "w") as f:
         f.write("global_step3")
     module = module_16bit(masters, frozen, buffers, order, shared, half)
+    moments = adam_state(masters)
     prefix = "bf16_" if bf16 else ""
     if stage == 3:
         placeholders = collections.OrderedDict(
@@ -200,15 +232,19 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
             fragments = collections.OrderedDict(zip(frozen, frozen_parts[r]))
             states = model_states(placeholders, buffers, groups, masters, frozen, fragments, shared, 3, world, bf16)
             torch.save(states, os.path.join(tag, f"zero_pp_rank_{r}_mp_rank_00_model_states.pt"))
-        trainable = [masters[k] for g in groups for k in g]
-        flat = partitions3(trainable, world)
+        names = [k for g in groups for k in g]
+        flat = partitions3([masters[k] for k in names], world)
+        flat_moments = {key: partitions3([m[k] for k in names], world) for key, m in moments.items()}
         for r in range(world):
-            # Sub-groups at param boundaries (sub_group_size): the first three params, then the rest.
+            # Sub-groups at param boundaries (sub_group_size): the first three params, then the rest;
+            # the base optimizer's state per sub-group is laid out the same way (stage3.py).
             sub = [torch.cat(flat[r][:3]), torch.cat(flat[r][3:])]
+            state = {i: {"step": 3, **{key: torch.cat(f[r][:3] if i == 0 else f[r][3:])
+                                       for key, f in flat_moments.items()}} for i in range(2)}
             osd = {"zero_stage": ZeroStageEnum.weights, "loss_scaler": DynamicLossScaler(), "dynamic_loss_scale": True,
                    "overflow": False, "partition_count": world,
-                   "optimizer_state_dict": {"state": {0: {"step": 3, "exp_avg": torch.zeros_like(sub[0])}},
-                                            "param_groups": [{"lr": 1e-3, "params": [0, 1]}]},
+                   "optimizer_state_dict": {"state": state,
+                                            "param_groups": [{"lr": 1e-3, "params": [0]}, {"lr": 1e-3, "params": [1]}]},
                    "fp32_flat_groups": sub}
             if not drop_optim:
                 torch.save({"optimizer_state_dict": osd, "ds_config": ds_config(3, bf16), "ds_version": DS_VERSION},
@@ -218,22 +254,36 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
                               stage, world, bf16, mp)
         torch.save(states, os.path.join(tag, "mp_rank_00_model_states.pt"))
         parts = partitions12(masters, groups, world)
+        moment_parts = {key: partitions12(m, groups, world) for key, m in moments.items()}
         for r in range(world + (1 if stale_rank else 0)):
             part = parts[min(r, world - 1)]
+            if bf16:
+                # The torch state_dict form (elastic_checkpoint off): moments over the whole
+                # partition, the last rank's tail padding still in them.
+                per = [partitions12_padded(m, groups, world)[min(r, world - 1)] for m in moments.values()]
+                base = {"state": {g: {"step": 3, **{key: per[j][g] for j, key in enumerate(moments)}}
+                                  for g in range(len(groups))},
+                        "param_groups": [{"lr": 1e-3, "params": [g]} for g in range(len(groups))]}
+            else:
+                # _get_base_optimizer_state: one lean state per group, padding stripped.
+                base = [{"step": 3, **{key: moment_parts[key][min(r, world - 1)][g] for key in moments}}
+                        for g in range(len(groups))]
             if bf16_optimizer:
                 osd = {"clip_grad": 1.0, "base_optimizer_state": {}, "single_partition_of_fp32_groups": part,
                        "group_paddings": [0, 0], "partition_count": [world, world], "ds_version": DS_VERSION,
                        "param_slice_mappings": [{}, {}]}
             else:
                 osd = {"loss_scaler": LossScaler(1.0), "dynamic_loss_scale": False, "overflow": False,
-                       "clip_grad": 1.0, "base_optimizer_state": {"state": {}, "param_groups": []},
+                       "clip_grad": 1.0, "base_optimizer_state": base,
                        "single_partition_of_fp32_groups": part,
                        "zero_stage": ZeroStageEnum.gradients if stage == 2 else ZeroStageEnum.optimizer_states,
                        "group_paddings": [0, 0], "partition_count": [world, world], "ds_version": DS_VERSION,
                        "param_slice_mappings": [{}, {}]}
             torch.save({"optimizer_state_dict": osd, "ds_config": ds_config(stage, bf16), "ds_version": DS_VERSION},
                        os.path.join(tag, f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
-    torch.save(expected_fp32(masters, frozen, buffers, groups, shared), os.path.join(out, name + ".expected.pt"))
+    expected = expected_fp32(masters, frozen, buffers, groups, shared)
+    torch.save(expected, os.path.join(out, name + ".expected.pt"))
+    torch.save(expected_with_optimizer(expected, moments, groups), os.path.join(out, name + ".optimizer.pt"))
     torch.save(module, os.path.join(out, name + ".module.pt"))
 
 

@@ -142,6 +142,41 @@ private Q_SLOTS:
         QVERIFY(entries(tmp.path()).isEmpty());
     }
 
+    // --keep-optimizer: {model, optimizer: {state: {name: {exp_avg, exp_avg_sq}}}}, the moments
+    // consolidated per parameter from stage 3's per-sub-group state, stage 1/2's lean per-group
+    // states and (bf16 set) the torch state_dict form with the tail padding still in it.
+    void keepsTheOptimizerState_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::newRow("stage 3") << "zero3_w3";
+        QTest::newRow("stage 3, bf16") << "zero3_bf16_w2";
+        QTest::newRow("stage 2, lean states") << "zero2_w3";
+        QTest::newRow("stage 2, torch state_dict form") << "zero2_bf16_w2";
+    }
+    void keepsTheOptimizerState()
+    {
+        QFETCH(QString, set);
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("full.pt"));
+        const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--keep-optimizer"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QString script =
+            QStringLiteral("import sys, torch\n"
+                           "got, want = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+                           "def same(a, b, at):\n"
+                           "    if isinstance(b, dict):\n"
+                           "        assert isinstance(a, dict) and list(a) == list(b), (at, list(a), list(b))\n"
+                           "        for k in b: same(a[k], b[k], at + '/' + str(k))\n"
+                           "    else:\n"
+                           "        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), at\n"
+                           "same(got, want, '')\n"
+                           "print('ok')\n");
+        pythonSaysOk(script, {out, fixture(set + QStringLiteral(".optimizer.pt"))});
+        const Run single = ckptscope(
+            {"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--keep-optimizer", "--single-card"});
+        QCOMPARE(single.rc, 2);
+    }
+
     // Edits and safetensors go through the staged copy, as for every set.
     void takesEditsThroughTheStagedCopy()
     {
