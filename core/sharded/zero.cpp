@@ -878,6 +878,7 @@ Expected<void> Builder::addOptimizer()
                 }
             } else {
                 std::vector<Span> group;
+                group.reserve(ranks.size());
                 for (auto& rank : ranks) {
                     group.push_back(rank.at(slot.group));
                 }
