@@ -48,6 +48,8 @@ struct Args {
     bool salvage = false;
     std::vector<std::string> fixes;
     std::string shardSize;  // non-empty: -o names the folder of a Hugging Face sharded set
+    std::string zeroWeights = "fp32";
+    bool keepOptimizer = false;
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -272,6 +274,15 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                    "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)");
     app.add_flag("--salvage", a.salvage,
                  "write what survived of a truncated zip: every tensor whose bytes were cut off is dropped");
+    app.add_option("--zero-weights", a.zeroWeights,
+                   "a DeepSpeed ZeRO folder: fp32 (the optimizer's master weights, as zero_to_fp32.py) or module "
+                   "(the 16-bit weights stages 1/2 keep in the model states)")
+        ->check(CLI::IsMember({"fp32", "module"}));
+    auto* keep = app.add_flag(
+        "--keep-optimizer", a.keepOptimizer,
+        "a DeepSpeed ZeRO folder: write {model, optimizer: {state: {name: {exp_avg, ...}}}}, the optimizer "
+        "state consolidated per parameter like the fp32 weights");
+    keep->excludes(single);
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -282,6 +293,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert ckpt.pt -o fixed.pt --map-location cuda:1=cuda:0 --drop optimizer --dry-run\n"
                "  ckptscope convert model.pt -o llama-hf/ --shard-size 5GB --format safetensors\n"
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
+               "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
     if (const auto done = parseCommand(app, args, "convert", out, err)) {
         return *done;
@@ -308,7 +320,10 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes;
     std::optional<sharded::TempConsolidated> staged;
-    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err)) {
+    const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
+                                                                : sharded::zero::Weights::Fp32Master,
+                                      a.keepOptimizer};
+    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err, zero)) {
         return *rc;
     }
     const std::string source = staged ? staged->path() : a.input;

@@ -7,6 +7,7 @@
 #include "cli/set_text.h"
 #include "sharded/listing.h"
 #include "sharded/sharded.h"
+#include "sharded/zero.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -116,12 +117,79 @@ std::optional<int> stage(const std::string& input, const std::string& output,
     return std::nullopt;
 }
 
+// A set read through listing.h (DeepSpeed ZeRO): global shapes and the files holding each tensor.
+void printListingText(const sharded::SetListing& l, std::ostream& out)
+{
+    out << displayText(l.dir) << ": " << sharded::setKindName(l.kind) << ", "
+        << displayText(std::filesystem::path(l.index).filename().string()) << ", " << l.files.size() << " files, "
+        << l.rows.size() << " tensors, " << humanBytes(l.totalBytes()) << "\n\n";
+    std::size_t wKey = 3;
+    for (const auto& r : l.rows) {
+        wKey = std::max(wKey, displayText(r.key).size());
+    }
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
+    };
+    cell("KEY", wKey);
+    cell("DTYPE", 9);
+    cell("SHAPE", 18);
+    cell("DEVICE", 7);
+    cell("SIZE", 10);
+    out << "STORED IN\n";
+    for (const auto& r : l.rows) {
+        cell(displayText(r.key), wKey);
+        cell(std::string(dtypeName(r.dtype)), 9);
+        cell(shapeText(r.shape), 18);
+        cell(displayText(r.location), 7);
+        cell(humanBytes(r.nbytes), 10);
+        out << displayText(r.storedIn) << '\n';
+    }
+    if (!l.findings.empty()) {
+        out << "\n" << l.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
+    }
+}
+
+void printListingJson(const sharded::SetListing& l, std::ostream& out)
+{
+    nlohmann::ordered_json j;
+    j["schema"] = kJsonSchema;
+    j["file"] = l.dir;
+    j["set"] = {{"kind", std::string(sharded::setKindName(l.kind))}, {"index", l.index}, {"files", l.files}};
+    auto tensors = nlohmann::ordered_json::array();
+    for (const auto& r : l.rows) {
+        tensors.push_back({{"key", r.key},
+                           {"dtype", std::string(dtypeName(r.dtype))},
+                           {"shape", r.shape},
+                           {"device", r.location},
+                           {"bytes", r.nbytes},
+                           {"file", r.storedIn}});
+    }
+    j["tensors"] = tensors;
+    auto codes = nlohmann::ordered_json::array();
+    for (const auto& f : l.findings) {
+        codes.push_back(f.code);
+    }
+    j["finding_codes"] = codes;
+    out << dumpJson(j) << '\n';
+}
+
+// A ZeRO folder (the tag folder or the save dir with `latest`); one rank file stays a file.
+bool isZeroFolder(const sharded::SetLocation& loc, const std::string& input)
+{
+    std::error_code ec;
+    return loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec);
+}
+
 }  // namespace
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
     if (auto dcp = inspectDcp(input, json, out, err)) {
         return dcp;
+    }
+    if (const auto loc = sharded::detectSet(input); isZeroFolder(loc, input)) {
+        return withSet(std::optional(sharded::listSet(loc)), input, err,
+                       printedAs(json, printListingJson, printListingText, out));
     }
     return withSet(openIfSet(input), input, err, printedAs(json, printSetJson, printSetText, out));
 }
@@ -131,12 +199,9 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
     if (auto dcp = checkDcp(input, json, out, err)) {
         return dcp;
     }
-    std::error_code ec;
-    if (const auto loc = sharded::detectSet(input);
-        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec)) {
-        return withSet(
-            std::optional(sharded::zeroFindings(loc)), input, err,
-            [&](const std::vector<sharded::SetFinding>& found) { return printSetFindings(found, loc.dir, json, out); });
+    if (const auto loc = sharded::detectSet(input); isZeroFolder(loc, input)) {
+        return withSet(std::optional(sharded::zero::open(loc)), input, err,
+                       [&](const auto& zero) { return printSetFindings(zero.findings, loc.dir, json, out); });
     }
     return withSet(openIfSet(input), input, err,
                    [&](const sharded::ShardedSet& set) { return printSetFindings(set.findings, set.dir, json, out); });
@@ -144,10 +209,16 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err)
+                              std::ostream& err, const sharded::zero::Options& zeroOptions)
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = sharded::detectSet(input);
+    const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
+    if (zeroOnly && !isZeroFolder(loc, input)) {
+        err << "ckptscope convert: " << displayText(input)
+            << ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder, and this is none\n";
+        return kExitBadInput;
+    }
     // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the
     // staged copy the edits and other formats then work on.
     if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
@@ -161,12 +232,9 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
             return dcp;
         }
     }
-    std::error_code ec;
-    const bool zero12 =
-        loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec) &&
-        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec);
+    const bool zero = isZeroFolder(loc, input);
     std::optional<Expected<sharded::ShardedSet>> set;
-    if (!zero12) {
+    if (!zero) {
         set = openIfSet(input);
         if (!set) {
             return std::nullopt;
@@ -177,7 +245,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         }
     }
     auto consolidate = [&](const std::string& target) {
-        return zero12 ? sharded::consolidateZero12(loc, target) : sharded::consolidateTorch(**set, target);
+        return zero ? sharded::consolidateSet(loc, target, zeroOptions) : sharded::consolidateTorch(**set, target);
     };
     if (!direct || !toTorch) {
         return stage(input, output, consolidate, staged, err);
@@ -188,8 +256,8 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         return exitCodeFor(done.error().code);
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors;
-    if (zero12) {
-        out << " fp32 parameters from the ZeRO stage 1/2 partitions)\n";
+    if (zero) {
+        out << " tensors rebuilt from the ZeRO rank files as zero_to_fp32.py does)\n";
     } else {
         out << " tensors from " << (*set)->shardFiles.size() << " shards)\n";
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "sharded/temp_consolidated.h"
+#include "sharded/zero.h"
 
 #include <iosfwd>
 #include <optional>
@@ -15,9 +16,10 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no
 // split). Otherwise the set is consolidated into `staged`, a hidden file beside the output, and
 // nothing is returned: the caller converts staged->path() as an ordinary file, so edits,
-// safetensors and re-sharding go through the single-file path unchanged.
+// safetensors and re-sharding go through the single-file path unchanged. `zero`: what to take
+// from a ZeRO folder.
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err);
+                              std::ostream& err, const sharded::zero::Options& zero = {});
 
 }  // namespace ckpt::cli

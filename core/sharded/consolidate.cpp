@@ -4,12 +4,17 @@
 #include "archive/zip.h"
 #include "pickle/pickler.h"
 #include "sharded/chunks.h"
+#include "sharded/dcp.h"
 #include "sharded/sharded.h"
+#include "util/dtype.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
+#include <bit>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <variant>
 
 namespace ckpt::sharded {
 
@@ -130,6 +135,82 @@ Expected<void> writeArchive(const ShardedSet& set, const std::string& pickleByte
 
 namespace detail {
 
+namespace {
+
+// One element of `from` as float32, as Tensor.float() converts it (round to nearest for wider
+// types, exact for the 16-bit floats and small integers).
+float toFloat(DType from, const std::byte* p)
+{
+    auto load = [p](auto v) {
+        std::memcpy(&v, p, sizeof(v));
+        return v;
+    };
+    switch (from) {
+    case DType::Float64:
+        return static_cast<float>(load(double{}));
+    case DType::Float16:
+        return static_cast<float>(halfToDouble(load(std::uint16_t{})));
+    case DType::BFloat16:
+        return std::bit_cast<float>(static_cast<std::uint32_t>(load(std::uint16_t{})) << 16U);
+    case DType::Int64:
+        return static_cast<float>(load(std::int64_t{}));
+    case DType::Int32:
+        return static_cast<float>(load(std::int32_t{}));
+    case DType::Int16:
+        return static_cast<float>(load(std::int16_t{}));
+    case DType::Int8:
+        return static_cast<float>(load(std::int8_t{}));
+    case DType::UInt8:
+        return static_cast<float>(load(std::uint8_t{}));
+    case DType::Bool:
+        return load(std::uint8_t{}) != 0 ? 1.0F : 0.0F;
+    default:
+        return load(float{});
+    }
+}
+
+// Streams one piece into the open record, cast to float32 when its type differs, and drops the
+// source pages it read from this process's resident set.
+Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const Piece& p, DType from, DType to)
+{
+    const bool cast = from != to;
+    const std::uint32_t inSize = elementSize(from);
+    std::vector<std::byte> converted;
+    std::optional<Error> failed;
+    auto streamed = src.streamStorage(p.storage, p.byteOffset, p.bytes, [&](Bytes piece) {
+        if (!cast) {
+            if (auto w = zw.writeChunk(piece); !w) {
+                failed = w.error();
+            }
+            return !failed;
+        }
+        // Pieces arrive in 4 MiB slices, a multiple of every element size.
+        const std::size_t n = piece.size() / inSize;
+        converted.resize(n * sizeof(float));
+        for (std::size_t i = 0; i < n; ++i) {
+            const float f = toFloat(from, piece.data() + i * inSize);
+            std::memcpy(converted.data() + i * sizeof(float), &f, sizeof(float));
+        }
+        if (auto w = zw.writeChunk(Bytes(converted.data(), converted.size())); !w) {
+            failed = w.error();
+        }
+        return !failed;
+    });
+    if (failed) {
+        return *failed;
+    }
+    if (!streamed) {
+        return streamed.error();
+    }
+    const StorageEntry& se = src.storages[p.storage];
+    if (!se.compressed && se.present && src.bytes.size() >= se.fileOffset + p.byteOffset + p.bytes) {
+        dcp::detail::releasePages(src.bytes.subspan(se.fileOffset + p.byteOffset, p.bytes));
+    }
+    return {};
+}
+
+}  // namespace
+
 Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
                                            const std::vector<CheckpointPtr>& sources, const std::string& outPath)
 {
@@ -138,38 +219,82 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         return target.error();
     }
     for (const auto& s : sources) {
+        if (!s) {
+            continue;
+        }
         if (auto r = write::detail::checkTarget(*s, *target); !r) {
             return r.error();
         }
     }
     pickle::Arena a;
-    std::vector<pickle::ValueId> items;
-    for (const auto& t : tensors) {
+    std::vector<std::uint32_t> storageOf(tensors.size());
+    std::vector<std::size_t> recorded;  // tensors with a storage record of their own, in storage order
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].aliasOf) {
+            continue;
+        }
         std::uint64_t numel = 1;
-        for (const auto d : t.shape) {
+        for (const auto d : tensors[i].shape) {
             numel *= static_cast<std::uint64_t>(d);
         }
         pickle::StorageRef ref;
         ref.key = std::to_string(a.storages.size());
         ref.location = "cpu";
-        ref.dtype = t.dtype;
+        ref.dtype = tensors[i].dtype;
         ref.numel = numel;
+        storageOf[i] = static_cast<std::uint32_t>(a.storages.size());
         a.storages.push_back(std::move(ref));
+        recorded.push_back(i);
+    }
+    // Nested dicts by Assembled::parents, each level in first-use order: indices, never
+    // references, since `levels` grows while it is filled.
+    struct Level {
+        std::vector<std::pair<std::string, std::variant<pickle::ValueId, std::size_t>>> entries;
+        std::map<std::string, std::size_t, std::less<>> child;
+    };
+    std::vector<Level> levels(1);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto& t = tensors[i];
+        std::size_t level = 0;
+        for (const auto& p : t.parents) {
+            auto it = levels[level].child.find(p);
+            if (it == levels[level].child.end()) {
+                levels.emplace_back();
+                const std::size_t made = levels.size() - 1;
+                levels[level].entries.emplace_back(p, made);
+                it = levels[level].child.emplace(p, made).first;
+            }
+            level = it->second;
+        }
+        const std::size_t own = t.aliasOf.value_or(i);
+        if (own >= tensors.size() || tensors[own].aliasOf) {
+            return makeError(ErrorCode::Internal, "tensor '" + t.name + "' aliases no stored tensor");
+        }
         pickle::TensorInfo info;
         info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
-        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
-        info.dtype = t.dtype;
-        info.shape = t.shape;
+        info.storage = a.storage(storageOf[own]);
+        info.dtype = tensors[own].dtype;
+        info.shape = t.shape;  // an alias may view the same elements in another shape
         std::int64_t stride = 1;
-        info.stride.assign(t.shape.size(), 1);
-        for (std::size_t d = t.shape.size(); d-- > 0;) {
+        info.stride.assign(info.shape.size(), 1);
+        for (std::size_t d = info.shape.size(); d-- > 0;) {
             info.stride[d] = stride;
-            stride *= std::max<std::int64_t>(t.shape[d], 1);
+            stride *= std::max<std::int64_t>(info.shape[d], 1);
         }
-        items.push_back(a.str(t.name));
-        items.push_back(a.tensor(std::move(info)));
+        levels[level].entries.emplace_back(t.name, a.tensor(std::move(info)));
     }
-    const pickle::ValueId root = a.dict(std::move(items), true);
+    // Children always come after their parent in `levels`: build the dicts from the last one up.
+    std::vector<pickle::ValueId> built(levels.size());
+    for (std::size_t l = levels.size(); l-- > 0;) {
+        std::vector<pickle::ValueId> items;
+        for (const auto& [key, value] : levels[l].entries) {
+            items.push_back(a.str(key));
+            items.push_back(std::holds_alternative<pickle::ValueId>(value) ? std::get<pickle::ValueId>(value)
+                                                                           : built[std::get<std::size_t>(value)]);
+        }
+        built[l] = a.dict(std::move(items), true);
+    }
+    const pickle::ValueId root = built.front();
     auto pickled = pickle::picklePersistent(a, root);
     if (!pickled) {
         return pickled.error();
@@ -187,27 +312,19 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
         return fail(r.error());
     }
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
+    for (std::size_t k = 0; k < recorded.size(); ++k) {
+        const auto& t = tensors[recorded[k]];
+        const bool cast = t.from != t.dtype;
         std::uint64_t size = 0;
-        for (const auto& p : tensors[i].pieces) {
-            size += p.bytes;
+        for (const auto& p : t.pieces) {
+            size += cast ? p.bytes / elementSize(t.from) * elementSize(t.dtype) : p.bytes;
         }
-        if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(i), size); !r) {
+        if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(k), size); !r) {
             return fail(r.error());
         }
-        for (const auto& p : tensors[i].pieces) {
-            std::optional<Error> failed;
-            auto streamed = sources[p.source]->streamStorage(p.storage, p.byteOffset, p.bytes, [&](Bytes piece) {
-                if (auto w = zw.writeChunk(piece); !w) {
-                    failed = w.error();
-                }
-                return !failed;
-            });
-            if (failed) {
-                return fail(*failed);
-            }
-            if (!streamed) {
-                return streamed.error();
+        for (const auto& p : t.pieces) {
+            if (auto r = writePiece(zw, *sources.at(p.source), p, t.from, t.dtype); !r) {
+                return fail(r.error());
             }
         }
         if (auto r = zw.endRecord(); !r) {
@@ -221,6 +338,9 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         return fail(r.error());
     }
     for (const auto& s : sources) {
+        if (!s) {
+            continue;
+        }
         if (auto r = s->checkUnchanged(); !r) {
             return r.error();
         }

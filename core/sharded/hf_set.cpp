@@ -292,20 +292,11 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     if (loc.kind != SetKind::HuggingFace) {
         std::string how;
         switch (loc.kind) {
-        case SetKind::DeepSpeedZero: {
-            // Stages 1-2 keep the whole 16-bit model in the rank-0 model states (SHARDED.md §2).
-            const auto model = fs::path(loc.index) / "mp_rank_00_model_states.pt";
-            std::error_code ec;
-            if (fs::is_regular_file(model, ec)) {
-                how = "inspect does not show a ZeRO set as one tree yet; `ckptscope convert " + loc.dir +
-                      " -o model.pt` writes its fp32 parameters, and the 16-bit weights are whole in " +
-                      model.string() + " (`module`)";
-            } else {
-                how = "ckptscope does not read ZeRO-3 sets yet; consolidate the fp32 weights with the "
-                      "zero_to_fp32.py DeepSpeed copied into the folder, or inspect one rank file on its own";
-            }
+        case SetKind::DeepSpeedZero:
+            // zero.h reads these (listSet, consolidateSet); this view holds whole tensors only.
+            how = "a ZeRO folder's tensors are pieces of its rank files: `ckptscope inspect|check|convert " + loc.dir +
+                  "` read it as a whole";
             break;
-        }
         case SetKind::Megatron:
             how = "ckptscope does not merge Megatron tensor-parallel ranks (the split dimension depends on the "
                   "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "

@@ -2,6 +2,7 @@
 
 #include "sharded/dcp.h"
 #include "sharded/fsdp.h"
+#include "sharded/zero.h"
 
 #include <filesystem>
 #include <numeric>
@@ -73,6 +74,45 @@ Expected<SetListing> listFsdp(const SetLocation& loc)
     return l;
 }
 
+std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
+{
+    std::vector<std::string> names;
+    for (const auto f : t.files) {
+        std::error_code ec;
+        const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
+        names.push_back(set.files[f] + (set.sources[f] ? "" : (there ? " (unreadable)" : " (missing)")));
+    }
+    std::string s = std::to_string(names.size()) + (names.size() == 1 ? " file: " : " rank files: ");
+    for (std::size_t i = 0; i < names.size() && i < 4; ++i) {
+        s += (i ? ", " : "") + names[i];
+    }
+    return names.size() > 4 ? s + ", ..." : s;
+}
+
+Expected<SetListing> listZero(const SetLocation& loc)
+{
+    auto set = zero::open(loc);
+    if (!set) {
+        return set.error();
+    }
+    SetListing l{loc.kind, loc.dir, loc.index, set->files, {}, set->findings};
+    for (const auto& t : set->tensors) {
+        std::string device = "cpu";
+        if (!t.pieces.empty()) {
+            const auto& src = set->sources[t.pieces.front().source];
+            device = src->storages[t.pieces.front().storage].location;
+        }
+        std::string where = rankFiles(*set, t);
+        if (t.aliasOf) {
+            where = "shares " + set->tensors[*t.aliasOf].key + " (shared_params)";
+        } else if (t.role == "buffer" && t.from != t.dtype) {
+            where += " (" + std::string(dtypeName(t.from)) + " buffer, cast to float32)";
+        }
+        l.rows.push_back({t.key, t.dtype, t.shape, device, t.numel() * elementSize(t.dtype), where});
+    }
+    return l;
+}
+
 }  // namespace
 
 Expected<SetListing> listSet(const SetLocation& loc)
@@ -82,6 +122,9 @@ Expected<SetListing> listSet(const SetLocation& loc)
     }
     if (loc.kind == SetKind::FsdpRanks) {
         return listFsdp(loc);
+    }
+    if (loc.kind == SetKind::DeepSpeedZero) {
+        return listZero(loc);
     }
     auto set = openSet(loc);
     if (!set) {
@@ -101,13 +144,12 @@ Expected<SetListing> listSet(const SetLocation& loc)
     return l;
 }
 
-Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath)
+Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
+                                           const zero::Options& zeroOptions)
 {
-    // Stage 1/2 keeps one model-states file; stage 3's per-rank ones are openSet's to name.
-    std::error_code ec;
-    if (loc.kind == SetKind::DeepSpeedZero &&
-        std::filesystem::is_regular_file(std::filesystem::path(loc.index) / "mp_rank_00_model_states.pt", ec)) {
-        return consolidateZero12(loc, outPath);
+    if (loc.kind == SetKind::DeepSpeedZero) {
+        auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
+        return set ? zero::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
     }
     if (loc.kind == SetKind::Dcp) {
         auto set = dcp::open(loc);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sharded/sharded.h"
+#include "sharded/zero.h"
 
 #include <cstdint>
 #include <string>
@@ -39,8 +40,10 @@ struct SetListing {
 Expected<SetListing> listSet(const SetLocation& loc);
 
 // Writes the set as one torch file, as `ckptscope convert DIR -o OUT` does: a Hugging Face set
-// streamed storage by storage, a ZeRO stage 1/2 folder's fp32 parameters. Errors: the set is
+// streamed storage by storage, a ZeRO folder as zero_to_fp32.py rebuilds it (or, with
+// Weights::Module, the 16-bit weights of a stage 1/2 `module`; or with its optimizer state). Errors: the set is
 // incomplete (nothing is written), or its format is not consolidated.
-Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath);
+Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
+                                           const zero::Options& zeroOptions = {});
 
 }  // namespace ckpt::sharded

@@ -12,6 +12,7 @@
 #include "util/error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,10 +72,6 @@ struct ShardedSet {
     [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }
 };
 
-// A DeepSpeed ZeRO set's findings (zero-rank-missing, zero3-placeholder-module) from its rank-0
-// model states and the rank files present; the set itself is not consolidated.
-Expected<std::vector<SetFinding>> zeroFindings(const SetLocation& loc);
-
 // Reads the set `loc` names. Unsupported for the formats only detected, naming them.
 Expected<ShardedSet> openSet(const SetLocation& loc);
 
@@ -89,10 +86,7 @@ struct ConsolidateResult {
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 
-// DeepSpeed ZeRO stage 1/2 -> the fp32 model, as zero_to_fp32.py rebuilds it: each group's
-// params walked in param_shapes order over the ranks' single_partition_of_fp32_groups laid end to
-// end, with its alignment check. Parameters only (buffers and frozen params are not written yet).
-Expected<ConsolidateResult> consolidateZero12(const SetLocation& loc, const std::string& outPath);
+// DeepSpeed ZeRO folders are zero.h's.
 
 namespace detail {
 // A consolidated tensor whose bytes are pieces of storages in several files, written in order.
@@ -107,8 +101,12 @@ struct Assembled {
     DType dtype = DType::Float32;
     std::vector<std::int64_t> shape;
     std::vector<Piece> pieces;
+    DType from = DType::Float32;         // the pieces' type when it is not `dtype` (cast to Float32 only)
+    std::optional<std::size_t> aliasOf;  // the same tensor (storage) as tensors[*aliasOf]
+    std::vector<std::string> parents;    // the nested dict keys it sits under (none: the root)
 };
-// One contiguous storage per tensor, each streamed piece by piece from `sources`.
+// One contiguous storage per tensor, each streamed piece by piece from `sources` (null ones are
+// never referenced), pages released behind it so resident memory stays one piece.
 Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
                                            const std::vector<CheckpointPtr>& sources, const std::string& outPath);
 }  // namespace detail

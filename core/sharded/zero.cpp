@@ -1,23 +1,35 @@
-// DeepSpeed ZeRO sets (SHARDED.md §2), checked without consolidating: the rank-0 model states say
-// the data-parallel world size, which fixes the rank files zero_to_fp32.py will look for.
-#include "sharded/sharded.h"
+// DeepSpeed ZeRO folders (SHARDED.md §2), rebuilt as deepspeed/utils/zero_to_fp32.py does, but as a
+// plan of pieces: no tensor's bytes are read until consolidate() streams them into the output.
+#include "sharded/zero.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <regex>
 
-namespace ckpt::sharded {
+namespace ckpt::sharded::zero {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::optional<std::int64_t> intAt(const Checkpoint& c, std::string_view path)
+std::uint64_t Tensor::numel() const
 {
-    const NodeIndex n = c.find(path);
-    if (!n.valid() || c.nodes[n].kind != NodeKind::Scalar || c.arena[c.nodes[n].value].kind != pickle::Kind::Int) {
-        return std::nullopt;
+    std::uint64_t n = 1;
+    for (const auto d : shape) {
+        n *= static_cast<std::uint64_t>(d);
     }
-    return c.arena[c.nodes[n].value].i;
+    return n;
 }
+
+bool Set::complete() const
+{
+    const bool errors =
+        std::any_of(findings.begin(), findings.end(), [](const SetFinding& f) { return f.severity == "error"; });
+    const bool located = std::all_of(tensors.begin(), tensors.end(),
+                                     [](const Tensor& t) { return t.aliasOf || !t.pieces.empty() || t.numel() == 0; });
+    return !errors && located;
+}
+
+namespace {
 
 bool isFile(const fs::path& p)
 {
@@ -25,151 +37,163 @@ bool isFile(const fs::path& p)
     return fs::is_regular_file(p, ec);
 }
 
-std::string rankName(bool stage3, std::int64_t rank, bool optim)
+const pickle::Value* valueAt(const Checkpoint& c, std::string_view path)
 {
-    if (!optim && !stage3) {
-        return "mp_rank_00_model_states.pt";
-    }
-    return "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_" + (optim ? "optim" : "model") + "_states.pt";
+    const NodeIndex n = c.find(path);
+    return n.valid() ? &c.arena[c.nodes[n].value] : nullptr;
 }
 
-}  // namespace
-
-Expected<std::vector<SetFinding>> zeroFindings(const SetLocation& loc)
+// ZeroStageEnum's members (deepspeed/runtime/zero/config.py), for pickles that name them.
+std::optional<std::int64_t> zeroStageNamed(std::string_view name)
 {
-    const fs::path tag(loc.index);
-    const bool stage3 = isFile(tag / rankName(true, 0, false));
-    const fs::path rank0 = tag / rankName(stage3, 0, false);
-    auto ck = openCheckpoint(rank0.string());
-    if (!ck) {
-        return ck.error();
+    static const std::map<std::string_view, std::int64_t> kStages{
+        {"disabled", 0}, {"optimizer_states", 1}, {"gradients", 2}, {"weights", 3}, {"max_stage", 3}};
+    const auto it = kStages.find(name);
+    return it == kStages.end() ? std::nullopt : std::optional<std::int64_t>(it->second);
+}
+
+// An int, or an int Enum member: pickled as a REDUCE of its class on the value (Python < 3.11) or
+// of getattr(class, NAME) (Python >= 3.11, Enum.__reduce_ex__).
+std::optional<std::int64_t> intAt(const Checkpoint& c, std::string_view path)
+{
+    const pickle::Value* v = valueAt(c, path);
+    if (v && v->kind == pickle::Kind::Object) {
+        const auto& o = c.arena.objects.at(static_cast<std::size_t>(v->i));
+        const pickle::Value& args = c.arena[o.args];
+        if (o.callable.qualified() == "builtins.getattr" && args.items.size() == 2 &&
+            c.arena[args.items[1]].kind == pickle::Kind::Str) {
+            return zeroStageNamed(c.arena[args.items[1]].text);
+        }
+        v = args.items.size() == 1 ? &c.arena[args.items[0]] : nullptr;
     }
-    const auto world = intAt(**ck, "dp_world_size");
-    if (!world || *world < 1 || *world > (1 << 20)) {
-        Error e = makeError(ErrorCode::Unsupported, "the rank-0 model states hold no dp_world_size: not a "
-                                                    "DeepSpeed engine checkpoint this reads");
-        e.path = rank0.string();
-        return e;
+    if (!v || v->kind != pickle::Kind::Int) {
+        return std::nullopt;
     }
-    std::vector<SetFinding> out;
-    std::vector<std::string> missing;
-    for (std::int64_t r = 0; r < *world; ++r) {
-        if (stage3 && !isFile(tag / rankName(true, r, false))) {
-            missing.push_back(rankName(true, r, false));
-        }
-        const std::string optim = rankName(stage3, r, true);
-        if (!isFile(tag / optim) && !isFile(tag / ("bf16_" + optim))) {
-            missing.push_back(optim);
+    return v->i;
+}
+
+// partition_count: an int (stage 3) or one per group (stages 1/2), of which zero_to_fp32 takes the max.
+std::optional<std::int64_t> partitionCount(const Checkpoint& c)
+{
+    if (auto n = intAt(c, "optimizer_state_dict/partition_count")) {
+        return n;
+    }
+    const NodeIndex n = c.find("optimizer_state_dict/partition_count");
+    if (!n.valid()) {
+        return std::nullopt;
+    }
+    std::optional<std::int64_t> most;
+    for (std::uint32_t i = 0; i < c.nodes[n].childCount; ++i) {
+        const pickle::Value& v = c.arena[c.nodes[c.nodes[n].child(i)].value];
+        if (v.kind == pickle::Kind::Int) {
+            most = std::max(most.value_or(v.i), v.i);
         }
     }
-    if (!missing.empty()) {
-        std::string names;
-        for (std::size_t i = 0; i < missing.size() && i < 4; ++i) {
-            names += (i ? ", " : "") + missing[i];
-        }
-        if (missing.size() > 4) {
-            names += ", ... (" + std::to_string(missing.size()) + " in all)";
-        }
-        out.push_back({"zero-rank-missing", "error", "Rank files of the ZeRO checkpoint are missing",
-                       "dp_world_size is " + std::to_string(*world) + " but " + tag.filename().string() + " lacks " +
-                           names + ". zero_to_fp32.py needs one *_optim_states.pt per rank (it stops with \"Expected " +
-                           std::to_string(*world) +
-                           " of '*_optim_states.pt' ... but found N files\", DeepSpeed#1793) and the fp32 "
-                           "weights exist nowhere else; copy every rank's files from the training nodes.",
-                       missing});
+    return most;
+}
+
+bool boolAt(const Checkpoint& c, std::string_view path)
+{
+    const pickle::Value* v = valueAt(c, path);
+    return v && v->kind == pickle::Kind::Bool && v->flag;
+}
+
+const TensorEntry* tensorAt(const Checkpoint& c, std::string_view path)
+{
+    const NodeIndex n = c.find(path);
+    if (!n.valid() || c.nodes[n].kind != NodeKind::Tensor) {
+        return nullptr;
     }
-    if (stage3) {
-        std::size_t placeholders = 0;
-        std::vector<std::string> paths;
-        for (const auto& t : (*ck)->tensors) {
-            if (t.path.rfind("module/", 0) == 0 && t.numel == 0) {
-                ++placeholders;
-                paths.push_back(t.path);
-            }
+    return &c.tensors[c.nodes[n].tensor];
+}
+
+std::vector<std::int64_t> dims(const Checkpoint& c, const pickle::Value& v)
+{
+    std::vector<std::int64_t> out;
+    for (const auto item : v.items) {
+        const pickle::Value& d = c.arena[item];
+        if (d.kind != pickle::Kind::Int || d.i < 0) {
+            return {-1};
         }
-        if (placeholders > 0) {
-            out.push_back({"zero3-placeholder-module", "warning",
-                           "The model states hold ZeRO-3 placeholders, not weights",
-                           std::to_string(placeholders) + " tensors under `module` of " + rank0.filename().string() +
-                               " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) before "
-                               "saving, so load_state_dict with them fails with size mismatch ... torch.Size([0]) "
-                               "(transformers#20082). The weights are the fp32 partitions in the optim states: "
-                               "consolidate with zero_to_fp32.py.",
-                           paths});
-        }
+        out.push_back(d.i);
     }
     return out;
 }
 
-}  // namespace ckpt::sharded
-
-namespace ckpt::sharded {
-
-namespace {
-
-// One consolidated fp32 parameter: pieces of the ranks' flat partitions, in order.
-struct ZeroParam {
-    std::string name;
-    std::vector<std::int64_t> shape;
-    std::uint64_t numel = 0;
-    std::vector<detail::Piece> pieces;
-};
-
-// param_shapes: a list (one per group) of OrderedDict name -> torch.Size, in flat order.
-Expected<std::vector<std::vector<ZeroParam>>> paramShapes(const Checkpoint& c)
+std::uint64_t numelOf(const std::vector<std::int64_t>& shape)
 {
-    const NodeIndex list = c.find("param_shapes");
-    if (!list.valid() || (c.nodes[list].kind != NodeKind::List && c.nodes[list].kind != NodeKind::Tuple)) {
-        return makeError(ErrorCode::Unsupported, "the rank-0 model states hold no param_shapes list");
+    std::uint64_t n = 1;
+    for (const auto d : shape) {
+        n *= static_cast<std::uint64_t>(d);
     }
-    std::vector<std::vector<ZeroParam>> groups;
-    const Node& l = c.nodes[list];
-    for (std::uint32_t g = 0; g < l.childCount; ++g) {
-        const Node& group = c.nodes[l.child(g)];
-        groups.emplace_back();
-        for (std::uint32_t row = 0; row < group.childCount; ++row) {
-            const Node& p = c.nodes[group.child(row)];
-            const pickle::Value& v = c.arena[p.value];
-            if (v.kind != pickle::Kind::Size && v.kind != pickle::Kind::Tuple && v.kind != pickle::Kind::List) {
-                return makeError(ErrorCode::Unsupported,
-                                 "param_shapes entry '" + std::string(p.name) + "' is not a torch.Size");
-            }
-            ZeroParam zp;
-            zp.name = std::string(p.name);
-            zp.numel = 1;
-            for (const auto item : v.items) {
-                const pickle::Value& d = c.arena[item];
-                if (d.kind != pickle::Kind::Int || d.i < 0) {
-                    return makeError(ErrorCode::Unsupported,
-                                     "param_shapes entry '" + zp.name + "' has a bad dimension");
-                }
-                zp.shape.push_back(d.i);
-                zp.numel *= static_cast<std::uint64_t>(d.i);
-            }
-            groups.back().push_back(std::move(zp));
-        }
-    }
-    return groups;
+    return n;
 }
 
-struct Partition {
+// name -> torch.Size rows of an (Ordered)Dict node, in order.
+Expected<std::vector<std::pair<std::string, std::vector<std::int64_t>>>> shapesOf(const Checkpoint& c, NodeIndex n,
+                                                                                  const std::string& what)
+{
+    std::vector<std::pair<std::string, std::vector<std::int64_t>>> out;
+    const Node& group = c.nodes[n];
+    for (std::uint32_t row = 0; row < group.childCount; ++row) {
+        const Node& p = c.nodes[group.child(row)];
+        const pickle::Value& v = c.arena[p.value];
+        auto shape = (v.kind == pickle::Kind::Size || v.kind == pickle::Kind::Tuple || v.kind == pickle::Kind::List)
+                         ? dims(c, v)
+                         : std::vector<std::int64_t>{-1};
+        if (!shape.empty() && shape.front() < 0) {
+            return makeError(ErrorCode::Unsupported, what + " entry '" + std::string(p.name) + "' is not a torch.Size");
+        }
+        out.emplace_back(std::string(p.name), std::move(shape));
+    }
+    return out;
+}
+
+// A flat run of float32 (or any one type) elements in one file: pieces of consecutive runs are
+// what a consolidated tensor is made of.
+struct Span {
+    std::size_t source = 0;
     StorageIndex storage;
     std::uint64_t byteOffset = 0;
     std::uint64_t numel = 0;
 };
 
-Expected<Partition> partitionOf(const Checkpoint& c, std::size_t group)
+Expected<Span> spanOf(const TensorEntry& t, std::size_t source, const std::string& what)
 {
-    const std::string path = "optimizer_state_dict/single_partition_of_fp32_groups/" + std::to_string(group);
-    const NodeIndex n = c.find(path);
-    if (!n.valid() || c.nodes[n].kind != NodeKind::Tensor) {
-        return makeError(ErrorCode::Unsupported, "no " + path + " tensor (not a ZeRO stage 1/2 optimizer state)");
+    if (!t.contiguous || !t.storage.valid() || t.form != pickle::TensorForm::Strided) {
+        return makeError(ErrorCode::Unsupported, what + " is not a contiguous tensor with a storage");
     }
-    const TensorEntry& t = c.tensors[c.nodes[n].tensor];
-    if (t.dtype != DType::Float32 || !t.contiguous || !t.storage.valid() || t.shape.size() != 1) {
-        return makeError(ErrorCode::Unsupported, path + " is not a flat contiguous float32 tensor");
+    return Span{source, t.storage, static_cast<std::uint64_t>(t.storageOffset) * elementSize(t.dtype), t.numel};
+}
+
+// Elements [at, at + count) of `spans` laid end to end, as pieces; false when they run past the end.
+bool take(const std::vector<Span>& spans, std::uint64_t at, std::uint64_t count, std::uint32_t esize,
+          std::vector<detail::Piece>& out)
+{
+    std::uint64_t base = 0;
+    for (const auto& s : spans) {
+        if (count == 0) {
+            break;
+        }
+        if (at < base + s.numel) {
+            const std::uint64_t local = at - base;
+            const std::uint64_t n = std::min(count, s.numel - local);
+            out.push_back({s.source, s.storage, s.byteOffset + local * esize, n * esize});
+            at += n;
+            count -= n;
+        }
+        base += s.numel;
     }
-    return Partition{t.storage, static_cast<std::uint64_t>(t.storageOffset) * 4, t.numel};
+    return count == 0;
+}
+
+std::uint64_t total(const std::vector<Span>& spans)
+{
+    std::uint64_t n = 0;
+    for (const auto& s : spans) {
+        n += s.numel;
+    }
+    return n;
 }
 
 std::uint64_t roundUp(std::uint64_t n, std::uint64_t m)
@@ -177,89 +201,765 @@ std::uint64_t roundUp(std::uint64_t n, std::uint64_t m)
     return (n + m - 1) / m * m;
 }
 
-}  // namespace
-
-Expected<ConsolidateResult> consolidateZero12(const SetLocation& loc, const std::string& outPath)
+std::string listNames(const std::vector<std::string>& names)
 {
-    const fs::path tag(loc.index);
-    auto model = openCheckpoint((tag / "mp_rank_00_model_states.pt").string());
-    if (!model) {
-        return model.error();
+    std::string s;
+    for (std::size_t i = 0; i < names.size() && i < 4; ++i) {
+        s += (i ? ", " : "") + names[i];
     }
-    auto world = intAt(**model, "dp_world_size");
-    if (!world || *world < 1 || *world > 4096) {
-        return makeError(ErrorCode::Unsupported, "the rank-0 model states hold no usable dp_world_size");
+    if (names.size() > 4) {
+        s += ", ... (" + std::to_string(names.size()) + " in all)";
     }
-    auto groups = paramShapes(**model);
+    return s;
+}
+
+std::string modelName(bool stage3Files, std::int64_t rank)
+{
+    return stage3Files ? "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_model_states.pt"
+                       : std::string("mp_rank_00_model_states.pt");
+}
+
+std::string optimName(bool bf16, std::int64_t rank)
+{
+    return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt";
+}
+
+// zero_to_fp32's glob: every *_optim_states.pt in the tag folder.
+std::vector<std::string> optimFilesIn(const fs::path& tag)
+{
+    static const std::regex re(R"(^.*_optim_states\.pt$)");
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(tag, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (std::regex_match(n, re)) {
+            out.push_back(n);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+class Builder {
+public:
+    Builder(Set& set, Weights weights, bool keepOptimizer) : s_(set), weights_(weights), keep_(keepOptimizer) {}
+
+    Expected<void> run();
+
+private:
+    std::size_t addFile(const std::string& name);
+    Expected<void> openFiles(bool stage3Files);
+    void rankFindings(bool stage3Files, const std::vector<std::string>& missing);
+    Expected<void> detectStage(bool stage3Files);
+    Expected<void> addModule();
+    Expected<void> addBuffers();
+    Expected<void> addFrozen();
+    Expected<void> addParams12();
+    Expected<void> addParams3();
+    Expected<void> addOptimizer();
+    Expected<std::vector<Span>> stateSpans(std::size_t rank, const std::string& key);
+    void addShared();
+    Tensor& push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype);
+    [[nodiscard]] bool optimComplete() const;
+    [[nodiscard]] const Checkpoint& model0() const { return *s_.sources[modelFiles_.front()]; }
+
+    Set& s_;
+    Weights weights_;
+    std::vector<std::size_t> modelFiles_;  // per rank (one for stages 1/2)
+    std::vector<std::size_t> optimFiles_;  // per rank
+    std::map<std::string, std::size_t, std::less<>> byKey_;
+    std::vector<std::string> unreadable_;  // "name: the reader's message"
+    bool keep_ = false;
+    // Where each trainable param sits in the flat partitions, for the optimizer state laid out
+    // the same way: stage 1/2 its group and offset in the group's ranks laid end to end, stage 3
+    // its offset in every rank's flat groups.
+    struct Slot {
+        std::size_t tensor = 0;
+        std::size_t group = 0;
+        std::uint64_t offset = 0;
+        std::uint64_t numel = 0;
+    };
+    std::vector<Slot> slots_;
+    std::vector<std::vector<std::uint64_t>> partNumel_;  // stage 1/2: [group][rank] fp32 partition numel
+    std::vector<std::vector<std::uint64_t>> subNumel_;   // stage 3: [rank][sub-group] fp32 flat numel
+};
+
+// A rank file that is there but does not read (truncated copy, LFS pointer) is a finding of its
+// own: the set still lists, and consolidate refuses it like a missing one.
+std::size_t Builder::addFile(const std::string& name)
+{
+    const fs::path path = fs::path(s_.loc.index) / name;
+    s_.files.push_back(name);
+    s_.sources.emplace_back();
+    if (isFile(path)) {
+        auto ck = openCheckpoint(path.string());
+        if (ck && (*ck)->truncation.salvaged) {
+            unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
+        } else if (ck) {
+            s_.sources.back() = *ck;
+        } else {
+            unreadable_.push_back(name + ": " + ck.error().message);
+        }
+    }
+    return s_.files.size() - 1;
+}
+
+bool Builder::optimComplete() const
+{
+    return std::all_of(optimFiles_.begin(), optimFiles_.end(), [&](std::size_t f) { return s_.sources[f] != nullptr; });
+}
+
+Tensor& Builder::push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype)
+{
+    Tensor t;
+    t.key = std::move(key);
+    t.role = std::move(role);
+    t.shape = std::move(shape);
+    t.dtype = dtype;
+    t.from = dtype;
+    // A key given twice keeps its first place with the later value, as a Python dict assignment.
+    if (auto it = byKey_.find(t.key); it != byKey_.end()) {
+        s_.tensors[it->second] = std::move(t);
+        return s_.tensors[it->second];
+    }
+    byKey_.emplace(t.key, s_.tensors.size());
+    s_.tensors.push_back(std::move(t));
+    return s_.tensors.back();
+}
+
+Expected<void> Builder::openFiles(bool stage3Files)
+{
+    const fs::path tag(s_.loc.index);
+    auto first = openCheckpoint((tag / modelName(stage3Files, 0)).string());
+    if (!first) {
+        return first.error();
+    }
+    s_.files.push_back(modelName(stage3Files, 0));
+    s_.sources.push_back(*first);
+    modelFiles_.push_back(0);
+    const auto world = intAt(model0(), "dp_world_size");
+    if (!world || *world < 1 || *world > 65536) {
+        Error e = makeError(ErrorCode::Unsupported, "the rank-0 model states hold no dp_world_size: not a "
+                                                    "DeepSpeed engine checkpoint this reads");
+        e.path = (tag / modelName(stage3Files, 0)).string();
+        return e;
+    }
+    s_.world = *world;
+    // Tensor-parallel ranks (mp_rank_01, ...) split tensors along a layer-dependent dimension;
+    // zero_to_fp32.py reads mp_rank_00 only and stops on the surplus files.
+    if (const auto mp = intAt(model0(), "mp_world_size"); mp && *mp > 1) {
+        Error e = makeError(ErrorCode::Unsupported,
+                            "mp_world_size is " + std::to_string(*mp) +
+                                ": the ZeRO partitions of each tensor-parallel rank are separate models' pieces, "
+                                "which ckptscope does not merge (zero_to_fp32.py does not either); merge the "
+                                "tensor-parallel ranks with the training framework's own tools");
+        e.path = s_.loc.dir;
+        return e;
+    }
+    const auto present = optimFilesIn(tag);
+    // The bf16_ prefix comes with bf16 training; a folder with no optimizer files at all says so
+    // in its ds_config.
+    s_.bf16 =
+        std::any_of(present.begin(), present.end(), [](const std::string& n) { return n.rfind("bf16_", 0) == 0; }) ||
+        (present.empty() && boolAt(model0(), "ds_config/bf16/enabled"));
+    std::vector<std::string> missing;
+    for (std::int64_t r = 1; stage3Files && r < s_.world; ++r) {
+        modelFiles_.push_back(addFile(modelName(true, r)));
+        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
+            missing.push_back(s_.files.back());
+        }
+    }
+    for (std::int64_t r = 0; r < s_.world; ++r) {
+        const bool other = isFile(tag / optimName(!s_.bf16, r));
+        optimFiles_.push_back(addFile(optimName(other ? !s_.bf16 : s_.bf16, r)));
+        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
+            missing.push_back(s_.files.back());
+        }
+    }
+    rankFindings(stage3Files, missing);
+    if (!unreadable_.empty()) {
+        std::vector<std::string> names;
+        for (const auto& u : unreadable_) {
+            names.push_back(u.substr(0, u.find(':')));
+        }
+        s_.findings.push_back(
+            {"shard-unreadable", "error", "Rank files of the ZeRO checkpoint cannot be read",
+             unreadable_.front() +
+                 (unreadable_.size() > 1 ? " (and " + std::to_string(unreadable_.size() - 1) + " more)"
+                                         : std::string()) +
+                 ". torch.load (and so zero_to_fp32.py) fails on it the same way; copy the file "
+                 "again from the training node.",
+             names});
+    }
+    std::vector<std::string> extra;
+    for (const auto& n : present) {
+        if (std::find(s_.files.begin(), s_.files.end(), n) == s_.files.end()) {
+            extra.push_back(n);
+        }
+    }
+    const Checkpoint* optim0 = s_.sources[optimFiles_.front()].get();
+    // -1: no optimizer file to say it.
+    const std::int64_t count = optim0 ? partitionCount(*optim0).value_or(-1) : -1;
+    if (!extra.empty() || (count >= 0 && count != s_.world)) {
+        const std::int64_t expected = count >= 0 ? count : s_.world;
+        s_.findings.push_back(
+            {"world-size-mismatch", "error", "The rank files disagree with the saved world size",
+             "dp_world_size is " + std::to_string(s_.world) + ", partition_count " +
+                 (count >= 0 ? std::to_string(count) : std::string("unknown")) + ", and " +
+                 fs::path(s_.loc.index).filename().string() + " holds " + std::to_string(present.size()) +
+                 " *_optim_states.pt" +
+                 (extra.empty() ? std::string() : " (not of this run: " + listNames(extra) + ")") +
+                 ". zero_to_fp32.py stops with \"Expected " + std::to_string(expected) +
+                 " of '*_optim_states.pt' ... but found " + std::to_string(present.size()) +
+                 " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
+             extra});
+    }
+    return {};
+}
+
+void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& missing)
+{
+    if (!missing.empty()) {
+        s_.findings.push_back({"zero-rank-missing", "error", "Rank files of the ZeRO checkpoint are missing",
+                               "dp_world_size is " + std::to_string(s_.world) + " but " +
+                                   fs::path(s_.loc.index).filename().string() + " lacks " + listNames(missing) +
+                                   ". zero_to_fp32.py needs one *_optim_states.pt per rank (it stops with \"Expected " +
+                                   std::to_string(s_.world) +
+                                   " of '*_optim_states.pt' ... but found N files\", DeepSpeed#1793) and the fp32 "
+                                   "weights exist nowhere else; copy every rank's files from the training nodes.",
+                               missing});
+    }
+    if (!stage3Files) {
+        return;
+    }
+    std::vector<std::string> paths;
+    for (const auto& t : model0().tensors) {
+        if (t.path.rfind("module/", 0) == 0 && t.numel == 0) {
+            paths.push_back(t.path);
+        }
+    }
+    if (!paths.empty()) {
+        s_.findings.push_back({"zero3-placeholder-module", "warning",
+                               "The model states hold ZeRO-3 placeholders, not weights",
+                               std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
+                                   " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
+                                   "before saving, so load_state_dict with them fails with size mismatch ... "
+                                   "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
+                                   "the optim states: with every rank's optim states present, `ckptscope convert " +
+                                   s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
+                               paths});
+    }
+}
+
+// zero_to_fp32 takes the stage from the optimizer states' zero_stage; without optimizer files the
+// file names (per-rank model states) and ds_config say it.
+Expected<void> Builder::detectStage(bool stage3Files)
+{
+    const Checkpoint* optim0 = s_.sources[optimFiles_.front()].get();
+    if (optim0) {
+        const auto stage = intAt(*optim0, "optimizer_state_dict/zero_stage");
+        if (!stage) {
+            Error e = makeError(ErrorCode::Unsupported,
+                                s_.bf16 ? "a BF16_Optimizer state (bf16 with ZeRO stage 0/1: no zero_stage, and its "
+                                          "partitions keep their padding); zero_to_fp32.py refuses it too (\"is not "
+                                          "a zero checkpoint\"): the 16-bit weights are whole in the model states' "
+                                          "`module`"
+                                        : "the optimizer states hold no zero_stage: zero_to_fp32.py says \"is not a "
+                                          "zero checkpoint\"");
+            e.path = (fs::path(s_.loc.index) / s_.files[optimFiles_.front()]).string();
+            return e;
+        }
+        if (*stage < 1 || *stage > 3) {
+            return makeError(ErrorCode::Unsupported, "unknown zero stage " + std::to_string(*stage));
+        }
+        s_.stage = static_cast<int>(*stage);
+    } else {
+        const auto configured = intAt(model0(), "ds_config/zero_optimization/stage");
+        s_.stage = stage3Files ? 3 : static_cast<int>(std::clamp<std::int64_t>(configured.value_or(2), 1, 2));
+    }
+    if ((s_.stage == 3) != stage3Files) {
+        return makeError(ErrorCode::Corrupt, "the optimizer states say ZeRO stage " + std::to_string(s_.stage) +
+                                                 " but the model states are named for stage " +
+                                                 (stage3Files ? "3" : "1/2"));
+    }
+    return {};
+}
+
+Expected<void> Builder::addModule()
+{
+    const Checkpoint& c = model0();
+    const NodeIndex module = c.find("module");
+    if (!module.valid()) {
+        return makeError(ErrorCode::Unsupported, "the model states hold no `module`");
+    }
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::size_t> seen;  // (storage, offset) -> tensor
+    const Node& m = c.nodes[module];
+    for (std::uint32_t i = 0; i < m.childCount; ++i) {
+        const Node& n = c.nodes[m.child(i)];
+        if (n.kind != NodeKind::Tensor) {
+            continue;
+        }
+        const TensorEntry& t = c.tensors[n.tensor];
+        auto span = spanOf(t, modelFiles_.front(), "module tensor '" + std::string(n.name) + "'");
+        if (!span) {
+            return span.error();
+        }
+        const auto at = std::make_pair(static_cast<std::uint32_t>(t.storage.value()), span->byteOffset);
+        Tensor& out = push(std::string(n.name), "module", t.shape, t.dtype);
+        out.files = {modelFiles_.front()};
+        if (auto it = seen.find(at); it != seen.end() && s_.tensors[it->second].numel() == t.numel) {
+            out.aliasOf = it->second;  // tied weights stay one tensor, as torch.save keeps them
+            continue;
+        }
+        seen.emplace(at, s_.tensors.size() - 1);
+        out.pieces.push_back({span->source, span->storage, span->byteOffset, t.nbytes});
+    }
+    return {};
+}
+
+// Buffers are saved whole in the module; zero_to_fp32 casts them .float().
+Expected<void> Builder::addBuffers()
+{
+    const Checkpoint& c = model0();
+    std::vector<std::string> names;
+    if (const NodeIndex b = c.find("buffer_names"); b.valid()) {
+        for (std::uint32_t i = 0; i < c.nodes[b].childCount; ++i) {
+            const pickle::Value& v = c.arena[c.nodes[c.nodes[b].child(i)].value];
+            if (v.kind == pickle::Kind::Str) {
+                names.push_back(v.text);
+            }
+        }
+    } else {
+        return makeError(ErrorCode::Unsupported, "the model states hold no buffer_names: \"is not a model state "
+                                                 "checkpoint\" (zero_to_fp32.py)");
+    }
+    const NodeIndex module = c.find("module");
+    if (!module.valid()) {
+        return makeError(ErrorCode::Unsupported, "the model states hold no `module`");
+    }
+    const Node& m = c.nodes[module];
+    for (std::uint32_t i = 0; i < m.childCount; ++i) {
+        const Node& n = c.nodes[m.child(i)];
+        if (n.kind != NodeKind::Tensor || std::find(names.begin(), names.end(), n.name) == names.end()) {
+            continue;
+        }
+        const TensorEntry& t = c.tensors[n.tensor];
+        auto span = spanOf(t, modelFiles_.front(), "buffer '" + std::string(n.name) + "'");
+        if (!span) {
+            return span.error();
+        }
+        if (t.dtype == DType::Unknown || elementSize(t.dtype) == 0 || t.dtype == DType::Complex64 ||
+            t.dtype == DType::Complex128 || t.dtype == DType::Complex32) {
+            return makeError(ErrorCode::Unsupported, "buffer '" + std::string(n.name) + "' is " +
+                                                         std::string(dtypeName(t.dtype)) + ", not cast to float here");
+        }
+        Tensor& out = push(std::string(n.name), "buffer", t.shape, DType::Float32);
+        out.from = t.dtype;
+        out.files = {modelFiles_.front()};
+        out.pieces.push_back({span->source, span->storage, span->byteOffset, t.nbytes});
+    }
+    return {};
+}
+
+// Frozen parameters are in the model states: whole on rank 0 (stages 1/2), or one padded partition
+// per rank's model states (stage 3), concatenated and cut to numel.
+Expected<void> Builder::addFrozen()
+{
+    const Checkpoint& c = model0();
+    const NodeIndex n = c.find("frozen_param_shapes");
+    if (!n.valid() || c.nodes[n].childCount == 0) {
+        return {};
+    }
+    auto shapes = shapesOf(c, n, "frozen_param_shapes");
+    if (!shapes) {
+        return shapes.error();
+    }
+    const auto world = static_cast<std::uint64_t>(s_.world);
+    for (auto& [name, shape] : *shapes) {
+        const std::string path = "frozen_param_fragments/" + name;
+        const TensorEntry* f0 = tensorAt(c, path);
+        if (!f0) {
+            return makeError(ErrorCode::Corrupt, "frozen parameter '" + name + "' has no frozen_param_fragments entry");
+        }
+        if (s_.stage < 3) {
+            auto span = spanOf(*f0, modelFiles_.front(), path);
+            if (!span) {
+                return span.error();
+            }
+            Tensor& out = push(name, "frozen", f0->shape, f0->dtype);
+            out.files = {modelFiles_.front()};
+            out.pieces.push_back({span->source, span->storage, span->byteOffset, f0->nbytes});
+            continue;
+        }
+        const std::uint64_t numel = numelOf(shape);
+        const std::uint64_t per = (numel + world - 1) / world;
+        Tensor& out = push(name, "frozen", shape, f0->dtype);
+        out.files = modelFiles_;
+        std::vector<detail::Piece> pieces;
+        bool all = true;
+        for (std::uint64_t r = 0; r < world; ++r) {
+            const std::uint64_t want = std::min(per, numel - std::min(numel, r * per));
+            const Checkpoint* rank = s_.sources[modelFiles_[r]].get();
+            if (!rank) {
+                all = false;
+                continue;
+            }
+            const TensorEntry* f = tensorAt(*rank, path);
+            if (!f || f->dtype != f0->dtype) {
+                return makeError(ErrorCode::Corrupt, s_.files[modelFiles_[r]] + " holds no " +
+                                                         std::string(dtypeName(f0->dtype)) + " fragment of '" + name +
+                                                         "'");
+            }
+            auto span = spanOf(*f, modelFiles_[r], path);
+            if (!span) {
+                return span.error();
+            }
+            if (!take({*span}, 0, want, elementSize(f->dtype), pieces)) {
+                return makeError(ErrorCode::Corrupt, "the frozen fragments of '" + name + "' hold fewer than its " +
+                                                         std::to_string(numel) + " elements");
+            }
+        }
+        if (all) {
+            out.pieces = std::move(pieces);
+        }
+    }
+    return {};
+}
+
+Expected<std::vector<std::vector<std::pair<std::string, std::vector<std::int64_t>>>>> paramShapes(const Checkpoint& c)
+{
+    const NodeIndex list = c.find("param_shapes");
+    if (!list.valid() || (c.nodes[list].kind != NodeKind::List && c.nodes[list].kind != NodeKind::Tuple)) {
+        return makeError(ErrorCode::Unsupported, "the rank-0 model states hold no param_shapes list");
+    }
+    std::vector<std::vector<std::pair<std::string, std::vector<std::int64_t>>>> groups;
+    for (std::uint32_t g = 0; g < c.nodes[list].childCount; ++g) {
+        auto rows = shapesOf(c, c.nodes[list].child(g), "param_shapes");
+        if (!rows) {
+            return rows.error();
+        }
+        groups.push_back(std::move(*rows));
+    }
+    return groups;
+}
+
+// Stages 1/2: each group's partitions laid end to end across the ranks, params walked in order.
+Expected<void> Builder::addParams12()
+{
+    auto groups = paramShapes(model0());
     if (!groups) {
         return groups.error();
     }
-    std::vector<CheckpointPtr> ranks;
-    for (std::int64_t r = 0; r < *world; ++r) {
-        const std::string name = rankName(false, r, true);
-        if (isFile(tag / ("bf16_" + name))) {
-            return makeError(ErrorCode::Unsupported, "a bf16 optimizer (BF16_Optimizer keeps its padding and has "
-                                                     "no zero_stage); zero_to_fp32.py refuses it too");
-        }
-        auto ck = openCheckpoint((tag / name).string());
-        if (!ck) {
-            return ck.error();
-        }
-        ranks.push_back(*ck);
-    }
-    std::vector<ZeroParam> params;
+    const bool have = optimComplete();
     for (std::size_t g = 0; g < groups->size(); ++g) {
-        std::vector<Partition> parts;
-        std::uint64_t total = 0;
-        for (const auto& rank : ranks) {
-            auto p = partitionOf(*rank, g);
-            if (!p) {
-                return p.error();
+        std::vector<Span> spans;
+        for (std::size_t r = 0; have && r < optimFiles_.size(); ++r) {
+            const std::string path = "optimizer_state_dict/single_partition_of_fp32_groups/" + std::to_string(g);
+            const TensorEntry* t = tensorAt(*s_.sources[optimFiles_[r]], path);
+            if (!t || t->dtype != DType::Float32 || t->shape.size() != 1) {
+                return makeError(ErrorCode::Unsupported, s_.files[optimFiles_[r]] + ": no flat float32 " + path +
+                                                             " (not a ZeRO stage 1/2 optimizer state)");
             }
-            parts.push_back(*p);
-            total += p->numel;
+            auto span = spanOf(*t, optimFiles_[r], path);
+            if (!span) {
+                return span.error();
+            }
+            spans.push_back(*span);
         }
-        // zero_to_fp32's check: the params and the partitions agree once both are rounded up to
-        // the 2 x world alignment (the padding sits at the tail of the last rank only).
+        partNumel_.emplace_back();
+        for (const auto& sp : spans) {
+            partNumel_.back().push_back(sp.numel);
+        }
         std::uint64_t offset = 0;
-        for (auto& zp : (*groups)[g]) {
-            std::uint64_t want = zp.numel;
-            std::uint64_t at = offset;
-            std::size_t r = 0;
-            std::uint64_t base = 0;
-            while (want > 0 && r < parts.size()) {
-                if (at >= base + parts[r].numel) {
-                    base += parts[r].numel;
-                    ++r;
-                    continue;
-                }
-                const std::uint64_t local = at - base;
-                const std::uint64_t take = std::min(want, parts[r].numel - local);
-                zp.pieces.push_back({r, parts[r].storage, parts[r].byteOffset + local * 4, take * 4});
-                want -= take;
-                at += take;
-            }
-            if (want > 0) {
-                return makeError(ErrorCode::Corrupt, "param '" + zp.name +
+        for (auto& [name, shape] : (*groups)[g]) {
+            const std::uint64_t numel = numelOf(shape);
+            Tensor& out = push(name, "parameter", shape, DType::Float32);
+            out.files = optimFiles_;
+            slots_.push_back({byKey_.at(name), g, offset, numel});
+            if (have && !take(spans, offset, numel, 4, out.pieces)) {
+                return makeError(ErrorCode::Corrupt, "param '" + name +
                                                          "' runs past the ranks' fp32 partitions "
                                                          "(zero_to_fp32: consumed more numels than available)");
             }
-            offset += zp.numel;
-            params.push_back(std::move(zp));
+            offset += numel;
         }
-        const auto align = static_cast<std::uint64_t>(2 * *world);
-        if (roundUp(offset, align) != roundUp(total, align)) {
-            return makeError(ErrorCode::Corrupt, "group " + std::to_string(g) + ": consumed " + std::to_string(offset) +
-                                                     " numels out of " + std::to_string(total) +
+        // zero_to_fp32's check: both totals agree once rounded up to the 2 x world alignment
+        // (the padding sits at the tail of the last rank only).
+        const auto align = static_cast<std::uint64_t>(2 * s_.world);
+        if (have && roundUp(offset, align) != roundUp(total(spans), align)) {
+            return makeError(ErrorCode::Corrupt, "group " + std::to_string(g) + ": consumed " +
+                                                     std::to_string(roundUp(offset, align)) + " numels out of " +
+                                                     std::to_string(roundUp(total(spans), align)) +
                                                      " - something is wrong (zero_to_fp32's check)");
         }
     }
-    std::vector<detail::Assembled> out;
-    out.reserve(params.size());
-    for (auto& p : params) {
-        out.push_back({p.name, DType::Float32, std::move(p.shape), std::move(p.pieces)});
-    }
-    return detail::writeAssembled(out, ranks, outPath);
+    return {};
 }
 
-}  // namespace ckpt::sharded
+// Stage 3: every param is partitioned on its own, ceil(numel / world) elements per rank (the last
+// ranks zero-padded); a rank's fp32_flat_groups are its partitions in param_shapes order.
+Expected<void> Builder::addParams3()
+{
+    auto groups = paramShapes(model0());
+    if (!groups) {
+        return groups.error();
+    }
+    const bool have = optimComplete();
+    std::vector<std::vector<Span>> ranks;
+    for (std::size_t r = 0; have && r < optimFiles_.size(); ++r) {
+        const Checkpoint& c = *s_.sources[optimFiles_[r]];
+        const NodeIndex list = c.find("optimizer_state_dict/fp32_flat_groups");
+        if (!list.valid() || (c.nodes[list].kind != NodeKind::List && c.nodes[list].kind != NodeKind::Tuple)) {
+            return makeError(ErrorCode::Unsupported,
+                             s_.files[optimFiles_[r]] + ": no fp32_flat_groups list (not a ZeRO-3 optimizer state)");
+        }
+        ranks.emplace_back();
+        for (std::uint32_t g = 0; g < c.nodes[list].childCount; ++g) {
+            const Node& n = c.nodes[c.nodes[list].child(g)];
+            const std::string path = "fp32_flat_groups/" + std::to_string(g);
+            if (n.kind != NodeKind::Tensor || c.tensors[n.tensor].dtype != DType::Float32 ||
+                c.tensors[n.tensor].shape.size() != 1) {
+                return makeError(ErrorCode::Unsupported,
+                                 s_.files[optimFiles_[r]] + ": " + path + " is not a flat float32 tensor");
+            }
+            auto span = spanOf(c.tensors[n.tensor], optimFiles_[r], path);
+            if (!span) {
+                return span.error();
+            }
+            ranks.back().push_back(*span);
+        }
+        subNumel_.emplace_back();
+        for (const auto& sp : ranks.back()) {
+            subNumel_.back().push_back(sp.numel);
+        }
+    }
+    const auto world = static_cast<std::uint64_t>(s_.world);
+    std::uint64_t offset = 0;
+    for (auto& group : *groups) {
+        for (auto& [name, shape] : group) {
+            const std::uint64_t numel = numelOf(shape);
+            const std::uint64_t per = (numel + world - 1) / world;
+            Tensor& out = push(name, "parameter", shape, DType::Float32);
+            out.files = optimFiles_;
+            slots_.push_back({byKey_.at(name), 0, offset, numel});
+            for (std::uint64_t r = 0; have && r < world; ++r) {
+                const std::uint64_t want = std::min(per, numel - std::min(numel, r * per));
+                if (offset + per > total(ranks[r]) || !take(ranks[r], offset, want, 4, out.pieces)) {
+                    return makeError(ErrorCode::Corrupt, "param '" + name + "' runs past the fp32_flat_groups of " +
+                                                             s_.files[optimFiles_[r]] +
+                                                             " (zero_to_fp32: consumed more numels than available)");
+                }
+            }
+            offset += per;
+        }
+    }
+    if (have && offset * world != total(ranks.front()) * world) {
+        return makeError(ErrorCode::Corrupt, "consumed " + std::to_string(offset * world) + " numels out of " +
+                                                 std::to_string(total(ranks.front()) * world) +
+                                                 " - something is wrong (zero_to_fp32's check)");
+    }
+    return {};
+}
+
+// shared_params: alias -> the name that holds the data; applied last, as zero_to_fp32 does.
+void Builder::addShared()
+{
+    const Checkpoint& c = model0();
+    const NodeIndex n = c.find("shared_params");
+    if (!n.valid()) {
+        return;
+    }
+    for (std::uint32_t i = 0; i < c.nodes[n].childCount; ++i) {
+        const Node& row = c.nodes[c.nodes[n].child(i)];
+        const pickle::Value& v = c.arena[row.value];
+        if (v.kind != pickle::Kind::Str) {
+            continue;
+        }
+        const auto it = byKey_.find(v.text);
+        if (it == byKey_.end()) {
+            continue;
+        }
+        const std::size_t target = it->second;
+        Tensor alias = s_.tensors[target];
+        Tensor& out = push(std::string(row.name), "shared", alias.shape, alias.dtype);
+        out.from = alias.from;
+        out.files = alias.files;
+        out.aliasOf = alias.aliasOf.value_or(target);  // an alias of an alias shares the same data
+    }
+}
+
+// One rank's optimizer tensors `key` laid out as its fp32 partitions: stage 3's torch optimizer
+// state per sub-group (stage3.py keeps the base optimizer's state_dict), stage 1/2's
+// base_optimizer_state per group (a list of lean states, or a torch state_dict whose tensors may
+// still carry the tail padding: only the partition's length is taken).
+Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::string& key)
+{
+    const Checkpoint& c = *s_.sources[optimFiles_[rank]];
+    const bool three = s_.stage == 3;
+    const auto& sizes = three ? subNumel_.at(rank) : std::vector<std::uint64_t>{};
+    const std::size_t count = three ? sizes.size() : partNumel_.size();
+    std::vector<Span> spans;
+    for (std::size_t g = 0; g < count; ++g) {
+        const std::uint64_t want = three ? sizes[g] : partNumel_[g].at(rank);
+        const std::string tail = std::to_string(g) + "/" + key;
+        const TensorEntry* t = three ? tensorAt(c, "optimizer_state_dict/optimizer_state_dict/state/" + tail)
+                                     : tensorAt(c, "optimizer_state_dict/base_optimizer_state/" + tail);
+        if (!t && !three) {
+            t = tensorAt(c, "optimizer_state_dict/base_optimizer_state/state/" + tail);
+        }
+        if (!t || t->dtype != DType::Float32 || t->numel < want) {
+            return makeError(ErrorCode::Unsupported, s_.files[optimFiles_[rank]] + ": the optimizer's '" + key +
+                                                         "' of group " + std::to_string(g) +
+                                                         " does not mirror the fp32 partition; --keep-optimizer "
+                                                         "cannot place it");
+        }
+        auto span = spanOf(*t, optimFiles_[rank], key);
+        if (!span) {
+            return span.error();
+        }
+        span->numel = want;
+        spans.push_back(*span);
+    }
+    return spans;
+}
+
+Expected<void> Builder::addOptimizer()
+{
+    if (s_.tensors.empty() || slots_.empty() || !optimComplete()) {
+        return {};  // nothing located: the findings say why, and consolidate refuses
+    }
+    // The state keys: the flat tensors of rank 0's first group (exp_avg, exp_avg_sq, ...).
+    const Checkpoint& c = *s_.sources[optimFiles_.front()];
+    const std::uint64_t first = s_.stage == 3 ? subNumel_.front().front() : partNumel_.front().front();
+    NodeIndex n = c.find(s_.stage == 3 ? "optimizer_state_dict/optimizer_state_dict/state/0"
+                                       : "optimizer_state_dict/base_optimizer_state/0");
+    if (!n.valid() && s_.stage != 3) {
+        n = c.find("optimizer_state_dict/base_optimizer_state/state/0");
+    }
+    std::vector<std::string> keys;
+    for (std::uint32_t i = 0; n.valid() && i < c.nodes[n].childCount; ++i) {
+        const Node& k = c.nodes[c.nodes[n].child(i)];
+        if (k.kind == NodeKind::Tensor && c.tensors[k.tensor].shape.size() == 1 && c.tensors[k.tensor].numel >= first) {
+            keys.emplace_back(k.name);
+        }
+    }
+    if (keys.empty()) {
+        return makeError(ErrorCode::Unsupported, "--keep-optimizer: the optimizer states hold no per-element state "
+                                                 "(exp_avg, ...) laid out as the fp32 partitions");
+    }
+    for (auto& t : s_.tensors) {
+        t.parents = {"model"};
+    }
+    const auto world = static_cast<std::uint64_t>(s_.world);
+    for (const auto& key : keys) {
+        std::vector<std::vector<Span>> ranks;
+        for (std::size_t r = 0; r < optimFiles_.size(); ++r) {
+            auto spans = stateSpans(r, key);
+            if (!spans) {
+                return spans.error();
+            }
+            ranks.push_back(std::move(*spans));
+        }
+        for (const auto& slot : slots_) {
+            const Tensor& param = s_.tensors[slot.tensor];
+            Tensor t;
+            t.key = key;
+            t.role = "optimizer";
+            t.shape = param.shape;
+            t.files = optimFiles_;
+            t.parents = {"optimizer", "state", param.key};
+            const std::uint32_t esize = 4;  // stateSpans took float32 state only
+            bool ok = true;
+            if (s_.stage == 3) {
+                const std::uint64_t per = (slot.numel + world - 1) / world;
+                for (std::uint64_t r = 0; ok && r < world; ++r) {
+                    ok = take(ranks[r], slot.offset, std::min(per, slot.numel - std::min(slot.numel, r * per)), esize,
+                              t.pieces);
+                }
+            } else {
+                std::vector<Span> group;
+                group.reserve(ranks.size());
+                for (auto& rank : ranks) {
+                    group.push_back(rank.at(slot.group));
+                }
+                ok = take(group, slot.offset, slot.numel, esize, t.pieces);
+            }
+            if (!ok) {
+                return makeError(ErrorCode::Corrupt,
+                                 "the optimizer's '" + key + "' of '" + param.key + "' runs past its partitions");
+            }
+            s_.tensors.push_back(std::move(t));
+        }
+    }
+    return {};
+}
+
+Expected<void> Builder::run()
+{
+    const fs::path tag(s_.loc.index);
+    const bool stage3Files = isFile(tag / modelName(true, 0));
+    if (auto r = openFiles(stage3Files); !r) {
+        return r;
+    }
+    if (auto r = detectStage(stage3Files); !r) {
+        return r;
+    }
+    if (weights_ == Weights::Module) {
+        if (s_.stage == 3) {
+            return makeError(ErrorCode::Unsupported, "ZeRO-3 model states hold 0-element placeholders, not 16-bit "
+                                                     "weights: take the fp32 master weights (the default)");
+        }
+        return addModule();
+    }
+    if (auto r = addBuffers(); !r) {
+        return r;
+    }
+    if (auto r = addFrozen(); !r) {
+        return r;
+    }
+    if (auto r = s_.stage == 3 ? addParams3() : addParams12(); !r) {
+        return r;
+    }
+    addShared();
+    return keep_ ? addOptimizer() : Expected<void>{};
+}
+
+}  // namespace
+
+Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
+{
+    Set set;
+    set.loc = loc;
+    Builder b(set, weights, keepOptimizer && weights == Weights::Fp32Master);
+    if (auto r = b.run(); !r) {
+        Error e = r.error();
+        if (e.path.empty()) {
+            e.path = loc.index;
+        }
+        return e;
+    }
+    return set;
+}
+
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+{
+    if (!set.complete()) {
+        std::string codes;
+        for (const auto& f : set.findings) {
+            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
+        }
+        Error e = makeError(ErrorCode::Corrupt, "the ZeRO checkpoint is incomplete (" +
+                                                    (codes.empty() ? std::string("rank files missing") : codes) +
+                                                    "; see `ckptscope check`): nothing was written");
+        e.path = set.loc.dir;
+        return e;
+    }
+    std::vector<detail::Assembled> out;
+    out.reserve(set.tensors.size());
+    for (const auto& t : set.tensors) {
+        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents});
+    }
+    return detail::writeAssembled(out, set.sources, outPath);
+}
+
+}  // namespace ckpt::sharded::zero

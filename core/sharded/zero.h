@@ -1,0 +1,61 @@
+// DeepSpeed ZeRO folders (SHARDED.md §2) read as one checkpoint: the model as zero_to_fp32.py
+// rebuilds it, each tensor described as pieces of the rank files that hold it, so a listing needs
+// no tensor bytes and consolidation streams one piece at a time.
+#pragma once
+
+#include "sharded/sharded.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ckpt::sharded::zero {
+
+// What the consolidated tensors are: zero_to_fp32's fp32 master weights (from the optimizer
+// partitions), or the 16-bit weights stage 1/2 keeps whole in the model states' `module`.
+enum class Weights : std::uint8_t { Fp32Master, Module };
+struct Options {
+    Weights weights = Weights::Fp32Master;
+    bool keepOptimizer = false;  // see open()
+};
+
+struct Tensor {
+    std::string key;
+    std::string role;  // "parameter", "buffer", "frozen", "shared", "module"
+    DType dtype = DType::Float32;
+    DType from = DType::Float32;  // the stored type: buffers are cast .float() as zero_to_fp32 does
+    std::vector<std::int64_t> shape;
+    std::vector<detail::Piece> pieces;   // empty when the rank files holding it are missing
+    std::optional<std::size_t> aliasOf;  // shared_params: the same tensor as another key
+    std::vector<std::size_t> files;      // Set::files indices that hold its bytes (or should)
+    std::vector<std::string> parents;    // with the optimizer kept: {"model"} or {"optimizer", "state", fqn}
+    [[nodiscard]] std::uint64_t numel() const;
+};
+
+struct Set {
+    SetLocation loc;
+    int stage = 0;  // 1/2 (one format) or 3
+    std::int64_t world = 0;
+    bool bf16 = false;
+    std::vector<std::string> files;      // names in the tag folder; Piece::source indexes these
+    std::vector<CheckpointPtr> sources;  // parallel to files, null where the file is missing
+    std::vector<Tensor> tensors;
+    std::vector<SetFinding> findings;
+    [[nodiscard]] bool complete() const;  // no error finding and every tensor's bytes located
+};
+
+// Reads the rank-0 model states and every rank file present. A folder with missing rank files
+// still opens (its tensors listed from param_shapes, its findings saying what is missing); errors:
+// no model states, no dp_world_size, a BF16_Optimizer state (no zero_stage, as zero_to_fp32.py
+// refuses), partitions that disagree with param_shapes, Module weights of a stage-3 set.
+// `keepOptimizer` (fp32 only): the output becomes {"model": the fp32 model, "optimizer": {"state":
+// {fqn: {exp_avg, exp_avg_sq, ...}}}}, every optimizer tensor that mirrors the fp32 partitions
+// consolidated per parameter like the master weights (step counts and hyperparameters are not kept).
+Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master, bool keepOptimizer = false);
+
+// One torch file, one tensor record at a time (pieces streamed from the rank files); refused before
+// anything is written when the set is incomplete.
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
+
+}  // namespace ckpt::sharded::zero
