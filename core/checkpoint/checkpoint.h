@@ -80,13 +80,16 @@ private:
     std::uint64_t bytes_ = 0;
 };
 
+// StorageEntry and TensorEntry hold their strings and dims in pickle/compact.h's containers: a
+// 40 000-tensor file has 40 000 of each, and std::string/std::vector fields made them 176 and 168
+// bytes plus two heap blocks per tensor (issue 12's 64 MB inspect target).
 struct StorageEntry {
-    std::string key;
-    std::string location;
+    pickle::Text key;
+    pickle::Text location;
     DType dtype = DType::Unknown;
     std::uint64_t numel = 0;
     std::uint64_t nbytes = 0;       // numel x element size: what torch reads
-    std::string record;             // zip record name (folder included), "" otherwise
+    pickle::Text record;            // zip record name (folder included), "" otherwise
     std::uint64_t fileOffset = 0;   // where the bytes start in the file
     std::uint64_t storedBytes = 0;  // bytes present in the file for it
     bool present = false;           // the file holds at least nbytes for it
@@ -101,16 +104,16 @@ struct StorageEntry {
 
 struct TensorEntry {
     NodeIndex node{0};
-    std::string path;
+    pickle::Text path;
     pickle::ValueId value;
     StorageIndex storage;  // invalid when storage-less
     DType dtype = DType::Unknown;
-    std::vector<std::int64_t> shape;
-    std::vector<std::int64_t> stride;
+    pickle::SmallVector<std::int64_t> shape;
+    pickle::SmallVector<std::int64_t> stride;
     std::int64_t storageOffset = 0;
     std::uint64_t numel = 0;
     std::uint64_t nbytes = 0;  // numel x element size
-    std::string location;      // storage location, or the device of storage-less forms
+    pickle::Text location;     // storage location, or the device of storage-less forms
     bool requiresGrad = false;
     bool isParameter = false;
     bool contiguous = true;

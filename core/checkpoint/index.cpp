@@ -109,7 +109,7 @@ bool hasNonScalar(const Arena& a, ValueId v)
     return !isScalarKind(val.kind);
 }
 
-void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child>& out)
+void appendPairs(Names& names, std::span<const ValueId> kv, std::vector<Child>& out)
 {
     out.reserve(out.size() + kv.size() / 2);
     for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
@@ -122,7 +122,7 @@ void appendPairs(Names& names, const std::vector<ValueId>& kv, std::vector<Child
     }
 }
 
-void appendItems(Names& names, const std::vector<ValueId>& items, std::vector<Child>& out)
+void appendItems(Names& names, std::span<const ValueId> items, std::vector<Child>& out)
 {
     out.reserve(out.size() + items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -380,7 +380,7 @@ void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& us
             break;
         case Kind::Storage: {
             const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
-            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className), path,
+            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className.str()), path,
                          usage);
             break;
         }
@@ -392,7 +392,7 @@ void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& us
             break;
         case Kind::Tensor: {
             const auto& t = pickle::tensorOf(a, v);
-            addGlobalUse(uses, t.rebuild.qualified(), path, usage);
+            addGlobalUse(uses, t.rebuild->qualified(), path, usage);
             if (t.isParameter) {
                 addGlobalUse(uses,
                              t.parameterState.valid() ? "torch._utils._rebuild_parameter_with_state"

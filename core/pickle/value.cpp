@@ -1,9 +1,25 @@
 #include "pickle/value.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <utility>
 
 namespace ckpt::pickle {
+
+const GlobalRef* internGlobal(const GlobalRef& g)
+{
+    static std::mutex lock;
+    static std::set<GlobalRef> table;  // a node per entry: pointers stay valid
+    const std::lock_guard<std::mutex> hold(lock);
+    return &*table.insert(g).first;
+}
+
+const GlobalRef& noGlobal()
+{
+    static const GlobalRef empty;
+    return empty;
+}
 
 ValueId Arena::add(Value v)
 {
@@ -184,7 +200,7 @@ const GlobalRef& globalOf(const Arena& a, ValueId id)
     return a.globals.at(static_cast<std::size_t>(a[id].i));
 }
 
-ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key)
+ValueId dictGet(const Arena& a, std::span<const ValueId> items, std::string_view key)
 {
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
         if (a[items[i]].kind == Kind::Str && a[items[i]].text == key) {

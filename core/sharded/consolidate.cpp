@@ -52,7 +52,7 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
         }
         pickle::TensorInfo info;
         info.form = pickle::TensorForm::Strided;
-        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(it->second);
         info.dtype = e.dtype;
         info.storageOffset = e.storageOffset;
@@ -165,7 +165,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         ref.numel = numel;
         a.storages.push_back(std::move(ref));
         pickle::TensorInfo info;
-        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
         info.dtype = t.dtype;
         info.shape = t.shape;

@@ -926,7 +926,7 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
     ref.numel = item.numel();
     a.storages[s] = std::move(ref);
     pickle::TensorInfo info;
-    info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+    info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
     info.storage = a.storage(s);
     info.dtype = item.dtype;
     info.shape = item.size;
