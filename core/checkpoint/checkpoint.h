@@ -46,10 +46,9 @@ enum class NodeKind : std::uint8_t {
 [[nodiscard]] std::string_view nodeKindName(NodeKind k);
 
 struct Node {
-    NodeIndex parent;         // invalid for the root
-    NodeIndex firstChild{0};  // children are nodes[firstChild, firstChild + childCount)
-    std::uint32_t childCount = 0;
-    std::uint32_t row = 0;  // position among its parent's children
+    NodeIndex parent;              // invalid for the root
+    NodeIndex firstChild{0};       // children are nodes[firstChild, firstChild + childCount)
+    std::uint32_t childCount = 0;  // (its row among its siblings is Checkpoint::rowOf: not stored)
     NodeKind kind = NodeKind::Scalar;
     bool stateDictLike = false;  // a dict whose values are mostly tensors
     pickle::ValueId value;
@@ -196,6 +195,12 @@ public:
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }
+    // A node's position among its parent's children (0 for the root): siblings are contiguous.
+    [[nodiscard]] std::uint32_t rowOf(NodeIndex i) const
+    {
+        const Node& n = nodes[i];
+        return n.parent.valid() ? i.value() - nodes[n.parent].firstChild.value() : 0;
+    }
     // Finds a node by key path ("" = root); invalid when absent.
     [[nodiscard]] NodeIndex find(std::string_view keyPath) const;
     // The bytes of a storage, as torch reads them: a view into the mapping; a deflated member is

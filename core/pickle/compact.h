@@ -20,10 +20,9 @@
 
 namespace ckpt::pickle {
 
-// A vector of trivially copyable values (ValueIds, dims) with two inline slots and 32-bit size and capacity. Pointers into it are
-// invalidated by growth, as with std::vector.
-template <typename T>
-class SmallVector {
+// A vector of trivially copyable values (ValueIds, dims) with two inline slots and 32-bit size and capacity. Pointers
+// into it are invalidated by growth, as with std::vector.
+template <typename T> class SmallVector {
 public:
     using value_type = T;
     using size_type = std::size_t;
@@ -39,13 +38,12 @@ public:
 
     SmallVector() noexcept {}  // NOLINT(modernize-use-equals-default): the union needs no init
     SmallVector(std::initializer_list<T> init) { assign(init.begin(), init.end()); }
-    template <std::input_iterator It>
-    SmallVector(It first, It last)
-    {
-        assign(first, last);
-    }
+    template <std::input_iterator It> SmallVector(It first, It last) { assign(first, last); }
     // From a std::vector, as every Arena constructor and transform pass builds item lists.
     SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT(google-explicit-constructor)
+    // Callers hand over vectors they are done with (`tuple(std::move(items))`); the contents are
+    // copied all the same, since a std::vector's buffer cannot be adopted.
+    SmallVector(std::vector<T>&& v) { assign(v.begin(), v.end()); }  // NOLINT(google-explicit-constructor)
     SmallVector(const SmallVector& o) { assign(o.begin(), o.end()); }
     SmallVector(SmallVector&& o) noexcept { steal(o); }
     SmallVector& operator=(const SmallVector& o)
@@ -75,8 +73,7 @@ public:
     }
     ~SmallVector() { release(); }
 
-    template <std::input_iterator It>
-    void assign(It first, It last)
+    template <std::input_iterator It> void assign(It first, It last)
     {
         const auto n = static_cast<std::size_t>(std::distance(first, last));
         size_ = 0;
@@ -149,8 +146,7 @@ public:
         std::fill(data() + std::min<std::size_t>(n, size_), data() + n, fill);
         size_ = static_cast<std::uint32_t>(n);
     }
-    template <std::input_iterator It>
-    T* insert(const T* pos, It first, It last)
+    template <std::input_iterator It> T* insert(const T* pos, It first, It last)
     {
         const auto at = static_cast<std::size_t>(pos - begin());
         const auto n = static_cast<std::size_t>(std::distance(first, last));
@@ -216,8 +212,9 @@ private:
 class Text {
 public:
     Text() noexcept { setInline(0); }
-    Text(std::string_view s) { set(s); }   // NOLINT(google-explicit-constructor)
+    Text(std::string_view s) { set(s); }    // NOLINT(google-explicit-constructor)
     Text(const std::string& s) { set(s); }  // NOLINT(google-explicit-constructor)
+    Text(std::string&& s) { set(s); }       // NOLINT(google-explicit-constructor): copied, as above
     Text(const char* s) { set(s); }         // NOLINT(google-explicit-constructor)
     Text(const Text& o) { set(o.view()); }
     Text(Text&& o) noexcept { steal(o); }
@@ -272,7 +269,10 @@ public:
     [[nodiscard]] std::size_t find(char c, std::size_t pos = 0) const { return view().find(c, pos); }
     [[nodiscard]] std::size_t rfind(std::string_view s, std::size_t pos = npos) const { return view().rfind(s, pos); }
     [[nodiscard]] std::size_t rfind(char c, std::size_t pos = npos) const { return view().rfind(c, pos); }
-    [[nodiscard]] std::string substr(std::size_t pos, std::size_t n = npos) const { return std::string(view().substr(pos, n)); }
+    [[nodiscard]] std::string substr(std::size_t pos, std::size_t n = npos) const
+    {
+        return std::string(view().substr(pos, n));
+    }
     [[nodiscard]] bool starts_with(std::string_view s) const { return view().starts_with(s); }
     [[nodiscard]] bool ends_with(std::string_view s) const { return view().ends_with(s); }
 

@@ -357,7 +357,7 @@ std::optional<ValueId> TorchGlobals::Impl::callKnown(Known k, ValueId callable, 
         }
         Value v;
         v.kind = Kind::Device;
-        v.text = std::move(type);
+        v.text = type;
         v.i = index;
         return a_.add(std::move(v));
     }

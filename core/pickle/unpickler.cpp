@@ -220,7 +220,7 @@ ValueId Machine::makeInt(std::string_view le)
     }
     Value v;
     v.kind = Kind::BigInt;
-    v.text = std::move(norm);
+    v.text = norm;
     return a_.add(std::move(v));
 }
 
@@ -483,7 +483,7 @@ bool Machine::step()
             Value v;
             v.kind = Kind::Set;
             v.flag = true;
-            v.items = std::move(items);
+            v.items = items;
             push(a_.add(std::move(v)));
         }
         return true;

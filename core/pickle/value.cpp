@@ -108,35 +108,35 @@ ValueId Arena::real(double d)
     return add(std::move(v));
 }
 
-ValueId Arena::str(std::string s)
+ValueId Arena::str(Text s)
 {
     Value v = make(Kind::Str);
     v.text = std::move(s);
     return add(std::move(v));
 }
 
-ValueId Arena::bytes(std::string raw)
+ValueId Arena::bytes(Text raw)
 {
     Value v = make(Kind::Bytes);
     v.text = std::move(raw);
     return add(std::move(v));
 }
 
-ValueId Arena::tuple(std::vector<ValueId> items)
+ValueId Arena::tuple(IdList items)
 {
     Value v = make(Kind::Tuple);
     v.items = std::move(items);
     return add(std::move(v));
 }
 
-ValueId Arena::list(std::vector<ValueId> items)
+ValueId Arena::list(IdList items)
 {
     Value v = make(Kind::List);
     v.items = std::move(items);
     return add(std::move(v));
 }
 
-ValueId Arena::dict(std::vector<ValueId> keyValuePairs, bool ordered)
+ValueId Arena::dict(IdList keyValuePairs, bool ordered)
 {
     Value v = make(Kind::Dict);
     v.items = std::move(keyValuePairs);

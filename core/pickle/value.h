@@ -76,7 +76,10 @@ struct GlobalRef {
     std::string module;
     std::string name;
     [[nodiscard]] std::string qualified() const { return module + "." + name; }
-    friend auto operator<=>(const GlobalRef&, const GlobalRef&) = default;
+    friend bool operator<(const GlobalRef& a, const GlobalRef& b)
+    {
+        return a.module != b.module ? a.module < b.module : a.name < b.name;
+    }
 };
 
 // The process-wide copy of `g`, kept until exit. Only for recognised rebuild functions, a small
@@ -113,8 +116,8 @@ struct TensorInfo {
     // The rebuild function as written: one shared copy per distinct function (internGlobal), not
     // a 64-byte GlobalRef and a heap string per tensor.
     const GlobalRef* rebuild = &noGlobal();
-    ValueId rawArgs;    // the original argument tuple (kept for exotic forms)
-    ValueId storage;    // a Kind::Storage value, invalid for storage-less forms
+    ValueId rawArgs;  // the original argument tuple (kept for exotic forms)
+    ValueId storage;  // a Kind::Storage value, invalid for storage-less forms
     ckpt::DType dtype = ckpt::DType::Unknown;
     std::int64_t storageOffset = 0;  // elements
     SmallVector<std::int64_t> shape;
@@ -167,11 +170,11 @@ public:
     ValueId boolean(bool b);
     ValueId integer(std::int64_t n);
     ValueId real(double d);
-    ValueId str(std::string s);
-    ValueId bytes(std::string raw);
-    ValueId tuple(std::vector<ValueId> items);
-    ValueId list(std::vector<ValueId> items);
-    ValueId dict(std::vector<ValueId> keyValuePairs, bool ordered);
+    ValueId str(Text s);
+    ValueId bytes(Text raw);
+    ValueId tuple(IdList items);
+    ValueId list(IdList items);
+    ValueId dict(IdList keyValuePairs, bool ordered);
     ValueId global(GlobalRef g);
     ValueId dtype(ckpt::DType t);
     ValueId tensor(TensorInfo t);

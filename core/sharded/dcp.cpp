@@ -745,7 +745,7 @@ public:
             }
             items.push_back(*c);
         }
-        to_[out].items = std::move(items);
+        to_[out].items = items;
         if (v.attrs.valid()) {
             auto c = copy(v.attrs, depth + 1);
             if (!c) {

@@ -118,7 +118,7 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
     pickle::Value dict;
     dict.kind = Kind::Dict;
     dict.flag = true;
-    dict.items = std::move(items);
+    dict.items = items;
     a[module] = std::move(dict);
     b.stateDicts.insert(module.v);
     b.step(StepKind::Unwrap, path, cls, "OrderedDict (" + std::to_string(sd->entries.size()) + " tensors)",

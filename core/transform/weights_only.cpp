@@ -344,7 +344,7 @@ private:
         if (!kept) {
             return kept.error();
         }
-        a_[v].items = std::move(*kept);
+        a_[v].items = *kept;
         const ValueId attrs = a_[v].attrs;
         auto fate = visit(attrs, path, "", depth + 1);
         if (!fate) {
@@ -441,7 +441,7 @@ private:
                 kept.push_back(items[i]);
             }
         }
-        a_[v].items = std::move(kept);
+        a_[v].items = kept;
         // builtins.set is allowlisted since 2.6 (and written as `set([...])`, which its unpickler
         // implements); frozenset never is.
         if (weightsOnly_ && a_[v].flag) {
@@ -519,7 +519,7 @@ private:
             items.insert(items.end(), o.dictItems.begin(), o.dictItems.end());
             Value d;
             d.kind = Kind::Dict;
-            d.items = std::move(items);
+            d.items = items;
             const std::size_t fields = d.items.size() / 2;
             a_[v] = std::move(d);
             std::string detail = "attribute dict of the object (" + std::to_string(fields) + " fields)";
