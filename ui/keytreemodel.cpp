@@ -48,7 +48,7 @@ QModelIndex KeyTreeModel::indexOfNode(NodeIndex node, int column) const
     if (!m_ck || !m_ck->nodes.contains(node) || (node == kRootNode && !rootShown())) {
         return {};
     }
-    return createIndex(static_cast<int>(node == kRootNode ? 0 : m_ck->nodes[node].row), column, quintptr(node.value()));
+    return createIndex(static_cast<int>(m_ck->rowOf(node)), column, quintptr(node.value()));
 }
 
 QModelIndex KeyTreeModel::index(int row, int column, const QModelIndex& parent) const
@@ -76,7 +76,7 @@ QModelIndex KeyTreeModel::parent(const QModelIndex& child) const
         // Under the root's row when it has one, else top-level rows.
         return rootShown() ? createIndex(0, 0, quintptr(kRootNode.value())) : QModelIndex();
     }
-    return createIndex(static_cast<int>(m_ck->nodes[n.parent].row), 0, quintptr(n.parent.value()));
+    return createIndex(static_cast<int>(m_ck->rowOf(n.parent)), 0, quintptr(n.parent.value()));
 }
 
 int KeyTreeModel::rowCount(const QModelIndex& parent) const
@@ -172,7 +172,7 @@ QString KeyTreeModel::classKey(NodeIndex node) const
         return {};
     }
     const auto& dict = m_ck->arena[parent.value];
-    const std::size_t at = std::size_t{n.row} * 2;
+    const std::size_t at = std::size_t{m_ck->rowOf(node)} * 2;
     if (dict.kind != pickle::Kind::Dict || at >= dict.items.size()) {
         return {};
     }

@@ -114,7 +114,7 @@ std::optional<std::int64_t> intValue(const Arena& a, ValueId v)
     return std::nullopt;
 }
 
-const std::vector<ValueId>* tupleItems(const Arena& a, ValueId v, std::size_t n)
+const pickle::IdList* tupleItems(const Arena& a, ValueId v, std::size_t n)
 {
     if (!v.valid() || (a[v].kind != Kind::Tuple && a[v].kind != Kind::List) || a[v].items.size() != n) {
         return nullptr;
@@ -209,7 +209,7 @@ Expected<void> readStorages(Checkpoint& c, MemberReader& r, Loaded& out)
     }
     // A view is a slice of its root storage under a key of its own: here a storage entry over
     // the same bytes of the file.
-    for (ValueId v : std::vector<ValueId>(a[*views].items)) {
+    for (ValueId v : a[*views].items.vec()) {
         const auto* items = tupleItems(a, v, 4);
         const auto target = items ? intValue(a, (*items)[0]) : std::nullopt;
         const auto root = items ? intValue(a, (*items)[1]) : std::nullopt;
@@ -272,7 +272,7 @@ Expected<void> readTensors(Checkpoint& c, MemberReader& r, Loaded& out)
             return pad.error();
         }
         pickle::TensorInfo t;
-        t.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        t.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         for (auto* dims : {&t.shape, &t.stride}) {
             for (std::int64_t d = 0; d < *ndim; ++d) {
                 auto v = r.integer(8);

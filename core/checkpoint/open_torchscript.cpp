@@ -58,7 +58,7 @@ void readScriptConstants(const archive::ZipReader& zip, Checkpoint& c, const Mem
     // The unpickler shares a storage between pickles by key, and constants/0 is not data/0: the
     // data keys carry their folder while constants.pkl is read, so no constant joins one of them.
     for (auto& s : storages) {
-        s.key.insert(0, "data/");
+        s.key = "data/" + s.key;
     }
     const auto restore = [&](bool keepConstants) {
         if (!keepConstants) {
@@ -66,9 +66,9 @@ void readScriptConstants(const archive::ZipReader& zip, Checkpoint& c, const Mem
         }
         for (std::size_t i = 0; i < storages.size(); ++i) {
             if (i < dataStorages) {
-                storages[i].key.erase(0, 5);
+                storages[i].key = storages[i].key.view().substr(5);
             } else {
-                storages[i].key.insert(0, "constants/");
+                storages[i].key = "constants/" + storages[i].key;
             }
         }
     };

@@ -15,10 +15,12 @@ std::string childPath(const std::string& parent, const std::string& name)
     return parent.empty() ? name : parent + "/" + name;
 }
 
-const std::vector<ValueId>& dictItems(const Arena& a, ValueId v)
+std::span<const ValueId> dictItems(const Arena& a, ValueId v)
 {
-    static const std::vector<ValueId> kNone;
-    return v.valid() && a[v].kind == Kind::Dict ? a[v].items : kNone;
+    if (v.valid() && a[v].kind == Kind::Dict) {
+        return a[v].items;
+    }
+    return {};
 }
 
 // Whether a TorchScript attribute reaches a tensor (packed params hide theirs in a setstate
@@ -29,7 +31,7 @@ bool holdsTensor(const Arena& a, ValueId v, std::unordered_set<std::uint32_t>& s
         return false;
     }
     const auto& val = a[v];
-    const auto any = [&](const std::vector<ValueId>& items) {
+    const auto any = [&](std::span<const ValueId> items) {
         return std::any_of(items.begin(), items.end(),
                            [&](ValueId item) { return holdsTensor(a, item, seen, depth + 1); });
     };
@@ -166,7 +168,7 @@ private:
         return {};
     }
 
-    void addTensors(const std::vector<ValueId>& state, const std::string& field, const std::string& prefix,
+    void addTensors(std::span<const ValueId> state, const std::string& field, const std::string& prefix,
                     const std::string& path, const std::unordered_set<std::string>& skip)
     {
         const auto& kv = dictItems(a_, pickle::dictGet(a_, state, field));

@@ -509,26 +509,26 @@ private:
         put(id);
     }
 
-    const std::vector<ValueId>* sourceItems(ValueId id, Source s) const
+    std::span<const ValueId> sourceItems(ValueId id, Source s) const
     {
         const Value& v = a_[id];
         switch (s) {
         case Source::ListItems:
         case Source::DictItems:
         case Source::SetItems:
-            return &v.items;
+            return v.items;
         case Source::ObjectList:
-            return &a_.objects[static_cast<std::size_t>(v.i)].listItems;
+            return a_.objects[static_cast<std::size_t>(v.i)].listItems;
         case Source::ObjectDict:
-            return &a_.objects[static_cast<std::size_t>(v.i)].dictItems;
+            return a_.objects[static_cast<std::size_t>(v.i)].dictItems;
         }
-        return nullptr;
+        return {};
     }
 
     // CPython's _batch_appends/_batch_setitems: chunks of 1000, a lone item as APPEND/SETITEM.
     void batch(ValueId id, Source s, std::uint32_t start)
     {
-        const std::vector<ValueId>& items = *sourceItems(id, s);
+        std::span<const ValueId> items = sourceItems(id, s);
         const bool pairs = s == Source::DictItems || s == Source::ObjectDict;
         const std::size_t width = pairs ? 2 : 1;
         const std::size_t count = items.size() / width;
@@ -601,7 +601,7 @@ private:
                 }
                 return nameIndex("torch._utils", useV3(t, *s) ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
             }
-            return nameIndex(t.rebuild.module, t.rebuild.name);
+            return nameIndex(t.rebuild->module, t.rebuild->name);
         }
         return 0;
     }
@@ -667,7 +667,7 @@ private:
         case kBase:
             if (t.form != TensorForm::Strided) {
                 if (!valid(t.rawArgs)) {
-                    fail(ErrorCode::Unsupported, "a " + t.rebuild.qualified() + " tensor without its arguments");
+                    fail(ErrorCode::Unsupported, "a " + t.rebuild->qualified() + " tensor without its arguments");
                     return;
                 }
                 pushSave(t.rawArgs);

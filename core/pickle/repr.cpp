@@ -292,7 +292,7 @@ public:
 private:
     static constexpr int kMaxDepth = 6;
 
-    void items(const std::vector<ValueId>& ids, int depth)
+    void items(std::span<const ValueId> ids, int depth)
     {
         for (std::size_t n = 0; n < ids.size() && !full(); ++n) {
             if (n != 0) {
@@ -302,7 +302,7 @@ private:
         }
     }
 
-    void pairs(const std::vector<ValueId>& ids, int depth, std::string_view sep, bool reprKeys)
+    void pairs(std::span<const ValueId> ids, int depth, std::string_view sep, bool reprKeys)
     {
         for (std::size_t n = 0; n + 1 < ids.size() && !full(); n += 2) {
             if (n != 0) {
@@ -333,7 +333,7 @@ private:
             return;
         }
         const StorageRef& s = a_.storages[static_cast<std::size_t>(v.i)];
-        out += "torch." + (s.className.empty() ? std::string("Storage") : s.className) + "(key=";
+        out += "torch." + (s.className.empty() ? std::string("Storage") : s.className.str()) + "(key=";
         appendQuotedStr(out, s.key, limit_);
         out += ", location=";
         appendQuotedStr(out, s.location, limit_);
@@ -388,7 +388,7 @@ private:
         out += ")";
     }
 
-    bool allStrKeys(const std::vector<ValueId>& ids) const
+    bool allStrKeys(std::span<const ValueId> ids) const
     {
         for (std::size_t n = 0; n < ids.size(); n += 2) {
             if (a_[ids[n]].kind != Kind::Str) {

@@ -217,7 +217,8 @@ private:
         }
         return false;
     }
-    bool dimsArg(ValueId id, std::vector<std::int64_t>& out) const
+    template <typename Dims>  // std::vector or SmallVector
+    bool dimsArg(ValueId id, Dims& out) const
     {
         const Value& v = a_[id];
         if (v.kind != Kind::Tuple && v.kind != Kind::Size && v.kind != Kind::List) {
@@ -237,7 +238,7 @@ private:
     std::string textArg(ValueId id) const
     {
         const Value& v = a_[id];
-        return v.kind == Kind::Str || v.kind == Kind::Bytes ? v.text : std::string();
+        return v.kind == Kind::Str || v.kind == Kind::Bytes ? v.text.str() : std::string();
     }
 
     Arena& a_;
@@ -292,7 +293,7 @@ std::optional<ValueId> TorchGlobals::Impl::call(ValueId callable, ValueId args, 
 
 std::optional<ValueId> TorchGlobals::Impl::callKnown(Known k, ValueId callable, ValueId args, ObjectForm form)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     if (av.size() > kMaxKnownArgs) {
         return std::nullopt;
     }
@@ -356,7 +357,7 @@ std::optional<ValueId> TorchGlobals::Impl::callKnown(Known k, ValueId callable, 
         }
         Value v;
         v.kind = Kind::Device;
-        v.text = std::move(type);
+        v.text = type;
         v.i = index;
         return a_.add(std::move(v));
     }
@@ -493,7 +494,7 @@ bool TorchGlobals::Impl::validateGeometry(const std::string& fn, TensorInfo& t)
 
 std::optional<ValueId> TorchGlobals::Impl::rebuildStrided(Known k, ValueId callable, ValueId args)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     const std::size_t n = av.size();
     const GlobalRef& fnRef = globalOf(a_, callable);
     const std::string fn = fnRef.qualified();
@@ -505,7 +506,7 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildStrided(Known k, ValueId calla
     }
     TensorInfo t;
     t.form = k == Known::RebuildQTensor ? TensorForm::Quantized : TensorForm::Strided;
-    t.rebuild = fnRef;
+    t.rebuild = internGlobal(fnRef);
     t.rawArgs = args;
     t.storage = av[0];
     const StorageRef& st = a_.storages[static_cast<std::size_t>(val(av[0]).i)];
@@ -557,7 +558,7 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildStrided(Known k, ValueId calla
 
 std::optional<ValueId> TorchGlobals::Impl::rebuildParameter(Known k, ValueId args)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     const std::size_t want = k == Known::RebuildParameter ? 3 : 4;
     bool requiresGrad = true;
     if (av.size() != want || kindOf(av[0]) != Kind::Tensor || !boolArg(av[1], requiresGrad)) {
@@ -580,7 +581,7 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildParameter(Known k, ValueId arg
 // the data tensor, as a Parameter for the first.
 std::optional<ValueId> TorchGlobals::Impl::constructLegacy(Known k, ValueId args)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     bool requiresGrad = k == Known::ParameterClass;
     if (av.empty() || av.size() > 3 || kindOf(av[0]) != Kind::Tensor ||
         (av.size() >= 2 && !boolArg(av[1], requiresGrad))) {
@@ -598,7 +599,7 @@ std::optional<ValueId> TorchGlobals::Impl::constructLegacy(Known k, ValueId args
 
 std::optional<ValueId> TorchGlobals::Impl::rebuildFromType(ValueId args)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     if (av.size() != 4 || kindOf(av[0]) != Kind::Global || kindOf(av[2]) != Kind::Tuple) {
         return std::nullopt;
     }
@@ -618,12 +619,12 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildFromType(ValueId args)
 
 std::optional<ValueId> TorchGlobals::Impl::rebuildOther(Known k, ValueId callable, ValueId args)
 {
-    const std::vector<ValueId>& av = val(args).items;
+    std::span<const ValueId> av = val(args).items;
     const std::size_t n = av.size();
     TensorInfo t;
-    t.rebuild = globalOf(a_, callable);
+    t.rebuild = internGlobal(globalOf(a_, callable));
     t.rawArgs = args;
-    const std::string fn = t.rebuild.qualified();
+    const std::string fn = t.rebuild->qualified();
     auto dtypeAt = [&](std::size_t i) {
         return kindOf(av[i]) == Kind::DType ? static_cast<ckpt::DType>(val(av[i]).i) : ckpt::DType::Unknown;
     };
@@ -646,7 +647,7 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildOther(Known k, ValueId callabl
             return std::nullopt;
         }
         t.form = TensorForm::Sparse;
-        const std::vector<ValueId>& data = val(av[1]).items;
+        std::span<const ValueId> data = val(av[1]).items;
         std::string layout;
         if (kindOf(av[0]) == Kind::Object) {
             const ObjectInfo& lo = objectOf(a_, av[0]);
@@ -749,13 +750,13 @@ bool TorchGlobals::Impl::legacyTensorBuild(ValueId target, ValueId state)
     if (o.state.valid() || kindOf(state) != Kind::Tuple) {
         return false;
     }
-    const std::vector<ValueId>& sv = val(state).items;
+    std::span<const ValueId> sv = val(state).items;
     if (sv.size() != 4 || kindOf(sv[0]) != Kind::Storage) {
         return false;
     }
     TensorInfo t;
     t.form = TensorForm::Strided;
-    t.rebuild = o.callable;
+    t.rebuild = internGlobal(o.callable);
     t.rawArgs = state;
     t.storage = sv[0];
     t.dtype = a_.storages[static_cast<std::size_t>(val(sv[0]).i)].dtype;
@@ -791,7 +792,7 @@ bool TorchGlobals::Impl::build(ValueId target, ValueId state)
 // Variable state `(requires_grad, _, hooks)` that torch 0.3 BUILT onto `Parameter(data)`.
 bool TorchGlobals::Impl::legacySetState(TensorInfo& t, ValueId state)
 {
-    const std::vector<ValueId>& sv = val(state).items;
+    std::span<const ValueId> sv = val(state).items;
     const std::string fn = "torch.Tensor.__setstate__";
     bool requiresGrad = false;
     if (sv.size() == 4) {
@@ -856,13 +857,13 @@ ValueId TorchGlobals::Impl::persistentLoad(ValueId pid)
     auto opaque = [&] {
         Value v;
         v.kind = Kind::PersistentId;
-        v.items = {pid};
+        v.items.push_back(pid);
         return a_.add(std::move(v));
     };
     if (p.kind != Kind::Tuple || p.items.empty()) {
         return opaque();
     }
-    const std::vector<ValueId>& items = p.items;
+    std::span<const ValueId> items = p.items;
     const std::string tag = textArg(items[0]);
     if (tag == "module" && legacyPersistentIds_ && items.size() == 4 && kindOf(items[1]) == Kind::Global) {
         return items[1];

@@ -185,7 +185,7 @@ private:
     bool opString();
     bool opCall(ValueId callable, ValueId args, ObjectForm form, ValueId kwargs = {});
     bool opBuild();
-    bool addItems(ValueId target, const std::vector<ValueId>& items, bool pairs);
+    bool addItems(ValueId target, std::span<const ValueId> items, bool pairs);
     bool opAddSetItems();
 
     Bytes data_;
@@ -220,7 +220,7 @@ ValueId Machine::makeInt(std::string_view le)
     }
     Value v;
     v.kind = Kind::BigInt;
-    v.text = std::move(norm);
+    v.text = norm;
     return a_.add(std::move(v));
 }
 
@@ -483,7 +483,7 @@ bool Machine::step()
             Value v;
             v.kind = Kind::Set;
             v.flag = true;
-            v.items = std::move(items);
+            v.items = items;
             push(a_.add(std::move(v)));
         }
         return true;
@@ -735,7 +735,7 @@ bool Machine::noteUndecodable(std::string_view text)
     return true;
 }
 
-bool Machine::addItems(ValueId target, const std::vector<ValueId>& items, bool pairs)
+bool Machine::addItems(ValueId target, std::span<const ValueId> items, bool pairs)
 {
     a_.charge(items.size() * sizeof(ValueId));  // lists and dicts that grow after creation
     Value& t = a_[target];

@@ -1,9 +1,25 @@
 #include "pickle/value.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <utility>
 
 namespace ckpt::pickle {
+
+const GlobalRef* internGlobal(const GlobalRef& g)
+{
+    static std::mutex lock;
+    static std::set<GlobalRef> table;  // a node per entry: pointers stay valid
+    const std::lock_guard<std::mutex> hold(lock);
+    return &*table.insert(g).first;
+}
+
+const GlobalRef& noGlobal()
+{
+    static const GlobalRef empty;
+    return empty;
+}
 
 ValueId Arena::add(Value v)
 {
@@ -92,35 +108,35 @@ ValueId Arena::real(double d)
     return add(std::move(v));
 }
 
-ValueId Arena::str(std::string s)
+ValueId Arena::str(Text s)
 {
     Value v = make(Kind::Str);
     v.text = std::move(s);
     return add(std::move(v));
 }
 
-ValueId Arena::bytes(std::string raw)
+ValueId Arena::bytes(Text raw)
 {
     Value v = make(Kind::Bytes);
     v.text = std::move(raw);
     return add(std::move(v));
 }
 
-ValueId Arena::tuple(std::vector<ValueId> items)
+ValueId Arena::tuple(IdList items)
 {
     Value v = make(Kind::Tuple);
     v.items = std::move(items);
     return add(std::move(v));
 }
 
-ValueId Arena::list(std::vector<ValueId> items)
+ValueId Arena::list(IdList items)
 {
     Value v = make(Kind::List);
     v.items = std::move(items);
     return add(std::move(v));
 }
 
-ValueId Arena::dict(std::vector<ValueId> keyValuePairs, bool ordered)
+ValueId Arena::dict(IdList keyValuePairs, bool ordered)
 {
     Value v = make(Kind::Dict);
     v.items = std::move(keyValuePairs);
@@ -184,7 +200,7 @@ const GlobalRef& globalOf(const Arena& a, ValueId id)
     return a.globals.at(static_cast<std::size_t>(a[id].i));
 }
 
-ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key)
+ValueId dictGet(const Arena& a, std::span<const ValueId> items, std::string_view key)
 {
     for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
         if (a[items[i]].kind == Kind::Str && a[items[i]].text == key) {

@@ -8,12 +8,14 @@
 // and its BUILD state, so it can be shown, flagged and written back unchanged.
 #pragma once
 
+#include "pickle/compact.h"
 #include "util/dtype.h"
 
 #include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,8 +52,11 @@ enum class Kind : std::uint8_t {
     Object,        // i = index into Arena::objects (anything else that was called or instantiated)
 };
 
-// 72 bytes: a 40 000-tensor state dict makes about 400 000 of them. A value is an Int or a Float,
-// never both, so the two share their bytes.
+using IdList = SmallVector<ValueId>;
+
+// 48 bytes: a 40 000-tensor state dict makes about 400 000 of them. A value is an Int or a Float,
+// never both, so the two share their bytes; text and items are the compact containers of
+// pickle/compact.h (std::string and std::vector made this 72).
 struct Value {
     Kind kind = Kind::None;
     bool flag = false;
@@ -60,9 +65,10 @@ struct Value {
         std::int64_t i = 0;
         double f;
     };
-    std::string text;
-    std::vector<ValueId> items;
+    Text text;
+    IdList items;
 };
+static_assert(sizeof(Value) == 48);
 
 // A reference to `module.name`, Python-2 names already mapped to Python 3 (`__builtin__` ->
 // `builtins`, `copy_reg` -> `copyreg`), as torch's weights-only unpickler does.
@@ -70,17 +76,27 @@ struct GlobalRef {
     std::string module;
     std::string name;
     [[nodiscard]] std::string qualified() const { return module + "." + name; }
+    friend bool operator<(const GlobalRef& a, const GlobalRef& b)
+    {
+        return a.module != b.module ? a.module < b.module : a.name < b.name;
+    }
 };
+
+// The process-wide copy of `g`, kept until exit. Only for recognised rebuild functions, a small
+// fixed set, so the table stays a few entries long whatever the files hold. Thread-safe.
+[[nodiscard]] const GlobalRef* internGlobal(const GlobalRef& g);
+// An empty GlobalRef, for tensors made by hand before their rebuild function is set.
+[[nodiscard]] const GlobalRef& noGlobal();
 
 // A storage named by a persistent id: zip `('storage', cls, key, location, numel)`, legacy
 // 6-tuple with view metadata. One StorageRef per distinct key; tensors sharing a key share it.
 struct StorageRef {
-    std::string key;
-    std::string location;  // "cpu", "cuda:3", "mps", ... as saved
+    Text key;
+    Text location;  // "cpu", "cuda:3", "mps", ... as saved
     ckpt::DType dtype = ckpt::DType::Unknown;
     std::uint64_t numel = 0;   // elements of dtype (bytes for UntypedStorage)
     bool untyped = false;      // `torch.UntypedStorage` (new dtypes, `_rebuild_tensor_v3`)
-    std::string className;     // `FloatStorage`, `UntypedStorage`, ...
+    Text className;            // `FloatStorage`, `UntypedStorage`, ...
     ValueId legacyView;        // legacy 6th element (view_key, offset, numel) or invalid
     bool conflicting = false;  // the same key was declared again with another dtype or size
 };
@@ -97,17 +113,19 @@ enum class TensorForm : std::uint8_t {
 
 struct TensorInfo {
     TensorForm form = TensorForm::Strided;
-    GlobalRef rebuild;  // the rebuild function as written
-    ValueId rawArgs;    // the original argument tuple (kept for exotic forms)
-    ValueId storage;    // a Kind::Storage value, invalid for storage-less forms
+    // The rebuild function as written: one shared copy per distinct function (internGlobal), not
+    // a 64-byte GlobalRef and a heap string per tensor.
+    const GlobalRef* rebuild = &noGlobal();
+    ValueId rawArgs;  // the original argument tuple (kept for exotic forms)
+    ValueId storage;  // a Kind::Storage value, invalid for storage-less forms
     ckpt::DType dtype = ckpt::DType::Unknown;
     std::int64_t storageOffset = 0;  // elements
-    std::vector<std::int64_t> shape;
-    std::vector<std::int64_t> stride;
+    SmallVector<std::int64_t> shape;
+    SmallVector<std::int64_t> stride;
     bool requiresGrad = false;
     ValueId backwardHooks;  // always an empty OrderedDict in practice
     ValueId metadata;       // math bits dict (v2 7th / v3 8th argument), if present
-    std::string device;     // for storage-less forms ("meta", "xla:0", ...)
+    Text device;            // for storage-less forms ("meta", "xla:0", ...)
     // nn.Parameter wrapping (_rebuild_parameter / _rebuild_parameter_with_state)
     bool isParameter = false;
     bool parameterRequiresGrad = true;
@@ -152,11 +170,11 @@ public:
     ValueId boolean(bool b);
     ValueId integer(std::int64_t n);
     ValueId real(double d);
-    ValueId str(std::string s);
-    ValueId bytes(std::string raw);
-    ValueId tuple(std::vector<ValueId> items);
-    ValueId list(std::vector<ValueId> items);
-    ValueId dict(std::vector<ValueId> keyValuePairs, bool ordered);
+    ValueId str(Text s);
+    ValueId bytes(Text raw);
+    ValueId tuple(IdList items);
+    ValueId list(IdList items);
+    ValueId dict(IdList keyValuePairs, bool ordered);
     ValueId global(GlobalRef g);
     ValueId dtype(ckpt::DType t);
     ValueId tensor(TensorInfo t);
@@ -195,7 +213,7 @@ private:
 [[nodiscard]] std::string_view kindName(Kind k);
 // The value of string key `key` in a dict's item list (k0, v0, k1, v1, ...): the first such pair,
 // or invalid.
-[[nodiscard]] ValueId dictGet(const Arena& a, const std::vector<ValueId>& items, std::string_view key);
+[[nodiscard]] ValueId dictGet(const Arena& a, std::span<const ValueId> items, std::string_view key);
 
 // A dict key as a key-path component: strings as written, ints in decimal, others in a short
 // Python-like repr (`(1, 2)`, `True`, `None`).

@@ -58,7 +58,7 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
         }
         pickle::TensorInfo info;
         info.form = pickle::TensorForm::Strided;
-        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(it->second);
         info.dtype = e.dtype;
         info.storageOffset = e.storageOffset;
@@ -271,7 +271,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
             return makeError(ErrorCode::Internal, "tensor '" + t.name + "' aliases no stored tensor");
         }
         pickle::TensorInfo info;
-        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(storageOf[own]);
         info.dtype = tensors[own].dtype;
         info.shape = t.shape;  // an alias may view the same elements in another shape

@@ -742,7 +742,7 @@ public:
             }
             items.push_back(*c);
         }
-        to_[out].items = std::move(items);
+        to_[out].items = items;
         if (v.attrs.valid()) {
             auto c = copy(v.attrs, depth + 1);
             if (!c) {
@@ -923,7 +923,7 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
     ref.numel = item.numel();
     a.storages[s] = std::move(ref);
     pickle::TensorInfo info;
-    info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+    info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
     info.storage = a.storage(s);
     info.dtype = item.dtype;
     info.shape = item.size;

@@ -615,7 +615,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         ref.numel = t.numel();
         a.storages.push_back(std::move(ref));
         pickle::TensorInfo info;
-        info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
         info.dtype = t.dtype;
         info.shape = t.size;

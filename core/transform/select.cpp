@@ -78,8 +78,8 @@ Expected<void> removeNode(Builder& b, NodeIndex idx, const std::string& path)
     case Kind::List:
     case Kind::Tuple:
     case Kind::Set:
-        if (n.row < a[pv].items.size()) {
-            a[pv].items.erase(a[pv].items.begin() + n.row);
+        if (const std::uint32_t row = b.in.rowOf(idx); row < a[pv].items.size()) {
+            a[pv].items.erase(a[pv].items.begin() + row);
             return {};
         }
         break;
@@ -163,7 +163,7 @@ Expected<void> dropPaths(Builder& b)
     }
     // Later list positions first, so earlier removals do not shift the rows still to be removed.
     std::stable_sort(targets.begin(), targets.end(),
-                     [&](const Target& x, const Target& y) { return b.in.nodes[x.node].row > b.in.nodes[y.node].row; });
+                     [&](const Target& x, const Target& y) { return b.in.rowOf(x.node) > b.in.rowOf(y.node); });
     for (const auto& t : targets) {
         if (auto ok = removeNode(b, t.node, t.path); !ok) {
             return ok;

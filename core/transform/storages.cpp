@@ -201,7 +201,7 @@ void planStorages(Builder& b)
         }
         pickle::StorageRef ref = a.storages[s];
         out.key = std::to_string(refs.size());
-        out.location = b.opts.mapLocation.empty() ? ref.location : b.opts.mapLocation.apply(ref.location);
+        out.location = b.opts.mapLocation.empty() ? ref.location.str() : b.opts.mapLocation.apply(ref.location);
         renumbered = renumbered || out.key != ref.key;
         if (out.location != ref.location) {
             auto it = std::find_if(remaps.begin(), remaps.end(),

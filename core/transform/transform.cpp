@@ -87,7 +87,7 @@ void refreshStridedArgs(Arena& a, ValueId tensor)
         }
         return a.tuple(std::move(items));
     };
-    const bool v3 = t.rebuild.name == "_rebuild_tensor_v3";
+    const bool v3 = t.rebuild->name == "_rebuild_tensor_v3";
     const ValueId offset = a.integer(t.storageOffset);
     const ValueId shape = ints(t.shape);
     const ValueId stride = ints(t.stride);
@@ -103,7 +103,7 @@ void refreshStridedArgs(Arena& a, ValueId tensor)
     if (t.metadata.valid()) {
         args.push_back(t.metadata);
     }
-    if (t.rebuild.name == "_rebuild_tensor") {
+    if (t.rebuild->name == "_rebuild_tensor") {
         args.resize(4);  // the old 4-argument form has no requires_grad/hooks
     }
     t.rawArgs = a.tuple(std::move(args));  // values grow; the tensor table (and `t`) does not move

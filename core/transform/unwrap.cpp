@@ -30,7 +30,7 @@ const char* wrapperChild(std::string_view cls)
 
 std::vector<ValueId> dictItemsOf(const Arena& a, ValueId v)
 {
-    return v.valid() && a[v].kind == Kind::Dict ? a[v].items : std::vector<ValueId>{};
+    return v.valid() && a[v].kind == Kind::Dict ? a[v].items.vec() : std::vector<ValueId>{};
 }
 
 // param.detach(): the same storage and geometry, no Parameter, no grad, no hooks.
@@ -118,7 +118,7 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
     pickle::Value dict;
     dict.kind = Kind::Dict;
     dict.flag = true;
-    dict.items = std::move(items);
+    dict.items = items;
     a[module] = std::move(dict);
     b.stateDicts.insert(module.v);
     b.step(StepKind::Unwrap, path, cls, "OrderedDict (" + std::to_string(sd->entries.size()) + " tensors)",
@@ -134,7 +134,7 @@ Expected<void> unwrapOne(Builder& b, ValueId module, const std::string& path)
 Expected<void> findModules(Builder& b, ValueId v, const std::string& path, std::unordered_set<std::uint32_t>& seen,
                            std::uint32_t depth);
 
-Expected<void> findInItems(Builder& b, const std::vector<ValueId>& items, bool pairs, const std::string& path,
+Expected<void> findInItems(Builder& b, std::span<const ValueId> items, bool pairs, const std::string& path,
                            std::unordered_set<std::uint32_t>& seen, std::uint32_t depth)
 {
     const Arena& a = b.arena();

@@ -336,7 +336,7 @@ private:
         if (!kept) {
             return kept.error();
         }
-        a_[v].items = std::move(*kept);
+        a_[v].items = *kept;
         const ValueId attrs = a_[v].attrs;
         auto fate = visit(attrs, path, "", depth + 1);
         if (!fate) {
@@ -351,7 +351,7 @@ private:
     // A class used as a key (Lightning 1.3 keys `callbacks` by the callback class) becomes its
     // qualified name, the key later Lightning writes itself (`state_key`), so the value it holds
     // is kept; unless that name is a key of the same dict already.
-    std::optional<ValueId> classKeyAsName(const std::vector<ValueId>& items, std::size_t at, const std::string& path)
+    std::optional<ValueId> classKeyAsName(std::span<const ValueId> items, std::size_t at, const std::string& path)
     {
         const ValueId key = items[at];
         if (!weightsOnly_ || a_[key].kind != Kind::Global) {
@@ -402,7 +402,7 @@ private:
     Expected<Fate> sequence(ValueId v, const std::string& path, std::uint32_t depth, bool object = false)
     {
         const auto objectIndex = static_cast<std::size_t>(a_[v].i);
-        const std::vector<ValueId> items = object ? a_.objects[objectIndex].listItems : a_[v].items;
+        const std::vector<ValueId> items = object ? a_.objects[objectIndex].listItems : a_[v].items.vec();
         for (std::size_t i = 0; i < items.size(); ++i) {
             auto f = visit(items[i], joinPath(path, std::to_string(i)), "None", depth + 1);
             if (!f) {
@@ -410,7 +410,11 @@ private:
             }
             if (*f == Fate::Remove) {
                 const ValueId none = a_.none();
-                (object ? a_.objects[objectIndex].listItems : a_[v].items)[i] = none;
+                if (object) {
+                    a_.objects[objectIndex].listItems[i] = none;
+                } else {
+                    a_[v].items[i] = none;
+                }
             }
         }
         return Fate::Keep;
@@ -429,7 +433,7 @@ private:
                 kept.push_back(items[i]);
             }
         }
-        a_[v].items = std::move(kept);
+        a_[v].items = kept;
         // builtins.set is allowlisted since 2.6 (and written as `set([...])`, which its unpickler
         // implements); frozenset never is.
         if (weightsOnly_ && a_[v].flag) {
@@ -452,8 +456,8 @@ private:
                         "tensor subclass not allowed by torch.load(weights_only=True): kept as a plain tensor");
             }
         }
-        if (weightsOnly_ && t.form != pickle::TensorForm::Strided && !weightsOnlyAllowed(t.rebuild.qualified())) {
-            return drop(path, t.rebuild.qualified(), removedAs,
+        if (weightsOnly_ && t.form != pickle::TensorForm::Strided && !weightsOnlyAllowed(t.rebuild->qualified())) {
+            return drop(path, t.rebuild->qualified(), removedAs,
                         "tensor form not allowed by torch.load(weights_only=True)");
         }
         return Fate::Keep;
@@ -507,7 +511,7 @@ private:
             items.insert(items.end(), o.dictItems.begin(), o.dictItems.end());
             Value d;
             d.kind = Kind::Dict;
-            d.items = std::move(items);
+            d.items = items;
             const std::size_t fields = d.items.size() / 2;
             a_[v] = std::move(d);
             std::string detail = "attribute dict of the object (" + std::to_string(fields) + " fields)";
@@ -556,7 +560,7 @@ private:
             const auto index = static_cast<std::uint32_t>(a_.storages.size() - 1);
             b_.inlineStorages[index] = std::move(bytes);
             pickle::TensorInfo info;
-            info.rebuild = {"torch._utils", "_rebuild_tensor_v2"};
+            info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
             info.storage = a_.storage(index);
             info.dtype = t->dtype;
             info.shape = np.shape;

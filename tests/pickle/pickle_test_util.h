@@ -209,7 +209,7 @@ private:
         seen_[id.v] = n;
         return "#" + std::to_string(n) + "=";
     }
-    std::string join(const std::vector<ValueId>& ids)
+    std::string join(std::span<const ValueId> ids)
     {
         std::string s;
         for (std::size_t n = 0; n < ids.size(); ++n) {
@@ -217,7 +217,7 @@ private:
         }
         return s;
     }
-    std::string pairs(const std::vector<ValueId>& ids)
+    std::string pairs(std::span<const ValueId> ids)
     {
         std::string s;
         for (std::size_t n = 0; n + 1 < ids.size(); n += 2) {
