@@ -98,7 +98,8 @@ private Q_SLOTS:
         const auto doc = nlohmann::json::parse(r.out);
         QCOMPARE(doc["tensors_loaded"].get<std::size_t>(), (*expected)->tensors.size());
         QCOMPARE(doc["bytes"].get<std::uint64_t>(), bytes);
-        QCOMPARE(doc["set"]["files"].get<std::size_t>(), std::size_t{2});
+        // The rank-0 model states (param_shapes, buffers) and the two ranks' optimizer partitions.
+        QCOMPARE(doc["set"]["files"].get<std::size_t>(), std::size_t{3});
         QVERIFY2(isEmpty(m_tmp), "the consolidated copy was left behind");
     }
 
