@@ -33,18 +33,21 @@ std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
     return sharded::openSet(loc);
 }
 
-void printSetText(const sharded::ShardedSet& set, std::ostream& out)
+// One row of a set's tensor table: the consolidated tensor and where its bytes are.
+struct SetRow {
+    std::string key;
+    DType dtype = DType::Unknown;
+    std::vector<std::int64_t> shape;
+    std::string location;
+    std::uint64_t nbytes = 0;
+    std::string where;
+};
+
+void printSetTable(const std::vector<SetRow>& rows, const char* whereHeader, std::size_t problems, std::ostream& out)
 {
-    std::uint64_t total = 0;
-    for (const auto& t : set.tensors) {
-        total += set.entry(t).nbytes;
-    }
-    out << displayText(set.dir) << ": " << sharded::setKindName(set.kind) << ", index "
-        << displayText(std::filesystem::path(set.indexPath).filename().string()) << ", " << set.shardFiles.size()
-        << " shards, " << set.tensors.size() << " tensors, " << humanBytes(total) << "\n\n";
     std::size_t wKey = 3;
-    for (const auto& t : set.tensors) {
-        wKey = std::max(wKey, displayText(t.name).size());
+    for (const auto& r : rows) {
+        wKey = std::max(wKey, displayText(r.key).size());
     }
     auto cell = [&](const std::string& s, std::size_t w) {
         out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
@@ -54,19 +57,33 @@ void printSetText(const sharded::ShardedSet& set, std::ostream& out)
     cell("SHAPE", 18);
     cell("DEVICE", 7);
     cell("SIZE", 10);
-    out << "FILE\n";
+    out << whereHeader << '\n';
+    for (const auto& r : rows) {
+        cell(displayText(r.key), wKey);
+        cell(std::string(dtypeName(r.dtype)), 9);
+        cell(shapeText(r.shape), 18);
+        cell(displayText(r.location), 7);
+        cell(humanBytes(r.nbytes), 10);
+        out << displayText(r.where) << '\n';
+    }
+    if (problems > 0) {
+        out << "\n" << problems << " problem(s) with the set: run `ckptscope check` on it\n";
+    }
+}
+
+void printSetText(const sharded::ShardedSet& set, std::ostream& out)
+{
+    std::uint64_t total = 0;
+    std::vector<SetRow> rows;
     for (const auto& t : set.tensors) {
         const auto& e = set.entry(t);
-        cell(displayText(t.name), wKey);
-        cell(std::string(dtypeName(e.dtype)), 9);
-        cell(shapeText(e.shape), 18);
-        cell(displayText(e.location), 7);
-        cell(humanBytes(e.nbytes), 10);
-        out << displayText(set.shardFiles[t.shard]) << '\n';
+        total += e.nbytes;
+        rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set.shardFiles[t.shard]});
     }
-    if (!set.findings.empty()) {
-        out << "\n" << set.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
-    }
+    out << displayText(set.dir) << ": " << sharded::setKindName(set.kind) << ", index "
+        << displayText(std::filesystem::path(set.indexPath).filename().string()) << ", " << set.shardFiles.size()
+        << " shards, " << set.tensors.size() << " tensors, " << humanBytes(total) << "\n\n";
+    printSetTable(rows, "FILE", set.findings.size(), out);
 }
 
 void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
@@ -123,30 +140,11 @@ void printListingText(const sharded::SetListing& l, std::ostream& out)
     out << displayText(l.dir) << ": " << sharded::setKindName(l.kind) << ", "
         << displayText(std::filesystem::path(l.index).filename().string()) << ", " << l.files.size() << " files, "
         << l.rows.size() << " tensors, " << humanBytes(l.totalBytes()) << "\n\n";
-    std::size_t wKey = 3;
+    std::vector<SetRow> rows;
     for (const auto& r : l.rows) {
-        wKey = std::max(wKey, displayText(r.key).size());
+        rows.push_back({r.key, r.dtype, r.shape, r.location, r.nbytes, r.storedIn});
     }
-    auto cell = [&](const std::string& s, std::size_t w) {
-        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
-    };
-    cell("KEY", wKey);
-    cell("DTYPE", 9);
-    cell("SHAPE", 18);
-    cell("DEVICE", 7);
-    cell("SIZE", 10);
-    out << "STORED IN\n";
-    for (const auto& r : l.rows) {
-        cell(displayText(r.key), wKey);
-        cell(std::string(dtypeName(r.dtype)), 9);
-        cell(shapeText(r.shape), 18);
-        cell(displayText(r.location), 7);
-        cell(humanBytes(r.nbytes), 10);
-        out << displayText(r.storedIn) << '\n';
-    }
-    if (!l.findings.empty()) {
-        out << "\n" << l.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
-    }
+    printSetTable(rows, "STORED IN", l.findings.size(), out);
 }
 
 void printListingJson(const sharded::SetListing& l, std::ostream& out)

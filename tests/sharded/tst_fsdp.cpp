@@ -2,7 +2,7 @@
 // source (sharded_tensor/api.py, tensor/_api.py; no PyTorch 2.x here): ShardedTensor and DTensor
 // wrappers around real torch.save'd local tensors. Consolidation is checked by torch.load against
 // the full state dict the generator saved.
-#include "cli_run.h"
+#include "cli_json.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -21,20 +21,8 @@ QString fixture(const QString& name)
 
 using Run = ckpt::test::CliRun;
 using ckpt::test::ckptscope;
-
-QJsonObject jsonOf(const Run& r)
-{
-    return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
-QStringList findingCodes(const Run& r)
-{
-    QStringList codes;
-    for (const auto& f : jsonOf(r).value(QStringLiteral("findings")).toArray()) {
-        codes << f.toObject().value(QStringLiteral("code")).toString();
-    }
-    return codes;
-}
+using ckpt::test::findingCodes;
+using ckpt::test::jsonOf;
 
 // What torch itself says of the expected state dict: key -> [dtype, shape].
 QJsonObject expectedShapes(const QString& set)

@@ -1,7 +1,7 @@
 // Multi-file checkpoints through `ckptscope` in-process: Hugging Face sharded sets opened from the
 // folder, the index or any shard; the set-level findings; consolidation checked by real PyTorch
 // 1.13 against the merged state dict gen_sharded.py saved; the formats only detected, by name.
-#include "cli_run.h"
+#include "cli_json.h"
 
 #include <QDir>
 #include <QFile>
@@ -21,11 +21,8 @@ QString fixture(const QString& name)
 
 using Run = ckpt::test::CliRun;
 using ckpt::test::ckptscope;
-
-QJsonObject jsonOf(const Run& r)
-{
-    return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
+using ckpt::test::findingCodes;
+using ckpt::test::jsonOf;
 
 QJsonObject readJson(const QString& path)
 {
@@ -34,15 +31,6 @@ QJsonObject readJson(const QString& path)
         return {};
     }
     return QJsonDocument::fromJson(f.readAll()).object();
-}
-
-QStringList findingCodes(const Run& r)
-{
-    QStringList codes;
-    for (const auto& f : jsonOf(r).value(QStringLiteral("findings")).toArray()) {
-        codes << f.toObject().value(QStringLiteral("code")).toString();
-    }
-    return codes;
 }
 
 void touch(const QString& path)

@@ -2,6 +2,7 @@
 // DeepSpeed's source (no DeepSpeed here): consolidation loaded by real PyTorch 1.13 and compared
 // value by value with the dict built from the original tensors; the listing; the findings; refusals.
 #include "cli/cli.h"
+#include "cli_json.h"
 
 #include <QDir>
 #include <QFile>
@@ -21,36 +22,10 @@ QString fixture(const QString& name)
     return QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/") + name;
 }
 
-struct Run {
-    int rc = -1;
-    std::string out;
-    std::string err;
-};
-
-Run ckptscope(const std::vector<std::string>& args)
-{
-    std::ostringstream out;
-    std::ostringstream err;
-    Run r;
-    r.rc = ckpt::cli::run(args, out, err);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
-}
-
-QJsonObject jsonOf(const Run& r)
-{
-    return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
-QStringList findingCodes(const Run& r)
-{
-    QStringList codes;
-    for (const auto& f : jsonOf(r).value(QStringLiteral("findings")).toArray()) {
-        codes << f.toObject().value(QStringLiteral("code")).toString();
-    }
-    return codes;
-}
+using Run = ckpt::test::CliRun;
+using ckpt::test::ckptscope;
+using ckpt::test::findingCodes;
+using ckpt::test::jsonOf;
 
 QStringList entries(const QString& dir)
 {
