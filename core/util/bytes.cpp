@@ -105,7 +105,9 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     }
     if (S_ISDIR(st.st_mode)) {
         ::close(fd);
-        return fail("is a directory, not a checkpoint file (torch.distributed.checkpoint folders are not read yet)");
+        // Sets were tried before a path gets here: this folder is none of them.
+        return fail("is a directory, and none of the checkpoint sets ckptscope reads (a Hugging Face "
+                    "*.index.json, a DCP .metadata, a DeepSpeed ZeRO folder, FSDP rank files)");
     }
     if (!S_ISREG(st.st_mode)) {
         ::close(fd);
