@@ -323,7 +323,10 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,
                                       a.keepOptimizer};
-    if (const auto rc = convertSet(a.input, a.output, a.format, plainSet, staged, out, err, zero)) {
+    // `-o model.safetensors` asks for safetensors as --format does (makeOptions reads it the same).
+    const std::string format =
+        a.format.empty() && a.output.ends_with(".safetensors") ? std::string("safetensors") : a.format;
+    if (const auto rc = convertSet(a.input, a.output, format, plainSet, staged, out, err, zero)) {
         return *rc;
     }
     const std::string source = staged ? staged->path() : a.input;

@@ -382,6 +382,24 @@ private Q_SLOTS:
                  QStringList{QStringLiteral("model.safetensors")});
     }
 
+    // With no edit, `-o NAME.safetensors` still means safetensors, as for a single file.
+    void setToSafetensorsByItsName()
+    {
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("model.safetensors"));
+        const Run r = ckptscope({"convert", fixture(QStringLiteral("hf_bin")).toStdString(), "-o", out.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray head = f.read(9);
+        QCOMPARE(head.size(), 9);
+        QCOMPARE(head.at(8), '{');  // an 8-byte header length, then the JSON header: not a zip's "PK"
+        const Run shown = ckptscope({"inspect", "--json", out.toStdString()});
+        QCOMPARE(shown.rc, 0);
+        QCOMPARE(jsonOf(shown).value(QStringLiteral("format")).toString(), QStringLiteral("safetensors"));
+        QCOMPARE(jsonOf(shown).value(QStringLiteral("tensors")).toArray().size(), 8);  // every tensor of the set
+    }
+
     // Refusals: one line, exit 2, nothing written (no folder, no temporary).
     void splitRefusals_data()
     {
