@@ -22,6 +22,7 @@ gib=${1:-4}
 py=${PYTHON:-python3}
 build=${BUILD_DIR:-$root/build-bench-cuda}
 work=${WORK_DIR:-$(mktemp -d)}
+mkdir -p "$work"
 
 if [ -n "${CKPTSCOPE_BIN:-}" ]; then
     bin=$CKPTSCOPE_BIN

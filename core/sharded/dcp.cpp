@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <set>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -580,33 +581,183 @@ void releasePages(Bytes mapped)
 
 }  // namespace detail
 
-Expected<Set> open(const SetLocation& loc)
+namespace {
+
+// `__R.metadata`: what FileSystemWriter.finish writes on each rank instead of the one `.metadata`
+// when dcp.save runs with use_collectives=False (filesystem.py _get_metadata_path, PyTorch 2.9+).
+std::optional<int> rankOfMetadata(const std::string& name)
 {
-    auto fail = [&](Error e) {
-        if (e.message.rfind(loc.what, 0) != 0) {
-            e.message = loc.what + ": " + e.message;
+    constexpr std::string_view suffix = ".metadata";
+    if (name.size() <= 2 + suffix.size() || name.rfind("__", 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        return std::nullopt;
+    }
+    const std::string digits = name.substr(2, name.size() - 2 - suffix.size());
+    if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+        return std::nullopt;
+    }
+    return std::stoi(digits);
+}
+
+// Ranks that wrote data files (`__R_N.distcp`).
+std::set<int> dataRanks(const std::vector<std::string>& names)
+{
+    std::set<int> out;
+    for (const auto& n : names) {
+        const auto us = n.find('_', 2);
+        if (n.rfind("__", 0) == 0 && us != std::string::npos && n.size() > 7 &&
+            n.compare(n.size() - 7, 7, ".distcp") == 0) {
+            const std::string digits = n.substr(2, us - 2);
+            if (!digits.empty() && digits.size() <= 6 && std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+                out.insert(std::stoi(digits));
+            }
         }
-        e.path = loc.index;
-        return e;
+    }
+    return out;
+}
+
+// Each rank's metadata describes only the chunks that rank wrote, under the global sizes
+// (state_dict_saver.py: global_step([local_plan]) on one plan). Their union is the set's plan;
+// a replicated tensor is listed by every rank with the same box and kept once.
+Expected<void> mergeRankMetadata(Metadata& into, Metadata&& part, const std::string& name)
+{
+    std::unordered_map<std::string, std::size_t> at;
+    for (std::size_t i = 0; i < into.items.size(); ++i) {
+        at.emplace(into.items[i].fqn, i);
+    }
+    std::vector<std::uint32_t> fileOf;
+    for (const auto& f : part.files) {
+        auto it = std::find(into.files.begin(), into.files.end(), f);
+        fileOf.push_back(static_cast<std::uint32_t>(it - into.files.begin()));
+        if (it == into.files.end()) {
+            into.files.push_back(f);
+        }
+    }
+    auto remap = [&](Location& l) {
+        if (l.found && l.file < fileOf.size()) {
+            l.file = fileOf[l.file];
+        }
     };
-    auto m = MappedFile::open(loc.index);
-    if (!m) {
-        Error e = m.error();
-        e.message = "no readable .metadata (" + e.message +
-                    "); the save did not finish (FileSystemWriter writes "
-                    "it last), or only some ranks' files were copied";
-        return fail(e);
+    into.hasPlannerData = into.hasPlannerData || part.hasPlannerData;
+    for (auto& item : part.items) {
+        for (auto& c : item.chunks) {
+            remap(c.at);
+        }
+        remap(item.bytes);
+        auto found = at.find(item.fqn);
+        if (found == at.end()) {
+            at.emplace(item.fqn, into.items.size());
+            into.items.push_back(std::move(item));
+            continue;
+        }
+        Item& have = into.items[found->second];
+        if (have.isTensor != item.isTensor || have.dtype != item.dtype || have.size != item.size) {
+            return makeError(ErrorCode::Corrupt, name + " and the other ranks' metadata disagree on '" + item.fqn +
+                                                     "' (kind, dtype or global size): they come from different saves");
+        }
+        for (auto& c : item.chunks) {
+            const bool known = std::any_of(have.chunks.begin(), have.chunks.end(), [&](const Chunk& h) {
+                return h.offsets == c.offsets && h.sizes == c.sizes;
+            });
+            if (!known) {
+                have.chunks.push_back(std::move(c));
+            }
+        }
+        if (!have.bytes.found && item.bytes.found) {
+            have.bytes = item.bytes;
+        }
     }
-    auto md = parseMetadata((*m)->bytes());
-    if (auto same = (*m)->checkUnchanged(); !same) {
-        return fail(same.error());
+    return {};
+}
+
+struct RankMetadata {
+    Metadata meta;
+    std::vector<int> ranks;    // whose __R.metadata was read
+    std::vector<int> missing;  // wrote data files but left no __R.metadata
+};
+
+Expected<RankMetadata> readRankMetadata(const fs::path& dir)
+{
+    std::vector<std::pair<int, fs::path>> files;
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        names.push_back(n);
+        if (auto r = rankOfMetadata(n)) {
+            files.emplace_back(*r, it->path());
+        }
     }
-    if (!md) {
-        return fail(md.error());
+    std::sort(files.begin(), files.end());
+    RankMetadata out;
+    for (auto& [rank, path] : files) {
+        auto m = MappedFile::open(path.string());
+        if (!m) {
+            return m.error();
+        }
+        auto md = parseMetadata((*m)->bytes());
+        if (!md) {
+            Error e = md.error();
+            e.message = path.filename().string() + ": " + e.message;
+            return e;
+        }
+        if (out.ranks.empty()) {
+            out.meta = std::move(*md);
+        } else if (auto merged = mergeRankMetadata(out.meta, std::move(*md), path.filename().string()); !merged) {
+            return merged.error();
+        }
+        out.ranks.push_back(rank);
     }
-    Set set;
-    set.loc = loc;
-    set.meta = std::move(*md);
+    for (const int r : dataRanks(names)) {
+        if (!std::binary_search(out.ranks.begin(), out.ranks.end(), r)) {
+            out.missing.push_back(r);
+        }
+    }
+    return out;
+}
+
+std::string rankList(const std::vector<int>& ranks)
+{
+    std::string s;
+    for (std::size_t i = 0; i < ranks.size() && i < 8; ++i) {
+        s += (i ? ", " : "") + std::string("__") + std::to_string(ranks[i]) + ".metadata";
+    }
+    return ranks.size() > 8 ? s + " and " + std::to_string(ranks.size() - 8) + " more" : s;
+}
+
+void rankLocalFindings(const RankMetadata& rm, std::vector<SetFinding>& out)
+{
+    out.push_back({"dcp-rank-local-metadata",
+                   "warning",
+                   "Per-rank metadata: dcp_to_torch_save reads rank 0's only",
+                   "The set was saved with use_collectives=False: each rank wrote its own __R.metadata (" +
+                       rankList(rm.ranks) +
+                       ") naming only its own chunks, and there is no .metadata. "
+                       "torch.distributed.checkpoint.load falls back to the loading rank's file, so "
+                       "dcp_to_torch_save and any load with no_dist=True or another world size read __0.metadata "
+                       "alone and return the other ranks' pieces as uninitialised memory, without an error. "
+                       "ckptscope merges every rank's metadata: consolidate with `ckptscope convert DIR -o model.pt "
+                       "--single-card`, or load with the world size that saved it.",
+                   {}});
+    if (!rm.missing.empty()) {
+        std::vector<std::string> names;
+        for (const int r : rm.missing) {
+            names.push_back("__" + std::to_string(r) + ".metadata");
+        }
+        out.push_back({"shard-missing", "error", "A rank's metadata file is missing",
+                       std::to_string(names.size()) + " rank(s) wrote __R_N.distcp data files but left no metadata (" +
+                           listed(names) +
+                           " missing), so nothing says where their chunks go: torch.distributed.checkpoint.load on "
+                           "such a rank fails (\"metadata is None\"), and their pieces show as holes. Copy every "
+                           "__R.metadata file of the save into the folder.",
+                       names});
+    }
+}
+
+// The data files' mappings and the checks, once the plan is known.
+template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
+{
+    const SetLocation& loc = set.loc;
     for (const auto& f : set.meta.files) {
         auto mapped = MappedFile::open((fs::path(loc.dir) / f).string());
         set.maps.push_back(mapped ? *mapped : nullptr);
@@ -629,6 +780,51 @@ Expected<Set> open(const SetLocation& loc)
     checkFiles(set);
     checkCoverage(set.meta, set.findings);
     return set;
+}
+
+}  // namespace
+
+Expected<Set> open(const SetLocation& loc)
+{
+    auto fail = [&](Error e) {
+        if (e.message.rfind(loc.what, 0) != 0) {
+            e.message = loc.what + ": " + e.message;
+        }
+        e.path = loc.index;
+        return e;
+    };
+    if (!fs::exists(loc.index)) {
+        auto rm = readRankMetadata(fs::path(loc.dir));
+        if (!rm) {
+            return fail(rm.error());
+        }
+        if (!rm->ranks.empty()) {
+            Set set;
+            set.loc = loc;
+            set.meta = std::move(rm->meta);
+            rankLocalFindings(*rm, set.findings);
+            return finishOpen(std::move(set), fail);
+        }
+    }
+    auto m = MappedFile::open(loc.index);
+    if (!m) {
+        Error e = m.error();
+        e.message = "no readable .metadata (" + e.message +
+                    "); the save did not finish (FileSystemWriter writes "
+                    "it last), or only some ranks' files were copied";
+        return fail(e);
+    }
+    auto md = parseMetadata((*m)->bytes());
+    if (auto same = (*m)->checkUnchanged(); !same) {
+        return fail(same.error());
+    }
+    if (!md) {
+        return fail(md.error());
+    }
+    Set set;
+    set.loc = loc;
+    set.meta = std::move(*md);
+    return finishOpen(std::move(set), fail);
 }
 
 Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what)

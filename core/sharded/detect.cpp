@@ -190,21 +190,31 @@ std::optional<SetLocation> dcpAt(const fs::path& p)
 {
     const fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
     const std::string n = p.filename().string();
-    if (!isDir(p) && n != ".metadata" && !endsWith(n, ".distcp")) {
+    // `__R.metadata`: one per rank when dcp.save ran with use_collectives=False (PyTorch 2.9+).
+    auto rankMetadata = [](const std::string& name) {
+        return name.size() > 11 && name.rfind("__", 0) == 0 && endsWith(name, ".metadata") &&
+               std::all_of(name.begin() + 2, name.end() - 9, [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!isDir(p) && n != ".metadata" && !endsWith(n, ".distcp") && !rankMetadata(n)) {
         return std::nullopt;
     }
     int data = 0;
+    int perRank = 0;
     for (const auto& e : entries(dir)) {
         data += endsWith(e.filename().string(), ".distcp") ? 1 : 0;
+        perRank += rankMetadata(e.filename().string()) ? 1 : 0;
     }
-    if (!isFile(dir / ".metadata") && data == 0) {
+    if (!isFile(dir / ".metadata") && data == 0 && perRank == 0) {
         return std::nullopt;
     }
     const bool megatron = isFile(dir / "common.pt") || isFile(dir / "metadata.json");
     std::string what = megatron ? "Megatron-LM torch_dist checkpoint (a DCP directory)"
                                 : "torch.distributed.checkpoint (DCP) directory";
-    what += ": " + std::string(isFile(dir / ".metadata") ? ".metadata and " : "no .metadata, ") + std::to_string(data) +
-            " .distcp data files";
+    what += ": " +
+            (isFile(dir / ".metadata") ? std::string(".metadata and ")
+             : perRank > 0             ? std::to_string(perRank) + " per-rank __R.metadata files and "
+                                       : std::string("no .metadata, ")) +
+            std::to_string(data) + " .distcp data files";
     return SetLocation{SetKind::Dcp, dir.string(), (dir / ".metadata").string(), what};
 }
 

@@ -192,28 +192,115 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     return {};
 }
 
-// compute_local_shape_and_global_offset for Shard(d)/Replicate placements: per mesh dimension,
-// the coordinate's torch.chunk piece of what earlier dimensions left.
+// One DTensor placement on one mesh dimension (placement_types.py). Partial is not read: its
+// ranks hold addends, not pieces.
+struct Placement {
+    enum class Kind : std::uint8_t { Replicate, Shard, StridedShard } kind = Kind::Replicate;
+    int dim = 0;
+    std::int64_t splitFactor = 1;
+};
+
+// torch.chunk's piece `index` of `n` along one dimension of the box.
+void chunkAlong(dcp::detail::Box& b, int d, std::int64_t n, std::int64_t index)
+{
+    const auto du = static_cast<std::size_t>(d);
+    const std::int64_t len = b.sizes[du];
+    const std::int64_t full = (len + n - 1) / n;
+    const std::int64_t start = std::min(full * index, len);
+    b.offsets[du] += start;
+    b.sizes[du] = std::max<std::int64_t>(0, std::min(len, start + full) - start);
+}
+
+// compute_local_shape_and_global_offset: per mesh dimension, the coordinate's torch.chunk piece of
+// what earlier dimensions left. A _StridedShard records FSDP2-over-TP sharding, which happened
+// right to left: the tensor-parallel Shard(d) pieces were cut first and FSDP chunked each of them,
+// so on a dimension the Shard placements apply before the strided ones. That is the box the rank's
+// local tensor holds (_StridedShard's docstring: split_factor is the number of shards cut before).
 std::optional<dcp::detail::Box> dtensorBox(const std::vector<std::int64_t>& size, const std::vector<std::int64_t>& mesh,
-                                           const std::vector<std::int64_t>& coord, const std::vector<int>& shardDims)
+                                           const std::vector<std::int64_t>& coord,
+                                           const std::vector<Placement>& placements)
 {
     dcp::detail::Box b{std::vector<std::int64_t>(size.size(), 0), size};
-    for (std::size_t i = 0; i < shardDims.size(); ++i) {
-        const int d = shardDims[i];
-        if (d < 0) {
-            continue;  // Replicate
+    for (const bool strided : {false, true}) {
+        for (std::size_t i = 0; i < placements.size(); ++i) {
+            const auto& p = placements[i];
+            if (p.kind == Placement::Kind::Replicate || (p.kind == Placement::Kind::StridedShard) != strided) {
+                continue;
+            }
+            if (static_cast<std::size_t>(p.dim) >= size.size() || mesh[i] <= 0) {
+                return std::nullopt;
+            }
+            chunkAlong(b, p.dim, mesh[i], coord[i]);
         }
-        if (static_cast<std::size_t>(d) >= size.size() || mesh[i] <= 0) {
-            return std::nullopt;
-        }
-        const std::int64_t n = mesh[i];
-        const std::int64_t len = b.sizes[static_cast<std::size_t>(d)];
-        const std::int64_t full = (len + n - 1) / n;
-        const std::int64_t start = std::min(full * coord[i], len);
-        b.offsets[static_cast<std::size_t>(d)] += start;
-        b.sizes[static_cast<std::size_t>(d)] = std::max<std::int64_t>(0, std::min(len, start + full) - start);
     }
     return b;
+}
+
+// The placements tuple; a _StridedShard must split a dimension exactly as many ways as the Shard
+// placements on it do, or the right-to-left order above is not what produced it.
+Expected<std::vector<Placement>> placementsOf(const Arena& a, ValueId list, const std::string& key,
+                                              const std::vector<std::int64_t>& mesh, std::size_t rank)
+{
+    std::vector<Placement> out;
+    for (const auto p : a[list].items) {
+        const auto* o = objectAt(a, p);
+        const std::string name = o == nullptr ? std::string() : o->callable.name;
+        Placement pl;
+        if (name == "Shard" || name == "_StridedShard") {
+            auto d = integer(a, field(a, o->state, "dim"));
+            auto sf = name == "Shard" ? std::optional<std::int64_t>(1) : integer(a, field(a, o->state, "split_factor"));
+            if (!d || !sf || *sf <= 0) {
+                return makeError(ErrorCode::Corrupt, "a " + name + " placement of '" + key + "' has no dim" +
+                                                         (name == "Shard" ? "" : " or split_factor"));
+            }
+            pl.kind = name == "Shard" ? Placement::Kind::Shard : Placement::Kind::StridedShard;
+            pl.dim = static_cast<int>(*d < 0 ? *d + static_cast<std::int64_t>(rank) : *d);
+            pl.splitFactor = *sf;
+        } else if (name != "Replicate") {
+            return makeError(ErrorCode::Unsupported, "DTensor '" + key + "' is placed as " +
+                                                         (name.empty() ? std::string("?") : name) +
+                                                         " (Shard, _StridedShard and Replicate are read; a Partial "
+                                                         "holds addends that only a reduction joins)");
+        }
+        out.push_back(pl);
+    }
+    if (out.size() != mesh.size()) {
+        return out;  // the caller reports the disagreement with the mesh
+    }
+    for (const auto& p : out) {
+        if (p.kind != Placement::Kind::StridedShard) {
+            continue;
+        }
+        std::int64_t cutBefore = 1;
+        for (std::size_t i = 0; i < out.size(); ++i) {
+            if (out[i].kind == Placement::Kind::Shard && out[i].dim == p.dim) {
+                cutBefore *= mesh[i];
+            }
+        }
+        if (cutBefore != p.splitFactor) {
+            return makeError(ErrorCode::Unsupported,
+                             "DTensor '" + key + "' is placed as _StridedShard(dim=" + std::to_string(p.dim) +
+                                 ", split_factor=" + std::to_string(p.splitFactor) +
+                                 ") beside Shard placements that cut " + "that dimension " + std::to_string(cutBefore) +
+                                 " ways; only FSDP2-over-tensor-parallel layouts, where the two agree, are read");
+        }
+    }
+    return out;
+}
+
+// The mesh's shape. PyTorch up to 2.8 pickles the `mesh` tensor of global ranks; 2.9+ pickles a
+// _MeshLayout (shape, stride) over the root's `_rank_map` (device_mesh.py __getstate__).
+std::optional<std::vector<std::int64_t>> meshShapeOf(const Arena& a, ValueId mesh)
+{
+    if (const ValueId t = objField(a, mesh, "mesh"); t.valid() && a[t].kind == Kind::Tensor) {
+        const auto& shape = pickle::tensorOf(a, t).shape;
+        return std::vector<std::int64_t>(shape.begin(), shape.end());
+    }
+    const ValueId shape = objField(a, objField(a, mesh, "_layout"), "shape");
+    if (auto one = integer(a, shape)) {
+        return std::vector<std::int64_t>{*one};
+    }
+    return ints(a, shape);  // a nested (hierarchical) layout is not a plain tuple: nullopt
 }
 
 Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Tensor& t, FileRead& fr)
@@ -225,62 +312,57 @@ Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Ten
     auto local = localTensor(a, field(a, w.subclassState, "_local_tensor"));
     const ValueId spec = field(a, w.subclassState, "_spec");
     const ValueId mesh = objField(a, spec, "mesh");
-    const ValueId placements = objField(a, spec, "placements");
+    const ValueId placementList = objField(a, spec, "placements");
     auto coord = ints(a, objField(a, mesh, "_coordinate_on_dim"));
-    const ValueId meshTensor = objField(a, mesh, "mesh");
-    if (!local || !coord || !placements.valid() ||
-        (a[placements].kind != Kind::Tuple && a[placements].kind != Kind::List) || !meshTensor.valid() ||
-        a[meshTensor].kind != Kind::Tensor) {
-        return corrupt(c.path, "DTensor '" + t.key + "' has no _local_tensor, or no mesh coordinate and placements");
+    auto meshShape = meshShapeOf(a, mesh);
+    if (!local || !coord || !meshShape || !placementList.valid() ||
+        (a[placementList].kind != Kind::Tuple && a[placementList].kind != Kind::List)) {
+        return corrupt(c.path,
+                       "DTensor '" + t.key + "' has no _local_tensor, or no mesh shape, coordinate and placements");
     }
-    const auto meshShape = pickle::tensorOf(a, meshTensor).shape;
-    std::vector<int> shardDims;
-    for (const auto p : a[placements].items) {
-        const auto* o = objectAt(a, p);
-        const std::string name = o == nullptr ? std::string() : o->callable.name;
-        if (name == "Replicate") {
-            shardDims.push_back(-1);
-        } else if (name == "Shard") {
-            auto d = integer(a, field(a, o->state, "dim"));
-            if (!d) {
-                return corrupt(c.path, "a Shard placement of '" + t.key + "' has no dim");
-            }
-            shardDims.push_back(static_cast<int>(*d < 0 ? *d + static_cast<std::int64_t>(t.size.size()) : *d));
-        } else {
-            return makeError(ErrorCode::Unsupported, "DTensor '" + t.key + "' is placed as " +
-                                                         (name.empty() ? std::string("?") : name) +
-                                                         " (only Shard(d) and Replicate are read; _StridedShard "
-                                                         "and Partial need their own rules)");
-        }
+    auto placements = placementsOf(a, placementList, t.key, *meshShape, t.size.size());
+    if (!placements) {
+        Error e = placements.error();
+        e.path = c.path;
+        return e;
     }
-    if (shardDims.size() != meshShape.size() || coord->size() != meshShape.size()) {
+    if (placements->size() != meshShape->size() || coord->size() != meshShape->size()) {
         return corrupt(c.path, "DTensor '" + t.key + "': placements, mesh and coordinate disagree in rank");
     }
-    auto box = dtensorBox(t.size, meshShape, *coord, shardDims);
+    auto box = dtensorBox(t.size, *meshShape, *coord, *placements);
     if (!box) {
         return corrupt(c.path, "DTensor '" + t.key + "' shards a dimension it does not have");
     }
     t.shards.push_back({0, std::move(*local), *box});
     // Every coordinate's box, row-major over the mesh.
     std::int64_t world = 1;
-    for (const auto m : meshShape) {
+    for (const auto m : *meshShape) {
         world *= std::max<std::int64_t>(m, 0);
     }
-    std::vector<std::int64_t> at(meshShape.size(), 0);
+    std::vector<std::int64_t> at(meshShape->size(), 0);
     std::set<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> seen;
     for (std::int64_t r = 0; r < world && r < 65536; ++r) {
         std::int64_t rest = r;
-        for (std::size_t i = meshShape.size(); i-- > 0;) {
-            at[i] = rest % meshShape[i];
-            rest /= meshShape[i];
+        for (std::size_t i = meshShape->size(); i-- > 0;) {
+            at[i] = rest % (*meshShape)[i];
+            rest /= (*meshShape)[i];
         }
-        if (auto b = dtensorBox(t.size, meshShape, at, shardDims); b && seen.insert({b->offsets, b->sizes}).second) {
+        if (auto b = dtensorBox(t.size, *meshShape, at, *placements); b && seen.insert({b->offsets, b->sizes}).second) {
             t.declared.push_back(*b);
         }
     }
+    // A sub-mesh (FSDP's "dp" slice of a 2-D mesh) knows the global rank and the root's ranks
+    // (2.9+: _rank, _rank_map); an older mesh only its own coordinate.
     std::int64_t rank = 0;
-    for (std::size_t i = 0; i < meshShape.size(); ++i) {
-        rank = rank * meshShape[i] + (*coord)[i];
+    for (std::size_t i = 0; i < meshShape->size(); ++i) {
+        rank = rank * (*meshShape)[i] + (*coord)[i];
+    }
+    if (auto global = integer(a, objField(a, mesh, "_rank"))) {
+        rank = *global;
+    }
+    if (const ValueId map = objField(a, mesh, "_rank_map"); map.valid() && a[map].kind == Kind::Tensor) {
+        const auto& shape = pickle::tensorOf(a, map).shape;
+        world = static_cast<std::int64_t>(sharded::detail::numelOf({shape.begin(), shape.end()}));
     }
     fr.rank = static_cast<int>(rank);
     fr.world = static_cast<int>(world);

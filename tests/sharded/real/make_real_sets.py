@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Writes checkpoint sets with the real writers: PyTorch 2.x's torch.distributed.checkpoint (DCP)
+under FSDP2 and under 2-D FSDP2 + tensor parallelism (DTensor with _StridedShard), accelerate's FSDP
+save_state, transformers' save_pretrained(max_shard_size=...), and a Lightning 2.x .ckpt.
+
+Run on a machine with PyTorch 2.x, transformers, accelerate and lightning (the lent GPU machine):
+
+    make_real_sets.py OUT            every set, each step in its own process
+    make_real_sets.py OUT --step S   one step
+
+Nothing here runs in CI: Debian's PyTorch 1.13 has none of these writers. The sets it wrote are checked
+in under tests/sharded/real/sets, with the oracle beside each: `*.dcp_to_torch_save.pt` is what
+torch.distributed.checkpoint.format_utils.dcp_to_torch_save made of the directory, `*.state_dict.pt`
+the model's own state_dict() saved with torch.save. Ranks run as processes on the CPU with gloo, so
+one GPU (or none) is enough; accelerate and Lightning run on cuda:0 when there is one, which leaves
+real cuda:0 storage locations in their files.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+import torch
+from torch import nn
+
+STEPS = ("fsdp2", "fsdp2_tp", "transformers", "lightning", "accelerate", "errors")
+
+
+class Net(nn.Module):
+    """Uneven first dimension (7 rows over 2 ranks), a buffer, an embedding: what FSDP pads."""
+
+    def __init__(self, hidden=7):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+        self.fc1 = nn.Linear(6, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.fc2 = nn.Linear(hidden, 5)
+        self.register_buffer("scale", torch.arange(5.0))
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.fc1(self.embed(x)))) * self.scale
+
+
+def fake_step(model, opt):
+    # Gradients set by hand: an optimizer step then needs no collective, which gloo may lack for FSDP2.
+    for p in model.parameters():
+        p.grad = torch.ones_like(p) * 0.5
+    opt.step()
+
+
+def init_pg(rank, world, port):
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    return dist
+
+
+def oracle(dcp_dir):
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    dcp_to_torch_save(dcp_dir, dcp_dir + ".dcp_to_torch_save.pt")
+
+
+def fsdp2_worker(rank, world, out, port):
+    dist = init_pg(rank, world, port)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (world,))
+    torch.manual_seed(0)
+    model = Net()
+    for m in (model.fc1, model.fc2):
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    fake_step(model, opt)
+    msd, osd = get_state_dict(model, opt)
+    dcp.save({"model": msd, "optim": osd}, checkpoint_id=f"{out}/dcp_fsdp2")
+    os.makedirs(f"{out}/fsdp2_rank_pickles", exist_ok=True)
+    torch.save(model.state_dict(), f"{out}/fsdp2_rank_pickles/rank{rank}.pt")
+    import inspect
+    if "use_collectives" in inspect.signature(dcp.save).parameters:
+        dcp.save({"model": msd}, checkpoint_id=f"{out}/dcp_fsdp2_no_collectives", use_collectives=False)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def fsdp2_tp_worker(rank, world, out, port):
+    dist = init_pg(rank, world, port)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    model = Net(hidden=8)
+    parallelize_module(model, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    for m in (model.fc1, model.fc2):
+        fully_shard(m, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    sd = model.state_dict()
+    with open(f"{out}/fsdp2_tp_placements.rank{rank}.txt", "w") as f:
+        for k, v in sd.items():
+            f.write(f"{k} {type(v).__name__} {getattr(v, 'placements', None)} "
+                    f"{tuple(v.shape)} local={tuple(getattr(v, '_local_tensor', v).shape)}\n")
+    dcp.save({"model": sd}, checkpoint_id=f"{out}/dcp_fsdp2_tp")
+    os.makedirs(f"{out}/fsdp2_tp_rank_pickles", exist_ok=True)
+    torch.save(sd, f"{out}/fsdp2_tp_rank_pickles/rank{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def spawn(fn, world, out, port):
+    import torch.multiprocessing as mp
+    mp.spawn(fn, args=(world, out, port), nprocs=world, join=True)
+
+
+def step_fsdp2(out):
+    spawn(fsdp2_worker, 2, out, 29511)
+    torch.manual_seed(0)
+    torch.save(Net().state_dict(), f"{out}/dcp_fsdp2.init_state_dict.pt")
+    oracle(f"{out}/dcp_fsdp2")
+    if os.path.isdir(f"{out}/dcp_fsdp2_no_collectives"):
+        oracle(f"{out}/dcp_fsdp2_no_collectives")
+
+
+def step_fsdp2_tp(out):
+    spawn(fsdp2_tp_worker, 4, out, 29512)
+    torch.manual_seed(0)
+    torch.save(Net(hidden=8).state_dict(), f"{out}/dcp_fsdp2_tp.state_dict.pt")
+    oracle(f"{out}/dcp_fsdp2_tp")
+
+
+def step_transformers(out):
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=2))
+    gpt2.save_pretrained(f"{out}/hf_gpt2_safetensors", max_shard_size="50KB")
+    torch.save(gpt2.state_dict(), f"{out}/hf_gpt2.state_dict.pt")
+    try:
+        gpt2.save_pretrained(f"{out}/hf_gpt2_bin", max_shard_size="50KB", safe_serialization=False)
+    except Exception:  # transformers 5 writes safetensors only
+        traceback.print_exc()
+    torch.manual_seed(1)
+    llama = LlamaForCausalLM(LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                         max_position_embeddings=64)).to(torch.bfloat16)
+    llama.save_pretrained(f"{out}/hf_llama_bf16", max_shard_size="40KB")
+    torch.save(llama.state_dict(), f"{out}/hf_llama_bf16.state_dict.pt")
+
+
+LIGHTNING_SRC = '''
+import sys, torch
+import lightning as L
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+class TinyRegressor(L.LightningModule):
+    def __init__(self, hidden=8, lr=0.01):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Linear(8, hidden), nn.ReLU(), nn.Linear(hidden, 4))
+    def training_step(self, batch, i):
+        x, y = batch
+        return nn.functional.mse_loss(self.net(x), y)
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+torch.manual_seed(0)
+data = DataLoader(TensorDataset(torch.randn(16, 8), torch.randn(16, 4)), batch_size=4)
+gpu = torch.cuda.is_available()
+trainer = L.Trainer(max_epochs=1, accelerator="gpu" if gpu else "cpu", devices=1, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+model = TinyRegressor()
+trainer.fit(model, data)
+trainer.save_checkpoint(sys.argv[1] + "/lightning2.ckpt")
+torch.save({k: v.cpu() for k, v in model.state_dict().items()}, sys.argv[1] + "/lightning2.state_dict.pt")
+'''
+
+
+def step_lightning(out):
+    subprocess.run([sys.executable, "-c", LIGHTNING_SRC, out], check=True)
+
+
+ACCELERATE_SRC = '''
+import sys, torch
+from torch import nn
+from accelerate import Accelerator, FullyShardedDataParallelPlugin
+sys.path.insert(0, sys.argv[2])
+from make_real_sets import Net, fake_step
+plugin = FullyShardedDataParallelPlugin(state_dict_type="SHARDED_STATE_DICT")
+acc = Accelerator(fsdp_plugin=plugin)
+torch.manual_seed(0)
+model = Net(hidden=8)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+model, opt = acc.prepare(model, opt)
+x = torch.randint(0, 10, (4,), device=acc.device)
+acc.backward(model(x).sum())
+opt.step()
+acc.save_state(sys.argv[1] + "/accelerate_fsdp")
+'''
+
+
+def step_accelerate(out):
+    env = dict(os.environ, ACCELERATE_USE_FSDP="true", FSDP_STATE_DICT_TYPE="SHARDED_STATE_DICT")
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(out, "accelerate_job.py")
+    with open(script, "w") as f:
+        f.write(ACCELERATE_SRC)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
+                        "--master_port=29513", script, out, here], env=env, capture_output=True, text=True)
+    print(r.stdout[-6000:], r.stderr[-6000:])
+    r.check_returncode()
+    os.remove(script)
+    for d in sorted(os.listdir(f"{out}/accelerate_fsdp")):
+        p = f"{out}/accelerate_fsdp/{d}"
+        if os.path.isdir(p) and os.path.exists(p + "/.metadata"):
+            oracle(p)
+
+
+def step_errors(out):
+    """What torch.load itself says about these files outside a process group, for the findings' text."""
+    said = {"torch": torch.__version__}
+    for name in ("fsdp2_rank_pickles/rank0.pt", "fsdp2_tp_rank_pickles/rank0.pt", "lightning2.ckpt"):
+        path = f"{out}/{name}"
+        if not os.path.exists(path):
+            continue
+        for wo in (True, False):
+            code = ("import torch,sys\ntry:\n  x=torch.load(sys.argv[1], map_location='cpu', weights_only=%s)\n"
+                    "  print('OK', type(x).__name__)\nexcept Exception as e:\n  print(type(e).__name__ + ': ' + str(e))"
+                    % wo)
+            r = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, timeout=120)
+            said[f"{name} weights_only={wo}"] = (r.stdout + r.stderr)[-3000:]
+    with open(f"{out}/torch_load_errors.json", "w") as f:
+        json.dump(said, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--step", choices=STEPS)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    if args.step:
+        globals()["step_" + args.step](args.out)
+        return
+    for s in STEPS:
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), args.out, "--step", s],
+                           capture_output=True, text=True, timeout=240)
+        status = "ok" if r.returncode == 0 else f"FAILED rc={r.returncode}"
+        print(f"== {s}: {status}", flush=True)
+        with open(f"{args.out}/log_{s}.txt", "w") as f:
+            f.write(r.stdout + r.stderr)
+        if r.returncode:
+            print((r.stdout + r.stderr)[-2500:], flush=True)
+
+
+if __name__ == "__main__":
+    main()
