@@ -266,6 +266,41 @@ std::optional<SetLocation> fsdpAt(const fs::path& p)
     return std::nullopt;
 }
 
+// accelerate's save_state under FSDP with SHARDED_STATE_DICT leaves one DCP folder per model
+// (`pytorch_model_fsdp_N`) and per optimizer (`optimizer_N`) beside its RNG and scheduler pickles
+// (accelerate/utils/fsdp_utils.py save_fsdp_model/save_fsdp_optimizer): the folder opens as its
+// first model.
+std::optional<SetLocation> accelerateAt(const fs::path& p)
+{
+    if (!isDir(p)) {
+        return std::nullopt;
+    }
+    std::vector<std::string> models;
+    std::vector<std::string> optimizers;
+    for (const auto& e : entries(p)) {
+        const std::string n = e.filename().string();
+        if (isDir(e) && n.rfind("pytorch_model_fsdp_", 0) == 0 && dcpAt(e)) {
+            models.push_back(n);
+        } else if (isDir(e) && n.rfind("optimizer_", 0) == 0 && dcpAt(e)) {
+            optimizers.push_back(n);
+        }
+    }
+    if (models.empty()) {
+        return std::nullopt;
+    }
+    std::sort(models.begin(), models.end());
+    auto loc = dcpAt(p / models.front());
+    std::string note = "accelerate save_state folder, model " + models.front();
+    if (models.size() > 1) {
+        note += " (of " + std::to_string(models.size()) + " models: name another folder to open it)";
+    }
+    if (!optimizers.empty()) {
+        note += "; the optimizer state is the DCP folder " + optimizers.front();
+    }
+    loc->what = note + "; " + loc->what;
+    return loc;
+}
+
 // Trainer's checkpoint-N/ holds several separate files (weights, optimizer.pt, scheduler.pt,
 // rng_state.pth, training_args.bin), not one model split in pieces: say which file is which.
 std::optional<SetLocation> trainerAt(const fs::path& p)
@@ -300,7 +335,7 @@ SetLocation detectSet(const std::string& path)
     if (!isDir(p) && !isFile(p)) {
         return {};
     }
-    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &trainerAt}) {
+    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &accelerateAt, &trainerAt}) {
         if (auto loc = probe(p)) {
             return *loc;
         }
