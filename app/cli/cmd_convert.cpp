@@ -6,6 +6,7 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
+#include "sharded/dcp_write.h"
 #include "sharded/split.h"
 #include "transform/transform.h"
 #include "util/json_text.h"
@@ -100,7 +101,7 @@ Expected<Options> optionsFrom(const Args& a)
 std::string outputPath(const Args& a)
 {
     std::error_code ec;
-    if (a.output.empty() || !a.shardSize.empty() || !std::filesystem::is_directory(a.output, ec)) {
+    if (a.output.empty() || !a.shardSize.empty() || a.format == "dcp" || !std::filesystem::is_directory(a.output, ec)) {
         return a.output;
     }
     std::filesystem::path target = std::filesystem::path(a.output) / std::filesystem::path(a.input).filename();
@@ -175,12 +176,10 @@ void explainLostDrops(transform::Plan& plan, const std::vector<std::string>& los
 }
 
 void printPlan(const Checkpoint& in, const std::string& inputName, const transform::Plan& plan,
-               const std::string& output, bool sharded, std::ostream& out)
+               const std::string& output, const std::string& kind, std::ostream& out)
 {
-    const bool st = plan.options.format == transform::OutputFormat::Safetensors;
     out << "convert " << displayText(inputName) << " (" << formatName(in.format) << ") -> "
-        << (output.empty() ? std::string("(dry run)") : displayText(output)) << " ("
-        << (sharded ? "sharded set of " : "") << (st ? "safetensors" : "torch zip") << ")\n";
+        << (output.empty() ? std::string("(dry run)") : displayText(output)) << " (" << kind << ")\n";
     for (const auto& s : plan.steps) {
         printStep(s, out);
     }
@@ -230,6 +229,33 @@ int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, c
     return kExitOk;
 }
 
+int writeDcp(const Checkpoint& in, const transform::Plan& plan, const Args& a, const write::WriteOptions& options,
+             nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
+{
+    auto written = sharded::writeDcpFolder(in, plan, a.output, options);
+    if (!written) {
+        printError(err, written.error(), a.input);
+        if (a.json) {
+            doc["error"] = errorJson(written.error());
+            out << dumpJson(doc, 1) << '\n';
+        }
+        return exitCodeFor(written.error().code);
+    }
+    if (a.json) {
+        doc["output"] = {{"path", written->dir},
+                         {"files", written->files},
+                         {"tensors", written->tensors},
+                         {"values", written->values},
+                         {"bytes", written->bytes}};
+        out << dumpJson(doc, 1) << '\n';
+        return kExitOk;
+    }
+    out << "wrote " << displayText(written->dir) << ": a single-rank DCP folder (.metadata and __0_0.distcp), "
+        << written->tensors << " tensors and " << written->values << " other values, " << humanBytes(written->bytes)
+        << "\n";
+    return kExitOk;
+}
+
 }  // namespace
 
 int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
@@ -259,8 +285,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_flag("--weights-only", a.weightsOnly, "make torch.load(weights_only=True) accept the output");
     app.add_flag("--compact", a.compact, "rewrite storages to hold only the bytes their tensors reach");
     app.add_flag("--unwrap", a.unwrap, "turn whole-model pickles into the state dict model.state_dict() gives");
-    app.add_option("--format", a.format, "torch (default) or safetensors")
-        ->check(CLI::IsMember({"torch", "safetensors"}));
+    app.add_option("--format", a.format,
+                   "torch (default), safetensors, or dcp: a single-rank torch.distributed.checkpoint folder at -o")
+        ->check(CLI::IsMember({"torch", "safetensors", "dcp"}));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
     app.add_flag("--allow-expand", a.allowExpand,
@@ -292,6 +319,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert train.ckpt -o model.safetensors --select model --strip-prefix module.\n"
                "  ckptscope convert ckpt.pt -o fixed.pt --map-location cuda:1=cuda:0 --drop optimizer --dry-run\n"
                "  ckptscope convert model.pt -o llama-hf/ --shard-size 5GB --format safetensors\n"
+               "  ckptscope convert train.pt -o train-dcp/ --format dcp   (loads with torch.distributed.checkpoint)\n"
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
@@ -318,7 +346,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // stands straight into the output, or into a staged file that the edits below then read.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
-                          !a.weightsOnly && !a.compact && !a.json && !shardBytes;
+                          !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp";
     std::optional<sharded::TempConsolidated> staged;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,
@@ -332,7 +360,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const std::string source = staged ? staged->path() : a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
     // (a sharded set's folder is checked by the split itself).
-    if (!a.output.empty() && !a.dryRun && !shardBytes) {
+    if (!a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = write::checkConversions({{source, a.output}}); !ok) {
             printError(err, ok.error());
             return kExitBadInput;
@@ -374,7 +402,11 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
             doc["salvage"] = {{"ends", in.truncation.endsIn}, {"lost_tensors", lost}};
         }
     } else {
-        printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, shardBytes.has_value(), out);
+        const bool st = plan->options.format == transform::OutputFormat::Safetensors;
+        const std::string kind =
+            a.format == "dcp" ? std::string("single-rank DCP folder")
+                              : (shardBytes ? "sharded set of " : "") + std::string(st ? "safetensors" : "torch zip");
+        printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, kind, out);
         if (in.truncation.salvaged) {
             out << "salvage: the input is truncated; " << lost.size()
                 << (lost.size() == 1 ? " tensor was" : " tensors were") << " lost with its end";
@@ -397,6 +429,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                                            a.allowExpand};
     if (shardBytes) {
         return writeSet(**ck, *plan, a, sharded::SplitOptions{*shardBytes, writeOptions}, doc, out, err);
+    }
+    if (a.format == "dcp") {
+        return writeDcp(**ck, *plan, a, writeOptions, doc, out, err);
     }
     auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
     if (!written) {

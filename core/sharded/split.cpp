@@ -4,6 +4,7 @@
 // the bytes exactly as for a single file.
 #include "sharded/split.h"
 
+#include "sharded/out_dir.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -22,13 +23,6 @@ namespace ckpt::sharded {
 namespace fs = std::filesystem;
 
 namespace {
-
-Error usage(const std::string& path, const std::string& message)
-{
-    Error e = makeError(ErrorCode::Usage, message);
-    e.path = path;
-    return e;
-}
 
 // One key of the state dict: its name and tensor value in the plan's arena, and the output
 // storage it reads.
@@ -186,69 +180,6 @@ transform::Plan subPlan(const transform::Plan& plan, const std::vector<Entry>& e
     return sub;
 }
 
-// The hidden folder the set is written into, beside the target; removed unless kept.
-class TempDir {
-public:
-    static Expected<TempDir> create(const fs::path& target)
-    {
-        const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-        std::string pattern = write::detail::tempPrefix(parent.string(), target.filename().string()) +
-                              std::to_string(::getpid()) + "-XXXXXX";
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            return write::detail::writeError(target.string(), "cannot create a folder beside it", errno);
-        }
-        return TempDir(pattern);
-    }
-    TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)), slot_(o.slot_) { o.slot_ = -1, o.path_.clear(); }
-    TempDir& operator=(TempDir&&) = delete;
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    ~TempDir()
-    {
-        if (!path_.empty()) {
-            std::error_code ec;
-            fs::remove_all(path_, ec);
-        }
-        write::detail::unregisterTemp(slot_);
-    }
-    [[nodiscard]] const std::string& path() const { return path_; }
-    void release()
-    {
-        write::detail::unregisterTemp(slot_);
-        slot_ = -1;
-        path_.clear();
-    }
-
-private:
-    explicit TempDir(std::string path) : path_(std::move(path)), slot_(write::detail::registerTempDir(path_)) {}
-    std::string path_;
-    int slot_ = -1;
-};
-
-// An existing folder takes the set only when no file of it would be replaced or mixed with a
-// set of the same stem left from before (transformers would load the stale shards' keys too).
-Expected<bool> checkTargetDir(const fs::path& dir, const std::string& stem, const std::string& ext)
-{
-    std::error_code ec;
-    const auto st = fs::symlink_status(dir, ec);
-    if (ec || !fs::exists(st)) {
-        return false;
-    }
-    if (!fs::is_directory(fs::status(dir, ec))) {
-        return usage(dir.string(), "exists and is not a folder; a sharded set is written into a folder "
-                                   "(give a new or empty folder)");
-    }
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.starts_with(stem) && (name.ends_with(ext) || name.ends_with(".index.json"))) {
-            return usage(dir.string(), "already holds " + name + " of a " + stem +
-                                           " set; write the new set into a new or empty folder (nothing was "
-                                           "written)");
-        }
-    }
-    return true;
-}
-
 Expected<void> writeIndex(const std::string& path, std::uint64_t total,
                           const std::vector<std::pair<std::string, std::string>>& tied,
                           const std::map<std::string, std::string>& weightMap)
@@ -268,24 +199,6 @@ Expected<void> writeIndex(const std::string& path, std::uint64_t total,
     out.close();
     if (!out) {
         return write::detail::writeError(path, "cannot write the index", errno);
-    }
-    return {};
-}
-
-Expected<void> moveInto(const TempDir& tmp, const fs::path& dir, bool dirExists, const std::vector<std::string>& files)
-{
-    if (!dirExists) {
-        if (::rename(tmp.path().c_str(), dir.c_str()) != 0) {
-            return write::detail::writeError(dir.string(), "cannot rename the written set into place", errno);
-        }
-        return {};
-    }
-    // The index goes last: until it is there, no loader sees a set.
-    for (const auto& f : files) {
-        const fs::path from = fs::path(tmp.path()) / f;
-        if (::rename(from.c_str(), (dir / f).c_str()) != 0) {
-            return write::detail::writeError((dir / f).string(), "cannot move the shard into place", errno);
-        }
     }
     return {};
 }
@@ -358,11 +271,11 @@ Expected<SplitResult> writeShardedSet(const Checkpoint& in, const transform::Pla
     }
 
     const fs::path dir(outDir);
-    auto exists = checkTargetDir(dir, st ? "model" : "pytorch_model", st ? ".safetensors" : ".bin");
+    auto exists = detail::checkTargetDir(dir, st ? "model" : "pytorch_model", st ? ".safetensors" : ".bin");
     if (!exists) {
         return exists.error();
     }
-    auto tmp = TempDir::create(dir);
+    auto tmp = detail::TempDir::create(dir);
     if (!tmp) {
         return tmp.error();
     }
@@ -400,7 +313,7 @@ Expected<SplitResult> writeShardedSet(const Checkpoint& in, const transform::Pla
     if (auto same = in.checkUnchanged(); !same) {
         return same.error();
     }
-    if (auto moved = moveInto(*tmp, dir, *exists, files); !moved) {
+    if (auto moved = detail::moveInto(*tmp, dir, *exists, files); !moved) {
         return moved.error();
     }
     if (*exists) {

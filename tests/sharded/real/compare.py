@@ -169,6 +169,34 @@ def case(ckptscope, name, tmp):
         if got != ["chunk-hole", "dcp-rank-local-metadata", "shard-missing"]:
             errors.append(f"check codes {got}")
         return errors
+    elif name == "dcp_split":
+        # convert FILE -o DIR --format dcp: a single-rank folder. Read back, it gives every value of
+        # the file; it has the layout gen_dcp.py writes for one rank; every item is a torch.save
+        # that torch.load opens at its offset, as FileSystemReader.read_data does.
+        import io
+        import pickle
+        import gen_dcp
+        oracle = load("dcp_fsdp2.dcp_to_torch_save.pt")
+        out = os.path.join(tmp, "split")
+        run(ckptscope, "convert", s("dcp_fsdp2.dcp_to_torch_save.pt"), "-o", out, "--format", "dcp")
+        errors += same_values(name, consolidated(ckptscope, out, tmp, name), oracle)
+        hand = os.path.join(tmp, "hand_one_rank")
+        gen_dcp.write_dcp(hand, oracle, world=1, replicated_rank=0, expected=False)
+        errors += same_tree(ckptscope, out, hand)
+        with open(os.path.join(out, ".metadata"), "rb") as f:
+            md = pickle.load(f)
+        blob = open(os.path.join(out, "__0_0.distcp"), "rb").read()
+        for index, info in md.storage_data.items():
+            want = md.state_dict_metadata[index.fqn]
+            # Tensors load with weights_only=True (read_data); BYTE_IO items with load_bytes'
+            # weights_only=False (1.13's allowlist has no BINFLOAT either).
+            item = torch.load(io.BytesIO(blob[info.offset:info.offset + info.length]),
+                              weights_only=hasattr(want, "chunks"))
+            if isinstance(item, torch.Tensor) != hasattr(want, "chunks"):
+                errors.append(f"{name}: item {index.fqn} is {type(item).__name__}")
+            elif isinstance(item, torch.Tensor) and list(item.shape) != list(want.size):
+                errors.append(f"{name}: item {index.fqn} has shape {list(item.shape)}")
+        return errors
     elif name == "dcp_fsdp2_tp":
         oracle = load("dcp_fsdp2_tp.dcp_to_torch_save.pt")
         errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)
