@@ -193,9 +193,8 @@ from make_real_sets import Net, fake_step
 plugin = FullyShardedDataParallelPlugin(state_dict_type="SHARDED_STATE_DICT")
 acc = Accelerator(fsdp_plugin=plugin)
 torch.manual_seed(0)
-model = Net(hidden=8)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-model, opt = acc.prepare(model, opt)
+model = acc.prepare(Net(hidden=8))  # FSDP wraps the model before the optimizer sees its parameters
+opt = acc.prepare(torch.optim.AdamW(model.parameters(), lr=1e-2))
 x = torch.randint(0, 10, (4,), device=acc.device)
 acc.backward(model(x).sum())
 opt.step()
