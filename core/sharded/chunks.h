@@ -6,6 +6,7 @@
 
 #include "archive/zip.h"
 #include "sharded/sharded.h"
+#include "write/output_file.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -100,6 +101,51 @@ Expected<void> writeRecord(archive::ZipWriter& zw, const std::string& record, st
         }
     }
     return zw.endRecord();
+}
+
+// A consolidated set as one torch zip at `target`, the skeleton every set's consolidation shares:
+// data.pkl (`pickled`), byteorder, one `data/<i>` record per storage written by
+// `writeStorage(zw, i, record)` (which opens, fills and closes it), version; then `unchanged()`
+// checks that no source changed under the read before the file is committed in place. Returns
+// the written file's size (0 when it cannot be read back).
+template <class WriteStorage, class Unchanged>
+Expected<std::uint64_t> writeTorchArchive(const std::string& target, const std::string& pickled,
+                                          std::size_t storageCount, const WriteStorage& writeStorage,
+                                          const Unchanged& unchanged)
+{
+    auto file = write::detail::OutputFile::create(target, write::Durability::Lazy);
+    if (!file) {
+        return file.error();
+    }
+    const std::string folder = archiveFolderFor(target);
+    archive::ZipWriter zw(file->fd());
+    auto fail = [&](const Error& e) { return write::detail::onTarget(e, target); };
+    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(pickled)); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
+        return fail(r.error());
+    }
+    for (std::size_t i = 0; i < storageCount; ++i) {
+        if (auto r = writeStorage(zw, i, folder + "/data/" + std::to_string(i)); !r) {
+            return fail(r.error());
+        }
+    }
+    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
+        return fail(r.error());
+    }
+    if (auto r = zw.finish(); !r) {
+        return fail(r.error());
+    }
+    if (auto r = unchanged(); !r) {
+        return r.error();
+    }
+    if (auto r = file->commit(); !r) {
+        return r.error();
+    }
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(target, ec);
+    return ec ? std::uint64_t{0} : static_cast<std::uint64_t>(size);
 }
 
 }  // namespace ckpt::sharded::detail

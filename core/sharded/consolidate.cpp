@@ -71,64 +71,27 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
     return a.dict(std::move(items), true);
 }
 
-Expected<void> writeArchive(const ShardedSet& set, const std::string& pickleBytes,
-                            const std::vector<OutStorage>& storages, const std::string& target, int fd)
+// One storage of the consolidated file from its shard: stored bytes go file to file
+// (copy_file_range, a whole torch record keeping its CRC), others stream through.
+Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive::ZipWriter& zw,
+                            const std::string& record)
 {
-    const std::string folder = detail::archiveFolderFor(target);
-    archive::ZipWriter zw(fd);
-    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(pickleBytes)); !r) {
-        return write::detail::onTarget(r.error(), target);
-    }
-    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
-        return write::detail::onTarget(r.error(), target);
-    }
-    for (std::size_t i = 0; i < storages.size(); ++i) {
-        const auto& s = storages[i];
-        const Checkpoint& shard = *set.shards[s.shard];
-        const StorageEntry& se = shard.storages[s.storage];
-        if (shard.file && !se.compressed && se.present) {
-            // Stored bytes go file to file (copy_file_range); a whole torch record keeps its CRC.
-            std::optional<std::uint32_t> crc;
-            if (shard.format == Format::TorchZip && !se.record.empty() && se.storedBytes == s.nbytes) {
-                crc = se.crc32;
-            }
-            if (auto r = zw.addRecordFromFile(folder + "/data/" + std::to_string(i), shard.file->fd(), se.fileOffset,
-                                              s.nbytes, crc);
-                !r) {
-                return write::detail::onTarget(r.error(), target);
-            }
-            continue;
+    const Checkpoint& shard = *set.shards[s.shard];
+    const StorageEntry& se = shard.storages[s.storage];
+    if (shard.file && !se.compressed && se.present) {
+        std::optional<std::uint32_t> crc;
+        if (shard.format == Format::TorchZip && !se.record.empty() && se.storedBytes == s.nbytes) {
+            crc = se.crc32;
         }
-        if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(i), s.nbytes); !r) {
-            return write::detail::onTarget(r.error(), target);
-        }
-        Error failed;
-        bool ok = true;
-        auto streamed = set.shards[s.shard]->streamStorage(s.storage, 0, s.nbytes, [&](Bytes piece) {
-            auto w = zw.writeChunk(piece);
-            if (!w) {
-                failed = w.error();
-                ok = false;
-            }
-            return ok;
-        });
-        if (!ok) {
-            return write::detail::onTarget(failed, target);
-        }
-        if (!streamed) {
-            return streamed.error();
-        }
-        if (auto r = zw.endRecord(); !r) {
-            return write::detail::onTarget(r.error(), target);
-        }
+        return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes, crc);
     }
-    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
-        return write::detail::onTarget(r.error(), target);
+    if (auto r = zw.beginRecord(record, s.nbytes); !r) {
+        return r;
     }
-    if (auto r = zw.finish(); !r) {
-        return write::detail::onTarget(r.error(), target);
+    if (auto r = detail::streamInto(zw, shard, s.storage, 0, s.nbytes); !r) {
+        return r;
     }
-    return {};
+    return zw.endRecord();
 }
 
 }  // namespace
@@ -299,58 +262,39 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     if (!pickled) {
         return pickled.error();
     }
-    auto out = write::detail::OutputFile::create(*target, write::Durability::Lazy);
-    if (!out) {
-        return out.error();
-    }
-    const std::string folder = archiveFolderFor(*target);
-    archive::ZipWriter zw(out->fd());
-    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
-    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
-        return fail(r.error());
-    }
-    for (std::size_t k = 0; k < recorded.size(); ++k) {
-        const auto& t = tensors[recorded[k]];
-        const bool cast = t.from != t.dtype;
-        std::uint64_t size = 0;
-        for (const auto& p : t.pieces) {
-            size += cast ? p.bytes / elementSize(t.from) * elementSize(t.dtype) : p.bytes;
-        }
-        if (auto r = zw.beginRecord(folder + "/data/" + std::to_string(k), size); !r) {
-            return fail(r.error());
-        }
-        for (const auto& p : t.pieces) {
-            if (auto r = writePiece(zw, *sources.at(p.source), p, t.from, t.dtype); !r) {
-                return fail(r.error());
+    auto size = writeTorchArchive(
+        *target, *pickled, recorded.size(),
+        [&](archive::ZipWriter& zw, std::size_t k, const std::string& record) -> Expected<void> {
+            const auto& t = tensors[recorded[k]];
+            const bool cast = t.from != t.dtype;
+            std::uint64_t bytes = 0;
+            for (const auto& p : t.pieces) {
+                bytes += cast ? p.bytes / elementSize(t.from) * elementSize(t.dtype) : p.bytes;
             }
-        }
-        if (auto r = zw.endRecord(); !r) {
-            return fail(r.error());
-        }
+            if (auto r = zw.beginRecord(record, bytes); !r) {
+                return r;
+            }
+            for (const auto& p : t.pieces) {
+                if (auto r = writePiece(zw, *sources.at(p.source), p, t.from, t.dtype); !r) {
+                    return r;
+                }
+            }
+            return zw.endRecord();
+        },
+        [&]() -> Expected<void> {
+            for (const auto& s : sources) {
+                if (s) {
+                    if (auto r = s->checkUnchanged(); !r) {
+                        return r;
+                    }
+                }
+            }
+            return {};
+        });
+    if (!size) {
+        return size.error();
     }
-    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.finish(); !r) {
-        return fail(r.error());
-    }
-    for (const auto& s : sources) {
-        if (!s) {
-            continue;
-        }
-        if (auto r = s->checkUnchanged(); !r) {
-            return r.error();
-        }
-    }
-    if (auto r = out->commit(); !r) {
-        return r.error();
-    }
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, tensors.size(), sources.size()};
+    return ConsolidateResult{*target, *size, tensors.size(), sources.size()};
 }
 
 }  // namespace detail
@@ -379,24 +323,23 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
     if (!pickled) {
         return pickled.error();
     }
-    auto out = write::detail::OutputFile::create(*target, write::Durability::Lazy);
-    if (!out) {
-        return out.error();
+    auto size = detail::writeTorchArchive(
+        *target, *pickled, storages.size(),
+        [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
+            return writeStorage(set, storages[i], zw, record);
+        },
+        [&]() -> Expected<void> {
+            for (const auto& shard : set.shards) {
+                if (auto r = shard->checkUnchanged(); !r) {
+                    return r;
+                }
+            }
+            return {};
+        });
+    if (!size) {
+        return size.error();
     }
-    if (auto r = writeArchive(set, *pickled, storages, *target, out->fd()); !r) {
-        return r.error();
-    }
-    for (const auto& shard : set.shards) {
-        if (auto r = shard->checkUnchanged(); !r) {
-            return r.error();
-        }
-    }
-    if (auto r = out->commit(); !r) {
-        return r.error();
-    }
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size(), set.shardFiles.size()};
+    return ConsolidateResult{*target, *size, set.tensors.size(), set.shardFiles.size()};
 }
 
 }  // namespace ckpt::sharded

@@ -1342,41 +1342,23 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!pickled) {
         return pickled.error();
     }
-    auto file = write::detail::OutputFile::create(*target, write::Durability::Lazy);
-    if (!file) {
-        return file.error();
+    auto size = sharded::detail::writeTorchArchive(
+        *target, *pickled, out.tensorItems.size(),
+        [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
+            return writeTensor(set, set.meta.items[out.tensorItems[i]], zw, record);
+        },
+        [&]() -> Expected<void> {
+            for (const auto& m : set.maps) {
+                if (auto r = m->checkUnchanged(); !r) {
+                    return r;
+                }
+            }
+            return {};
+        });
+    if (!size) {
+        return size.error();
     }
-    const std::string folder = sharded::detail::archiveFolderFor(*target);
-    archive::ZipWriter zw(file->fd());
-    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
-    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
-        return fail(r.error());
-    }
-    for (std::size_t s = 0; s < out.tensorItems.size(); ++s) {
-        if (auto r = writeTensor(set, set.meta.items[out.tensorItems[s]], zw, folder + "/data/" + std::to_string(s));
-            !r) {
-            return fail(r.error());
-        }
-    }
-    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.finish(); !r) {
-        return fail(r.error());
-    }
-    for (const auto& m : set.maps) {
-        if (auto r = m->checkUnchanged(); !r) {
-            return r.error();
-        }
-    }
-    if (auto r = file->commit(); !r) {
-        return r.error();
-    }
-    const auto size = fs::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, out.tensorItems.size(), set.meta.files.size()};
+    return ConsolidateResult{*target, *size, out.tensorItems.size(), set.meta.files.size()};
 }
 
 }  // namespace ckpt::sharded::dcp

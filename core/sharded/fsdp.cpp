@@ -715,41 +715,23 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!pickled) {
         return pickled.error();
     }
-    auto file = write::detail::OutputFile::create(*target, write::Durability::Lazy);
-    if (!file) {
-        return file.error();
+    auto size = sharded::detail::writeTorchArchive(
+        *target, *pickled, set.tensors.size(),
+        [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
+            return writeTensor(set, set.tensors[i], zw, record);
+        },
+        [&]() -> Expected<void> {
+            for (const auto& f : set.files) {
+                if (auto r = f.ckpt->checkUnchanged(); !r) {
+                    return r;
+                }
+            }
+            return {};
+        });
+    if (!size) {
+        return size.error();
     }
-    const std::string folder = sharded::detail::archiveFolderFor(*target);
-    archive::ZipWriter zw(file->fd());
-    auto fail = [&](const Error& e) { return write::detail::onTarget(e, *target); };
-    if (auto r = zw.addRecord(folder + "/data.pkl", asBytes(*pickled)); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.addRecord(folder + "/byteorder", asBytes("little")); !r) {
-        return fail(r.error());
-    }
-    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
-        if (auto r = writeTensor(set, set.tensors[i], zw, folder + "/data/" + std::to_string(i)); !r) {
-            return fail(r.error());
-        }
-    }
-    if (auto r = zw.addRecord(folder + "/version", asBytes("3\n")); !r) {
-        return fail(r.error());
-    }
-    if (auto r = zw.finish(); !r) {
-        return fail(r.error());
-    }
-    for (const auto& f : set.files) {
-        if (auto r = f.ckpt->checkUnchanged(); !r) {
-            return r.error();
-        }
-    }
-    if (auto r = file->commit(); !r) {
-        return r.error();
-    }
-    std::error_code ec;
-    const auto size = fs::file_size(*target, ec);
-    return ConsolidateResult{*target, ec ? 0 : size, set.tensors.size(), set.files.size()};
+    return ConsolidateResult{*target, *size, set.tensors.size(), set.files.size()};
 }
 
 }  // namespace ckpt::sharded::fsdp
