@@ -444,6 +444,25 @@ void addProcessGroupFinding(Set& set)
          names});
 }
 
+// What PyTorch 2.11 was seen to do with a DTensor rank file outside a process group
+// (tests/sharded/real/sets/torch_load_errors.json): weights_only=False loads this rank's DTensors,
+// warning about the DeviceMesh; 2.6's default weights_only=True refuses the file.
+void addDTensorFinding(Set& set)
+{
+    std::vector<std::string> names;
+    for (const auto& f : set.files) {
+        names.push_back(fs::path(f.path).filename().string());
+    }
+    set.findings.push_back(
+        {"dtensor-rank-files", "warning", "torch.load gives one rank's DTensors, and refuses them by default",
+         "The rank files hold DTensors. With PyTorch 2.6+'s default weights_only=True, torch.load fails: "
+         "\"Weights only load failed. ``torch.distributed.tensor`` must be imported to load DTensors\". With "
+         "weights_only=False (or after importing torch.distributed.tensor) it returns DTensors whose local "
+         "tensors hold this rank's piece only. `ckptscope convert` on the folder writes the consolidated plain "
+         "tensors, which load anywhere.",
+         names});
+}
+
 void checkWorld(Set& set, int world, const std::set<int>& ranks)
 {
     std::string missing;
@@ -496,6 +515,7 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     std::set<int> ranks;
     int world = -1;
     bool sharded = false;
+    bool dtensors = false;
     for (const auto& p : paths) {
         auto c = openCheckpoint(p);
         if (!c) {
@@ -517,6 +537,8 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
         ranks.insert(fr->rank);
         world = std::max(world, fr->world);
         sharded = sharded || fr->shardedTensor;
+        dtensors =
+            dtensors || std::any_of(fr->tensors.begin(), fr->tensors.end(), [](const Tensor& t) { return t.dtensor; });
         for (auto& t : fr->tensors) {
             for (auto& s : t.shards) {
                 s.file = fileIndex;
@@ -541,6 +563,9 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     }
     if (sharded) {
         addProcessGroupFinding(set);
+    }
+    if (dtensors) {
+        addDTensorFinding(set);
     }
     if (oneFile) {
         return set;
