@@ -89,6 +89,10 @@ Expected<Options> optionsFrom(const Args& a)
         }
         o.mapLocation = std::move(*m);  // an explicit spec replaces the preset's `cpu`
     }
+    if (a.format == "dcp" && a.mapLocation.empty()) {
+        // FileSystemWriter asserts that every item it writes is on the CPU (_write_item).
+        o.mapLocation = *transform::LocationMap::parse("cpu");
+    }
     if (a.format == "safetensors" || (a.format.empty() && a.output.ends_with(".safetensors"))) {
         o.format = transform::OutputFormat::Safetensors;
     } else if (a.format == "torch") {
