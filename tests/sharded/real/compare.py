@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Checks ckptscope against the sets the real writers made (tests/sharded/real/sets, written by
-make_real_sets.py with PyTorch 2.11, transformers 5.17 and Lightning 2.6 on the lent GPU machine).
+make_real_sets.py with PyTorch 2.11, transformers 5.17, accelerate 1.15 and Lightning 2.6 on the
+lent GPU machine).
 
     compare.py CKPTSCOPE CASE
 
@@ -213,6 +214,15 @@ def case(ckptscope, name, tmp):
         # 2-D FSDP2 over tensor parallelism: _StridedShard placements, sub-meshes, 2.9+ _MeshLayout.
         errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), load("dcp_fsdp2_tp.state_dict.pt"))
         want = ["dtensor-rank-files"]
+    elif name == "accelerate_fsdp":
+        # accelerate 1.15's save_state under FSDP (SHARDED_STATE_DICT): the folder opens as its
+        # model's DCP folder; the optimizer's is a DCP folder of its own.
+        errors += same_values(name, consolidated(ckptscope, s(name), tmp, name),
+                              load("accelerate_fsdp/pytorch_model_fsdp_0.dcp_to_torch_save.pt"))
+        errors += same_values(name + "/optimizer_0",
+                              consolidated(ckptscope, s("accelerate_fsdp/optimizer_0"), tmp, "optimizer"),
+                              load("accelerate_fsdp/optimizer_0.dcp_to_torch_save.pt"))
+        want = []
     elif name == "hf_gpt2_safetensors":
         # Tied lm_head.weight is stored once, as transformers does for safetensors.
         errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), load("hf_gpt2.state_dict.pt"),
