@@ -234,8 +234,9 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
     if (zeroOnly && !readsZeroSet(loc, input)) {
         err << "ckptscope convert: " << displayText(input)
-            << ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder (or one of its rank "
-               "files), and this is none\n";
+            << (fileOnly ? ": --zero-weights module and --keep-optimizer read a DeepSpeed ZeRO set, not --file-only\n"
+                         : ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder (or one of "
+                           "its rank files), and this is none\n");
         return kExitBadInput;
     }
     // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the

@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cstdlib>
 #include <sstream>
 
 namespace {
@@ -343,6 +344,19 @@ private Q_SLOTS:
         QVERIFY2(copied.rc == 0, copied.err.c_str());
         const Run noKeep = ckptscope({"convert", "--file-only", path, "-o", out.toStdString(), "--keep-optimizer"});
         QCOMPARE(noKeep.rc, 2);
+        QVERIFY2(noKeep.err.find("not --file-only") != std::string::npos, noKeep.err.c_str());
+#ifdef CKPTSCOPE_TEST_HELPER
+        // testload (LibTorch on the CPU): the set as the one file convert writes, or the file alone.
+        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        const Run loaded = ckptscope({"testload", path, "--device", "cpu"});
+        QVERIFY2(loaded.rc == 0, loaded.err.c_str());
+        QVERIFY2(loaded.out.rfind("opened as part of the DeepSpeed ZeRO checkpoint", 0) == 0, loaded.out.c_str());
+        QVERIFY(loaded.out.find("loaded 11 tensors") != std::string::npos);
+        const Run loadedAlone = ckptscope({"testload", path, "--device", "cpu", "--file-only"});
+        QVERIFY2(loadedAlone.rc == 0, loadedAlone.err.c_str());
+        QVERIFY(loadedAlone.out.find("opened as part of") == std::string::npos);
+        QVERIFY(loadedAlone.out.find("loaded 11 tensors") == std::string::npos);
+#endif
     }
 
     // A file whose folder is no set ckptscope reads stays the torch.save file it is: a lone model
