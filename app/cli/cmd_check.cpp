@@ -20,11 +20,14 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
                  "ckptscope check"};
     std::string file;
     bool json = false;
+    bool fileOnly = false;
     diagnose::CheckOptions opts;
     std::string against;
     std::string select;
     app.add_option("FILE", file, "checkpoint file (.pt .pth .ckpt .bin .safetensors)")->required();
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--file-only", fileOnly,
+                 "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_flag("--values", opts.values, "read tensor data too: count NaN/Inf in every floating-point tensor");
     auto* againstOpt = app.add_option("--against", against,
                                       "the model's side: a checkpoint, a JSON from `ckptscope inspect --json`, or "
@@ -48,7 +51,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!select.empty()) {
         opts.againstSelect = select;
     }
-    if (!opts.againstPath) {
+    if (!opts.againstPath && !fileOnly) {
         if (const auto rc = checkSet(file, json, out, err)) {
             return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
         }

@@ -51,6 +51,7 @@ struct Args {
     std::string shardSize;  // non-empty: -o names the folder of a Hugging Face sharded set
     std::string zeroWeights = "fp32";
     bool keepOptimizer = false;
+    bool fileOnly = false;
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -311,9 +312,11 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         ->check(CLI::IsMember({"fp32", "module"}));
     auto* keep = app.add_flag(
         "--keep-optimizer", a.keepOptimizer,
-        "a DeepSpeed ZeRO folder: write {model, optimizer: {state: {name: {exp_avg, ...}}}}, the optimizer "
-        "state consolidated per parameter like the fp32 weights");
+        "a DeepSpeed ZeRO folder: write {model, optimizer: {state: {name: {step, exp_avg, ...}}, param_groups}}, "
+        "the optimizer state consolidated per parameter like the fp32 weights");
     keep->excludes(single);
+    app.add_flag("--file-only", a.fileOnly,
+                 "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -358,7 +361,10 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // `-o model.safetensors` asks for safetensors as --format does (makeOptions reads it the same).
     const std::string format =
         a.format.empty() && a.output.ends_with(".safetensors") ? std::string("safetensors") : a.format;
-    if (const auto rc = convertSet(a.input, a.output, format, plainSet, staged, out, err, zero)) {
+    if (!a.fileOnly && !a.json) {
+        noteSetOfFile(a.input, out);
+    }
+    if (const auto rc = convertSet(a.input, a.output, format, plainSet, staged, out, err, zero, a.fileOnly)) {
         return *rc;
     }
     const std::string source = staged ? staged->path() : a.input;

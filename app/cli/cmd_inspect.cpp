@@ -195,10 +195,13 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
                  "ckptscope inspect"};
     std::vector<std::string> inputs;
     bool json = false;
+    bool fileOnly = false;
     int depth = -1;
     app.add_option("FILE", inputs, "checkpoint files (.pt .pth .ckpt .bin .safetensors); globs allowed")->required();
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
     app.add_option("--depth", depth, "show the text tree only down to this depth");
+    app.add_flag("--file-only", fileOnly,
+                 "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.footer("Examples:\n"
                "  ckptscope inspect model.pt\n"
                "  ckptscope inspect --json model.pt | jq '.totals.by_location'\n"
@@ -216,7 +219,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     bool first = true;
     for (const auto& file : files) {
-        if (!several) {
+        if (!several && !fileOnly) {
             if (const auto setRc = inspectSet(file, json, out, err)) {
                 return *setRc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
             }

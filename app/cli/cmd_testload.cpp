@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/sharded_cli.h"
 #include "device/ddp_replay.h"
 #include "device/nvml.h"
 #include "device/sha256.h"
@@ -364,6 +365,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     std::string deviceText = "cpu";
     std::string select;
     bool json = false;
+    bool fileOnly = false;
     bool compare = false;
     bool verify = false;
     int intervalMs = 20;
@@ -388,6 +390,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
     app.add_option("--select", select, "only the tensors at or under this key path");
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--file-only", fileOnly,
+                 "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--interval-ms", intervalMs, "memory sampling interval in milliseconds (default 20)")
         ->check(CLI::Range(1, 60000));
     app.add_flag("--compare-torch-load", compare,
@@ -419,8 +423,11 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
 
     std::optional<sharded::TempConsolidated> whole;
     std::string input = file;
-    const auto loc = sharded::detectSet(file);
+    const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(file);
     if (sharded::readAsSet(loc, file)) {
+        if (!json) {
+            noteSetOfFile(file, out);
+        }
         auto copy = consolidateForLoad(loc);
         if (!copy) {
             printError(err, copy.error(), file);

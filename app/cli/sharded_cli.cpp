@@ -171,21 +171,38 @@ void printListingJson(const sharded::SetListing& l, std::ostream& out)
     out << dumpJson(j) << '\n';
 }
 
-// A ZeRO folder (the tag folder or the save dir with `latest`); one rank file stays a file.
-bool isZeroFolder(const sharded::SetLocation& loc, const std::string& input)
+// A ZeRO folder (the tag folder or the save dir with `latest`), or one of its rank files when
+// the folder is a set ckptscope reads (readAsSet); otherwise a rank file stays a file.
+bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
 {
-    std::error_code ec;
-    return loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_directory(input, ec);
+    return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
 }
 
 }  // namespace
 
+void noteSetOfFile(const std::string& input, std::ostream& out)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(input, ec)) {
+        return;
+    }
+    const auto loc = sharded::detectSet(input);
+    if (!sharded::readAsSet(loc, input)) {
+        return;
+    }
+    out << "opened as part of the " << sharded::setKindName(loc.kind) << " in " << displayText(loc.dir)
+        << " (--file-only reads " << displayText(std::filesystem::path(input).filename().string()) << " alone)\n\n";
+}
+
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (!json) {
+        noteSetOfFile(input, out);
+    }
     if (auto dcp = inspectDcp(input, json, out, err)) {
         return dcp;
     }
-    if (const auto loc = sharded::detectSet(input); isZeroFolder(loc, input)) {
+    if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
         return withSet(std::optional(sharded::listSet(loc)), input, err,
                        printedAs(json, printListingJson, printListingText, out));
     }
@@ -194,10 +211,13 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
 
 std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    if (!json) {
+        noteSetOfFile(input, out);
+    }
     if (auto dcp = checkDcp(input, json, out, err)) {
         return dcp;
     }
-    if (const auto loc = sharded::detectSet(input); isZeroFolder(loc, input)) {
+    if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
         return withSet(std::optional(sharded::zero::open(loc)), input, err,
                        [&](const auto& zero) { return printSetFindings(zero.findings, loc.dir, json, out); });
     }
@@ -207,14 +227,16 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err, const sharded::zero::Options& zeroOptions)
+                              std::ostream& err, const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
     const bool toTorch = format.empty() || format == "torch";
-    const auto loc = sharded::detectSet(input);
+    const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(input);
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
-    if (zeroOnly && !isZeroFolder(loc, input)) {
+    if (zeroOnly && !readsZeroSet(loc, input)) {
         err << "ckptscope convert: " << displayText(input)
-            << ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder, and this is none\n";
+            << (fileOnly ? ": --zero-weights module and --keep-optimizer read a DeepSpeed ZeRO set, not --file-only\n"
+                         : ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder (or one of "
+                           "its rank files), and this is none\n");
         return kExitBadInput;
     }
     // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the
@@ -230,7 +252,10 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
             return dcp;
         }
     }
-    const bool zero = isZeroFolder(loc, input);
+    const bool zero = readsZeroSet(loc, input);
+    if (fileOnly) {
+        return std::nullopt;
+    }
     std::optional<Expected<sharded::ShardedSet>> set;
     if (!zero) {
         set = openIfSet(input);

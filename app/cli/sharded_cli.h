@@ -17,9 +17,13 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 // split). Otherwise the set is consolidated into `staged`, a hidden file beside the output, and
 // nothing is returned: the caller converts staged->path() as an ordinary file, so edits,
 // safetensors and re-sharding go through the single-file path unchanged. `zero`: what to take
-// from a ZeRO folder.
+// from a ZeRO folder. `fileOnly` (--file-only): `input` is converted as the file it is, never its set.
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err, const sharded::zero::Options& zero = {});
+                              std::ostream& err, const sharded::zero::Options& zero = {}, bool fileOnly = false);
+
+// One line (then a blank one) when `input` is a file that opens as the set it belongs to (a shard,
+// an index, a ZeRO rank file): which set, and that --file-only reads the file alone.
+void noteSetOfFile(const std::string& input, std::ostream& out);
 
 }  // namespace ckpt::cli

@@ -10,6 +10,7 @@
 #include "write/output_file.h"
 #include "write/targets.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
@@ -193,7 +194,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     std::vector<std::uint32_t> storageOf(tensors.size());
     std::vector<std::size_t> recorded;  // tensors with a storage record of their own, in storage order
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-        if (tensors[i].aliasOf) {
+        if (tensors[i].aliasOf || tensors[i].value) {
             continue;
         }
         std::uint64_t numel = 1;
@@ -228,6 +229,10 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
                 it = levels[level].child.emplace(p, made).first;
             }
             level = it->second;
+        }
+        if (t.value) {
+            levels[level].entries.emplace_back(t.name, t.value(a));
+            continue;
         }
         const std::size_t own = t.aliasOf.value_or(i);
         if (own >= tensors.size() || tensors[own].aliasOf) {
@@ -294,7 +299,8 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     if (!size) {
         return size.error();
     }
-    return ConsolidateResult{*target, *size, tensors.size(), sources.size()};
+    const auto written = std::count_if(tensors.begin(), tensors.end(), [](const Assembled& t) { return !t.value; });
+    return ConsolidateResult{*target, *size, static_cast<std::size_t>(written), sources.size()};
 }
 
 }  // namespace detail

@@ -176,7 +176,10 @@ std::optional<SetLocation> deepspeedAt(const fs::path& p)
             stage3 = stage3 || n.rfind("zero_pp_rank_", 0) == 0;
         }
     }
-    if (optim == 0 && model == 0) {
+    // A lone model-states file (the partitions not fetched) is what its user has: the stage 1/2
+    // file holds the whole 16-bit `module`. Only a folder with optimizer states makes a file part
+    // of a set to open.
+    if ((optim == 0 && model == 0) || (optim == 0 && !isDir(p))) {
         return std::nullopt;
     }
     std::string what = "DeepSpeed ZeRO";

@@ -19,8 +19,10 @@ bool readAsSet(const SetLocation& loc, const std::string& path)
 {
     std::error_code ec;
     const bool file = std::filesystem::is_regular_file(path, ec);
-    return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder &&
-           !(file && (loc.kind == SetKind::DeepSpeedZero || loc.kind == SetKind::FsdpRanks));
+    if (file && loc.kind == SetKind::DeepSpeedZero) {
+        return zero::opensAsSet(loc);
+    }
+    return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder && !(file && loc.kind == SetKind::FsdpRanks);
 }
 
 namespace {

@@ -32,8 +32,8 @@ struct SetListing {
 };
 
 // Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
-// a Trainer folder (a folder of separate checkpoints) or one rank file of a ZeRO run, which is a
-// torch.save file of its own.
+// a Trainer folder (a folder of separate checkpoints), an FSDP rank file, or a ZeRO rank file whose
+// folder zero::opensAsSet() refuses; each of those is a torch.save file of its own.
 [[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
 
 // Errors: the formats openSet refuses, with its message.

@@ -12,6 +12,7 @@
 #include "util/error.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,7 +44,7 @@ struct SetLocation {
 // A set-level problem, reported by `check` with a stable code (docs/findings.md).
 struct SetFinding {
     std::string code;      // "shard-missing", "index-missing-tensor", ...
-    std::string severity;  // "error" | "warning"
+    std::string severity;  // "error" | "warning" | "info" (check exits 1 on the first two)
     std::string title;
     std::string detail;
     std::vector<std::string> paths;
@@ -104,6 +105,9 @@ struct Assembled {
     DType from = DType::Float32;         // the pieces' type when it is not `dtype` (cast to Float32 only)
     std::optional<std::size_t> aliasOf;  // the same tensor (storage) as tensors[*aliasOf]
     std::vector<std::string> parents;    // the nested dict keys it sits under (none: the root)
+    // A leaf that is no tensor (an optimizer's step count, its param_groups), built into the
+    // output's arena when the pickle is written; the tensor fields are then unused.
+    std::function<pickle::ValueId(pickle::Arena&)> value;
 };
 // One contiguous storage per tensor, each streamed piece by piece from `sources` (null ones are
 // never referenced), pages released behind it so resident memory stays one piece.

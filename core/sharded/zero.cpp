@@ -24,8 +24,9 @@ bool Set::complete() const
 {
     const bool errors =
         std::any_of(findings.begin(), findings.end(), [](const SetFinding& f) { return f.severity == "error"; });
-    const bool located = std::all_of(tensors.begin(), tensors.end(),
-                                     [](const Tensor& t) { return t.aliasOf || !t.pieces.empty() || t.numel() == 0; });
+    const bool located = std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
+        return t.aliasOf || t.value || !t.pieces.empty() || t.numel() == 0;
+    });
     return !errors && located;
 }
 
@@ -240,6 +241,57 @@ std::vector<std::string> optimFilesIn(const fs::path& tag)
     return out;
 }
 
+// Hyperparameters and step counts are plain Python values; anything else (a tensor lr, an object)
+// is not carried into the consolidated optimizer.
+bool plainValue(const pickle::Arena& a, pickle::ValueId id, int depth)
+{
+    const pickle::Value& v = a[id];
+    switch (v.kind) {
+    case pickle::Kind::None:
+    case pickle::Kind::Bool:
+    case pickle::Kind::Int:
+    case pickle::Kind::Float:
+    case pickle::Kind::Str:
+        return true;
+    case pickle::Kind::Tuple:
+    case pickle::Kind::List:
+    case pickle::Kind::Dict:
+        return depth < 8 && !v.attrs.valid() && std::all_of(v.items.begin(), v.items.end(), [&](pickle::ValueId item) {
+                   return plainValue(a, item, depth + 1);
+               });
+    default:
+        return false;
+    }
+}
+
+// A value plainValue() accepted, rebuilt in `to`.
+pickle::ValueId copyPlain(const pickle::Arena& from, pickle::ValueId id, pickle::Arena& to)
+{
+    const pickle::Value& v = from[id];
+    pickle::IdList items;
+    for (const auto item : v.items) {
+        items.push_back(copyPlain(from, item, to));
+    }
+    switch (v.kind) {
+    case pickle::Kind::Tuple:
+        return to.tuple(std::move(items));
+    case pickle::Kind::List:
+        return to.list(std::move(items));
+    case pickle::Kind::Dict:
+        return to.dict(std::move(items), v.flag);
+    case pickle::Kind::None:
+        return to.none();
+    case pickle::Kind::Bool:
+        return to.boolean(v.flag);
+    case pickle::Kind::Int:
+        return to.integer(v.i);
+    case pickle::Kind::Float:
+        return to.real(v.f);
+    default:  // Str
+        return to.str(v.text);
+    }
+}
+
 class Builder {
 public:
     Builder(Set& set, Weights weights, bool keepOptimizer) : s_(set), weights_(weights), keep_(keepOptimizer) {}
@@ -257,7 +309,11 @@ private:
     Expected<void> addParams12();
     Expected<void> addParams3();
     Expected<void> addOptimizer();
-    Expected<std::vector<Span>> stateSpans(std::size_t rank, const std::string& key);
+    [[nodiscard]] std::string statePath(const Checkpoint& c, std::size_t k) const;
+    Expected<std::vector<Span>> stateSpans(std::size_t rank, const std::string& key, DType& dtype);
+    Expected<void> addFlatState(const std::string& key);
+    Expected<void> addGroupValue(const std::string& key);
+    Expected<void> addParamGroups();
     void addShared();
     Tensor& push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype);
     [[nodiscard]] bool optimComplete() const;
@@ -272,7 +328,8 @@ private:
     bool keep_ = false;
     // Where each trainable param sits in the flat partitions, for the optimizer state laid out
     // the same way: stage 1/2 its group and offset in the group's ranks laid end to end, stage 3
-    // its offset in every rank's flat groups.
+    // its sub-group and offset in every rank's flat groups laid end to end. `group` is the flat
+    // group's index in param_shapes and in the base optimizer's state.
     struct Slot {
         std::size_t tensor = 0;
         std::size_t group = 0;
@@ -439,14 +496,19 @@ void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& mis
         }
     }
     if (!paths.empty()) {
-        s_.findings.push_back({"zero3-placeholder-module", "warning",
+        // What torch.load of the model states gives is worth knowing, but with every rank's optimizer
+        // states read the set itself consolidates: `check` of a healthy ZeRO-3 folder passes.
+        s_.findings.push_back({"zero3-placeholder-module", optimComplete() ? "info" : "warning",
                                "The model states hold ZeRO-3 placeholders, not weights",
                                std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
                                    " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
                                    "before saving, so load_state_dict with them fails with size mismatch ... "
                                    "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
-                                   "the optim states: with every rank's optim states present, `ckptscope convert " +
-                                   s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
+                                   "the optim states: " +
+                                   (optimComplete() ? std::string("every rank's are here, and ")
+                                                    : std::string("with every rank's optim states present, ")) +
+                                   "`ckptscope convert " + s_.loc.dir +
+                                   " -o model.pt` writes them (as zero_to_fp32.py does).",
                                paths});
     }
 }
@@ -735,13 +797,13 @@ Expected<void> Builder::addParams3()
     }
     const auto world = static_cast<std::uint64_t>(s_.world);
     std::uint64_t offset = 0;
-    for (auto& group : *groups) {
-        for (auto& [name, shape] : group) {
+    for (std::size_t g = 0; g < groups->size(); ++g) {
+        for (auto& [name, shape] : (*groups)[g]) {
             const std::uint64_t numel = numelOf(shape);
             const std::uint64_t per = (numel + world - 1) / world;
             Tensor& out = push(name, "parameter", shape, DType::Float32);
             out.files = optimFiles_;
-            slots_.push_back({byKey_.at(name), 0, offset, numel});
+            slots_.push_back({byKey_.at(name), g, offset, numel});
             for (std::uint64_t r = 0; have && r < world; ++r) {
                 const std::uint64_t want = std::min(per, numel - std::min(numel, r * per));
                 if (offset + per > total(ranks[r]) || !take(ranks[r], offset, want, 4, out.pieces)) {
@@ -788,31 +850,37 @@ void Builder::addShared()
     }
 }
 
-// One rank's optimizer tensors `key` laid out as its fp32 partitions: stage 3's torch optimizer
-// state per sub-group (stage3.py keeps the base optimizer's state_dict), stage 1/2's
-// base_optimizer_state per group (a list of lean states, or a torch state_dict whose tensors may
-// still carry the tail padding: only the partition's length is taken).
-Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::string& key)
+// Where flat group `k`'s base optimizer state is in a rank's optimizer states: stage 3 keeps the
+// torch state_dict of its sub-groups (stage3.py), stage 1/2 the torch state_dict of its groups (the
+// default) or, with elastic_checkpoint, a list of lean per-group states.
+std::string Builder::statePath(const Checkpoint& c, std::size_t k) const
+{
+    if (s_.stage == 3) {
+        return "optimizer_state_dict/optimizer_state_dict/state/" + std::to_string(k);
+    }
+    const bool torchForm = c.find("optimizer_state_dict/base_optimizer_state/state").valid();
+    return std::string("optimizer_state_dict/base_optimizer_state/") + (torchForm ? "state/" : "") + std::to_string(k);
+}
+
+// One rank's optimizer tensors `key` laid out as its fp32 partitions, of any one dtype; a torch
+// state_dict's may still carry the tail padding: only the partition's length is taken.
+Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::string& key, DType& dtype)
 {
     const Checkpoint& c = *s_.sources[optimFiles_[rank]];
     const bool three = s_.stage == 3;
-    const auto& sizes = three ? subNumel_.at(rank) : std::vector<std::uint64_t>{};
-    const std::size_t count = three ? sizes.size() : partNumel_.size();
+    const std::size_t count = three ? subNumel_.at(rank).size() : partNumel_.size();
     std::vector<Span> spans;
     for (std::size_t g = 0; g < count; ++g) {
-        const std::uint64_t want = three ? sizes[g] : partNumel_[g].at(rank);
-        const std::string tail = std::to_string(g) + "/" + key;
-        const TensorEntry* t = three ? tensorAt(c, "optimizer_state_dict/optimizer_state_dict/state/" + tail)
-                                     : tensorAt(c, "optimizer_state_dict/base_optimizer_state/" + tail);
-        if (!t && !three) {
-            t = tensorAt(c, "optimizer_state_dict/base_optimizer_state/state/" + tail);
-        }
-        if (!t || t->dtype != DType::Float32 || t->numel < want) {
+        const std::uint64_t want = three ? subNumel_[rank][g] : partNumel_[g].at(rank);
+        const TensorEntry* t = tensorAt(c, statePath(c, g) + "/" + key);
+        if (!t || t->shape.size() != 1 || t->numel < want || elementSize(t->dtype) == 0 ||
+            (dtype != DType::Unknown && t->dtype != dtype)) {
             return makeError(ErrorCode::Unsupported, s_.files[optimFiles_[rank]] + ": the optimizer's '" + key +
                                                          "' of group " + std::to_string(g) +
-                                                         " does not mirror the fp32 partition; --keep-optimizer "
-                                                         "cannot place it");
+                                                         " does not mirror the fp32 partition in one dtype; "
+                                                         "--keep-optimizer cannot place it");
         }
+        dtype = t->dtype;
         auto span = spanOf(*t, optimFiles_[rank], key);
         if (!span) {
             return span.error();
@@ -823,75 +891,223 @@ Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::str
     return spans;
 }
 
+Expected<void> Builder::addFlatState(const std::string& key)
+{
+    DType dtype = DType::Unknown;
+    std::vector<std::vector<Span>> ranks;
+    for (std::size_t r = 0; r < optimFiles_.size(); ++r) {
+        auto spans = stateSpans(r, key, dtype);
+        if (!spans) {
+            return spans.error();
+        }
+        ranks.push_back(std::move(*spans));
+    }
+    const auto world = static_cast<std::uint64_t>(s_.world);
+    const std::uint32_t esize = elementSize(dtype);
+    for (const auto& slot : slots_) {
+        Tensor t;
+        t.key = key;
+        t.role = "optimizer";
+        t.dtype = dtype;
+        t.from = dtype;
+        t.shape = s_.tensors[slot.tensor].shape;
+        t.files = optimFiles_;
+        t.parents = {"optimizer", "state", s_.tensors[slot.tensor].key};
+        bool ok = true;
+        if (s_.stage == 3) {
+            const std::uint64_t per = (slot.numel + world - 1) / world;
+            for (std::uint64_t r = 0; ok && r < world; ++r) {
+                ok = take(ranks[r], slot.offset, std::min(per, slot.numel - std::min(slot.numel, r * per)), esize,
+                          t.pieces);
+            }
+        } else {
+            std::vector<Span> group;
+            group.reserve(ranks.size());
+            for (auto& rank : ranks) {
+                group.push_back(rank.at(slot.group));
+            }
+            ok = take(group, slot.offset, slot.numel, esize, t.pieces);
+        }
+        if (!ok) {
+            return makeError(ErrorCode::Corrupt, "the optimizer's '" + key + "' of '" + s_.tensors[slot.tensor].key +
+                                                     "' runs past its partitions");
+        }
+        s_.tensors.push_back(std::move(t));
+    }
+    return {};
+}
+
+// A value the base optimizer keeps once per flat group (`step`: a count, or a 0-dim tensor since
+// torch 1.12), repeated for each param of the group as torch.optim keeps one per param. A tensor
+// gets a storage of its own per param: Adam increments it in place.
+Expected<void> Builder::addGroupValue(const std::string& key)
+{
+    const CheckpointPtr src = s_.sources[optimFiles_.front()];
+    for (const auto& slot : slots_) {
+        const NodeIndex n = src->find(statePath(*src, slot.group) + "/" + key);
+        const std::string param = s_.tensors[slot.tensor].key;
+        Tensor t;
+        t.key = key;
+        t.role = "optimizer";
+        t.files = {optimFiles_.front()};
+        t.parents = {"optimizer", "state", param};
+        const Node* node = n.valid() ? &src->nodes[n] : nullptr;
+        if (node && node->kind == NodeKind::Tensor && src->tensors[node->tensor].numel == 1) {
+            const TensorEntry& e = src->tensors[node->tensor];
+            auto span = spanOf(e, optimFiles_.front(), key);
+            if (!span) {
+                return span.error();
+            }
+            t.dtype = e.dtype;
+            t.from = e.dtype;
+            t.shape.assign(e.shape.begin(), e.shape.end());
+            t.pieces.push_back({span->source, span->storage, span->byteOffset, e.nbytes});
+        } else if (node && node->kind != NodeKind::Tensor && plainValue(src->arena, node->value, 0)) {
+            const pickle::ValueId v = node->value;
+            t.value = [src, v](pickle::Arena& a) { return copyPlain(src->arena, v, a); };
+        } else {
+            return makeError(ErrorCode::Unsupported,
+                             s_.files[optimFiles_.front()] + ": the optimizer's '" + key + "' of group " +
+                                 std::to_string(slot.group) + " (param '" + param +
+                                 "') is missing, or neither a plain value nor one element; --keep-optimizer cannot "
+                                 "place it");
+        }
+        s_.tensors.push_back(std::move(t));
+    }
+    return {};
+}
+
+// The base optimizer's param_groups, as torch.optim.Optimizer.state_dict() has them, each `params`
+// rewritten from flat group indices to the names of the consolidated parameters those flat groups
+// hold (torch's load_state_dict pairs them with the new optimizer's params in order, whatever they
+// are). Stage 3 lists its sub-groups under the param group they came from. The elastic lean states
+// keep no param_groups: none is written then.
+Expected<void> Builder::addParamGroups()
+{
+    const CheckpointPtr src = s_.sources[optimFiles_.front()];
+    const NodeIndex n = src->find(s_.stage == 3 ? "optimizer_state_dict/optimizer_state_dict/param_groups"
+                                                : "optimizer_state_dict/base_optimizer_state/param_groups");
+    if (!n.valid()) {
+        return {};
+    }
+    std::size_t flatGroups = 0;
+    for (const auto& slot : slots_) {
+        flatGroups = std::max(flatGroups, slot.group + 1);
+    }
+    std::vector<std::vector<std::string>> names(flatGroups);
+    for (const auto& slot : slots_) {
+        names[slot.group].push_back(s_.tensors[slot.tensor].key);
+    }
+    const pickle::Arena& a = src->arena;
+    const pickle::Value& list = a[src->nodes[n].value];
+    auto refuse = [&](const std::string& why) {
+        return makeError(ErrorCode::Unsupported,
+                         s_.files[optimFiles_.front()] + ": the optimizer's param_groups " + why +
+                             "; --keep-optimizer keeps plain hyperparameters and flat group indices only");
+    };
+    if (list.kind != pickle::Kind::List) {
+        return refuse("are no list");
+    }
+    struct Group {
+        pickle::ValueId dict;
+        std::vector<std::string> params;
+    };
+    std::vector<Group> groups;
+    std::vector<int> listed(flatGroups, 0);
+    for (const auto id : list.items) {
+        const pickle::Value& g = a[id];
+        if (g.kind != pickle::Kind::Dict) {
+            return refuse("hold something that is no dict");
+        }
+        Group out{id, {}};
+        for (std::size_t i = 0; i + 1 < g.items.size(); i += 2) {
+            const pickle::Value& k = a[g.items[i]];
+            if (k.kind != pickle::Kind::Str) {
+                return refuse("have a key that is no string");
+            }
+            if (std::string_view(k.text) != "params") {
+                if (!plainValue(a, g.items[i + 1], 0)) {
+                    return refuse("hold a " + std::string(pickle::kindName(a[g.items[i + 1]].kind)) + " under '" +
+                                  std::string(k.text) + "'");
+                }
+                continue;
+            }
+            for (const auto p : a[g.items[i + 1]].items) {
+                const pickle::Value& index = a[p];
+                if (index.kind != pickle::Kind::Int || index.i < 0 || static_cast<std::size_t>(index.i) >= flatGroups) {
+                    return refuse("name a param that is no flat group of the model states' param_shapes");
+                }
+                ++listed[static_cast<std::size_t>(index.i)];
+                const auto& held = names[static_cast<std::size_t>(index.i)];
+                out.params.insert(out.params.end(), held.begin(), held.end());
+            }
+        }
+        groups.push_back(std::move(out));
+    }
+    if (std::any_of(listed.begin(), listed.end(), [](int times) { return times != 1; })) {
+        return refuse("do not list every flat group exactly once");
+    }
+    Tensor t;
+    t.key = "param_groups";
+    t.role = "optimizer";
+    t.files = {optimFiles_.front()};
+    t.parents = {"optimizer"};
+    t.value = [src, groups](pickle::Arena& out) {
+        pickle::IdList built;
+        for (const auto& g : groups) {
+            const pickle::Value& dict = src->arena[g.dict];
+            pickle::IdList items;
+            for (std::size_t i = 0; i + 1 < dict.items.size(); i += 2) {
+                items.push_back(copyPlain(src->arena, dict.items[i], out));
+                if (std::string_view(src->arena[dict.items[i]].text) != "params") {
+                    items.push_back(copyPlain(src->arena, dict.items[i + 1], out));
+                    continue;
+                }
+                pickle::IdList params;
+                for (const auto& name : g.params) {
+                    params.push_back(out.str(name));
+                }
+                items.push_back(out.list(std::move(params)));
+            }
+            built.push_back(out.dict(std::move(items), false));
+        }
+        return out.list(std::move(built));
+    };
+    s_.tensors.push_back(std::move(t));
+    return {};
+}
+
+// {"model": the fp32 model, "optimizer": {"state": {param: {...}}, "param_groups": [...]}}: the
+// state keys of rank 0's first flat group in their order, per-element ones consolidated like the
+// master weights, per-group ones repeated per param.
 Expected<void> Builder::addOptimizer()
 {
     if (s_.tensors.empty() || slots_.empty() || !optimComplete()) {
         return {};  // nothing located: the findings say why, and consolidate refuses
     }
-    // The state keys: the flat tensors of rank 0's first group (exp_avg, exp_avg_sq, ...).
     const Checkpoint& c = *s_.sources[optimFiles_.front()];
     const std::uint64_t first = s_.stage == 3 ? subNumel_.front().front() : partNumel_.front().front();
-    NodeIndex n = c.find(s_.stage == 3 ? "optimizer_state_dict/optimizer_state_dict/state/0"
-                                       : "optimizer_state_dict/base_optimizer_state/0");
-    if (!n.valid() && s_.stage != 3) {
-        n = c.find("optimizer_state_dict/base_optimizer_state/state/0");
-    }
-    std::vector<std::string> keys;
+    const NodeIndex n = c.find(statePath(c, 0));
+    std::vector<std::pair<std::string, bool>> keys;  // name, per element
     for (std::uint32_t i = 0; n.valid() && i < c.nodes[n].childCount; ++i) {
         const Node& k = c.nodes[c.nodes[n].child(i)];
-        if (k.kind == NodeKind::Tensor && c.tensors[k.tensor].shape.size() == 1 && c.tensors[k.tensor].numel >= first) {
-            keys.emplace_back(k.name);
-        }
+        const bool flat = k.kind == NodeKind::Tensor && k.name != "step" && c.tensors[k.tensor].shape.size() == 1 &&
+                          c.tensors[k.tensor].numel >= first;
+        keys.emplace_back(std::string(k.name), flat);
     }
-    if (keys.empty()) {
+    if (std::none_of(keys.begin(), keys.end(), [](const auto& k) { return k.second; })) {
         return makeError(ErrorCode::Unsupported, "--keep-optimizer: the optimizer states hold no per-element state "
                                                  "(exp_avg, ...) laid out as the fp32 partitions");
     }
     for (auto& t : s_.tensors) {
         t.parents = {"model"};
     }
-    const auto world = static_cast<std::uint64_t>(s_.world);
-    for (const auto& key : keys) {
-        std::vector<std::vector<Span>> ranks;
-        for (std::size_t r = 0; r < optimFiles_.size(); ++r) {
-            auto spans = stateSpans(r, key);
-            if (!spans) {
-                return spans.error();
-            }
-            ranks.push_back(std::move(*spans));
-        }
-        for (const auto& slot : slots_) {
-            const Tensor& param = s_.tensors[slot.tensor];
-            Tensor t;
-            t.key = key;
-            t.role = "optimizer";
-            t.shape = param.shape;
-            t.files = optimFiles_;
-            t.parents = {"optimizer", "state", param.key};
-            const std::uint32_t esize = 4;  // stateSpans took float32 state only
-            bool ok = true;
-            if (s_.stage == 3) {
-                const std::uint64_t per = (slot.numel + world - 1) / world;
-                for (std::uint64_t r = 0; ok && r < world; ++r) {
-                    ok = take(ranks[r], slot.offset, std::min(per, slot.numel - std::min(slot.numel, r * per)), esize,
-                              t.pieces);
-                }
-            } else {
-                std::vector<Span> group;
-                group.reserve(ranks.size());
-                for (auto& rank : ranks) {
-                    group.push_back(rank.at(slot.group));
-                }
-                ok = take(group, slot.offset, slot.numel, esize, t.pieces);
-            }
-            if (!ok) {
-                return makeError(ErrorCode::Corrupt,
-                                 "the optimizer's '" + key + "' of '" + param.key + "' runs past its partitions");
-            }
-            s_.tensors.push_back(std::move(t));
+    for (const auto& [key, flat] : keys) {
+        if (auto r = flat ? addFlatState(key) : addGroupValue(key); !r) {
+            return r;
         }
     }
-    return {};
+    return addParamGroups();
 }
 
 Expected<void> Builder::run()
@@ -941,6 +1157,11 @@ Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
     return set;
 }
 
+bool opensAsSet(const SetLocation& loc)
+{
+    return open(loc).ok();
+}
+
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
 {
     if (!set.complete()) {
@@ -957,7 +1178,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     std::vector<detail::Assembled> out;
     out.reserve(set.tensors.size());
     for (const auto& t : set.tensors) {
-        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents});
+        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents, t.value});
     }
     return detail::writeAssembled(out, set.sources, outPath);
 }

@@ -6,6 +6,7 @@
 #include "sharded/sharded.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct Tensor {
     std::optional<std::size_t> aliasOf;  // shared_params: the same tensor as another key
     std::vector<std::size_t> files;      // Set::files indices that hold its bytes (or should)
     std::vector<std::string> parents;    // with the optimizer kept: {"model"} or {"optimizer", "state", fqn}
+    // A leaf that is no tensor (role "optimizer": a step count, param_groups), built when written.
+    std::function<pickle::ValueId(pickle::Arena&)> value;
     [[nodiscard]] std::uint64_t numel() const;
 };
 
@@ -50,9 +53,17 @@ struct Set {
 // no model states, no dp_world_size, a BF16_Optimizer state (no zero_stage, as zero_to_fp32.py
 // refuses), partitions that disagree with param_shapes, Module weights of a stage-3 set.
 // `keepOptimizer` (fp32 only): the output becomes {"model": the fp32 model, "optimizer": {"state":
-// {fqn: {exp_avg, exp_avg_sq, ...}}}}, every optimizer tensor that mirrors the fp32 partitions
-// consolidated per parameter like the master weights (step counts and hyperparameters are not kept).
+// {fqn: {step, exp_avg, exp_avg_sq, ...}}, "param_groups": [{lr, ..., "params": [fqn, ...]}]}}:
+// every optimizer tensor that mirrors the fp32 partitions consolidated per parameter like the
+// master weights (in its own dtype), each flat group's `step` repeated for its params, and the
+// param_groups' `params` naming the consolidated parameters (none with elastic lean states, which
+// keep no param_groups). torch.optim's load_state_dict takes this optimizer dict as it is.
 Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master, bool keepOptimizer = false);
+
+// Whether one file of the folder (a rank file, `latest`) stands for the whole set: open() reads
+// it. A folder it refuses (a BF16_Optimizer state, tensor-parallel ranks) leaves each file the
+// torch.save file it is.
+[[nodiscard]] bool opensAsSet(const SetLocation& loc);
 
 // One torch file, one tensor record at a time (pieces streamed from the rank files); refused before
 // anything is written when the set is incomplete.

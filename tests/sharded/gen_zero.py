@@ -13,6 +13,11 @@ Every file is a real torch.save (PyTorch 1.13) of the dicts DeepSpeed writes (SH
 - DeepSpeed's own classes pickled under their real module paths (ZeroStageEnum, LossScaler,
   DynamicLossScaler), registered here as stand-ins so pickle names them as DeepSpeed does.
 
+The optimizer state is torch.optim.Adam's as DeepSpeed keeps it: per flat group (stage 3: per
+sub-group) a step (a 0-dim tensor, an int, or FusedAdam's in the groups) and the moments, in the
+torch state_dict form with Adam's own param_groups, or stage 1/2's elastic lean list (no groups);
+`<set>.optimizer.pt` is what --keep-optimizer should write, built from the original moments.
+
 The expected consolidated dict (`<set>.expected.pt`) is built from the original tensors (the fp32
 masters, the buffers cast .float(), the frozen 16-bit weights, the tied alias), never by merging
 the partitions back: the order is zero_to_fp32.py's (buffers, frozen, trainable, shared).
@@ -110,12 +115,40 @@ def adam_state(masters):
         for key in ("exp_avg", "exp_avg_sq"))
 
 
-def expected_with_optimizer(model_sd, moments, groups):
+def adam_param_groups(sizes, tensor_step):
+    """torch.optim.Adam's own param_groups (torch 1.13's hyperparameters), one group per entry of
+    `sizes` holding that many flat tensors, with different lrs; the flat tensors' indices run on
+    across groups, as Optimizer.state_dict() numbers them."""
+    flats = [[torch.nn.Parameter(torch.zeros(1)) for _ in range(n)] for n in sizes]
+    opt = torch.optim.Adam([{"params": f, "lr": 1e-3 * (i + 1)} for i, f in enumerate(flats)],
+                           betas=(0.8, 0.99), weight_decay=0.01)
+    groups = opt.state_dict()["param_groups"]
+    if not tensor_step:
+        # DeepSpeed's FusedAdam keeps its step count in the group.
+        for g in groups:
+            g["step"] = 3
+    return groups
+
+
+def expected_with_optimizer(model_sd, moments, groups, step, param_groups, flat_groups):
+    """{model, optimizer} as torch.optim.Adam's state_dict would hold it for the consolidated
+    params, keyed by name: per param its step and moments (in their stored dtype), and the
+    param_groups with `params` naming the params of the flat groups each group listed."""
     state = collections.OrderedDict()
     for g in groups:
         for k in g:
-            state[k] = collections.OrderedDict((key, moments[key][k].clone()) for key in moments)
-    return {"model": model_sd, "optimizer": {"state": state}}
+            entry = collections.OrderedDict()
+            if step is not None:
+                entry["step"] = step.clone() if torch.is_tensor(step) else step
+            for key in moments:
+                entry[key] = moments[key][k].clone()
+            state[k] = entry
+    optimizer = {"state": state}
+    if param_groups is not None:
+        optimizer["param_groups"] = [
+            {k: [name for i in v for name in flat_groups[i]] if k == "params" else v for k, v in pg.items()}
+            for pg in param_groups]
+    return {"model": model_sd, "optimizer": optimizer}
 
 
 def expected_fp32(masters, frozen, buffers, groups, shared):
@@ -194,7 +227,7 @@ def partitions12_padded(tensors, groups, world):
         flat = torch.cat([tensors[k].flatten() for k in g])
         align = 2 * world
         padded = (flat.numel() + align - 1) // align * align
-        flat = torch.cat([flat, torch.zeros(padded - flat.numel())])
+        flat = torch.cat([flat, torch.zeros(padded - flat.numel(), dtype=flat.dtype)])
         per = padded // world
         for r in range(world):
             parts[r].append(flat[r * per:(r + 1) * per].clone())
@@ -213,9 +246,20 @@ def partitions3(tensors, world):
     return per_rank
 
 
-def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_optim=False, stale_rank=False, mp=1):
+def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_optim=False, stale_rank=False, mp=1,
+              tensor_step=False, state_dtypes=None):
+    """`tensor_step`: the base optimizer is torch.optim.Adam (step a 0-dim float tensor per flat
+    group, since torch 1.12), else an int step in the state (DeepSpeedCPUAdam) for stage 3 and the
+    lean states, in the groups for a torch state_dict (FusedAdam). `state_dtypes`: the moments'
+    stored dtypes when not float32."""
     half = torch.bfloat16 if bf16 else torch.float16
     masters, frozen, buffers, order, groups, shared = model(half)
+    dtypes = state_dtypes or {}
+    step_value = torch.tensor(3.0) if tensor_step else 3
+    # Stage 3's flat groups are sub-groups of sub_group_size elements cut at param boundaries:
+    # here the first param group in two, and param_shapes lists them one by one (engine.py).
+    flat_groups = [groups[0][:1], groups[0][1:], groups[1]] if stage == 3 else groups
+    saved_groups = None
     folder = os.path.join(out, name)
     tag = os.path.join(folder, "global_step3")
     os.makedirs(tag, exist_ok=True)
@@ -223,6 +267,8 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
         f.write("global_step3")
     module = module_16bit(masters, frozen, buffers, order, shared, half)
     moments = adam_state(masters)
+    for key, dtype in dtypes.items():
+        moments[key] = collections.OrderedDict((k, v.to(dtype)) for k, v in moments[key].items())
     prefix = "bf16_" if bf16 else ""
     if stage == 3:
         placeholders = collections.OrderedDict(
@@ -230,21 +276,25 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
         frozen_parts = partitions3(list(frozen.values()), world)
         for r in range(world):
             fragments = collections.OrderedDict(zip(frozen, frozen_parts[r]))
-            states = model_states(placeholders, buffers, groups, masters, frozen, fragments, shared, 3, world, bf16)
+            states = model_states(placeholders, buffers, flat_groups, masters, frozen, fragments, shared, 3, world,
+                                  bf16)
             torch.save(states, os.path.join(tag, f"zero_pp_rank_{r}_mp_rank_00_model_states.pt"))
         names = [k for g in groups for k in g]
         flat = partitions3([masters[k] for k in names], world)
         flat_moments = {key: partitions3([m[k] for k in names], world) for key, m in moments.items()}
+        bounds = [0, 1, 3, 5]  # the sub-groups' params in `names`
+        # stage3.py's _rigid_state_dict: the base optimizer's state_dict while each param group holds
+        # its sub-groups' fp32 flats, so the state is numbered by sub-group and the two param groups
+        # list sub-groups [0, 1] and [2].
+        saved_groups = adam_param_groups([2, 1], tensor_step)
         for r in range(world):
-            # Sub-groups at param boundaries (sub_group_size): the first three params, then the rest;
-            # the base optimizer's state per sub-group is laid out the same way (stage3.py).
-            sub = [torch.cat(flat[r][:3]), torch.cat(flat[r][3:])]
-            state = {i: {"step": 3, **{key: torch.cat(f[r][:3] if i == 0 else f[r][3:])
-                                       for key, f in flat_moments.items()}} for i in range(2)}
+            sub = [torch.cat(flat[r][bounds[i]:bounds[i + 1]]) for i in range(3)]
+            state = {i: {"step": step_value.clone() if tensor_step else 3,
+                         **{key: torch.cat(f[r][bounds[i]:bounds[i + 1]]) for key, f in flat_moments.items()}}
+                     for i in range(3)}
             osd = {"zero_stage": ZeroStageEnum.weights, "loss_scaler": DynamicLossScaler(), "dynamic_loss_scale": True,
                    "overflow": False, "partition_count": world,
-                   "optimizer_state_dict": {"state": state,
-                                            "param_groups": [{"lr": 1e-3, "params": [0]}, {"lr": 1e-3, "params": [1]}]},
+                   "optimizer_state_dict": {"state": state, "param_groups": saved_groups},
                    "fp32_flat_groups": sub}
             if not drop_optim:
                 torch.save({"optimizer_state_dict": osd, "ds_config": ds_config(3, bf16), "ds_version": DS_VERSION},
@@ -258,14 +308,18 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
         for r in range(world + (1 if stale_rank else 0)):
             part = parts[min(r, world - 1)]
             if bf16:
-                # The torch state_dict form (elastic_checkpoint off): moments over the whole
-                # partition, the last rank's tail padding still in them.
+                # The torch state_dict form (elastic_checkpoint off, DeepSpeed's default): moments
+                # over the whole partition, the last rank's tail padding still in them; one flat
+                # param per group.
+                saved_groups = adam_param_groups([1] * len(groups), tensor_step)
                 per = [partitions12_padded(m, groups, world)[min(r, world - 1)] for m in moments.values()]
-                base = {"state": {g: {"step": 3, **{key: per[j][g] for j, key in enumerate(moments)}}
+                steps = {"step": step_value.clone()} if tensor_step else {}
+                base = {"state": {g: {**steps, **{key: per[j][g] for j, key in enumerate(moments)}}
                                   for g in range(len(groups))},
-                        "param_groups": [{"lr": 1e-3, "params": [g]} for g in range(len(groups))]}
+                        "param_groups": saved_groups}
             else:
-                # _get_base_optimizer_state: one lean state per group, padding stripped.
+                # _get_base_optimizer_state: one lean state per group, padding stripped, and no
+                # param_groups (elastic_checkpoint).
                 base = [{"step": 3, **{key: moment_parts[key][min(r, world - 1)][g] for key in moments}}
                         for g in range(len(groups))]
             if bf16_optimizer:
@@ -283,7 +337,11 @@ def write_set(out, name, stage, world, bf16=False, bf16_optimizer=False, drop_op
                        os.path.join(tag, f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt"))
     expected = expected_fp32(masters, frozen, buffers, groups, shared)
     torch.save(expected, os.path.join(out, name + ".expected.pt"))
-    torch.save(expected_with_optimizer(expected, moments, groups), os.path.join(out, name + ".optimizer.pt"))
+    # The step torch.optim keeps per param: the state's (stage 3, lean states, Adam's tensor), or
+    # none where FusedAdam keeps it in the groups.
+    step = step_value if (stage == 3 or not bf16 or tensor_step) else None
+    torch.save(expected_with_optimizer(expected, moments, groups, step, saved_groups, flat_groups),
+               os.path.join(out, name + ".optimizer.pt"))
     torch.save(module, os.path.join(out, name + ".module.pt"))
 
 
@@ -318,10 +376,12 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     write_set(out, "zero3_w2", 3, 2)
-    write_set(out, "zero3_w3", 3, 3)
-    write_set(out, "zero3_bf16_w2", 3, 2, bf16=True)
+    write_set(out, "zero3_w3", 3, 3, tensor_step=True)
+    write_set(out, "zero3_bf16_w2", 3, 2, bf16=True, tensor_step=True, state_dtypes={"exp_avg": torch.bfloat16})
     write_set(out, "zero2_w3", 2, 3)
-    write_set(out, "zero2_bf16_w2", 2, 2, bf16=True)
+    write_set(out, "zero2_bf16_w2", 2, 2, bf16=True, tensor_step=True, state_dtypes={"exp_avg_sq": torch.float16})
+    # The torch state_dict form with FusedAdam's step in the groups, not the state.
+    write_set(out, "zero2_fused_w2", 2, 2, bf16=True)
     write_set(out, "zero1_w2", 1, 2)
     write_set(out, "bf16_optimizer_w2", 1, 2, bf16=True, bf16_optimizer=True)
     write_set(out, "zero3_no_optim", 3, 2, bf16=True, drop_optim=True)

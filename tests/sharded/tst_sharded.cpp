@@ -442,8 +442,9 @@ private Q_SLOTS:
             touch(target + QStringLiteral("/pytorch_model.bin"));
         }
         const QStringList before = QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot);
-        const Run r = ckptscope(
-            {"convert", fixture(input).toStdString(), "-o", target.toStdString(), "--shard-size", size.toStdString()});
+        // --file-only: each input is the one file named (a ZeRO rank file would open its set).
+        const Run r = ckptscope({"convert", fixture(input).toStdString(), "-o", target.toStdString(), "--shard-size",
+                                 size.toStdString(), "--file-only"});
         QCOMPARE(r.rc, 2);
         QVERIFY2(r.err.find(says.toStdString()) != std::string::npos, r.err.c_str());
         QVERIFY(r.err.find('\n') == r.err.size() - 1);

@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cstdlib>
 #include <sstream>
 
 namespace {
@@ -117,16 +118,21 @@ private Q_SLOTS:
         QVERIFY(entries(tmp.path()).isEmpty());
     }
 
-    // --keep-optimizer: {model, optimizer: {state: {name: {exp_avg, exp_avg_sq}}}}, the moments
-    // consolidated per parameter from stage 3's per-sub-group state, stage 1/2's lean per-group
-    // states and (bf16 set) the torch state_dict form with the tail padding still in it.
+    // --keep-optimizer: {model, optimizer: {state: {name: {step, exp_avg, exp_avg_sq}}, param_groups}},
+    // the moments consolidated per parameter (in their stored dtype) from stage 3's per-sub-group
+    // state, stage 1/2's lean per-group states and the torch state_dict form with the tail padding
+    // still in it; each flat group's step repeated per param; Adam's param_groups with `params`
+    // naming the consolidated params (stage 3: two sub-groups under one group). torch 1.13 then
+    // loads the optimizer dict into an optimizer over those params and steps it.
     void keepsTheOptimizerState_data()
     {
         QTest::addColumn<QString>("set");
-        QTest::newRow("stage 3") << "zero3_w3";
-        QTest::newRow("stage 3, bf16") << "zero3_bf16_w2";
+        QTest::newRow("stage 3, tensor step") << "zero3_w3";
+        QTest::newRow("stage 3, int step") << "zero3_w2";
+        QTest::newRow("stage 3, bf16 exp_avg") << "zero3_bf16_w2";
         QTest::newRow("stage 2, lean states") << "zero2_w3";
-        QTest::newRow("stage 2, torch state_dict form") << "zero2_bf16_w2";
+        QTest::newRow("stage 2, torch state_dict form, fp16 exp_avg_sq") << "zero2_bf16_w2";
+        QTest::newRow("stage 2, FusedAdam step in the groups") << "zero2_fused_w2";
     }
     void keepsTheOptimizerState()
     {
@@ -135,17 +141,43 @@ private Q_SLOTS:
         const QString out = tmp.filePath(QStringLiteral("full.pt"));
         const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--keep-optimizer"});
         QVERIFY2(r.rc == 0, r.err.c_str());
-        const QString script =
-            QStringLiteral("import sys, torch\n"
-                           "got, want = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
-                           "def same(a, b, at):\n"
-                           "    if isinstance(b, dict):\n"
-                           "        assert isinstance(a, dict) and list(a) == list(b), (at, list(a), list(b))\n"
-                           "        for k in b: same(a[k], b[k], at + '/' + str(k))\n"
-                           "    else:\n"
-                           "        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), at\n"
-                           "same(got, want, '')\n"
-                           "print('ok')\n");
+        const QString script = QStringLiteral(
+            "import sys, torch\n"
+            "got, want = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+            "def same(a, b, at):\n"
+            "    assert type(a) == type(b) or isinstance(b, dict) and isinstance(a, dict), (at, type(a), type(b))\n"
+            "    if isinstance(b, dict):\n"
+            "        assert list(a) == list(b), (at, list(a), list(b))\n"
+            "        for k in b: same(a[k], b[k], at + '/' + str(k))\n"
+            "    elif isinstance(b, (list, tuple)):\n"
+            "        assert len(a) == len(b), at\n"
+            "        for i, (x, y) in enumerate(zip(a, b)): same(x, y, at + '/' + str(i))\n"
+            "    elif torch.is_tensor(b):\n"
+            "        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), at\n"
+            "    else:\n"
+            "        assert a == b, (at, a, b)\n"
+            "same(got, want, '')\n"
+            "osd = got['optimizer']\n"
+            "if 'param_groups' not in want['optimizer']:\n"
+            "    assert 'param_groups' not in osd\n"
+            "    print('ok'); sys.exit(0)\n"
+            "params = {n: torch.nn.Parameter(got['model'][n].clone()) for g in osd['param_groups'] for n in "
+            "g['params']}\n"
+            "groups = [{'params': [params[n] for n in g['params']]} for g in osd['param_groups']]\n"
+            "adam = all('step' in s for s in osd['state'].values())\n"
+            "opt = torch.optim.Adam(groups) if adam else torch.optim.Optimizer(groups, {})\n"
+            "opt.load_state_dict(osd)\n"
+            "for g, saved in zip(opt.param_groups, osd['param_groups']):\n"
+            "    assert g['lr'] == saved['lr'] and g['betas'] == saved['betas'], (g, saved)\n"
+            "for n, p in params.items():\n"
+            "    for k, v in want['optimizer']['state'][n].items():\n"
+            "        if k != 'step': assert torch.equal(opt.state[p][k], v.float()), (n, k)\n"
+            "    p.grad = torch.ones_like(p)\n"
+            "if adam:\n"
+            "    opt.step()\n"
+            "    steps = [float(opt.state[p]['step']) for p in params.values()]\n"
+            "    assert steps == [4.0] * len(params), steps\n"
+            "print('ok')\n");
         pythonSaysOk(script, {out, fixture(set + QStringLiteral(".optimizer.pt"))});
         const Run single = ckptscope(
             {"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--keep-optimizer", "--single-card"});
@@ -208,25 +240,37 @@ private Q_SLOTS:
         QVERIFY(text.out.find("DeepSpeed ZeRO checkpoint") != std::string::npos);
     }
 
+    // zero3-placeholder-module is info where every rank's optimizer states were read (the set
+    // consolidates: a healthy ZeRO-3 folder passes check), a warning where they were not.
     void checkNamesWhatIsBroken_data()
     {
         QTest::addColumn<QString>("set");
         QTest::addColumn<QStringList>("codes");
         QTest::addColumn<int>("rc");
         QTest::addColumn<QString>("names");
-        QTest::newRow("stage 2 complete") << "zero2_w3" << QStringList{} << 0 << "";
+        QTest::addColumn<QString>("placeholders");  // the zero3-placeholder-module severity
+        QTest::newRow("stage 2 complete") << "zero2_w3" << QStringList{} << 0 << ""
+                                          << "";
         QTest::newRow("stage 3 complete")
-            << "zero3_w2" << QStringList{QStringLiteral("zero3-placeholder-module")} << 1 << "module/embed.weight";
+            << "zero3_w2" << QStringList{QStringLiteral("zero3-placeholder-module")} << 0 << "module/embed.weight"
+            << "info";
+        QTest::newRow("stage 3 complete, from a rank file")
+            << "zero3_w3/global_step3/zero_pp_rank_2_mp_rank_00_optim_states.pt"
+            << QStringList{QStringLiteral("zero3-placeholder-module")} << 0 << "module/embed.weight"
+            << "info";
         QTest::newRow("no optimizer files")
             << "zero3_no_optim"
             << QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")} << 1
-            << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt";
+            << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"
+            << "warning";
         QTest::newRow("stale rank file") << "zero2_stale_rank" << QStringList{QStringLiteral("world-size-mismatch")}
-                                         << 1 << "zero_pp_rank_2_mp_rank_00_optim_states.pt";
+                                         << 1 << "zero_pp_rank_2_mp_rank_00_optim_states.pt"
+                                         << "";
         QTest::newRow("truncated rank file")
             << "zero3_truncated"
             << QStringList{QStringLiteral("shard-unreadable"), QStringLiteral("zero3-placeholder-module")} << 1
-            << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+            << "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+            << "warning";
     }
     void checkNamesWhatIsBroken()
     {
@@ -234,10 +278,123 @@ private Q_SLOTS:
         QFETCH(QStringList, codes);
         QFETCH(int, rc);
         QFETCH(QString, names);
+        QFETCH(QString, placeholders);
         const Run r = ckptscope({"check", "--json", fixture(set).toStdString()});
         QVERIFY2(r.rc == rc, r.err.c_str());
         QCOMPARE(findingCodes(r), codes);
         QVERIFY2(r.out.find(names.toStdString()) != std::string::npos, r.out.c_str());
+        QString severity;
+        for (const auto& f : jsonOf(r).value(QStringLiteral("findings")).toArray()) {
+            if (f.toObject().value(QStringLiteral("code")).toString() == QStringLiteral("zero3-placeholder-module")) {
+                severity = f.toObject().value(QStringLiteral("severity")).toString();
+            }
+        }
+        QCOMPARE(severity, placeholders);
+    }
+
+    // Any one rank file (or `latest`) of a folder ckptscope reads opens that folder's set, and says
+    // so; --file-only reads the file alone.
+    void rankFileOpensItsSet_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::newRow("stage 1/2 model states") << "zero2_w3/global_step3/mp_rank_00_model_states.pt";
+        QTest::newRow("stage 3 model states") << "zero3_w2/global_step3/zero_pp_rank_1_mp_rank_00_model_states.pt";
+        QTest::newRow("bf16 optimizer states")
+            << "zero3_bf16_w2/global_step3/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt";
+        QTest::newRow("latest") << "zero1_w2/latest";
+    }
+    void rankFileOpensItsSet()
+    {
+        QFETCH(QString, file);
+        const std::string path = fixture(file).toStdString();
+        const std::string set = file.left(file.indexOf(QLatin1Char('/'))).toStdString();
+        const Run shown = ckptscope({"inspect", path});
+        QVERIFY2(shown.rc == 0, shown.err.c_str());
+        QVERIFY2(shown.out.rfind("opened as part of the DeepSpeed ZeRO checkpoint in ", 0) == 0, shown.out.c_str());
+        QVERIFY(shown.out.find("--file-only") != std::string::npos);
+        const Run json = ckptscope({"inspect", "--json", path});
+        QVERIFY2(json.rc == 0, json.err.c_str());
+        QCOMPARE(jsonOf(json).value(QStringLiteral("tensors")).toArray().size(), 11);
+        const Run check = ckptscope({"check", path});
+        QVERIFY2(check.rc == 0, check.out.c_str());
+        QVERIFY(check.out.find("opened as part of") != std::string::npos);
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("model.pt"));
+        const Run convert = ckptscope({"convert", path, "-o", out.toStdString()});
+        QVERIFY2(convert.rc == 0, convert.err.c_str());
+        QVERIFY(convert.out.find("opened as part of") != std::string::npos);
+        pythonSaysOk(kSameAsExpected, {out, fixture(QString::fromStdString(set) + QStringLiteral(".expected.pt"))});
+        const Run keep = ckptscope({"convert", path, "-o", out.toStdString(), "--keep-optimizer"});
+        QVERIFY2(keep.rc == 0, keep.err.c_str());
+
+        // --file-only: the torch.save file as it is (`latest` is no torch file at all).
+        const Run alone = ckptscope({"inspect", "--file-only", "--json", path});
+        if (file.endsWith(QStringLiteral("latest"))) {
+            QCOMPARE(alone.rc, 2);
+            return;
+        }
+        QVERIFY2(alone.rc == 0, alone.err.c_str());
+        QVERIFY(alone.out.find(file.contains(QStringLiteral("optim")) ? "\"optimizer_state_dict/" : "\"module/") !=
+                std::string::npos);
+        QVERIFY(alone.out.find("opened as part of") == std::string::npos);
+        const Run aloneText = ckptscope({"inspect", "--file-only", path});
+        QVERIFY(aloneText.out.find("opened as part of") == std::string::npos);
+        const Run copied =
+            ckptscope({"convert", "--file-only", path, "-o", tmp.filePath(QStringLiteral("copy.pt")).toStdString()});
+        QVERIFY2(copied.rc == 0, copied.err.c_str());
+        const Run noKeep = ckptscope({"convert", "--file-only", path, "-o", out.toStdString(), "--keep-optimizer"});
+        QCOMPARE(noKeep.rc, 2);
+        QVERIFY2(noKeep.err.find("not --file-only") != std::string::npos, noKeep.err.c_str());
+#ifdef CKPTSCOPE_TEST_HELPER
+        // testload (LibTorch on the CPU): the set as the one file convert writes, or the file alone.
+        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        const Run loaded = ckptscope({"testload", path, "--device", "cpu"});
+        QVERIFY2(loaded.rc == 0, loaded.err.c_str());
+        QVERIFY2(loaded.out.rfind("opened as part of the DeepSpeed ZeRO checkpoint", 0) == 0, loaded.out.c_str());
+        QVERIFY(loaded.out.find("loaded 11 tensors") != std::string::npos);
+        const Run loadedAlone = ckptscope({"testload", path, "--device", "cpu", "--file-only"});
+        QVERIFY2(loadedAlone.rc == 0, loadedAlone.err.c_str());
+        QVERIFY(loadedAlone.out.find("opened as part of") == std::string::npos);
+        QVERIFY(loadedAlone.out.find("loaded 11 tensors") == std::string::npos);
+#endif
+    }
+
+    // A file whose folder is no set ckptscope reads stays the torch.save file it is: a lone model
+    // states file (its rank files not fetched: the stage 1/2 one holds the whole 16-bit module),
+    // and the model states of a BF16_Optimizer or tensor-parallel run, which open() refuses.
+    void otherFilesStayFiles_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("copyAlone");  // "yes": copied into a folder of its own first
+        QTest::newRow("lone stage 1/2 model states") << "zero2_w3/global_step3/mp_rank_00_model_states.pt"
+                                                     << "yes";
+        QTest::newRow("stage 3 model states, no optimizer files")
+            << "zero3_no_optim/global_step3/zero_pp_rank_0_mp_rank_00_model_states.pt"
+            << "";
+        QTest::newRow("BF16_Optimizer") << "bf16_optimizer_w2/global_step3/mp_rank_00_model_states.pt"
+                                        << "";
+        QTest::newRow("tensor parallel") << "zero2_tensor_parallel/global_step3/mp_rank_00_model_states.pt"
+                                         << "";
+    }
+    void otherFilesStayFiles()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, copyAlone);
+        QTemporaryDir tmp;
+        QString path = fixture(file);
+        if (copyAlone == QStringLiteral("yes")) {
+            const QString alone = tmp.filePath(QStringLiteral("mp_rank_00_model_states.pt"));
+            QVERIFY(QFile::copy(path, alone));
+            path = alone;
+        }
+        const Run shown = ckptscope({"inspect", "--json", path.toStdString()});
+        QVERIFY2(shown.rc == 0, shown.err.c_str());
+        QVERIFY(shown.out.find("\"path\": \"module/") != std::string::npos);  // the file's own tree
+        const Run text = ckptscope({"inspect", path.toStdString()});
+        QCOMPARE(text.rc, 0);
+        QVERIFY(text.out.find("opened as part of") == std::string::npos);
+        const Run check = ckptscope({"check", "--json", path.toStdString()});
+        QVERIFY(!findingCodes(check).contains(QStringLiteral("zero-rank-missing")));
     }
 
     // Refused in one line, exit 2, before anything is written.
