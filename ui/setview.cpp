@@ -100,7 +100,9 @@ void SetView::fillFindings()
         auto* item = new QTreeWidgetItem(m_findings);
         item->setText(0, QStringLiteral("%1 — %2").arg(qs(f.title), qs(f.detail)));
         item->setToolTip(0, qs(f.code));
-        item->setIcon(0, f.severity == "error" ? icons::severityError() : icons::severityWarning());
+        item->setIcon(0, f.severity == "error"     ? icons::severityError()
+                         : f.severity == "warning" ? icons::severityWarning()
+                                                   : icons::severityInfo());
     }
 }
 
