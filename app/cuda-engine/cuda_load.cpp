@@ -17,10 +17,9 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Four 16 MiB pinned buffers: while the GPU drains one, the CPU fills the next from the mapping,
-// and two streams keep a copy queued behind the one in flight, so the PCIe link never waits.
-constexpr std::size_t kBuffers = 4;
-constexpr std::size_t kBufferBytes = 16U << 20;
+// A ring of pinned buffers (StagingSettings): while the GPU drains one, the host threads fill the
+// next from the mapping, and two streams keep a copy queued behind the one in flight, so the PCIe
+// link never waits.
 constexpr std::size_t kStreams = 2;
 constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
 
@@ -49,8 +48,9 @@ std::string deviceId(int ordinal)
 }  // namespace
 
 CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck,
-                   const LoadSelection& sel, EventSink sink)
-    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink))
+                   const LoadSelection& sel, EventSink sink, StagingSettings staging)
+    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink)), settings_(staging),
+      fill_(staging.threads)
 {
 }
 
@@ -159,7 +159,7 @@ Expected<void> CudaLoad::use(int ordinal)
         }
         streams_.push_back(s);
     }
-    for (std::size_t i = 0; i < kBuffers; ++i) {
+    for (std::size_t i = 0; i < settings_.buffers; ++i) {
         cuda::Event e = nullptr;
         if (auto ok = cu_.check(cu_.cuEventCreate(&e, cuda::kEventDisableTiming), "cuEventCreate"); !ok) {
             return ok;
@@ -171,9 +171,9 @@ Expected<void> CudaLoad::use(int ordinal)
 
 Expected<void> CudaLoad::stageBuffers()
 {
-    while (staging_.size() < kBuffers) {
+    while (staging_.size() < settings_.buffers) {
         void* p = nullptr;
-        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, kBufferBytes, cuda::kHostAllocPortable),
+        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable),
                                 "allocating pinned staging memory");
             !ok) {
             return ok;
@@ -220,12 +220,12 @@ Expected<void> CudaLoad::copy(cuda::DevicePtr dst, StorageIndex storage, std::ui
     auto read = ck_.streamStorage(
         storage, 0, nbytes,
         [&](Bytes piece) {
-            const std::size_t b = nextBuffer_++ % kBuffers;
+            const std::size_t b = nextBuffer_++ % settings_.buffers;
             // The buffer's last copy must have left before the CPU refills it.
             if (failed = cu_.check(cu_.cuEventSynchronize(events_[b]), "cuEventSynchronize"); !failed) {
                 return false;
             }
-            std::memcpy(staging_[b], piece.data(), piece.size());
+            fill_.copy(staging_[b], piece.data(), piece.size());
             cuda::Stream s = streams_[b % kStreams];
             if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, staging_[b], piece.size(), s),
                                    "copying to " + deviceId(current_));
@@ -240,7 +240,7 @@ Expected<void> CudaLoad::copy(cuda::DevicePtr dst, StorageIndex storage, std::ui
             progress(done, false);
             return true;
         },
-        kBufferBytes);
+        settings_.bufferBytes);
     if (!failed) {
         return failed;
     }
@@ -330,7 +330,7 @@ Expected<void> CudaLoad::load(const std::vector<Placement>& placements)
 
 Expected<void> CudaLoad::verify()
 {
-    std::vector<std::byte> back(kBufferBytes);
+    std::vector<std::byte> back(settings_.bufferBytes);
     for (const auto& a : allocations_) {
         if (auto ok = use(a.device); !ok) {
             return ok;
@@ -338,7 +338,7 @@ Expected<void> CudaLoad::verify()
         const SelectedStorage& s = sel_.storages[a.selected];
         Sha256 hash;
         for (std::uint64_t at = 0; at < s.nbytes;) {
-            const std::uint64_t n = std::min<std::uint64_t>(kBufferBytes, s.nbytes - at);
+            const std::uint64_t n = std::min<std::uint64_t>(settings_.bufferBytes, s.nbytes - at);
             if (auto ok = cu_.check(cu_.cuMemcpyDtoH(back.data(), a.ptr + at, n), "copying back for --verify"); !ok) {
                 return ok;
             }
@@ -418,7 +418,10 @@ json CudaLoad::resultEvent() const
             {"context_bytes", d.contextBytes},
             {"torch_reserved_bytes", torch.reservedBytes},
             {"torch_allocated_bytes", torch.allocatedBytes},
-            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes}};
+            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes},
+            {"host_threads", fill_.threads()},
+            {"staging_bytes", settings_.totalBytes()},
+            {"staging_buffers", settings_.buffers}};
 }
 
 }  // namespace ckpt::device

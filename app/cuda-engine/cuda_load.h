@@ -1,11 +1,13 @@
 // The CUDA engine's work: storages copied from the mapped file into device allocations through
-// pinned staging buffers, on two streams, with no LibTorch (only the driver, opened at run time).
+// pinned staging buffers, each filled by several host threads, on two streams, with no LibTorch
+// (only the driver, opened at run time).
 #pragma once
 
 #include "checkpoint/checkpoint.h"
 #include "device/cuda_driver.h"
 #include "device/load_selection.h"
 #include "device/nvml.h"
+#include "host_copy.h"
 
 #include <cstdint>
 #include <functional>
@@ -28,7 +30,7 @@ struct Placement {
 class CudaLoad {
 public:
     CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck, const LoadSelection& sel,
-             EventSink sink);
+             EventSink sink, StagingSettings staging = StagingSettings::fromEnvironment());
     CudaLoad(const CudaLoad&) = delete;
     CudaLoad& operator=(const CudaLoad&) = delete;
     ~CudaLoad();  // frees every allocation and releases every context
@@ -85,6 +87,8 @@ private:
     int current_ = -1;
     std::vector<Allocation> allocations_;
     std::uint64_t hostBytes_ = 0;
+    StagingSettings settings_;
+    ParallelCopy fill_;
     std::vector<void*> staging_;
     std::vector<cuda::Event> events_;
     std::vector<cuda::Stream> streams_;
