@@ -4,10 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace ckpt::device {
 namespace {
 
@@ -35,41 +31,15 @@ std::size_t fromEnv(const char* name, std::size_t fallback, std::size_t lo, std:
 
 StagingSettings StagingSettings::fromEnvironment()
 {
-    // Measured on a 16-core H100 host (bench/RESULTS.md): filling from the mapping scales to all
-    // 16 cores (6 GB/s on one, 55 on 16) and is what limits the copy, so every core takes part.
+    // Measured on a 16-core H100 host (bench/RESULTS.md): filling from the mapping is what limits
+    // the copy, and it scales to all 16 cores (6 GB/s on one, 48 on 16), so every core takes part.
     const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
     StagingSettings s;
     s.threads = static_cast<unsigned>(fromEnv("CKPTSCOPE_CUDA_THREADS", std::min(cores, 16U), 1, 64));
-    // Four 32 MiB buffers: 128 MiB pinned, 256 MiB at most.
-    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 32 * kKiB, 64, 64 * kKiB) * kKiB;
+    // Three 64 MiB buffers (192 MiB pinned): one filling, two queued for the link; larger buffers
+    // mean fewer hand-offs between the threads (64 MiB beat 32 and 16 there).
+    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 64 * kKiB, 64, 64 * kKiB) * kKiB;
     return s;
-}
-
-void copyToStaging(std::byte* dst, const std::byte* src, std::size_t n)
-{
-#if defined(__SSE2__)
-    // memcpy up to a 16-byte boundary of dst, 64 bytes a step around the caches, memcpy the rest.
-    const std::size_t head = std::min(n, (16 - reinterpret_cast<std::uintptr_t>(dst) % 16) % 16);  // NOLINT
-    std::memcpy(dst, src, head);
-    std::size_t at = head;
-    for (; at + 64 <= n; at += 64) {
-        const auto* s = reinterpret_cast<const __m128i*>(src + at);  // NOLINT
-        auto* d = reinterpret_cast<__m128i*>(dst + at);              // NOLINT
-        const __m128i a = _mm_loadu_si128(s);
-        const __m128i b = _mm_loadu_si128(s + 1);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        const __m128i c = _mm_loadu_si128(s + 2);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        const __m128i e = _mm_loadu_si128(s + 3);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        _mm_stream_si128(d, a);
-        _mm_stream_si128(d + 1, b);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        _mm_stream_si128(d + 2, c);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        _mm_stream_si128(d + 3, e);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-    }
-    std::memcpy(dst + at, src + at, n - at);
-    // Streaming stores are weakly ordered: all of them visible before the copy is reported done.
-    _mm_sfence();
-#else
-    std::memcpy(dst, src, n);
-#endif
 }
 
 ParallelCopy::ParallelCopy(unsigned threads)
@@ -93,14 +63,14 @@ void ParallelCopy::copySlice(unsigned slice) const
 {
     const std::size_t at = slice * slice_;
     if (at < bytes_) {
-        copyToStaging(dst_ + at, src_ + at, std::min(slice_, bytes_ - at));  // NOLINT
+        std::memcpy(dst_ + at, src_ + at, std::min(slice_, bytes_ - at));  // NOLINT
     }
 }
 
 void ParallelCopy::copy(void* dst, const void* src, std::size_t n)
 {
     if (workers_.empty() || n < 2 * kMinSlice) {
-        copyToStaging(static_cast<std::byte*>(dst), static_cast<const std::byte*>(src), n);
+        std::memcpy(dst, src, n);
         return;
     }
     dst_ = static_cast<std::byte*>(dst);

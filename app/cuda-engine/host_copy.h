@@ -1,7 +1,7 @@
 // The host side of the CUDA engine's copy path: filling a pinned staging buffer from the mapped
-// file. One thread memcpy'ing from the mapping (faulting its pages in as it goes) moves 6-8 GB/s on
-// an H100 host, a seventh of what the PCIe link takes, so each buffer is filled by several threads
-// at once, with stores that bypass the caches.
+// file. One thread memcpy'ing from the mapping (faulting its pages in as it goes) moves 5-6 GB/s on
+// an H100 host, a tenth of what the PCIe link takes, so each buffer is filled by several threads at
+// once.
 #pragma once
 
 #include <atomic>
@@ -17,15 +17,11 @@ namespace ckpt::device {
 struct StagingSettings {
     unsigned threads = 1;         // host threads filling a buffer, the calling one included
     std::size_t bufferBytes = 0;  // one pinned staging buffer
-    std::size_t buffers = 4;      // pinned buffers in the ring
+    std::size_t buffers = 3;      // pinned buffers in the ring
 
     [[nodiscard]] static StagingSettings fromEnvironment();
     [[nodiscard]] std::size_t totalBytes() const { return bufferBytes * buffers; }
 };
-
-// Copies into memory the CPU will not read again (a staging buffer the GPU's DMA reads next):
-// streaming stores where the CPU has them, which skip the read-for-ownership of every cache line.
-void copyToStaging(std::byte* dst, const std::byte* src, std::size_t n);
 
 // A fixed pool that splits one copy across its threads and the caller, and returns when every
 // slice is done. Copies below half a MiB stay on the caller: waking threads costs more.
