@@ -21,6 +21,7 @@ using Clock = std::chrono::steady_clock;
 // next from the mapping, and two streams keep a copy queued behind the one in flight, so the PCIe
 // link never waits.
 constexpr std::size_t kStreams = 2;
+constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
 
 std::uint64_t nowNs()
@@ -152,6 +153,8 @@ Expected<void> CudaLoad::use(int ordinal)
         return ok;
     }
     current_ = ordinal;
+    // The new streams know nothing of the buffer in use; everything out of it has arrived (above).
+    bufferUsed_ = settings_.bufferBytes;
     for (std::size_t i = 0; i < kStreams; ++i) {
         cuda::Stream s = nullptr;
         if (auto ok = cu_.check(cu_.cuStreamCreate(&s, cuda::kStreamNonBlocking), "cuStreamCreate"); !ok) {
@@ -213,30 +216,46 @@ void CudaLoad::progress(std::uint64_t done, bool force)
     sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", seconds_}});
 }
 
+Expected<void> CudaLoad::nextBuffer()
+{
+    // Every copy out of the buffer given up went to its stream: the event marks the last of them.
+    if (auto ok = cu_.check(cu_.cuEventRecord(events_[buffer_], streams_[buffer_ % kStreams]), "cuEventRecord"); !ok) {
+        return ok;
+    }
+    buffer_ = (buffer_ + 1) % settings_.buffers;
+    bufferUsed_ = 0;
+    return cu_.check(cu_.cuEventSynchronize(events_[buffer_]), "cuEventSynchronize");
+}
+
 Expected<void> CudaLoad::copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done)
 {
     Expected<void> failed;
     std::uint64_t offset = 0;
+    // Storages are packed into the buffers, so small ones do not each hold a whole buffer and the
+    // link always has a full ring's worth queued; a piece that does not fit goes on in the next.
     auto read = ck_.streamStorage(
         storage, 0, nbytes,
         [&](Bytes piece) {
-            const std::size_t b = nextBuffer_++ % settings_.buffers;
-            // The buffer's last copy must have left before the CPU refills it.
-            if (failed = cu_.check(cu_.cuEventSynchronize(events_[b]), "cuEventSynchronize"); !failed) {
-                return false;
+            while (!piece.empty()) {
+                if (bufferUsed_ == settings_.bufferBytes) {
+                    if (failed = nextBuffer(); !failed) {
+                        return false;
+                    }
+                }
+                const std::size_t n = std::min(piece.size(), settings_.bufferBytes - bufferUsed_);
+                std::byte* at = static_cast<std::byte*>(staging_[buffer_]) + bufferUsed_;  // NOLINT
+                fill_.copy(at, piece.data(), n);
+                if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, at, n, streams_[buffer_ % kStreams]),
+                                       "copying to " + deviceId(current_));
+                    !failed) {
+                    return false;
+                }
+                // The next piece starts on a page boundary, as the DMA engine likes its source.
+                bufferUsed_ = std::min(settings_.bufferBytes, (bufferUsed_ + n + kPage - 1) / kPage * kPage);
+                offset += n;
+                done += n;
+                piece = piece.subspan(n);
             }
-            fill_.copy(staging_[b], piece.data(), piece.size());
-            cuda::Stream s = streams_[b % kStreams];
-            if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, staging_[b], piece.size(), s),
-                                   "copying to " + deviceId(current_));
-                !failed) {
-                return false;
-            }
-            if (failed = cu_.check(cu_.cuEventRecord(events_[b], s), "cuEventRecord"); !failed) {
-                return false;
-            }
-            offset += piece.size();
-            done += piece.size();
             progress(done, false);
             return true;
         },

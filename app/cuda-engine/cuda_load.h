@@ -74,6 +74,7 @@ private:
     Expected<void> allocateAndCopy(const Placement& p, std::uint64_t& done);
     Expected<void> copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done);
     Expected<void> stageBuffers();
+    Expected<void> nextBuffer();
     [[nodiscard]] std::uint64_t processBytes(int ordinal) const;  // NVML, 0 when unknown
     void progress(std::uint64_t done, bool force);
 
@@ -92,7 +93,8 @@ private:
     std::vector<void*> staging_;
     std::vector<cuda::Event> events_;
     std::vector<cuda::Stream> streams_;
-    std::size_t nextBuffer_ = 0;
+    std::size_t buffer_ = 0;      // the ring's buffer being filled
+    std::size_t bufferUsed_ = 0;  // its bytes already taken
     double seconds_ = 0;
     std::uint64_t bytes_ = 0;
     std::uint64_t lastEventNs_ = 0;

@@ -172,7 +172,7 @@ private Q_SLOTS:
     }
 
     // Every byte lands whatever the staging: one thread or several, storages smaller and larger
-    // than a buffer, slices that do not divide a buffer evenly.
+    // than a buffer, packed into buffers across their ends, slices that do not divide evenly.
     void copiesEveryByteWithAnyStaging_data()
     {
         QTest::addColumn<QByteArray>("threads");
