@@ -106,7 +106,7 @@ for name in ("ddp.json", "ddp_cpu.json"):
 sweep = {}
 for name in sorted(f for f in os.listdir(work) if f.startswith("engine_")):
     sweep.setdefault(name[7:].split(".")[0], []).append(load(name))
-for name, rs in sweep.items():
+for name, rs in sorted(sweep.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]) if kv[0][1:].isdigit() else 1e9)):
     ok = [r for r in rs if r.get("event") == "result"]
     if not ok:
         print(f"engine {name:>8}  {rs[0].get('message', rs[0])}")
