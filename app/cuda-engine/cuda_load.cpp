@@ -17,11 +17,11 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Four 16 MiB pinned buffers: while the GPU drains one, the CPU fills the next from the mapping,
-// and two streams keep a copy queued behind the one in flight, so the PCIe link never waits.
-constexpr std::size_t kBuffers = 4;
-constexpr std::size_t kBufferBytes = 16U << 20;
+// A ring of pinned buffers (StagingSettings): while the GPU drains one, the host threads fill the
+// next from the mapping, and two streams keep a copy queued behind the one in flight, so the PCIe
+// link never waits.
 constexpr std::size_t kStreams = 2;
+constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
 
 std::uint64_t nowNs()
@@ -49,8 +49,9 @@ std::string deviceId(int ordinal)
 }  // namespace
 
 CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck,
-                   const LoadSelection& sel, EventSink sink)
-    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink))
+                   const LoadSelection& sel, EventSink sink, StagingSettings staging)
+    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink)), settings_(staging),
+      fill_(staging.threads)
 {
 }
 
@@ -152,6 +153,8 @@ Expected<void> CudaLoad::use(int ordinal)
         return ok;
     }
     current_ = ordinal;
+    // The new streams know nothing of the buffer in use; everything out of it has arrived (above).
+    bufferUsed_ = settings_.bufferBytes;
     for (std::size_t i = 0; i < kStreams; ++i) {
         cuda::Stream s = nullptr;
         if (auto ok = cu_.check(cu_.cuStreamCreate(&s, cuda::kStreamNonBlocking), "cuStreamCreate"); !ok) {
@@ -159,7 +162,7 @@ Expected<void> CudaLoad::use(int ordinal)
         }
         streams_.push_back(s);
     }
-    for (std::size_t i = 0; i < kBuffers; ++i) {
+    for (std::size_t i = 0; i < settings_.buffers; ++i) {
         cuda::Event e = nullptr;
         if (auto ok = cu_.check(cu_.cuEventCreate(&e, cuda::kEventDisableTiming), "cuEventCreate"); !ok) {
             return ok;
@@ -171,9 +174,9 @@ Expected<void> CudaLoad::use(int ordinal)
 
 Expected<void> CudaLoad::stageBuffers()
 {
-    while (staging_.size() < kBuffers) {
+    while (staging_.size() < settings_.buffers) {
         void* p = nullptr;
-        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, kBufferBytes, cuda::kHostAllocPortable),
+        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable),
                                 "allocating pinned staging memory");
             !ok) {
             return ok;
@@ -213,34 +216,50 @@ void CudaLoad::progress(std::uint64_t done, bool force)
     sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", seconds_}});
 }
 
+Expected<void> CudaLoad::nextBuffer()
+{
+    // Every copy out of the buffer given up went to its stream: the event marks the last of them.
+    if (auto ok = cu_.check(cu_.cuEventRecord(events_[buffer_], streams_[buffer_ % kStreams]), "cuEventRecord"); !ok) {
+        return ok;
+    }
+    buffer_ = (buffer_ + 1) % settings_.buffers;
+    bufferUsed_ = 0;
+    return cu_.check(cu_.cuEventSynchronize(events_[buffer_]), "cuEventSynchronize");
+}
+
 Expected<void> CudaLoad::copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done)
 {
     Expected<void> failed;
     std::uint64_t offset = 0;
+    // Storages are packed into the buffers, so small ones do not each hold a whole buffer and the
+    // link always has a full ring's worth queued; a piece that does not fit goes on in the next.
     auto read = ck_.streamStorage(
         storage, 0, nbytes,
         [&](Bytes piece) {
-            const std::size_t b = nextBuffer_++ % kBuffers;
-            // The buffer's last copy must have left before the CPU refills it.
-            if (failed = cu_.check(cu_.cuEventSynchronize(events_[b]), "cuEventSynchronize"); !failed) {
-                return false;
+            while (!piece.empty()) {
+                if (bufferUsed_ == settings_.bufferBytes) {
+                    if (failed = nextBuffer(); !failed) {
+                        return false;
+                    }
+                }
+                const std::size_t n = std::min(piece.size(), settings_.bufferBytes - bufferUsed_);
+                std::byte* at = static_cast<std::byte*>(staging_[buffer_]) + bufferUsed_;  // NOLINT
+                fill_.copy(at, piece.data(), n);
+                if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, at, n, streams_[buffer_ % kStreams]),
+                                       "copying to " + deviceId(current_));
+                    !failed) {
+                    return false;
+                }
+                // The next piece starts on a page boundary, as the DMA engine likes its source.
+                bufferUsed_ = std::min(settings_.bufferBytes, (bufferUsed_ + n + kPage - 1) / kPage * kPage);
+                offset += n;
+                done += n;
+                piece = piece.subspan(n);
             }
-            std::memcpy(staging_[b], piece.data(), piece.size());
-            cuda::Stream s = streams_[b % kStreams];
-            if (failed = cu_.check(cu_.cuMemcpyHtoDAsync(dst + offset, staging_[b], piece.size(), s),
-                                   "copying to " + deviceId(current_));
-                !failed) {
-                return false;
-            }
-            if (failed = cu_.check(cu_.cuEventRecord(events_[b], s), "cuEventRecord"); !failed) {
-                return false;
-            }
-            offset += piece.size();
-            done += piece.size();
             progress(done, false);
             return true;
         },
-        kBufferBytes);
+        settings_.bufferBytes);
     if (!failed) {
         return failed;
     }
@@ -330,7 +349,7 @@ Expected<void> CudaLoad::load(const std::vector<Placement>& placements)
 
 Expected<void> CudaLoad::verify()
 {
-    std::vector<std::byte> back(kBufferBytes);
+    std::vector<std::byte> back(settings_.bufferBytes);
     for (const auto& a : allocations_) {
         if (auto ok = use(a.device); !ok) {
             return ok;
@@ -338,7 +357,7 @@ Expected<void> CudaLoad::verify()
         const SelectedStorage& s = sel_.storages[a.selected];
         Sha256 hash;
         for (std::uint64_t at = 0; at < s.nbytes;) {
-            const std::uint64_t n = std::min<std::uint64_t>(kBufferBytes, s.nbytes - at);
+            const std::uint64_t n = std::min<std::uint64_t>(settings_.bufferBytes, s.nbytes - at);
             if (auto ok = cu_.check(cu_.cuMemcpyDtoH(back.data(), a.ptr + at, n), "copying back for --verify"); !ok) {
                 return ok;
             }
@@ -418,7 +437,10 @@ json CudaLoad::resultEvent() const
             {"context_bytes", d.contextBytes},
             {"torch_reserved_bytes", torch.reservedBytes},
             {"torch_allocated_bytes", torch.allocatedBytes},
-            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes}};
+            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes},
+            {"host_threads", fill_.threads()},
+            {"staging_bytes", settings_.totalBytes()},
+            {"staging_buffers", settings_.buffers}};
 }
 
 }  // namespace ckpt::device

@@ -1,11 +1,13 @@
 // The CUDA engine's work: storages copied from the mapped file into device allocations through
-// pinned staging buffers, on two streams, with no LibTorch (only the driver, opened at run time).
+// pinned staging buffers, each filled by several host threads, on two streams, with no LibTorch
+// (only the driver, opened at run time).
 #pragma once
 
 #include "checkpoint/checkpoint.h"
 #include "device/cuda_driver.h"
 #include "device/load_selection.h"
 #include "device/nvml.h"
+#include "host_copy.h"
 
 #include <cstdint>
 #include <functional>
@@ -28,7 +30,7 @@ struct Placement {
 class CudaLoad {
 public:
     CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck, const LoadSelection& sel,
-             EventSink sink);
+             EventSink sink, StagingSettings staging = StagingSettings::fromEnvironment());
     CudaLoad(const CudaLoad&) = delete;
     CudaLoad& operator=(const CudaLoad&) = delete;
     ~CudaLoad();  // frees every allocation and releases every context
@@ -72,6 +74,7 @@ private:
     Expected<void> allocateAndCopy(const Placement& p, std::uint64_t& done);
     Expected<void> copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done);
     Expected<void> stageBuffers();
+    Expected<void> nextBuffer();
     [[nodiscard]] std::uint64_t processBytes(int ordinal) const;  // NVML, 0 when unknown
     void progress(std::uint64_t done, bool force);
 
@@ -85,10 +88,13 @@ private:
     int current_ = -1;
     std::vector<Allocation> allocations_;
     std::uint64_t hostBytes_ = 0;
+    StagingSettings settings_;
+    ParallelCopy fill_;
     std::vector<void*> staging_;
     std::vector<cuda::Event> events_;
     std::vector<cuda::Stream> streams_;
-    std::size_t nextBuffer_ = 0;
+    std::size_t buffer_ = 0;      // the ring's buffer being filled
+    std::size_t bufferUsed_ = 0;  // its bytes already taken
     double seconds_ = 0;
     std::uint64_t bytes_ = 0;
     std::uint64_t lastEventNs_ = 0;

@@ -14,7 +14,11 @@
 #    (target >= 85%), its time against torch.load(map_location='cuda:0') (target >= 2x faster), the
 #    peak torch.load would reach as ckptscope predicts it against what the driver saw torch.load
 #    hold (target: within 5%), other_devices_touched, and the DDP replay with 4 ranks without and
-#    with map_location=cpu.
+#    with map_location=cpu;
+# 4. the engine alone (its protocol on stdin) with each host-thread count in THREADS_SWEEP (default
+#    "1 default") and each staging buffer size in BUFFER_SWEEP_KIB (default: none), printing the
+#    threads and pinned staging it used and its GB/s: CKPTSCOPE_CUDA_THREADS and
+#    CKPTSCOPE_CUDA_BUFFER_KIB, which also steer step 3 when set.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -52,6 +56,25 @@ done
 echo "== ckptscope testload --ddp-ranks 4, without and with map_location=cpu"
 "$bin/ckptscope" testload "$ckpt" --ddp-ranks 4 --json >"$work/ddp.json"
 "$bin/ckptscope" testload "$ckpt" --ddp-ranks 4 --map-location cpu --json >"$work/ddp_cpu.json"
+
+# The engine alone, one request line each (best of 3): its result event says what staging it used.
+engine_run() {  # NAME THREADS BUFFER_KIB ("default": the engine's own choice)
+    local env=(env -u CKPTSCOPE_CUDA_THREADS -u CKPTSCOPE_CUDA_BUFFER_KIB) i
+    [ "$2" = default ] || env+=("CKPTSCOPE_CUDA_THREADS=$2")
+    [ "$3" = default ] || env+=("CKPTSCOPE_CUDA_BUFFER_KIB=$3")
+    for i in 1 2 3; do
+        "$py" -c 'import json, sys; print(json.dumps({"cmd": "testload", "path": sys.argv[1], "device": "cuda:0"}))' \
+            "$ckpt" | "${env[@]}" "$CKPTSCOPE_CUDA_ENGINE" | tail -n 1 >"$work/engine_$1.$i.json"
+    done
+}
+echo "== ckptscope-cuda-engine alone: threads ${THREADS_SWEEP:-1 default}; buffers KiB ${BUFFER_SWEEP_KIB:-default}"
+rm -f "$work"/engine_*.json
+for t in ${THREADS_SWEEP:-1 default}; do
+    engine_run "t$t" "$t" default
+done
+for b in ${BUFFER_SWEEP_KIB:-}; do
+    engine_run "b$b" default "$b"
+done
 "$py" - "$work" <<'PY'
 import json, sys, os
 work = sys.argv[1]
@@ -80,5 +103,17 @@ for name in ("ddp.json", "ddp_cpu.json"):
     for d in r["devices"]:
         print(f"    {d['device']}: {d['contexts']} contexts, {d['weight_copies']} copies, expected "
               f"{d['expected_bytes'] / gib:.2f} GiB, measured {d['measured_peak_bytes'] / gib:.2f} GiB")
+sweep = {}
+for name in sorted(f for f in os.listdir(work) if f.startswith("engine_")):
+    sweep.setdefault(name[7:].split(".")[0], []).append(load(name))
+for name, rs in sorted(sweep.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]) if kv[0][1:].isdigit() else 1e9)):
+    ok = [r for r in rs if r.get("event") == "result"]
+    if not ok:
+        print(f"engine {name:>8}  {rs[0].get('message', rs[0])}")
+        continue
+    r = max(ok, key=lambda r: r["gb_per_s"])
+    print(f"engine {name:>8}  {r['host_threads']:2d} host threads, {r['staging_buffers']} x "
+          f"{r['staging_bytes'] / r['staging_buffers'] / 2**20:g} MiB pinned: {r['gb_per_s']:.2f} GB/s "
+          f"{r['seconds']:.3f} s ({100 * r['gb_per_s'] / base['pinned_h2d_gb_per_s']:.0f}% of pinned)")
 PY
 echo "results in $work"

@@ -1,7 +1,10 @@
 /* A stand-in libcuda.so.1 for tests on machines without a GPU: the Driver API entry points the
  * test-load engine binds (core/device/cuda_api.h), with the driver's ABI. Devices and their sizes
  * are shared with the fake NVML through FAKE_GPU_STATE (fake_gpu_state.h); device memory is host
- * memory, so copies really copy and can be read back. Environment:
+ * memory, so copies really copy and can be read back. A host-to-device copy is asynchronous as the
+ * real one is: it is queued on its stream and reads its source only when something waits for it (an
+ * event recorded after it, the stream, a synchronous copy, a free), so an engine that refills a
+ * staging buffer before its copy left loads the wrong bytes and --verify says so. Environment:
  *   FAKE_CUDA_DEVICES       "16384,8192": devices and their MiB (the first process decides)
  *   FAKE_CUDA_CONTEXT_MIB   what a primary context costs on its device (default 300)
  *   FAKE_CUDA_NO_DEVICE     cuInit answers CUDA_ERROR_NO_DEVICE
@@ -220,8 +223,10 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
     *p = (CUdeviceptr)(size_t)a->ptr;
     return OK;
 }
+static void drainAll(void);
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
+    drainAll(); /* cuMemFree waits for the device's work, as the driver's does */
     for (struct Allocation** at = &allocations; *at; at = &(*at)->next) {
         if ((CUdeviceptr)(size_t)(*at)->ptr == p) {
             struct Allocation* a = *at;
@@ -243,60 +248,118 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags)
 }
 CUresult cuMemFreeHost(void* p)
 {
+    drainAll();
     free(p);
     return OK;
 }
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, void* stream)
+/* A stream's queue of host-to-device copies not yet made. */
+struct Copy {
+    CUdeviceptr dst;
+    const void* src;
+    size_t bytes;
+};
+struct Stream {
+    struct Copy* queue;
+    size_t queued, capacity;
+    unsigned long long issued, done; /* copies ever queued / made on this stream */
+    struct Stream* next;
+};
+struct Event {
+    struct Stream* stream; /* NULL until recorded */
+    unsigned long long upTo;
+};
+static struct Stream* streams;
+
+/* Makes the stream's first `upTo - done` queued copies, in order. */
+static void drain(struct Stream* s, unsigned long long upTo)
 {
-    (void)stream;
+    size_t made = 0;
+    while (s->done < upTo && made < s->queued) {
+        const struct Copy* c = &s->queue[made++];
+        memcpy((void*)(size_t)c->dst, c->src, c->bytes);
+        ++s->done;
+    }
+    memmove(s->queue, s->queue + made, (s->queued - made) * sizeof *s->queue);
+    s->queued -= made;
+}
+static void drainAll(void)
+{
+    for (struct Stream* s = streams; s; s = s->next) {
+        drain(s, s->issued);
+    }
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, struct Stream* stream)
+{
     const char* delay = getenv("FAKE_CUDA_DELAY_US");
     if (delay) {
         usleep((useconds_t)atoi(delay));
     }
-    memcpy((void*)(size_t)dst, src, bytes);
+    if (!stream) {
+        return INVALID_VALUE; /* the engine always names its own stream */
+    }
+    if (stream->queued == stream->capacity) {
+        stream->capacity = stream->capacity ? 2 * stream->capacity : 16;
+        stream->queue = realloc(stream->queue, stream->capacity * sizeof *stream->queue);
+    }
+    stream->queue[stream->queued++] = (struct Copy){dst, src, bytes};
+    ++stream->issued;
     return OK;
 }
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes)
 {
+    drainAll(); /* the legacy default stream waits for the device's other work */
     memcpy(dst, (const void*)(size_t)src, bytes);
     return OK;
 }
-static int handles[1];
-CUresult cuStreamCreate(void** stream, unsigned flags)
+CUresult cuStreamCreate(struct Stream** stream, unsigned flags)
 {
     (void)flags;
-    *stream = handles;
+    struct Stream* s = calloc(1, sizeof *s);
+    s->next = streams;
+    streams = s;
+    *stream = s;
     return OK;
 }
-CUresult cuStreamDestroy_v2(void* stream)
+CUresult cuStreamDestroy_v2(struct Stream* stream)
 {
-    (void)stream;
-    return OK;
+    drain(stream, stream->issued); /* queued work still completes, as the driver's does */
+    for (struct Stream** at = &streams; *at; at = &(*at)->next) {
+        if (*at == stream) {
+            *at = stream->next;
+            free(stream->queue);
+            free(stream);
+            return OK;
+        }
+    }
+    return INVALID_VALUE;
 }
-CUresult cuStreamSynchronize(void* stream)
+CUresult cuStreamSynchronize(struct Stream* stream)
 {
-    (void)stream;
+    drain(stream, stream->issued);
     return OK;
 }
-CUresult cuEventCreate(void** event, unsigned flags)
+CUresult cuEventCreate(struct Event** event, unsigned flags)
 {
     (void)flags;
-    *event = handles;
+    *event = calloc(1, sizeof **event);
     return OK;
 }
-CUresult cuEventRecord(void* event, void* stream)
+CUresult cuEventRecord(struct Event* event, struct Stream* stream)
 {
-    (void)event;
-    (void)stream;
+    event->stream = stream;
+    event->upTo = stream->issued;
     return OK;
 }
-CUresult cuEventSynchronize(void* event)
+CUresult cuEventSynchronize(struct Event* event)
 {
-    (void)event;
+    if (event->stream) {
+        drain(event->stream, event->upTo);
+    }
     return OK;
 }
-CUresult cuEventDestroy_v2(void* event)
+CUresult cuEventDestroy_v2(struct Event* event)
 {
-    (void)event;
+    free(event);
     return OK;
 }

@@ -1,17 +1,22 @@
 // The CUDA engine through the test-load client, on a fake NVIDIA driver (fake_cuda.c and
 // fake_nvml.c sharing FAKE_GPU_STATE): the copy path with its bytes checked, out of memory in the
 // middle of a load, two devices where nothing lands on the other, no driver, cancel mid-load, and
-// the DDP replay's bookkeeping. Each test gets a fresh fake machine.
+// the DDP replay's bookkeeping. Each test gets a fresh fake machine, whose copies are asynchronous
+// (a staging buffer refilled too early shows in the hashes), and the engine fills its staging
+// buffers with four host threads unless a test says otherwise.
 #include "device/ddp_replay.h"
 #include "device/nvml.h"
 #include "device/sha256.h"
 #include "device/testload.h"
 
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -43,6 +48,32 @@ QString writeCheckpoint(const QTemporaryDir& dir, const QString& name, int count
     return path;
 }
 
+// Storages of random bytes, sizes from one byte to several staging buffers and rarely a multiple of
+// anything; `hashes` gets the sha256 of each storage's bytes as PyTorch holds them.
+QString writeOddSizes(const QTemporaryDir& dir, std::vector<std::string>& hashes)
+{
+    QString path = dir.filePath(QStringLiteral("odd.pt"));
+    const QString script = QStringLiteral(
+        "import sys, hashlib, torch\n"
+        "g = torch.Generator().manual_seed(7)\n"
+        "sizes = [1, 4097, 65536, 300001, 1 << 20, (5 << 20) + 7, (9 << 20) + 1]\n"
+        "sd = {'t%d' % i: torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for i, n in enumerate(sizes)}\n"
+        "torch.save(sd, sys.argv[1])\n"
+        "for t in sd.values():\n"
+        "    print(hashlib.sha256(t.numpy().tobytes()).hexdigest())\n");
+    QProcess py;
+    py.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"), script, path});
+    if (!py.waitForFinished(120000) || py.exitCode() != 0) {
+        qWarning("%s", py.readAllStandardError().constData());
+        return {};
+    }
+    for (const auto& line : py.readAllStandardOutput().trimmed().split('\n')) {
+        hashes.push_back(line.toStdString());
+    }
+    std::sort(hashes.begin(), hashes.end());
+    return path;
+}
+
 std::uint64_t usedOn(int gpu)
 {
     auto nvml = Nvml::load();
@@ -61,6 +92,8 @@ class TestCudaEngine : public QObject {
     QTemporaryDir m_files;
     QString m_small;  // 3 x 8 MiB
     QString m_many;   // 40 x 1 MiB
+    QString m_odd;    // random bytes, odd sizes (writeOddSizes)
+    std::vector<std::string> m_oddHashes;
     std::unique_ptr<QTemporaryDir> m_machine;
 
     // A fresh fake driver: `devices` in MiB, what a context costs.
@@ -74,6 +107,8 @@ class TestCudaEngine : public QObject {
         ::unsetenv("FAKE_CUDA_DELAY_US");
         ::unsetenv("FAKE_CUDA_NO_DEVICE");
         ::setenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
+        ::setenv("CKPTSCOPE_CUDA_THREADS", "4", 1);
+        ::unsetenv("CKPTSCOPE_CUDA_BUFFER_KIB");
     }
     QString calls() const
     {
@@ -98,7 +133,9 @@ private Q_SLOTS:
         ::unsetenv("FAKE_NVML_STATE");
         m_small = writeCheckpoint(m_files, QStringLiteral("small.pt"), 3, 8);
         m_many = writeCheckpoint(m_files, QStringLiteral("many.pt"), 40, 1);
-        QVERIFY(!m_small.isEmpty() && !m_many.isEmpty());
+        m_odd = writeOddSizes(m_files, m_oddHashes);
+        QVERIFY(!m_small.isEmpty() && !m_many.isEmpty() && !m_odd.isEmpty());
+        QCOMPARE(m_oddHashes.size(), std::size_t{7});
     }
 
     // Every byte lands: the storages read back from the device hash to the file's bytes.
@@ -132,6 +169,73 @@ private Q_SLOTS:
         }
         // The engine is gone and freed everything.
         QCOMPARE(usedOn(0), 0ULL);
+    }
+
+    // Every byte lands whatever the staging: one thread or several, storages smaller and larger
+    // than a buffer, packed into buffers across their ends, slices that do not divide evenly.
+    void copiesEveryByteWithAnyStaging_data()
+    {
+        QTest::addColumn<QByteArray>("threads");
+        QTest::addColumn<QByteArray>("bufferKib");
+        QTest::newRow("1 thread, 64 KiB buffers") << QByteArray("1") << QByteArray("64");
+        QTest::newRow("4 threads, 1 MiB buffers") << QByteArray("4") << QByteArray("1024");
+        QTest::newRow("8 threads, 3 MiB + 1 KiB buffers") << QByteArray("8") << QByteArray("3073");
+        QTest::newRow("3 threads, default buffers") << QByteArray("3") << QByteArray();
+    }
+    void copiesEveryByteWithAnyStaging()
+    {
+        QFETCH(QByteArray, threads);
+        QFETCH(QByteArray, bufferKib);
+        newMachine("1024");
+        ::setenv("CKPTSCOPE_CUDA_THREADS", threads.constData(), 1);
+        if (!bufferKib.isEmpty()) {
+            ::setenv("CKPTSCOPE_CUDA_BUFFER_KIB", bufferKib.constData(), 1);
+        }
+        auto req = request(m_odd, "cuda:0");
+        req.verify = true;
+        auto r = testLoad(req);
+        QVERIFY2(r, r ? "" : r.error().describe().c_str());
+        QCOMPARE(r->bytes, 1ULL + 4097 + 65536 + 300001 + kMiB + 5 * kMiB + 7 + 9 * kMiB + 1);
+        std::vector<std::string> seen;
+        for (const auto& c : r->storageChecks) {
+            seen.push_back(c.sha256);
+        }
+        std::sort(seen.begin(), seen.end());
+        QCOMPARE(seen, m_oddHashes);
+        QCOMPARE(usedOn(0), 0ULL);
+    }
+
+    // The engine says how it staged (bench/testload/run.sh prints it): the overrides, clamped.
+    void reportsItsStaging()
+    {
+        auto resultOf = [&](const char* threads, const char* bufferKib) {
+            newMachine("1024");
+            ::setenv("CKPTSCOPE_CUDA_THREADS", threads, 1);
+            ::setenv("CKPTSCOPE_CUDA_BUFFER_KIB", bufferKib, 1);
+            QProcess engine;
+            engine.start(QStringLiteral(CKPTSCOPE_TEST_ENGINE), {});
+            const QJsonObject request{{QStringLiteral("cmd"), QStringLiteral("testload")},
+                                      {QStringLiteral("path"), m_small},
+                                      {QStringLiteral("device"), QStringLiteral("cuda:0")}};
+            const QByteArray line = QJsonDocument(request).toJson(QJsonDocument::Compact);
+            engine.write(line + '\n');
+            engine.closeWriteChannel();
+            engine.waitForFinished(60000);
+            const QList<QByteArray> events = engine.readAllStandardOutput().trimmed().split('\n');
+            return QJsonDocument::fromJson(events.last()).object();
+        };
+        QJsonObject r = resultOf("3", "512");
+        QCOMPARE(r.value(QStringLiteral("event")).toString(), QStringLiteral("result"));
+        QCOMPARE(r.value(QStringLiteral("host_threads")).toInt(), 3);
+        QCOMPARE(r.value(QStringLiteral("staging_buffers")).toInt(), 3);
+        QCOMPARE(r.value(QStringLiteral("staging_bytes")).toInteger(), 3 * 512 * 1024);
+        QCOMPARE(r.value(QStringLiteral("bytes")).toInteger(), 24 * 1024 * 1024);
+        r = resultOf("0", "1000000");  // at least one thread, at most 64 MiB a buffer
+        QCOMPARE(r.value(QStringLiteral("host_threads")).toInt(), 1);
+        QCOMPARE(r.value(QStringLiteral("staging_bytes")).toInteger(), 3 * 64 * 1024 * 1024);
+        r = resultOf("lots", "");  // not a number: the defaults
+        QVERIFY(r.value(QStringLiteral("host_threads")).toInt() >= 1);
+        QCOMPARE(r.value(QStringLiteral("staging_bytes")).toInteger(), 3 * 64 * 1024 * 1024);
     }
 
     // Nothing is created on the other GPU: no context, no allocation, no memory moved.
