@@ -100,15 +100,15 @@ class TestCudaEngine : public QObject {
     void newMachine(const char* devices, int contextMib = 64)
     {
         m_machine = std::make_unique<QTemporaryDir>();
-        ::setenv("FAKE_GPU_STATE", qPrintable(m_machine->filePath(QStringLiteral("gpu.state"))), 1);
-        ::setenv("FAKE_CUDA_DEVICES", devices, 1);
-        ::setenv("FAKE_CUDA_CONTEXT_MIB", qPrintable(QString::number(contextMib)), 1);
-        ::setenv("FAKE_CUDA_LOG", qPrintable(m_machine->filePath(QStringLiteral("calls.log"))), 1);
-        ::unsetenv("FAKE_CUDA_DELAY_US");
-        ::unsetenv("FAKE_CUDA_NO_DEVICE");
-        ::setenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
-        ::setenv("CKPTSCOPE_CUDA_THREADS", "4", 1);
-        ::unsetenv("CKPTSCOPE_CUDA_BUFFER_KIB");
+        qputenv("FAKE_GPU_STATE", QByteArray(qPrintable(m_machine->filePath(QStringLiteral("gpu.state")))));
+        qputenv("FAKE_CUDA_DEVICES", QByteArray(devices));
+        qputenv("FAKE_CUDA_CONTEXT_MIB", QByteArray(qPrintable(QString::number(contextMib))));
+        qputenv("FAKE_CUDA_LOG", QByteArray(qPrintable(m_machine->filePath(QStringLiteral("calls.log")))));
+        qunsetenv("FAKE_CUDA_DELAY_US");
+        qunsetenv("FAKE_CUDA_NO_DEVICE");
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray(FAKE_CUDA_PATH));
+        qputenv("CKPTSCOPE_CUDA_THREADS", QByteArray("4"));
+        qunsetenv("CKPTSCOPE_CUDA_BUFFER_KIB");
     }
     QString calls() const
     {
@@ -128,9 +128,9 @@ class TestCudaEngine : public QObject {
 private Q_SLOTS:
     void initTestCase()
     {
-        ::setenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_TEST_ENGINE, 1);
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH, 1);
-        ::unsetenv("FAKE_NVML_STATE");
+        qputenv("CKPTSCOPE_CUDA_ENGINE", QByteArray(CKPTSCOPE_TEST_ENGINE));
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray(FAKE_NVML_PATH));
+        qunsetenv("FAKE_NVML_STATE");
         m_small = writeCheckpoint(m_files, QStringLiteral("small.pt"), 3, 8);
         m_many = writeCheckpoint(m_files, QStringLiteral("many.pt"), 40, 1);
         m_odd = writeOddSizes(m_files, m_oddHashes);
@@ -187,9 +187,9 @@ private Q_SLOTS:
         QFETCH(QByteArray, threads);
         QFETCH(QByteArray, bufferKib);
         newMachine("1024");
-        ::setenv("CKPTSCOPE_CUDA_THREADS", threads.constData(), 1);
+        qputenv("CKPTSCOPE_CUDA_THREADS", QByteArray(threads.constData()));
         if (!bufferKib.isEmpty()) {
-            ::setenv("CKPTSCOPE_CUDA_BUFFER_KIB", bufferKib.constData(), 1);
+            qputenv("CKPTSCOPE_CUDA_BUFFER_KIB", QByteArray(bufferKib.constData()));
         }
         auto req = request(m_odd, "cuda:0");
         req.verify = true;
@@ -210,8 +210,8 @@ private Q_SLOTS:
     {
         auto resultOf = [&](const char* threads, const char* bufferKib) {
             newMachine("1024");
-            ::setenv("CKPTSCOPE_CUDA_THREADS", threads, 1);
-            ::setenv("CKPTSCOPE_CUDA_BUFFER_KIB", bufferKib, 1);
+            qputenv("CKPTSCOPE_CUDA_THREADS", QByteArray(threads));
+            qputenv("CKPTSCOPE_CUDA_BUFFER_KIB", QByteArray(bufferKib));
             QProcess engine;
             engine.start(QStringLiteral(CKPTSCOPE_TEST_ENGINE), {});
             const QJsonObject request{{QStringLiteral("cmd"), QStringLiteral("testload")},
@@ -271,18 +271,18 @@ private Q_SLOTS:
     void noDriverNoDeviceNoSuchDevice()
     {
         newMachine("1024");
-        ::setenv("CKPTSCOPE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray("/nonexistent/libcuda.so.1"));
         auto r = testLoad(request(m_small, "cuda:0"));
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::DeviceUnavailable);
         QVERIFY2(r.error().message.starts_with("no NVIDIA driver found"), r.error().message.c_str());
-        ::setenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
-        ::setenv("FAKE_CUDA_NO_DEVICE", "1", 1);
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray(FAKE_CUDA_PATH));
+        qputenv("FAKE_CUDA_NO_DEVICE", QByteArray("1"));
         r = testLoad(request(m_small, "cuda:0"));
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::DeviceUnavailable);
         QVERIFY2(r.error().message.find("no CUDA-capable device") != std::string::npos, r.error().message.c_str());
-        ::unsetenv("FAKE_CUDA_NO_DEVICE");
+        qunsetenv("FAKE_CUDA_NO_DEVICE");
         r = testLoad(request(m_small, "cuda:3"));
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::DeviceUnavailable);
@@ -294,7 +294,7 @@ private Q_SLOTS:
     void cancelFreesEverything()
     {
         newMachine("1024");
-        ::setenv("FAKE_CUDA_DELAY_US", "20000", 1);  // 40 copies: 0.8 s
+        qputenv("FAKE_CUDA_DELAY_US", QByteArray("20000"));  // 40 copies: 0.8 s
         std::stop_source stop;
         bool sawBytes = false;
         auto r = testLoad(

@@ -16,7 +16,7 @@ namespace {
 
 void setEnv(const char* name, const std::string& value)
 {
-    ::setenv(name, value.c_str(), 1);
+    qputenv(name, QByteArray(value.c_str()));
 }
 
 void writeState(const std::string& file, const std::string& text)
@@ -30,7 +30,7 @@ class TestNvml : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
-    void cleanup() { ::unsetenv("CKPTSCOPE_NVML_LIBRARY"); }
+    void cleanup() { qunsetenv("CKPTSCOPE_NVML_LIBRARY"); }
 
     void missingLibraryGivesOneLineAndTheCpu_data()
     {

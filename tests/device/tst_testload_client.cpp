@@ -120,25 +120,25 @@ class TestTestloadClient : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
-    void init() { ::setenv("CKPTSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1); }
+    void init() { qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray("/nonexistent/libnvidia-ml.so.1")); }
     void cleanup()
     {
-        ::unsetenv("FAKE_HELPER_MODE");
-        ::unsetenv("FAKE_HELPER_REQUEST");
-        ::unsetenv("FAKE_HELPER_PIDS");
-        ::unsetenv("FAKE_HELPER_SHA");
-        ::unsetenv("CKPTSCOPE_HELPER_TIMEOUT");
-        ::unsetenv("CKPTSCOPE_TORCH_HELPER");
-        ::unsetenv("CKPTSCOPE_NVML_LIBRARY");
+        qunsetenv("FAKE_HELPER_MODE");
+        qunsetenv("FAKE_HELPER_REQUEST");
+        qunsetenv("FAKE_HELPER_PIDS");
+        qunsetenv("FAKE_HELPER_SHA");
+        qunsetenv("CKPTSCOPE_HELPER_TIMEOUT");
+        qunsetenv("CKPTSCOPE_TORCH_HELPER");
+        qunsetenv("CKPTSCOPE_NVML_LIBRARY");
     }
 
     void streamsProgressAndResult()
     {
         QTemporaryDir dir;
         const std::string reqFile = dir.filePath(QStringLiteral("req")).toStdString();
-        ::setenv("FAKE_HELPER_MODE", "ok", 1);
-        ::setenv("FAKE_HELPER_REQUEST", reqFile.c_str(), 1);
-        ::setenv("FAKE_HELPER_SHA", kFakeSha.c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("ok"));
+        qputenv("FAKE_HELPER_REQUEST", QByteArray(reqFile.c_str()));
+        qputenv("FAKE_HELPER_SHA", QByteArray(kFakeSha.c_str()));
         auto req = fakeRequest();
         req.select = "model";
         req.verify = true;
@@ -181,8 +181,8 @@ private Q_SLOTS:
 
     void storageThatDiffersFromTheFileFails()
     {
-        ::setenv("FAKE_HELPER_MODE", "ok", 1);
-        ::setenv("FAKE_HELPER_SHA", kFakeSha.c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("ok"));
+        qputenv("FAKE_HELPER_SHA", QByteArray(kFakeSha.c_str()));
         auto req = fakeRequest();
         req.verify = true;
         req.fileStorageSha256 = [](const std::string&) -> ckpt::Expected<std::string> { return std::string(64, '0'); };
@@ -199,9 +199,9 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
-        ::setenv("FAKE_HELPER_MODE", "hang_with_child", 1);
-        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
-        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "600", 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("hang_with_child"));
+        qputenv("FAKE_HELPER_PIDS", QByteArray(pidFile.c_str()));
+        qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("600"));
         auto req = fakeRequest();
         req.silenceTimeout = std::chrono::seconds(2);
         const auto w = testLoadWatched(req);
@@ -221,8 +221,8 @@ private Q_SLOTS:
 
     void silenceTimeoutFromTheEnvironment()
     {
-        ::setenv("FAKE_HELPER_MODE", "hang", 1);
-        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "0.5", 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("hang"));
+        qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("0.5"));
         const auto w = testLoadWatched(fakeRequest());
         QVERIFY(!w.result);
         const QString msg = QString::fromStdString(w.result.error().message);
@@ -230,7 +230,7 @@ private Q_SLOTS:
         QVERIFY2(w.ms < 4000, qPrintable(QString::number(w.ms)));
 
         for (const char* bad : {"soon", "0", "-3", "1e99"}) {
-            ::setenv("CKPTSCOPE_HELPER_TIMEOUT", bad, 1);
+            qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray(bad));
             const auto r = testLoadWatched(fakeRequest()).result;
             QVERIFY2(!r, bad);
             QCOMPARE(r.error().code, ErrorCode::Usage);
@@ -258,8 +258,8 @@ private Q_SLOTS:
         QFETCH(QString, fragment);
         QTemporaryDir dir;
         const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
-        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
-        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray(mode.toStdString().c_str()));
+        qputenv("FAKE_HELPER_PIDS", QByteArray(pidFile.c_str()));
         const std::uint64_t rss = startPeakWatch();
         const auto w = testLoadWatched(fakeRequest(), 60);
         const std::uint64_t growth = peakGrowthKiB(rss);
@@ -292,7 +292,7 @@ private Q_SLOTS:
     {
         QFETCH(QString, mode);
         QFETCH(QStringList, fragments);
-        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray(mode.toStdString().c_str()));
         const auto w = testLoadWatched(fakeRequest());
         QVERIFY(!w.result);
         QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
@@ -311,8 +311,8 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
-        ::setenv("FAKE_HELPER_MODE", "exit3", 1);
-        ::setenv("FAKE_HELPER_PIDS", pidFile.c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("exit3"));
+        qputenv("FAKE_HELPER_PIDS", QByteArray(pidFile.c_str()));
         const auto w = testLoadWatched(fakeRequest());
         QVERIFY(!w.result);
         QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
@@ -328,7 +328,7 @@ private Q_SLOTS:
 
     void helperErrorsKeepTheirCode()
     {
-        ::setenv("FAKE_HELPER_MODE", "oom", 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("oom"));
         auto r = testLoad(fakeRequest("cuda:0"));
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::OutOfMemory);
@@ -349,7 +349,7 @@ private Q_SLOTS:
     {
         QFETCH(QString, mode);
         QFETCH(QString, fragment);
-        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray(mode.toStdString().c_str()));
         auto r = testLoad(fakeRequest());
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::LoadFailed);
@@ -362,7 +362,7 @@ private Q_SLOTS:
 
     void cancelKillsTheHelper()
     {
-        ::setenv("FAKE_HELPER_MODE", "hang", 1);
+        qputenv("FAKE_HELPER_MODE", QByteArray("hang"));
         std::stop_source stop;
         std::jthread canceller([&stop] {
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -378,7 +378,7 @@ private Q_SLOTS:
 
     void missingHelperSaysWhereItLooked()
     {
-        ::setenv("CKPTSCOPE_TORCH_HELPER", "/nonexistent/ckptscope-torch-helper", 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray("/nonexistent/ckptscope-torch-helper"));
         auto found = findTorchHelper();
         QVERIFY(!found);
         QVERIFY(QString::fromStdString(found.error().message).contains(QStringLiteral("CKPTSCOPE_TORCH_HELPER")));
@@ -392,7 +392,7 @@ private Q_SLOTS:
 
         // Without the variable, from this test binary's folder nothing is installed: the message
         // lists the places and how to build the helper.
-        ::unsetenv("CKPTSCOPE_TORCH_HELPER");
+        qunsetenv("CKPTSCOPE_TORCH_HELPER");
         auto notThere = findTorchHelper();
         if (notThere) {
             // The build tree's helper sits at <build>/app/torch-helper, which the lookup finds too.
@@ -434,9 +434,9 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const std::string state = dir.filePath(QStringLiteral("state")).toStdString();
         std::ofstream(state) << "100000000 100000000 0 0 0\n";
-        ::setenv("FAKE_NVML_STATE", state.c_str(), 1);
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH, 1);
-        ::setenv("FAKE_HELPER_MODE", mode.toStdString().c_str(), 1);
+        qputenv("FAKE_NVML_STATE", QByteArray(state.c_str()));
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray(FAKE_NVML_PATH));
+        qputenv("FAKE_HELPER_MODE", QByteArray(mode.toStdString().c_str()));
         auto r = testLoad(fakeRequest("cuda:1"));
         QVERIFY2(r, r ? "" : r.error().message.c_str());
         QCOMPARE(r->timeline.devices.size(), std::size_t{3});

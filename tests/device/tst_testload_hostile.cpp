@@ -24,8 +24,8 @@ class TestTestloadHostile : public QObject {
 private Q_SLOTS:
     void initTestCase()
     {
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray("/nonexistent/libnvidia-ml.so.1"));
         QVERIFY(m_dir.isValid());
         QProcess gen;
         gen.start(QStringLiteral(CKPTSCOPE_PYTHON),
@@ -71,18 +71,18 @@ private Q_SLOTS:
     void silentHelperEndsTheCommand()
     {
         const std::string fake = CKPTSCOPE_SOURCE_DIR "/tests/device/fake_helper.sh";
-        ::setenv("CKPTSCOPE_TORCH_HELPER", fake.c_str(), 1);
-        ::setenv("FAKE_HELPER_MODE", "hang", 1);
-        ::setenv("CKPTSCOPE_HELPER_TIMEOUT", "1", 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(fake.c_str()));
+        qputenv("FAKE_HELPER_MODE", QByteArray("hang"));
+        qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("1"));
         std::ostringstream out;
         std::ostringstream err;
         QElapsedTimer timer;
         timer.start();
         const int rc = ckpt::cli::cmdTestload({m_file}, out, err);
         const qint64 ms = timer.elapsed();
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
-        ::unsetenv("FAKE_HELPER_MODE");
-        ::unsetenv("CKPTSCOPE_HELPER_TIMEOUT");
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
+        qunsetenv("FAKE_HELPER_MODE");
+        qunsetenv("CKPTSCOPE_HELPER_TIMEOUT");
         const std::string e = err.str();
         QCOMPARE(rc, 1);
         QVERIFY2(ms < 10000, qPrintable(QString::number(ms)));

@@ -42,12 +42,12 @@ private Q_SLOTS:
     void init()
     {
         QVERIFY(m_machine.isValid() && m_tmp.isValid());
-        ::setenv("FAKE_GPU_STATE", qPrintable(m_machine.filePath(QStringLiteral("gpu.state"))), 1);
-        ::setenv("FAKE_CUDA_DEVICES", "16384", 1);  // one 16 GiB device
-        ::setenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH, 1);
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH, 1);
-        ::setenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_TEST_ENGINE, 1);
-        ::setenv("TMPDIR", qPrintable(m_tmp.path()), 1);
+        qputenv("FAKE_GPU_STATE", QByteArray(qPrintable(m_machine.filePath(QStringLiteral("gpu.state")))));
+        qputenv("FAKE_CUDA_DEVICES", QByteArray("16384"));  // one 16 GiB device
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray(FAKE_CUDA_PATH));
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray(FAKE_NVML_PATH));
+        qputenv("CKPTSCOPE_CUDA_ENGINE", QByteArray(CKPTSCOPE_TEST_ENGINE));
+        qputenv("TMPDIR", QByteArray(qPrintable(m_tmp.path())));
     }
 
     void aSetLoadsAsOneFile_data()

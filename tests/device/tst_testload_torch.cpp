@@ -50,8 +50,8 @@ class TestTestloadTorch : public QObject {
 private Q_SLOTS:
     void initTestCase()
     {
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray("/nonexistent/libnvidia-ml.so.1"));
         QVERIFY2(QFile::exists(fixture("manifest.json")), "fixtures not generated");
     }
 
@@ -207,9 +207,9 @@ private Q_SLOTS:
 
     void missingHelperIsClear()
     {
-        ::setenv("CKPTSCOPE_TORCH_HELPER", "/nonexistent/helper", 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray("/nonexistent/helper"));
         const CliRun r = runCli({fixture("plain_sd.pt").toStdString()});
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
         QCOMPARE(r.rc, 1);
         QVERIFY2(QString::fromStdString(r.err).contains(QStringLiteral("/nonexistent/helper")), r.err.c_str());
     }

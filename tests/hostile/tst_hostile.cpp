@@ -122,9 +122,9 @@ private Q_SLOTS:
     void initTestCase()
     {
         QVERIFY(m_dir.isValid());
-        ::setenv("CKPTSCOPE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+        qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray("/nonexistent/libnvidia-ml.so.1"));
 #ifdef CKPTSCOPE_TEST_HELPER
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
 #endif
         QProcess gen;
         gen.start(QStringLiteral(CKPTSCOPE_PYTHON),

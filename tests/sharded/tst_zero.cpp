@@ -347,7 +347,7 @@ private Q_SLOTS:
         QVERIFY2(noKeep.err.find("not --file-only") != std::string::npos, noKeep.err.c_str());
 #ifdef CKPTSCOPE_TEST_HELPER
         // testload (LibTorch on the CPU): the set as the one file convert writes, or the file alone.
-        ::setenv("CKPTSCOPE_TORCH_HELPER", CKPTSCOPE_TEST_HELPER, 1);
+        qputenv("CKPTSCOPE_TORCH_HELPER", QByteArray(CKPTSCOPE_TEST_HELPER));
         const Run loaded = ckptscope({"testload", path, "--device", "cpu"});
         QVERIFY2(loaded.rc == 0, loaded.err.c_str());
         QVERIFY2(loaded.out.rfind("opened as part of the DeepSpeed ZeRO checkpoint", 0) == 0, loaded.out.c_str());
