@@ -197,17 +197,23 @@ void printPlan(const Checkpoint& in, const std::string& inputName, const transfo
         << (plan.droppedCount() == 1 ? " value" : " values") << " dropped\n";
 }
 
+// A failed write: one line on stderr, the error in the JSON document too, and its exit code.
+int writeFailed(const Error& e, const Args& a, nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
+{
+    printError(err, e, a.input);
+    if (a.json) {
+        doc["error"] = errorJson(e);
+        out << dumpJson(doc, 1) << '\n';
+    }
+    return exitCodeFor(e.code);
+}
+
 int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, const sharded::SplitOptions& options,
              nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
 {
     auto written = sharded::writeShardedSet(in, plan, a.output, options);
     if (!written) {
-        printError(err, written.error(), a.input);
-        if (a.json) {
-            doc["error"] = errorJson(written.error());
-            out << dumpJson(doc, 1) << '\n';
-        }
-        return exitCodeFor(written.error().code);
+        return writeFailed(written.error(), a, doc, out, err);
     }
     auto tied = nlohmann::ordered_json::object();
     for (const auto& [removed, kept] : written->tied) {
@@ -239,12 +245,7 @@ int writeDcp(const Checkpoint& in, const transform::Plan& plan, const Args& a, c
 {
     auto written = sharded::writeDcpFolder(in, plan, a.output, options);
     if (!written) {
-        printError(err, written.error(), a.input);
-        if (a.json) {
-            doc["error"] = errorJson(written.error());
-            out << dumpJson(doc, 1) << '\n';
-        }
-        return exitCodeFor(written.error().code);
+        return writeFailed(written.error(), a, doc, out, err);
     }
     if (a.json) {
         doc["output"] = {{"path", written->dir},
@@ -445,12 +446,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
     if (!written) {
-        printError(err, written.error(), a.input);
-        if (a.json) {
-            doc["error"] = errorJson(written.error());
-            out << dumpJson(doc, 1) << '\n';
-        }
-        return exitCodeFor(written.error().code);
+        return writeFailed(written.error(), a, doc, out, err);
     }
     if (a.json) {
         doc["output"] = {{"path", written->path}, {"bytes", written->bytes}, {"notes", written->notes}};

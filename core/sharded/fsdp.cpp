@@ -428,12 +428,18 @@ std::optional<std::pair<std::string, int>> rankFileName(const std::string& name)
 
 namespace {
 
-void addProcessGroupFinding(Set& set)
+std::vector<std::string> fileNames(const Set& set)
 {
     std::vector<std::string> names;
     for (const auto& f : set.files) {
         names.push_back(fs::path(f.path).filename().string());
     }
+    return names;
+}
+
+void addProcessGroupFinding(Set& set)
+{
+    std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
         {"needs-process-group", "warning", "torch.load needs a process group for these files",
          "The rank files hold ShardedTensors, whose __setstate__ refuses to run outside torch.distributed: "
@@ -449,10 +455,7 @@ void addProcessGroupFinding(Set& set)
 // warning about the DeviceMesh; 2.6's default weights_only=True refuses the file.
 void addDTensorFinding(Set& set)
 {
-    std::vector<std::string> names;
-    for (const auto& f : set.files) {
-        names.push_back(fs::path(f.path).filename().string());
-    }
+    std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
         {"dtensor-rank-files", "warning", "torch.load gives one rank's DTensors, and refuses them by default",
          "The rank files hold DTensors. With PyTorch 2.6+'s default weights_only=True, torch.load fails: "
@@ -474,10 +477,7 @@ void checkWorld(Set& set, int world, const std::set<int>& ranks)
     if (world == static_cast<int>(set.files.size()) && missing.empty()) {
         return;
     }
-    std::vector<std::string> names;
-    for (const auto& f : set.files) {
-        names.push_back(fs::path(f.path).filename().string());
-    }
+    std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
         {"world-size-mismatch", "error", "The rank files disagree with the saved world size",
          "The files were saved by " + std::to_string(world) +
