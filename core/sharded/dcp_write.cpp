@@ -160,15 +160,17 @@ public:
     ValueId size(const std::vector<std::int64_t>& dims)
     {
         std::vector<ValueId> items;
+        items.reserve(dims.size());
         for (const auto d : dims) {
             items.push_back(a_.integer(d));
         }
         return call("torch", "Size", {a_.tuple(std::move(items))});
     }
-    ValueId fields(std::vector<std::pair<std::string, ValueId>> kv)
+    ValueId fields(const std::vector<std::pair<std::string, ValueId>>& kv)
     {
         std::vector<ValueId> items;
-        for (auto& [k, v] : kv) {
+        items.reserve(2 * kv.size());
+        for (const auto& [k, v] : kv) {
             items.push_back(a_.str(k));
             items.push_back(v);
         }
