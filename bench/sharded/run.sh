@@ -1,28 +1,90 @@
 #!/usr/bin/env bash
-# Consolidating a Hugging Face sharded set (bench/sharded/make_set.py) into one torch file:
-# ckptscope convert beside `cat` of the same bytes and beside the Python route (merge_python.py).
-# Peak memory is RssAnon (bench/diff/rss_anon.py): the mapped shards' page-cache pages are not the
-# process's own memory. Then the other way: the consolidated file split back into a set of 1 GB
-# shards (convert --shard-size). Each output is removed once measured, so the disk holds at most the
-# set, one output and the split (3 x SIZE). The 4 GiB case is `run.sh 4096` (not run in CI).
-# Usage: run.sh [SIZE_MIB (default 1024)] [WORKDIR (default /tmp/ckptscope-bench-sharded)]
+# Consolidating sharded sets into one torch file (issue 13, "Fast"): for each kind of set, ckptscope
+# `convert SET -o out.pt --single-card` beside `cat` of the same bytes into one file (what `cp` of
+# them costs) and beside the Python route on the same set, each run twice (the machine is shared):
+#   hf     a Hugging Face .bin set (4 shards); Python: every shard torch.load'ed, merged, torch.save'd
+#          (merge_python.py); also the way back, the output split into 1 GB shards (--shard-size);
+#   dcp    a torch.distributed.checkpoint directory of 4 ranks; Python: dcp_to_torch_save's
+#          algorithm over torch.load'ed items (dcp_to_torch_save.py);
+#   zero2  a DeepSpeed ZeRO-2 folder of 4 ranks; Python: zero_to_fp32.py's algorithm (zero_to_fp32.py);
+#          `cat` is of the four optimizer files, the fp32 partitions the consolidation reads.
+# Sets are written by make_set.py (SIZE MiB of float32 weights, 16 MiB tensors). Each contender's
+# output is removed and `sync`ed before each run (untimed; ext4 would otherwise start writing back a
+# replaced file at once), the page cache is warm. Printed per run: wall seconds, peak RSS (wait4
+# ru_maxrss = VmHWM, file pages included) and the peaks of RssAnon and RssFile (measure.py). Then the
+# outputs of ckptscope and of the Python route are compared (compare.py: torch.equal on every
+# tensor, untimed) and the targets judged on the faster of the two runs and the larger peak:
+# <= 2x cat, >= 10x faster than Python, peak RSS <= largest tensor + 64 MiB.
+# The disk holds a set plus two outputs at a time; the sets stay (make_set.py reuses them):
+# remove WORKDIR when done. 4 GiB: `run.sh 4096 /tmp/bench-sets-4g` (not run in CI).
+# Usage: run.sh [SIZE_MIB (default 1024)] [WORKDIR (default /tmp/ckptscope-bench-sharded)] [KIND...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 size=${1:-1024}
 work=${2:-/tmp/ckptscope-bench-sharded}
+shift $(($# < 2 ? $# : 2))
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(hf dcp zero2)
 bin=${CKPTSCOPE:-$here/../../build/app/ckptscope}
-set_dir=$(/usr/bin/python3 "$here/make_set.py" "$work" "$size")
-cat "$set_dir"/*.bin > /dev/null  # warm the page cache for every route alike
-t() { local s e; s=$(date +%s.%N); "$@" > /dev/null; e=$(date +%s.%N); echo "$e - $s" | bc; }
-rm -rf "$work/out.pt" "$work/cat.bin" "$work/py.pt" "$work/split"
-echo "set: $set_dir ($(du -sh "$set_dir" | cut -f1))"
-echo "ckptscope convert: $(t "$bin" convert "$set_dir" -o "$work/out.pt") s, peak RssAnon/RssFile MiB:" \
-     "$(rm -f "$work/out.pt"; /usr/bin/python3 "$here/../diff/rss_anon.py" "$bin" convert "$set_dir" -o "$work/out.pt")"
-echo "ckptscope split:   $(t "$bin" convert "$work/out.pt" -o "$work/split" --shard-size 1GB) s, peak RssAnon/RssFile MiB:" \
-     "$(rm -rf "$work/split"; /usr/bin/python3 "$here/../diff/rss_anon.py" "$bin" convert "$work/out.pt" -o "$work/split" --shard-size 1GB)"
-rm -rf "$work/out.pt" "$work/split"
-echo "cat of the shards: $(t sh -c "cat '$set_dir'/*.bin > '$work/cat.bin'") s"
-rm -f "$work/cat.bin"
-echo "python route:      $(t /usr/bin/python3 "$here/merge_python.py" "$set_dir" "$work/py.pt") s, peak RssAnon/RssFile MiB:" \
-     "$(/usr/bin/python3 "$here/../diff/rss_anon.py" /usr/bin/python3 "$here/merge_python.py" "$set_dir" "$work/py.pt")"
-rm -f "$work/out.pt" "$work/cat.bin" "$work/py.pt"
+py=/usr/bin/python3
+measure() { "$py" "$here/measure.py" "$@"; }
+mkdir -p "$work"
+echo "$(date -u '+%F %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+     "$(awk '/MemAvailable/ {printf "%.1f", $2/1048576}' /proc/meminfo) GiB available; $bin"
+
+bench_kind() {
+    local kind=$1 set_dir route files=()
+    set_dir=$("$py" "$here/make_set.py" "$work" "$size" "$kind")
+    case $kind in
+        hf) files=("$set_dir"/*.bin); route=merge_python.py ;;
+        dcp) files=("$set_dir"/*.distcp); route=dcp_to_torch_save.py ;;
+        zero2) files=("$set_dir"/global_step*/*_optim_states.pt); route=zero_to_fp32.py ;;
+        *) echo "unknown kind $kind (hf, dcp or zero2)" >&2; return 2 ;;
+    esac
+    cat "${files[@]}" > /dev/null  # warm the page cache for every route alike
+    local ck="$work/out-ck.pt" cp_out="$work/out-cat.bin" py_out="$work/out-py.pt"
+    local -a r_ck r_cp r_py
+    for run in 1 2; do
+        rm -f "$ck"; sync
+        r_ck+=("$(measure "$bin" convert "$set_dir" -o "$ck" --single-card)")
+        rm -f "$cp_out"; sync
+        r_cp+=("$(measure sh -c 'out=$1; shift; cat "$@" > "$out"' sh "$cp_out" "${files[@]}")")
+        rm -f "$cp_out" "$py_out"; sync
+        r_py+=("$(measure "$py" "$here/$route" "$set_dir" "$py_out")")
+    done
+    echo "== $kind: $set_dir ($(du -sh --apparent-size "$set_dir" | cut -f1); ${#files[@]} files cat: $(du -ch --apparent-size "${files[@]}" | tail -1 | cut -f1))"
+    printf '%-40s %8s %8s %11s %11s %11s\n' route run1_s run2_s maxRSS_MiB RssAnon_MiB RssFile_MiB
+    row() {
+        local name=$1 a=$2 b=$3
+        awk -v n="$name" -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+            m = x[2] > y[2] ? x[2] : y[2]; an = x[3] > y[3] ? x[3] : y[3]; f = x[4] > y[4] ? x[4] : y[4];
+            printf "%-40s %8.2f %8.2f %11.1f %11.1f %11.1f\n", n, x[1], y[1], m, an, f }'
+    }
+    row "ckptscope convert --single-card" "${r_ck[0]}" "${r_ck[1]}"
+    row "cat of the ${#files[@]} files (cp)" "${r_cp[0]}" "${r_cp[1]}"
+    row "python $route" "${r_py[0]}" "${r_py[1]}"
+    if [ "$kind" = hf ]; then
+        rm -rf "$work/split"; sync
+        local r_split
+        r_split=$(measure "$bin" convert "$ck" -o "$work/split" --shard-size 1GB)
+        row "ckptscope split back (--shard-size 1GB)" "$r_split" "$r_split"
+        rm -rf "$work/split"
+    fi
+    local check largest
+    check=$("$py" "$here/compare.py" "$ck" "$py_out") || { echo "check: $check"; return 1; }
+    echo "check (ckptscope's output against the Python route's): $check"
+    largest=$(sed -n 's/.*largest tensor \([0-9]*\) bytes.*/\1/p' <<< "$check")
+    awk -v ck="${r_ck[*]}" -v cp="${r_cp[*]}" -v py="${r_py[*]}" -v big="$largest" 'BEGIN {
+        split(ck, a, " "); split(cp, c, " "); split(py, p, " ");
+        t = a[1] < a[5] ? a[1] : a[5]; tc = c[1] < c[5] ? c[1] : c[5]; tp = p[1] < p[5] ? p[1] : p[5];
+        rss = a[2] > a[6] ? a[2] : a[6]; lim = big / 1048576 + 64;
+        printf "targets: convert / cat = %.2fx (<= 2x: %s); Python / convert = %.1fx (>= 10x: %s);",
+               t / tc, (t / tc <= 2 ? "met" : "NOT met"), tp / t, (tp / t >= 10 ? "met" : "NOT met");
+        printf " peak RSS %.1f MiB (<= largest tensor %.1f MiB + 64 MiB = %.1f MiB: %s)\n",
+               rss, big / 1048576, lim, (rss <= lim ? "met" : "NOT met") }'
+    rm -f "$ck" "$py_out" "$cp_out"
+}
+
+for kind in "${kinds[@]}"; do
+    bench_kind "$kind"
+done

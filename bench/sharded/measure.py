@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+"""Runs a command once and prints `WALL_S MAXRSS_MIB ANON_MIB FILE_MIB`: wall seconds, the peak
+resident set as the kernel counts it for the child (wait4 ru_maxrss, what /usr/bin/time -v calls
+"Maximum resident set size", i.e. VmHWM), and the peaks of its RssAnon (heap, buffers) and RssFile
+(mapped file pages) sampled every 2 ms from /proc/PID/status. A failing command fails the script.
+Usage: measure.py CMD..."""
+import os
+import subprocess
+import sys
+import time
+
+start = time.monotonic()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+anon = file = 0
+while True:
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    anon = max(anon, int(line.split()[1]))
+                elif line.startswith("RssFile:"):
+                    file = max(file, int(line.split()[1]))
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid:
+        break
+    time.sleep(0.002)
+wall = time.monotonic() - start
+if os.waitstatus_to_exitcode(status) != 0:
+    sys.exit(f"measure.py: {sys.argv[1:]} failed ({os.waitstatus_to_exitcode(status)})")
+print(f"{wall:.2f} {usage.ru_maxrss / 1024:.1f} {anon / 1024:.1f} {file / 1024:.1f}")
