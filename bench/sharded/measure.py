@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Runs a command once and prints `WALL_S MAXRSS_MIB ANON_MIB FILE_MIB`: wall seconds, the peak
+"""Runs a command once and prints `WALL_S MAXRSS_MIB ANON_MIB FILE_MIB CPU_S`: wall seconds, the peak
 resident set as the kernel counts it for the child (wait4 ru_maxrss, what /usr/bin/time -v calls
 "Maximum resident set size", i.e. VmHWM), and the peaks of its RssAnon (heap, buffers) and RssFile
-(mapped file pages) sampled every 2 ms from /proc/PID/status. A failing command fails the script.
+(mapped file pages) sampled every 2 ms from /proc/PID/status, and its CPU seconds (user + system,
+wait4; on a shared machine far steadier than the wall time). A failing command fails the script.
 Usage: measure.py CMD..."""
 import os
 import subprocess
@@ -29,4 +30,5 @@ while True:
 wall = time.monotonic() - start
 if os.waitstatus_to_exitcode(status) != 0:
     sys.exit(f"measure.py: {sys.argv[1:]} failed ({os.waitstatus_to_exitcode(status)})")
-print(f"{wall:.2f} {usage.ru_maxrss / 1024:.1f} {anon / 1024:.1f} {file / 1024:.1f}")
+print(f"{wall:.2f} {usage.ru_maxrss / 1024:.1f} {anon / 1024:.1f} {file / 1024:.1f} "
+      f"{usage.ru_utime + usage.ru_stime:.2f}")

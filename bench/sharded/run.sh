@@ -10,10 +10,11 @@
 #          `cat` is of the four optimizer files, the fp32 partitions the consolidation reads.
 # Sets are written by make_set.py (SIZE MiB of float32 weights, 16 MiB tensors). Each contender's
 # output is removed and `sync`ed before each run (untimed; ext4 would otherwise start writing back a
-# replaced file at once), the page cache is warm. Printed per run: wall seconds, peak RSS (wait4
+# replaced file at once), the page cache is warm. Printed per run: wall and CPU seconds, peak RSS (wait4
 # ru_maxrss = VmHWM, file pages included) and the peaks of RssAnon and RssFile (measure.py). Then the
 # outputs of ckptscope and of the Python route are compared (compare.py: torch.equal on every
-# tensor, untimed) and the targets judged on the faster of the two runs and the larger peak:
+# tensor, untimed) and the targets judged on the faster of the two runs and the larger peak
+# (the CPU-time ratios are printed too: steadier than wall time on a shared machine):
 # <= 2x cat, >= 10x faster than Python, peak RSS <= largest tensor + 64 MiB.
 # The disk holds a set plus two outputs at a time; the sets stay (make_set.py reuses them):
 # remove WORKDIR when done. 4 GiB: `run.sh 4096 /tmp/bench-sets-4g` (not run in CI).
@@ -53,12 +54,13 @@ bench_kind() {
         r_py+=("$(measure "$py" "$here/$route" "$set_dir" "$py_out")")
     done
     echo "== $kind: $set_dir ($(du -sh --apparent-size "$set_dir" | cut -f1); ${#files[@]} files cat: $(du -ch --apparent-size "${files[@]}" | tail -1 | cut -f1))"
-    printf '%-40s %8s %8s %11s %11s %11s\n' route run1_s run2_s maxRSS_MiB RssAnon_MiB RssFile_MiB
+    printf '%-40s %8s %8s %8s %8s %11s %11s %11s\n' route run1_s run2_s cpu1_s cpu2_s maxRSS_MiB RssAnon_MiB \
+        RssFile_MiB
     row() {
         local name=$1 a=$2 b=$3
         awk -v n="$name" -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
             m = x[2] > y[2] ? x[2] : y[2]; an = x[3] > y[3] ? x[3] : y[3]; f = x[4] > y[4] ? x[4] : y[4];
-            printf "%-40s %8.2f %8.2f %11.1f %11.1f %11.1f\n", n, x[1], y[1], m, an, f }'
+            printf "%-40s %8.2f %8.2f %8.2f %8.2f %11.1f %11.1f %11.1f\n", n, x[1], y[1], x[5], y[5], m, an, f }'
     }
     row "ckptscope convert --single-card" "${r_ck[0]}" "${r_ck[1]}"
     row "cat of the ${#files[@]} files (cp)" "${r_cp[0]}" "${r_cp[1]}"
@@ -76,12 +78,14 @@ bench_kind() {
     largest=$(sed -n 's/.*largest tensor \([0-9]*\) bytes.*/\1/p' <<< "$check")
     awk -v ck="${r_ck[*]}" -v cp="${r_cp[*]}" -v py="${r_py[*]}" -v big="$largest" 'BEGIN {
         split(ck, a, " "); split(cp, c, " "); split(py, p, " ");
-        t = a[1] < a[5] ? a[1] : a[5]; tc = c[1] < c[5] ? c[1] : c[5]; tp = p[1] < p[5] ? p[1] : p[5];
-        rss = a[2] > a[6] ? a[2] : a[6]; lim = big / 1048576 + 64;
+        t = a[1] < a[6] ? a[1] : a[6]; tc = c[1] < c[6] ? c[1] : c[6]; tp = p[1] < p[6] ? p[1] : p[6];
+        u = a[5] < a[10] ? a[5] : a[10]; uc = c[5] < c[10] ? c[5] : c[10]; up = p[5] < p[10] ? p[5] : p[10];
+        rss = a[2] > a[7] ? a[2] : a[7]; lim = big / 1048576 + 64;
         printf "targets: convert / cat = %.2fx (<= 2x: %s); Python / convert = %.1fx (>= 10x: %s);",
                t / tc, (t / tc <= 2 ? "met" : "NOT met"), tp / t, (tp / t >= 10 ? "met" : "NOT met");
         printf " peak RSS %.1f MiB (<= largest tensor %.1f MiB + 64 MiB = %.1f MiB: %s)\n",
-               rss, big / 1048576, lim, (rss <= lim ? "met" : "NOT met") }'
+               rss, big / 1048576, lim, (rss <= lim ? "met" : "NOT met");
+        printf "CPU seconds (least of two): convert %.2f, cat %.2f (%.2fx), Python %.2f (%.1fx)\n", u, uc, u / uc, up, up / u }'
     rm -f "$ck" "$py_out" "$cp_out"
 }
 
