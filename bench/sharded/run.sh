@@ -16,8 +16,11 @@
 # tensor, untimed) and the targets judged on the faster of the two runs and the larger peak
 # (the CPU-time ratios are printed too: steadier than wall time on a shared machine):
 # <= 2x cat, >= 10x faster than Python, peak RSS <= largest tensor + 64 MiB.
-# The disk holds a set plus two outputs at a time; the sets stay (make_set.py reuses them):
-# remove WORKDIR when done. 4 GiB: `run.sh 4096 /tmp/bench-sets-4g` (not run in CI).
+# The sets stay (make_set.py reuses them; remove WORKDIR when done) unless DROP_SETS=1, which
+# removes each once measured: then the disk and the page cache hold one set and two outputs at a
+# time (three 4 GiB sets, the Python route's 4-8 GiB and the outputs do not fit a 24 GB machine's
+# memory together, and evicted set pages would be read from disk in later runs).
+# 4 GiB: `DROP_SETS=1 run.sh 4096 /tmp/bench-sets-4g` (not run in CI).
 # Usage: run.sh [SIZE_MIB (default 1024)] [WORKDIR (default /tmp/ckptscope-bench-sharded)] [KIND...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,15 +45,16 @@ bench_kind() {
         zero2) files=("$set_dir"/global_step*/*_optim_states.pt); route=zero_to_fp32.py ;;
         *) echo "unknown kind $kind (hf, dcp or zero2)" >&2; return 2 ;;
     esac
-    cat "${files[@]}" > /dev/null  # warm the page cache for every route alike
+    sync  # a set just written is flushed before anything is timed
+    warm() { cat "${files[@]}" > /dev/null; }  # the set's pages in the page cache for every run alike
     local ck="$work/out-ck.pt" cp_out="$work/out-cat.bin" py_out="$work/out-py.pt"
     local -a r_ck r_cp r_py
     for run in 1 2; do
-        rm -f "$ck"; sync
+        rm -f "$ck"; sync; warm
         r_ck+=("$(measure "$bin" convert "$set_dir" -o "$ck" --single-card)")
-        rm -f "$cp_out"; sync
+        rm -f "$cp_out"; sync; warm
         r_cp+=("$(measure sh -c 'out=$1; shift; cat "$@" > "$out"' sh "$cp_out" "${files[@]}")")
-        rm -f "$cp_out" "$py_out"; sync
+        rm -f "$cp_out" "$py_out"; sync; warm
         r_py+=("$(measure "$py" "$here/$route" "$set_dir" "$py_out")")
     done
     echo "== $kind: $set_dir ($(du -sh --apparent-size "$set_dir" | cut -f1); ${#files[@]} files cat: $(du -ch --apparent-size "${files[@]}" | tail -1 | cut -f1))"
@@ -87,6 +91,7 @@ bench_kind() {
                rss, big / 1048576, lim, (rss <= lim ? "met" : "NOT met");
         printf "CPU seconds (least of two): convert %.2f, cat %.2f (%.2fx), Python %.2f (%.1fx)\n", u, uc, u / uc, up, up / u }'
     rm -f "$ck" "$py_out" "$cp_out"
+    if [ -n "${DROP_SETS:-}" ]; then rm -rf "$set_dir" "$set_dir.complete"; fi
 }
 
 for kind in "${kinds[@]}"; do
