@@ -51,10 +51,11 @@ bench_kind() {
     warm() { find "$set_dir" -type f -exec cat {} + > /dev/null; }
     local ck="$work/out-ck.pt" cp_out="$work/out-cat.bin" py_out="$work/out-py.pt"
     local -a r_ck r_cp r_py
-    for run in 1 2; do
+    for _ in 1 2; do
         rm -f "$ck"; sync; warm
         r_ck+=("$(measure "$bin" convert "$set_dir" -o "$ck" --single-card)")
         rm -f "$cp_out"; sync; warm
+        # shellcheck disable=SC2016  # the inner shell expands them
         r_cp+=("$(measure sh -c 'out=$1; shift; cat "$@" > "$out"' sh "$cp_out" "${files[@]}")")
         rm -f "$cp_out" "$py_out"; sync; warm
         r_py+=("$(measure "$py" "$here/$route" "$set_dir" "$py_out")")
