@@ -126,6 +126,10 @@ public:
     // A record produced in pieces: begin, write chunks, end. The size must be declared up front.
     Expected<void> beginRecord(std::string_view name, std::uint64_t size);
     Expected<void> writeChunk(Bytes chunk);
+    // The next `size` bytes of the open record copied from `srcFd` (copy_file_range), their CRC
+    // `crc` known (a stored record's, from its archive's central directory) and folded into the
+    // record's with crc32_combine: no pass over the bytes in this process.
+    Expected<void> writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc);
     Expected<void> endRecord();
     // Central directory, ZIP64 end record and locator, end record.
     Expected<void> finish();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace ckpt::archive {
 namespace {
@@ -247,6 +248,31 @@ Expected<void> ZipWriter::writeChunk(Bytes chunk)
     }
     open_->crc = archive::crc32(chunk, open_->crc);
     openWritten_ += chunk.size();
+    return {};
+}
+
+Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc)
+{
+    if (!open_) {
+        return usage("no record is open");
+    }
+    if (size > open_->size - openWritten_) {
+        return usage("record \"" + open_->name + "\" gets more bytes than the " + std::to_string(open_->size) +
+                     " declared");
+    }
+    // copy_file_range writes at the descriptor's position: everything buffered must be there first.
+    if (auto ok = flush(); !ok) {
+        return ok;
+    }
+    if (auto ok = appendFileRange(srcFd, srcOffset, size, fd_, {}); !ok) {
+        failed_ = true;
+        Error e = ok.error();
+        e.message = "cannot copy into record \"" + open_->name + "\": " + e.message;
+        return e;
+    }
+    pos_ += size;
+    open_->crc = static_cast<std::uint32_t>(crc32_combine(open_->crc, crc, static_cast<z_off_t>(size)));
+    openWritten_ += size;
     return {};
 }
 

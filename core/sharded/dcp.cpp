@@ -1245,7 +1245,12 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
     }
     std::sort(order.begin(), order.end(),
               [](const Chunk* x, const Chunk* y) { return !x->offsets.empty() && x->offsets[0] < y->offsets[0]; });
-    std::vector<std::pair<CheckpointPtr, const TensorEntry*>> sources;
+    struct Source {
+        CheckpointPtr ckpt;
+        const TensorEntry* entry;
+        const Chunk* chunk;
+    };
+    std::vector<Source> sources;
     for (const Chunk* c : order) {
         auto ckpt = openItem(set, c->at, "tensor '" + t.fqn + "'");
         if (!ckpt) {
@@ -1258,12 +1263,25 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
         if (!(*e)->contiguous) {
             return false;
         }
-        sources.emplace_back(*ckpt, *e);
+        sources.push_back({*ckpt, *e, c});
     }
     const std::uint64_t es = elementSize(t.dtype);
-    for (const auto& [ckpt, e] : sources) {
+    for (const auto& [ckpt, e, chunk] : sources) {
+        // A chunk that is its item's whole stored record (what _write_item's torch.save of a
+        // contiguous chunk leaves) goes file to file with the record's own CRC.
+        const StorageEntry& se = ckpt->storages[e->storage];
+        const std::uint64_t bytes = e->numel * es;
+        if (e->storageOffset == 0 && se.present && !se.compressed && se.storedBytes == bytes && se.crc32 != 0) {
+            if (auto r = zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(), chunk->at.offset + se.fileOffset, bytes,
+                                               se.crc32);
+                !r) {
+                return r.error();
+            }
+            detail::releasePages(ckpt->bytes);  // the item's headers, and what fault-around mapped beside them
+            continue;
+        }
         if (auto r = sharded::detail::streamInto(zw, *ckpt, e->storage,
-                                                 static_cast<std::uint64_t>(e->storageOffset) * es, e->numel * es);
+                                                 static_cast<std::uint64_t>(e->storageOffset) * es, bytes);
             !r) {
             return r.error();
         }
