@@ -75,6 +75,11 @@ def same_values(label, got, want, drop=()):
 def consolidated(ckptscope, path, tmp, name):
     out = os.path.join(tmp, name + ".pt")
     run(ckptscope, "convert", path, "-o", out, "--single-card")
+    import zipfile
+    with zipfile.ZipFile(out) as z:  # every record's CRC, including those combined from the inputs'
+        bad = z.testzip()
+    if bad is not None:
+        raise SystemExit(f"{out}: record {bad} fails its CRC")
     return torch.load(out, map_location="cpu")
 
 
