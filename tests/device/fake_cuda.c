@@ -279,7 +279,9 @@ static void drain(struct Stream* s, unsigned long long upTo)
         memcpy((void*)(size_t)c->dst, c->src, c->bytes);
         ++s->done;
     }
-    memmove(s->queue, s->queue + made, (s->queued - made) * sizeof *s->queue);
+    if (made > 0 && s->queued > made) { /* memmove of a never-allocated (NULL) queue is undefined */
+        memmove(s->queue, s->queue + made, (s->queued - made) * sizeof *s->queue);
+    }
     s->queued -= made;
 }
 static void drainAll(void)
