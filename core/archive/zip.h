@@ -148,6 +148,8 @@ private:
     Expected<void> writeRaw(Bytes b);
     Expected<void> writeAt(Bytes b, std::uint64_t offset);
     [[nodiscard]] Expected<void> checkCanStart(std::string_view name) const;
+    // A record is open and has room for `size` more bytes.
+    [[nodiscard]] Expected<void> checkFits(std::uint64_t size) const;
     Expected<void> startEntry(std::string_view name, std::uint64_t size);
     Expected<void> writeLocalHeader(std::string_view name, std::uint64_t size);
     // Where each record of a shared-copy run goes: its local header, the header's padding, its data.

@@ -234,14 +234,22 @@ Expected<void> ZipWriter::beginRecord(std::string_view name, std::uint64_t size)
     return startEntry(name, size);
 }
 
-Expected<void> ZipWriter::writeChunk(Bytes chunk)
+Expected<void> ZipWriter::checkFits(std::uint64_t size) const
 {
     if (!open_) {
         return usage("no record is open");
     }
-    if (chunk.size() > open_->size - openWritten_) {
+    if (size > open_->size - openWritten_) {
         return usage("record \"" + open_->name + "\" gets more bytes than the " + std::to_string(open_->size) +
                      " declared");
+    }
+    return {};
+}
+
+Expected<void> ZipWriter::writeChunk(Bytes chunk)
+{
+    if (auto ok = checkFits(chunk.size()); !ok) {
+        return ok;
     }
     if (auto ok = writeAll(chunk); !ok) {
         return ok;
@@ -253,12 +261,8 @@ Expected<void> ZipWriter::writeChunk(Bytes chunk)
 
 Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc)
 {
-    if (!open_) {
-        return usage("no record is open");
-    }
-    if (size > open_->size - openWritten_) {
-        return usage("record \"" + open_->name + "\" gets more bytes than the " + std::to_string(open_->size) +
-                     " declared");
+    if (auto ok = checkFits(size); !ok) {
+        return ok;
     }
     // copy_file_range writes at the descriptor's position: everything buffered must be there first.
     if (auto ok = flush(); !ok) {

@@ -583,22 +583,6 @@ void releasePages(Bytes mapped)
 
 namespace {
 
-// `__R.metadata`: what FileSystemWriter.finish writes on each rank instead of the one `.metadata`
-// when dcp.save runs with use_collectives=False (filesystem.py _get_metadata_path, PyTorch 2.9+).
-std::optional<int> rankOfMetadata(const std::string& name)
-{
-    constexpr std::string_view suffix = ".metadata";
-    if (name.size() <= 2 + suffix.size() || name.rfind("__", 0) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-        return std::nullopt;
-    }
-    const std::string digits = name.substr(2, name.size() - 2 - suffix.size());
-    if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
-        return std::nullopt;
-    }
-    return std::stoi(digits);
-}
-
 // Ranks that wrote data files (`__R_N.distcp`).
 std::set<int> dataRanks(const std::vector<std::string>& names)
 {
@@ -783,6 +767,20 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 }
 
 }  // namespace
+
+std::optional<int> rankOfMetadata(const std::string& name)
+{
+    constexpr std::string_view suffix = ".metadata";
+    if (name.size() <= 2 + suffix.size() || name.rfind("__", 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        return std::nullopt;
+    }
+    const std::string digits = name.substr(2, name.size() - 2 - suffix.size());
+    if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) {
+        return std::nullopt;
+    }
+    return std::stoi(digits);
+}
 
 Expected<Set> open(const SetLocation& loc)
 {
@@ -1271,20 +1269,16 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
         // contiguous chunk leaves) goes file to file with the record's own CRC.
         const StorageEntry& se = ckpt->storages[e->storage];
         const std::uint64_t bytes = e->numel * es;
-        if (e->storageOffset == 0 && se.present && !se.compressed && se.storedBytes == bytes && se.crc32 != 0) {
-            if (auto r = zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(), chunk->at.offset + se.fileOffset, bytes,
-                                               se.crc32);
-                !r) {
-                return r.error();
-            }
-            detail::releasePages(ckpt->bytes);  // the item's headers, and what fault-around mapped beside them
-            continue;
-        }
-        if (auto r = sharded::detail::streamInto(zw, *ckpt, e->storage,
-                                                 static_cast<std::uint64_t>(e->storageOffset) * es, bytes);
-            !r) {
+        const bool wholeRecord =
+            e->storageOffset == 0 && se.present && !se.compressed && se.storedBytes == bytes && se.crc32 != 0;
+        auto r = wholeRecord ? zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(), chunk->at.offset + se.fileOffset,
+                                                     bytes, se.crc32)
+                             : sharded::detail::streamInto(zw, *ckpt, e->storage,
+                                                           static_cast<std::uint64_t>(e->storageOffset) * es, bytes);
+        if (!r) {
             return r.error();
         }
+        // What was read, and on the copy path the item's headers and what fault-around mapped beside them.
         detail::releasePages(ckpt->bytes);
     }
     return true;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ struct Metadata {
 // Parses `.metadata`'s bytes. Corrupt when it is no DCP Metadata pickle; Unsupported, naming it,
 // for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
 Expected<Metadata> parseMetadata(Bytes data);
+
+// The rank R of a `__R.metadata` file name: what FileSystemWriter.finish writes on each rank instead
+// of the one `.metadata` when dcp.save runs with use_collectives=False (filesystem.py
+// _get_metadata_path, PyTorch 2.9+). nullopt for any other name.
+std::optional<int> rankOfMetadata(const std::string& name);
 
 struct Set {
     SetLocation loc;

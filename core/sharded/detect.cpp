@@ -1,5 +1,6 @@
 // Which multi-file format a path belongs to, from file names alone (SHARDED.md §7): nothing is
 // parsed here except a Hugging Face index, to learn which index lists a given shard.
+#include "sharded/dcp.h"
 #include "sharded/fsdp.h"
 #include "sharded/sharded.h"
 
@@ -193,11 +194,7 @@ std::optional<SetLocation> dcpAt(const fs::path& p)
 {
     const fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
     const std::string n = p.filename().string();
-    // `__R.metadata`: one per rank when dcp.save ran with use_collectives=False (PyTorch 2.9+).
-    auto rankMetadata = [](const std::string& name) {
-        return name.size() > 11 && name.rfind("__", 0) == 0 && endsWith(name, ".metadata") &&
-               std::all_of(name.begin() + 2, name.end() - 9, [](char c) { return c >= '0' && c <= '9'; });
-    };
+    auto rankMetadata = [](const std::string& name) { return dcp::rankOfMetadata(name).has_value(); };
     if (!isDir(p) && n != ".metadata" && !endsWith(n, ".distcp") && !rankMetadata(n)) {
         return std::nullopt;
     }
