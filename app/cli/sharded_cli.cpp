@@ -267,13 +267,18 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
             return exitCodeFor(set->error().code);
         }
     }
-    auto consolidate = [&](const std::string& target) {
-        return zero ? sharded::consolidateSet(loc, target, zeroOptions) : sharded::consolidateTorch(**set, target);
+    auto consolidate = [&](const std::string& target, const sharded::zero::Options& options) {
+        return zero ? sharded::consolidateSet(loc, target, options) : sharded::consolidateTorch(**set, target);
     };
     if (!direct || !toTorch) {
-        return stage(input, output, consolidate, staged, err);
+        return stage(
+            input, output, [&](const std::string& target) { return consolidate(target, zeroOptions); }, staged, err);
     }
-    auto done = consolidate(output);
+    // Straight into the output, a ZeRO param group is one storage as zero_to_fp32 writes it: the
+    // staged copy above keeps a storage per tensor for the edits, splits and exports that follow.
+    sharded::zero::Options grouped = zeroOptions;
+    grouped.groupStorages = true;
+    auto done = consolidate(output, grouped);
     if (!done) {
         printError(err, done.error(), input);
         return exitCodeFor(done.error().code);

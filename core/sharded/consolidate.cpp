@@ -138,6 +138,12 @@ float toFloat(DType from, const std::byte* p)
 Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const Piece& p, DType from, DType to)
 {
     const bool cast = from != to;
+    const StorageEntry& stored = src.storages[p.storage];
+    // A ZeRO rank's whole fp32 partition (one torch record) needs neither a read nor a CRC pass.
+    if (!cast && src.file && src.format == Format::TorchZip && stored.present && !stored.compressed &&
+        !stored.record.empty() && p.byteOffset == 0 && p.bytes == stored.storedBytes && stored.crc32 != 0) {
+        return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, stored.crc32);
+    }
     const std::uint32_t inSize = elementSize(from);
     std::vector<std::byte> converted;
     std::optional<Error> failed;
@@ -166,9 +172,8 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
     if (!streamed) {
         return streamed.error();
     }
-    const StorageEntry& se = src.storages[p.storage];
-    if (!se.compressed && se.present && src.bytes.size() >= se.fileOffset + p.byteOffset + p.bytes) {
-        dcp::detail::releasePages(src.bytes.subspan(se.fileOffset + p.byteOffset, p.bytes));
+    if (!stored.compressed && stored.present && src.bytes.size() >= stored.fileOffset + p.byteOffset + p.bytes) {
+        dcp::detail::releasePages(src.bytes.subspan(stored.fileOffset + p.byteOffset, p.bytes));
     }
     return {};
 }
@@ -197,15 +202,11 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         if (tensors[i].aliasOf || tensors[i].value) {
             continue;
         }
-        std::uint64_t numel = 1;
-        for (const auto d : tensors[i].shape) {
-            numel *= static_cast<std::uint64_t>(d);
-        }
         pickle::StorageRef ref;
         ref.key = std::to_string(a.storages.size());
         ref.location = "cpu";
         ref.dtype = tensors[i].dtype;
-        ref.numel = numel;
+        ref.numel = numelOf(tensors[i].shape);
         storageOf[i] = static_cast<std::uint32_t>(a.storages.size());
         a.storages.push_back(std::move(ref));
         recorded.push_back(i);
@@ -219,6 +220,9 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     std::vector<Level> levels(1);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
         const auto& t = tensors[i];
+        if (t.storageOnly) {
+            continue;
+        }
         std::size_t level = 0;
         for (const auto& p : t.parents) {
             auto it = levels[level].child.find(p);
@@ -235,12 +239,14 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
             continue;
         }
         const std::size_t own = t.aliasOf.value_or(i);
-        if (own >= tensors.size() || tensors[own].aliasOf) {
+        if (own >= tensors.size() || tensors[own].aliasOf || tensors[own].value ||
+            t.aliasOffset + numelOf(t.shape) > numelOf(tensors[own].shape)) {
             return makeError(ErrorCode::Internal, "tensor '" + t.name + "' aliases no stored tensor");
         }
         pickle::TensorInfo info;
         info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
         info.storage = a.storage(storageOf[own]);
+        info.storageOffset = static_cast<std::int64_t>(t.aliasOffset);
         info.dtype = tensors[own].dtype;
         info.shape = t.shape;  // an alias may view the same elements in another shape
         std::int64_t stride = 1;
@@ -299,7 +305,8 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
     if (!size) {
         return size.error();
     }
-    const auto written = std::count_if(tensors.begin(), tensors.end(), [](const Assembled& t) { return !t.value; });
+    const auto written =
+        std::count_if(tensors.begin(), tensors.end(), [](const Assembled& t) { return !t.value && !t.storageOnly; });
     return ConsolidateResult{*target, *size, static_cast<std::size_t>(written), sources.size()};
 }
 

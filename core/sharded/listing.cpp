@@ -151,7 +151,8 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
 {
     if (loc.kind == SetKind::DeepSpeedZero) {
         auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
-        return set ? zero::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
+        return set ? zero::consolidate(*set, outPath, zeroOptions.groupStorages)
+                   : Expected<ConsolidateResult>(set.error());
     }
     if (loc.kind == SetKind::Dcp) {
         auto set = dcp::open(loc);

@@ -108,9 +108,14 @@ struct Assembled {
     // A leaf that is no tensor (an optimizer's step count, its param_groups), built into the
     // output's arena when the pickle is written; the tensor fields are then unused.
     std::function<pickle::ValueId(pickle::Arena&)> value;
+    std::uint64_t aliasOffset = 0;  // with aliasOf: where this view starts in that storage, in elements
+    // A storage in no dict, which the tensors aliasing it view at their aliasOffset: a ZeRO flat
+    // group written whole, as zero_to_fp32's narrow(...).view(shape) params leave it.
+    bool storageOnly = false;
 };
-// One contiguous storage per tensor, each streamed piece by piece from `sources` (null ones are
-// never referenced), pages released behind it so resident memory stays one piece.
+// One contiguous storage per tensor (or storageOnly entry), each streamed piece by piece from
+// `sources` (null ones are never referenced), pages released behind it so resident memory stays
+// one piece; a piece that is a whole stored record is copied file to file with its own CRC.
 Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
                                            const std::vector<CheckpointPtr>& sources, const std::string& outPath);
 }  // namespace detail

@@ -732,12 +732,18 @@ Expected<void> Builder::addParams12()
         for (const auto& sp : spans) {
             partNumel_.back().push_back(sp.numel);
         }
+        FlatGroup flat;
+        flat.numel = total(spans);
+        if (have && !take(spans, 0, flat.numel, 4, flat.pieces)) {
+            return makeError(ErrorCode::Internal, "group " + std::to_string(g) + " does not cover its partitions");
+        }
         std::uint64_t offset = 0;
         for (auto& [name, shape] : (*groups)[g]) {
             const std::uint64_t numel = numelOf(shape);
             Tensor& out = push(name, "parameter", shape, DType::Float32);
             out.files = optimFiles_;
             slots_.push_back({byKey_.at(name), g, offset, numel});
+            flat.members.emplace_back(byKey_.at(name), offset);
             if (have && !take(spans, offset, numel, 4, out.pieces)) {
                 return makeError(ErrorCode::Corrupt, "param '" + name +
                                                          "' runs past the ranks' fp32 partitions "
@@ -753,6 +759,9 @@ Expected<void> Builder::addParams12()
                                                      std::to_string(roundUp(offset, align)) + " numels out of " +
                                                      std::to_string(roundUp(total(spans), align)) +
                                                      " - something is wrong (zero_to_fp32's check)");
+        }
+        if (have) {
+            s_.flatGroups.push_back(std::move(flat));
         }
     }
     return {};
@@ -1140,6 +1149,39 @@ Expected<void> Builder::run()
     return keep_ ? addOptimizer() : Expected<void>{};
 }
 
+// Each flat group becomes a storage-only entry its params view; a shared param that aliased one of
+// them views the same place. A group whose params are not all still its plain fp32 tensors (a
+// later key of the same name replaced one) keeps a storage per param.
+void viewFlatGroups(const Set& set, std::vector<detail::Assembled>& out)
+{
+    for (const auto& g : set.flatGroups) {
+        const bool plain = !g.members.empty() && std::all_of(g.members.begin(), g.members.end(), [&](const auto& m) {
+            const Tensor& t = set.tensors[m.first];
+            return t.role == "parameter" && t.dtype == DType::Float32 && t.from == DType::Float32 && !t.aliasOf &&
+                   !t.value && m.second + t.numel() <= g.numel;
+        });
+        if (!plain) {
+            continue;
+        }
+        detail::Assembled storage;
+        storage.shape = {static_cast<std::int64_t>(g.numel)};
+        storage.pieces = g.pieces;
+        storage.storageOnly = true;
+        for (const auto& [member, offset] : g.members) {
+            out[member].pieces.clear();
+            out[member].aliasOf = out.size();
+            out[member].aliasOffset = offset;
+        }
+        out.push_back(std::move(storage));
+    }
+    for (auto& t : out) {
+        if (t.aliasOf && out[*t.aliasOf].aliasOf) {
+            t.aliasOffset = out[*t.aliasOf].aliasOffset;
+            t.aliasOf = out[*t.aliasOf].aliasOf;
+        }
+    }
+}
+
 }  // namespace
 
 Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
@@ -1162,7 +1204,7 @@ bool opensAsSet(const SetLocation& loc)
     return open(loc).ok();
 }
 
-Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages)
 {
     if (!set.complete()) {
         std::string codes;
@@ -1176,9 +1218,12 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return e;
     }
     std::vector<detail::Assembled> out;
-    out.reserve(set.tensors.size());
+    out.reserve(set.tensors.size() + set.flatGroups.size());
     for (const auto& t : set.tensors) {
         out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents, t.value});
+    }
+    if (groupStorages) {
+        viewFlatGroups(set, out);
     }
     return detail::writeAssembled(out, set.sources, outPath);
 }

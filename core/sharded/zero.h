@@ -19,6 +19,7 @@ enum class Weights : std::uint8_t { Fp32Master, Module };
 struct Options {
     Weights weights = Weights::Fp32Master;
     bool keepOptimizer = false;  // see open()
+    bool groupStorages = false;  // see consolidate()
 };
 
 struct Tensor {
@@ -36,6 +37,14 @@ struct Tensor {
     [[nodiscard]] std::uint64_t numel() const;
 };
 
+// Stages 1/2: a param group's fp32 partitions laid end to end over the ranks (the tail padding
+// included), and where each of its params starts in them.
+struct FlatGroup {
+    std::vector<detail::Piece> pieces;
+    std::uint64_t numel = 0;
+    std::vector<std::pair<std::size_t, std::uint64_t>> members;  // Set::tensors index, element offset
+};
+
 struct Set {
     SetLocation loc;
     int stage = 0;  // 1/2 (one format) or 3
@@ -44,6 +53,7 @@ struct Set {
     std::vector<std::string> files;      // names in the tag folder; Piece::source indexes these
     std::vector<CheckpointPtr> sources;  // parallel to files, null where the file is missing
     std::vector<Tensor> tensors;
+    std::vector<FlatGroup> flatGroups;  // empty for stage 3, or without every optimizer file
     std::vector<SetFinding> findings;
     [[nodiscard]] bool complete() const;  // no error finding and every tensor's bytes located
 };
@@ -66,7 +76,10 @@ Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master
 [[nodiscard]] bool opensAsSet(const SetLocation& loc);
 
 // One torch file, one tensor record at a time (pieces streamed from the rank files); refused before
-// anything is written when the set is incomplete.
-Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
+// anything is written when the set is incomplete. `groupStorages` writes each stage 1/2 param group
+// as zero_to_fp32's torch.save does: one storage of the ranks' partitions end to end (each copied
+// file to file, no byte read) with the params as views into it, about twice as fast; without it
+// each tensor has a storage of its own, which a later edit, split or export can move alone.
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages = false);
 
 }  // namespace ckpt::sharded::zero

@@ -184,6 +184,58 @@ private Q_SLOTS:
         QCOMPARE(single.rc, 2);
     }
 
+    // Straight into a .pt, a stage 1/2 param group is one storage with the params as views, as
+    // zero_to_fp32's torch.save of narrow(...).view(shape) leaves it (the tail padding included);
+    // through the staged copy (--compact here) every tensor has its own. Values equal either way,
+    // and `check` finds nothing to warn about in the grouped file.
+    void writesParamGroupsAsZeroToFp32Does_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::newRow("stage 2, 3 ranks") << "zero2_w3";
+        QTest::newRow("stage 2, bf16") << "zero2_bf16_w2";
+        QTest::newRow("stage 1") << "zero1_w2";
+    }
+    void writesParamGroupsAsZeroToFp32Does()
+    {
+        QFETCH(QString, set);
+        QTemporaryDir tmp;
+        const QString grouped = tmp.filePath(QStringLiteral("grouped.pt"));
+        const QString own = tmp.filePath(QStringLiteral("own.pt"));
+        const Run g = ckptscope({"convert", fixture(set).toStdString(), "-o", grouped.toStdString()});
+        QVERIFY2(g.rc == 0, g.err.c_str());
+        const Run o = ckptscope({"convert", fixture(set).toStdString(), "-o", own.toStdString(), "--compact"});
+        QVERIFY2(o.rc == 0, o.err.c_str());
+        const QString expected = fixture(set + QStringLiteral(".expected.pt"));
+        pythonSaysOk(kSameAsExpected, {grouped, expected});
+        pythonSaysOk(kSameAsExpected, {own, expected});
+        // The fixtures' groups: [embed, layers.0.attn.weight, layers.0.attn.bias] and
+        // [layers.1.attn.weight, layers.1.scale]; head.weight is shared with embed.weight.
+        pythonSaysOk(
+            QStringLiteral("import sys, torch, zipfile\n"
+                           "assert zipfile.ZipFile(sys.argv[1]).testzip() is None, 'a record CRC is wrong'\n"
+                           "def layout(path):\n"
+                           "    sd = torch.load(path)\n"
+                           "    return {k: (v.storage().data_ptr(), v.storage_offset(), v.storage().size())\n"
+                           "            for k, v in sd.items()}\n"
+                           "g, o = layout(sys.argv[1]), layout(sys.argv[2])\n"
+                           "groups = [['embed.weight', 'layers.0.attn.weight', 'layers.0.attn.bias'],\n"
+                           "          ['layers.1.attn.weight', 'layers.1.scale']]\n"
+                           "for keys in groups:\n"
+                           "    assert len({g[k][0] for k in keys}) == 1, ('group not one storage', keys)\n"
+                           "    offsets = [g[k][1] for k in keys]\n"
+                           "    assert offsets[0] == 0 and offsets == sorted(offsets), offsets\n"
+                           "    assert g[keys[0]][2] >= sum(torch.Size(torch.load(sys.argv[1])[k].shape).numel()\n"
+                           "                                for k in keys)\n"
+                           "    assert all(o[k][1] == 0 for k in keys), 'staged copy keeps views'\n"
+                           "    assert len({o[k][0] for k in keys}) == len(keys), 'staged copy shares storages'\n"
+                           "assert g['head.weight'][:2] == g['embed.weight'][:2], 'shared param not aliased'\n"
+                           "assert g['layers.0.norm.weight'][0] not in {g[k][0] for k in groups[0]}\n"
+                           "print('ok')\n"),
+            {grouped, own});
+        const Run check = ckptscope({"check", grouped.toStdString()});
+        QVERIFY2(check.rc == 0, (check.out + check.err).c_str());
+    }
+
     // Edits and safetensors go through the staged copy, as for every set.
     void takesEditsThroughTheStagedCopy()
     {
