@@ -201,7 +201,8 @@ private:
     union U {
         T inline_[kInline];  // NOLINT(modernize-avoid-c-arrays)
         T* heap;
-        U() {}  // NOLINT(modernize-use-equals-default)
+        // Zeroed, so moving an empty inline vector copies defined bytes (GCC's -Wmaybe-uninitialized).
+        U() : inline_{} {}
     } u_;
     std::uint32_t size_ = 0;
     std::uint32_t cap_ = kInline;
