@@ -144,6 +144,103 @@ private Q_SLOTS:
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
     }
 
+    // A head transformers dropped as tied (config.json: tie_word_embeddings true) is listed as a
+    // second name of its input embedding, as a tie the index metadata records is; untied, it is not.
+    void tiedHeadIsListedAsItsInput_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<bool>("listed");
+        QTest::newRow("config ties it") << "hf_tied_dropped" << true;
+        QTest::newRow("index metadata ties it") << "hf_tied_hub" << true;
+        QTest::newRow("config unties it") << "hf_untied_dropped" << false;
+    }
+    void tiedHeadIsListedAsItsInput()
+    {
+        QFETCH(QString, set);
+        QFETCH(bool, listed);
+        const Run r = ckptscope({"inspect", "--json", fixture(set).toStdString()});
+        QCOMPARE(r.rc, 0);
+        QJsonObject head;
+        QJsonObject embed;
+        for (const auto& v : jsonOf(r).value(QStringLiteral("tensors")).toArray()) {
+            const QJsonObject t = v.toObject();
+            if (t.value(QStringLiteral("key")).toString() == QStringLiteral("lm_head.weight")) {
+                head = t;
+            } else if (t.value(QStringLiteral("key")).toString() == QStringLiteral("model.embed_tokens.weight")) {
+                embed = t;
+            }
+        }
+        QVERIFY(!embed.isEmpty());
+        QCOMPARE(!head.isEmpty(), listed);
+        if (listed) {
+            for (const char* field : {"dtype", "shape", "device", "bytes", "file"}) {
+                QCOMPARE(head.value(QLatin1String(field)), embed.value(QLatin1String(field)));
+            }
+        }
+        const Run check = ckptscope({"check", fixture(set).toStdString()});
+        QCOMPARE(check.out.find("`ckptscope convert` restores the tie") != std::string::npos,
+                 set == QStringLiteral("hf_tied_dropped"));
+    }
+
+    // The consolidation writes the restored head as torch.save(model.state_dict()) writes a tie:
+    // the input embedding's storage and view under both names, in state_dict order, so real torch
+    // 1.13 loads it into the tied model with strict=True. Untied, the head stays absent.
+    void tiedHeadIsRestoredByConvert()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        QStringList args;
+        for (const QString set : {QStringLiteral("hf_tied_dropped"), QStringLiteral("hf_untied_dropped")}) {
+            const QString out = tmp.filePath(set + QStringLiteral(".pt"));
+            const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
+            QVERIFY2(r.rc == 0, r.err.c_str());
+            args << out << fixture(set + QStringLiteral(".expected.pt"));
+        }
+        const QString script = QStringLiteral(
+            "import sys, torch\n"
+            "from torch import nn\n"
+            "tied, tied_src, untied, untied_src = sys.argv[1:]\n"
+            "class Norm(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.weight = nn.Parameter(torch.empty(8))\n"
+            "class Layer(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.mlp = nn.Linear(8, 8, bias=False)\n"
+            "class Body(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.embed_tokens = nn.Embedding(40, 8)\n"
+            "        self.layers = nn.ModuleList([Layer()]); self.norm = Norm()\n"
+            "class CausalLM(nn.Module):\n"
+            "    def __init__(self, tie):\n"
+            "        super().__init__(); self.model = Body(); self.lm_head = nn.Linear(8, 40, bias=False)\n"
+            "        if tie:\n"
+            "            self.lm_head.weight = self.model.embed_tokens.weight\n"
+            "got, src = torch.load(tied), torch.load(tied_src)\n"
+            "m = CausalLM(True)\n"
+            "assert list(got) == list(m.state_dict()), list(got)\n"
+            "a, b = got['lm_head.weight'], got['model.embed_tokens.weight']\n"
+            "assert a.data_ptr() == b.data_ptr() and a.storage().data_ptr() == b.storage().data_ptr(), 'not tied'\n"
+            "assert a.storage_offset() == b.storage_offset() and a.stride() == b.stride(), 'another view'\n"
+            "for k in src:\n"
+            "    assert torch.equal(got[k], src[k]), k\n"
+            "assert torch.equal(a, src['model.embed_tokens.weight'])\n"
+            "m.load_state_dict(got, strict=True)\n"
+            "assert m.lm_head.weight is m.model.embed_tokens.weight and torch.equal(m.lm_head.weight, a)\n"
+            "got, src = torch.load(untied), torch.load(untied_src)\n"
+            "assert 'lm_head.weight' not in got and sorted(got) == sorted(src), sorted(got)\n"
+            "try:\n"
+            "    CausalLM(False).load_state_dict(got, strict=True)\n"
+            "    raise SystemExit('an untied head was made up')\n"
+            "except RuntimeError as e:\n"
+            "    assert 'Missing key(s) in state_dict: \"lm_head.weight\"' in str(e), e\n"
+            "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + args);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
     void incompleteSetIsNotConsolidated()
     {
         QTemporaryDir tmp;
