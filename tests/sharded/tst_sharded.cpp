@@ -183,8 +183,9 @@ private Q_SLOTS:
     }
 
     // The consolidation writes the restored head as torch.save(model.state_dict()) writes a tie:
-    // the input embedding's storage and view under both names, in state_dict order, so real torch
-    // 1.13 loads it into the tied model with strict=True. Untied, the head stays absent.
+    // the input embedding's storage and view under both names, the head last (the other keys in
+    // weight_map order, here the module's), so real torch 1.13 loads it into the tied model with
+    // strict=True. Untied, the head stays absent.
     void tiedHeadIsRestoredByConvert()
     {
         QTemporaryDir tmp;
@@ -236,6 +237,59 @@ private Q_SLOTS:
             "print('ok')\n");
         QProcess py;
         py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + args);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // safetensors cannot share a storage: the restored tie goes where each output records ties.
+    // One file: one name stored, the other in __metadata__ (removed -> kept). A split: the index
+    // metadata, which ckptscope reads back as the same tie (no finding, both names consolidated).
+    void tiedHeadThroughSafetensorsOutputs()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        const std::string set = fixture(QStringLiteral("hf_tied_dropped")).toStdString();
+        const QString file = tmp.filePath(QStringLiteral("model.safetensors"));
+        Run r = ckptscope({"convert", set, "-o", file.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QString dir = tmp.filePath(QStringLiteral("split"));
+        r = ckptscope({"convert", set, "-o", dir.toStdString(), "--shard-size", "1KB", "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QJsonObject meta = readJson(QDir(dir).filePath(QStringLiteral("model.safetensors.index.json")))
+                                     .value(QStringLiteral("metadata"))
+                                     .toObject();
+        QCOMPARE(meta.size(), 2);  // total_size and the one tie
+        const Run check = ckptscope({"check", "--json", dir.toStdString()});
+        QCOMPARE(check.rc, 0);
+        QCOMPARE(findingCodes(check), QStringList{});
+        const QString back = tmp.filePath(QStringLiteral("back.pt"));
+        r = ckptscope({"convert", dir.toStdString(), "-o", back.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QString script = QStringLiteral(
+            "import sys, json, struct, torch\n"
+            "path, back, src = sys.argv[1:]\n"
+            "src = torch.load(src); names = set(src) | {'lm_head.weight'}\n"
+            "value = lambda k: src.get(k, src['model.embed_tokens.weight'])\n"
+            "raw = open(path, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]\n"
+            "h = json.loads(raw[8:8 + n]); meta = h.pop('__metadata__')\n"
+            "aliases = {k: v for k, v in meta.items() if k != 'format'}\n"
+            "assert set(h) | set(aliases) == names and not set(h) & set(aliases), (sorted(h), aliases)\n"
+            "for k, v in h.items():\n"
+            "    t = torch.frombuffer(bytearray(raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]),\n"
+            "                         dtype=torch.float32).view(v['shape'])\n"
+            "    assert torch.equal(t, value(k)), k\n"
+            "for k, v in aliases.items():\n"
+            "    assert v in h and torch.equal(value(k), value(v)), (k, v)\n"
+            "got = torch.load(back)\n"
+            "assert set(got) == names, sorted(got)\n"
+            "assert got['lm_head.weight'].data_ptr() == got['model.embed_tokens.weight'].data_ptr(), 'tie lost'\n"
+            "for k in names:\n"
+            "    assert torch.equal(got[k], value(k)), k\n"
+            "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script, file, back,
+                                                               fixture(QStringLiteral("hf_tied_dropped.expected.pt"))});
         QVERIFY(py.waitForFinished(120000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
