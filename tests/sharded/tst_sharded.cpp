@@ -120,7 +120,7 @@ private Q_SLOTS:
         QTemporaryDir tmp;
         QVERIFY(tmp.isValid());
         QStringList pairs;
-        for (const QString set : {QStringLiteral("hf_bin"), QStringLiteral("hf_st"), QStringLiteral("hf_bin_tied")}) {
+        for (const QString& set : {QStringLiteral("hf_bin"), QStringLiteral("hf_st"), QStringLiteral("hf_bin_tied")}) {
             const QString out = tmp.filePath(set + QStringLiteral(".pt"));
             const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--single-card"});
             QVERIFY2(r.rc == 0, r.err.c_str());
@@ -191,7 +191,7 @@ private Q_SLOTS:
         QTemporaryDir tmp;
         QVERIFY(tmp.isValid());
         QStringList args;
-        for (const QString set : {QStringLiteral("hf_tied_dropped"), QStringLiteral("hf_untied_dropped")}) {
+        for (const QString& set : {QStringLiteral("hf_tied_dropped"), QStringLiteral("hf_untied_dropped")}) {
             const QString out = tmp.filePath(set + QStringLiteral(".pt"));
             const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
             QVERIFY2(r.rc == 0, r.err.c_str());
@@ -398,7 +398,7 @@ private Q_SLOTS:
     {
         QTemporaryDir tmp;
         QStringList pairs;
-        for (const QString set : {QStringLiteral("zero2_complete"), QStringLiteral("zero2_w3")}) {
+        for (const QString& set : {QStringLiteral("zero2_complete"), QStringLiteral("zero2_w3")}) {
             const QString out = tmp.filePath(set + QStringLiteral(".pt"));
             const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
             QVERIFY2(r.rc == 0, r.err.c_str());
