@@ -3,6 +3,7 @@
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/sharded.h"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -143,6 +144,16 @@ void shardFindings(ShardedSet& set, const std::string& indexName)
     }
 }
 
+// `removed` as a second name of set.tensors[kept]: the same shard tensor, so a consolidation writes
+// both over one storage with the same view, as torch.save(model.state_dict()) writes a tie.
+void addTiedName(ShardedSet& set, std::size_t kept, const std::string& removed)
+{
+    SetTensor alias = set.tensors[kept];
+    alias.name = removed;
+    set.tiedNames.emplace_back(removed, set.tensors[kept].name);
+    set.tensors.push_back(std::move(alias));
+}
+
 // The hub's save_torch_state_dict stores a tied name once and records `removed -> kept` in the
 // index metadata (ckptscope's split does the same): the removed name comes back as a view of the
 // kept tensor, so a consolidation writes both, sharing one storage, as model.state_dict() has them.
@@ -168,10 +179,7 @@ void restoreTiedNames(ShardedSet& set, const nlohmann::ordered_json& meta,
         if (it == present.end()) {
             continue;
         }
-        SetTensor alias = set.tensors[it->second];
-        alias.name = removed;
-        set.tiedNames.emplace_back(removed, kept.get<std::string>());
-        set.tensors.push_back(std::move(alias));
+        addTiedName(set, it->second, removed);
     }
 }
 
@@ -229,17 +237,18 @@ std::optional<HeadConfig> headConfig(const std::string& dir)
 // A safetensors set whose LM head is absent: transformers drops a tied head when saving
 // (safetensors cannot alias) and re-ties it on load; any other loader misses the key, and with
 // tie_word_embeddings false transformers itself leaves the head random. Names recorded in the
-// index metadata were restored above and count as present.
-void tiedWeightFindings(ShardedSet& set)
+// index metadata were restored above and count as present. Returns the pairs config.json ties.
+std::vector<TiedPair> tiedWeightFindings(ShardedSet& set)
 {
+    std::vector<TiedPair> tied;
     const bool safetensors = std::any_of(set.shardFiles.begin(), set.shardFiles.end(),
                                          [](const std::string& f) { return f.ends_with(".safetensors"); });
     if (!safetensors) {
-        return;
+        return tied;
     }
     const auto config = headConfig(set.dir);
     if (!config || !config->hasHead) {
-        return;
+        return tied;
     }
     std::unordered_set<std::string> present;
     for (const auto& t : set.tensors) {
@@ -252,6 +261,8 @@ void tiedWeightFindings(ShardedSet& set)
         const std::string out = pair.output;
         const std::string in = pair.input;
         if (config->tied) {
+            tied.push_back(pair);
+            present.insert(out);
             set.findings.push_back(
                 {"tied-weight-missing",
                  "warning",
@@ -261,7 +272,9 @@ void tiedWeightFindings(ShardedSet& set)
                      "from_pretrained re-ties it, but loading the files into the model any other way fails with "
                      "Missing key(s) in state_dict: \"" +
                      out +
-                     "\". Load with from_pretrained, or call model.tie_weights() after load_state_dict(strict=False).",
+                     "\". Load with from_pretrained, or call model.tie_weights() after load_state_dict(strict=False); "
+                     "`ckptscope convert` restores the tie: its output holds '" +
+                     out + "' as a view of '" + in + "', one storage, as model.state_dict() does.",
                  {out, in}});
         } else {
             set.findings.push_back(
@@ -278,6 +291,20 @@ void tiedWeightFindings(ShardedSet& set)
                      "']\"). If the model was trained with tied embeddings, set tie_word_embeddings to true; "
                      "otherwise the head was lost when saving: save it again.",
                  {out, in}});
+        }
+    }
+    return tied;
+}
+
+// A head config.json ties comes back as the metadata-recorded ties do: a second name of its
+// input embedding, shown in the set and written by a consolidation.
+void restoreConfigTies(ShardedSet& set, const std::vector<TiedPair>& tied)
+{
+    for (const auto& pair : tied) {
+        const auto it = std::find_if(set.tensors.begin(), set.tensors.end(),
+                                     [&](const SetTensor& t) { return t.name == pair.input; });
+        if (it != set.tensors.end()) {
+            addTiedName(set, static_cast<std::size_t>(it - set.tensors.begin()), pair.output);
         }
     }
 }
@@ -371,7 +398,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         names.erase(it);
     }
     restoreTiedNames(set, meta, wanted);
-    tiedWeightFindings(set);
+    restoreConfigTies(set, tiedWeightFindings(set));
     if (!absent.empty()) {
         set.findings.push_back(
             {"index-missing-tensor", "error", "The index names tensors its shards do not hold",

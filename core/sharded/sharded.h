@@ -66,8 +66,9 @@ struct ShardedSet {
     std::vector<SetTensor> tensors;        // in weight_map order, present ones only
     std::vector<SetFinding> findings;
     std::uint64_t declaredTotalSize = 0;  // metadata.total_size, 0 when absent
-    // Names the index metadata records as stored once under another (removed, kept): restored
-    // as tensors of `tensors` that view the kept one.
+    // Names stored once under another (removed, kept), as the index metadata records them or
+    // as config.json ties the LM head (tie_word_embeddings): restored as tensors of `tensors`
+    // that view the kept one.
     std::vector<std::pair<std::string, std::string>> tiedNames;
     [[nodiscard]] bool complete() const;  // no finding of severity error
     [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }

@@ -120,7 +120,7 @@ private Q_SLOTS:
         QTemporaryDir tmp;
         QVERIFY(tmp.isValid());
         QStringList pairs;
-        for (const QString set : {QStringLiteral("hf_bin"), QStringLiteral("hf_st"), QStringLiteral("hf_bin_tied")}) {
+        for (const QString& set : {QStringLiteral("hf_bin"), QStringLiteral("hf_st"), QStringLiteral("hf_bin_tied")}) {
             const QString out = tmp.filePath(set + QStringLiteral(".pt"));
             const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString(), "--single-card"});
             QVERIFY2(r.rc == 0, r.err.c_str());
@@ -139,6 +139,157 @@ private Q_SLOTS:
                            "print('ok')\n");
         QProcess py;
         py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + pairs);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // A head transformers dropped as tied (config.json: tie_word_embeddings true) is listed as a
+    // second name of its input embedding, as a tie the index metadata records is; untied, it is not.
+    void tiedHeadIsListedAsItsInput_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<bool>("listed");
+        QTest::newRow("config ties it") << "hf_tied_dropped" << true;
+        QTest::newRow("index metadata ties it") << "hf_tied_hub" << true;
+        QTest::newRow("config unties it") << "hf_untied_dropped" << false;
+    }
+    void tiedHeadIsListedAsItsInput()
+    {
+        QFETCH(QString, set);
+        QFETCH(bool, listed);
+        const Run r = ckptscope({"inspect", "--json", fixture(set).toStdString()});
+        QCOMPARE(r.rc, 0);
+        QJsonObject head;
+        QJsonObject embed;
+        for (const auto& v : jsonOf(r).value(QStringLiteral("tensors")).toArray()) {
+            const QJsonObject t = v.toObject();
+            if (t.value(QStringLiteral("key")).toString() == QStringLiteral("lm_head.weight")) {
+                head = t;
+            } else if (t.value(QStringLiteral("key")).toString() == QStringLiteral("model.embed_tokens.weight")) {
+                embed = t;
+            }
+        }
+        QVERIFY(!embed.isEmpty());
+        QCOMPARE(!head.isEmpty(), listed);
+        if (listed) {
+            for (const char* field : {"dtype", "shape", "device", "bytes", "file"}) {
+                QCOMPARE(head.value(QLatin1String(field)), embed.value(QLatin1String(field)));
+            }
+        }
+        const Run check = ckptscope({"check", fixture(set).toStdString()});
+        QCOMPARE(check.out.find("`ckptscope convert` restores the tie") != std::string::npos,
+                 set == QStringLiteral("hf_tied_dropped"));
+    }
+
+    // The consolidation writes the restored head as torch.save(model.state_dict()) writes a tie:
+    // the input embedding's storage and view under both names, the head last (the other keys in
+    // weight_map order, here the module's), so real torch 1.13 loads it into the tied model with
+    // strict=True. Untied, the head stays absent.
+    void tiedHeadIsRestoredByConvert()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        QStringList args;
+        for (const QString& set : {QStringLiteral("hf_tied_dropped"), QStringLiteral("hf_untied_dropped")}) {
+            const QString out = tmp.filePath(set + QStringLiteral(".pt"));
+            const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
+            QVERIFY2(r.rc == 0, r.err.c_str());
+            args << out << fixture(set + QStringLiteral(".expected.pt"));
+        }
+        const QString script = QStringLiteral(
+            "import sys, torch\n"
+            "from torch import nn\n"
+            "tied, tied_src, untied, untied_src = sys.argv[1:]\n"
+            "class Norm(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.weight = nn.Parameter(torch.empty(8))\n"
+            "class Layer(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.mlp = nn.Linear(8, 8, bias=False)\n"
+            "class Body(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__(); self.embed_tokens = nn.Embedding(40, 8)\n"
+            "        self.layers = nn.ModuleList([Layer()]); self.norm = Norm()\n"
+            "class CausalLM(nn.Module):\n"
+            "    def __init__(self, tie):\n"
+            "        super().__init__(); self.model = Body(); self.lm_head = nn.Linear(8, 40, bias=False)\n"
+            "        if tie:\n"
+            "            self.lm_head.weight = self.model.embed_tokens.weight\n"
+            "got, src = torch.load(tied), torch.load(tied_src)\n"
+            "m = CausalLM(True)\n"
+            "assert list(got) == list(m.state_dict()), list(got)\n"
+            "a, b = got['lm_head.weight'], got['model.embed_tokens.weight']\n"
+            "assert a.data_ptr() == b.data_ptr() and a.storage().data_ptr() == b.storage().data_ptr(), 'not tied'\n"
+            "assert a.storage_offset() == b.storage_offset() and a.stride() == b.stride(), 'another view'\n"
+            "for k in src:\n"
+            "    assert torch.equal(got[k], src[k]), k\n"
+            "assert torch.equal(a, src['model.embed_tokens.weight'])\n"
+            "m.load_state_dict(got, strict=True)\n"
+            "assert m.lm_head.weight is m.model.embed_tokens.weight and torch.equal(m.lm_head.weight, a)\n"
+            "got, src = torch.load(untied), torch.load(untied_src)\n"
+            "assert 'lm_head.weight' not in got and sorted(got) == sorted(src), sorted(got)\n"
+            "try:\n"
+            "    CausalLM(False).load_state_dict(got, strict=True)\n"
+            "    raise SystemExit('an untied head was made up')\n"
+            "except RuntimeError as e:\n"
+            "    assert 'Missing key(s) in state_dict: \"lm_head.weight\"' in str(e), e\n"
+            "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script} + args);
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // safetensors cannot share a storage: the restored tie goes where each output records ties.
+    // One file: one name stored, the other in __metadata__ (removed -> kept). A split: the index
+    // metadata, which ckptscope reads back as the same tie (no finding, both names consolidated).
+    void tiedHeadThroughSafetensorsOutputs()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        const std::string set = fixture(QStringLiteral("hf_tied_dropped")).toStdString();
+        const QString file = tmp.filePath(QStringLiteral("model.safetensors"));
+        Run r = ckptscope({"convert", set, "-o", file.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QString dir = tmp.filePath(QStringLiteral("split"));
+        r = ckptscope({"convert", set, "-o", dir.toStdString(), "--shard-size", "1KB", "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QJsonObject meta = readJson(QDir(dir).filePath(QStringLiteral("model.safetensors.index.json")))
+                                     .value(QStringLiteral("metadata"))
+                                     .toObject();
+        QCOMPARE(meta.size(), 2);  // total_size and the one tie
+        const Run check = ckptscope({"check", "--json", dir.toStdString()});
+        QCOMPARE(check.rc, 0);
+        QCOMPARE(findingCodes(check), QStringList{});
+        const QString back = tmp.filePath(QStringLiteral("back.pt"));
+        r = ckptscope({"convert", dir.toStdString(), "-o", back.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        const QString script = QStringLiteral(
+            "import sys, json, struct, torch\n"
+            "path, back, src = sys.argv[1:]\n"
+            "src = torch.load(src); names = set(src) | {'lm_head.weight'}\n"
+            "value = lambda k: src.get(k, src['model.embed_tokens.weight'])\n"
+            "raw = open(path, 'rb').read(); n = struct.unpack('<Q', raw[:8])[0]\n"
+            "h = json.loads(raw[8:8 + n]); meta = h.pop('__metadata__')\n"
+            "aliases = {k: v for k, v in meta.items() if k != 'format'}\n"
+            "assert set(h) | set(aliases) == names and not set(h) & set(aliases), (sorted(h), aliases)\n"
+            "for k, v in h.items():\n"
+            "    t = torch.frombuffer(bytearray(raw[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]]),\n"
+            "                         dtype=torch.float32).view(v['shape'])\n"
+            "    assert torch.equal(t, value(k)), k\n"
+            "for k, v in aliases.items():\n"
+            "    assert v in h and torch.equal(value(k), value(v)), (k, v)\n"
+            "got = torch.load(back)\n"
+            "assert set(got) == names, sorted(got)\n"
+            "assert got['lm_head.weight'].data_ptr() == got['model.embed_tokens.weight'].data_ptr(), 'tie lost'\n"
+            "for k in names:\n"
+            "    assert torch.equal(got[k], value(k)), k\n"
+            "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script, file, back,
+                                                               fixture(QStringLiteral("hf_tied_dropped.expected.pt"))});
         QVERIFY(py.waitForFinished(120000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
@@ -247,7 +398,7 @@ private Q_SLOTS:
     {
         QTemporaryDir tmp;
         QStringList pairs;
-        for (const QString set : {QStringLiteral("zero2_complete"), QStringLiteral("zero2_w3")}) {
+        for (const QString& set : {QStringLiteral("zero2_complete"), QStringLiteral("zero2_w3")}) {
             const QString out = tmp.filePath(set + QStringLiteral(".pt"));
             const Run r = ckptscope({"convert", fixture(set).toStdString(), "-o", out.toStdString()});
             QVERIFY2(r.rc == 0, r.err.c_str());
