@@ -232,7 +232,7 @@ bool DocumentView::offersWholeSet() const
 
 void DocumentView::offerWholeSet(const QString& sentence)
 {
-    m_partOf->offer(sentence, tr("Open the whole set"));
+    m_partOf->offer(sentence, tr("Open the Whole Set"));
 }
 
 DocumentView::~DocumentView()

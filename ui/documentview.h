@@ -55,7 +55,7 @@ public:
     // Null until the diagnosis has finished.
     [[nodiscard]] const FindingsPtr& diagnosis() const { return m_diagnosis; }
 
-    // The file is one of the files of a multi-file checkpoint (`sentence` says which): the bar above
+    // The file is one of the files of a multi-file checkpoint (`sentence`, rich text, says which): the bar above
     // the tree says so and its button asks for the whole set (openWholeSetRequested).
     void offerWholeSet(const QString& sentence);
     [[nodiscard]] SetMembershipBar* membershipBar() const { return m_partOf; }

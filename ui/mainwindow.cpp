@@ -418,9 +418,10 @@ void MainWindow::addDocument(const DocumentPtr& doc)
     auto* view = new DocumentView(doc, m_tabs);
     const QFileInfo info(qs(doc->checkpoint->path));
     if (const auto set = wholeSetOf(info.absoluteFilePath())) {
-        view->offerWholeSet(tr("%1 is shown alone, as ckptscope inspect --file-only reads it. It is one of the files "
-                               "of %2.")
-                                .arg(info.fileName(), setPhrase(*set)));
+        view->offerWholeSet(
+            tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
+               "files of %2.")
+                .arg(info.fileName().toHtmlEscaped(), setPhrase(*set).toHtmlEscaped()));
         connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
     }
     const int index = m_tabs->addTab(view, tabTitle(info.fileName()));

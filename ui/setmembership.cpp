@@ -14,13 +14,14 @@ namespace ckpt::ui {
 
 namespace {
 
-// The names the window opens as checkpoints (its File > Open filter) and DCP's data files: a set's
-// other files (an index, `latest`, `.metadata`) describe the set and are no checkpoint of their own.
+// The names the window opens as checkpoints (its File > Open filter). A set's other files describe
+// it (an index, `latest`, `.metadata`), and a DCP `.distcp` holds several torch.save records back to
+// back, which no reader of one file opens: none of those is offered alone.
 bool checkpointName(const QString& name)
 {
     static const QStringList kPatterns{
         QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
-        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl"),  QStringLiteral("*.distcp")};
+        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
     return QDir::match(kPatterns, name);
 }
 
@@ -72,6 +73,7 @@ SetMembershipBar::SetMembershipBar(QWidget* parent)
     auto* icon = new QLabel(this);
     icon->setPixmap(icons::severityInfo().pixmap(16, 16));
     m_text->setObjectName(QStringLiteral("setMembershipText"));
+    m_text->setTextFormat(Qt::RichText);
     m_text->setWordWrap(true);
     m_text->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_button->setObjectName(QStringLiteral("setMembershipButton"));

@@ -19,7 +19,8 @@ class QPushButton;
 namespace ckpt::ui {
 
 // Whether the set tab for `loc` that `path` opened offers to open `path` alone: a checkpoint file
-// of the set (a shard, a rank file), not its folder, its index or DeepSpeed's `latest` pointer.
+// of the set (a shard, a rank file), not its folder, its index, DeepSpeed's `latest` pointer or a DCP
+// data file.
 [[nodiscard]] bool opensAlone(const sharded::SetLocation& loc, const QString& path);
 
 // For a file opened alone: the set the window opens as one tab for it (a ZeRO rank file's folder,
@@ -36,6 +37,7 @@ class SetMembershipBar : public QFrame {
 public:
     explicit SetMembershipBar(QWidget* parent = nullptr);
 
+    // `sentence` is rich text (escape what it quotes).
     void offer(const QString& sentence, const QString& buttonText);
     [[nodiscard]] QLabel* label() const { return m_text; }
     [[nodiscard]] QPushButton* button() const { return m_button; }

@@ -93,10 +93,10 @@ void SetView::offerFileAlone(const QString& file)
 {
     m_openedFile = file;
     const QString name = QFileInfo(file).fileName();
-    m_partOf->offer(tr("Opened as part of %1: %2 is one of its files.").arg(setPhrase(m_loc), name),
-                    tr("Open %1 alone").arg(name));
-    m_partOf->button()->setToolTip(
-        tr("Show this file's own contents, as ckptscope inspect --file-only %1 lists them").arg(name));
+    m_partOf->offer(tr("Opened as part of %1<br>You opened <b>%2</b>, one of its files.")
+                        .arg(setPhrase(m_loc).toHtmlEscaped(), name.toHtmlEscaped()),
+                    tr("Open This File Alone"));
+    m_partOf->button()->setToolTip(tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(name));
 }
 
 void SetView::fillFindings()

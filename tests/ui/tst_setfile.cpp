@@ -123,12 +123,22 @@ private Q_SLOTS:
                 sentence.contains(QDir::toNativeSeparators(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3"))) &&
                 sentence.contains(QFileInfo(kRankFile).fileName()),
             qPrintable(sentence));
-        QVERIFY(set->membershipBar()->button()->text().contains(QFileInfo(kRankFile).fileName()));
+        QVERIFY(set->membershipBar()->button()->toolTip().contains(QFileInfo(kRankFile).fileName()));
         QVERIFY(action(w, "openFileAloneAction")->isEnabled());
         QVERIFY(!action(w, "openWholeSetAction")->isEnabled());
         // The set's tree is the consolidated model: no optimizer keys of its own.
         QVERIFY(std::none_of(set->listing().rows.begin(), set->listing().rows.end(),
                              [](const auto& r) { return r.key.rfind("optimizer_state_dict", 0) == 0; }));
+
+        // CKPTSCOPE_SETFILE_SCREENSHOT=FILE.png saves the set tab with its bar, and FILE-alone.png the
+        // file's own tab, to look at.
+        const QString shot = qEnvironmentVariable("CKPTSCOPE_SETFILE_SCREENSHOT");
+        if (!shot.isEmpty()) {
+            w.resize(1280, 760);
+            w.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&w));
+            QVERIFY(w.grab().save(shot));
+        }
 
         action(w, "openFileAloneAction")->trigger();
         QVERIFY(fileOpened.wait(20000));
@@ -142,6 +152,10 @@ private Q_SLOTS:
         QVERIFY(!want.isEmpty());
         QVERIFY(want.filter(QRegularExpression(QStringLiteral("^optimizer_state_dict/"))).size() > 0);
         QCOMPARE(shownTensors(*file), want);
+
+        if (!shot.isEmpty()) {
+            QVERIFY(w.grab().save(QString(shot).replace(QStringLiteral(".png"), QStringLiteral("-alone.png"))));
+        }
 
         // The file tab goes back to the set's tab, already open: no second set tab.
         QVERIFY(barShown(file->membershipBar()));
@@ -170,6 +184,32 @@ private Q_SLOTS:
         w.openFiles({QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3/latest")});
         QVERIFY(setOpened.wait(20000));
         QVERIFY(!barShown(w.setView(1)->membershipBar()));
+    }
+
+    // Any shard of a set is offered alone; a DCP data file (several torch.save records back to back)
+    // is not, as no single-file reader opens it.
+    void whichFilesOfferThemselves_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<bool>("offered");
+        const QDir hf(QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/hf_st"));
+        QTest::newRow("safetensors shard")
+            << hf.filePath(hf.entryList({QStringLiteral("*-of-*")}, QDir::Files).front()) << true;
+        QTest::newRow("safetensors index")
+            << hf.filePath(hf.entryList({QStringLiteral("*.index.json")}).front()) << false;
+        QTest::newRow("dcp data file") << QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/dcp_basic/__0_0.distcp") << false;
+    }
+
+    void whichFilesOfferThemselves()
+    {
+        QFETCH(QString, path);
+        QFETCH(bool, offered);
+        MainWindow w;
+        QSignalSpy setOpened(&w, &MainWindow::setOpened);
+        w.openFiles({path});
+        QVERIFY(setOpened.wait(20000));
+        QCOMPARE(barShown(w.setView(0)->membershipBar()), offered);
+        QCOMPARE(action(w, "openFileAloneAction")->isEnabled(), offered);
     }
 
     void fsdpRankFileOffersItsSet()
