@@ -4,6 +4,7 @@
 #   main, export, testload .png    the bundled sample at 1600x1000 under Xvfb (a real CPU test-load)
 #   main-1024, export-1024 .png    the same window on a 1024x700 screen
 #   main-model.png                 a pickled nn.Module, which opens in the Model view
+#   main-zero-rank-file.png        a ZeRO rank file opened as its set, offering the file alone
 #   ddp-replay.png                 four DDP ranks on the tests' fake two-GPU driver
 #   compare.png, sharded-set.png   grabbed by tst_compareview and tst_setview (offscreen platform)
 # Needs Xvfb, ImageMagick's `import`, xwininfo, libXtst and python3 with torch (for the model).
@@ -51,6 +52,11 @@ model = nn.Sequential(OrderedDict(
 torch.save(model, sys.argv[1])
 EOF
 "$python" "$take" "$build" "$tmp/whole_model.pt" --only main --suffix -model
+
+# A DeepSpeed ZeRO rank file, which opens its set with the bar that offers the file alone.
+"$python" "$root/tests/sharded/gen_zero.py" "$tmp/zero" >/dev/null
+"$python" "$take" "$build" "$tmp/zero/zero2_w3/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt" \
+    --only main --size 1280x760 --suffix -zero-rank-file
 
 # The compare view and a sharded set, saved by their own tests (with the fixtures ctest makes).
 CKPTSCOPE_COMPARE_SCREENSHOT=$shots/compare.png ctest --test-dir "$build" -R '^tst_compareview$' --output-on-failure >/dev/null

@@ -7,6 +7,7 @@
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
 #include "moduletreemodel.h"
+#include "setmembership.h"
 #include "testloadpanel.h"
 #include "text.h"
 
@@ -69,12 +70,13 @@ QScrollArea* scrolling(QWidget* panel, QWidget* parent)
 }  // namespace
 
 DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
-    : QWidget(parent), m_doc(std::move(doc)), m_model(new KeyTreeModel(this)), m_proxy(new KeyTreeProxy(this)),
-      m_filter(new QLineEdit(this)), m_filterStatus(new QLabel(this)), m_filterTimer(new QTimer(this)),
-      m_tree(new QTreeView(this)), m_moduleModel(new ModuleTreeModel(this)), m_moduleTree(new QTreeView(this)),
-      m_trees(new QStackedWidget(this)), m_modelToggle(new QToolButton(this)), m_details(new DetailsPanel(this)),
-      m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)), m_testLoad(new TestLoadPanel(this)),
-      m_export(new ExportPanel(this)), m_diagnoseJob(std::make_unique<JobTracker>(this))
+    : QWidget(parent), m_doc(std::move(doc)), m_partOf(new SetMembershipBar(this)), m_model(new KeyTreeModel(this)),
+      m_proxy(new KeyTreeProxy(this)), m_filter(new QLineEdit(this)), m_filterStatus(new QLabel(this)),
+      m_filterTimer(new QTimer(this)), m_tree(new QTreeView(this)), m_moduleModel(new ModuleTreeModel(this)),
+      m_moduleTree(new QTreeView(this)), m_trees(new QStackedWidget(this)), m_modelToggle(new QToolButton(this)),
+      m_details(new DetailsPanel(this)), m_sideTabs(new QTabWidget(this)), m_findings(new FindingsPanel(this)),
+      m_testLoad(new TestLoadPanel(this)), m_export(new ExportPanel(this)),
+      m_diagnoseJob(std::make_unique<JobTracker>(this))
 {
     setObjectName(QStringLiteral("documentView"));
     m_model->setDocument(m_doc);
@@ -217,8 +219,20 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(m_mainSplit);
+    layout->addWidget(m_partOf);
+    layout->addWidget(m_mainSplit, 1);
+    connect(m_partOf, &SetMembershipBar::activated, this, &DocumentView::openWholeSetRequested);
     startDiagnosis();
+}
+
+bool DocumentView::offersWholeSet() const
+{
+    return !m_partOf->isHidden();
+}
+
+void DocumentView::offerWholeSet(const QString& sentence)
+{
+    m_partOf->offer(sentence, tr("Open the Whole Set"));
 }
 
 DocumentView::~DocumentView()

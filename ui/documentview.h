@@ -27,6 +27,7 @@ class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
 class ModuleTreeModel;
+class SetMembershipBar;
 class TestLoadPanel;
 
 class DocumentView : public QWidget {
@@ -54,6 +55,12 @@ public:
     // Null until the diagnosis has finished.
     [[nodiscard]] const FindingsPtr& diagnosis() const { return m_diagnosis; }
 
+    // The file is one of the files of a multi-file checkpoint (`sentence`, rich text, says which): the bar above
+    // the tree says so and its button asks for the whole set (openWholeSetRequested).
+    void offerWholeSet(const QString& sentence);
+    [[nodiscard]] SetMembershipBar* membershipBar() const { return m_partOf; }
+    [[nodiscard]] bool offersWholeSet() const;
+
     void focusFilter();
     void showExport();
     void showFindings();
@@ -75,6 +82,7 @@ Q_SIGNALS:
     void filterApplied();
     // The diagnosis finished and the Findings panel shows its result.
     void findingsReady();
+    void openWholeSetRequested();
 
 private:
     void applyFilter();
@@ -94,6 +102,7 @@ private:
     void showDiagnosis(FindingsPtr findings);
 
     DocumentPtr m_doc;
+    SetMembershipBar* m_partOf;
     KeyTreeModel* m_model;
     KeyTreeProxy* m_proxy;
     QLineEdit* m_filter;

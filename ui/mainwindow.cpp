@@ -7,6 +7,7 @@
 #include "exportpanel.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "setmembership.h"
 #include "setview.h"
 #include "sharded/listing.h"
 #include "testloadpanel.h"
@@ -39,6 +40,8 @@ namespace {
 
 constexpr int kMaxRecent = 10;
 constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
+// A banner link to a file with this query opens the file alone, not its set.
+const QString kAloneQuery = QStringLiteral("alone");
 const QString kFileFilter =
     QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
 
@@ -146,8 +149,15 @@ MainWindow::MainWindow(QWidget* parent)
     m_bannerText->setObjectName(QStringLiteral("errorText"));
     m_bannerText->setWordWrap(true);
     m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
-    connect(m_bannerText, &QLabel::linkActivated, this,
-            [this](const QString& link) { openFiles({QUrl(link).toLocalFile()}); });
+    connect(m_bannerText, &QLabel::linkActivated, this, [this](const QString& link) {
+        const QUrl url(link);
+        const QString file = url.adjusted(QUrl::RemoveQuery).toLocalFile();
+        if (url.query() == kAloneQuery) {
+            openFileAlone(file);
+        } else {
+            openFiles({file});
+        }
+    });
     auto* closeBanner = new QToolButton(m_banner);
     closeBanner->setObjectName(QStringLiteral("errorClose"));
     closeBanner->setText(QStringLiteral("✕"));
@@ -205,6 +215,18 @@ void MainWindow::buildMenus()
     open->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
+    m_fileAloneAction = file->addAction(tr("Open This File &Alone"), this, [this] {
+        if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget()); set && !set->openedFile().isEmpty()) {
+            openFileAlone(set->openedFile());
+        }
+    });
+    m_fileAloneAction->setObjectName(QStringLiteral("openFileAloneAction"));
+    m_wholeSetAction = file->addAction(tr("Open the &Whole Set"), this, [this] {
+        if (auto* v = currentView(); v && v->offersWholeSet()) {
+            Q_EMIT v->openWholeSetRequested();
+        }
+    });
+    m_wholeSetAction->setObjectName(QStringLiteral("openWholeSetAction"));
     auto* compare = file->addAction(tr("Co&mpare With…"), this, [this] {
         if (auto* v = currentView()) {
             openCompareWindow(this, v->document()->checkpoint);
@@ -282,32 +304,71 @@ void MainWindow::openFiles(const QStringList& paths)
         if (openAsSet(absolute) || (QFileInfo(absolute).isDir() && offerFolder(absolute))) {
             continue;
         }
-        statusBar()->showMessage(tr("Opening %1…").arg(absolute));
-        auto tracker = std::make_unique<JobTracker>(this);
-        tracker->start([file = absolute.toStdString()](std::stop_token stop,
-                                                       const ProgressFn&) { return loadDocument(file, stop); },
-                       [this, absolute](Expected<DocumentPtr> doc) {
-                           statusBar()->clearMessage();
-                           if (!doc) {
-                               const auto message = qs(doc.error().describe());
-                               showError(message);
-                               Q_EMIT openFailed(absolute, message);
-                               return;
-                           }
-                           addDocument(*doc);
-                           rememberRecent(absolute);
-                           Q_EMIT documentOpened(absolute);
-                       });
-        m_openJobs.push_back(std::move(tracker));
+        openDocument(absolute);
     }
+}
+
+void MainWindow::openDocument(const QString& absolute)
+{
+    statusBar()->showMessage(tr("Opening %1…").arg(absolute));
+    auto tracker = std::make_unique<JobTracker>(this);
+    tracker->start(
+        [file = absolute.toStdString()](std::stop_token stop, const ProgressFn&) { return loadDocument(file, stop); },
+        [this, absolute](Expected<DocumentPtr> doc) {
+            statusBar()->clearMessage();
+            if (!doc) {
+                const auto message = qs(doc.error().describe());
+                showError(message);
+                Q_EMIT openFailed(absolute, message);
+                return;
+            }
+            addDocument(*doc);
+            rememberRecent(absolute);
+            Q_EMIT documentOpened(absolute);
+        });
+    m_openJobs.push_back(std::move(tracker));
+}
+
+void MainWindow::openFileAlone(const QString& path)
+{
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        if (auto* v = documentView(i);
+            v && QFileInfo(qs(v->document()->checkpoint->path)).absoluteFilePath() == absolute) {
+            m_tabs->setCurrentIndex(i);
+            return;
+        }
+    }
+    std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
+    openDocument(absolute);
+}
+
+void MainWindow::openWholeSet(const sharded::SetLocation& loc)
+{
+    const QString dir = QFileInfo(qs(loc.dir)).absoluteFilePath();
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        if (auto* set = setView(i);
+            set && set->location().kind == loc.kind && QFileInfo(qs(set->location().dir)).absoluteFilePath() == dir) {
+            m_tabs->setCurrentIndex(i);
+            return;
+        }
+    }
+    std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
+    openSetAt(loc, dir);
 }
 
 bool MainWindow::openAsSet(const QString& path)
 {
-    auto loc = sharded::detectSet(ss(path));
+    const auto loc = sharded::detectSet(ss(path));
     if (!sharded::readAsSet(loc, ss(path))) {
         return false;
     }
+    openSetAt(loc, path);
+    return true;
+}
+
+void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
+{
     statusBar()->showMessage(tr("Opening %1…").arg(path));
     auto tracker = std::make_unique<JobTracker>(this);
     tracker->start([loc](std::stop_token, const ProgressFn&) { return sharded::listSet(loc); },
@@ -315,13 +376,21 @@ bool MainWindow::openAsSet(const QString& path)
                        statusBar()->clearMessage();
                        if (!listing) {
                            const auto message = qs(listing.error().describe());
-                           showError(message);
+                           if (opensAlone(loc, path)) {
+                               showErrorOfSetFile(message, path);
+                           } else {
+                               showError(message);
+                           }
                            Q_EMIT openFailed(path, message);
                            return;
                        }
                        m_banner->hide();
                        auto shared = std::make_shared<const sharded::SetListing>(std::move(*listing));
                        auto* view = new SetView(loc, shared, m_tabs);
+                       if (opensAlone(loc, path)) {
+                           view->offerFileAlone(path);
+                           connect(view, &SetView::openFileAloneRequested, this, &MainWindow::openFileAlone);
+                       }
                        const QFileInfo dir(qs(shared->dir));
                        const int index = m_tabs->addTab(view, tabTitle(dir.fileName()));
                        m_tabs->setTabToolTip(index, dir.absoluteFilePath());
@@ -331,7 +400,6 @@ bool MainWindow::openAsSet(const QString& path)
                        Q_EMIT setOpened(path);
                    });
     m_openJobs.push_back(std::move(tracker));
-    return true;
 }
 
 SetView* MainWindow::setView(int i) const
@@ -349,6 +417,13 @@ void MainWindow::addDocument(const DocumentPtr& doc)
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);
     const QFileInfo info(qs(doc->checkpoint->path));
+    if (const auto set = wholeSetOf(info.absoluteFilePath())) {
+        view->offerWholeSet(
+            tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
+               "files of %2.")
+                .arg(info.fileName().toHtmlEscaped(), setPhrase(*set).toHtmlEscaped()));
+        connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
+    }
     const int index = m_tabs->addTab(view, tabTitle(info.fileName()));
     m_tabs->setTabToolTip(index, info.absoluteFilePath());
     m_tabs->setCurrentIndex(index);
@@ -393,6 +468,17 @@ void MainWindow::showError(const QString& message)
     m_banner->show();
 }
 
+void MainWindow::showErrorOfSetFile(const QString& message, const QString& file)
+{
+    QUrl link = QUrl::fromLocalFile(file);
+    link.setQuery(kAloneQuery);
+    m_bannerText->setTextFormat(Qt::RichText);
+    m_bannerText->setText(tr("%1 <a href='%2'>Open %3 alone</a>")
+                              .arg(message.toHtmlEscaped(), QString::fromLatin1(link.toEncoded()),
+                                   QFileInfo(file).fileName().toHtmlEscaped()));
+    m_banner->show();
+}
+
 bool MainWindow::offerFolder(const QString& folder)
 {
     const auto files = checkpointFilesIn(folder);
@@ -418,6 +504,7 @@ void MainWindow::updateChrome()
 {
     auto* view = currentView();
     m_stack->setCurrentIndex(m_tabs->count() > 0 ? 1 : 0);
+    updateSetActions();
     if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget())) {
         const auto& l = set->listing();
         setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(l.dir)).fileName()));
@@ -448,6 +535,17 @@ void MainWindow::updateChrome()
     }
     m_devicesLabel->setText(perDevice.join(QStringLiteral(" · ")));
     statusBar()->showMessage(tr("Opened in %1 ms").arg(view->document()->openSeconds * 1000.0, 0, 'f', 0), 4000);
+}
+
+void MainWindow::updateSetActions()
+{
+    const auto* set = qobject_cast<SetView*>(m_tabs->currentWidget());
+    const QString alone = set ? set->openedFile() : QString();
+    m_fileAloneAction->setEnabled(!alone.isEmpty());
+    m_fileAloneAction->setText(alone.isEmpty() ? tr("Open This File &Alone")
+                                               : tr("Open %1 &Alone").arg(QFileInfo(alone).fileName()));
+    const auto* doc = currentView();
+    m_wholeSetAction->setEnabled(doc != nullptr && doc->offersWholeSet());
 }
 
 void MainWindow::rememberRecent(const QString& path)

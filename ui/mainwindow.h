@@ -4,12 +4,14 @@
 #pragma once
 
 #include "document.h"
+#include "sharded/sharded.h"
 
 #include <QMainWindow>
 
 #include <memory>
 #include <vector>
 
+class QAction;
 class QLabel;
 class QMenu;
 class QStackedWidget;
@@ -29,6 +31,9 @@ public:
 
     // Opens each file in a worker; each success adds a tab, each failure shows the error banner.
     void openFiles(const QStringList& paths);
+    // Opens `path` as the one file it is, never the multi-file checkpoint it is part of (what
+    // `ckptscope inspect --file-only` reads); switches to its tab when it is open alone already.
+    void openFileAlone(const QString& path);
     [[nodiscard]] int documentCount() const;
     [[nodiscard]] DocumentView* documentView(int i) const;
     [[nodiscard]] DocumentView* currentView() const;
@@ -68,9 +73,18 @@ private:
     // `path` belongs to a multi-file checkpoint: read it in a worker and add its tab. False when
     // it is no such set (or a rank file that opens as a file of its own).
     bool openAsSet(const QString& path);
+    // Reads the set at `loc` in a worker and adds its tab; `path` is what the user opened.
+    void openSetAt(const sharded::SetLocation& loc, const QString& path);
+    // The tab of the set a file tab belongs to: switched to when open, else opened.
+    void openWholeSet(const sharded::SetLocation& loc);
+    void openDocument(const QString& absolute);
+    // The error, and a link that opens `file` alone (a file whose set cannot be read as one).
+    void showErrorOfSetFile(const QString& message, const QString& file);
     void addDocument(const DocumentPtr& doc);
     void closeTab(int index);
     void updateChrome();
+    // File > Open This File Alone / Open the Whole Set follow the current tab.
+    void updateSetActions();
     void rememberRecent(const QString& path);
     void rebuildRecentMenu();
 
@@ -82,6 +96,8 @@ private:
     QLabel* m_tensorsLabel;
     QLabel* m_devicesLabel;
     QMenu* m_recentMenu = nullptr;
+    QAction* m_fileAloneAction = nullptr;
+    QAction* m_wholeSetAction = nullptr;
     std::vector<std::unique_ptr<JobTracker>> m_openJobs;  // one per file being opened
 };
 

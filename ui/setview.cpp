@@ -3,6 +3,7 @@
 #include "dialogs.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "setmembership.h"
 #include "text.h"
 
 #include <QDir>
@@ -30,10 +31,10 @@ enum Column { ColName, ColDType, ColShape, ColDevice, ColSize, ColFile, ColCount
 }  // namespace
 
 SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetListing> listing, QWidget* parent)
-    : QWidget(parent), m_loc(std::move(loc)), m_listing(std::move(listing)), m_header(new QLabel(this)),
-      m_findings(new QTreeWidget(this)), m_tree(new QTreeView(this)), m_model(new QStandardItemModel(this)),
-      m_consolidate(new QPushButton(tr("Consolidate…"), this)), m_progress(new QProgressBar(this)),
-      m_status(new QLabel(this)), m_jobs(std::make_unique<JobTracker>(this))
+    : QWidget(parent), m_loc(std::move(loc)), m_listing(std::move(listing)), m_partOf(new SetMembershipBar(this)),
+      m_header(new QLabel(this)), m_findings(new QTreeWidget(this)), m_tree(new QTreeView(this)),
+      m_model(new QStandardItemModel(this)), m_consolidate(new QPushButton(tr("Consolidate…"), this)),
+      m_progress(new QProgressBar(this)), m_status(new QLabel(this)), m_jobs(std::make_unique<JobTracker>(this))
 {
     const auto& l = *m_listing;
     m_header->setTextFormat(Qt::RichText);
@@ -63,6 +64,7 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
     split->setStretchFactor(0, 0);
     split->setStretchFactor(1, 1);
     auto* lay = new QVBoxLayout(this);
+    lay->addWidget(m_partOf);
     lay->addLayout(top);
     lay->addWidget(split, 1);
     lay->addWidget(m_progress);
@@ -75,6 +77,7 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
     const int rowHeight = m_findings->fontMetrics().height() + 6;
     split->setSizes({rows * rowHeight + 2 * m_findings->frameWidth() + 4, 10000});
     connect(m_consolidate, &QPushButton::clicked, this, &SetView::askAndConsolidate);
+    connect(m_partOf, &SetMembershipBar::activated, this, [this] { Q_EMIT openFileAloneRequested(m_openedFile); });
     m_jobs->setProgressHandler(
         [this](double fraction, const QString&) { m_progress->setValue(static_cast<int>(fraction * 100)); });
 }
@@ -84,6 +87,16 @@ SetView::~SetView() = default;
 QString SetView::statusText() const
 {
     return m_status->text();
+}
+
+void SetView::offerFileAlone(const QString& file)
+{
+    m_openedFile = file;
+    const QString name = QFileInfo(file).fileName();
+    m_partOf->offer(tr("Opened as part of %1<br>You opened <b>%2</b>, one of its files.")
+                        .arg(setPhrase(m_loc).toHtmlEscaped(), name.toHtmlEscaped()),
+                    tr("Open This File Alone"));
+    m_partOf->button()->setToolTip(tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(name));
 }
 
 void SetView::fillFindings()

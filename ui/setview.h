@@ -21,6 +21,7 @@ class QTreeWidget;
 namespace ckpt::ui {
 
 class JobTracker;
+class SetMembershipBar;
 
 class SetView : public QWidget {
     Q_OBJECT
@@ -38,12 +39,18 @@ public:
     [[nodiscard]] QTreeWidget* findingsList() const { return m_findings; }
     [[nodiscard]] QPushButton* consolidateButton() const { return m_consolidate; }
     [[nodiscard]] QString statusText() const;
+    // The set was opened from one of its files (a rank file, a shard): the bar above the tree says
+    // so and its button asks for that file alone (openFileAloneRequested).
+    void offerFileAlone(const QString& file);
+    [[nodiscard]] const QString& openedFile() const { return m_openedFile; }
+    [[nodiscard]] SetMembershipBar* membershipBar() const { return m_partOf; }
     // Writes the consolidated checkpoint to `path` (no dialog); consolidated() or failed() follows.
     void consolidateTo(const QString& path);
 
 Q_SIGNALS:
     void consolidated(const QString& path);
     void failed(const QString& message);
+    void openFileAloneRequested(const QString& file);
 
 private:
     void fillTree();
@@ -52,6 +59,8 @@ private:
 
     sharded::SetLocation m_loc;
     std::shared_ptr<const sharded::SetListing> m_listing;
+    QString m_openedFile;
+    SetMembershipBar* m_partOf;
     QLabel* m_header;
     QTreeWidget* m_findings;
     QTreeView* m_tree;

@@ -25,6 +25,12 @@ bool readAsSet(const SetLocation& loc, const std::string& path)
     return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder && !(file && loc.kind == SetKind::FsdpRanks);
 }
 
+bool listsAsSet(SetKind kind)
+{
+    return kind == SetKind::HuggingFace || kind == SetKind::Dcp || kind == SetKind::FsdpRanks ||
+           kind == SetKind::DeepSpeedZero;
+}
+
 namespace {
 
 std::string chunkFiles(const std::vector<std::string>& names)

@@ -36,6 +36,9 @@ struct SetListing {
 // folder zero::opensAsSet() refuses; each of those is a torch.save file of its own.
 [[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
 
+// Whether listSet() reads sets of this kind; the others (Megatron, a Trainer folder) are only named.
+[[nodiscard]] bool listsAsSet(SetKind kind);
+
 // Errors: the formats openSet refuses, with its message.
 Expected<SetListing> listSet(const SetLocation& loc);
 
