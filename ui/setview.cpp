@@ -205,7 +205,12 @@ void SetView::consolidateTo(const QString& path)
     m_progress->show();
     m_status->setText(tr("Writing %1…").arg(QFileInfo(path).fileName()));
     m_jobs->start(
-        [loc = m_loc, out = ss(path)](std::stop_token, const ProgressFn&) { return sharded::consolidateSet(loc, out); },
+        [loc = m_loc, out = ss(path)](std::stop_token, const ProgressFn&) {
+            // The file `ckptscope convert DIR -o OUT` writes: a ZeRO param group as zero_to_fp32's one storage.
+            sharded::zero::Options options;
+            options.groupStorages = true;
+            return sharded::consolidateSet(loc, out, options);
+        },
         [this, path](Expected<sharded::ConsolidateResult> r) {
             m_progress->hide();
             m_consolidate->setEnabled(true);
