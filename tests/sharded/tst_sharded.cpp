@@ -10,6 +10,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QtEndian>
 #include <QtTest>
 
 namespace {
@@ -293,6 +294,69 @@ private Q_SLOTS:
         QVERIFY(py.waitForFinished(120000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // A tied head in a torch file: both safetensors outputs store the input embedding, as
+    // transformers' save_pretrained does (from_pretrained re-ties the head to it), and record the
+    // head as its alias; a tie that is no known pair keeps the sorted-first name.
+    void tiedHeadKeepsTheInputName()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        const QString src = tmp.filePath(QStringLiteral("tied.pt"));
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                 QStringList{QStringLiteral("-c"),
+                             QStringLiteral("import sys, torch\n"
+                                            "g = torch.Generator().manual_seed(3)\n"
+                                            "e = torch.randn(40, 8, generator=g); a = torch.randn(4, 4, generator=g)\n"
+                                            "torch.save({'lm_head.weight': e, 'model.embed_tokens.weight': e,\n"
+                                            "            'model.norm.weight': torch.randn(8, generator=g),\n"
+                                            "            'b.weight': a, 'a.weight': a}, sys.argv[1])\n"),
+                             src});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+
+        const QString file = tmp.filePath(QStringLiteral("model.safetensors"));
+        Run r = ckptscope({"convert", src.toStdString(), "-o", file.toStdString(), "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray raw = f.readAll();
+        QVERIFY(raw.size() > 8);
+        const auto n = qFromLittleEndian<quint64>(raw.constData());
+        QJsonObject header = QJsonDocument::fromJson(raw.mid(8, static_cast<qsizetype>(n))).object();
+        const QJsonObject meta = header.take(QStringLiteral("__metadata__")).toObject();
+        QStringList stored = header.keys();
+        QCOMPARE(stored, (QStringList{QStringLiteral("a.weight"), QStringLiteral("model.embed_tokens.weight"),
+                                      QStringLiteral("model.norm.weight")}));
+        QCOMPARE(meta.value(QStringLiteral("lm_head.weight")).toString(), QStringLiteral("model.embed_tokens.weight"));
+        QCOMPARE(meta.value(QStringLiteral("b.weight")).toString(), QStringLiteral("a.weight"));
+
+        const QString dir = tmp.filePath(QStringLiteral("split"));
+        r = ckptscope(
+            {"convert", src.toStdString(), "-o", dir.toStdString(), "--shard-size", "1KB", "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QVERIFY(r.out.find("'lm_head.weight' is tied to 'model.embed_tokens.weight'") != std::string::npos);
+        const QJsonObject index = readJson(QDir(dir).filePath(QStringLiteral("model.safetensors.index.json")));
+        stored = index.value(QStringLiteral("weight_map")).toObject().keys();
+        QCOMPARE(stored, (QStringList{QStringLiteral("a.weight"), QStringLiteral("model.embed_tokens.weight"),
+                                      QStringLiteral("model.norm.weight")}));
+        const QJsonObject indexMeta = index.value(QStringLiteral("metadata")).toObject();
+        QCOMPARE(indexMeta.value(QStringLiteral("lm_head.weight")).toString(),
+                 QStringLiteral("model.embed_tokens.weight"));
+        QCOMPARE(indexMeta.value(QStringLiteral("b.weight")).toString(), QStringLiteral("a.weight"));
+        // Read back, the recorded head is the same tensor as its input again.
+        const Run inspect = ckptscope({"inspect", "--json", dir.toStdString()});
+        QCOMPARE(inspect.rc, 0);
+        QStringList keys;
+        for (const auto& v : jsonOf(inspect).value(QStringLiteral("tensors")).toArray()) {
+            keys << v.toObject().value(QStringLiteral("key")).toString();
+        }
+        keys.sort();
+        QCOMPARE(keys,
+                 (QStringList{QStringLiteral("a.weight"), QStringLiteral("b.weight"), QStringLiteral("lm_head.weight"),
+                              QStringLiteral("model.embed_tokens.weight"), QStringLiteral("model.norm.weight")}));
     }
 
     void incompleteSetIsNotConsolidated()
