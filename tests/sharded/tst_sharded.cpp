@@ -1,7 +1,10 @@
 // Multi-file checkpoints through `ckptscope` in-process: Hugging Face sharded sets opened from the
 // folder, the index or any shard; the set-level findings; consolidation checked by real PyTorch
 // 1.13 against the merged state dict gen_sharded.py saved; the formats only detected, by name.
+#include "checkpoint/checkpoint.h"
 #include "cli_json.h"
+#include "sharded/listing.h"
+#include "util/bytes.h"
 
 #include <QDir>
 #include <QFile>
@@ -12,6 +15,8 @@
 #include <QTemporaryDir>
 #include <QtEndian>
 #include <QtTest>
+
+#include <algorithm>
 
 namespace {
 
@@ -181,6 +186,56 @@ private Q_SLOTS:
         const Run check = ckptscope({"check", fixture(set).toStdString()});
         QCOMPARE(check.out.find("`ckptscope convert` restores the tie") != std::string::npos,
                  set == QStringLiteral("hf_tied_dropped"));
+    }
+
+    // A restored or recorded tie is a second name of stored bytes: listed as "tied to" its input
+    // and counted once. The stored total is what the shard files hold, each read alone.
+    void tiedHeadIsCountedOnce_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::newRow("config ties it") << "hf_tied_dropped";
+        QTest::newRow("index metadata ties it") << "hf_tied_hub";
+    }
+    void tiedHeadIsCountedOnce()
+    {
+        QFETCH(QString, set);
+        std::uint64_t stored = 0;
+        const QDir dir(fixture(set));
+        for (const auto& f : dir.entryList({QStringLiteral("*-of-*")}, QDir::Files)) {
+            auto c = ckpt::openCheckpoint(dir.filePath(f).toStdString());
+            QVERIFY(static_cast<bool>(c));
+            for (const auto& t : (*c)->tensors) {
+                stored += t.nbytes;
+            }
+        }
+        QVERIFY(stored > 0);
+
+        const auto listing = ckpt::sharded::listSet(ckpt::sharded::detectSet(fixture(set).toStdString()));
+        QVERIFY(static_cast<bool>(listing));
+        QCOMPARE(listing->totalBytes(), stored);
+        const auto head = std::find_if(listing->rows.begin(), listing->rows.end(),
+                                       [](const auto& r) { return r.key == "lm_head.weight"; });
+        QVERIFY(head != listing->rows.end());
+        QCOMPARE(head->tiedTo, std::string("model.embed_tokens.weight"));
+
+        const Run text = ckptscope({"inspect", fixture(set).toStdString()});
+        QCOMPARE(text.rc, 0);
+        QVERIFY2(text.out.find(", " + ckpt::humanBytes(stored) + " stored\n") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find("(1 tied to another)") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find("tied to model.embed_tokens.weight\n") != std::string::npos, text.out.c_str());
+
+        const Run json = ckptscope({"inspect", "--json", fixture(set).toStdString()});
+        QCOMPARE(json.rc, 0);
+        std::uint64_t untied = 0;
+        for (const auto& v : jsonOf(json).value(QStringLiteral("tensors")).toArray()) {
+            const QJsonObject t = v.toObject();
+            const QString tiedTo = t.value(QStringLiteral("tied_to")).toString();
+            QCOMPARE(tiedTo, t.value(QStringLiteral("key")).toString() == QStringLiteral("lm_head.weight")
+                                 ? QStringLiteral("model.embed_tokens.weight")
+                                 : QString());
+            untied += tiedTo.isEmpty() ? static_cast<std::uint64_t>(t.value(QStringLiteral("bytes")).toDouble()) : 0;
+        }
+        QCOMPARE(untied, stored);
     }
 
     // The consolidation writes the restored head as torch.save(model.state_dict()) writes a tie:
