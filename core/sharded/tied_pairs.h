@@ -25,13 +25,14 @@ inline constexpr std::array<TiedPair, 5> kTiedPairs{{
 }};
 
 // The name a safetensors output stores a group of identical views (a tie) under; the others are
-// recorded as aliases of it. safetensors' _remove_duplicate_names (torch.py, used by save_model)
-// and huggingface_hub's save_torch_state_dict keep the sorted-first name, which for a tied head
-// is `lm_head.weight`. transformers' save_pretrained instead drops the names matching the
-// model's _tied_weights_keys (the output head) and keeps the input embedding, and
-// from_pretrained ties the head to the input: a file holding only the head would leave the
-// embedding randomly initialised. So a group that is exactly one known pair keeps its input
-// name; any other group keeps the sorted-first one. `names` must not be empty.
+// recorded as aliases of it. safetensors' _remove_duplicate_names (bindings/python/.../torch.py,
+// used by save_model: `keep_name = sorted(complete_names)[0]` unless `discard_names` or
+// `preferred_names` say otherwise) and huggingface_hub's save_torch_state_dict keep the
+// sorted-first name, which for a tied head is `lm_head.weight`. transformers' save_pretrained
+// instead drops the names matching the model's _tied_weights_keys (the output head) and keeps the
+// input embedding, and from_pretrained ties the head to the input: a file holding only the head
+// would leave the embedding randomly initialised. So a group that is exactly one known pair keeps
+// its input name; any other group keeps the sorted-first one. `names` must not be empty.
 inline std::string keptTiedName(std::vector<std::string> names)
 {
     std::sort(names.begin(), names.end());
