@@ -149,14 +149,16 @@ void SetView::fillTree()
         }
         return std::make_pair(parent, parts.back());
     };
+    // A tied name's bytes are its key's, so folders count them once.
     std::map<QString, std::uint64_t> folderBytes;
     for (const auto& r : m_listing->rows) {
         const QString key = qs(r.key);
         auto [parent, leaf] = folderFor(key);
+        const QString where = r.tiedTo.empty() ? qs(r.storedIn) : tr("tied to %1").arg(qs(r.tiedTo));
         QList<QStandardItem*> row;
         row << new QStandardItem(leaf) << new QStandardItem(qs(dtypeName(r.dtype)))
             << new QStandardItem(shapeText(r.shape)) << new QStandardItem(qs(r.location))
-            << new QStandardItem(humanSize(r.nbytes)) << new QStandardItem(qs(r.storedIn));
+            << new QStandardItem(humanSize(r.nbytes)) << new QStandardItem(where);
         row[ColName]->setToolTip(key);
         row[ColFile]->setToolTip(qs(r.storedIn));
         for (auto* item : row) {
@@ -167,7 +169,7 @@ void SetView::fillTree()
         const auto parts = key.split(QLatin1Char('.'));
         for (qsizetype i = 0; i + 1 < parts.size(); ++i) {
             at += (at.isEmpty() ? QString() : QStringLiteral(".")) + parts[i];
-            folderBytes[at] += r.nbytes;
+            folderBytes[at] += r.tiedTo.empty() ? r.nbytes : 0;
         }
     }
     for (auto& [path, row] : folders) {

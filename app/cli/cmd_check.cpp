@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/dcp_cli.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
@@ -57,7 +58,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         }
     }
 
-    auto ck = openCheckpoint(file);
+    auto ck = openFileAlone(file);
     if (!ck) {
         printError(err, ck.error());
         return kExitBadInput;

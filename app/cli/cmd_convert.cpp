@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
@@ -383,7 +384,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
 
-    auto ck = openCheckpoint(source);
+    auto ck = openFileAlone(source);
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);

@@ -5,6 +5,8 @@
 // nothing otherwise. sharded_cli calls these before its own set handling.
 #pragma once
 
+#include "checkpoint/checkpoint.h"
+
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -17,5 +19,11 @@ std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& o
 // or another format goes through sharded_cli's staged copy instead).
 std::optional<int> convertDcp(const std::string& input, const std::string& output, std::ostream& out,
                               std::ostream& err);
+
+// The single-file reader for a command's file (--file-only, several files, a file no set claims):
+// a DCP data file (`__R_N.distcp`) is refused with what it is, since it holds several torch.save
+// records back to back that only the folder's .metadata locates (read as one zip, the last
+// record's end directory points into the file's middle); anything else is openCheckpoint's.
+Expected<CheckpointPtr> openFileAlone(const std::string& path);
 
 }  // namespace ckpt::cli

@@ -14,6 +14,7 @@
 #include "util/shape_text.h"
 
 #include <filesystem>
+#include <map>
 #include <ostream>
 
 namespace ckpt::cli {
@@ -71,18 +72,32 @@ void printSetTable(const std::vector<SetRow>& rows, const char* whereHeader, std
     }
 }
 
+// The kept key of each name stored once under another (removed -> kept).
+std::map<std::string, std::string> tiedMap(const sharded::ShardedSet& set)
+{
+    return {set.tiedNames.begin(), set.tiedNames.end()};
+}
+
+// A tied name's bytes are its kept key's: listed as "tied to KEY", counted once in the total.
 void printSetText(const sharded::ShardedSet& set, std::ostream& out)
 {
+    const auto tied = tiedMap(set);
     std::uint64_t total = 0;
     std::vector<SetRow> rows;
     for (const auto& t : set.tensors) {
         const auto& e = set.entry(t);
-        total += e.nbytes;
-        rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set.shardFiles[t.shard]});
+        const auto kept = tied.find(t.name);
+        total += kept == tied.end() ? e.nbytes : 0;
+        rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes,
+                        kept == tied.end() ? set.shardFiles[t.shard] : "tied to " + kept->second});
     }
     out << displayText(set.dir) << ": " << sharded::setKindName(set.kind) << ", index "
         << displayText(std::filesystem::path(set.indexPath).filename().string()) << ", " << set.shardFiles.size()
-        << " shards, " << set.tensors.size() << " tensors, " << humanBytes(total) << "\n\n";
+        << " shards, " << set.tensors.size() << " tensors";
+    if (!tied.empty()) {
+        out << " (" << tied.size() << " tied to another)";
+    }
+    out << ", " << humanBytes(total) << " stored\n\n";
     printSetTable(rows, "FILE", set.findings.size(), out);
 }
 
@@ -100,15 +115,18 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
                           {"format", set.shards[i] ? std::string(formatName(set.shards[i]->format)) : ""}});
     }
     j["set"]["shards"] = shards;
+    const auto tied = tiedMap(set);
     auto tensors = nlohmann::ordered_json::array();
     for (const auto& t : set.tensors) {
         const auto& e = set.entry(t);
+        const auto kept = tied.find(t.name);
         tensors.push_back({{"key", t.name},
                            {"dtype", std::string(dtypeName(e.dtype))},
                            {"shape", e.shape},
                            {"device", e.location},
                            {"bytes", e.nbytes},
-                           {"file", set.shardFiles[t.shard]}});
+                           {"file", set.shardFiles[t.shard]},
+                           {"tied_to", kept == tied.end() ? std::string() : kept->second}});
     }
     j["tensors"] = tensors;
     auto codes = nlohmann::ordered_json::array();
@@ -160,7 +178,8 @@ void printListingJson(const sharded::SetListing& l, std::ostream& out)
                            {"shape", r.shape},
                            {"device", r.location},
                            {"bytes", r.nbytes},
-                           {"file", r.storedIn}});
+                           {"file", r.storedIn},
+                           {"tied_to", r.tiedTo}});
     }
     j["tensors"] = tensors;
     auto codes = nlohmann::ordered_json::array();

@@ -2,9 +2,9 @@
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/sharded.h"
+#include "sharded/tied_pairs.h"
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -182,20 +182,6 @@ void restoreTiedNames(ShardedSet& set, const nlohmann::ordered_json& meta,
         addTiedName(set, it->second, removed);
     }
 }
-
-// Output/input embedding pairs transformers ties under tie_word_embeddings, by the key names of
-// the common architectures (the model class, which declares _tied_weights_keys, is not at hand).
-struct TiedPair {
-    const char* output;
-    const char* input;
-};
-constexpr std::array<TiedPair, 5> kTiedPairs{{
-    {"lm_head.weight", "model.embed_tokens.weight"},           // Llama, Mistral, Qwen2, Gemma, Phi-3
-    {"lm_head.weight", "transformer.wte.weight"},              // GPT-2, GPT-J, CodeGen
-    {"lm_head.weight", "model.decoder.embed_tokens.weight"},   // OPT
-    {"lm_head.weight", "transformer.word_embeddings.weight"},  // BLOOM, Falcon
-    {"embed_out.weight", "gpt_neox.embed_in.weight"},          // GPT-NeoX, Pythia
-}};
 
 // config.json beside the set: whether it names a class with an LM head, and its
 // tie_word_embeddings (top level or text_config; absent means true, PretrainedConfig's default).

@@ -5,6 +5,7 @@
 #include "sharded/zero.h"
 
 #include <filesystem>
+#include <map>
 #include <numeric>
 
 namespace ckpt::sharded {
@@ -12,7 +13,7 @@ namespace ckpt::sharded {
 std::uint64_t SetListing::totalBytes() const
 {
     return std::accumulate(rows.begin(), rows.end(), std::uint64_t{0},
-                           [](std::uint64_t sum, const SetRow& r) { return sum + r.nbytes; });
+                           [](std::uint64_t sum, const SetRow& r) { return sum + (r.tiedTo.empty() ? r.nbytes : 0); });
 }
 
 bool readAsSet(const SetLocation& loc, const std::string& path)
@@ -116,7 +117,8 @@ Expected<SetListing> listZero(const SetLocation& loc)
         } else if (t.role == "buffer" && t.from != t.dtype) {
             where += " (" + std::string(dtypeName(t.from)) + " buffer, cast to float32)";
         }
-        l.rows.push_back({t.key, t.dtype, t.shape, device, t.numel() * elementSize(t.dtype), where});
+        l.rows.push_back({t.key, t.dtype, t.shape, device, t.numel() * elementSize(t.dtype), where,
+                          t.aliasOf ? set->tensors[*t.aliasOf].key : std::string()});
     }
     return l;
 }
@@ -145,9 +147,12 @@ Expected<SetListing> listSet(const SetLocation& loc)
     l.files = set->shardFiles;
     l.findings = set->findings;
     l.rows.reserve(set->tensors.size());
+    const std::map<std::string, std::string> tied(set->tiedNames.begin(), set->tiedNames.end());
     for (const auto& t : set->tensors) {
         const TensorEntry& e = set->entry(t);
-        l.rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set->shardFiles.at(t.shard)});
+        const auto kept = tied.find(t.name);
+        l.rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set->shardFiles.at(t.shard),
+                          kept == tied.end() ? std::string() : kept->second});
     }
     return l;
 }

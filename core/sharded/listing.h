@@ -19,6 +19,9 @@ struct SetRow {
     std::string location;             // saved device
     std::uint64_t nbytes = 0;
     std::string storedIn;  // "pytorch_model-00001-of-00002.bin", "3 chunks: __0_0.distcp, ..."
+    // The key whose bytes these are, for a second name of one tensor (a tied head restored from
+    // config.json or the index metadata, a ZeRO shared_params alias); "" for a stored tensor.
+    std::string tiedTo;
 };
 
 struct SetListing {
@@ -28,6 +31,7 @@ struct SetListing {
     std::vector<std::string> files;
     std::vector<SetRow> rows;
     std::vector<SetFinding> findings;
+    // Stored bytes: a tied name's are its key's, counted once.
     [[nodiscard]] std::uint64_t totalBytes() const;
 };
 

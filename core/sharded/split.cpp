@@ -5,6 +5,7 @@
 #include "sharded/split.h"
 
 #include "sharded/out_dir.h"
+#include "sharded/tied_pairs.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -68,8 +69,9 @@ Expected<std::vector<Entry>> entriesOf(const transform::Plan& plan)
 }
 
 // safetensors cannot alias: views identical to another (tied weights) are left out, and the
-// removed name is recorded against the kept one, the sorted-first, as safetensors'
-// _remove_duplicate_names and the hub's save_torch_state_dict do.
+// removed name is recorded against the kept one, sharded::keptTiedName's choice (the input
+// embedding of a known tied head, else the sorted-first as safetensors' _remove_duplicate_names
+// and the hub's save_torch_state_dict keep).
 std::vector<Entry> removeTied(const transform::Plan& plan, std::vector<Entry> entries,
                               std::vector<std::pair<std::string, std::string>>& tied)
 {
@@ -78,21 +80,22 @@ std::vector<Entry> removeTied(const transform::Plan& plan, std::vector<Entry> en
         const auto& t = pickle::tensorOf(plan.arena, e.value);
         return View{e.storage, t.storageOffset, t.shape, t.stride, static_cast<int>(t.dtype)};
     };
-    std::map<View, std::string> keep;
-    std::vector<const Entry*> sorted;
-    sorted.reserve(entries.size());
+    std::map<View, std::vector<std::string>> namesByView;
     for (const auto& e : entries) {
-        sorted.push_back(&e);
+        if (plan.storages[e.storage].nbytes != 0) {
+            namesByView[viewOf(e)].push_back(e.name);
+        }
     }
-    std::sort(sorted.begin(), sorted.end(), [](const Entry* x, const Entry* y) { return x->name < y->name; });
     std::map<std::string, std::string> removed;
-    for (const Entry* e : sorted) {
-        if (plan.storages[e->storage].nbytes == 0) {
+    for (auto& [view, names] : namesByView) {
+        if (names.size() < 2) {
             continue;
         }
-        auto [it, fresh] = keep.emplace(viewOf(*e), e->name);
-        if (!fresh) {
-            removed.emplace(e->name, it->second);
+        const std::string keep = keptTiedName(names);
+        for (auto& n : names) {
+            if (n != keep) {
+                removed.emplace(std::move(n), keep);
+            }
         }
     }
     std::vector<Entry> out;

@@ -2,8 +2,9 @@
 // - names: the key-path components joined by '.', so a state-dict root keeps its keys as they
 //   are (`conv.weight`) and a nested one reads `model.conv.weight`;
 // - tensors sharing a storage, as Hugging Face's save_model does: identical views (same storage,
-//   offset, shape, stride, dtype; tied weights) are stored once under the first name in byte
-//   order and every other name is recorded in __metadata__ as `removed -> kept`; different views
+//   offset, shape, stride, dtype; tied weights) are stored once, under the input embedding's
+//   name for a known tied head (sharded/tied_pairs.h) and otherwise the first name in byte
+//   order, and every other name is recorded in __metadata__ as `removed -> kept`; different views
 //   of one storage are written as separate copies (the sharing is lost, and a note says so);
 // - top-level ints, floats, strings and bools become __metadata__ strings, plus "format": "pt"
 //   (transformers refuses files without it); anything else that is not a tensor is dropped and
@@ -13,6 +14,7 @@
 //   in 8 MiB chunks, so memory does not grow with the file.
 #include "archive/safetensors.h"
 #include "checkpoint/tensor_bytes.h"
+#include "sharded/tied_pairs.h"
 #include "write/output_file.h"
 #include "write/writers.h"
 
@@ -241,19 +243,31 @@ int alignmentRank(DType t)
     return rank ? static_cast<int>(*rank) : static_cast<int>(elementSize(t)) * 4;
 }
 
-// Tied weights (identical views) stored once; other names become `removed -> kept` metadata.
-// Different views of one storage are each materialised, with a note.
+// Tied weights (identical views) stored once, under sharded::keptTiedName's choice; other names
+// become `removed -> kept` metadata. Different views of one storage are each materialised, with a note.
 std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::pair<std::string, std::string>>& aliases,
                               std::vector<std::string>& notes)
 {
     std::sort(tensors.begin(), tensors.end(), [](const OutTensor& a, const OutTensor& b) { return a.name < b.name; });
+    using ViewKey = decltype(std::declval<const OutTensor&>().viewKey());
+    std::map<ViewKey, std::vector<std::string>> namesByView;
+    for (const auto& t : tensors) {
+        if (t.nbytes > 0) {
+            namesByView[t.viewKey()].push_back(t.name);
+        }
+    }
+    std::map<ViewKey, std::string> keptByView;
+    for (auto& [view, names] : namesByView) {
+        if (names.size() > 1) {
+            keptByView.emplace(view, sharded::keptTiedName(std::move(names)));
+        }
+    }
     std::vector<OutTensor> kept;
-    std::map<decltype(std::declval<const OutTensor&>().viewKey()), std::size_t> byView;
     std::map<std::uint32_t, std::vector<std::string>> viewsPerStorage;
     for (auto& t : tensors) {
         if (t.nbytes > 0) {
-            if (auto it = byView.find(t.viewKey()); it != byView.end()) {
-                const std::string& keep = kept[it->second].name;
+            if (auto it = keptByView.find(t.viewKey()); it != keptByView.end() && it->second != t.name) {
+                const std::string& keep = it->second;
                 aliases.emplace_back(t.name, keep);
                 notes.push_back("'" + t.name + "' is the same tensor as '" + keep + "': stored once as '" + keep +
                                 "', alias recorded in __metadata__");
@@ -262,9 +276,6 @@ std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::p
             viewsPerStorage[t.storage].push_back(t.name);
         }
         kept.push_back(std::move(t));
-        if (kept.back().nbytes > 0) {
-            byView.emplace(kept.back().viewKey(), kept.size() - 1);
-        }
     }
     for (const auto& [storage, names] : viewsPerStorage) {
         if (names.size() < 2) {

@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
+
 namespace {
 
 QString fixture(const QString& name)
@@ -193,6 +195,51 @@ private Q_SLOTS:
         QVERIFY(r.rc != 0);
         QVERIFY2(r.err.find("__1_0.distcp") != std::string::npos, r.err.c_str());
         QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // A .distcp is torch.save records back to back, no single-file reader's input: read alone
+    // (--file-only, or several files given, where no set is looked for) each command says what it
+    // is and where to go, one line a file, with the exit code of any unreadable input, and writes
+    // nothing. (With no .metadata beside it, the set reader names the missing file instead.)
+    void dataFileAloneIsNamed_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("files");
+        QTest::newRow("inspect --file-only")
+            << QStringList{QStringLiteral("inspect"), QStringLiteral("--file-only")} << 1;
+        QTest::newRow("check --file-only") << QStringList{QStringLiteral("check"), QStringLiteral("--file-only")} << 1;
+        QTest::newRow("convert --file-only")
+            << QStringList{QStringLiteral("convert"), QStringLiteral("--file-only")} << 1;
+        QTest::newRow("testload --file-only") << QStringList{QStringLiteral("testload"), QStringLiteral("--file-only"),
+                                                             QStringLiteral("--device"), QStringLiteral("cpu")}
+                                              << 1;
+        QTest::newRow("inspect, several files") << QStringList{QStringLiteral("inspect")} << 2;
+    }
+    void dataFileAloneIsNamed()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, files);
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        std::vector<std::string> argv;
+        for (const auto& a : args) {
+            argv.push_back(a.toStdString());
+        }
+        for (int i = 0; i < files; ++i) {
+            argv.push_back(fixture(QStringLiteral("dcp_basic/__%1_0.distcp").arg(i)).toStdString());
+        }
+        const QString out = tmp.filePath(QStringLiteral("x.pt"));
+        if (args.front() == QStringLiteral("convert")) {
+            argv.insert(argv.end(), {"-o", out.toStdString()});
+        }
+        const Run r = ckptscope(argv);
+        QCOMPARE(r.rc, 2);
+        QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), files);
+        QVERIFY2(r.err.find("torch.distributed.checkpoint (DCP) data file") != std::string::npos, r.err.c_str());
+        const std::string folder =
+            "open its folder (ckptscope inspect " + fixture(QStringLiteral("dcp_basic")).toStdString() + ")";
+        QVERIFY2(r.err.find(folder) != std::string::npos, r.err.c_str());
         QVERIFY(!QFile::exists(out));
     }
 

@@ -1,7 +1,10 @@
 // Multi-file checkpoints through `ckptscope` in-process: Hugging Face sharded sets opened from the
 // folder, the index or any shard; the set-level findings; consolidation checked by real PyTorch
 // 1.13 against the merged state dict gen_sharded.py saved; the formats only detected, by name.
+#include "checkpoint/checkpoint.h"
 #include "cli_json.h"
+#include "sharded/listing.h"
+#include "util/bytes.h"
 
 #include <QDir>
 #include <QFile>
@@ -10,7 +13,10 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
+#include <QtEndian>
 #include <QtTest>
+
+#include <algorithm>
 
 namespace {
 
@@ -182,6 +188,56 @@ private Q_SLOTS:
                  set == QStringLiteral("hf_tied_dropped"));
     }
 
+    // A restored or recorded tie is a second name of stored bytes: listed as "tied to" its input
+    // and counted once. The stored total is what the shard files hold, each read alone.
+    void tiedHeadIsCountedOnce_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::newRow("config ties it") << "hf_tied_dropped";
+        QTest::newRow("index metadata ties it") << "hf_tied_hub";
+    }
+    void tiedHeadIsCountedOnce()
+    {
+        QFETCH(QString, set);
+        std::uint64_t stored = 0;
+        const QDir dir(fixture(set));
+        for (const auto& f : dir.entryList({QStringLiteral("*-of-*")}, QDir::Files)) {
+            auto c = ckpt::openCheckpoint(dir.filePath(f).toStdString());
+            QVERIFY(static_cast<bool>(c));
+            for (const auto& t : (*c)->tensors) {
+                stored += t.nbytes;
+            }
+        }
+        QVERIFY(stored > 0);
+
+        const auto listing = ckpt::sharded::listSet(ckpt::sharded::detectSet(fixture(set).toStdString()));
+        QVERIFY(static_cast<bool>(listing));
+        QCOMPARE(listing->totalBytes(), stored);
+        const auto head = std::find_if(listing->rows.begin(), listing->rows.end(),
+                                       [](const auto& r) { return r.key == "lm_head.weight"; });
+        QVERIFY(head != listing->rows.end());
+        QCOMPARE(head->tiedTo, std::string("model.embed_tokens.weight"));
+
+        const Run text = ckptscope({"inspect", fixture(set).toStdString()});
+        QCOMPARE(text.rc, 0);
+        QVERIFY2(text.out.find(", " + ckpt::humanBytes(stored) + " stored\n") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find("(1 tied to another)") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find("tied to model.embed_tokens.weight\n") != std::string::npos, text.out.c_str());
+
+        const Run json = ckptscope({"inspect", "--json", fixture(set).toStdString()});
+        QCOMPARE(json.rc, 0);
+        std::uint64_t untied = 0;
+        for (const auto& v : jsonOf(json).value(QStringLiteral("tensors")).toArray()) {
+            const QJsonObject t = v.toObject();
+            const QString tiedTo = t.value(QStringLiteral("tied_to")).toString();
+            QCOMPARE(tiedTo, t.value(QStringLiteral("key")).toString() == QStringLiteral("lm_head.weight")
+                                 ? QStringLiteral("model.embed_tokens.weight")
+                                 : QString());
+            untied += tiedTo.isEmpty() ? static_cast<std::uint64_t>(t.value(QStringLiteral("bytes")).toDouble()) : 0;
+        }
+        QCOMPARE(untied, stored);
+    }
+
     // The consolidation writes the restored head as torch.save(model.state_dict()) writes a tie:
     // the input embedding's storage and view under both names, the head last (the other keys in
     // weight_map order, here the module's), so real torch 1.13 loads it into the tied model with
@@ -293,6 +349,69 @@ private Q_SLOTS:
         QVERIFY(py.waitForFinished(120000));
         QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
+    // A tied head in a torch file: both safetensors outputs store the input embedding, as
+    // transformers' save_pretrained does (from_pretrained re-ties the head to it), and record the
+    // head as its alias; a tie that is no known pair keeps the sorted-first name.
+    void tiedHeadKeepsTheInputName()
+    {
+        QTemporaryDir tmp;
+        QVERIFY(tmp.isValid());
+        const QString src = tmp.filePath(QStringLiteral("tied.pt"));
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                 QStringList{QStringLiteral("-c"),
+                             QStringLiteral("import sys, torch\n"
+                                            "g = torch.Generator().manual_seed(3)\n"
+                                            "e = torch.randn(40, 8, generator=g); a = torch.randn(4, 4, generator=g)\n"
+                                            "torch.save({'lm_head.weight': e, 'model.embed_tokens.weight': e,\n"
+                                            "            'model.norm.weight': torch.randn(8, generator=g),\n"
+                                            "            'b.weight': a, 'a.weight': a}, sys.argv[1])\n"),
+                             src});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+
+        const QString file = tmp.filePath(QStringLiteral("model.safetensors"));
+        Run r = ckptscope({"convert", src.toStdString(), "-o", file.toStdString(), "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray raw = f.readAll();
+        QVERIFY(raw.size() > 8);
+        const auto n = qFromLittleEndian<quint64>(raw.constData());
+        QJsonObject header = QJsonDocument::fromJson(raw.mid(8, static_cast<qsizetype>(n))).object();
+        const QJsonObject meta = header.take(QStringLiteral("__metadata__")).toObject();
+        QStringList stored = header.keys();
+        QCOMPARE(stored, (QStringList{QStringLiteral("a.weight"), QStringLiteral("model.embed_tokens.weight"),
+                                      QStringLiteral("model.norm.weight")}));
+        QCOMPARE(meta.value(QStringLiteral("lm_head.weight")).toString(), QStringLiteral("model.embed_tokens.weight"));
+        QCOMPARE(meta.value(QStringLiteral("b.weight")).toString(), QStringLiteral("a.weight"));
+
+        const QString dir = tmp.filePath(QStringLiteral("split"));
+        r = ckptscope(
+            {"convert", src.toStdString(), "-o", dir.toStdString(), "--shard-size", "1KB", "--format", "safetensors"});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QVERIFY(r.out.find("'lm_head.weight' is tied to 'model.embed_tokens.weight'") != std::string::npos);
+        const QJsonObject index = readJson(QDir(dir).filePath(QStringLiteral("model.safetensors.index.json")));
+        stored = index.value(QStringLiteral("weight_map")).toObject().keys();
+        QCOMPARE(stored, (QStringList{QStringLiteral("a.weight"), QStringLiteral("model.embed_tokens.weight"),
+                                      QStringLiteral("model.norm.weight")}));
+        const QJsonObject indexMeta = index.value(QStringLiteral("metadata")).toObject();
+        QCOMPARE(indexMeta.value(QStringLiteral("lm_head.weight")).toString(),
+                 QStringLiteral("model.embed_tokens.weight"));
+        QCOMPARE(indexMeta.value(QStringLiteral("b.weight")).toString(), QStringLiteral("a.weight"));
+        // Read back, the recorded head is the same tensor as its input again.
+        const Run inspect = ckptscope({"inspect", "--json", dir.toStdString()});
+        QCOMPARE(inspect.rc, 0);
+        QStringList keys;
+        for (const auto& v : jsonOf(inspect).value(QStringLiteral("tensors")).toArray()) {
+            keys << v.toObject().value(QStringLiteral("key")).toString();
+        }
+        keys.sort();
+        QCOMPARE(keys,
+                 (QStringList{QStringLiteral("a.weight"), QStringLiteral("b.weight"), QStringLiteral("lm_head.weight"),
+                              QStringLiteral("model.embed_tokens.weight"), QStringLiteral("model.norm.weight")}));
     }
 
     void incompleteSetIsNotConsolidated()

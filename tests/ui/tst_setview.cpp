@@ -4,9 +4,12 @@
 #include "checkpoint/checkpoint.h"
 #include "mainwindow.h"
 #include "setview.h"
+#include "sharded/listing.h"
+#include "text.h"
 #include "uitest.h"
 
 #include <QDir>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -109,6 +112,33 @@ private Q_SLOTS:
     }
 
     // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a set open.
+    // A head restored from config.json is labelled as its input's second name, and neither its
+    // folder nor the set header counts its bytes again.
+    void tiedHeadIsLabelledInTheTree()
+    {
+        const auto loc = ckpt::sharded::detectSet(set("hf_tied_dropped").toStdString());
+        auto listing = ckpt::sharded::listSet(loc);
+        QVERIFY(static_cast<bool>(listing));
+        const auto shared = std::make_shared<const ckpt::sharded::SetListing>(std::move(*listing));
+        ckpt::ui::SetView view(loc, shared);
+        const auto* model = view.findChild<QTreeView*>()->model();
+        QModelIndex head;
+        for (int r = 0; r < model->rowCount(); ++r) {
+            if (model->index(r, 0).data().toString() == QStringLiteral("lm_head")) {
+                head = model->index(r, 0);
+            }
+        }
+        QVERIFY(head.isValid());
+        QCOMPARE(model->index(0, 0, head).data().toString(), QStringLiteral("weight"));
+        QCOMPARE(model->index(0, 5, head).data().toString(), QStringLiteral("tied to model.embed_tokens.weight"));
+        QCOMPARE(model->index(head.row(), 4).data().toString(), ckpt::ui::humanSize(0));
+        bool headerHasTotal = false;
+        for (const auto* label : view.findChildren<QLabel*>()) {
+            headerHasTotal = headerHasTotal || label->text().contains(ckpt::ui::humanSize(shared->totalBytes()));
+        }
+        QVERIFY(headerHasTotal);
+    }
+
     void consolidateWritesEveryTensor()
     {
         ckpt::ui::MainWindow w;
