@@ -28,6 +28,9 @@ namespace {
 
 enum Column { ColName, ColDType, ColShape, ColDevice, ColSize, ColFile, ColCount };
 
+// A set of at most this many tensors opens fully expanded (about a window's height of rows).
+constexpr std::size_t kMaxExpandedSetRows = 40;
+
 }  // namespace
 
 SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetListing> listing, QWidget* parent)
@@ -72,10 +75,15 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
 
     fillFindings();
     fillTree();
-    // The findings pane starts at the height of its rows (up to 5), not at half the window.
+    // The findings pane starts at the height of its rows (up to 5), not at half the window; the
+    // one line that says all is well may be lower than a scroll area's usual minimum.
     const int rows = std::min(5, m_findings->topLevelItemCount());
     const int rowHeight = m_findings->fontMetrics().height() + 6;
-    split->setSizes({rows * rowHeight + 2 * m_findings->frameWidth() + 4, 10000});
+    const int paneHeight = rows * rowHeight + 2 * m_findings->frameWidth() + 4;
+    if (m_listing->findings.empty()) {
+        m_findings->setMinimumHeight(paneHeight);
+    }
+    split->setSizes({paneHeight, 10000});
     connect(m_consolidate, &QPushButton::clicked, this, &SetView::askAndConsolidate);
     connect(m_partOf, &SetMembershipBar::activated, this, [this] { Q_EMIT openFileAloneRequested(m_openedFile); });
     m_jobs->setProgressHandler(
@@ -176,12 +184,18 @@ void SetView::fillTree()
         row[ColSize]->setText(humanSize(folderBytes[path]));
     }
     auto* h = m_tree->header();
-    h->setStretchLastSection(false);
-    h->setSectionResizeMode(ColName, QHeaderView::Stretch);
-    for (int c = ColDType; c < ColCount; ++c) {
+    // Names whole; the file list (every rank file of a ZeRO or DCP tensor) takes what is left and
+    // is elided when it is longer.
+    h->setStretchLastSection(true);
+    for (int c = ColName; c < ColFile; ++c) {
         h->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     }
-    // Top-level folders open, so the model's parts are visible at once.
+    // A small set opens with every tensor in view; a large one with its top-level folders open,
+    // so the model's parts are visible at once.
+    if (m_listing->rows.size() <= kMaxExpandedSetRows) {
+        m_tree->expandAll();
+        return;
+    }
     for (int r = 0; r < m_model->rowCount(); ++r) {
         m_tree->expand(m_model->index(r, 0));
     }

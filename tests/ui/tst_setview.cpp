@@ -47,6 +47,19 @@ int leafRows(const QAbstractItemModel* m, const QModelIndex& parent = {})
     return n;
 }
 
+int collapsedFolders(const QTreeView& tree, const QModelIndex& parent = {})
+{
+    int n = 0;
+    const auto* m = tree.model();
+    for (int r = 0; r < m->rowCount(parent); ++r) {
+        const QModelIndex i = m->index(r, 0, parent);
+        if (m->rowCount(i) > 0) {
+            n += (tree.isExpanded(i) ? 0 : 1) + collapsedFolders(tree, i);
+        }
+    }
+    return n;
+}
+
 ckpt::ui::SetView* openSet(ckpt::ui::MainWindow& w, const QString& path)
 {
     QSignalSpy opened(&w, &ckpt::ui::MainWindow::setOpened);
@@ -87,6 +100,8 @@ private Q_SLOTS:
         QVERIFY(want > 0);
         QCOMPARE(view->listing().rows.size(), want);
         QCOMPARE(static_cast<std::size_t>(leafRows(view->tree()->model())), want);
+        // A set this small opens with every folder expanded: each tensor row is in view.
+        QCOMPARE(collapsedFolders(*view->tree()), 0);
         QVERIFY(w.windowTitle().startsWith(QFileInfo(folder).fileName()));
         QCOMPARE(view->findingsList()->topLevelItemCount(), 1);  // "No problems found"
         QVERIFY(view->findingsList()->topLevelItem(0)->toolTip(0).isEmpty());
@@ -111,7 +126,6 @@ private Q_SLOTS:
         QVERIFY(!QFileInfo::exists(out));
     }
 
-    // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a set open.
     // A head restored from config.json is labelled as its input's second name, and neither its
     // folder nor the set header counts its bytes again.
     void tiedHeadIsLabelledInTheTree()
@@ -139,6 +153,7 @@ private Q_SLOTS:
         QVERIFY(headerHasTotal);
     }
 
+    // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a set open.
     void consolidateWritesEveryTensor()
     {
         ckpt::ui::MainWindow w;
