@@ -2,7 +2,7 @@
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/sharded.h"
-#include "sharded/tied_pairs.h"
+#include "util/tied_pairs.h"
 
 #include <algorithm>
 #include <filesystem>

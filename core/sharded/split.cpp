@@ -5,7 +5,7 @@
 #include "sharded/split.h"
 
 #include "sharded/out_dir.h"
-#include "sharded/tied_pairs.h"
+#include "util/tied_pairs.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -69,7 +69,7 @@ Expected<std::vector<Entry>> entriesOf(const transform::Plan& plan)
 }
 
 // safetensors cannot alias: views identical to another (tied weights) are left out, and the
-// removed name is recorded against the kept one, sharded::keptTiedName's choice (the input
+// removed name is recorded against the kept one, keptTiedName's choice (the input
 // embedding of a known tied head, else the sorted-first as safetensors' _remove_duplicate_names
 // and the hub's save_torch_state_dict keep).
 std::vector<Entry> removeTied(const transform::Plan& plan, std::vector<Entry> entries,

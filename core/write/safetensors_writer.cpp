@@ -3,7 +3,7 @@
 //   are (`conv.weight`) and a nested one reads `model.conv.weight`;
 // - tensors sharing a storage, as Hugging Face's save_model does: identical views (same storage,
 //   offset, shape, stride, dtype; tied weights) are stored once, under the input embedding's
-//   name for a known tied head (sharded/tied_pairs.h) and otherwise the first name in byte
+//   name for a known tied head (util/tied_pairs.h) and otherwise the first name in byte
 //   order, and every other name is recorded in __metadata__ as `removed -> kept`; different views
 //   of one storage are written as separate copies (the sharing is lost, and a note says so);
 // - top-level ints, floats, strings and bools become __metadata__ strings, plus "format": "pt"
@@ -14,7 +14,7 @@
 //   in 8 MiB chunks, so memory does not grow with the file.
 #include "archive/safetensors.h"
 #include "checkpoint/tensor_bytes.h"
-#include "sharded/tied_pairs.h"
+#include "util/tied_pairs.h"
 #include "write/output_file.h"
 #include "write/writers.h"
 
@@ -243,7 +243,7 @@ int alignmentRank(DType t)
     return rank ? static_cast<int>(*rank) : static_cast<int>(elementSize(t)) * 4;
 }
 
-// Tied weights (identical views) stored once, under sharded::keptTiedName's choice; other names
+// Tied weights (identical views) stored once, under keptTiedName's choice; other names
 // become `removed -> kept` metadata. Different views of one storage are each materialised, with a note.
 std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::pair<std::string, std::string>>& aliases,
                               std::vector<std::string>& notes)
@@ -259,7 +259,7 @@ std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::p
     std::map<ViewKey, std::string> keptByView;
     for (auto& [view, names] : namesByView) {
         if (names.size() > 1) {
-            keptByView.emplace(view, sharded::keptTiedName(std::move(names)));
+            keptByView.emplace(view, keptTiedName(std::move(names)));
         }
     }
     std::vector<OutTensor> kept;

@@ -1,7 +1,6 @@
 // Output/input embedding pairs transformers ties under tie_word_embeddings, by the key names of
 // the common architectures (the model class, which declares _tied_weights_keys, is not at hand).
-// Header-only data, so the safetensors writer (an earlier stage than sharded/) shares the list
-// with the set reader without linking it.
+// In util/, the lowest stage, so the safetensors writer and the set reader and splitter share it.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ckpt::sharded {
+namespace ckpt {
 
 struct TiedPair {
     const char* output;
@@ -48,4 +47,4 @@ inline std::string keptTiedName(std::vector<std::string> names)
     return names.front();
 }
 
-}  // namespace ckpt::sharded
+}  // namespace ckpt
