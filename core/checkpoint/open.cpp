@@ -17,6 +17,7 @@
 #include <string_view>
 #include <sys/mman.h>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace ckpt {
 namespace {
@@ -447,6 +448,29 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
     return checkStorageBytes(c);
 }
 
+// safetensors' save_model stores a tie once and records each removed name in __metadata__ as
+// `removed: kept` (torch.py: `metadata[to_remove] = kept_name`), as ckptscope's export does: such a
+// name comes back as a second name of the kept tensor (the same value: one storage, one view), as
+// model.state_dict() has it. Only a key that names no stored tensor, pointing at one that is stored.
+void addRecordedTies(Arena& a, const archive::SafetensorsFile& st, const std::vector<ValueId>& tensorOf,
+                     std::vector<ValueId>& items)
+{
+    std::unordered_map<std::string_view, std::size_t> stored;
+    for (std::size_t i = 0; i < st.tensors.size(); ++i) {
+        stored.emplace(st.tensors[i].name, i);
+    }
+    std::unordered_set<std::string_view> added;
+    for (const auto& [removed, kept] : st.metadata) {
+        const auto it = stored.find(kept);
+        if (removed.empty() || removed == "format" || removed.starts_with("__") || it == stored.end() ||
+            stored.contains(removed) || !added.insert(removed).second) {
+            continue;
+        }
+        items.push_back(a.str(removed));
+        items.push_back(tensorOf[it->second]);
+    }
+}
+
 Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
 {
     auto st = archive::parseSafetensors(c.bytes);
@@ -461,6 +485,8 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
     items.reserve(st->tensors.size() * 2);
     a.storages.reserve(a.storages.size() + st->tensors.size());
     a.tensors.reserve(a.tensors.size() + st->tensors.size());
+    std::vector<ValueId> tensorOf;  // the value of each stored tensor, in header order
+    tensorOf.reserve(st->tensors.size());
     for (const auto& t : st->tensors) {
         pickle::StorageRef ref;
         ref.key = t.name;
@@ -481,9 +507,11 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
             info.stride[d] = stride;
             stride *= std::max<std::int64_t>(1, t.shape[d]);
         }
+        tensorOf.push_back(a.tensor(std::move(info)));
         items.push_back(a.str(t.name));
-        items.push_back(a.tensor(std::move(info)));
+        items.push_back(tensorOf.back());
     }
+    addRecordedTies(a, *st, tensorOf, items);
     c.root = a.dict(std::move(items), true);
     if (auto r = adoptStorages(c); !r) {
         return r;

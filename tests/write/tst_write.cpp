@@ -415,6 +415,28 @@ void TestWrite::safetensorsRoundTrip()
         QCOMPARE(QString::fromLatin1(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex()),
                  t.value(QStringLiteral("sha256")).toString());
     }
+    // Read back, each alias recorded in __metadata__ is a name again, of its kept tensor's storage
+    // and view (safetensors' save_model convention), so no tied name is lost on the way back.
+    auto back = openCheckpoint(out.toStdString());
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().describe().c_str());
+    QMap<QString, const TensorEntry*> byName;
+    for (const auto& t : (*back)->tensors) {
+        byName.insert(q(std::string(t.path)).replace(QLatin1Char('/'), QLatin1Char('.')), &t);
+    }
+    int aliases = 0;
+    for (const auto& v : tensors) {
+        const QString name =
+            v.toObject().value(QStringLiteral("path")).toString().replace(QLatin1Char('/'), QLatin1Char('.'));
+        QVERIFY2(byName.contains(name), qPrintable(name + QStringLiteral(" is not read back")));
+        if (!st.tensors.contains(name)) {
+            const TensorEntry* kept = byName.value(st.metadata.value(name));
+            QVERIFY(kept != nullptr);
+            QCOMPARE(byName[name]->storage, kept->storage);
+            QCOMPARE(byName[name]->shape, kept->shape);
+            ++aliases;
+        }
+    }
+    QCOMPARE(static_cast<qsizetype>((*back)->tensors.size()), st.tensors.size() + aliases);
 }
 
 void TestWrite::largeTensorsStreamInChunks()
