@@ -329,7 +329,7 @@ void sharedStorage(const Checkpoint& ckpt, const TensorsByStorage& users, Findin
                "one name per tied group (" +
                plural(tied, "group", "groups") +
                ", the others recorded as aliases in __metadata__, as "
-               "safetensors' save_model does) and has to copy partially overlapping views (" +
+               "safetensors' save_model does) and writes each other view as a copy of its own (" +
                plural(partial, "group", "groups") + ").";
     out.push_back(std::move(f));
 }
