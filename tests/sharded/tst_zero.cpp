@@ -234,6 +234,8 @@ private Q_SLOTS:
             {grouped, own});
         const Run check = ckptscope({"check", grouped.toStdString()});
         QVERIFY2(check.rc == 0, (check.out + check.err).c_str());
+        // head.weight shares embed.weight's view inside the group's storage: still named a tie.
+        QVERIFY2(check.out.find("some of them the same: tied") != std::string::npos, check.out.c_str());
     }
 
     // Edits and safetensors go through the staged copy, as for every set.
