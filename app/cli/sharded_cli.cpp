@@ -14,7 +14,6 @@
 #include "util/shape_text.h"
 
 #include <filesystem>
-#include <map>
 #include <ostream>
 
 namespace ckpt::cli {
@@ -72,16 +71,10 @@ void printSetTable(const std::vector<SetRow>& rows, const char* whereHeader, std
     }
 }
 
-// The kept key of each name stored once under another (removed -> kept).
-std::map<std::string, std::string> tiedMap(const sharded::ShardedSet& set)
-{
-    return {set.tiedNames.begin(), set.tiedNames.end()};
-}
-
 // A tied name's bytes are its kept key's: listed as "tied to KEY", counted once in the total.
 void printSetText(const sharded::ShardedSet& set, std::ostream& out)
 {
-    const auto tied = tiedMap(set);
+    const auto tied = set.tiedMap();
     std::uint64_t total = 0;
     std::vector<SetRow> rows;
     for (const auto& t : set.tensors) {
@@ -115,7 +108,7 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
                           {"format", set.shards[i] ? std::string(formatName(set.shards[i]->format)) : ""}});
     }
     j["set"]["shards"] = shards;
-    const auto tied = tiedMap(set);
+    const auto tied = set.tiedMap();
     auto tensors = nlohmann::ordered_json::array();
     for (const auto& t : set.tensors) {
         const auto& e = set.entry(t);

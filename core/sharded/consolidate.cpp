@@ -80,11 +80,8 @@ Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive:
     const Checkpoint& shard = *set.shards[s.shard];
     const StorageEntry& se = shard.storages[s.storage];
     if (shard.file && !se.compressed && se.present) {
-        std::optional<std::uint32_t> crc;
-        if (shard.format == Format::TorchZip && !se.record.empty() && se.storedBytes == s.nbytes) {
-            crc = se.crc32;
-        }
-        return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes, crc);
+        return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes,
+                                    detail::wholeRecordCrc(shard, s.storage, 0, s.nbytes));
     }
     if (auto r = zw.beginRecord(record, s.nbytes); !r) {
         return r;
@@ -140,9 +137,8 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
     const bool cast = from != to;
     const StorageEntry& stored = src.storages[p.storage];
     // A ZeRO rank's whole fp32 partition (one torch record) needs neither a read nor a CRC pass.
-    if (!cast && src.file && src.format == Format::TorchZip && stored.present && !stored.compressed &&
-        !stored.record.empty() && p.byteOffset == 0 && p.bytes == stored.storedBytes && stored.crc32 != 0) {
-        return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, stored.crc32);
+    if (const auto crc = wholeRecordCrc(src, p.storage, p.byteOffset, p.bytes); !cast && src.file && crc) {
+        return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, *crc);
     }
     const std::uint32_t inSize = elementSize(from);
     std::vector<std::byte> converted;

@@ -1267,14 +1267,12 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
     for (const auto& [ckpt, e, chunk] : sources) {
         // A chunk that is its item's whole stored record (what _write_item's torch.save of a
         // contiguous chunk leaves) goes file to file with the record's own CRC.
-        const StorageEntry& se = ckpt->storages[e->storage];
         const std::uint64_t bytes = e->numel * es;
-        const bool wholeRecord =
-            e->storageOffset == 0 && se.present && !se.compressed && se.storedBytes == bytes && se.crc32 != 0;
-        auto r = wholeRecord ? zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(), chunk->at.offset + se.fileOffset,
-                                                     bytes, se.crc32)
-                             : sharded::detail::streamInto(zw, *ckpt, e->storage,
-                                                           static_cast<std::uint64_t>(e->storageOffset) * es, bytes);
+        const std::uint64_t offset = static_cast<std::uint64_t>(e->storageOffset) * es;
+        const auto crc = sharded::detail::wholeRecordCrc(*ckpt, e->storage, offset, bytes);
+        auto r = crc ? zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(),
+                                             chunk->at.offset + ckpt->storages[e->storage].fileOffset, bytes, *crc)
+                     : sharded::detail::streamInto(zw, *ckpt, e->storage, offset, bytes);
         if (!r) {
             return r.error();
         }

@@ -5,7 +5,6 @@
 #include "sharded/zero.h"
 
 #include <filesystem>
-#include <map>
 #include <numeric>
 
 namespace ckpt::sharded {
@@ -147,7 +146,7 @@ Expected<SetListing> listSet(const SetLocation& loc)
     l.files = set->shardFiles;
     l.findings = set->findings;
     l.rows.reserve(set->tensors.size());
-    const std::map<std::string, std::string> tied(set->tiedNames.begin(), set->tiedNames.end());
+    const auto tied = set->tiedMap();
     for (const auto& t : set->tensors) {
         const TensorEntry& e = set->entry(t);
         const auto kept = tied.find(t.name);

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,7 @@ struct ShardedSet {
     // as config.json ties the LM head (tie_word_embeddings): restored as tensors of `tensors`
     // that view the kept one.
     std::vector<std::pair<std::string, std::string>> tiedNames;
+    [[nodiscard]] std::map<std::string, std::string> tiedMap() const { return {tiedNames.begin(), tiedNames.end()}; }
     [[nodiscard]] bool complete() const;  // no finding of severity error
     [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }
 };

@@ -742,8 +742,9 @@ Expected<void> Builder::addParams12()
             const std::uint64_t numel = numelOf(shape);
             Tensor& out = push(name, "parameter", shape, DType::Float32);
             out.files = optimFiles_;
-            slots_.push_back({byKey_.at(name), g, offset, numel});
-            flat.members.emplace_back(byKey_.at(name), offset);
+            const std::size_t index = byKey_.at(name);
+            slots_.push_back({index, g, offset, numel});
+            flat.members.emplace_back(index, offset);
             if (have && !take(spans, offset, numel, 4, out.pieces)) {
                 return makeError(ErrorCode::Corrupt, "param '" + name +
                                                          "' runs past the ranks' fp32 partitions "
