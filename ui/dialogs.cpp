@@ -40,6 +40,19 @@ ErrorLog& errorLog()
 
 }  // namespace
 
+const QStringList& checkpointPatterns()
+{
+    static const QStringList kPatterns{
+        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
+        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
+    return kPatterns;
+}
+
+QString checkpointFilter()
+{
+    return QStringLiteral("Checkpoints (%1);;All files (*)").arg(checkpointPatterns().join(QLatin1Char(' ')));
+}
+
 QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter)
 {
     if (auto& n = nextOpen()) {

@@ -9,6 +9,11 @@ class QWidget;
 
 namespace ckpt::ui::dialogs {
 
+// The names the window opens as checkpoints: File > Open's filter (checkpointFilter()), the files
+// a dropped folder offers, and the files of a set a tab can show alone.
+const QStringList& checkpointPatterns();
+QString checkpointFilter();  // "Checkpoints (*.pt ...);;All files (*)"
+
 QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter);
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter);
 void error(QWidget* parent, const QString& title, const QString& text);

@@ -42,8 +42,6 @@ constexpr int kMaxRecent = 10;
 constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 // A banner link to a file with this query opens the file alone, not its set.
 const QString kAloneQuery = QStringLiteral("alone");
-const QString kFileFilter =
-    QStringLiteral("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.tar *.pkl);;All files (*)");
 
 QWidget* makeEmptyPage(QWidget* parent, QAction* open)
 {
@@ -96,13 +94,11 @@ QString MainWindow::tabTitle(const QString& fileName)
 
 QStringList MainWindow::checkpointFilesIn(const QString& folder)
 {
-    static const QStringList kPatterns{
-        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
-        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
     QStringList found;
     const QDir top(folder);
     const auto scan = [&](const QDir& dir) {
-        for (const auto& f : dir.entryInfoList(kPatterns, QDir::Files | QDir::Readable, QDir::Name)) {
+        for (const auto& f :
+             dir.entryInfoList(dialogs::checkpointPatterns(), QDir::Files | QDir::Readable, QDir::Name)) {
             found << f.absoluteFilePath();
         }
     };
@@ -208,7 +204,7 @@ void MainWindow::buildMenus()
 {
     auto* file = menuBar()->addMenu(tr("&File"));
     auto* open = file->addAction(tr("&Open…"), this, [this] {
-        const auto names = dialogs::openFileNames(this, tr("Open checkpoints"), kFileFilter);
+        const auto names = dialogs::openFileNames(this, tr("Open checkpoints"), dialogs::checkpointFilter());
         openFiles(names);
     });
     open->setObjectName(QStringLiteral("openAction"));

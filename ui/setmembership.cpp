@@ -1,5 +1,6 @@
 #include "setmembership.h"
 
+#include "dialogs.h"
 #include "icons.h"
 #include "sharded/listing.h"
 #include "text.h"
@@ -19,10 +20,7 @@ namespace {
 // back, which no reader of one file opens: none of those is offered alone.
 bool checkpointName(const QString& name)
 {
-    static const QStringList kPatterns{
-        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
-        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
-    return QDir::match(kPatterns, name);
+    return QDir::match(dialogs::checkpointPatterns(), name);
 }
 
 bool samePath(const QString& a, const QString& b)
