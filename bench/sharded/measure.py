@@ -10,19 +10,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from proc_rss import rss_kib  # noqa: E402
+
 start = time.monotonic()
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
 anon = file = 0
 while True:
-    try:
-        with open(f"/proc/{proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    anon = max(anon, int(line.split()[1]))
-                elif line.startswith("RssFile:"):
-                    file = max(file, int(line.split()[1]))
-    except (FileNotFoundError, ProcessLookupError):
-        pass
+    now_anon, now_file = rss_kib(proc.pid)
+    anon, file = max(anon, now_anon), max(file, now_file)
     pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
     if pid:
         break
