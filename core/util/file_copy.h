@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace ckpt {
@@ -17,12 +18,28 @@ using CopyStep = std::function<bool(std::uint64_t)>;
 // Chunk size: large enough for full-speed copies, small enough that a cancel is answered quickly.
 inline constexpr std::uint64_t kCopyChunk = 8ULL << 20;
 
-// Appends `size` bytes of `inFd` starting at `offset` at `outFd`'s file position, advancing it:
-// copy_file_range in chunks, or pread/write through one chunk-sized buffer where the kernel refuses
-// (another filesystem, an old kernel, a special file). Errors: Truncated (the input ends first; the
-// offset is where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
+// The buffered copy's block: each of its writes ends on a multiple of it in the output.
+inline constexpr std::uint64_t kBufferedBlock = 4ULL << 20;
+
+// Appends `size` bytes of `inFd` starting at `offset` at `outFd`'s file position, advancing it, by
+// whichever of the two copies below is faster there: the kernel's, unless the output is on ext4 and
+// out of 64 KiB phase with the source (file_copy.cpp says why). Errors: Truncated (the input ends
+// first; the offset is where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
 Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
                                const CopyStep& step = {});
+
+// The kernel's copy: copy_file_range in chunks, falling back to the buffered copy where the kernel
+// refuses (another filesystem, an old kernel, a special file).
+Expected<void> appendFileRangeByKernel(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
+                                       const CopyStep& step = {});
+
+// pread/write through this thread's kBufferedBlock buffer; `outPos` is `outFd`'s position, which
+// places the writes on block boundaries (any value is correct, only slower).
+Expected<void> appendFileRangeBuffered(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
+                                       std::uint64_t outPos, const CopyStep& step = {});
+
+// `outFd`'s file position; none for a pipe or socket.
+std::optional<std::uint64_t> outputPosition(int outFd);
 
 // Reads `size` bytes of `inFd` from `offset` through `buffer` (grown to at most a chunk) and hands
 // each piece to `sink`; false from the sink stops with a Cancelled error. Errors: Io, Truncated.
