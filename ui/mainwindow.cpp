@@ -304,13 +304,13 @@ void MainWindow::openFiles(const QStringList& paths)
     }
 }
 
-void MainWindow::openDocument(const QString& absolute)
+void MainWindow::openDocument(const QString& absolute, bool alone)
 {
     statusBar()->showMessage(tr("Opening %1…").arg(absolute));
     auto tracker = std::make_unique<JobTracker>(this);
     tracker->start(
         [file = absolute.toStdString()](std::stop_token stop, const ProgressFn&) { return loadDocument(file, stop); },
-        [this, absolute](Expected<DocumentPtr> doc) {
+        [this, absolute, alone](Expected<DocumentPtr> doc) {
             statusBar()->clearMessage();
             if (!doc) {
                 const auto message = qs(doc.error().describe());
@@ -319,7 +319,7 @@ void MainWindow::openDocument(const QString& absolute)
                 return;
             }
             addDocument(*doc);
-            rememberRecent(absolute);
+            rememberRecent(absolute, alone);
             Q_EMIT documentOpened(absolute);
         });
     m_openJobs.push_back(std::move(tracker));
@@ -336,7 +336,7 @@ void MainWindow::openFileAlone(const QString& path)
         }
     }
     std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
-    openDocument(absolute);
+    openDocument(absolute, true);
 }
 
 void MainWindow::openWholeSet(const sharded::SetLocation& loc)
@@ -544,26 +544,42 @@ void MainWindow::updateSetActions()
     m_wholeSetAction->setEnabled(doc != nullptr && doc->offersWholeSet());
 }
 
-void MainWindow::rememberRecent(const QString& path)
+// A file of a set opened by itself is listed apart (recentFilesAlone), so that Open Recent opens it
+// alone again rather than as its set, which opening its path does.
+void MainWindow::rememberRecent(const QString& path, bool alone)
 {
     QSettings settings;
     auto recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+    auto opened = settings.value(QStringLiteral("recentFilesAlone")).toStringList();
     recent.removeAll(path);
     recent.prepend(path);
     while (recent.size() > kMaxRecent) {
         recent.removeLast();
     }
+    opened.removeAll(path);
+    if (alone) {
+        opened.append(path);
+    }
+    opened.removeIf([&recent](const QString& p) { return !recent.contains(p); });
     settings.setValue(QStringLiteral("recentFiles"), recent);
+    settings.setValue(QStringLiteral("recentFilesAlone"), opened);
     rebuildRecentMenu();
 }
 
 void MainWindow::rebuildRecentMenu()
 {
     m_recentMenu->clear();
-    const auto recent = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    const QSettings settings;
+    const auto recent = settings.value(QStringLiteral("recentFiles")).toStringList();
+    const auto opened = settings.value(QStringLiteral("recentFilesAlone")).toStringList();
     for (const auto& path : recent) {
-        m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}); })
-            ->setToolTip(path);
+        const QString name = QFileInfo(path).fileName();
+        if (opened.contains(path)) {
+            m_recentMenu->addAction(tr("%1 (this file alone)").arg(name), this, [this, path] { openFileAlone(path); })
+                ->setToolTip(path);
+            continue;
+        }
+        m_recentMenu->addAction(name, this, [this, path] { openFiles({path}); })->setToolTip(path);
     }
     m_recentMenu->setEnabled(!recent.isEmpty());
     m_recentMenu->setToolTipsVisible(true);

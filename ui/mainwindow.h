@@ -77,7 +77,8 @@ private:
     void openSetAt(const sharded::SetLocation& loc, const QString& path);
     // The tab of the set a file tab belongs to: switched to when open, else opened.
     void openWholeSet(const sharded::SetLocation& loc);
-    void openDocument(const QString& absolute);
+    // `alone`: a file of a set opened by itself (Open This File Alone), remembered so in Open Recent.
+    void openDocument(const QString& absolute, bool alone = false);
     // The error, and a link that opens `file` alone (a file whose set cannot be read as one).
     void showErrorOfSetFile(const QString& message, const QString& file);
     void addDocument(const DocumentPtr& doc);
@@ -85,7 +86,7 @@ private:
     void updateChrome();
     // File > Open This File Alone / Open the Whole Set follow the current tab.
     void updateSetActions();
-    void rememberRecent(const QString& path);
+    void rememberRecent(const QString& path, bool alone = false);
     void rebuildRecentMenu();
 
     QStackedWidget* m_stack;

@@ -2,7 +2,8 @@
 // opens its whole set, as `ckptscope inspect FILE` does, and the set tab says so and opens the file
 // alone, as `ckptscope inspect --file-only FILE` lists it; the file tab goes back to the set. An FSDP
 // rank file, which opens alone, offers its set; a Megatron rank file, whose set is not read, offers
-// itself from the error banner. Fixtures: tests/sharded/gen_zero.py, gen_fsdp.py (real torch.save).
+// itself from the error banner. Open Recent reopens a file the way it was opened: alone or as its
+// set. Fixtures: tests/sharded/gen_zero.py, gen_fsdp.py (real torch.save).
 #include "cli/cmd_inspect.h"
 #include "documentview.h"
 #include "keytreemodel.h"
@@ -15,9 +16,11 @@
 #include <QDir>
 #include <QFile>
 #include <QLabel>
+#include <QMenu>
 #include <QMimeData>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -170,6 +173,45 @@ private Q_SLOTS:
         QTest::mouseClick(set->membershipBar()->button(), Qt::LeftButton);
         QCOMPARE(w.documentCount(), 2);
         QVERIFY(w.currentView() == file);
+    }
+
+    void recentReopensAsOpened()
+    {
+        QSettings().remove(QStringLiteral("recentFiles"));
+        QSettings().remove(QStringLiteral("recentFilesAlone"));
+        const QString rank = QFileInfo(kRankFile).absoluteFilePath();
+        {
+            MainWindow w;
+            QSignalSpy fileOpened(&w, &MainWindow::documentOpened);
+            w.openFileAlone(rank);
+            QVERIFY(fileOpened.wait(20000));
+        }
+        // Open Recent opens the file alone again, and says so.
+        {
+            MainWindow w;
+            QSignalSpy fileOpened(&w, &MainWindow::documentOpened);
+            QSignalSpy setOpened(&w, &MainWindow::setOpened);
+            const auto entries = w.findChild<QMenu*>(QStringLiteral("recentMenu"))->actions();
+            QCOMPARE(entries.size(), 1);
+            QCOMPARE(entries[0]->text(), QFileInfo(rank).fileName() + QStringLiteral(" (this file alone)"));
+            entries[0]->trigger();
+            QVERIFY(fileOpened.wait(20000));
+            QCOMPARE(setOpened.size(), 0);
+            QCOMPARE(w.documentCount(), 1);
+            QVERIFY(w.setView(0) == nullptr);
+
+            // Opened as its set now, the same path is a set again in the list.
+            dropFile(w, rank);
+            QVERIFY(setOpened.wait(20000));
+        }
+        MainWindow w;
+        QSignalSpy setOpened(&w, &MainWindow::setOpened);
+        const auto entries = w.findChild<QMenu*>(QStringLiteral("recentMenu"))->actions();
+        QCOMPARE(entries.size(), 1);
+        QCOMPARE(entries[0]->text(), QFileInfo(rank).fileName());
+        entries[0]->trigger();
+        QVERIFY(setOpened.wait(20000));
+        QVERIFY(w.setView(0) != nullptr);
     }
 
     void folderOpensTheSetWithoutTheOffer()
