@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <memory>
 #include <optional>
-#include <sys/vfs.h>
 #include <string>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <vector>
 
@@ -100,7 +100,6 @@ Expected<void> appendFileRangeBuffered(int inFd, std::uint64_t offset, std::uint
     }
     return {};
 }
-
 
 Expected<void> readFileRange(int inFd, std::uint64_t offset, std::uint64_t size, std::vector<std::byte>& buffer,
                              const std::function<bool(Bytes)>& sink)

@@ -19,8 +19,7 @@ namespace {
 
 enum class Route { Chosen, Kernel, Buffered };
 
-Expected<void> copyBy(Route route, int in, std::uint64_t offset, std::uint64_t size, int out,
-                      const CopyStep& step = {})
+Expected<void> copyBy(Route route, int in, std::uint64_t offset, std::uint64_t size, int out, const CopyStep& step = {})
 {
     switch (route) {
     case Route::Kernel:
@@ -205,9 +204,8 @@ void TestFileCopy::stepCancels()
                         O_WRONLY | O_CREAT | O_TRUNC, 0644));
     QVERIFY(in.get() >= 0 && out.get() >= 0);
     int steps = 0;
-    auto ok = copyBy(static_cast<Route>(route), in.get(), 751, 12 * kMiB, out.get(), [&](std::uint64_t) {
-        return ++steps < 2;
-    });
+    auto ok = copyBy(static_cast<Route>(route), in.get(), 751, 12 * kMiB, out.get(),
+                     [&](std::uint64_t) { return ++steps < 2; });
     QVERIFY(!ok.ok());
     QCOMPARE(ok.error().code, ErrorCode::Cancelled);
     QCOMPARE(steps, 2);  // answered at the first step that asked
