@@ -5,7 +5,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <sys/vfs.h>
 #include <unistd.h>
 #include <vector>
 
@@ -34,27 +33,9 @@ bool kernelRefuses(int err)
     return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF || err == EPERM;
 }
 
-// Where the kernel's copy is slow: ext4's copy_file_range is a splice through a 16-page pipe, so each
-// step writes 64 KiB, and at an output offset out of phase with the source's 64 KiB blocks those
-// steps fill small page-cache folios, each with its own delayed-allocation bookkeeping. Reading
-// through a buffer costs a second memcpy but writes whole 4 MiB blocks into large folios: for 1 GiB
-// of DCP chunks (sources at every phase) 0.30 s instead of 0.43 s, for ZeRO partitions (in page
-// phase, not in block phase) 0.26 s instead of 0.37 s. Filesystems that clone extents or copy on the
-// server (btrfs, XFS, NFS) keep copy_file_range, which can skip the bytes altogether.
-constexpr std::uint64_t kKernelStep = 64ULL << 10;
-constexpr long kExt4Magic = 0xEF53;
-
-bool kernelCopyIsSlow(std::uint64_t offset, int outFd, std::uint64_t outPos)
-{
-    if ((outPos - offset) % kKernelStep == 0) {
-        return false;
-    }
-    struct statfs fs {};
-    return ::fstatfs(outFd, &fs) == 0 && fs.f_type == kExt4Magic;
-}
-
 // One buffer per thread, left uninitialised: a fresh one per copy would fault its pages in again
-// for every chunk (a 4-rank DCP set copies one per rank and tensor).
+// for every chunk (a 4-rank DCP set copies one per rank and tensor, all of them through here when
+// the output is on another filesystem).
 std::byte* copyBuffer()
 {
     thread_local const std::unique_ptr<std::byte[]> buffer(new std::byte[kBufferedBlock]);
@@ -143,16 +124,6 @@ Expected<void> appendBytes(int outFd, const std::byte* data, std::uint64_t size)
 }
 
 Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const CopyStep& step)
-{
-    const std::optional<std::uint64_t> outPos = outputPosition(outFd);
-    if (outPos && kernelCopyIsSlow(offset, outFd, *outPos)) {
-        return appendFileRangeBuffered(inFd, offset, size, outFd, *outPos, step);
-    }
-    return appendFileRangeByKernel(inFd, offset, size, outFd, step);
-}
-
-Expected<void> appendFileRangeByKernel(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
-                                       const CopyStep& step)
 {
     bool anyCopied = false;
     while (size > 0) {

@@ -18,20 +18,20 @@ using CopyStep = std::function<bool(std::uint64_t)>;
 // Chunk size: large enough for full-speed copies, small enough that a cancel is answered quickly.
 inline constexpr std::uint64_t kCopyChunk = 8ULL << 20;
 
-// The buffered copy's block: each of its writes ends on a multiple of it in the output.
-inline constexpr std::uint64_t kBufferedBlock = 4ULL << 20;
-
-// Appends `size` bytes of `inFd` starting at `offset` at `outFd`'s file position, advancing it, by
-// whichever of the two copies below is faster there: the kernel's, unless the output is on ext4 and
-// out of 64 KiB phase with the source (file_copy.cpp says why). Errors: Truncated (the input ends
-// first; the offset is where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
+// Appends `size` bytes of `inFd` starting at `offset` at `outFd`'s file position, advancing it:
+// copy_file_range in chunks, or the buffered copy below where the kernel refuses (another
+// filesystem, an old kernel, a special file). Errors: Truncated (the input ends first; the offset is
+// where), Io (reading), WriteFailed (writing; strerror text), Cancelled.
+//
+// Why not always the buffered copy, whose 4 MiB writes fill larger page-cache folios than the
+// kernel's 64 KiB splice steps out of phase: on the development VM it was faster for 1 GiB right
+// after memory was freed (DCP chunks 0.31 s against 0.43 s) but slower at 4 GiB, 2.1-8.6 s against
+// 1.8-2.4 s in six interleaved runs each (bench/RESULTS.md, "Latest").
 Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
                                const CopyStep& step = {});
 
-// The kernel's copy: copy_file_range in chunks, falling back to the buffered copy where the kernel
-// refuses (another filesystem, an old kernel, a special file).
-Expected<void> appendFileRangeByKernel(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
-                                       const CopyStep& step = {});
+// The buffered copy's block: each of its writes ends on a multiple of it in the output.
+inline constexpr std::uint64_t kBufferedBlock = 4ULL << 20;
 
 // pread/write through this thread's kBufferedBlock buffer; `outPos` is `outFd`'s position, which
 // places the writes on block boundaries (any value is correct, only slower).
