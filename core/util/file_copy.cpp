@@ -33,6 +33,24 @@ bool kernelRefuses(int err)
     return err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == ENOSYS || err == EBADF || err == EPERM;
 }
 
+// Up to `want` bytes at `offset`, at least one: the input's end is Truncated.
+Expected<std::size_t> preadSome(int fd, std::byte* into, std::size_t want, std::uint64_t offset)
+{
+    while (true) {
+        const ssize_t got = ::pread(fd, into, want, static_cast<off_t>(offset));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got < 0) {
+            return makeError(ErrorCode::Io, "cannot read the input: " + systemErrorText(errno), offset);
+        }
+        if (got == 0) {
+            return endedEarly(offset);
+        }
+        return static_cast<std::size_t>(got);
+    }
+}
+
 // One buffer per thread, left uninitialised: a fresh one per copy would fault its pages in again
 // for every chunk (a 4-rank DCP set copies one per rank and tensor, all of them through here when
 // the output is on another filesystem).
@@ -58,17 +76,11 @@ Expected<void> appendFileRangeBuffered(int inFd, std::uint64_t offset, std::uint
         // Each write ends on a block boundary of the output, so all but the first fill whole blocks.
         const std::uint64_t room = kBufferedBlock - outPos % kBufferedBlock;
         const auto want = static_cast<std::size_t>(std::min(size, room));
-        const ssize_t got = ::pread(inFd, buffer, want, static_cast<off_t>(offset));
-        if (got < 0 && errno == EINTR) {
-            continue;
+        auto got = preadSome(inFd, buffer, want, offset);
+        if (!got) {
+            return std::move(got.error());
         }
-        if (got < 0) {
-            return makeError(ErrorCode::Io, "cannot read the input: " + systemErrorText(errno), offset);
-        }
-        if (got == 0) {
-            return endedEarly(offset);
-        }
-        const auto n = static_cast<std::uint64_t>(got);
+        const std::uint64_t n = *got;
         if (auto ok = appendBytes(outFd, buffer, n); !ok) {
             return ok;
         }
@@ -88,21 +100,15 @@ Expected<void> readFileRange(int inFd, std::uint64_t offset, std::uint64_t size,
     buffer.resize(static_cast<std::size_t>(std::min(size, kCopyChunk)));
     while (size > 0) {
         const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size, buffer.size()));
-        const ssize_t got = ::pread(inFd, buffer.data(), want, static_cast<off_t>(offset));
-        if (got < 0 && errno == EINTR) {
-            continue;
+        auto got = preadSome(inFd, buffer.data(), want, offset);
+        if (!got) {
+            return std::move(got.error());
         }
-        if (got < 0) {
-            return makeError(ErrorCode::Io, "cannot read the input: " + systemErrorText(errno), offset);
-        }
-        if (got == 0) {
-            return endedEarly(offset);
-        }
-        if (!sink(Bytes(buffer.data(), static_cast<std::size_t>(got)))) {
+        if (!sink(Bytes(buffer.data(), *got))) {
             return stopped();
         }
-        offset += static_cast<std::uint64_t>(got);
-        size -= static_cast<std::uint64_t>(got);
+        offset += *got;
+        size -= *got;
     }
     return {};
 }
