@@ -3,7 +3,6 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
@@ -58,7 +57,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         }
     }
 
-    auto ck = openFileAlone(file);
+    auto ck = openCheckpoint(file);
     if (!ck) {
         printError(err, ck.error());
         return kExitBadInput;

@@ -384,7 +384,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
 
-    auto ck = openFileAlone(source);
+    auto ck = openCheckpoint(source);
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);

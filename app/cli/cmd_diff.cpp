@@ -3,7 +3,6 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "diff/diff.h"
@@ -76,7 +75,7 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
         err << "ckptscope diff: " << displayText(dir) << " holds fewer than two checkpoints to compare\n";
         return kExitBadInput;
     }
-    auto first = openFileAlone(files.front());
+    auto first = openCheckpoint(files.front());
     if (!first) {
         printError(err, first.error(), files.front());
         return kExitBadInput;
@@ -84,7 +83,7 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
     int rc = kExitOk;
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (std::size_t i = 1; i < files.size(); ++i) {
-        auto other = openFileAlone(files[i]);
+        auto other = openCheckpoint(files[i]);
         if (!other) {
             printError(err, other.error(), files[i]);
             return kExitBadInput;

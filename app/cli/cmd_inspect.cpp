@@ -4,7 +4,6 @@
 #include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
@@ -225,7 +224,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
                 return *setRc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
             }
         }
-        auto ck = openFileAlone(file);
+        auto ck = openCheckpoint(file);
         if (!ck) {
             printError(err, ck.error());
             rc = kExitBadInput;

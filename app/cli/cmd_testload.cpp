@@ -3,7 +3,6 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
@@ -442,7 +441,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     // Read the file here first: an unreadable file is bad input (exit 2) without starting LibTorch.
-    auto ck = openFileAlone(input);
+    auto ck = openCheckpoint(input);
     if (!ck) {
         printError(err, ck.error());
         if (json) {

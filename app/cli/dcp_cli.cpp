@@ -260,21 +260,6 @@ int printWritten(const Expected<sharded::ConsolidateResult>& done, const char* f
 
 }  // namespace
 
-Expected<CheckpointPtr> openFileAlone(const std::string& path)
-{
-    if (std::filesystem::path(path).extension() == ".distcp") {
-        const std::string dir = std::filesystem::path(path).parent_path().string();
-        Error e = makeError(ErrorCode::Unsupported,
-                            "a torch.distributed.checkpoint (DCP) data file: several torch.save records back to back "
-                            "that only the folder's .metadata locates, not one checkpoint; open its folder (ckptscope "
-                            "inspect " +
-                                displayText(dir.empty() ? std::string(".") : dir) + ")");
-        e.path = path;
-        return e;
-    }
-    return openCheckpoint(path);
-}
-
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
     if (auto rc = withSet(openIfFsdp(input), input, err, printedAs(json, printFsdpJson, printFsdpText, out))) {

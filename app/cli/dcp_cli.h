@@ -20,10 +20,4 @@ std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& o
 std::optional<int> convertDcp(const std::string& input, const std::string& output, std::ostream& out,
                               std::ostream& err);
 
-// The single-file reader for a command's file (--file-only, several files, a file no set claims):
-// a DCP data file (`__R_N.distcp`) is refused with what it is, since it holds several torch.save
-// records back to back that only the folder's .metadata locates (read as one zip, the last
-// record's end directory points into the file's middle); anything else is openCheckpoint's.
-Expected<CheckpointPtr> openFileAlone(const std::string& path);
-
 }  // namespace ckpt::cli

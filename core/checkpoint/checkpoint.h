@@ -225,7 +225,9 @@ public:
 using CheckpointPtr = std::shared_ptr<const Checkpoint>;
 
 // Opens and maps a file and reads it. The error message names the real cause (truncated download,
-// Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all).
+// Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all). A DCP data file
+// (`__R_N.distcp`: several torch.save records back to back that only its folder's .metadata
+// locates) is refused as such, Unsupported; its folder is what opens (core/sharded).
 Expected<CheckpointPtr> openCheckpoint(const std::string& path);
 // Reads from memory (fuzzing, tests); `name` is used in messages.
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name);

@@ -9,10 +9,12 @@
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
 #include "pickle/unpickler.h"
+#include "util/printable.h"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <sys/mman.h>
@@ -650,6 +652,18 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
 
 Expected<CheckpointPtr> openCheckpoint(const std::string& path)
 {
+    // Read as one zip, a DCP data file fails on its last record's missing ZIP64 locator, which says
+    // nothing of what the file is.
+    if (std::filesystem::path(path).extension() == ".distcp") {
+        const std::string dir = std::filesystem::path(path).parent_path().string();
+        Error e = makeError(ErrorCode::Unsupported,
+                            "a torch.distributed.checkpoint (DCP) data file: several torch.save records back to back "
+                            "that only the folder's .metadata locates, not one checkpoint; open its folder (ckptscope "
+                            "inspect " +
+                                displayText(dir.empty() ? std::string(".") : dir) + ")");
+        e.path = path;
+        return e;
+    }
     auto m = MappedFile::open(path);
     if (!m) {
         return m.error();

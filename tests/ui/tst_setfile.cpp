@@ -275,6 +275,23 @@ private Q_SLOTS:
         QVERIFY(!set->listing().rows.empty());
     }
 
+    void loneDcpDataFileIsNamed()
+    {
+        // A .distcp copied away from its .metadata: read as one zip, its last record's directory is
+        // all that would show. The banner names the DCP folder and what it lacks instead.
+        QTemporaryDir tmp;
+        const QString lone = QDir(tmp.path()).filePath(QStringLiteral("__0_0.distcp"));
+        QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/dcp_basic/__0_0.distcp"), lone));
+        MainWindow w;
+        QSignalSpy failed(&w, &MainWindow::openFailed);
+        dropFile(w, lone);
+        QVERIFY(failed.wait(20000));
+        QVERIFY2(w.errorText().contains(QStringLiteral("torch.distributed.checkpoint (DCP)")) &&
+                     w.errorText().contains(QStringLiteral("no readable .metadata")),
+                 qPrintable(w.errorText()));
+        QCOMPARE(w.documentCount(), 0);
+    }
+
     void unreadSetOffersTheFileFromTheError()
     {
         // A Megatron save dir: the set is named, not read; its rank file is a torch.save file.
