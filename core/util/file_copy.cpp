@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
-#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -60,18 +59,21 @@ std::byte* copyBuffer()
     return buffer.get();
 }
 
-}  // namespace
-
-std::optional<std::uint64_t> outputPosition(int outFd)
+// `outFd`'s file position; 0 for a pipe or socket, which have none (where the writes fall then
+// matters to no page cache).
+std::uint64_t outputPosition(int outFd)
 {
     const off_t at = ::lseek(outFd, 0, SEEK_CUR);
-    return at < 0 ? std::nullopt : std::optional<std::uint64_t>(static_cast<std::uint64_t>(at));
+    return at < 0 ? 0 : static_cast<std::uint64_t>(at);
 }
 
+}  // namespace
+
 Expected<void> appendFileRangeBuffered(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
-                                       std::uint64_t outPos, const CopyStep& step)
+                                       const CopyStep& step)
 {
     std::byte* buffer = copyBuffer();
+    std::uint64_t outPos = outputPosition(outFd);
     while (size > 0) {
         // Each write ends on a block boundary of the output, so all but the first fill whole blocks.
         const std::uint64_t room = kBufferedBlock - outPos % kBufferedBlock;
@@ -140,8 +142,7 @@ Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t siz
             continue;
         }
         if (n < 0 && !anyCopied && kernelRefuses(errno)) {
-            const std::optional<std::uint64_t> outPos = outputPosition(outFd);
-            return appendFileRangeBuffered(inFd, offset, size, outFd, outPos.value_or(0), step);
+            return appendFileRangeBuffered(inFd, offset, size, outFd, step);
         }
         if (n < 0) {
             return writeFailed(errno);

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <vector>
 
 namespace ckpt {
@@ -33,13 +32,10 @@ Expected<void> appendFileRange(int inFd, std::uint64_t offset, std::uint64_t siz
 // The buffered copy's block: each of its writes ends on a multiple of it in the output.
 inline constexpr std::uint64_t kBufferedBlock = 4ULL << 20;
 
-// pread/write through this thread's kBufferedBlock buffer; `outPos` is `outFd`'s position, which
-// places the writes on block boundaries (any value is correct, only slower).
+// The same by pread/write through this thread's kBufferedBlock buffer, each write ending on a block
+// boundary of the output.
 Expected<void> appendFileRangeBuffered(int inFd, std::uint64_t offset, std::uint64_t size, int outFd,
-                                       std::uint64_t outPos, const CopyStep& step = {});
-
-// `outFd`'s file position; none for a pipe or socket.
-std::optional<std::uint64_t> outputPosition(int outFd);
+                                       const CopyStep& step = {});
 
 // Reads `size` bytes of `inFd` from `offset` through `buffer` (grown to at most a chunk) and hands
 // each piece to `sink`; false from the sink stops with a Cancelled error. Errors: Io, Truncated.
