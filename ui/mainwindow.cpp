@@ -574,12 +574,11 @@ void MainWindow::rebuildRecentMenu()
     const auto opened = settings.value(QStringLiteral("recentFilesAlone")).toStringList();
     for (const auto& path : recent) {
         const QString name = QFileInfo(path).fileName();
-        if (opened.contains(path)) {
-            m_recentMenu->addAction(tr("%1 (this file alone)").arg(name), this, [this, path] { openFileAlone(path); })
-                ->setToolTip(path);
-            continue;
-        }
-        m_recentMenu->addAction(name, this, [this, path] { openFiles({path}); })->setToolTip(path);
+        const bool alone = opened.contains(path);
+        m_recentMenu
+            ->addAction(alone ? tr("%1 (this file alone)").arg(name) : name, this,
+                        [this, path, alone] { alone ? openFileAlone(path) : openFiles({path}); })
+            ->setToolTip(path);
     }
     m_recentMenu->setEnabled(!recent.isEmpty());
     m_recentMenu->setToolTipsVisible(true);
