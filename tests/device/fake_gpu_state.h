@@ -38,7 +38,7 @@ struct FakeGpuState {
  * MIG mode with one instance of FAKE_MIG_MIB (default 4096) MiB, kept in the slot after the last
  * physical device (fakeMigSlot). NULL when FAKE_GPU_STATE is unset. A test process that moves to a
  * new state file (a fresh fake machine) gets it: the mapping is kept per path. */
-static struct FakeGpuState* fakeGpuState(void)
+static inline struct FakeGpuState* fakeGpuState(void)
 {
     static struct FakeGpuState* state;
     static char statePath[512];
@@ -91,16 +91,16 @@ static struct FakeGpuState* fakeGpuState(void)
 }
 
 /* The physical GPU in MIG mode (FAKE_MIG_GPU), or -1; its one instance's slot. */
-static int fakeMigGpu(void)
+static inline int fakeMigGpu(void)
 {
     const char* mig = getenv("FAKE_MIG_GPU");
     return mig && *mig ? atoi(mig) : -1;
 }
-static int fakeMigSlot(const struct FakeGpuState* s) { return (int)s->devices; }
+static inline int fakeMigSlot(const struct FakeGpuState* s) { return (int)s->devices; }
 
 /* The UUID bytes of a slot: a physical GPU i is GPU-00000000-...-00000000000i, the MIG instance
  * MIG-11111111-...-00000000000k (k its parent), as both fakes print them. */
-static void fakeUuidBytes(const struct FakeGpuState* s, int slot, unsigned char out[16])
+static inline void fakeUuidBytes(const struct FakeGpuState* s, int slot, unsigned char out[16])
 {
     memset(out, 0, 16);
     if (slot == fakeMigSlot(s)) {
@@ -111,13 +111,13 @@ static void fakeUuidBytes(const struct FakeGpuState* s, int slot, unsigned char 
     }
 }
 
-static int fakeGpuAlive(int pid)
+static inline int fakeGpuAlive(int pid)
 {
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
 /* Bytes on a device: every live process's row, or one process's (pid > 0). */
-static unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int device, int pid)
+static inline unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int device, int pid)
 {
     unsigned long long sum = 0;
     for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {
