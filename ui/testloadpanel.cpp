@@ -103,7 +103,8 @@ QString otherGpusText(const device::TestloadReport& r)
                 moved << TestLoadPanel::tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
             }
         }
-        other = errorHtml(TestLoadPanel::tr("this load put memory on other GPUs: %1").arg(moved.join(QStringLiteral(", "))));
+        other = errorHtml(
+            TestLoadPanel::tr("this load put memory on other GPUs: %1").arg(moved.join(QStringLiteral(", "))));
     }
     // Another job's allocation on a shared node is named as such, never blamed on the load.
     if (!r.otherDevicesDoubt.empty()) {
@@ -276,8 +277,7 @@ void TestLoadPanel::showInventory(const device::Inventory& inv)
             pick = row;
         }
     }
-    if (const int prev = m_device->findData(previous);
-        prev >= 0 && (!items || items->item(prev)->isEnabled())) {
+    if (const int prev = m_device->findData(previous); prev >= 0 && (!items || items->item(prev)->isEnabled())) {
         pick = prev;
     }
     m_device->setCurrentIndex(pick);

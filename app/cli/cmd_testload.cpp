@@ -206,11 +206,10 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
             out << "; torch.load(map_location='" << r.device << "') would peak at " << humanBytes(r.torchPeakBytes)
                 << " (context + " << humanBytes(r.torchReservedBytes) << " of caching-allocator segments";
         } else {
-            out << "; torch.load(map_location='" << r.device << "') would reserve "
-                << humanBytes(r.torchReservedBytes) << " of caching-allocator segments (plus its context";
+            out << "; torch.load(map_location='" << r.device << "') would reserve " << humanBytes(r.torchReservedBytes)
+                << " of caching-allocator segments (plus its context";
         }
-        out << ", " << displayText(r.torchAllocConf.empty() ? "default allocator settings" : r.torchAllocConf)
-            << ")\n";
+        out << ", " << displayText(r.torchAllocConf.empty() ? "default allocator settings" : r.torchAllocConf) << ")\n";
     }
     std::string others;
     std::string strangers;

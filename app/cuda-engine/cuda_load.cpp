@@ -51,8 +51,7 @@ std::string visibleDevicesNote()
 }  // namespace
 
 CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck,
-                   const LoadSelection& sel, EventSink sink, TorchAllocatorConfig allocator,
-                   StagingSettings staging)
+                   const LoadSelection& sel, EventSink sink, TorchAllocatorConfig allocator, StagingSettings staging)
     : cu_(cu), nvml_(std::move(nvml)), gpus_(GpuMap::build(&cu_, nvml_.get())), ck_(ck), sel_(sel),
       sink_(std::move(sink)), allocatorConfig_(std::move(allocator)), settings_(staging), fill_(staging.threads)
 {
@@ -181,9 +180,15 @@ Expected<void> CudaLoad::stageBuffers()
 {
     while (staging_.size() < settings_.buffers) {
         void* p = nullptr;
-        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable),
-                                "allocating pinned staging memory");
-            !ok) {
+        const cuda::Result r = cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable);
+        if (r == cuda::kErrorOutOfMemory) {
+            // The driver says "out of memory" for host memory too; this one is not the GPU's.
+            return makeError(ErrorCode::LoadFailed,
+                             "could not pin " + humanBytes(settings_.bufferBytes) +
+                                 " of host memory for staging (the host, not the GPU, is out of pinnable memory: "
+                                 "free RAM, raise the locked-memory limit, or set CKPTSCOPE_CUDA_BUFFER_KIB lower)");
+        }
+        if (auto ok = cu_.check(r, "allocating pinned staging memory"); !ok) {
             return ok;
         }
         staging_.push_back(p);

@@ -86,7 +86,7 @@ private:
         // NVML lists processes on the device but never this one: a container's PID namespace
         // (NVML reports host PIDs) or a driver that hides them.
         bool pidHidden = false;
-        std::string blind;  // why NVML gives no figure for this process here, or ""
+        std::string blind;                   // why NVML gives no figure for this process here, or ""
         std::uint64_t freeAfterContext = 0;  // cuMemGetInfo once the context existed
         std::uint64_t lowestFree = 0;
         std::uint64_t allocated = 0;  // what this process asked cuMemAlloc for here

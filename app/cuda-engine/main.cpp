@@ -16,13 +16,13 @@
 #include "device/helper_protocol.h"
 #include "transform/options.h"
 
-#include <csignal>
-#include <poll.h>
-#include <unistd.h>
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <iostream>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -201,10 +201,8 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
     if (auto ok = load.load(*placements); !ok) {
         return failRank(ok.error());
     }
-    json loaded = {{"event", "loaded"},
-                   {"rank", rank},
-                   {"bytes_by_device", load.bytesByDevice()},
-                   {"uuids", load.touchedUuids()}};
+    json loaded = {
+        {"event", "loaded"}, {"rank", rank}, {"bytes_by_device", load.bytesByDevice()}, {"uuids", load.touchedUuids()}};
     json peaks = json::object();
     for (const auto& [device, uuid] : load.touchedUuids()) {
         if (auto ordinal = cudaOrdinal(device, *own)) {

@@ -242,7 +242,8 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
     const int gpus = map.cudaCount();
     if (gpus == 0) {
         return onFile(ErrorCode::DeviceUnavailable,
-                      "no NVIDIA GPU here (" + (map.cudaNote().empty() ? std::string("the driver sees none") : map.cudaNote()) +
+                      "no NVIDIA GPU here (" +
+                          (map.cudaNote().empty() ? std::string("the driver sees none") : map.cudaNote()) +
                           "): a DDP replay needs at least one",
                       request.path);
     }

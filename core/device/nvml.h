@@ -32,7 +32,8 @@ struct GpuMemory {
 struct NvmlDevice {
     int index = -1;
     int mig = -1;
-    NvmlDevice(int i, int m = -1) : index(i), mig(m) {}  // NOLINT(google-explicit-constructor,hicpp-explicit-conversions)
+    NvmlDevice(int i, int m = -1)
+        : index(i), mig(m) {}  // NOLINT(google-explicit-constructor,hicpp-explicit-conversions)
     [[nodiscard]] bool isMig() const { return mig >= 0; }
     friend bool operator==(const NvmlDevice&, const NvmlDevice&) = default;
 };
@@ -43,13 +44,13 @@ struct NvmlDevice {
 // that torch.device('cuda:N') means here, then those it does not see ("nvml:<i>"), which cannot be
 // loaded onto from here.
 struct DeviceInfo {
-    std::string id;    // "cpu", "cuda:0", ..., "nvml:3"
-    int index = -1;    // NVML index (of the parent GPU for a MIG instance), -1 for the CPU or unknown
-    int mig = -1;      // NVML's MIG device index under `index`, or -1
-    int cudaOrdinal = -1;   // CUDA's ordinal in this process, -1 when CUDA does not see it here
-    std::string pciBusId;   // "0000:65:00.0" (empty for the CPU or unknown)
-    std::string name;  // "NVIDIA H100 80GB HBM3", or the CPU model name
-    std::string uuid;  // "GPU-..." or "MIG-..." (empty for the CPU)
+    std::string id;        // "cpu", "cuda:0", ..., "nvml:3"
+    int index = -1;        // NVML index (of the parent GPU for a MIG instance), -1 for the CPU or unknown
+    int mig = -1;          // NVML's MIG device index under `index`, or -1
+    int cudaOrdinal = -1;  // CUDA's ordinal in this process, -1 when CUDA does not see it here
+    std::string pciBusId;  // "0000:65:00.0" (empty for the CPU or unknown)
+    std::string name;      // "NVIDIA H100 80GB HBM3", or the CPU model name
+    std::string uuid;      // "GPU-..." or "MIG-..." (empty for the CPU)
     std::uint64_t totalBytes = 0;
     std::uint64_t usedBytes = 0;
     std::vector<GpuProcess> processes;  // compute processes on this GPU (empty for the CPU)

@@ -115,9 +115,9 @@ struct TestloadReport {
     // "nvml-process", "driver-meminfo", "engine-allocations" (CUDA engine), "cuda-allocator",
     // "rss-anon" (LibTorch helper), "nvml-device" (the device's rise, when the helper gave none)
     std::string peakSource;
-    std::string peakNote;  // what was doubtful about the peak, or ""
-    std::string engine;           // "cuda" or "torch": which one loaded
-    std::string deviceName;       // "NVIDIA H100 80GB HBM3" (CUDA engine)
+    std::string peakNote;    // what was doubtful about the peak, or ""
+    std::string engine;      // "cuda" or "torch": which one loaded
+    std::string deviceName;  // "NVIDIA H100 80GB HBM3" (CUDA engine)
     // The CUDA engine: what the context took on the device before the first copy, and what
     // torch.load(map_location=device) would hold there (context + its caching allocator's segments).
     std::uint64_t contextBytes = 0;

@@ -237,8 +237,9 @@ TorchAllocatorPeak torchLoadPeak(const std::vector<std::uint64_t>& storageBytesI
         std::uint64_t block = 0;
         auto it = pool.lower_bound(size);
         // An oversize block serves only an oversize request, and one not 20 MiB beyond it.
-        const bool usable = it != pool.end() && (small || !((size < maxSplit && *it >= maxSplit) ||
-                                                            (size >= maxSplit && *it >= size + kLargeBuffer)));
+        const bool usable =
+            it != pool.end() &&
+            (small || !((size < maxSplit && *it >= maxSplit) || (size >= maxSplit && *it >= size + kLargeBuffer)));
         if (usable) {
             block = *it;
             pool.erase(it);

@@ -10,6 +10,7 @@
  *   FAKE_CUDA_NO_DEVICE     cuInit answers CUDA_ERROR_NO_DEVICE
  *   FAKE_CUDA_DELAY_US      a sleep in every host-to-device copy, to cancel a load mid-way
  *   FAKE_CUDA_DTOH_DELAY_US a sleep in every device-to-host copy: a slow --verify
+ *   FAKE_CUDA_HOST_OOM      cuMemHostAlloc answers CUDA_ERROR_OUT_OF_MEMORY (no pinnable host memory)
  *   FAKE_CUDA_LOG           a file each call of interest appends a line to ("ctx 1", "alloc 0 4096")
  *   FAKE_CUDA_ORDER         "1,0": the physical GPUs in CUDA's enumeration order (its default order,
  *                           FASTEST_FIRST, need not be NVML's PCI order)
@@ -332,6 +333,9 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags)
 {
     (void)flags;
+    if (getenv("FAKE_CUDA_HOST_OOM")) {
+        return OUT_OF_MEMORY; /* what the driver answers when it cannot pin host memory */
+    }
     *p = malloc(bytes);
     return *p ? OK : OUT_OF_MEMORY;
 }

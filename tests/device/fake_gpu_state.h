@@ -96,7 +96,10 @@ static inline int fakeMigGpu(void)
     const char* mig = getenv("FAKE_MIG_GPU");
     return mig && *mig ? atoi(mig) : -1;
 }
-static inline int fakeMigSlot(const struct FakeGpuState* s) { return (int)s->devices; }
+static inline int fakeMigSlot(const struct FakeGpuState* s)
+{
+    return (int)s->devices;
+}
 
 /* The UUID bytes of a slot: a physical GPU i is GPU-00000000-...-00000000000i, the MIG instance
  * MIG-11111111-...-00000000000k (k its parent), as both fakes print them. */

@@ -56,8 +56,14 @@ static unsigned pidOffset(void)
     return v ? (unsigned)strtoul(v, NULL, 10) : 0;
 }
 
-nvmlReturn_t nvmlInit_v2(void) { return 0; }
-nvmlReturn_t nvmlShutdown(void) { return 0; }
+nvmlReturn_t nvmlInit_v2(void)
+{
+    return 0;
+}
+nvmlReturn_t nvmlShutdown(void)
+{
+    return 0;
+}
 static unsigned deviceCount(void)
 {
     const struct FakeGpuState* s = fakeGpuState();
@@ -82,7 +88,10 @@ static int slotOf(void* dev)
     const struct FakeGpuState* s = fakeGpuState();
     return dev == &migDevice ? (s ? fakeMigSlot(s) : 0) : (int)((int*)dev - devices);
 }
-static int physicalOf(void* dev) { return dev == &migDevice ? fakeMigGpu() : (int)((int*)dev - devices); }
+static int physicalOf(void* dev)
+{
+    return dev == &migDevice ? fakeMigGpu() : (int)((int*)dev - devices);
+}
 nvmlReturn_t nvmlDeviceGetName(void* dev, char* name, unsigned len)
 {
     if (dev == &migDevice) {
@@ -200,7 +209,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* dev, unsigned* count,
     }
     return 0;
 }
-const char* nvmlErrorString(nvmlReturn_t r) { return r == 0 ? "Success" : "Fake error"; }
+const char* nvmlErrorString(nvmlReturn_t r)
+{
+    return r == 0 ? "Success" : "Fake error";
+}
 nvmlReturn_t nvmlSystemGetDriverVersion(char* v, unsigned len)
 {
     snprintf(v, len, "999.99-fake");

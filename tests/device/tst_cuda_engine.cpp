@@ -134,9 +134,9 @@ class TestCudaEngine : public QObject {
     Q_OBJECT
 
     QTemporaryDir m_files;
-    QString m_small;  // 3 x 8 MiB
-    QString m_many;   // 40 x 1 MiB
-    QString m_odd;    // random bytes, odd sizes (writeOddSizes)
+    QString m_small;   // 3 x 8 MiB
+    QString m_many;    // 40 x 1 MiB
+    QString m_odd;     // random bytes, odd sizes (writeOddSizes)
     QString m_eleven;  // 2 x 11 MiB: the allocator settings change what torch would reserve
     QString m_big;     // 1 x 48 MiB: one storage that takes a while to hash
     std::vector<std::string> m_oddHashes;
@@ -150,10 +150,10 @@ class TestCudaEngine : public QObject {
         qputenv("FAKE_CUDA_DEVICES", QByteArray(devices));
         qputenv("FAKE_CUDA_CONTEXT_MIB", QByteArray(qPrintable(QString::number(contextMib))));
         qputenv("FAKE_CUDA_LOG", QByteArray(qPrintable(m_machine->filePath(QStringLiteral("calls.log")))));
-        for (const char* v : {"FAKE_CUDA_DELAY_US", "FAKE_CUDA_NO_DEVICE", "FAKE_CUDA_DTOH_DELAY_US",
-                              "FAKE_NVML_PID_OFFSET", "FAKE_CUDA_ORDER", "CUDA_VISIBLE_DEVICES", "FAKE_MIG_GPU",
-                              "FAKE_MIG_MIB", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
-                              "CKPTSCOPE_HELPER_TIMEOUT"}) {
+        for (const char* v :
+             {"FAKE_CUDA_DELAY_US", "FAKE_CUDA_NO_DEVICE", "FAKE_CUDA_DTOH_DELAY_US", "FAKE_NVML_PID_OFFSET",
+              "FAKE_CUDA_ORDER", "CUDA_VISIBLE_DEVICES", "FAKE_MIG_GPU", "FAKE_MIG_MIB", "PYTORCH_CUDA_ALLOC_CONF",
+              "PYTORCH_ALLOC_CONF", "CKPTSCOPE_HELPER_TIMEOUT", "FAKE_CUDA_HOST_OOM"}) {
             qunsetenv(v);
         }
         qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray(FAKE_CUDA_PATH));
@@ -186,8 +186,7 @@ private Q_SLOTS:
         m_odd = writeOddSizes(m_files, m_oddHashes);
         m_eleven = writeCheckpoint(m_files, QStringLiteral("eleven.pt"), 2, 11);
         m_big = writeCheckpoint(m_files, QStringLiteral("big.pt"), 1, 48);
-        QVERIFY(!m_small.isEmpty() && !m_many.isEmpty() && !m_odd.isEmpty() && !m_eleven.isEmpty() &&
-                !m_big.isEmpty());
+        QVERIFY(!m_small.isEmpty() && !m_many.isEmpty() && !m_odd.isEmpty() && !m_eleven.isEmpty() && !m_big.isEmpty());
         QCOMPARE(m_oddHashes.size(), std::size_t{7});
     }
 
@@ -618,6 +617,18 @@ private Q_SLOTS:
         QVERIFY2(r.error().message.find("PYTORCH_CUDA_ALLOC_CONF") != std::string::npos, r.error().message.c_str());
     }
 
+    // The driver's "out of memory" when pinning host memory is about the host: the GPU is not blamed.
+    void pinnedHostOutOfMemoryIsNotTheGpus()
+    {
+        newMachine("1024");
+        qputenv("FAKE_CUDA_HOST_OOM", QByteArray("1"));
+        auto r = testLoad(request(m_small, "cuda:0"));
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ErrorCode::LoadFailed);
+        QVERIFY2(r.error().message.find("the host, not the GPU") != std::string::npos, r.error().message.c_str());
+        QCOMPARE(usedOn(0), 0ULL);
+    }
+
     // Hashing one large storage for --verify takes longer than the client's silence limit; the
     // engine keeps saying how far it is.
     void verifyOfALargeStorageKeepsTalking()
@@ -683,7 +694,8 @@ private Q_SLOTS:
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->failedRanks, 1);
-        const auto failed = std::find_if(r->ranks.begin(), r->ranks.end(), [](const auto& k) { return !k.error.empty(); });
+        const auto failed =
+            std::find_if(r->ranks.begin(), r->ranks.end(), [](const auto& k) { return !k.error.empty(); });
         QVERIFY(failed != r->ranks.end());
         QVERIFY(failed->bytesPlaced <= 16 * kMiB && failed->bytesPlaced % (8 * kMiB) == 0);
         QCOMPARE(failed->totalBytes, 24 * kMiB);

@@ -111,7 +111,8 @@ private Q_SLOTS:
             bytes.push_back(static_cast<std::uint64_t>(v.toInteger()));
         }
         const QJsonObject measured = doc[QStringLiteral("measured")].toObject()[conf].toObject()[sizes].toObject();
-        auto config = TorchAllocatorConfig::parse(conf == QStringLiteral("default") ? std::string() : conf.toStdString());
+        auto config =
+            TorchAllocatorConfig::parse(conf == QStringLiteral("default") ? std::string() : conf.toStdString());
         QVERIFY(config);
         const auto p = torchLoadPeak(bytes, *config);
         QCOMPARE(p.reservedBytes, static_cast<std::uint64_t>(measured[QStringLiteral("reserved")].toInteger()));

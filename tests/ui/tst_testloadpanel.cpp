@@ -14,11 +14,11 @@
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QSpinBox>
-#include <QTemporaryDir>
-#include <QScopeGuard>
 #include <QStandardItemModel>
+#include <QTemporaryDir>
 #include <QtTest>
 
 using namespace ckpt;
