@@ -19,7 +19,8 @@
 
 namespace ckpt::sharded::detail {
 
-// A negative size (a corrupt file) counts as no elements rather than wrapping around; one that overflows counts as UINT64_MAX (readers check sizes with util/checked.h first).
+// A negative size (a corrupt file) counts as no elements rather than wrapping around, and one that
+// overflows as UINT64_MAX (the readers check sizes with util/checked.h first).
 [[nodiscard]] inline std::uint64_t numelOf(const std::vector<std::int64_t>& size)
 {
     std::uint64_t n = 1;

@@ -185,8 +185,7 @@ Expected<void> readTensor(const Arena& a, const pickle::ObjectInfo& o, Item& ite
         }
         std::int64_t end = 0;
         const bool wraps = std::any_of(offsets->begin(), offsets->end(), [](auto o) { return o < 0; }) ||
-                           !checkedNumel(*sizes) ||
-                           [&] {
+                           !checkedNumel(*sizes) || [&] {
                                for (std::size_t d = 0; d < std::min(offsets->size(), sizes->size()); ++d) {
                                    if (!checkedAdd((*offsets)[d], (*sizes)[d], end)) {
                                        return true;
@@ -505,13 +504,13 @@ void checkFiles(Set& set)
         }
     }
     if (!unreadable.empty()) {
-        set.findings.push_back(finding("dcp-item-unreadable", "Items whose bytes are not in their data file",
-                                       std::to_string(unreadable.size()) +
-                                           " item(s) of .metadata point at bytes their data file does not hold: " +
-                                           listed(unreadable) +
-                                           ". torch.distributed.checkpoint.load and dcp_to_torch_save fail reading "
-                                           "them. A data file was cut short or replaced: copy it again from the "
-                                           "save."));
+        set.findings.push_back(
+            finding("dcp-item-unreadable", "Items whose bytes are not in their data file",
+                    std::to_string(unreadable.size()) +
+                        " item(s) of .metadata point at bytes their data file does not hold: " + listed(unreadable) +
+                        ". torch.distributed.checkpoint.load and dcp_to_torch_save fail reading "
+                        "them. A data file was cut short or replaced: copy it again from the "
+                        "save."));
     }
     std::vector<std::string> unlisted;
     for (const auto& t : set.meta.items) {
@@ -1245,7 +1244,8 @@ Expected<void> detail::placeBox(const std::string& name, DType dtype, const std:
     for (std::size_t d = 0; d < nd; ++d) {
         std::uint64_t span = 0;
         if (src.stride[d] < 0 ||
-            !checkedMul(static_cast<std::uint64_t>(box.sizes[d] - 1), static_cast<std::uint64_t>(src.stride[d]), span) ||
+            !checkedMul(static_cast<std::uint64_t>(box.sizes[d] - 1), static_cast<std::uint64_t>(src.stride[d]),
+                        span) ||
             !checkedAdd(reach, span, reach)) {
             return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative or overflowing stride");
         }
@@ -1410,8 +1410,8 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
         stored = checkedAdd(stored, c.at.length, stored) ? stored : UINT64_MAX;
     }
     if (nbytes / 4 > stored && nbytes > (64ULL << 20)) {
-        return makeError(ErrorCode::Limit, "tensor '" + t.fqn + "' is " + humanBytes(nbytes) + " but its chunks store " +
-                                               humanBytes(stored) +
+        return makeError(ErrorCode::Limit, "tensor '" + t.fqn + "' is " + humanBytes(nbytes) +
+                                               " but its chunks store " + humanBytes(stored) +
                                                ": its chunks repeat elements, which no DCP writer does; not assembled");
     }
     return sharded::detail::writeRecord(

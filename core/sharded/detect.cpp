@@ -359,8 +359,7 @@ bool isHubBlob(const fs::path& home, const fs::path& real)
 
 }  // namespace
 
-Expected<std::string> detail::memberPath(const std::string& folder, const std::string& name,
-                                         const std::string& entry)
+Expected<std::string> detail::memberPath(const std::string& folder, const std::string& name, const std::string& entry)
 {
     const fs::path dir = folder.empty() ? fs::path(".") : fs::path(folder);
     auto refuse = [&](const std::string& why) {

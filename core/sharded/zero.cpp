@@ -770,8 +770,9 @@ Expected<void> Builder::addParams12()
                                                          "(zero_to_fp32: consumed more numels than available)");
             }
             if (!checkedAdd(offset, numel, offset)) {
-                return makeError(ErrorCode::Limit, "group " + std::to_string(g) + ": param_shapes add up to more "
-                                                   "elements than a tensor can hold");
+                return makeError(ErrorCode::Limit, "group " + std::to_string(g) +
+                                                       ": param_shapes add up to more "
+                                                       "elements than a tensor can hold");
             }
         }
         // zero_to_fp32's check: both totals agree once rounded up to the 2 x world alignment
@@ -1222,8 +1223,8 @@ Expected<void> checkTagFolder(const SetLocation& loc)
     if (name == "." || name == ".." || ec || real.parent_path() != home) {
         const std::string named = tag.lexically_relative(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir)).string();
         const std::string where = real.empty() ? std::string() : ", which resolves to " + real.string() + ",";
-        Error e = makeError(ErrorCode::Corrupt, "latest names '" + named + "'" + where +
-                                                    " not a tag folder inside " + loc.dir +
+        Error e = makeError(ErrorCode::Corrupt, "latest names '" + named + "'" + where + " not a tag folder inside " +
+                                                    loc.dir +
                                                     ": a ZeRO checkpoint's tag folder is a child of the folder "
                                                     "holding latest, so nothing was read");
         e.path = (fs::path(loc.dir) / "latest").string();

@@ -137,22 +137,42 @@ private Q_SLOTS:
         const QStringList none;
         const QStringList strip{QStringLiteral("--strip-prefix"), QStringLiteral("model.")};
         const QStringList st{QStringLiteral("--format"), QStringLiteral("safetensors")};
-        QTest::newRow("hf folder -> shard") << "hf_st" << "" << "model-00001-of-*.safetensors" << none;
-        QTest::newRow("hf folder -> index") << "hf_st" << "" << "model.safetensors.index.json" << none;
-        QTest::newRow("hf index -> index, edited") << "hf_st" << "model.safetensors.index.json"
+        QTest::newRow("hf folder -> shard") << "hf_st"
+                                            << ""
+                                            << "model-00001-of-*.safetensors" << none;
+        QTest::newRow("hf folder -> index") << "hf_st"
+                                            << ""
+                                            << "model.safetensors.index.json" << none;
+        QTest::newRow("hf index -> index, edited") << "hf_st"
+                                                   << "model.safetensors.index.json"
                                                    << "model.safetensors.index.json" << strip;
-        QTest::newRow("hf shard -> other shard, safetensors") << "hf_bin" << "pytorch_model-00001-of-*.bin"
+        QTest::newRow("hf shard -> other shard, safetensors") << "hf_bin"
+                                                              << "pytorch_model-00001-of-*.bin"
                                                               << "pytorch_model-00002-of-*.bin" << st;
-        QTest::newRow("hf bin folder -> index") << "hf_bin" << "" << "pytorch_model.bin.index.json" << none;
-        QTest::newRow("zero folder -> latest") << "zero2" << "" << "latest" << none;
+        QTest::newRow("hf bin folder -> index") << "hf_bin"
+                                                << ""
+                                                << "pytorch_model.bin.index.json" << none;
+        QTest::newRow("zero folder -> latest") << "zero2"
+                                               << ""
+                                               << "latest" << none;
         QTest::newRow("zero folder -> optim states, safetensors")
-            << "zero2" << "" << "global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt" << st;
-        QTest::newRow("zero rank file -> model states") << "zero2" << "global_step3/zero_pp_rank_0_mp_rank_00_optim_states.pt"
+            << "zero2"
+            << ""
+            << "global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt" << st;
+        QTest::newRow("zero rank file -> model states") << "zero2"
+                                                        << "global_step3/zero_pp_rank_0_mp_rank_00_optim_states.pt"
                                                         << "global_step3/mp_rank_00_model_states.pt" << none;
-        QTest::newRow("dcp folder -> .metadata") << "dcp" << "" << ".metadata" << none;
-        QTest::newRow("dcp folder -> data file, edited") << "dcp" << "" << "__0_0.distcp" << strip;
-        QTest::newRow("fsdp folder -> rank file") << "fsdp" << "" << "pytorch_model_fsdp_0_rank1.bin" << none;
-        QTest::newRow("fsdp rank file -> other, edited") << "fsdp" << "pytorch_model_fsdp_0_rank0.bin"
+        QTest::newRow("dcp folder -> .metadata") << "dcp"
+                                                 << ""
+                                                 << ".metadata" << none;
+        QTest::newRow("dcp folder -> data file, edited") << "dcp"
+                                                         << ""
+                                                         << "__0_0.distcp" << strip;
+        QTest::newRow("fsdp folder -> rank file") << "fsdp"
+                                                  << ""
+                                                  << "pytorch_model_fsdp_0_rank1.bin" << none;
+        QTest::newRow("fsdp rank file -> other, edited") << "fsdp"
+                                                         << "pytorch_model_fsdp_0_rank0.bin"
                                                          << "pytorch_model_fsdp_0_rank1.bin" << strip;
     }
     void convertNeverWritesOverAMember()
@@ -211,9 +231,9 @@ private Q_SLOTS:
         const QString dir = copyOf(QStringLiteral("zero_dotdot"));
         // The parent holds a readable ZeRO tag folder's files, as in the report.
         QProcess cp;
-        cp.start(QStringLiteral("sh"), {QStringLiteral("-c"), QStringLiteral("cp -a '%1'/global_step3/. '%2'/")
-                                                                 .arg(m_gen.filePath(QStringLiteral("zero2")),
-                                                                      QFileInfo(dir).path())});
+        cp.start(QStringLiteral("sh"),
+                 {QStringLiteral("-c"), QStringLiteral("cp -a '%1'/global_step3/. '%2'/")
+                                            .arg(m_gen.filePath(QStringLiteral("zero2")), QFileInfo(dir).path())});
         QVERIFY(cp.waitForFinished());
         for (const char* cmd : {"inspect", "check"}) {
             const auto r = run({cmd, s(dir)});
@@ -279,7 +299,8 @@ private Q_SLOTS:
     void dcpCheckReportsItemsPastTheEnd()
     {
         const auto r = run({"check", s(copyOf(QStringLiteral("dcp_past_end")))});
-        QVERIFY2(r.rc == 1 && r.out.contains("dcp-item-unreadable"), qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        QVERIFY2(r.rc == 1 && r.out.contains("dcp-item-unreadable"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
     }
 
     // ---- sizes that overflow ----------------------------------------------------------------------
@@ -295,7 +316,8 @@ private Q_SLOTS:
             const QString out = m_work.filePath(QStringLiteral("%1.pt").arg(QString::fromLatin1(set)));
             checkRefused(run({"convert", s(dir), "-o", s(out)}));
             QVERIFY(!QFile::exists(out));
-            QVERIFY(QDir(m_work.path()).entryList({QStringLiteral(".*ckptscope-*")}, QDir::Hidden | QDir::Files).isEmpty());
+            QVERIFY(
+                QDir(m_work.path()).entryList({QStringLiteral(".*ckptscope-*")}, QDir::Hidden | QDir::Files).isEmpty());
         }
         // A ZeRO param of [2^62, 4]: signed overflow, the tensor written over 0 bytes, exit 0.
         const QString out = m_work.filePath(QStringLiteral("zero_huge.pt"));
@@ -338,16 +360,15 @@ private Q_SLOTS:
         const QString lone = m_work.filePath(QStringLiteral("lone.pt"));
         makeFifo(lone);
         const QString out = m_work.filePath(QStringLiteral("fifo.pt"));
-        for (const auto& args : std::vector<std::vector<std::string>>{
-                 {"inspect", s(hf)},
-                 {"convert", s(hf), "-o", s(out)},
-                 {"check", s(dcpData)},
-                 {"check", s(dcpMeta)},
-                 {"check", s(zero)},
-                 {"check", s(fsdp)},
-                 {"inspect", s(lone)},
-                 {"check", s(lone)},
-                 {"diff", s(lone), s(lone)}}) {
+        for (const auto& args : std::vector<std::vector<std::string>>{{"inspect", s(hf)},
+                                                                      {"convert", s(hf), "-o", s(out)},
+                                                                      {"check", s(dcpData)},
+                                                                      {"check", s(dcpMeta)},
+                                                                      {"check", s(zero)},
+                                                                      {"check", s(fsdp)},
+                                                                      {"inspect", s(lone)},
+                                                                      {"check", s(lone)},
+                                                                      {"diff", s(lone), s(lone)}}) {
             const auto r = run(args, 20000);
             const QString what = QString::fromStdString(args.front() + " " + args[1] + ": ") + describe(r);
             QVERIFY2(!r.timedOut, qPrintable(what));
