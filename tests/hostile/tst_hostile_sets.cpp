@@ -222,6 +222,14 @@ private Q_SLOTS:
         QVERIFY2(ok.rc == 0, qPrintable(describe(ok)));
     }
 
+    // `--shard-size ''` was ignored: one file written where a sharded folder was asked for.
+    void emptyShardSizeIsRefused()
+    {
+        const QString out = m_work.filePath(QStringLiteral("empty-size"));
+        checkRefused(run({"convert", s(copyOf(QStringLiteral("hf_st"))), "-o", s(out), "--shard-size", ""}));
+        QVERIFY(!QFile::exists(out));
+    }
+
     // ---- reading outside the set ------------------------------------------------------------------
 
     // `latest` holding `..` made the set the parent folder's rank files, listed and converted with
