@@ -288,15 +288,52 @@ Expected<std::vector<Placement>> placementsOf(const Arena& a, ValueId list, cons
     return out;
 }
 
-// The mesh's shape. PyTorch up to 2.8 pickles the `mesh` tensor of global ranks; 2.9+ pickles a
-// _MeshLayout (shape, stride) over the root's `_rank_map` (device_mesh.py __getstate__).
+// The product of an int or a (nested) tuple of ints: a _FlatLayout's size.
+std::optional<std::int64_t> flatSize(const Arena& a, ValueId id, int depth = 0)
+{
+    if (auto one = integer(a, id)) {
+        return *one;
+    }
+    if (!id.valid() || a[id].kind != Kind::Tuple || depth > 8) {
+        return std::nullopt;
+    }
+    std::int64_t n = 1;
+    for (const auto i : a[id].items) {
+        auto s = flatSize(a, i, depth + 1);
+        if (!s || *s < 0 || (*s > 0 && n > (std::int64_t{1} << 40) / *s)) {
+            return std::nullopt;
+        }
+        n *= *s;
+    }
+    return n;
+}
+
+// The mesh's shape. PyTorch up to 2.8 pickles the `mesh` tensor of global ranks; 2.9 to 2.13 a
+// _MeshLayout (shape, stride) over the root's `_rank_map` (device_mesh.py __getstate__); 2.14 a
+// _MeshLayout of `axes`, one _FlatLayout (shape, stride) per mesh dimension, whose size is the
+// product of its shape (torch/distributed/_mesh_layout.py, _MeshLayout.top_level_sizes).
 std::optional<std::vector<std::int64_t>> meshShapeOf(const Arena& a, ValueId mesh)
 {
     if (const ValueId t = objField(a, mesh, "mesh"); t.valid() && a[t].kind == Kind::Tensor) {
         const auto& shape = pickle::tensorOf(a, t).shape;
         return std::vector<std::int64_t>(shape.begin(), shape.end());
     }
-    const ValueId shape = objField(a, objField(a, mesh, "_layout"), "shape");
+    const ValueId layout = objField(a, mesh, "_layout");
+    if (const ValueId axes = objField(a, layout, "axes"); axes.valid()) {
+        if (a[axes].kind != Kind::Tuple && a[axes].kind != Kind::List) {
+            return std::nullopt;
+        }
+        std::vector<std::int64_t> out;
+        for (const auto axis : a[axes].items) {
+            auto n = flatSize(a, objField(a, axis, "shape"));
+            if (!n) {
+                return std::nullopt;
+            }
+            out.push_back(*n);
+        }
+        return out;
+    }
+    const ValueId shape = objField(a, layout, "shape");
     if (auto one = integer(a, shape)) {
         return std::vector<std::int64_t>{*one};
     }
