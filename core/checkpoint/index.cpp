@@ -384,10 +384,10 @@ void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& us
             const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
             // UntypedStorage and TypedStorage live in torch.storage, as torch.save names them.
             addGlobalUse(uses,
-                         s.className.empty() || s.untyped ? "torch.storage." + (s.className.empty()
-                                                                                    ? std::string("UntypedStorage")
-                                                                                    : s.className.str())
-                                                          : "torch." + s.className.str(),
+                         s.className.empty() || s.untyped
+                             ? "torch.storage." +
+                                   (s.className.empty() ? std::string("UntypedStorage") : s.className.str())
+                             : "torch." + s.className.str(),
                          path, usage);
             break;
         }
