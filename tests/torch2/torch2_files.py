@@ -4,7 +4,8 @@ against that PyTorch reading them. Runs inside the root (scripts/torch2-python.s
 runs the host's ckptscope through the bind-mounted build tree.
 
     torch2_files.py write OUT                    every file, written by the real writers
-    torch2_files.py check CKPTSCOPE OUT NAME...  each named file (its stem under OUT)
+    torch2_files.py check CKPTSCOPE OUT NAME...  each named file (its stem under OUT, or its path
+                                                 under OUT: a file another writer made)
 
 For each file, `check` asks:
 - `inspect --json` lists exactly the tensors torch.load(weights_only=False) gives, at the same key
@@ -272,43 +273,60 @@ def check_file(tool, path, work):
 def check_rank_file(tool, path, work):
     """One FSDP2 rank's DTensors alone (issue 25): inspect shows each tensor's local piece (shape
     and bytes) beside the global shape; check raises dtensor-rank-files; convert --single-card
-    never writes a file without the rank's data: it writes each local piece as a plain tensor,
-    bit for bit, and says so."""
+    never writes a file without the rank's data: read as an ordinary file, it writes each local
+    piece as a plain tensor, bit for bit, and says so; named as a rank file (rank0.pt), it is read
+    as one rank of a set, and convert refuses it (exit 2, nothing written)."""
+    import shutil
     from torch.distributed.tensor import DTensor
     errors = []
     sd = torch.load(path, weights_only=False, map_location="cpu")
+    local = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in sd.items()}
     info = json.loads(run(tool, "inspect", "--json", path).stdout)
-    mine = {t["key"]: t for t in info["tensors"]}
+    mine = {t["path"]: t for t in info["tensors"]}
     for k, v in sd.items():
         m = mine.get(k)
         if m is None:
             errors.append(f"inspect: {k} missing")
             continue
-        local = v.to_local() if isinstance(v, DTensor) else v
-        got = (m.get("shape"), m.get("local_shape"), m.get("local_bytes"))
-        exp = (list(v.shape), list(local.shape), local.numel() * local.element_size())
+        piece = m.get("dtensor", {"local_shape": m["shape"], "local_bytes": m["nbytes"]})
+        got = (m["shape"], piece["local_shape"], piece["local_bytes"])
+        exp = (list(v.shape), list(local[k].shape), local[k].numel() * local[k].element_size())
         if got != exp:
-            errors.append(f"inspect: {k}: ckptscope (shape, local_shape, local_bytes) {got}, torch {exp}")
+            errors.append(f"inspect: {k}: ckptscope (shape, local shape, local bytes) {got}, torch {exp}")
     codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
     if "dtensor-rank-files" not in codes:
         errors.append(f"check: no dtensor-rank-files ({codes})")
     out = os.path.join(work, os.path.basename(path) + ".single-card.pt")
-    r = subprocess.run([tool, "convert", path, "--single-card", "-o", out], capture_output=True, text=True)
-    if r.returncode == 2 and not os.path.exists(out):
-        return errors  # refused, in one line, with nothing written: no data lost
-    if r.returncode != 0:
-        return errors + [f"convert exited {r.returncode}: {r.stderr.strip()[:200]}"]
+    r = run(tool, "convert", path, "--single-card", "-o", out)
     got, refused = default_load(out)
     if refused:
         return errors + [f"convert: the default torch.load refuses the output: {refused}"]
-    for k, v in sd.items():
-        local = v.to_local() if isinstance(v, DTensor) else v
+    for k, want in local.items():
         g = got.get(k)
-        if g is None or g.dtype != local.dtype or g.shape != local.shape or raw(g) != raw(local):
-            errors.append(f"convert: {k} is not rank 0's local piece {list(local.shape)} "
+        if g is None or g.dtype != want.dtype or g.shape != want.shape or raw(g) != raw(want):
+            errors.append(f"convert: {k} is not rank 0's local piece {list(want.shape)} "
                           f"(got {None if g is None else list(g.shape)})")
-    if "one rank" not in (r.stdout + r.stderr):
+    if "one rank's piece" not in r.stdout:
         errors.append(f"convert did not say the output holds one rank's pieces: {r.stdout.strip()[:200]}")
+
+    ranked = os.path.join(work, "ranked")
+    os.makedirs(ranked, exist_ok=True)
+    shutil.copy(path, os.path.join(ranked, "rank0.pt"))
+    info = json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt")).stdout)
+    for t in info["tensors"]:
+        want = local[t["key"]]
+        got = [(s["local_shape"], s["local_bytes"]) for s in t["shards"]]
+        if got != [(list(want.shape), want.numel() * want.element_size())]:
+            errors.append(f"inspect rank0.pt: {t['key']}: local pieces {got}")
+    if "dtensor-rank-files" not in json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt"))
+                                              .stdout)["finding_codes"]:
+        errors.append("inspect rank0.pt: no dtensor-rank-files")
+    out = os.path.join(ranked, "out.pt")
+    r = subprocess.run([tool, "convert", os.path.join(ranked, "rank0.pt"), "--single-card", "-o", out],
+                       capture_output=True, text=True)
+    if r.returncode != 2 or os.path.exists(out) or len(r.stderr.strip().splitlines()) != 1:
+        errors.append(f"convert rank0.pt alone: exit {r.returncode}, output {'written' if os.path.exists(out) else 'none'}, "
+                      f"stderr {r.stderr.strip()[:200]!r}")
     return errors
 
 
@@ -330,7 +348,8 @@ def main():
         return 0
     failed = 0
     for name in args.names:
-        path = os.path.join(args.out, name + ".pt")
+        path = os.path.join(args.out, name)
+        path = path if os.path.isfile(path) else path + ".pt"
         work = os.path.join(args.out, "work")
         os.makedirs(work, exist_ok=True)
         try:

@@ -210,8 +210,11 @@ def step_accelerate(out):
     script = os.path.join(out, "accelerate_job.py")
     with open(script, "w") as f:
         f.write(ACCELERATE_SRC)
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-                        "--master_port=29513", script, out, here], env=env, capture_output=True, text=True)
+    # One process, given the environment torchrun would give it: torchrun's own rendezvous store
+    # asks for libuv, which Debian's PyTorch is built without, whatever USE_LIBUV says.
+    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT="29513")
+    r = subprocess.run([sys.executable, script, out, here], env=env, capture_output=True, text=True)
     print(r.stdout[-6000:], r.stderr[-6000:])
     r.check_returncode()
     os.remove(script)
