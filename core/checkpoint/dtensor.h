@@ -45,7 +45,7 @@ struct Parts {
 struct LocalPiece {
     std::vector<std::int64_t> shape;
     std::uint64_t bytes = 0;
-    std::string placements;                        // placementsText
+    std::string placements;                         // placementsText
     std::optional<std::vector<std::int64_t>> mesh;  // meshShape
 };
 [[nodiscard]] std::optional<LocalPiece> localPiece(const pickle::Arena& a, const pickle::TensorInfo& t);
