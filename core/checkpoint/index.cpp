@@ -382,7 +382,12 @@ void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& us
             break;
         case Kind::Storage: {
             const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
-            addGlobalUse(uses, "torch." + (s.className.empty() ? std::string("UntypedStorage") : s.className.str()),
+            // UntypedStorage and TypedStorage live in torch.storage, as torch.save names them.
+            addGlobalUse(uses,
+                         s.className.empty() || s.untyped
+                             ? "torch.storage." +
+                                   (s.className.empty() ? std::string("UntypedStorage") : s.className.str())
+                             : "torch." + s.className.str(),
                          path, usage);
             break;
         }

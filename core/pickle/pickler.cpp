@@ -234,7 +234,9 @@ private:
         }
         byte(op::MARK);
         writeStr("storage");
-        writeGlobal("torch", cls);
+        // torch.save names the class by its __module__; 2.6+'s weights_only allowlist knows
+        // `torch.storage.UntypedStorage` only (docs/format.md §5.2).
+        writeGlobal(s.untyped ? "torch.storage" : "torch", cls);
         writeStr(s.key);
         writeStr(s.location);
         writeInt(static_cast<std::int64_t>(s.numel));
