@@ -6,9 +6,10 @@
 #                                      LibTorch, libstdc++ and libgcc linked statically, so it runs on
 #                                      a bare GPU box with no headers, apt or network;
 #   scripts/gpu-proof.sh run [OUTDIR]  there, with gpubin/ beside it and PyTorch 2.x as the oracle:
-#                                      every step below, in under 8 minutes, each step's output in
-#                                      OUTDIR (default $OUT, else /tmp/gpu-proof) and a summary at the
-#                                      end; bench/RESULTS.md gets what it says, with the date and card.
+#                                      every step below, in under 8 minutes; OUTDIR (default $OUT,
+#                                      else /tmp/gpu-proof) gets proof.log (everything printed) and
+#                                      results.json (every step's JSON without its timeline);
+#                                      bench/RESULTS.md gets what it says, with the date and card.
 #
 # The steps, and what each settles that the fakes (tests/device/fake_*.c) cannot:
 #   1. identity: nvidia-smi's view, the engine's UUID/bus id/NVML index for cuda:0, context and peak
@@ -24,7 +25,8 @@
 #      memory returns to its baseline;
 #   8. kill -9 mid-load: memory back to baseline;
 #   9. the staging ring byte-exact with 1 MiB buffers (many wrap-arounds), 1 and 16 host threads,
-#      then GB/s on 4 GiB against pinned host-to-device bandwidth (best of 3).
+#      then GB/s on 4 GiB against pinned host-to-device bandwidth (best of 3), and the ring's depth
+#      against its buffer size (CKPTSCOPE_CUDA_BUFFERS x CKPTSCOPE_CUDA_BUFFER_KIB).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -43,8 +45,30 @@ bundle() {
 }
 
 run() {
-    local out=${1:-${OUT:-/tmp/gpu-proof}} bin=$root/gpubin py=${PYTHON:-python3}
+    local dest=${1:-${OUT:-/tmp/gpu-proof}}
+    mkdir -p "$dest"
+    steps 2>&1 | tee "$dest/proof.log"
+    # Every step's JSON in one file, timelines left out (they are most of the bytes).
+    "${PYTHON:-python3}" - "${WORK_DIR:-/tmp/gpu-proof-work}/json" "$dest/results.json" <<'PY'
+import json, os, sys
+src, dst = sys.argv[1], sys.argv[2]
+out = {}
+for name in sorted(os.listdir(src)):
+    try:
+        d = json.load(open(os.path.join(src, name)))
+    except (OSError, ValueError):
+        d = open(os.path.join(src, name)).read()[:2000]
+    if isinstance(d, dict):
+        d.pop("timeline", None)
+    out[name] = d
+json.dump(out, open(dst, "w"), indent=1)
+PY
+}
+
+steps() {
+    local bin=$root/gpubin py=${PYTHON:-python3}
     local w=${WORK_DIR:-/tmp/gpu-proof-work}
+    local out=$w/json
     mkdir -p "$out" "$w"
     export CKPTSCOPE_CUDA_ENGINE=$bin/ckptscope-cuda-engine
     local t0=$SECONDS
@@ -133,6 +157,14 @@ PY
     for t in 1 2 3; do
         "$bin/ckptscope" testload "$w/c4.pt" --device cuda:0 --json >"$out/t4_$t.json"
     done
+    # The ring's depth against its buffer size (buffers x KiB), best of 2 each, on the same file.
+    local ring
+    for ring in 3x32768 6x32768 3x131072 4x65536 6x65536 8x65536; do
+        for t in 1 2; do
+            CKPTSCOPE_CUDA_BUFFERS=${ring%x*} CKPTSCOPE_CUDA_BUFFER_KIB=${ring#*x} "$bin/ckptscope" testload "$w/c4.pt" \
+                --device cuda:0 --json >"$out/ring_${ring}_$t.json"
+        done
+    done
     "$py" - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -142,6 +174,15 @@ best = max(runs, key=lambda r: r["gb_per_s"])
 pinned = base["pinned_h2d_gb_per_s"]
 print(f"4 GiB: {best['gb_per_s']:.2f} GB/s, {100 * best['gb_per_s'] / pinned:.0f}% of pinned {pinned:.2f} GB/s "
       f"(target >= 70%); runs {[round(r['gb_per_s'], 2) for r in runs]}")
+sweep = {}
+for name in sorted(os.listdir(out)):
+    if name.startswith("ring_"):
+        r = json.load(open(os.path.join(out, name)))
+        if "gb_per_s" in r:
+            key = name[5:].rsplit("_", 1)[0]
+            sweep[key] = max(sweep.get(key, 0), r["gb_per_s"])
+for key, gbs in sorted(sweep.items(), key=lambda kv: -kv[1]):
+    print(f"ring {key}: {gbs:.2f} GB/s ({100 * gbs / pinned:.0f}% of pinned)")
 t1 = json.load(open(os.path.join(out, "t1.json")))
 seen = base["torch_load_process_bytes"]
 pred = t1["torch_load_peak_bytes"]

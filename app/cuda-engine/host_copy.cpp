@@ -38,7 +38,9 @@ StagingSettings StagingSettings::fromEnvironment()
     s.threads = static_cast<unsigned>(fromEnv("CKPTSCOPE_CUDA_THREADS", std::min(cores, 16U), 1, 64));
     // Three 64 MiB buffers (192 MiB pinned): one filling, two queued for the link; larger buffers
     // mean fewer hand-offs between the threads (64 MiB beat 32 and 16 there).
-    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 64 * kKiB, 64, 64 * kKiB) * kKiB;
+    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 64 * kKiB, 64, 256 * kKiB) * kKiB;
+    // How deep the ring is: scripts/gpu-proof.sh sweeps it against the buffer size on the card.
+    s.buffers = fromEnv("CKPTSCOPE_CUDA_BUFFERS", s.buffers, 2, 16);
     return s;
 }
 
