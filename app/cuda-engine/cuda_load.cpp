@@ -205,10 +205,10 @@ std::optional<std::uint64_t> CudaLoad::processBytes(const DeviceState& d) const
     if (!procs) {
         return std::nullopt;
     }
-    const auto self = static_cast<std::uint32_t>(::getpid());
+    const auto self = selfPidsAsNvmlSees();
     for (const auto& p : *procs) {
         // A row of 0 bytes is NVML saying it cannot tell (a MIG instance without privileges).
-        if (p.pid == self && p.usedBytes > 0) {
+        if (std::find(self.begin(), self.end(), p.pid) != self.end() && p.usedBytes > 0) {
             return p.usedBytes;
         }
     }
@@ -224,8 +224,9 @@ std::string CudaLoad::whyNoProcessFigure(DeviceState& d) const
     if (!procs) {
         return "NVML cannot list this device's processes (" + procs.error().message + ")";
     }
-    const auto self = static_cast<std::uint32_t>(::getpid());
-    if (std::any_of(procs->begin(), procs->end(), [&](const GpuProcess& p) { return p.pid == self; })) {
+    const auto self = selfPidsAsNvmlSees();
+    if (std::any_of(procs->begin(), procs->end(),
+                    [&](const GpuProcess& p) { return std::find(self.begin(), self.end(), p.pid) != self.end(); })) {
         return "NVML lists this process without its memory (a MIG instance without administrator rights)";
     }
     if (procs->empty()) {

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace ckpt::device {
 
@@ -343,6 +344,24 @@ std::string Nvml::driverVersion() const
     }
     std::array<char, 96> buf{};
     return impl_->driverVersion(buf.data(), buf.size()) == kSuccess ? std::string(buf.data()) : std::string();
+}
+
+std::vector<std::uint32_t> selfPidsAsNvmlSees()
+{
+    const auto pid = static_cast<std::uint32_t>(::getpid());
+    std::vector<std::uint32_t> out{pid};
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+        if (line.rfind("NSpid:", 0) == 0) {
+            std::istringstream ls(line.substr(6));
+            std::uint32_t outer = 0;
+            if (ls >> outer && outer != pid) {
+                out.push_back(outer);
+            }
+            break;
+        }
+    }
+    return out;
 }
 
 GpuMemory systemMemory()

@@ -102,6 +102,11 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The PIDs this process may have in NVML's process list: getpid(), and the first of NSpid in
+// /proc/self/status when it differs (a nested PID namespace whose /proc was mounted outside it shows
+// the outer PID there, which is the one NVML reports).
+[[nodiscard]] std::vector<std::uint32_t> selfPidsAsNvmlSees();
+
 // System RAM from /proc/meminfo: total = MemTotal, used = MemTotal - MemAvailable.
 [[nodiscard]] GpuMemory systemMemory();
 

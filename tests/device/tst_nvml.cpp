@@ -162,6 +162,15 @@ private Q_SLOTS:
         QCOMPARE(t.devices.size(), std::size_t{1});
         QVERIFY(t.samples.size() >= 3);
     }
+
+    // Outside a nested PID namespace NVML knows this process by getpid() alone.
+    void selfPidIsGetpidHere()
+    {
+        const auto pids = selfPidsAsNvmlSees();
+        QVERIFY(!pids.empty());
+        QCOMPARE(pids[0], static_cast<std::uint32_t>(getpid()));
+        QVERIFY(pids.size() <= 2);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestNvml)
