@@ -144,7 +144,7 @@ PY
     step "8. kill -9 mid-load, then memory back"
     base=$(used)
     CKPTSCOPE_CUDA_THREADS=1 "$bin/ckptscope" testload "$w/c4.pt" --device cuda:0 & local p=$!
-    sleep 1.2; echo "mid-load MiB: $(used)"; kill -9 "$p"; wait "$p" 2>/dev/null
+    sleep 0.8; echo "mid-load MiB: $(used) (engine alive: $(pgrep -c ckptscope-cuda))"; kill -9 "$p"; wait "$p" 2>/dev/null
     sleep 2; echo "memory.used MiB: before $base, after $(used)"
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 
