@@ -14,8 +14,11 @@
 # The steps, and what each settles that the fakes (tests/device/fake_*.c) cannot:
 #   1. identity: nvidia-smi's view, the engine's UUID/bus id/NVML index for cuda:0, context and peak
 #      sources on a bare host (nvml-process expected);
-#   2. a PID namespace made with unshare: NVML reports host PIDs there, so the engine must fall back
-#      (driver-meminfo / nvml-device) and still measure the context and peak, never 0 B;
+#   2. a PID namespace: with unshare (driver 580 translated PIDs into the namespace on the lent H100,
+#      so NVML still found the engine there), then with NVML reporting every PID as foreign
+#      (bench/testload/nvml_foreign_pids.c over the real driver, as a container without that
+#      translation sees it): the engine must fall back (driver-meminfo / nvml-device) and still
+#      measure the context and peak within a few MiB of the bare figures, never 0 B;
 #   3. torch's truth on the same file: pinned bandwidth, torch.load time, reserved and process bytes;
 #   4. --verify byte-exact, and one 3 GiB storage hashed under a 5 s silence limit (the heartbeat);
 #   5. CUDA_VISIBLE_DEVICES by UUID (same card, same identity) and empty (exit 2, one line);
@@ -40,6 +43,8 @@ bundle() {
     rm -rf "$root/gpubin" && mkdir -p "$root/gpubin"
     cp "$build/app/ckptscope" "$build/app/cuda-engine/ckptscope-cuda-engine" "$root/gpubin/"
     strip "$root/gpubin/"*
+    # NVML as a container shows it (every PID foreign), over the real driver: step 2's fallback.
+    cc -shared -fPIC -O2 -o "$root/gpubin/libnvml-foreign.so" "$root/bench/testload/nvml_foreign_pids.c" -ldl || return 1
     echo "gpubin/: $(du -sh "$root/gpubin" | cut -f1); shared libraries the bundle needs:"
     ldd "$root/gpubin/ckptscope" | awk '{print "  " $1}'
 }
@@ -97,6 +102,10 @@ steps() {
     else
         echo "unshare --pid is not allowed here: skipped"
     fi
+    CKPTSCOPE_NVML_LIBRARY=$bin/libnvml-foreign.so "$bin/ckptscope" testload "$w/c1.pt" --device cuda:0 --json \
+        >"$out/t1_foreign.json"
+    echo "foreign PIDs: rc=$?"
+    j "$out/t1_foreign.json" peak_bytes peak_source peak_note context_bytes context_source pid_hidden torch_load_peak_bytes
 
     step "3. torch's truth for the same file"
     "$py" "$root/bench/testload/torch_baseline.py" "$w/c1.pt" | tee "$out/baseline1.json"
