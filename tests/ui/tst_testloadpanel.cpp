@@ -24,6 +24,23 @@
 using namespace ckpt;
 using namespace ckpt::ui;
 
+namespace {
+
+// Opens a fixture in `panel`, shows it and waits until its device list is in.
+bool showWithDevices(TestLoadPanel& panel, const char* fixture)
+{
+    auto doc = loadDocument(uitest::fixture(fixture).toStdString());
+    if (!doc) {
+        return false;
+    }
+    panel.show();
+    QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
+    panel.setDocument(*doc);
+    return QTest::qWaitFor([&devices] { return devices.count() == 1; }, 20000);
+}
+
+}  // namespace
+
 class TestTestLoadPanel : public QObject {
     Q_OBJECT
 public:
@@ -43,14 +60,9 @@ public:
 private Q_SLOTS:
     void cpuLoadFillsTheChart()
     {
-        auto doc = loadDocument(uitest::fixture("train_ckpt.pt").toStdString());
-        QVERIFY(doc);
         TestLoadPanel panel;
         panel.resize(800, 500);
-        panel.show();
-        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
-        panel.setDocument(*doc);
-        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        QVERIFY(showWithDevices(panel, "train_ckpt.pt"));
 
         auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QVERIFY(combo->count() >= 1);
@@ -98,13 +110,8 @@ private Q_SLOTS:
 
     void gpuLoadGoesThroughTheCudaEngine()
     {
-        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
-        QVERIFY(doc);
         TestLoadPanel panel;
-        panel.show();
-        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
-        panel.setDocument(*doc);
-        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        QVERIFY(showWithDevices(panel, "ddp_sd_cuda0.pt"));
         auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QCOMPARE(combo->count(), 3);  // the CPU and two fake GPUs
         QCOMPARE(combo->currentData().toString(), QStringLiteral("cuda:0"));
@@ -120,13 +127,8 @@ private Q_SLOTS:
 
     void ddpReplayShowsGpu0PilingUp()
     {
-        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
-        QVERIFY(doc);
         TestLoadPanel panel;
-        panel.show();
-        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
-        panel.setDocument(*doc);
-        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        QVERIFY(showWithDevices(panel, "ddp_sd_cuda0.pt"));
         panel.findChild<QSpinBox*>(QStringLiteral("ddpRanksSpin"))->setValue(4);
         QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
         QTest::mouseClick(panel.findChild<QPushButton*>(QStringLiteral("ddpReplayButton")), Qt::LeftButton);
@@ -142,13 +144,8 @@ private Q_SLOTS:
 
     void cancelStopsTheLoad()
     {
-        auto doc = loadDocument(uitest::fixture("big40k.pt").toStdString());
-        QVERIFY(doc);
         TestLoadPanel panel;
-        panel.show();
-        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
-        panel.setDocument(*doc);
-        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        QVERIFY(showWithDevices(panel, "big40k.pt"));
         auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         combo->setCurrentIndex(combo->findData(QStringLiteral("cpu")));
         QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
@@ -173,13 +170,8 @@ private Q_SLOTS:
             qunsetenv("FAKE_CUDA_ORDER");
             qunsetenv("CUDA_VISIBLE_DEVICES");
         });
-        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
-        QVERIFY(doc);
         TestLoadPanel panel;
-        panel.show();
-        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
-        panel.setDocument(*doc);
-        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        QVERIFY(showWithDevices(panel, "ddp_sd_cuda0.pt"));
         auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
         QCOMPARE(combo->count(), 3);
         QCOMPARE(combo->currentData().toString(), QStringLiteral("cuda:0"));
