@@ -89,7 +89,7 @@ void readScriptConstants(const archive::ZipReader& zip, Checkpoint& c, const Mem
         return;
     }
     restore(true);
-    c.scriptConstants = r->root;
+    c.rootExtras.emplace_back("constants.pkl", r->root);
     for (auto& w : r->warnings) {
         c.warnings.push_back("constants.pkl: " + std::move(w));
     }

@@ -171,6 +171,82 @@ def write_dtensor_alone(path):
     os.remove(f"{out}/fsdp2_dtensor.rank1.tmp")
 
 
+@writer
+def write_sparse(path):
+    i = torch.tensor([[0, 1, 3], [2, 0, 1]])
+    torch.save({"coo": torch.sparse_coo_tensor(i, torch.tensor([1.5, -2.0, 4.0]), (4, 3)),
+                "dense": torch.ones(2)}, path)
+
+
+@writer
+def write_nested(path):
+    torch.save({"nested": torch.nested.nested_tensor([torch.arange(3.0), torch.arange(5.0)]),
+                "dense": torch.ones(2)}, path)
+
+
+@writer
+def write_quantized(path):
+    x = torch.linspace(-1, 1, 12).reshape(3, 4)
+    torch.save({"per_tensor": torch.quantize_per_tensor(x, 0.01, 3, torch.qint8),
+                "per_channel": torch.quantize_per_channel(x, torch.tensor([0.01, 0.02, 0.04]),
+                                                          torch.tensor([0, 1, 2]), 0, torch.quint8),
+                "dense": torch.ones(2)}, path)
+
+
+class ExportNet(Net):
+    """Net with what an export sorts apart: a non-persistent buffer and a tensor attribute (both
+    constants of the program), a bf16 buffer and a buffer that views part of a larger storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rows", torch.arange(24.0).reshape(4, 6)[1:3])
+        self.register_buffer("half_scale", torch.linspace(0, 1, 5).to(torch.bfloat16))
+        self.register_buffer("temp", torch.ones(5), persistent=False)
+        self.offset = torch.full((5,), 0.5)
+
+    def forward(self, x):
+        y = super().forward(x + self.rows.sum(0)) * self.half_scale.float()
+        return y + self.temp + self.offset
+
+
+def write_export_pair(path):
+    """torch.export.save of ExportNet into NAME.pt2, the model's state_dict() beside it."""
+    torch.manual_seed(0)
+    model = ExportNet()
+    ep = torch.export.export(model, (torch.randn(2, 6),))
+    torch.save(model.state_dict(), path.removesuffix(".pt") + ".model_state_dict.pt")
+    return ep
+
+
+@writer
+def write_export(path):
+    torch.export.save(write_export_pair(path), path.removesuffix(".pt") + ".pt2")
+
+
+@writer
+def write_export_root(path):
+    """The layout torch.export.save wrote in 2.1-2.5 (torch/_export/__init__.py `save`): records at
+    the zip's root, the state dict and constants as torch.save files. No such PyTorch is here, so the
+    zip is assembled as that `save` did, from this PyTorch's own serializer (`serialize`, the same
+    SerializedArtifact), and 2.14's torch.export.load, which still reads the layout, is the oracle."""
+    import zipfile
+    from torch._export.serde.schema import SCHEMA_VERSION
+    from torch._export.serde.serialize import serialize
+    artifact = serialize(write_export_pair(path))
+    with zipfile.ZipFile(path.removesuffix(".pt") + ".pt2", "w") as z:
+        z.writestr("serialized_exported_program.json", artifact.exported_program)
+        z.writestr("serialized_state_dict.pt", artifact.state_dict)
+        z.writestr("serialized_constants.pt", artifact.constants)
+        z.writestr("serialized_example_inputs.pt", artifact.example_inputs)
+        z.writestr("version", ".".join(map(str, SCHEMA_VERSION)))
+
+
+@writer
+def write_jit(path):
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(Net()), path)
+
+
 # ---------------------------------------------------------------------------------------------
 
 def key_text(k):
@@ -330,6 +406,95 @@ def check_rank_file(tool, path, work):
     return errors
 
 
+def compare_values(errors, what, got, want):
+    """Every tensor of `want` in `got` under its key, with the same dtype, shape and bytes."""
+    for k in sorted(set(got) ^ set(want)):
+        errors.append(f"{what}: {k!r} is {'only in ckptscope' if k in got else 'missing (torch has it)'}")
+    for k in sorted(set(got) & set(want)):
+        g, w = got[k], want[k]
+        if (dtype_name(g.dtype), tuple(g.shape), raw(g)) != (dtype_name(w.dtype), tuple(w.shape), raw(w)):
+            errors.append(f"{what}: {k}: {dtype_name(g.dtype)} {list(g.shape)} differs from torch's "
+                          f"{dtype_name(w.dtype)} {list(w.shape)}")
+
+
+def check_index(errors, mine, want, prefix=""):
+    """inspect's tensors at `prefix + key` hold each of torch's with its dtype, shape, stride and
+    storage offset."""
+    for k, t in want.items():
+        m = mine.get(prefix + k)
+        if m is None:
+            errors.append(f"inspect: {prefix + k} missing")
+            continue
+        got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
+        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset())
+        if got != exp:
+            errors.append(f"inspect: {prefix + k}: ckptscope {got}, torch {exp}")
+
+
+def check_refused(errors, tool, path, code):
+    """The default torch.load refuses the archive, and `check` says why with `code`."""
+    _, refused = default_load(path)
+    codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
+    if refused is None or code not in codes or "not-weights-only" in codes:
+        errors.append(f"check: findings {codes}, the default torch.load {refused or 'reads it'}")
+
+
+def check_convert(errors, tool, path, work, want):
+    out = os.path.join(work, os.path.basename(path) + ".state_dict.pt")
+    run(tool, "convert", path, "-o", out)
+    got, refused = default_load(out)
+    if refused:
+        errors.append(f"convert: the default torch.load refuses the output: {refused}")
+    else:
+        compare_values(errors, "convert", got, want)
+
+
+def check_export(tool, path, work):
+    """A torch.export archive: inspect lists the program's state dict at the top level and its
+    constants under [constants] as torch.export.load gives them, and the graph signature as torch
+    prints it; check names the archive (torch.load refuses it); convert writes the model's
+    state_dict(), every tensor equal, which the default torch.load reads."""
+    errors = []
+    pt2 = path.removesuffix(".pt") + ".pt2"
+    ep = torch.export.load(pt2)
+    info = json.loads(run(tool, "inspect", "--json", pt2).stdout)
+    mine = {t["path"]: t for t in info["tensors"]}
+    check_index(errors, mine, ep.state_dict)
+    check_index(errors, mine, {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}, "[constants]/")
+    extra = sorted(set(mine) - set(ep.state_dict) - {"[constants]/" + k for k in ep.constants})
+    if extra:
+        errors.append(f"inspect: tensors torch.export.load does not give: {extra}")
+    text = run(tool, "inspect", pt2).stdout
+    for line in str(ep.graph_signature).splitlines():
+        if line.strip() and not line.startswith("#") and line.strip() not in text:
+            errors.append(f"inspect: graph signature entry {line.strip()!r} not shown")
+    check_refused(errors, tool, pt2, "export-archive")
+    model = torch.load(path.removesuffix(".pt") + ".model_state_dict.pt")
+    compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
+    check_convert(errors, tool, pt2, work, model)
+    return errors
+
+
+def check_jit(tool, path, work):
+    """torch.jit.save: inspect's TorchScript state dict is torch.jit.load(f).state_dict() (keys,
+    dtypes, shapes); check names the archive (the default torch.load refuses it); convert writes
+    that state dict, every tensor equal."""
+    errors = []
+    archive = path
+    want = torch.jit.load(archive).state_dict()
+    info = json.loads(run(tool, "inspect", "--json", archive).stdout)
+    got = {e["key"]: (e["dtype"], e["shape"]) for e in info.get("torchscript", {}).get("state_dict", [])}
+    exp = {k: (dtype_name(v.dtype), list(v.shape)) for k, v in want.items()}
+    if got != exp:
+        errors.append(f"inspect: TorchScript state dict {got}, torch.jit.load {exp}")
+    check_refused(errors, tool, archive, "torchscript-archive")
+    check_convert(errors, tool, archive, work, dict(want))
+    return errors
+
+
+CHECKS = {"dtensor_alone": check_rank_file, "export": check_export, "export_root": check_export, "jit": check_jit}
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -353,7 +518,7 @@ def main():
         work = os.path.join(args.out, "work")
         os.makedirs(work, exist_ok=True)
         try:
-            errors = (check_rank_file if name == "dtensor_alone" else check_file)(args.tool, path, work)
+            errors = CHECKS.get(name, check_file)(args.tool, path, work)
         except Exception as e:  # noqa: BLE001 - reported as the case's failure
             errors = [f"{type(e).__name__}: {e}"]
         for e in errors:
