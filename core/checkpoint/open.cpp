@@ -272,11 +272,7 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
             return fail(ErrorCode::Unsupported, "is a torch.package archive, not a torch.save checkpoint");
         }
         if (zip->find("model.json") != nullptr) {
-            // docs/format.md §11.1: PyTorch 1.0's torch.jit.save (torch/csrc/jit/export.cpp).
-            return fail(ErrorCode::Unsupported,
-                        "is a TorchScript archive of PyTorch 1.0-1.2's first layout (model.json, tensors/N, "
-                        "attributes.pkl; no data.pkl), which ckptscope does not read; torch.jit.load of PyTorch "
-                        "1.x reads it, and torch.jit.save there rewrites it in today's layout");
+            return detail::firstScriptLayout(*zip);
         }
         if (c.truncation.salvaged) {
             return fail(ErrorCode::Truncated, "zip archive is truncated and its data.pkl is not whole: the file ends " +

@@ -349,8 +349,9 @@ struct Reader {
     }
 
     // The graph signature as torch prints ExportGraphSignature (`p_fc1_weight: PARAMETER
-    // target='fc1.weight'`), one string per input and output spec; the parameter and buffer names
-    // in input order go to `order`.
+    // target='fc1.weight'`): per input and output spec, its graph argument's name keying the rest
+    // of that line (a dict, so each is a row of the key tree); the parameter and buffer names in
+    // input order go to `order`.
     ValueId signature(const Json& sig, std::vector<std::string>& order)
     {
         auto argName = [](const Json& spec) -> std::string {
@@ -378,9 +379,9 @@ struct Reader {
             return {};
         };
         auto list = [&](const char* field, bool inputs) {
-            pickle::IdList out;
+            pickle::IdList out;  // name, text, name, text, ...
             if (!sig.is_object() || !sig.contains(field) || !sig[field].is_array()) {
-                return c.arena.list(std::move(out));
+                return c.arena.dict(std::move(out), false);
             }
             for (const Json& entry : sig[field]) {
                 if (!entry.is_object() || entry.size() != 1 || !entry.begin()->is_object()) {
@@ -392,19 +393,26 @@ struct Reader {
                 if (inputs && (kind == "parameter" || kind == "buffer") && !target.empty()) {
                     order.push_back(target);
                 }
+                // torch.export.graph_signature's InputKind/OutputKind names, as it prints them.
+                if (kind == "tensor_constant") {
+                    kind = "constant_tensor";
+                } else if (kind == "constant_input") {
+                    kind = "user_input";
+                }
                 for (char& ch : kind) {
                     ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
                 }
-                std::string line = argName(spec) + ": " + kind;
+                std::string line = kind;
                 if (!target.empty()) {
                     line += " target='" + target + "'";
                 }
                 if (spec.contains("persistent") && spec["persistent"].is_boolean()) {
                     line += spec["persistent"].get<bool>() ? " persistent=True" : " persistent=False";
                 }
+                out.push_back(str(argName(spec)));
                 out.push_back(str(line));
             }
-            return c.arena.list(std::move(out));
+            return c.arena.dict(std::move(out), false);
         };
         pickle::IdList items;
         items.push_back(str("inputs"));

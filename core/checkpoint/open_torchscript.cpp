@@ -3,7 +3,9 @@
 #include "archive/zip.h"
 #include "checkpoint/loaders.h"
 #include "pickle/unpickler.h"
+#include "util/printable.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace ckpt::detail {
@@ -15,6 +17,32 @@ namespace {
 constexpr std::uint64_t kMaxSourceBytes = std::uint64_t{16} << 20;
 
 }  // namespace
+
+Error firstScriptLayout(const archive::ZipReader& zip)
+{
+    // torch/csrc/jit/export.cpp of 1.0 writes producer_name "pytorch" and producer_version; 1.1
+    // added attributes.pkl. Only those two fields are read.
+    std::string producer;
+    if (const archive::ZipRecord* rec = zip.find("model.json"); rec != nullptr && rec->size <= kMaxSourceBytes) {
+        std::vector<std::byte> scratch;
+        if (auto d = zip.data(*rec, scratch)) {
+            const auto j = nlohmann::json::parse(asText(*d), nullptr, false);
+            if (j.is_object() && j.contains("producerVersion") && j["producerVersion"].is_string()) {
+                producer = j["producerVersion"].get<std::string>();
+            }
+        }
+    }
+    const bool attributes = zip.find("attributes.pkl") != nullptr;
+    std::string wrote = attributes ? "PyTorch 1.1 or a later 1.x" : "PyTorch 1.0";
+    if (!producer.empty()) {
+        wrote += ", model.json's producerVersion " + displayText(producer);
+    }
+    return makeError(ErrorCode::Unsupported,
+                     "is a TorchScript archive in the first layout (model.json, tensors/N" +
+                         std::string(attributes ? ", attributes.pkl" : "") + ", no data.pkl; written by " + wrote +
+                         "), which ckptscope does not read: torch.jit.load of PyTorch 1.x reads it, and its "
+                         "torch.jit.save writes today's layout");
+}
 
 void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c)
 {
