@@ -20,8 +20,8 @@ constexpr std::uint64_t kMaxSourceBytes = std::uint64_t{16} << 20;
 
 Error firstScriptLayout(const archive::ZipReader& zip)
 {
-    // torch/csrc/jit/export.cpp of 1.0 writes producer_name "pytorch" and producer_version; 1.1
-    // added attributes.pkl. Only those two fields are read.
+    // torch/csrc/jit/export.cpp of 1.0 writes producer_name "pytorch" and producer_version; 1.3
+    // replaced the layout by data.pkl's. Only that field is read.
     std::string producer;
     if (const archive::ZipRecord* rec = zip.find("model.json"); rec != nullptr && rec->size <= kMaxSourceBytes) {
         std::vector<std::byte> scratch;
@@ -33,9 +33,9 @@ Error firstScriptLayout(const archive::ZipReader& zip)
         }
     }
     const bool attributes = zip.find("attributes.pkl") != nullptr;
-    std::string wrote = attributes ? "PyTorch 1.1 or a later 1.x" : "PyTorch 1.0";
+    std::string wrote = "PyTorch 1.0-1.2";
     if (!producer.empty()) {
-        wrote += ", model.json's producerVersion " + displayText(producer);
+        wrote += "; model.json's producerVersion is " + displayText(producer);
     }
     return makeError(ErrorCode::Unsupported,
                      "is a TorchScript archive in the first layout (model.json, tensors/N" +

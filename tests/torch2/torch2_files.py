@@ -278,9 +278,20 @@ def walk(obj, path="", out=None, active=None):
 
 
 def raw(t):
-    """The tensor's elements in C order as bytes (dtype-agnostic, float8 and uint64 included)."""
+    """The tensor's elements in C order as bytes (dtype-agnostic, float8 and uint64 included); a
+    sparse tensor's dense form, a nested tensor's components one after another."""
+    if t.is_sparse:
+        t = t.to_dense()
+    elif t.is_nested:
+        t = torch.cat([c.reshape(-1) for c in t.unbind()])
     t = t.detach().contiguous().reshape(-1)
     return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def value_key(t):
+    """(dtype, shape, bytes, layout) of a tensor: what a conversion must keep."""
+    shape = tuple(c.shape for c in t.unbind()) if t.is_nested else tuple(t.shape)
+    return dtype_name(t.dtype), shape, raw(t), "nested" if t.is_nested else str(t.layout)
 
 
 def dtype_name(dt):
@@ -314,7 +325,12 @@ def check_file(tool, path, work):
     for p in sorted(set(mine) & set(theirs)):
         m, t = mine[p], theirs[p]
         got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
-        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset())
+        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
+            and not t.is_nested else None
+        if t.is_sparse:  # no strides or offset: its layout, dtype and dense shape
+            got, exp = (m.get("layout"), m["dtype"], m["shape"]), ("sparse", dtype_name(t.dtype), list(t.shape))
+        elif t.is_nested:  # no one shape: its layout and dtype (shapes per component: issue 25)
+            got, exp = (m.get("layout"), m["dtype"]), ("nested", dtype_name(t.dtype))
         if got != exp:
             errors.append(f"inspect: {p}: ckptscope {got}, torch {exp}")
 
@@ -334,10 +350,10 @@ def check_file(tool, path, work):
     if locations - {"cpu"}:
         errors.append(f"convert: the output keeps storages on {sorted(locations - {'cpu'})}")
     kept = {p: t for p, t in walk(got)}
-    by_value = collections.Counter((dtype_name(t.dtype), tuple(t.shape), raw(t)) for t in kept.values())
+    by_value = collections.Counter(value_key(t) for t in kept.values())
     for p, t in want:
-        k = (dtype_name(t.dtype), tuple(t.shape), raw(t))
-        if p in kept and (dtype_name(kept[p].dtype), tuple(kept[p].shape), raw(kept[p])) == k:
+        k = value_key(t)
+        if p in kept and value_key(kept[p]) == k:
             continue
         if by_value[k] > 0:
             by_value[k] -= 1
