@@ -5,6 +5,7 @@
 #include "archive/zip.h"
 #include "checkpoint/loaders.h"
 #include "pickle/unpickler.h"
+#include "util/checked.h"
 #include "util/json_text.h"
 
 #include <deque>
@@ -171,11 +172,16 @@ struct Reader {
         }
         const std::string rel = std::string(dir) + meta["path_name"].get<std::string>();
         pickle::TensorInfo info;
+        std::int64_t numel = 1;
         for (std::size_t d = 0; d < tm["sizes"].size(); ++d) {
             const auto n = symInt(tm["sizes"][d]);
             const auto s = symInt(tm["strides"][d]);
-            if (!n || !s || *n < 0) {
+            // as_strided refuses negative strides too.
+            if (!n || !s || *n < 0 || *s < 0) {
                 return fail(ErrorCode::Unsupported, what + " has a symbolic or negative size or stride");
+            }
+            if (!checkedMul(numel, *n, numel)) {
+                return fail(ErrorCode::Corrupt, what + " has more elements than a tensor can hold");
             }
             info.shape.push_back(*n);
             info.stride.push_back(*s);

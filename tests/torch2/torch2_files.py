@@ -494,6 +494,48 @@ def check_export(tool, path, work):
     model = torch.load(path.removesuffix(".pt") + ".model_state_dict.pt")
     compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
     check_convert(errors, tool, pt2, work, model)
+    if os.path.basename(pt2) == "export.pt2":
+        errors += check_export_damaged(tool, pt2, work)
+    return errors
+
+
+def check_export_damaged(tool, pt2, work):
+    """Damaged weights configs of a real archive: each is refused in one line with exit 2 (sizes
+    whose product overflows, a negative stride, a symbolic size, an unknown scalar type, a record
+    outside the weights folder, an entry that is no object, one without tensor_meta)."""
+    import zipfile
+    errors = []
+
+    def first(cfg):
+        return cfg["config"][next(iter(cfg["config"]))]
+
+    def meta(key, value):
+        return lambda cfg: first(cfg)["tensor_meta"].__setitem__(key, value)
+
+    damage = {
+        "overflow": meta("sizes", [{"as_int": 2 ** 62}, {"as_int": 2 ** 62}]),
+        "negative_stride": lambda cfg: first(cfg)["tensor_meta"]["strides"][0].__setitem__("as_int", -1),
+        "symbolic": lambda cfg: first(cfg)["tensor_meta"]["sizes"].__setitem__(0, {"as_expr": {"expr_str": "s0"}}),
+        "scalar_type": meta("dtype", 99),
+        "traversal": lambda cfg: first(cfg).__setitem__("path_name", "../../etc/passwd"),
+        "not_object": lambda cfg: cfg["config"].__setitem__(next(iter(cfg["config"])), 5),
+        "no_meta": lambda cfg: first(cfg).pop("tensor_meta"),
+    }
+    with zipfile.ZipFile(pt2) as src:
+        names = src.namelist()
+        for case, mutate in damage.items():
+            out = os.path.join(work, f"damaged_{case}.pt2")
+            with zipfile.ZipFile(out, "w") as z:
+                for n in names:
+                    data = src.read(n)
+                    if n.endswith("_weights_config.json"):
+                        cfg = json.loads(data)
+                        mutate(cfg)
+                        data = json.dumps(cfg).encode()
+                    z.writestr(n, data)
+            r = subprocess.run([tool, "inspect", out], capture_output=True, text=True)
+            if r.returncode != 2 or len(r.stderr.strip().splitlines()) != 1:
+                errors.append(f"damaged ({case}): exit {r.returncode}, stderr {r.stderr.strip()[:200]!r}")
     return errors
 
 
