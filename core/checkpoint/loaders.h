@@ -31,9 +31,10 @@ Expected<void> loadExportArchive(Checkpoint& c, const archive::ZipReader& zip, M
 // `legacy_load` reads it.
 Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget);
 
-// A TorchScript archive of PyTorch 1.0's first layout (model.json, tensors/N; docs/format.md §11.1),
-// named with the version its model.json and records say wrote it: an Unsupported error.
-Error firstScriptLayout(const archive::ZipReader& zip);
+// A TorchScript archive of PyTorch 1.0's first layout (model.json, tensors/N; docs/format.md §11.1):
+// its tensor table read as the modules' state dict (the root), model.json's producer fields as the
+// `[model.json]` entry of `c.rootExtras`, and a warning naming the layout and who wrote it.
+Expected<void> loadFirstScriptLayout(Checkpoint& c, const archive::ZipReader& zip);
 
 // A TorchScript archive's class declarations (`code/**.py`, script_classes.h) into
 // `c.scriptClasses`; unreadable sources become a warning.

@@ -272,7 +272,7 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
             return fail(ErrorCode::Unsupported, "is a torch.package archive, not a torch.save checkpoint");
         }
         if (zip->find("model.json") != nullptr) {
-            return detail::firstScriptLayout(*zip);
+            return detail::loadFirstScriptLayout(c, *zip);
         }
         if (c.truncation.salvaged) {
             return fail(ErrorCode::Truncated, "zip archive is truncated and its data.pkl is not whole: the file ends " +
