@@ -8,6 +8,7 @@
 #include "util/checked.h"
 #include "util/json_text.h"
 
+#include <algorithm>
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -368,9 +369,9 @@ struct Reader {
             if (arg.contains("name") && arg["name"].is_string()) {
                 return arg["name"].get<std::string>();
             }
-            for (auto it = arg.begin(); it != arg.end(); ++it) {
-                if (it->is_object() && it->contains("name") && (*it)["name"].is_string()) {
-                    return (*it)["name"].get<std::string>();
+            for (const Json& v : arg) {
+                if (v.is_object() && v.contains("name") && v["name"].is_string()) {
+                    return v["name"].get<std::string>();
                 }
             }
             return arg.is_object() && arg.size() == 1 ? arg.begin().key() : std::string("?");
@@ -581,12 +582,9 @@ bool isExportArchive(const archive::ZipReader& zip)
         }
     }
     const std::string models = zip.folder() + "/" + std::string(kModelsDir);
-    for (const auto& rec : zip.records()) {
-        if (rec.name.starts_with(models) && rec.name.ends_with(".json")) {
-            return true;
-        }
-    }
-    return false;
+    return std::ranges::any_of(zip.records(), [&](const archive::ZipRecord& rec) {
+        return rec.name.starts_with(models) && rec.name.ends_with(".json");
+    });
 }
 
 Expected<void> loadExportArchive(Checkpoint& c, const archive::ZipReader& zip, MemoryBudget& budget)

@@ -60,7 +60,7 @@ std::optional<std::int64_t> protoInt(const nlohmann::json& j)
     if (!j.is_string()) {
         return std::nullopt;
     }
-    const std::string& t = j.get_ref<const std::string&>();
+    const auto& t = j.get_ref<const std::string&>();
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     return ec == std::errc() && end == t.data() + t.size() ? std::optional<std::int64_t>(v) : std::nullopt;
