@@ -469,7 +469,8 @@ def check_export(tool, path, work):
     """A torch.export archive: inspect lists the program's state dict at the top level and its
     constants under [constants] as torch.export.load gives them, and the graph signature as torch
     prints it; check names the archive (torch.load refuses it); convert writes the model's
-    state_dict(), every tensor equal, which the default torch.load reads."""
+    state_dict(), every tensor equal, which the default torch.load reads; diff finds the archive
+    equal to that state_dict()."""
     errors = []
     pt2 = path.removesuffix(".pt") + ".pt2"
     ep = torch.export.load(pt2)
@@ -494,6 +495,11 @@ def check_export(tool, path, work):
     model = torch.load(path.removesuffix(".pt") + ".model_state_dict.pt")
     compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
     check_convert(errors, tool, pt2, work, model)
+    # diff compares the archive as its state dict: equal to the model's.
+    r = subprocess.run([tool, "diff", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        errors.append(f"diff against the model's state_dict(): exit {r.returncode}: {r.stdout.strip()[-300:]}")
     if os.path.basename(pt2) == "export.pt2":
         errors += check_export_damaged(tool, pt2, work)
     return errors
