@@ -21,14 +21,15 @@ trap 'rm -rf "$work"' EXIT
 status=0
 "$python" "$root/tests/corpus/corpus_check.py" "$tool" "$corpus" "$work" \
     --known "$root/tests/corpus/known_failures.tsv" "$@" || status=1
-# The same checks under today's PyTorch, in the root of scripts/modern-torch.sh (its python sees
-# the corpus and the work folder through bind mounts). Without the root this half is not run, and
-# says so; the 1.13 half still decides the exit code alone then.
+# The same checks under today's PyTorch, in the root of scripts/modern-torch.sh: its python sees the
+# corpus through a bind mount, and the work folder through the root's own /tmp or $TMPDIR binds (a
+# bind of the folder itself would stay mounted and keep it from being removed). Without the root
+# this half is not run, and says so; the 1.13 half still decides the exit code alone then.
 . "$root/scripts/torch2-common.sh"
 if [[ -f $torch2_stamp ]]; then
     echo "corpus.sh: the same checks under the PyTorch 2.x root ($torch2_root)"
     mkdir -p "$work/torch2"
-    CKPTSCOPE_TORCH2_BIND="$(realpath "$corpus"):$work${CKPTSCOPE_TORCH2_BIND:+:$CKPTSCOPE_TORCH2_BIND}" \
+    CKPTSCOPE_TORCH2_BIND="$(realpath "$corpus")${CKPTSCOPE_TORCH2_BIND:+:$CKPTSCOPE_TORCH2_BIND}" \
         "$root/scripts/torch2-python.sh" "$root/tests/corpus/corpus_check.py" "$tool" "$(realpath "$corpus")" \
         "$work/torch2" --known "$root/tests/corpus/known_failures.tsv" "$@" || status=1
 else

@@ -109,7 +109,10 @@ struct Reader {
         if (rec == nullptr) {
             return fail(ErrorCode::Corrupt, "record " + std::string(relName) + " is missing");
         }
-        if (rec->size > kMaxJsonBytes) {
+        // Parsed JSON takes several times its text: a large record must be about as large in the
+        // file (a deflated one that inflates sixteenfold past 64 MiB is a bomb, not a program).
+        if (rec->size > kMaxJsonBytes ||
+            (rec->size > (std::uint64_t{64} << 20) && rec->size / 16 > rec->compressedSize)) {
             return fail(ErrorCode::Limit, "record " + std::string(relName) + " holds " + std::to_string(rec->size) +
                                               " bytes, more than any export writes");
         }
