@@ -276,6 +276,19 @@ struct Reader {
             const std::string pathName = meta.contains("path_name") && meta["path_name"].is_string()
                                              ? meta["path_name"].get<std::string>()
                                              : std::string();
+            // A pickled tensor (a subclass) is a torch.save file, read in place; a custom object is
+            // a TorchScript pickle and an opaque one a plain pickle: both only named.
+            if (pickled && (dir == kWeightsDir || pathName.starts_with(kTensorConstantPrefix))) {
+                if (const archive::ZipRecord* rec = zip.find(std::string(dir) + pathName)) {
+                    auto v = embeddedTorchSave(*rec);
+                    if (v) {
+                        items.push_back(str(k));
+                        items.push_back(*v);
+                        continue;
+                    }
+                    c.warnings.push_back("'" + k + "': " + v.error().message);
+                }
+            }
             if (pickled || (dir == kConstantsDir && !pathName.starts_with(kTensorConstantPrefix))) {
                 ++notRead;
                 items.push_back(str(k));
@@ -292,8 +305,8 @@ struct Reader {
         }
         if (notRead > 0) {
             c.warnings.push_back(std::to_string(notRead) + " " + what +
-                                 " of the export are pickled objects (tensor subclasses, custom or opaque objects), "
-                                 "which torch.export.load unpickles: named, not read");
+                                 " of the export are pickled objects (custom or opaque objects, or tensors that "
+                                 "could not be read), which torch.export.load unpickles: named, not read");
         }
         return c.arena.dict(std::move(items), true);
     }
@@ -346,15 +359,20 @@ struct Reader {
         for (auto& w : r->warnings) {
             c.warnings.push_back(rec.name + ": " + std::move(w));
         }
+        std::vector<Placement> found;
         for (std::size_t i = before; i < storages.size(); ++i) {
-            const std::string key(storages[i].key.view());
-            const archive::ZipRecord* stored = in.find("data/" + key);
+            const archive::ZipRecord* stored = in.find("data/" + std::string(storages[i].key.view()));
             if (stored == nullptr) {
+                const std::string key(storages[i].key.view());
+                storages.resize(before);  // its values stay unreachable in the arena
                 return fail(ErrorCode::Corrupt, "storage record data/" + key + " is missing from " + rec.name);
             }
-            storages[i].key = pickle::Text(rec.name + "/" + key);
-            placed.push_back({stored, rec.dataOffset});
+            found.push_back({stored, rec.dataOffset});
         }
+        for (std::size_t i = before; i < storages.size(); ++i) {
+            storages[i].key = pickle::Text(rec.name + "/" + std::string(storages[i].key.view()));
+        }
+        placed.insert(placed.end(), found.begin(), found.end());
         return r->root;
     }
 

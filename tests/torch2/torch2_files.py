@@ -502,6 +502,7 @@ def check_export(tool, path, work):
         errors.append(f"diff against the model's state_dict(): exit {r.returncode}: {r.stdout.strip()[-300:]}")
     if os.path.basename(pt2) == "export.pt2":
         errors += check_export_damaged(tool, pt2, work)
+        errors += check_export_pickled(tool, pt2, work)
     return errors
 
 
@@ -543,6 +544,33 @@ def check_export_damaged(tool, pt2, work):
             if r.returncode != 2 or len(r.stderr.strip().splitlines()) != 1:
                 errors.append(f"damaged ({case}): exit {r.returncode}, stderr {r.stderr.strip()[:200]!r}")
     return errors
+
+
+def check_export_pickled(tool, pt2, work):
+    """A weight stored as torch.export stores a tensor subclass (use_pickle: a torch.save file as
+    its record), made from the real archive by re-storing one weight so, since no subclass this
+    PyTorch exports plainly is at hand: inspect and convert give what torch.export.load gives."""
+    import io
+    import zipfile
+    errors = []
+    out = os.path.join(work, "pickled_weight.pt2")
+    with zipfile.ZipFile(pt2) as src, zipfile.ZipFile(out, "w") as z:
+        names = src.namelist()
+        folder = names[0].split("/")[0]
+        cfg_name = f"{folder}/data/weights/model_weights_config.json"
+        cfg = json.loads(src.read(cfg_name))
+        fqn = next(iter(cfg["config"]))
+        buf = io.BytesIO()
+        torch.save(torch.nn.Parameter(torch.arange(6.0).reshape(2, 3)), buf)
+        cfg["config"][fqn].update(path_name="weight_pickled", use_pickle=True)
+        for n in names:
+            z.writestr(n, json.dumps(cfg).encode() if n == cfg_name else src.read(n))
+        z.writestr(f"{folder}/data/weights/weight_pickled", buf.getvalue())
+    want = dict(torch.export.load(out).state_dict)
+    info = json.loads(run(tool, "inspect", "--json", out).stdout)
+    check_index(errors, {t["path"]: t for t in info["tensors"]}, want)
+    check_convert(errors, tool, out, work, want)
+    return [f"pickled weight: {e}" for e in errors]
 
 
 def check_jit(tool, path, work):
