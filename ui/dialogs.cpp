@@ -44,7 +44,7 @@ const QStringList& checkpointPatterns()
 {
     static const QStringList kPatterns{
         QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
-        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl")};
+        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl"),  QStringLiteral("*.pt2")};
     return kPatterns;
 }
 

@@ -144,7 +144,9 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
         << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
-    if (c.format != Format::Safetensors) {
+    if (!c.exportLayout.empty()) {
+        out << ", a torch.export archive (" << c.exportLayout << "): its state dict, [constants], [graph_signature]";
+    } else if (c.format != Format::Safetensors) {
         out << ", pickle protocol " << c.pickleProtocol;
     }
     out << "\n\n";

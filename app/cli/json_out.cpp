@@ -309,6 +309,10 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
     if (c.torchScript) {
         writeScriptStateDict(c, out);
     }
+    if (!c.exportLayout.empty()) {
+        out << ",\n \"export_archive\": ";
+        out.quoted(c.exportLayout);
+    }
     out << ",\n \"warnings\": [";
     for (std::size_t i = 0; i < c.warnings.size(); ++i) {
         out << (i ? ", " : "");

@@ -67,7 +67,11 @@ public:
     [[nodiscard]] const std::optional<ZipSalvage>& salvage() const { return salvage_; }
     // Everything before the first '/' of the first central entry (docs/format.md §2.1).
     [[nodiscard]] const std::string& folder() const { return folder_; }
-    // Looks up `folder/relName`; nullptr when absent.
+    // Whether the first record sits in no folder (then folder() is "" and find() looks names up as
+    // they are); torch's reader refuses such an archive. flatFirstAt(): that record's central entry.
+    [[nodiscard]] bool flat() const { return flat_; }
+    [[nodiscard]] std::uint64_t flatFirstAt() const { return flatFirstAt_; }
+    // Looks up `folder/relName` (`relName` in a flat archive); nullptr when absent.
     [[nodiscard]] const ZipRecord* find(std::string_view relName) const;
     // The first record named exactly `fullName` (archive folder included); nullptr when absent.
     [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
@@ -78,6 +82,8 @@ public:
 private:
     Bytes file_;
     std::string folder_;
+    bool flat_ = false;
+    std::uint64_t flatFirstAt_ = 0;
     std::vector<ZipRecord> records_;
     std::optional<ZipSalvage> salvage_;
     // Names the records' folder and builds the lookup tables once records_ is complete.

@@ -464,10 +464,11 @@ Expected<void> ZipReader::index(std::uint64_t firstEntryAt)
     if (!records_.empty()) {
         const std::string& first = records_.front().name;
         const auto slash = first.find('/');
-        if (slash == std::string::npos) {
-            return corrupt("file in archive is not in a subdirectory: " + first, firstEntryAt);
-        }
-        folder_ = first.substr(0, slash);
+        // No folder: torch.load refuses it ("file in archive is not in a subdirectory"), which the
+        // checkpoint loader says; the 2.1-2.5 torch.export archive is such a zip (docs/format.md §14).
+        folder_ = slash == std::string::npos ? std::string() : first.substr(0, slash);
+        flat_ = slash == std::string::npos;
+        flatFirstAt_ = firstEntryAt;
     }
     slots_ = slotTable(records_, hashName);
     // The case-insensitive fallback gets its own table rather than a scan of every record: an
@@ -531,7 +532,10 @@ const ZipRecord* ZipReader::find(std::string_view relName) const
 {
     std::string full;
     full.reserve(folder_.size() + 1 + relName.size());
-    full.append(folder_).append("/").append(relName);
+    if (!flat_) {
+        full.append(folder_).append("/");
+    }
+    full.append(relName);
     if (const ZipRecord* r = findExact(full)) {
         return r;
     }

@@ -151,9 +151,14 @@ public:
     std::bitset<256> opcodesSeen;
     bool torchScript = false;
     ScriptClasses scriptClasses;  // a TorchScript archive's classes, from its code/ sources
-    // Its constants.pkl tuple, shown as the root's last child `constants.pkl` (no data.pkl
-    // attribute can have that name); not part of the state dict.
-    pickle::ValueId scriptConstants;
+    // Values shown as the root's last children under these names but not part of the root value
+    // (convert does not write them): a TorchScript archive's constants.pkl tuple (`constants.pkl`:
+    // no data.pkl attribute can have that name); a torch.export archive's `[constants]`,
+    // `[graph_signature]` and `[archive]` (no parameter name has brackets).
+    std::vector<std::pair<std::string, pickle::ValueId>> rootExtras;
+    // A torch.export archive (docs/format.md §14): "pt2" (2.6+), "pt2-root" (2.1-2.5, records in no
+    // folder); empty otherwise. Its root is the exported program's state dict.
+    std::string exportLayout;
     std::vector<std::pair<std::string, std::string>> safetensorsMetadata;
     std::vector<std::string> warnings;
     // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError): a

@@ -567,8 +567,10 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
         expanded[v.v] = true;
         const std::uint64_t poolBefore = c.names.bytes();
         childrenOf(a, names, v, kind, kids);
-        if (i == 0 && c.scriptConstants.valid()) {
-            kids.push_back({"constants.pkl", c.scriptConstants});
+        if (i == 0) {
+            for (const auto& [name, value] : c.rootExtras) {
+                kids.push_back({name, value});
+            }
         }
         if (kids.empty()) {
             continue;

@@ -104,7 +104,10 @@ std::string storageName(const StorageEntry& s)
     return "storage " + s.key + " (" + (slash == std::string::npos ? s.record.str() : s.record.substr(slash + 1)) + ")";
 }
 
-// Checks that every storage's bytes are there (torch reads exactly numel x element size).
+}  // namespace
+
+namespace detail {
+
 Expected<void> checkStorageBytes(Checkpoint& c)
 {
     for (auto& s : c.storages) {
@@ -122,7 +125,6 @@ Expected<void> checkStorageBytes(Checkpoint& c)
     return {};
 }
 
-// Copies the unpickler's storage references into the checkpoint's storage table.
 Expected<void> adoptStorages(Checkpoint& c)
 {
     c.storages.clear();
@@ -147,6 +149,26 @@ Expected<void> adoptStorages(Checkpoint& c)
     }
     return {};
 }
+
+void placeRecord(StorageEntry& s, const archive::ZipRecord& rec, std::uint64_t base)
+{
+    s.record = rec.name;
+    s.fileOffset = base + rec.dataOffset;
+    s.storedBytes = rec.size;
+    s.crc32 = rec.crc32;
+    s.compressed = rec.method != 0;
+    s.method = rec.method;
+    s.compressedBytes = rec.compressedSize;
+    s.localHeader = base + rec.localHeaderOffset;
+    s.present = true;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::adoptStorages;
+using detail::checkStorageBytes;
 
 std::string undecodableWarning(const Checkpoint& c)
 {
@@ -231,6 +253,13 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
     noteSalvage(c, *zip);
+    if (detail::isExportArchive(*zip)) {
+        return detail::loadExportArchive(c, *zip, budget);
+    }
+    if (zip->flat()) {
+        return fail(ErrorCode::Corrupt, "file in archive is not in a subdirectory: " + zip->records().front().name,
+                    zip->flatFirstAt());
+    }
     if (zip->find("constants.pkl") != nullptr) {
         // data.pkl holds the module tree as __torch__ objects with the same storage ids as torch.save;
         // the class sources say which attributes are parameters and buffers (state_dict.h).
@@ -241,6 +270,9 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
     if (pkl == nullptr) {
         if (zip->find(".data/extern_modules") != nullptr) {
             return fail(ErrorCode::Unsupported, "is a torch.package archive, not a torch.save checkpoint");
+        }
+        if (zip->find("model.json") != nullptr) {
+            return detail::loadFirstScriptLayout(c, *zip);
         }
         if (c.truncation.salvaged) {
             return fail(ErrorCode::Truncated, "zip archive is truncated and its data.pkl is not whole: the file ends " +
@@ -313,15 +345,7 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
                                                 "locating file " +
                                                 recName + "\")");
         }
-        s.record = rec->name;
-        s.fileOffset = rec->dataOffset;
-        s.storedBytes = rec->size;
-        s.crc32 = rec->crc32;
-        s.compressed = rec->method != 0;
-        s.method = rec->method;
-        s.compressedBytes = rec->compressedSize;
-        s.localHeader = rec->localHeaderOffset;
-        s.present = true;
+        detail::placeRecord(s, *rec, 0);
         if (s.method != 0 && s.method != 8) {
             c.warnings.push_back("storage record " + rec->name + " is compressed with " +
                                  archive::methodName(s.method) + ", which torch.load cannot read");

@@ -105,6 +105,26 @@ void torchScript(const Checkpoint& ckpt, Findings& out)
     out.push_back(std::move(f));
 }
 
+void exportArchive(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.exportLayout.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = "export-archive";
+    f.severity = Severity::Warning;
+    f.title = "A torch.export archive (.pt2, torch.export.save), not a torch.save checkpoint: torch.load refuses it";
+    f.detail = "The archive holds an exported program: its graph as JSON, its weights and constants as raw "
+               "records described by JSON configs (docs/format.md §14). torch.load finds no data.pkl in it "
+               "(\"PytorchStreamReader failed locating file data.pkl\"); torch.export.load rebuilds the program. "
+               "ckptscope reads the weights without running anything: the key tree's top level is the exported "
+               "program's state dict, keyed by the names the export records, beside `[constants]`, "
+               "`[graph_signature]` and `[archive]`; `convert FILE -o OUT` writes the state dict as a plain "
+               "torch.save file that loads with weights_only=True.";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
 void missingStorages(const Checkpoint& ckpt, const TensorsByStorage& users, Findings& out)
 {
     std::vector<StorageIndex> missing;
@@ -368,6 +388,7 @@ void storageRules(const Checkpoint& ckpt, Findings& out)
     compressedFile(ckpt, out);
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);
+    exportArchive(ckpt, out);
     const auto users = tensorsByStorage(ckpt);
     if (ckpt.truncation.salvaged) {
         truncatedArchive(ckpt, users, out);

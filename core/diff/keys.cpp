@@ -65,7 +65,14 @@ void collectUnder(const Checkpoint& c, NodeIndex root, std::uint32_t part, bool 
             leaves.push_back({part, id, keys.first, keys.second});
             continue;
         }
-        for (std::uint32_t r = n.childCount; r-- > 0;) {
+        // The root's extra rows (a .pt2's [constants] and [graph_signature], checkpoint.h
+        // rootExtras) are no part of the value the file holds: a whole file compares as its root
+        // (a TorchScript archive's constants.pkl stays in the raw tree's comparison, as before).
+        const std::uint32_t shown =
+            id == kRootNode && root == kRootNode && !c.torchScript
+                ? n.childCount - static_cast<std::uint32_t>(std::min<std::size_t>(c.rootExtras.size(), n.childCount))
+                : n.childCount;
+        for (std::uint32_t r = shown; r-- > 0;) {
             const NodeIndex child = n.child(r);
             const std::string_view name = c.nodes[child].name;
             std::string matchName(name);

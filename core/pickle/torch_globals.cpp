@@ -859,6 +859,12 @@ ValueId TorchGlobals::Impl::persistentLoad(ValueId pid)
     if (tag == "module" && legacyPersistentIds_ && items.size() == 4 && kindOf(items[1]) == Kind::Global) {
         return items[1];
     }
+    // PyTorch 0.1's tar writer names a module class as (class, source_file, source), and
+    // legacy_load's persistent_load returns saved_id[0]: the class, which NEWOBJ then builds
+    // (docs/format.md §3.3). Nothing is called: the class stays a name.
+    if (legacyPersistentIds_ && items.size() == 3 && kindOf(items[0]) == Kind::Global) {
+        return items[0];
+    }
     const bool shapeOk = items.size() == 5 || (legacyPersistentIds_ && items.size() == 6);
     if (tag != "storage" || !shapeOk) {
         return opaque();

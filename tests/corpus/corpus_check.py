@@ -142,7 +142,7 @@ class Storages:
 
     def add(self, key, typed, location):
         self.by_key[key] = typed
-        self.location[typed._storage._cdata] = location
+        self.location[oracle.untyped_storage_of(typed)._cdata] = location
         return typed
 
 
@@ -198,7 +198,7 @@ def stub_load_legacy(blob):
             view_key, offset, view_size = view
             if view_key not in views:
                 views[view_key] = typed[offset:offset + view_size]
-                st.location[views[view_key]._storage._cdata] = location
+                st.location[oracle.untyped_storage_of(views[view_key])._cdata] = location
             return views[view_key]
         return typed
 
@@ -213,7 +213,7 @@ def stub_load_legacy(blob):
             raise EOFError("storage data ends early")
         if nbytes:
             src = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            torch.empty(0, dtype=torch.uint8).set_(typed._storage).copy_(src)
+            torch.empty(0, dtype=torch.uint8).set_(oracle.untyped_storage_of(typed)).copy_(src)
     # views were sliced before the bytes arrived; slices of an untyped storage share its memory
     return result, st
 
@@ -246,7 +246,7 @@ def stub_load(path):
         tensors, _ = oracle.read_safetensors(path)
         st = Storages()
         for t in tensors.values():
-            st.location[t.storage()._storage._cdata] = "cpu"
+            st.location[oracle.untyped_storage_of(t.storage())._cdata] = "cpu"
         return tensors, st
     return stub_load_legacy(blob)
 
@@ -313,10 +313,10 @@ def oracle_tensors(path):
         if t.is_sparse or t.is_meta or t.is_quantized:
             row.update(stride=None, offset=None, location=None)
             if t.is_quantized:
-                row.update(location=st.location.get(t.storage()._storage._cdata))
+                row.update(location=st.location.get(oracle.untyped_storage_of(t.storage())._cdata))
         else:
             row.update(stride=list(t.stride()), offset=t.storage_offset(),
-                       location=st.location.get(t.storage()._storage._cdata))
+                       location=st.location.get(oracle.untyped_storage_of(t.storage())._cdata))
         rows.append(row)
     return rows
 

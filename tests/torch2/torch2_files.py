@@ -171,6 +171,82 @@ def write_dtensor_alone(path):
     os.remove(f"{out}/fsdp2_dtensor.rank1.tmp")
 
 
+@writer
+def write_sparse(path):
+    i = torch.tensor([[0, 1, 3], [2, 0, 1]])
+    torch.save({"coo": torch.sparse_coo_tensor(i, torch.tensor([1.5, -2.0, 4.0]), (4, 3)),
+                "dense": torch.ones(2)}, path)
+
+
+@writer
+def write_nested(path):
+    torch.save({"nested": torch.nested.nested_tensor([torch.arange(3.0), torch.arange(5.0)]),
+                "dense": torch.ones(2)}, path)
+
+
+@writer
+def write_quantized(path):
+    x = torch.linspace(-1, 1, 12).reshape(3, 4)
+    torch.save({"per_tensor": torch.quantize_per_tensor(x, 0.01, 3, torch.qint8),
+                "per_channel": torch.quantize_per_channel(x, torch.tensor([0.01, 0.02, 0.04]),
+                                                          torch.tensor([0, 1, 2]), 0, torch.quint8),
+                "dense": torch.ones(2)}, path)
+
+
+class ExportNet(Net):
+    """Net with what an export sorts apart: a non-persistent buffer and a tensor attribute (both
+    constants of the program), a bf16 buffer and a buffer that views part of a larger storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rows", torch.arange(24.0).reshape(4, 6)[1:3])
+        self.register_buffer("half_scale", torch.linspace(0, 1, 5).to(torch.bfloat16))
+        self.register_buffer("temp", torch.ones(5), persistent=False)
+        self.offset = torch.full((5,), 0.5)
+
+    def forward(self, x):
+        y = super().forward(x + self.rows.sum(0)) * self.half_scale.float()
+        return y + self.temp + self.offset
+
+
+def write_export_pair(path):
+    """torch.export.save of ExportNet into NAME.pt2, the model's state_dict() beside it."""
+    torch.manual_seed(0)
+    model = ExportNet()
+    ep = torch.export.export(model, (torch.randn(2, 6),))
+    torch.save(model.state_dict(), path.removesuffix(".pt") + ".model_state_dict.pt")
+    return ep
+
+
+@writer
+def write_export(path):
+    torch.export.save(write_export_pair(path), path.removesuffix(".pt") + ".pt2")
+
+
+@writer
+def write_export_root(path):
+    """The layout torch.export.save wrote in 2.1-2.5 (torch/_export/__init__.py `save`): records at
+    the zip's root, the state dict and constants as torch.save files. No such PyTorch is here, so the
+    zip is assembled as that `save` did, from this PyTorch's own serializer (`serialize`, the same
+    SerializedArtifact), and 2.14's torch.export.load, which still reads the layout, is the oracle."""
+    import zipfile
+    from torch._export.serde.schema import SCHEMA_VERSION
+    from torch._export.serde.serialize import serialize
+    artifact = serialize(write_export_pair(path))
+    with zipfile.ZipFile(path.removesuffix(".pt") + ".pt2", "w") as z:
+        z.writestr("serialized_exported_program.json", artifact.exported_program)
+        z.writestr("serialized_state_dict.pt", artifact.state_dict)
+        z.writestr("serialized_constants.pt", artifact.constants)
+        z.writestr("serialized_example_inputs.pt", artifact.example_inputs)
+        z.writestr("version", ".".join(map(str, SCHEMA_VERSION)))
+
+
+@writer
+def write_jit(path):
+    torch.manual_seed(0)
+    torch.jit.save(torch.jit.script(Net()), path)
+
+
 # ---------------------------------------------------------------------------------------------
 
 def key_text(k):
@@ -202,9 +278,20 @@ def walk(obj, path="", out=None, active=None):
 
 
 def raw(t):
-    """The tensor's elements in C order as bytes (dtype-agnostic, float8 and uint64 included)."""
+    """The tensor's elements in C order as bytes (dtype-agnostic, float8 and uint64 included); a
+    sparse tensor's dense form, a nested tensor's components one after another."""
+    if t.is_sparse:
+        t = t.to_dense()
+    elif t.is_nested:
+        t = torch.cat([c.reshape(-1) for c in t.unbind()])
     t = t.detach().contiguous().reshape(-1)
     return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def value_key(t):
+    """(dtype, shape, bytes, layout) of a tensor: what a conversion must keep."""
+    shape = tuple(c.shape for c in t.unbind()) if t.is_nested else tuple(t.shape)
+    return dtype_name(t.dtype), shape, raw(t), "nested" if t.is_nested else str(t.layout)
 
 
 def dtype_name(dt):
@@ -238,7 +325,12 @@ def check_file(tool, path, work):
     for p in sorted(set(mine) & set(theirs)):
         m, t = mine[p], theirs[p]
         got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
-        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset())
+        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset()) if t.layout == torch.strided \
+            and not t.is_nested else None
+        if t.is_sparse:  # no strides or offset: its layout, dtype and dense shape
+            got, exp = (m.get("layout"), m["dtype"], m["shape"]), ("sparse", dtype_name(t.dtype), list(t.shape))
+        elif t.is_nested:  # no one shape: its layout and dtype (shapes per component: issue 25)
+            got, exp = (m.get("layout"), m["dtype"]), ("nested", dtype_name(t.dtype))
         if got != exp:
             errors.append(f"inspect: {p}: ckptscope {got}, torch {exp}")
 
@@ -258,10 +350,10 @@ def check_file(tool, path, work):
     if locations - {"cpu"}:
         errors.append(f"convert: the output keeps storages on {sorted(locations - {'cpu'})}")
     kept = {p: t for p, t in walk(got)}
-    by_value = collections.Counter((dtype_name(t.dtype), tuple(t.shape), raw(t)) for t in kept.values())
+    by_value = collections.Counter(value_key(t) for t in kept.values())
     for p, t in want:
-        k = (dtype_name(t.dtype), tuple(t.shape), raw(t))
-        if p in kept and (dtype_name(kept[p].dtype), tuple(kept[p].shape), raw(kept[p])) == k:
+        k = value_key(t)
+        if p in kept and value_key(kept[p]) == k:
             continue
         if by_value[k] > 0:
             by_value[k] -= 1
@@ -330,6 +422,177 @@ def check_rank_file(tool, path, work):
     return errors
 
 
+def compare_values(errors, what, got, want):
+    """Every tensor of `want` in `got` under its key, with the same dtype, shape and bytes."""
+    for k in sorted(set(got) ^ set(want)):
+        errors.append(f"{what}: {k!r} is {'only in ckptscope' if k in got else 'missing (torch has it)'}")
+    for k in sorted(set(got) & set(want)):
+        g, w = got[k], want[k]
+        if (dtype_name(g.dtype), tuple(g.shape), raw(g)) != (dtype_name(w.dtype), tuple(w.shape), raw(w)):
+            errors.append(f"{what}: {k}: {dtype_name(g.dtype)} {list(g.shape)} differs from torch's "
+                          f"{dtype_name(w.dtype)} {list(w.shape)}")
+
+
+def check_index(errors, mine, want, prefix=""):
+    """inspect's tensors at `prefix + key` hold each of torch's with its dtype, shape, stride and
+    storage offset."""
+    for k, t in want.items():
+        m = mine.get(prefix + k)
+        if m is None:
+            errors.append(f"inspect: {prefix + k} missing")
+            continue
+        got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
+        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset())
+        if got != exp:
+            errors.append(f"inspect: {prefix + k}: ckptscope {got}, torch {exp}")
+
+
+def check_refused(errors, tool, path, code):
+    """The default torch.load refuses the archive, and `check` says why with `code`."""
+    _, refused = default_load(path)
+    codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
+    if refused is None or code not in codes or "not-weights-only" in codes:
+        errors.append(f"check: findings {codes}, the default torch.load {refused or 'reads it'}")
+
+
+def check_convert(errors, tool, path, work, want):
+    out = os.path.join(work, os.path.basename(path) + ".state_dict.pt")
+    run(tool, "convert", path, "-o", out)
+    got, refused = default_load(out)
+    if refused:
+        errors.append(f"convert: the default torch.load refuses the output: {refused}")
+    else:
+        compare_values(errors, "convert", got, want)
+
+
+def check_export(tool, path, work):
+    """A torch.export archive: inspect lists the program's state dict at the top level and its
+    constants under [constants] as torch.export.load gives them, and the graph signature as torch
+    prints it; check names the archive (torch.load refuses it); convert writes the model's
+    state_dict(), every tensor equal, which the default torch.load reads; diff finds the archive
+    equal to that state_dict()."""
+    errors = []
+    pt2 = path.removesuffix(".pt") + ".pt2"
+    ep = torch.export.load(pt2)
+    info = json.loads(run(tool, "inspect", "--json", pt2).stdout)
+    mine = {t["path"]: t for t in info["tensors"]}
+    check_index(errors, mine, ep.state_dict)
+    check_index(errors, mine, {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}, "[constants]/")
+    extra = sorted(set(mine) - set(ep.state_dict) - {"[constants]/" + k for k in ep.constants})
+    if extra:
+        errors.append(f"inspect: tensors torch.export.load does not give: {extra}")
+    text = run(tool, "inspect", pt2).stdout
+    # Each spec is a row under [graph_signature]: its argument's name, then the rest of torch's line
+    # as a string value (shown quoted, its quotes escaped).
+    rows = {tuple(r.split(None, 2)[::2]) for r in text.splitlines() if len(r.split()) > 2}
+    rows = {(k, v.strip().replace("\\'", "'")) for k, v in rows}
+    for line in str(ep.graph_signature).splitlines():
+        if ": " in line and not line.startswith("#"):
+            name, spec = line.strip().split(": ", 1)
+            if (name, f"'{spec}'") not in rows:
+                errors.append(f"inspect: graph signature entry {line.strip()!r} not shown")
+    check_refused(errors, tool, pt2, "export-archive")
+    model = torch.load(path.removesuffix(".pt") + ".model_state_dict.pt")
+    compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
+    check_convert(errors, tool, pt2, work, model)
+    # diff compares the archive as its state dict: equal to the model's.
+    r = subprocess.run([tool, "diff", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        errors.append(f"diff against the model's state_dict(): exit {r.returncode}: {r.stdout.strip()[-300:]}")
+    if os.path.basename(pt2) == "export.pt2":
+        errors += check_export_damaged(tool, pt2, work)
+        errors += check_export_pickled(tool, pt2, work)
+    return errors
+
+
+def check_export_damaged(tool, pt2, work):
+    """Damaged weights configs of a real archive: each is refused in one line with exit 2 (sizes
+    whose product overflows, a negative stride, a symbolic size, an unknown scalar type, a record
+    outside the weights folder, an entry that is no object, one without tensor_meta)."""
+    import zipfile
+    errors = []
+
+    def first(cfg):
+        return cfg["config"][next(iter(cfg["config"]))]
+
+    def meta(key, value):
+        return lambda cfg: first(cfg)["tensor_meta"].__setitem__(key, value)
+
+    damage = {
+        "overflow": meta("sizes", [{"as_int": 2 ** 62}, {"as_int": 2 ** 62}]),
+        "negative_stride": lambda cfg: first(cfg)["tensor_meta"]["strides"][0].__setitem__("as_int", -1),
+        "symbolic": lambda cfg: first(cfg)["tensor_meta"]["sizes"].__setitem__(0, {"as_expr": {"expr_str": "s0"}}),
+        "scalar_type": meta("dtype", 99),
+        "traversal": lambda cfg: first(cfg).__setitem__("path_name", "../../etc/passwd"),
+        "not_object": lambda cfg: cfg["config"].__setitem__(next(iter(cfg["config"])), 5),
+        "no_meta": lambda cfg: first(cfg).pop("tensor_meta"),
+    }
+    with zipfile.ZipFile(pt2) as src:
+        names = src.namelist()
+        for case, mutate in damage.items():
+            out = os.path.join(work, f"damaged_{case}.pt2")
+            with zipfile.ZipFile(out, "w") as z:
+                for n in names:
+                    data = src.read(n)
+                    if n.endswith("_weights_config.json"):
+                        cfg = json.loads(data)
+                        mutate(cfg)
+                        data = json.dumps(cfg).encode()
+                    z.writestr(n, data)
+            r = subprocess.run([tool, "inspect", out], capture_output=True, text=True)
+            if r.returncode != 2 or len(r.stderr.strip().splitlines()) != 1:
+                errors.append(f"damaged ({case}): exit {r.returncode}, stderr {r.stderr.strip()[:200]!r}")
+    return errors
+
+
+def check_export_pickled(tool, pt2, work):
+    """A weight stored as torch.export stores a tensor subclass (use_pickle: a torch.save file as
+    its record), made from the real archive by re-storing one weight so, since no subclass this
+    PyTorch exports plainly is at hand: inspect and convert give what torch.export.load gives."""
+    import io
+    import zipfile
+    errors = []
+    out = os.path.join(work, "pickled_weight.pt2")
+    with zipfile.ZipFile(pt2) as src, zipfile.ZipFile(out, "w") as z:
+        names = src.namelist()
+        folder = names[0].split("/")[0]
+        cfg_name = f"{folder}/data/weights/model_weights_config.json"
+        cfg = json.loads(src.read(cfg_name))
+        fqn = next(iter(cfg["config"]))
+        buf = io.BytesIO()
+        torch.save(torch.nn.Parameter(torch.arange(6.0).reshape(2, 3)), buf)
+        cfg["config"][fqn].update(path_name="weight_pickled", use_pickle=True)
+        for n in names:
+            z.writestr(n, json.dumps(cfg).encode() if n == cfg_name else src.read(n))
+        z.writestr(f"{folder}/data/weights/weight_pickled", buf.getvalue())
+    want = dict(torch.export.load(out).state_dict)
+    info = json.loads(run(tool, "inspect", "--json", out).stdout)
+    check_index(errors, {t["path"]: t for t in info["tensors"]}, want)
+    check_convert(errors, tool, out, work, want)
+    return [f"pickled weight: {e}" for e in errors]
+
+
+def check_jit(tool, path, work):
+    """torch.jit.save: inspect's TorchScript state dict is torch.jit.load(f).state_dict() (keys,
+    dtypes, shapes); check names the archive (the default torch.load refuses it); convert writes
+    that state dict, every tensor equal."""
+    errors = []
+    archive = path
+    want = torch.jit.load(archive).state_dict()
+    info = json.loads(run(tool, "inspect", "--json", archive).stdout)
+    got = {e["key"]: (e["dtype"], e["shape"]) for e in info.get("torchscript", {}).get("state_dict", [])}
+    exp = {k: (dtype_name(v.dtype), list(v.shape)) for k, v in want.items()}
+    if got != exp:
+        errors.append(f"inspect: TorchScript state dict {got}, torch.jit.load {exp}")
+    check_refused(errors, tool, archive, "torchscript-archive")
+    check_convert(errors, tool, archive, work, dict(want))
+    return errors
+
+
+CHECKS = {"dtensor_alone": check_rank_file, "export": check_export, "export_root": check_export, "jit": check_jit}
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -353,7 +616,7 @@ def main():
         work = os.path.join(args.out, "work")
         os.makedirs(work, exist_ok=True)
         try:
-            errors = (check_rank_file if name == "dtensor_alone" else check_file)(args.tool, path, work)
+            errors = CHECKS.get(name, check_file)(args.tool, path, work)
         except Exception as e:  # noqa: BLE001 - reported as the case's failure
             errors = [f"{type(e).__name__}: {e}"]
         for e in errors:

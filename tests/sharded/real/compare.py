@@ -156,6 +156,18 @@ def case(ckptscope, name, tmp):
         errors += same_tree(ckptscope, s(name), hand)
         errors += same_values("hand-built " + name, consolidated(ckptscope, hand, tmp, "hand"), oracle)
         want = []
+    elif name == "dcp_fsdp2_threads":
+        # FileSystemWriter(thread_count=2): the same values as the one-thread save.
+        oracle = load("dcp_fsdp2.dcp_to_torch_save.pt")
+        errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)
+        want = []
+    elif name in ("dcp_no_pg", "dcp_torch_save_to_dcp"):
+        # Written by one process without a process group, and by torch_save_to_dcp: the initial
+        # state dict, under `model` for the former.
+        init = load("dcp_fsdp2.init_state_dict.pt")
+        oracle = {"model": init} if name == "dcp_no_pg" else init
+        errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)
+        want = []
     elif name == "dcp_fsdp2_no_collectives":
         # The same save with use_collectives=False: one __R.metadata per rank. PyTorch's own
         # dcp_to_torch_save reads __0.metadata alone here, so the oracle is the collective save.

@@ -80,6 +80,9 @@ def fsdp2_worker(rank, world, out, port):
     fake_step(model, opt)
     msd, osd = get_state_dict(model, opt)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=f"{out}/dcp_fsdp2")
+    # The same with FileSystemWriter(thread_count=2): each rank's items spread over more files.
+    from torch.distributed.checkpoint import FileSystemWriter
+    dcp.save({"model": msd, "optim": osd}, storage_writer=FileSystemWriter(f"{out}/dcp_fsdp2_threads", thread_count=2))
     os.makedirs(f"{out}/fsdp2_rank_pickles", exist_ok=True)
     torch.save(model.state_dict(), f"{out}/fsdp2_rank_pickles/rank{rank}.pt")
     import inspect
@@ -126,6 +129,12 @@ def step_fsdp2(out):
     oracle(f"{out}/dcp_fsdp2")
     if os.path.isdir(f"{out}/dcp_fsdp2_no_collectives"):
         oracle(f"{out}/dcp_fsdp2_no_collectives")
+    # Saved with no process group (dcp.save then runs as one rank, no_dist), and a torch.save
+    # file turned into DCP by torch_save_to_dcp: both hold the initial model's state dict.
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.format_utils import torch_save_to_dcp
+    dcp.save({"model": torch.load(f"{out}/dcp_fsdp2.init_state_dict.pt")}, checkpoint_id=f"{out}/dcp_no_pg")
+    torch_save_to_dcp(f"{out}/dcp_fsdp2.init_state_dict.pt", f"{out}/dcp_torch_save_to_dcp")
 
 
 def step_fsdp2_tp(out):
