@@ -1,6 +1,7 @@
 #include "cli/cmd_inspect.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -78,7 +79,7 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
             if (n.kind == NodeKind::Tensor) {
                 const auto& t = c.tensors[n.tensor];
                 r.dtype = dtypeName(t.dtype);
-                r.shape = shapeText(t.shape);
+                r.shape = tensorShapeText(c, t);
                 r.device = displayText(t.location);
                 r.size = humanBytes(t.nbytes);
             } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
@@ -122,7 +123,7 @@ void printScriptStateDict(const Checkpoint& c, std::ostream& out)
         const auto& t = c.tensors[e.tensor];
         const std::string key = displayText(e.key);
         out << "  " << key << std::string(key.size() < wKey ? wKey - key.size() : 0, ' ') << "  " << dtypeName(t.dtype)
-            << "  " << shapeText(t.shape) << '\n';
+            << "  " << tensorShapeText(c, t) << '\n';
     }
     for (const auto& s : sd->skipped) {
         out << "  left out: " << displayText(s.path) << " (" << displayText(s.type)

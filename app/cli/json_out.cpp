@@ -1,5 +1,6 @@
 #include "cli/json_out.h"
 
+#include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "util/printable.h"
 
@@ -227,6 +228,20 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             static constexpr std::array<std::string_view, 7> kForms{"strided", "quantized", "sparse", "meta",
                                                                     "wrapper", "device",    "nested"};
             out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
+        }
+        if (t.form == pickle::TensorForm::Nested) {
+            // shape, stride and numel are its flat buffer's; the components are the tensors it holds
+            out << R"(, "components": )";
+            if (auto comps = nestedComponents(c, t)) {
+                out << '[';
+                for (std::size_t k = 0; k < comps->size(); ++k) {
+                    out << (k ? ", " : "");
+                    out.dims((*comps)[k].shape);
+                }
+                out << ']';
+            } else {
+                out << "null";
+            }
         }
         out << '}';
         tensorBytes += t.nbytes;

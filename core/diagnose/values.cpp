@@ -219,15 +219,12 @@ Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
     if (v.offset < 0) {
         return makeError(ErrorCode::Corrupt, "tensor has a negative storage offset");
     }
-    auto last = static_cast<std::uint64_t>(v.offset);
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.stride[i] < 0) {
-            return makeError(ErrorCode::Corrupt, "tensor has a negative stride");
-        }
-        last += static_cast<std::uint64_t>(v.shape[i] - 1) * static_cast<std::uint64_t>(v.stride[i]);
+    if (std::any_of(v.stride.begin(), v.stride.end(), [](std::int64_t s) { return s < 0; })) {
+        return makeError(ErrorCode::Corrupt, "tensor has a negative stride");
     }
-    if ((last + 1) * es > storageBytes) {
-        return makeError(ErrorCode::Corrupt, "tensor view reaches byte " + std::to_string((last + 1) * es) +
+    const ByteExtent reach = viewByteExtent(v.dtype, v.offset, v.shape, v.stride);
+    if (reach.end > storageBytes) {
+        return makeError(ErrorCode::Corrupt, "tensor view reaches byte " + std::to_string(reach.end) +
                                                  " of a storage of " + std::to_string(storageBytes) + " bytes");
     }
     return {};

@@ -4,6 +4,7 @@
 // dtypes, are decoded to float64.
 #include "diff/diff.h"
 
+#include "checkpoint/layout.h"
 #include "checkpoint/tensor_bytes.h"
 #include "diff/elements.h"
 #include "diff/keys.h"
@@ -522,8 +523,10 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
     r.pathB = b.path;
     r.selectA = opts.selectA;
     r.selectB = opts.selectB;
-    auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA);
-    auto leavesB = detail::collectLeaves(*rootsB, opts.alignPrefixes, r.prefixesB);
+    std::vector<detail::Leaf> containersA;
+    std::vector<detail::Leaf> containersB;
+    auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA, &containersA);
+    auto leavesB = detail::collectLeaves(*rootsB, opts.alignPrefixes, r.prefixesB, &containersB);
     if (r.prefixesA == r.prefixesB) {
         r.prefixesA.clear();  // both sides carry the same wrappers: nothing was aligned
         r.prefixesB.clear();
@@ -566,13 +569,42 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         }
     }
     findRenames(r, a, b, opts, stop);
+    // A container or object on both sides whose class changed: its leaves may all match, but a
+    // program reading `ckpt["args"].lr` breaks on the dict that replaced the Namespace.
+    std::unordered_map<std::string_view, const detail::Leaf*> containerB;
+    for (const auto& c : containersB) {
+        containerB.emplace(c.matchKey, &c);
+    }
+    for (const auto& ca : containersA) {
+        const auto it = containerB.find(ca.matchKey);
+        if (it == containerB.end()) {
+            continue;
+        }
+        const detail::Leaf& cb = *it->second;
+        std::string classA = detail::containerClass(a.part(ca.part), ca.node);
+        std::string classB = detail::containerClass(b.part(cb.part), cb.node);
+        if (classA != classB) {
+            Entry e;
+            e.status = Status::Changed;
+            e.key = ca.key;
+            e.keyB = cb.key;
+            e.partA = ca.part;
+            e.partB = cb.part;
+            e.nodeA = ca.node;
+            e.nodeB = cb.node;
+            e.changes = kType;
+            e.valueA = std::move(classA);
+            e.valueB = std::move(classB);
+            r.entries.push_back(std::move(e));
+        }
+    }
 
     // Pairs: non-tensor values by their repr, tensors by metadata and then by value.
     std::vector<Job> jobs;
     jobs.reserve(r.entries.size());
     std::uint64_t total = 0;
     for (auto& e : r.entries) {
-        if (e.status != Status::Equal) {
+        if (e.status != Status::Equal || (e.changes & kType) != 0) {
             continue;
         }
         const Checkpoint& ca = a.part(e.partA);
@@ -590,6 +622,14 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
             continue;
         }
         e.changes = metadataChanges(*ta, *tb);
+        // Nested tensors: equal buffers are equal tensors only with the same components.
+        if (ta->form == pickle::TensorForm::Nested || tb->form == pickle::TensorForm::Nested) {
+            auto ka = nestedComponents(ca, *ta);
+            auto kb = nestedComponents(cb, *tb);
+            if (!ka || !kb || *ka != *kb) {
+                e.changes |= kShape;
+            }
+        }
         Job j;
         j.qa = detail::quantizerOf(ca, *ta);
         j.qb = detail::quantizerOf(cb, *tb);
@@ -650,10 +690,11 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         }
     }
     for (auto& e : r.entries) {
-        if (e.nodeA.valid() && !e.tensorA.valid()) {
+        const bool typeChange = (e.changes & kType) != 0;  // valueA/B already name the classes
+        if (!typeChange && e.nodeA.valid() && !e.tensorA.valid()) {
             e.valueA = leafRepr(a.part(e.partA), e.nodeA, kReprShow);
         }
-        if (e.nodeB.valid() && !e.tensorB.valid()) {
+        if (!typeChange && e.nodeB.valid() && !e.tensorB.valid()) {
             e.valueB = leafRepr(b.part(e.partB), e.nodeB, kReprShow);
         }
         classify(e);

@@ -51,43 +51,27 @@ template <class T> double asDouble(T v)
     return static_cast<double>(v);
 }
 
-// The last element a view reaches, in elements from the storage start, plus one; 0 when empty.
-Expected<std::uint64_t> viewEnd(const TensorEntry& t)
-{
-    if (t.numel == 0) {
-        return std::uint64_t{0};
-    }
-    if (t.shape.size() != t.stride.size() || t.storageOffset < 0) {
-        return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has an inconsistent view");
-    }
-    auto end = static_cast<std::uint64_t>(t.storageOffset);
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
-        if (t.stride[d] < 0) {
-            return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has a negative stride");
-        }
-        end += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(t.stride[d]);
-    }
-    return end + 1;
-}
-
 }  // namespace
 
 Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, TensorBytes& out)
 {
     out.bytes = {};
     out.owned.clear();
-    // A quantized tensor's storage holds its integer values in the same strided layout.
+    // A quantized tensor's storage holds its integer values in the same strided layout; a nested
+    // one is indexed as its flat buffer of values (checkpoint/layout.h), its layout compared apart.
     const bool quantized = t.form == pickle::TensorForm::Quantized;
-    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized)) {
+    const bool nested = t.form == pickle::TensorForm::Nested;
+    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized && !nested)) {
         return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' has no plain strided storage");
     }
     const StorageEntry& s = c.storages[t.storage];
     const std::uint64_t es = elementSize(t.dtype);
-    auto end = viewEnd(t);
-    if (!end) {
-        return end.error();
+    if (t.numel != 0 && (t.shape.size() != t.stride.size() || t.storageOffset < 0 ||
+                         std::any_of(t.stride.begin(), t.stride.end(), [](std::int64_t d) { return d < 0; }))) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has an inconsistent view");
     }
-    if (es == 0 || !s.present || *end * es > s.nbytes) {
+    const std::uint64_t end = viewByteExtent(t.dtype, t.storageOffset, t.shape, t.stride).end;
+    if (es == 0 || !s.present || end > s.nbytes) {
         return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
     }
     if (t.numel == 0) {
@@ -111,7 +95,7 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
     if (!storage) {
         return c.withPath(storage.error());
     }
-    if (storage->size() < *end * es) {
+    if (storage->size() < end) {
         return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
     }
     out.owned.reserve(static_cast<std::size_t>(t.nbytes));

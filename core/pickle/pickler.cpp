@@ -223,7 +223,7 @@ private:
         const StorageRef& s = a_.storages[static_cast<std::size_t>(v.i)];
         std::string cls = s.className;
         if (s.untyped) {
-            cls = "UntypedStorage";
+            cls = "UntypedStorage";  // written as torch.save writes it, whatever module was read
         } else if (cls.empty() || dtypeFromStorageClass(cls) != s.dtype) {
             cls = std::string(storageClassName(s.dtype));
         }
@@ -234,7 +234,9 @@ private:
         }
         byte(op::MARK);
         writeStr("storage");
-        writeGlobal("torch", cls);
+        // `torch.storage.UntypedStorage` is the class's own module, what torch.save writes and the
+        // only spelling 2.x's weights_only allowlist has (`torch.UntypedStorage` is refused).
+        writeGlobal(s.untyped ? "torch.storage" : "torch", cls);
         writeStr(s.key);
         writeStr(s.location);
         writeInt(static_cast<std::int64_t>(s.numel));

@@ -59,6 +59,14 @@ bool isExtraDtype(std::string_view name)
 
 bool isTensorOrStorageClass(std::string_view module, std::string_view name)
 {
+    // `f"{t.__module__}.{t.__name__}"` for torch._storage_classes: the untyped and typed classes
+    // live in torch.storage, so `torch.UntypedStorage` is not on the list (2.14 refuses it).
+    if (module == "torch.storage") {
+        return name == "UntypedStorage" || name == "TypedStorage";
+    }
+    if (module == "torch" && (name == "UntypedStorage" || name == "TypedStorage")) {
+        return false;
+    }
     if (module != "torch" && module != "torch.cuda") {
         return false;
     }

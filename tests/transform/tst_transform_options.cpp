@@ -237,16 +237,17 @@ private Q_SLOTS:
     void allowlistMatchesTorch26()
     {
         using ckpt::transform::weightsOnlyAllowed;
-        for (const char* ok : {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
-                               "torch.cuda.HalfTensor", "torch.bfloat16", "torch.float", "torch.uint3",
-                               "torch.per_channel_affine", "torch.device", "builtins.set", "_codecs.encode",
-                               "torch._tensor._rebuild_from_type_v2", "torch.UntypedStorage"}) {
+        for (const char* ok :
+             {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
+              "torch.cuda.HalfTensor", "torch.bfloat16", "torch.float", "torch.uint3", "torch.per_channel_affine",
+              "torch.device", "builtins.set", "_codecs.encode", "torch._tensor._rebuild_from_type_v2",
+              "torch.storage.UntypedStorage", "torch.storage.TypedStorage"}) {
             QVERIFY2(weightsOnlyAllowed(ok), ok);
         }
         for (const char* no : {"argparse.Namespace", "numpy.core.multiarray.scalar", "builtins.frozenset",
                                "builtins.bytes", "__main__.Net", "torch.nn.modules.linear.Linear", "torch.uint8x",
                                "torch._utils._rebuild_sparse_csr_tensor", "torch.storage._load_from_bytes",
-                               "torch.Tensorx", "torch.load"}) {
+                               "torch.Tensorx", "torch.load", "torch.UntypedStorage"}) {
             QVERIFY2(!weightsOnlyAllowed(no), no);
         }
         using ckpt::transform::unsafeCallable;

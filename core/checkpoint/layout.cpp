@@ -1,0 +1,140 @@
+#include "checkpoint/layout.h"
+
+#include "checkpoint/tensor_bytes.h"
+#include "util/shape_text.h"
+
+#include <cstring>
+
+namespace ckpt {
+namespace {
+
+constexpr std::uint64_t kMaxLayoutInts = std::uint64_t{1} << 22U;  // 32 MiB of int64s
+constexpr std::size_t kShownComponents = 4;
+
+// The int64 values of a small tensor value in C order.
+Expected<std::vector<std::int64_t>> int64Values(const Checkpoint& c, pickle::ValueId v, const std::string& what)
+{
+    const pickle::Arena& a = c.arena;
+    if (!v.valid() || a[v].kind != pickle::Kind::Tensor) {
+        return makeError(ErrorCode::Corrupt, what + " is not a tensor");
+    }
+    const pickle::TensorInfo& t = pickle::tensorOf(a, v);
+    std::uint64_t numel = 1;
+    for (auto d : t.shape) {
+        numel *= static_cast<std::uint64_t>(std::max<std::int64_t>(0, d));
+    }
+    if (t.dtype != DType::Int64 || !t.storage.valid() || a[t.storage].kind != pickle::Kind::Storage ||
+        t.shape.size() != t.stride.size() || numel > kMaxLayoutInts) {
+        return makeError(ErrorCode::Corrupt, what + " is not an int64 tensor with a storage");
+    }
+    const StorageIndex si{static_cast<std::uint32_t>(a[t.storage].i)};
+    if (si.value() >= c.storages.size() || !c.storages[si].present) {
+        return makeError(ErrorCode::Truncated, what + "'s storage is missing from the file");
+    }
+    std::vector<std::byte> scratch;
+    auto data = c.storageData(si, scratch);
+    if (!data) {
+        return data.error();
+    }
+    if (viewByteExtent(t.dtype, t.storageOffset, t.shape, t.stride).end > data->size()) {
+        return makeError(ErrorCode::Corrupt, what + " reaches past its storage");
+    }
+    std::vector<std::int64_t> out;
+    out.reserve(static_cast<std::size_t>(numel));
+    const std::vector<std::int64_t> shape = t.shape;
+    const std::vector<std::int64_t> stride = t.stride;
+    forEachCOrderRun(shape, stride, t.storageOffset, sizeof(std::int64_t), [&](std::uint64_t at, std::uint64_t n) {
+        for (std::uint64_t k = 0; k < n; k += sizeof(std::int64_t)) {
+            std::int64_t x = 0;
+            std::memcpy(&x, data->data() + at + k, sizeof x);
+            out.push_back(x);
+        }
+        return true;
+    });
+    return out;
+}
+
+// ", nnz 3": the stored values' count, the first dimension of the values tensor
+// (`_rebuild_sparse_tensor(layout, (indices, values, size, ...))`, CSR/CSC/BSR: values third).
+std::string sparseNnzText(const Checkpoint& c, const TensorEntry& t)
+{
+    const pickle::Arena& a = c.arena;
+    const pickle::TensorInfo& info = pickle::tensorOf(a, t.value);
+    if (!info.rawArgs.valid() || a[info.rawArgs].items.size() != 2) {
+        return "";
+    }
+    const pickle::Value& data = a[a[info.rawArgs].items[1]];
+    if (data.kind != pickle::Kind::Tuple || data.items.size() < 3) {
+        return "";
+    }
+    const bool coo = a[data.items[1]].kind == pickle::Kind::Tensor && a[data.items[2]].kind != pickle::Kind::Tensor;
+    const pickle::ValueId values = coo ? data.items[1] : data.items[2];
+    if (a[values].kind != pickle::Kind::Tensor || pickle::tensorOf(a, values).shape.size() == 0) {
+        return "";
+    }
+    return ", nnz " + std::to_string(pickle::tensorOf(a, values).shape[0]);
+}
+
+}  // namespace
+
+Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t)
+{
+    if (t.form != pickle::TensorForm::Nested || !t.value.valid()) {
+        return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' is not a nested tensor");
+    }
+    const pickle::TensorInfo& info = pickle::tensorOf(c.arena, t.value);
+    const pickle::Value& args = c.arena[info.rawArgs];
+    if (args.items.size() != 4) {
+        return makeError(ErrorCode::Corrupt, "nested tensor '" + t.path + "' has unexpected arguments");
+    }
+    const pickle::TensorInfo* sizesInfo =
+        c.arena[args.items[1]].kind == pickle::Kind::Tensor ? &pickle::tensorOf(c.arena, args.items[1]) : nullptr;
+    auto sizes = int64Values(c, args.items[1], "nested tensor '" + t.path + "' sizes");
+    auto strides = int64Values(c, args.items[2], "nested tensor '" + t.path + "' strides");
+    auto offsets = int64Values(c, args.items[3], "nested tensor '" + t.path + "' offsets");
+    for (const auto* r : {&sizes, &strides, &offsets}) {
+        if (!*r) {
+            return r->error();
+        }
+    }
+    // sizes is [n, dim] (or [n] of 1-d components written as [n, 1]); an empty nested tensor is [0].
+    const std::size_t n = offsets->size();
+    const std::size_t dim = n == 0 || sizesInfo == nullptr || sizesInfo->shape.size() < 2
+                                ? 0
+                                : static_cast<std::size_t>(sizesInfo->shape[1]);
+    if (sizes->size() != n * dim || strides->size() != n * dim) {
+        return makeError(ErrorCode::Corrupt, "nested tensor '" + t.path +
+                                                 "' has sizes, strides and offsets of "
+                                                 "different lengths");
+    }
+    std::vector<NestedComponent> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i].shape.assign(sizes->begin() + static_cast<std::ptrdiff_t>(i * dim),
+                            sizes->begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+        out[i].stride.assign(strides->begin() + static_cast<std::ptrdiff_t>(i * dim),
+                             strides->begin() + static_cast<std::ptrdiff_t>((i + 1) * dim));
+        out[i].offset = (*offsets)[i];
+    }
+    return out;
+}
+
+std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t)
+{
+    if (t.form == pickle::TensorForm::Sparse) {
+        return "sparse " + shapeText(t.shape) + sparseNnzText(c, t);
+    }
+    if (t.form != pickle::TensorForm::Nested) {
+        return shapeText(t.shape);
+    }
+    auto comps = nestedComponents(c, t);
+    if (!comps) {
+        return "nested (components unreadable)";
+    }
+    std::string s = "nested " + std::to_string(comps->size()) + ":";
+    for (std::size_t i = 0; i < comps->size() && i < kShownComponents; ++i) {
+        s += (i ? ", " : " ") + shapeText((*comps)[i].shape);
+    }
+    return s + (comps->size() > kShownComponents ? ", ..." : "");
+}
+
+}  // namespace ckpt

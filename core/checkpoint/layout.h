@@ -1,0 +1,31 @@
+// Tensors that are not one strided view of one storage, as people read them. A nested tensor
+// (torch.nested, docs/format.md §4.4) is indexed as its flat buffer of values (TensorEntry's dtype,
+// shape, stride and offset are the buffer's, so statistics and comparisons see the real values);
+// its components' shapes live in three small int64 tensors beside it and are read from there.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+struct NestedComponent {
+    std::vector<std::int64_t> shape;
+    std::vector<std::int64_t> stride;
+    std::int64_t offset = 0;  // elements into the buffer
+    friend bool operator==(const NestedComponent&, const NestedComponent&) = default;
+};
+
+// `_rebuild_nested_tensor(buffer, sizes, strides, offsets)`: row i of `sizes` and `strides` and
+// element i of `offsets` are component i's view of the buffer. An error when the tensor is not a
+// nested one or those tensors cannot be read.
+Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t);
+
+// The shape column: `[2, 3]`; a nested tensor as `nested 2: [2, 3], [2, 2]` (its components, the
+// first few); a sparse one as `sparse [4, 4], nnz 3` (its dense shape and stored values).
+[[nodiscard]] std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t);
+
+}  // namespace ckpt
