@@ -121,6 +121,9 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
     } else {
         rows += row(tr("Stride"), shapeText(t.stride) + (t.contiguous ? tr(" (contiguous)") : tr(" (not contiguous)")));
     }
+    if (const auto q = quantizerOf(ck, t)) {
+        rows += row(tr("Quantizer"), qs(q->text));
+    }
     rows += row(tr("Elements"), QString::number(t.numel));
     rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
     rows += row(tr("Saved on"), qs(t.location));

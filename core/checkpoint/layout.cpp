@@ -3,6 +3,8 @@
 #include "checkpoint/tensor_bytes.h"
 #include "util/shape_text.h"
 
+#include <array>
+#include <cstdio>
 #include <cstring>
 
 namespace ckpt {
@@ -135,6 +137,82 @@ std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t)
         s += (i ? ", " : " ") + shapeText((*comps)[i].shape);
     }
     return s + (comps->size() > kShownComponents ? ", ..." : "");
+}
+
+namespace {
+
+// A per-channel quantizer's scales or zero points: a tensor inside the rebuild arguments, named by
+// dtype, length and a hash of the bytes it views, so two files compare by content.
+std::string componentText(const Checkpoint& c, pickle::ValueId v)
+{
+    const pickle::Arena& a = c.arena;
+    if (!v.valid() || a[v].kind != pickle::Kind::Tensor) {
+        return pickle::shortRepr(a, v, 60);
+    }
+    const pickle::TensorInfo& t = pickle::tensorOf(a, v);
+    std::uint64_t numel = 1;
+    for (const auto d : t.shape) {
+        numel *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    }
+    std::string text = std::string(dtypeName(t.dtype)) + "[" + std::to_string(numel) + "]";
+    if (!t.storage.valid() || a[t.storage].kind != pickle::Kind::Storage || t.storageOffset < 0) {
+        return text;
+    }
+    const StorageIndex si{static_cast<std::uint32_t>(a[t.storage].i)};
+    std::vector<std::byte> scratch;
+    auto data = si.value() < c.storages.size() ? c.storageData(si, scratch)
+                                               : Expected<Bytes>(makeError(ErrorCode::Corrupt, ""));
+    const std::uint64_t es = elementSize(t.dtype);
+    const std::uint64_t from = static_cast<std::uint64_t>(t.storageOffset) * es;
+    if (!data || from + numel * es > data->size()) {
+        return text + " (unreadable)";
+    }
+    std::array<char, 24> hex{};
+    std::snprintf(hex.data(), hex.size(), " #%016llx",  // NOLINT(cppcoreguidelines-pro-type-vararg)
+                  static_cast<unsigned long long>(
+                      hashBytes(data->subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(numel * es)))));
+    return text + hex.data();
+}
+
+}  // namespace
+
+std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
+{
+    if (t.form != pickle::TensorForm::Quantized || !t.value.valid()) {
+        return std::nullopt;
+    }
+    const pickle::Arena& a = c.arena;
+    const pickle::TensorInfo& info = pickle::tensorOf(a, t.value);
+    Quantizer q;
+    if (!info.rawArgs.valid() || a[info.rawArgs].items.size() < 5) {
+        q.text = "unknown";
+        return q;
+    }
+    const pickle::ValueId params = a[info.rawArgs].items[4];
+    if (!params.valid() || a[params].kind != pickle::Kind::Tuple || a[params].items.empty()) {
+        q.text = pickle::shortRepr(a, params, 120);
+        return q;
+    }
+    const auto& p = a[params].items;
+    const pickle::ValueId scheme = p[0];
+    const std::string schemeName =
+        a[scheme].kind == pickle::Kind::Global ? pickle::globalOf(a, scheme).name : pickle::shortRepr(a, scheme, 40);
+    if (schemeName == "per_tensor_affine" && p.size() == 3 && a[p[1]].kind == pickle::Kind::Float &&
+        a[p[2]].kind == pickle::Kind::Int) {
+        q.perTensorAffine = true;
+        q.scale = a[p[1]].f;
+        q.zeroPoint = a[p[2]].i;
+        q.text =
+            schemeName + ", scale " + pickle::shortRepr(a, p[1], 40) + ", zero point " + std::to_string(q.zeroPoint);
+        return q;
+    }
+    q.text = schemeName;
+    for (std::size_t i = 1; i < p.size(); ++i) {
+        static const char* const kNames[] = {"", "scales ", "zero points ",
+                                             "axis "};  // NOLINT(modernize-avoid-c-arrays)
+        q.text += std::string(", ") + (i < 4 ? kNames[i] : "") + componentText(c, p[i]);  // NOLINT
+    }
+    return q;
 }
 
 }  // namespace ckpt

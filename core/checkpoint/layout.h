@@ -7,6 +7,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,19 @@ Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, con
 // The shape column: `[2, 3]`; a nested tensor as `nested 2: [2, 3], [2, 2]` (its components, the
 // first few); a sparse one as `sparse [4, 4], nnz 3` (its dense shape and stored values).
 [[nodiscard]] std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t);
+
+// How a quantized tensor's integers map to values: _rebuild_qtensor's quantizer_params
+// (torch/_utils.py), `(qscheme, scale, zero_point)` per tensor, values `(q - zero_point) * scale`,
+// or `(qscheme, scales, zero_points, axis)` per channel. `text` names it for reports and is what
+// two tensors compare by; a per-channel quantizer's scale and zero-point tensors appear in it by
+// content hash.
+struct Quantizer {
+    bool perTensorAffine = false;
+    double scale = 1;
+    std::int64_t zeroPoint = 0;
+    std::string text;  // "per_tensor_affine, scale 0.1, zero point 10"
+};
+// Empty for a tensor that is not quantized.
+[[nodiscard]] std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t);
 
 }  // namespace ckpt

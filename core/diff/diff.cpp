@@ -124,12 +124,12 @@ struct Job {
     bool decodable = false;
     bool valueless = false;
     // Per-tensor affine quantized sides are compared as their values, (q - zero_point) * scale.
-    std::optional<detail::Quantizer> qa;
-    std::optional<detail::Quantizer> qb;
+    std::optional<Quantizer> qa;
+    std::optional<Quantizer> qb;
     Partial result;
 };
 
-void dequantize(const std::optional<detail::Quantizer>& q, double* v, std::size_t n)
+void dequantize(const std::optional<Quantizer>& q, double* v, std::size_t n)
 {
     if (!q || !q->perTensorAffine) {
         return;
@@ -243,7 +243,7 @@ bool prepare(Job& j)
     }
     // A quantized side has values only per-tensor affine; otherwise its integers are compared as
     // bytes and a differing quantizer is reported on its own (kQuantizer).
-    auto valueType = [](const std::optional<detail::Quantizer>& q, DType t) {
+    auto valueType = [](const std::optional<Quantizer>& q, DType t) {
         if (q) {
             return q->perTensorAffine ? detail::quantizedIntType(t) : DType::Unknown;
         }
@@ -379,7 +379,7 @@ void findRenames(Result& r, const Side& a, const Side& b, const Options& o, std:
     parallelFor(work.size(), threadCount(o), stop, [&](std::size_t i) {
         TensorBytes tb;
         if (detail::readTensorBytes(*work[i]->c, *work[i]->t, tb)) {
-            work[i]->hash = detail::hashBytes(tb.bytes);
+            work[i]->hash = hashBytes(tb.bytes);
             work[i]->ok = true;
         }
     });
@@ -631,8 +631,8 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
             }
         }
         Job j;
-        j.qa = detail::quantizerOf(ca, *ta);
-        j.qb = detail::quantizerOf(cb, *tb);
+        j.qa = quantizerOf(ca, *ta);
+        j.qb = quantizerOf(cb, *tb);
         e.quantizerA = j.qa ? j.qa->text : std::string();
         e.quantizerB = j.qb ? j.qb->text : std::string();
         if (e.quantizerA != e.quantizerB) {

@@ -47,7 +47,7 @@ void appendUnique(std::vector<std::string>& to, const std::vector<std::string>& 
 
 // Wrapper prefixes a single-card copy loses: those of kWrapperSegments it strips, each alone and
 // every two of them nested (`module.module.`, `_orig_mod.module.`, `_module.module.`, ...). Strips run
-// as passes in list order, so the two-level combinations come before their parts.
+// as passes in list order, longest first, so the two-level combinations come before their parts.
 std::vector<std::string> wrapperPrefixes()
 {
     std::vector<std::string_view> names;
@@ -65,6 +65,7 @@ std::vector<std::string> wrapperPrefixes()
     for (auto n : names) {
         out.push_back(std::string(n) + ".");
     }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
     return out;
 }
 

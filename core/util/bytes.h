@@ -36,6 +36,10 @@ inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
     return v;
 }
 
+// A 64-bit hash of bytes (not cryptographic): diff's candidate moved tensors (then compared byte
+// for byte) and a quantizer's scale tensors named by content.
+[[nodiscard]] std::uint64_t hashBytes(Bytes b);
+
 // A whole file mapped read-only (MAP_PRIVATE). Empty files map to an empty span.
 //
 // A file that shrinks while mapped (truncated by another process, a download restarted over it)

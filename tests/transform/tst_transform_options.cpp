@@ -222,7 +222,7 @@ private Q_SLOTS:
         for (std::size_t i = 1; i < single.stripPrefixes.size(); ++i) {
             QVERIFY(single.stripPrefixes[i - 1].size() >= single.stripPrefixes[i].size());
         }
-        for (const char* p : {"module.", "module.module.", "_orig_mod."}) {
+        for (const char* p : {"module.", "module.module.", "_orig_mod.", "_module.", "_module.module."}) {
             QVERIFY(std::find(single.stripPrefixes.begin(), single.stripPrefixes.end(), p) !=
                     single.stripPrefixes.end());
         }
