@@ -39,5 +39,4 @@ void decode(DType t, Bytes bytes, std::size_t first, std::size_t count, double* 
 // The integer type a quantized dtype stores (QInt8 -> Int8); Unknown for packed sub-byte types.
 [[nodiscard]] DType quantizedIntType(DType t);
 
-
 }  // namespace ckpt::diff::detail

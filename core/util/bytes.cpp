@@ -1,8 +1,8 @@
 #include "util/bytes.h"
 
-#include <bit>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -200,6 +200,5 @@ std::uint64_t hashBytes(Bytes b)
     }
     return h ^ (h >> 32U);
 }
-
 
 }  // namespace ckpt
