@@ -124,6 +124,9 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
     if (const auto q = quantizerOf(ck, t)) {
         rows += row(tr("Quantizer"), qs(q->text));
     }
+    for (const auto& part : sparseParts(ck, t)) {
+        rows += row(qs(part.name), qs(dtypeName(part.dtype)) + QLatin1Char(' ') + shapeText(part.shape));
+    }
     rows += row(tr("Elements"), QString::number(t.numel));
     rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
     rows += row(tr("Saved on"), qs(t.location));

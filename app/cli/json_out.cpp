@@ -229,6 +229,9 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
                                                                     "wrapper", "device",    "nested"};
             out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
         }
+        if (const auto nnz = sparseNnz(c, t)) {
+            out << R"(, "nnz": )" << *nnz;
+        }
         if (t.form == pickle::TensorForm::Nested) {
             // shape, stride and numel are its flat buffer's; the components are the tensors it holds
             out << R"(, "components": )";

@@ -56,28 +56,45 @@ Expected<std::vector<std::int64_t>> int64Values(const Checkpoint& c, pickle::Val
     return out;
 }
 
-// ", nnz 3": the stored values' count, the first dimension of the values tensor
-// (`_rebuild_sparse_tensor(layout, (indices, values, size, ...))`, CSR/CSC/BSR: values third).
-std::string sparseNnzText(const Checkpoint& c, const TensorEntry& t)
+}  // namespace
+
+std::vector<SparsePart> sparseParts(const Checkpoint& c, const TensorEntry& t)
 {
     const pickle::Arena& a = c.arena;
+    if (t.form != pickle::TensorForm::Sparse || !t.value.valid()) {
+        return {};
+    }
     const pickle::TensorInfo& info = pickle::tensorOf(a, t.value);
     if (!info.rawArgs.valid() || a[info.rawArgs].items.size() != 2) {
-        return "";
+        return {};
     }
     const pickle::Value& data = a[a[info.rawArgs].items[1]];
     if (data.kind != pickle::Kind::Tuple || data.items.size() < 3) {
-        return "";
+        return {};
     }
-    const bool coo = a[data.items[1]].kind == pickle::Kind::Tensor && a[data.items[2]].kind != pickle::Kind::Tensor;
-    const pickle::ValueId values = coo ? data.items[1] : data.items[2];
-    if (a[values].kind != pickle::Kind::Tensor || pickle::tensorOf(a, values).shape.size() == 0) {
-        return "";
+    // COO: (indices, values, size[, is_coalesced]); CSR/CSC/BSR/BSC: (compressed, plain, values, size).
+    const bool coo = a[data.items[2]].kind != pickle::Kind::Tensor;
+    static constexpr std::array<const char*, 2> kCoo{"indices", "values"};
+    static constexpr std::array<const char*, 3> kCompressed{"compressed indices", "plain indices", "values"};
+    std::vector<SparsePart> out;
+    for (std::size_t i = 0; i < (coo ? kCoo.size() : kCompressed.size()); ++i) {
+        if (a[data.items[i]].kind != pickle::Kind::Tensor) {
+            return {};
+        }
+        const pickle::TensorInfo& p = pickle::tensorOf(a, data.items[i]);
+        out.push_back({coo ? kCoo.at(i) : kCompressed.at(i), p.dtype, p.shape});
     }
-    return ", nnz " + std::to_string(pickle::tensorOf(a, values).shape[0]);
+    return out;
 }
 
-}  // namespace
+std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t)
+{
+    const auto parts = sparseParts(c, t);
+    if (parts.empty() || parts.back().shape.empty()) {
+        return std::nullopt;
+    }
+    return parts.back().shape.front();
+}
 
 Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t)
 {
@@ -123,7 +140,8 @@ Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, con
 std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t)
 {
     if (t.form == pickle::TensorForm::Sparse) {
-        return "sparse " + shapeText(t.shape) + sparseNnzText(c, t);
+        const auto nnz = sparseNnz(c, t);
+        return "sparse " + shapeText(t.shape) + (nnz ? ", nnz " + std::to_string(*nnz) : std::string());
     }
     if (t.form != pickle::TensorForm::Nested) {
         return shapeText(t.shape);

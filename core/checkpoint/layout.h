@@ -25,6 +25,17 @@ struct NestedComponent {
 // nested one or those tensors cannot be read.
 Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t);
 
+// A sparse tensor's stored tensors (`_rebuild_sparse_tensor(layout, data)`): COO's indices and
+// values, a compressed layout's compressed and plain indices and values; empty when unreadable.
+struct SparsePart {
+    std::string name;  // "indices", "values", ...
+    DType dtype = DType::Unknown;
+    std::vector<std::int64_t> shape;
+};
+[[nodiscard]] std::vector<SparsePart> sparseParts(const Checkpoint& c, const TensorEntry& t);
+// The stored values' count: the values tensor's first dimension.
+[[nodiscard]] std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t);
+
 // The shape column: `[2, 3]`; a nested tensor as `nested 2: [2, 3], [2, 2]` (its components, the
 // first few); a sparse one as `sparse [4, 4], nnz 3` (its dense shape and stored values).
 [[nodiscard]] std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t);
