@@ -105,6 +105,7 @@ std::string withCommas(std::uint64_t n)
     return out;
 }
 
+// "65.0 KiB (66,568 bytes)": it carries its own parentheses, so callers never put it inside theirs.
 std::string bytesText(std::uint64_t n)
 {
     if (n < 1024) {
