@@ -1,5 +1,6 @@
 #include "findingspanel.h"
 
+#include "diagnose/report.h"
 #include "icons.h"
 #include "text.h"
 
@@ -158,6 +159,18 @@ void FindingsPanel::select(int finding)
     }
 }
 
+QString FindingsPanel::detailText() const
+{
+    return m_detail->text();
+}
+
+QString FindingsPanel::fixText(const transform::Options& fix)
+{
+    const std::string flags = diagnose::fixFlags(fix);
+    return flags.empty() ? tr("Fix: write a new copy as a current torch.save zip; no key or value changes")
+                         : tr("Fix: convert with %1").arg(qs(flags));
+}
+
 void FindingsPanel::onSelectionChanged()
 {
     auto* item = m_list->currentItem();
@@ -170,8 +183,7 @@ void FindingsPanel::onSelectionChanged()
                          .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
                               qs(f.detail).toHtmlEscaped());
     if (f.fix) {
-        detail += QStringLiteral("<br><span style='color:gray'>%1</span>")
-                      .arg(tr("Fix: %1").arg(qs(f.fix->toJson()).toHtmlEscaped()));
+        detail += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(fixText(*f.fix).toHtmlEscaped());
     }
     m_detail->setText(detail);
     m_fix->setEnabled(f.fix.has_value());

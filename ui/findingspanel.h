@@ -34,6 +34,11 @@ public:
     // Index of the first finding with this code, or -1.
     [[nodiscard]] int indexOfCode(const QString& code) const;
     void select(int finding);
+    // A fix as the selected finding's text says it: convert's flags, or what a bare rewrite does;
+    // never the options' JSON.
+    [[nodiscard]] static QString fixText(const transform::Options& fix);
+    // The selected finding's text as shown (title, detail and fix), for tests.
+    [[nodiscard]] QString detailText() const;
 
 Q_SIGNALS:
     void highlightPaths(const std::vector<std::string>& paths);

@@ -195,6 +195,21 @@ void TestCli::badInputIsOneLineExit2()
     r = ckptscope({"inspect", "/nonexistent/model.pt"});
     QCOMPARE(r.rc, 2);
     QVERIFY(r.err.find("cannot open") != std::string::npos);
+
+    // A picture picked by mistake is named as one; a 3-byte file is too short to be anything.
+    r = ckptscope({"inspect", CKPTSCOPE_SOURCE_DIR "/docs/screenshots/compare.png"});
+    QCOMPARE(r.rc, 2);
+    QVERIFY2(r.err.find("is a PNG image, not a PyTorch checkpoint") != std::string::npos, r.err.c_str());
+    QTemporaryDir dir;
+    const std::string tiny = dir.filePath(QStringLiteral("tiny.pt")).toStdString();
+    {
+        QFile f(QString::fromStdString(tiny));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("\x80\x02}", 3);  // the first bytes torch.save's legacy stream writes
+    }
+    r = ckptscope({"inspect", tiny});
+    QCOMPARE(r.rc, 2);
+    QVERIFY2(r.err.find("is 3 bytes, shorter than any checkpoint: truncated") != std::string::npos, r.err.c_str());
 }
 
 void TestCli::usageErrorsExit2()
