@@ -104,8 +104,8 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
             devList += (devList.empty() ? "" : ", ") + d;
         }
         f.title = "Storages are pinned to " + devList + ": torch.load without map_location puts them back there";
-        f.detail = plural(pinnedStorages, "storage", "storages") + " holding " + bytesText(pinnedBytes) + " were saved on " +
-                   devList + " (" + perDevice(ordered) +
+        f.detail = plural(pinnedStorages, "storage", "storages") + " holding " + bytesText(pinnedBytes) +
+                   " were saved on " + devList + " (" + perDevice(ordered) +
                    "), and torch.load without map_location recreates each one on the device it names.";
         if (anyCuda) {
             f.detail += " On a machine without CUDA it fails with \"RuntimeError: " + cudaUnavailableText() + "\"";

@@ -181,9 +181,9 @@ void truncatedArchive(const Checkpoint& ckpt, const TensorsByStorage& users, Fin
                                   : "\"" + std::string(archive::kTruncatedTorchError) + "\"") +
                "). Read from the local headers, " + plural(cut.records, "record is", "records are") + " whole" +
                (lostStorages == 0 ? std::string(" and every storage is among them")
-                                  : "; " + plural(lostStorages, "storage", "storages") + " holding " + bytesText(lostBytes) +
-                                        " are missing, so " + plural(f.paths.size(), "tensor", "tensors") +
-                                        " cannot be read: " + lost) +
+                                  : "; " + plural(lostStorages, "storage", "storages") + " holding " +
+                                        bytesText(lostBytes) + " are missing, so " +
+                                        plural(f.paths.size(), "tensor", "tensors") + " cannot be read: " + lost) +
                ". Fix: download or copy the file again, and compare its size with the source's; convert --salvage "
                "writes what survived.";
     out.push_back(std::move(f));
