@@ -11,6 +11,9 @@
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <unordered_set>
+
 namespace ckpt::ui {
 
 QString noFindingsText(Format format)
@@ -105,7 +108,8 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
         auto* item = new QTreeWidgetItem(m_list);
         item->setText(0, qs(f.title));
         item->setText(1, qs(f.code));
-        item->setText(2, f.paths.empty() ? QString() : QString::number(f.paths.size()));
+        const std::size_t keys = keyCount(f.paths);
+        item->setText(2, keys == 0 ? QString() : QString::number(keys));
         item->setTextAlignment(2, Qt::AlignRight | Qt::AlignVCenter);
         item->setToolTip(0, qs(f.detail));
         item->setData(0, Qt::UserRole, static_cast<int>(i));
@@ -157,6 +161,23 @@ void FindingsPanel::select(int finding)
     if (finding >= 0 && finding < m_list->topLevelItemCount()) {
         m_list->setCurrentItem(m_list->topLevelItem(finding));
     }
+}
+
+std::size_t FindingsPanel::keyCount(const std::vector<std::string>& paths)
+{
+    // A finding names the dict it is about beside its keys (so the tree highlights both); that
+    // container is no key of its own: "All 16 keys" is 16 in the column, not 17.
+    std::unordered_set<std::string_view> containers;
+    for (const auto& p : paths) {
+        if (!p.empty()) {
+            containers.insert(std::string_view());
+        }
+        for (auto slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
+            containers.insert(std::string_view(p).substr(0, slash));
+        }
+    }
+    return static_cast<std::size_t>(
+        std::count_if(paths.begin(), paths.end(), [&](const std::string& p) { return !containers.contains(p); }));
 }
 
 QString FindingsPanel::detailText() const

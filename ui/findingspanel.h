@@ -37,6 +37,9 @@ public:
     // A fix as the selected finding's text says it: convert's flags, or what a bare rewrite does;
     // never the options' JSON.
     [[nodiscard]] static QString fixText(const transform::Options& fix);
+    // The Keys column: the finding's paths less the containers among them (the state dict a prefix
+    // finding names beside its keys).
+    [[nodiscard]] static std::size_t keyCount(const std::vector<std::string>& paths);
     // The selected finding's text as shown (title, detail and fix), for tests.
     [[nodiscard]] QString detailText() const;
 

@@ -25,6 +25,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTreeView>
+#include <QTreeWidget>
 #include <QtTest>
 
 #include <memory>
@@ -302,6 +303,18 @@ private Q_SLOTS:
                 const QString text = findings->detailText();
                 const QString fix = text.mid(text.lastIndexOf(QStringLiteral("Fix: ")));
                 QVERIFY2(!fix.contains(QLatin1Char('{')) && !fix.contains(QStringLiteral("&quot;")), qPrintable(fix));
+            }
+        }
+        // The Keys column counts keys, not the state dict named beside them ("All 10 keys": 10).
+        for (int tab = 0; tab < 2; ++tab) {
+            auto* findings = w.documentView(tab)->findings();
+            const int i = findings->indexOfCode(QStringLiteral("module-prefix"));
+            if (i >= 0) {
+                const auto& ck = *w.documentView(tab)->document()->checkpoint;
+                auto* list = findings->findChild<QTreeWidget*>();
+                QCOMPARE(list->topLevelItem(i)->text(2), QString::number(ck.tensors.size()));
+                QVERIFY(
+                    list->topLevelItem(i)->toolTip(0).contains(QStringLiteral("All %1 keys").arg(ck.tensors.size())));
             }
         }
         // Tabs may come in either order: each finding is looked for in both.
