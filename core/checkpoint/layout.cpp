@@ -82,9 +82,35 @@ std::vector<SparsePart> sparseParts(const Checkpoint& c, const TensorEntry& t)
             return {};
         }
         const pickle::TensorInfo& p = pickle::tensorOf(a, data.items[i]);
-        out.push_back({coo ? kCoo.at(i) : kCompressed.at(i), p.dtype, p.shape});
+        out.push_back({coo ? kCoo.at(i) : kCompressed.at(i), p.dtype, p.shape, data.items[i]});
     }
     return out;
+}
+
+TensorEntry entryOf(const Checkpoint& c, pickle::ValueId tensor, const std::string& path)
+{
+    const pickle::Arena& a = c.arena;
+    const pickle::TensorInfo& p = pickle::tensorOf(a, tensor);
+    TensorEntry e;
+    e.path = path;
+    e.value = tensor;
+    e.dtype = p.dtype;
+    e.shape = p.shape;
+    e.stride = p.stride;
+    e.storageOffset = p.storageOffset;
+    e.numel = 1;
+    for (auto d : p.shape) {
+        e.numel *= static_cast<std::uint64_t>(std::max<std::int64_t>(0, d));
+    }
+    e.nbytes = e.numel * elementSize(p.dtype);
+    e.form = p.form;
+    e.contiguous = isCContiguous(p.shape, p.stride);
+    if (p.storage.valid() && a[p.storage].kind == pickle::Kind::Storage &&
+        static_cast<std::size_t>(a[p.storage].i) < c.storages.size()) {
+        e.storage = StorageIndex{static_cast<std::uint32_t>(a[p.storage].i)};
+        e.location = c.storages[e.storage].location;
+    }
+    return e;
 }
 
 std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t)

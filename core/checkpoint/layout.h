@@ -31,8 +31,12 @@ struct SparsePart {
     std::string name;  // "indices", "values", ...
     DType dtype = DType::Unknown;
     std::vector<std::int64_t> shape;
+    pickle::ValueId value;  // the tensor in the arena
 };
 [[nodiscard]] std::vector<SparsePart> sparseParts(const Checkpoint& c, const TensorEntry& t);
+// A tensor of the arena that no node shows (a sparse tensor's part) as an index entry, so its bytes
+// can be read like any strided tensor's; `path` names it in errors.
+[[nodiscard]] TensorEntry entryOf(const Checkpoint& c, pickle::ValueId tensor, const std::string& path);
 // The stored values' count: the values tensor's first dimension.
 [[nodiscard]] std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t);
 

@@ -79,7 +79,7 @@ std::string tensorChanges(const Entry& e, const TensorEntry& ta, const TensorEnt
     }
     const ValueDiff& v = e.values;
     if (!v.note.empty()) {
-        parts.push_back("values not compared (" + displayText(v.note) + ")");
+        parts.push_back(v.compared ? displayText(v.note) : "values not compared (" + displayText(v.note) + ")");
     } else if (v.identicalBytes) {
         parts.emplace_back("bytes identical");
     } else if (v.differing == 0) {

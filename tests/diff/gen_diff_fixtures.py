@@ -89,6 +89,15 @@ namespace = ckpt(clone(BASE))
 namespace["args"] = argparse.Namespace(**namespace["args"])
 save("args_namespace.pt", namespace)
 
+# Sparse COO tensors: the same, and one stored value changed (its indices and dense shape are not).
+def sparse(values):
+    return torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [2, 0, 1]]), torch.tensor(values), (3, 3))
+
+
+save("sparse_a.pt", {"s": sparse([1.0, 2.0, 3.0])})
+save("sparse_same.pt", {"s": sparse([1.0, 2.0, 3.0])})
+save("sparse_b.pt", {"s": sparse([1.0, 2.0, 4.0])})
+
 # A bf16 copy: every float tensor changes dtype and is close by value under a loose tolerance.
 bf = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v.clone()) for k, v in BASE.items()}
 save("bf16.pt", ckpt(bf))

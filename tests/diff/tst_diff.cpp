@@ -229,6 +229,18 @@ private Q_SLOTS:
         QCOMPARE(diffRun({fx("base.pt"), fx("same.pt")}).rc, 0);
     }
 
+    // Sparse tensors compare by their stored indices and values: a changed value is a change, an
+    // equal copy is equal (both used to read "equal": only the dense shape was compared).
+    void sparseByStoredValues()
+    {
+        const auto same = diffRun({fx("sparse_a.pt"), fx("sparse_same.pt")});
+        QCOMPARE(same.rc, 0);
+        QVERIFY(entry(same.doc, "s")["values"]["identical_bytes"].get<bool>());
+        const auto changed = diffRun({fx("sparse_a.pt"), fx("sparse_b.pt")});
+        QCOMPARE(changed.rc, 1);
+        QVERIFY(hasChange(entry(changed.doc, "s"), "values"));
+    }
+
     void onlyInOneAndShape()
     {
         const auto r = diffRun({fx("base.pt"), fx("extra.pt")});
