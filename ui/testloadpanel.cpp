@@ -16,6 +16,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
@@ -77,10 +78,14 @@ QString peakText(const device::TestloadReport& r)
                                  "most (the chart)")
             .arg(peak, humanSize(resident));
     }
-    if (r.peakSource == "nvml-process" || r.peakSource == "nvml") {
+    if (r.peakSource == "nvml-process") {
         return TestLoadPanel::tr("peak %1 on the device (NVML)").arg(peak);
     }
-    return TestLoadPanel::tr("peak %1 (%2)").arg(peak, qs(r.peakSource));
+    QString text = TestLoadPanel::tr("peak %1 (%2)").arg(peak, qs(r.peakSource));
+    if (!r.peakNote.empty()) {
+        text += QStringLiteral(" <span style='color:gray'>%1</span>").arg(qs(r.peakNote).toHtmlEscaped());
+    }
+    return text;
 }
 
 QString otherGpusText(const device::TestloadReport& r)
@@ -90,13 +95,20 @@ QString otherGpusText(const device::TestloadReport& r)
         // Without NVML the sampler sees no GPU at all: nothing was watched, so nothing is claimed.
         other = TestLoadPanel::tr("other GPUs not watched (no NVIDIA driver found)");
     } else if (!r.otherDevicesTouched) {
-        other = TestLoadPanel::tr("no other GPU was touched");
+        other = TestLoadPanel::tr("no other GPU was touched by this load");
     } else {
         QStringList moved;
         for (const auto& d : r.otherDevices) {
-            moved << TestLoadPanel::tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
+            if (d.by == "this load") {
+                moved << TestLoadPanel::tr("%1 (+%2)").arg(qs(d.device), humanSize(d.riseBytes));
+            }
         }
-        other = errorHtml(TestLoadPanel::tr("other GPUs moved: %1").arg(moved.join(QStringLiteral(", "))));
+        other = errorHtml(
+            TestLoadPanel::tr("this load put memory on other GPUs: %1").arg(moved.join(QStringLiteral(", "))));
+    }
+    // Another job's allocation on a shared node is named as such, never blamed on the load.
+    if (!r.otherDevicesDoubt.empty()) {
+        other += QStringLiteral(" (") + qs(r.otherDevicesDoubt).toHtmlEscaped() + QStringLiteral(")");
     }
     return other;
 }
@@ -240,17 +252,32 @@ void TestLoadPanel::showInventory(const device::Inventory& inv)
 {
     const auto previous = m_device->currentData().toString();
     m_device->clear();
+    // Each GPU under the name torch gives it here (cuda:N in CUDA's order, CUDA_VISIBLE_DEVICES
+    // applied); one CUDA does not see from this process is listed, disabled, as nvml:I.
+    auto* items = qobject_cast<QStandardItemModel*>(m_device->model());
+    int pick = 0;
     for (const auto& d : inv.devices) {
         const auto free = d.totalBytes > d.usedBytes ? d.totalBytes - d.usedBytes : 0;
-        const QString label =
-            d.index < 0
-                ? tr("CPU (%1 free of %2)").arg(humanSize(free), humanSize(d.totalBytes))
+        const bool cpu = d.id == "cpu";
+        const bool loadable = cpu || d.cudaOrdinal >= 0;
+        QString label =
+            cpu ? tr("CPU (%1 free of %2)").arg(humanSize(free), humanSize(d.totalBytes))
                 : tr("%1 — %2 (%3 free of %4)").arg(qs(d.id), qs(d.name), humanSize(free), humanSize(d.totalBytes));
+        if (!loadable) {
+            label += tr(" — not visible to CUDA here");
+        }
         m_device->addItem(label, qs(d.id));
+        const int row = m_device->count() - 1;
+        m_device->setItemData(row, qs(d.uuid.empty() ? d.id : d.id + " " + d.uuid), Qt::ToolTipRole);
+        if (items && !loadable) {
+            items->item(row)->setEnabled(false);
+        }
+        // Default to the first loadable GPU: that is where users mean to load.
+        if (pick == 0 && !cpu && loadable) {
+            pick = row;
+        }
     }
-    // Default to the first GPU when there is one: that is where users mean to load.
-    int pick = inv.gpuCount() > 0 ? 1 : 0;
-    if (const int prev = m_device->findData(previous); prev >= 0) {
+    if (const int prev = m_device->findData(previous); prev >= 0 && (!items || items->item(prev)->isEnabled())) {
         pick = prev;
     }
     m_device->setCurrentIndex(pick);
@@ -403,9 +430,13 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
     if (!r.skipped.empty()) {
         text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));
     }
-    if (r.engine == "cuda") {
+    if (r.engine == "cuda" && r.contextSource != "unknown") {
         text += tr(" The CUDA context took %1; torch.load(map_location='%2') would peak at %3.")
                     .arg(humanSize(r.contextBytes), qs(r.device).toHtmlEscaped(), humanSize(r.torchPeakBytes));
+    } else if (r.engine == "cuda") {
+        text += tr(" The CUDA context's cost is unknown here; torch.load(map_location='%1') would reserve %2 on top "
+                   "of it.")
+                    .arg(qs(r.device).toHtmlEscaped(), humanSize(r.torchReservedBytes));
     }
     if (!r.torchVersion.empty()) {
         text += QStringLiteral(" <span style='color:gray'>torch %1</span>").arg(qs(r.torchVersion).toHtmlEscaped());

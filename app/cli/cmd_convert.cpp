@@ -342,7 +342,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
     std::optional<std::uint64_t> shardBytes;
-    if (!a.shardSize.empty()) {
+    // Given at all, even empty: `--shard-size ''` asked for a folder and must not write one file.
+    if (app.count("--shard-size") > 0) {
         auto parsed = sharded::parseShardSize(a.shardSize);
         if (!parsed) {
             err << "ckptscope convert: " << parsed.error().message << '\n';
@@ -351,6 +352,16 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         shardBytes = *parsed;
     }
     a.output = outputPath(a);
+    // A file of the set being read (a shard, the index, `latest`, a rank file, a .distcp) is never
+    // an output, however the set was named (folder, index, shard) and whatever the edits: the
+    // staged copy hides the set from the input-is-output check below. A folder output (a split, a
+    // DCP folder) is checked by the writer: it takes no folder already holding a set's files.
+    if (!a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
+        if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
+            printError(err, ok.error());
+            return kExitBadInput;
+        }
+    }
     // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded: as it
     // stands straight into the output, or into a staged file that the edits below then read.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&

@@ -1,6 +1,7 @@
 #include "cli/cmd_inspect.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/dtensor.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
@@ -82,6 +83,11 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
                 r.shape = tensorShapeText(c, t);
                 r.device = displayText(t.location);
                 r.size = humanBytes(t.nbytes);
+                // A DTensor holds one rank's piece: its shape and bytes, the global shape beside them.
+                if (const auto piece = dtensor::localPiece(c.arena, pickle::tensorOf(c.arena, t.value))) {
+                    r.shape = shapeText(piece->shape) + " of " + shapeText(t.shape) + " " + piece->placements;
+                    r.size = humanBytes(piece->bytes);
+                }
             } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
                        (n.kind == NodeKind::Object && n.childCount == 0)) {
                 r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")

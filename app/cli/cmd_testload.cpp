@@ -34,6 +34,7 @@ ojson timelineJson(const device::Timeline& t)
     ojson j;
     j["interval_ms"] = t.intervalMs;
     j["devices"] = t.devices;
+    j["uuids"] = t.uuids;
     j["total_bytes"] = t.totalBytes;
     auto samples = ojson::array();
     for (const auto& s : t.samples) {
@@ -44,13 +45,21 @@ ojson timelineJson(const device::Timeline& t)
     return j;
 }
 
+// Every device with each of its identities: a GPU's UUID, PCI bus id, NVML index (and MIG index)
+// and CUDA ordinal in this process, null where it has none (a GPU CUDA does not see here has no
+// ordinal; `id` is then "nvml:I").
 ojson inventoryJson(const device::Inventory& inv)
 {
+    auto orNull = [](int v) { return v >= 0 ? ojson(v) : ojson(nullptr); };
     auto rows = ojson::array();
     for (const auto& d : inv.devices) {
         ojson r{{"id", d.id}, {"name", d.name}, {"total_bytes", d.totalBytes}, {"used_bytes", d.usedBytes}};
-        if (!d.uuid.empty()) {
-            r["uuid"] = d.uuid;
+        if (d.id != "cpu") {
+            r["uuid"] = d.uuid.empty() ? ojson(nullptr) : ojson(d.uuid);
+            r["pci_bus_id"] = d.pciBusId.empty() ? ojson(nullptr) : ojson(d.pciBusId);
+            r["nvml_index"] = orNull(d.index);
+            r["mig_index"] = orNull(d.mig);
+            r["cuda_ordinal"] = orNull(d.cudaOrdinal);
         }
         rows.push_back(std::move(r));
     }
@@ -105,23 +114,38 @@ ojson reportJson(const device::TestloadReport& r, bool verify)
     j["bytes"] = r.bytes;
     j["seconds"] = r.seconds;
     j["gb_per_s"] = r.gbPerS;
-    j["peak_bytes"] = r.peakBytes;
+    // Never a 0 B measurement: a peak nobody measured is null, with the source saying so.
+    j["peak_bytes"] = r.peakBytes > 0 || r.bytes == 0 ? ojson(r.peakBytes) : ojson(nullptr);
     j["peak_source"] = r.peakSource;
+    if (!r.peakNote.empty()) {
+        j["peak_note"] = r.peakNote;
+    }
     j["engine"] = r.engine;
     if (!r.deviceName.empty()) {
         j["device_name"] = r.deviceName;
     }
     if (r.engine == "cuda") {
-        j["context_bytes"] = r.contextBytes;
-        j["torch_load_peak_bytes"] = r.torchPeakBytes;
+        const bool contextKnown = r.contextSource != "unknown";
+        j["context_bytes"] = contextKnown ? ojson(r.contextBytes) : ojson(nullptr);
+        j["context_source"] = r.contextSource;
+        j["pid_hidden"] = r.pidHidden;
+        j["torch_load_peak_bytes"] = contextKnown ? ojson(r.torchPeakBytes) : ojson(nullptr);
         j["torch_load_reserved_bytes"] = r.torchReservedBytes;
+        j["torch_alloc_conf"] = r.torchAllocConf;
     }
     j["other_devices_touched"] = r.otherDevicesTouched;
     auto others = ojson::array();
     for (const auto& d : r.otherDevices) {
-        others.push_back(ojson{{"device", d.device}, {"rise_bytes", d.riseBytes}});
+        others.push_back(ojson{{"device", d.device},
+                               {"uuid", d.uuid},
+                               {"rise_bytes", d.riseBytes},
+                               {"own_bytes", d.ownBytes},
+                               {"by", d.by}});
     }
     j["other_devices"] = std::move(others);
+    if (!r.otherDevicesDoubt.empty()) {
+        j["other_devices_doubt"] = r.otherDevicesDoubt;
+    }
     auto skipped = ojson::array();
     for (const auto& s : r.skipped) {
         skipped.push_back(ojson{{"path", s.path}, {"reason", s.reason}});
@@ -166,27 +190,45 @@ void printReport(std::ostream& out, const std::string& file, const device::Testl
         << " (" << humanBytes(r.bytes) << " in " << r.storagesLoaded
         << (r.storagesLoaded == 1 ? " storage" : " storages") << ") onto " << r.device << " in " << secs.str() << " s, "
         << rate.str() << " GB/s\n";
-    out << "peak memory on " << r.device << ": " << humanBytes(r.peakBytes);
+    out << "peak memory on " << r.device << ": "
+        << (r.peakBytes > 0 || r.bytes == 0 ? humanBytes(r.peakBytes) : std::string("not measured"));
     if (!r.peakSource.empty()) {
         out << " (" << r.peakSource << ")";
     }
     out << '\n';
+    if (!r.peakNote.empty()) {
+        out << "  note: " << displayText(r.peakNote) << '\n';
+    }
     if (r.engine == "cuda") {
-        out << "CUDA context: " << humanBytes(r.contextBytes) << "; torch.load(map_location='" << r.device
-            << "') would peak at " << humanBytes(r.torchPeakBytes) << " (context + " << humanBytes(r.torchReservedBytes)
-            << " of caching-allocator segments)\n";
+        const bool contextKnown = r.contextSource != "unknown";
+        out << "CUDA context: " << (contextKnown ? humanBytes(r.contextBytes) : std::string("unknown"));
+        if (contextKnown) {
+            out << "; torch.load(map_location='" << r.device << "') would peak at " << humanBytes(r.torchPeakBytes)
+                << " (context + " << humanBytes(r.torchReservedBytes) << " of caching-allocator segments";
+        } else {
+            out << "; torch.load(map_location='" << r.device << "') would reserve " << humanBytes(r.torchReservedBytes)
+                << " of caching-allocator segments (plus its context";
+        }
+        out << ", " << displayText(r.torchAllocConf.empty() ? "default allocator settings" : r.torchAllocConf) << ")\n";
+    }
+    std::string others;
+    std::string strangers;
+    for (const auto& d : r.otherDevices) {
+        (d.by == "this load" ? others : strangers) +=
+            " " + d.device + " +" + humanBytes(d.riseBytes) + (d.by == "this load" ? "" : " (" + d.by + ")");
     }
     if (r.timeline.devices.size() <= 1) {
         out << "other GPUs: none to watch\n";
     } else if (r.otherDevicesTouched) {
-        out << "WARNING: other devices' memory moved during the load:";
-        for (const auto& d : r.otherDevices) {
-            out << ' ' << d.device << " +" << humanBytes(d.riseBytes);
-        }
-        out << '\n';
+        out << "WARNING: this load put memory on other devices:" << others << '\n';
     } else {
-        out << "other GPUs untouched (" << r.timeline.samples.size() << " samples every " << r.timeline.intervalMs
-            << " ms)\n";
+        out << "other GPUs untouched by this load (" << r.timeline.samples.size() << " samples every "
+            << r.timeline.intervalMs << " ms)\n";
+    }
+    if (!r.otherDevicesDoubt.empty()) {
+        out << "NOTE: " << displayText(r.otherDevicesDoubt) << '\n';
+    } else if (!strangers.empty()) {
+        out << "other processes moved:" << strangers << '\n';
     }
     for (const auto& s : r.skipped) {
         out << "skipped " << displayText(s.path) << ": " << displayText(s.reason) << '\n';
@@ -229,15 +271,23 @@ ojson replayJson(const device::ReplayReport& r)
     ojson j;
     auto ranks = ojson::array();
     for (const auto& rank : r.ranks) {
-        ranks.push_back(ojson{{"rank", rank.rank},
-                              {"device", rank.device},
-                              {"context_bytes", rank.contextBytes},
-                              {"bytes_by_device", rank.bytesByDevice}});
+        ojson row{{"rank", rank.rank},
+                  {"device", rank.device},
+                  {"context_bytes", rank.contextBytes},
+                  {"bytes_by_device", rank.bytesByDevice},
+                  {"uuids", rank.uuids}};
+        if (!rank.error.empty()) {
+            row["error"] = rank.error;
+            row["bytes_placed"] = rank.bytesPlaced;
+            row["total_bytes"] = rank.totalBytes;
+        }
+        ranks.push_back(std::move(row));
     }
     j["ranks"] = std::move(ranks);
     auto devices = ojson::array();
     for (const auto& d : r.devices) {
         devices.push_back(ojson{{"device", d.device},
+                                {"uuid", d.uuid},
                                 {"contexts", d.contexts},
                                 {"weight_copies", d.weightCopies},
                                 {"expected_bytes", d.expectedBytes},
@@ -247,6 +297,7 @@ ojson replayJson(const device::ReplayReport& r)
     j["weight_bytes"] = r.weightBytes;
     j["context_bytes"] = r.contextBytes;
     j["verdict"] = r.verdict;
+    j["failed_ranks"] = r.failedRanks;
     j["timeline"] = timelineJson(r.timeline);
     return j;
 }
@@ -318,7 +369,7 @@ int runReplay(const std::string& file, int ranks, const std::string& mapLocation
             j[k] = v;
         }
         out << dumpJson(j, 2) << '\n';
-        return kExitOk;
+        return report->failedRanks > 0 ? kExitProblems : kExitOk;
     }
     out << displayText(file) << ": " << ranks << " DDP ranks, torch.load("
         << (mapLocation.empty() ? std::string("no map_location") : "map_location=" + displayText(mapLocation)) << ")\n";
@@ -327,8 +378,14 @@ int runReplay(const std::string& file, int ranks, const std::string& mapLocation
             << d.weightCopies << (d.weightCopies == 1 ? " copy" : " copies") << " of the weights, expected "
             << humanBytes(d.expectedBytes) << ", measured peak " << humanBytes(d.measuredPeakBytes) << '\n';
     }
+    for (const auto& r : report->ranks) {
+        if (!r.error.empty()) {
+            out << "  rank " << r.rank << " on " << r.device << " FAILED after placing " << humanBytes(r.bytesPlaced)
+                << " of " << humanBytes(r.totalBytes) << ": " << displayText(r.error) << '\n';
+        }
+    }
     out << displayText(report->verdict) << '\n';
-    return kExitOk;
+    return report->failedRanks > 0 ? kExitProblems : kExitOk;
 }
 
 }  // namespace
@@ -463,7 +520,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     const auto inventory = device::queryInventory(nvml);
     std::optional<device::TorchLoadPlacement> placement;
     if (compare) {
-        placement = device::torchLoadPlacement((*ck)->bytesByLocation(), inventory.gpuCount());
+        // What torch.cuda.device_count() says here: CUDA's count under CUDA_VISIBLE_DEVICES, not NVML's.
+        placement = device::torchLoadPlacement((*ck)->bytesByLocation(), inventory.cudaCount());
     }
 
     if (ddpRanks > 0) {
@@ -529,6 +587,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         j["gpus"] = inventoryJson(inventory);
         if (!inventory.gpuNote.empty()) {
             j["gpu_note"] = inventory.gpuNote;
+        }
+        if (!inventory.cudaNote.empty()) {
+            j["cuda_note"] = inventory.cudaNote;
         }
         if (placement) {
             j["torch_load"] = placementJson(*placement);

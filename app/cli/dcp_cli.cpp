@@ -164,6 +164,16 @@ std::optional<Expected<sharded::fsdp::Set>> openIfFsdp(const std::string& input)
     return sharded::fsdp::open(loc, std::filesystem::is_regular_file(input, ec));
 }
 
+// The bytes of a rank's local tensor (its piece of the global tensor).
+std::uint64_t localBytes(const TensorEntry& t)
+{
+    std::uint64_t n = elementSize(t.dtype);
+    for (const auto d : t.shape) {
+        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    }
+    return n;
+}
+
 std::string boxText(const sharded::dcp::detail::Box& b)
 {
     return "at " + shapeText(b.offsets) + " size " + shapeText(b.sizes);
@@ -198,7 +208,7 @@ void printFsdpText(const sharded::fsdp::Set& set, std::ostream& out)
         cell(shapeText(t.size), 18);
         out << t.shards.size() << (set.oneFile ? " local of " + std::to_string(t.declared.size()) : "") << '\n';
         for (const auto& s : t.shards) {
-            out << "    " << boxText(s.box) << "  "
+            out << "    " << boxText(s.box) << "  " << humanBytes(localBytes(s.tensor)) << "  "
                 << displayText(std::filesystem::path(set.files[s.file].path).filename().string()) << '\n';
         }
     }
@@ -224,6 +234,8 @@ void printFsdpJson(const sharded::fsdp::Set& set, std::ostream& out)
         for (const auto& s : t.shards) {
             shards.push_back({{"offsets", s.box.offsets},
                               {"sizes", s.box.sizes},
+                              {"local_shape", std::vector<std::int64_t>(s.tensor.shape.begin(), s.tensor.shape.end())},
+                              {"local_bytes", localBytes(s.tensor)},
                               {"file", set.files[s.file].path},
                               {"rank", set.files[s.file].rank}});
         }

@@ -1,5 +1,6 @@
 #include "cli/json_out.h"
 
+#include "checkpoint/dtensor.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "util/printable.h"
@@ -245,6 +246,19 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             } else {
                 out << "null";
             }
+        }
+        if (const auto piece = dtensor::localPiece(c.arena, pickle::tensorOf(c.arena, t.value))) {
+            out << R"(, "dtensor": {"local_shape": )";
+            out.dims(piece->shape);
+            out << ", \"local_bytes\": " << piece->bytes << ", \"placements\": ";
+            out.quoted(piece->placements);
+            out << ", \"mesh_shape\": ";
+            if (piece->mesh) {
+                out.dims(*piece->mesh);
+            } else {
+                out << "null";
+            }
+            out << '}';
         }
         out << '}';
         tensorBytes += t.nbytes;

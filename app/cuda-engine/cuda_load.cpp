@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <unistd.h>
 
@@ -23,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kStreams = 2;
 constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
+// How far the device's fall in free memory may stray from this process's own allocations before
+// another process is taken to have moved it: the driver rounds each allocation up to its page
+// (2 MiB) and keeps some bookkeeping of its own.
+constexpr std::uint64_t kMeminfoSlack = 64ULL << 20;
+constexpr std::uint64_t kDriverPage = 2ULL << 20;
 
 std::uint64_t nowNs()
 {
@@ -30,28 +36,24 @@ std::uint64_t nowNs()
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
 }
 
-// The UUID as NVML and nvidia-smi print it, to find the device in NVML's (PCI) order.
-std::string uuidText(const cuda::Uuid& u)
-{
-    std::array<char, 48> out{};
-    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);  // NOLINT
-    std::snprintf(out.data(), out.size(),                             // NOLINT(cppcoreguidelines-pro-type-vararg)
-                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-                  b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-    return out.data();
-}
-
 std::string deviceId(int ordinal)
 {
     return ordinal < 0 ? std::string("cpu") : "cuda:" + std::to_string(ordinal);
 }
 
+// Slurm and container runtimes narrow what CUDA sees; say so where a device is missing.
+std::string visibleDevicesNote()
+{
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    return v == nullptr ? std::string() : " (CUDA_VISIBLE_DEVICES=" + std::string(v) + ")";
+}
+
 }  // namespace
 
 CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck,
-                   const LoadSelection& sel, EventSink sink, StagingSettings staging)
-    : cu_(cu), nvml_(std::move(nvml)), ck_(ck), sel_(sel), sink_(std::move(sink)), settings_(staging),
-      fill_(staging.threads)
+                   const LoadSelection& sel, EventSink sink, TorchAllocatorConfig allocator, StagingSettings staging)
+    : cu_(cu), nvml_(std::move(nvml)), gpus_(GpuMap::build(&cu_, nvml_.get())), ck_(ck), sel_(sel),
+      sink_(std::move(sink)), allocatorConfig_(std::move(allocator)), settings_(staging), fill_(staging.threads)
 {
 }
 
@@ -86,31 +88,24 @@ Expected<void> CudaLoad::openContext(int ordinal)
     if (ordinal < 0 || ordinal >= cu_.deviceCount()) {
         return makeError(ErrorCode::DeviceUnavailable, deviceId(ordinal) + " does not exist: the NVIDIA driver sees " +
                                                            std::to_string(cu_.deviceCount()) +
-                                                           (cu_.deviceCount() == 1 ? " GPU" : " GPUs"));
+                                                           (cu_.deviceCount() == 1 ? " GPU" : " GPUs") +
+                                                           visibleDevicesNote());
     }
     DeviceState d;
     cuda::Device dev = 0;
     if (auto ok = cu_.check(cu_.cuDeviceGet(&dev, ordinal), "cuDeviceGet", ErrorCode::DeviceUnavailable); !ok) {
         return ok;
     }
-    std::array<char, 256> name{};
-    cu_.cuDeviceGetName(name.data(), static_cast<int>(name.size()), dev);
-    d.name = name.data();
-    cuda::Uuid uuid{};
-    if (cu_.cuDeviceGetUuid(&uuid, dev) == cuda::kSuccess) {
-        d.uuid = uuidText(uuid);
-    }
-    if (nvml_) {
-        for (int i = 0; i < nvml_->deviceCount(); ++i) {
-            if (auto u = nvml_->uuid(i); u && *u == d.uuid) {
-                d.nvmlIndex = i;
-            }
-        }
+    if (const GpuIdentity* g = gpus_.byOrdinal(ordinal)) {
+        d.id = *g;
     }
     std::size_t total = 0;
     cu_.cuDeviceTotalMem(&total, dev);
     d.total = total;
-    const std::uint64_t before = d.nvmlIndex >= 0 ? processBytes(ordinal) : 0;
+    // What the context costs: our own row in NVML's process list where NVML shows it, else the
+    // device's use before and after (true unless another process moved in between).
+    const auto procBefore = processBytes(d);
+    const auto usedBefore = deviceUsed(d);
     if (auto ok =
             cu_.check(cu_.cuDevicePrimaryCtxRetain(&d.context, dev), "creating a CUDA context on " + deviceId(ordinal));
         !ok) {
@@ -125,7 +120,16 @@ Expected<void> CudaLoad::openContext(int ordinal)
     cu_.cuMemGetInfo(&freeBytes, &total);
     s.freeAfterContext = freeBytes;
     s.lowestFree = freeBytes;
-    s.contextBytes = s.nvmlIndex >= 0 ? processBytes(ordinal) - std::min(before, processBytes(ordinal)) : 0;
+    if (const auto proc = processBytes(s)) {
+        s.contextBytes = *proc - std::min(*proc, procBefore.value_or(0));
+        s.contextSource = "nvml-process";
+    } else {
+        s.blind = whyNoProcessFigure(s);
+        if (const auto usedAfter = deviceUsed(s); usedAfter && usedBefore) {
+            s.contextBytes = *usedAfter - std::min(*usedAfter, *usedBefore);
+            s.contextSource = "nvml-device";
+        }
+    }
     if (primary_ < 0) {
         primary_ = ordinal;
     }
@@ -176,9 +180,15 @@ Expected<void> CudaLoad::stageBuffers()
 {
     while (staging_.size() < settings_.buffers) {
         void* p = nullptr;
-        if (auto ok = cu_.check(cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable),
-                                "allocating pinned staging memory");
-            !ok) {
+        const cuda::Result r = cu_.cuMemHostAlloc(&p, settings_.bufferBytes, cuda::kHostAllocPortable);
+        if (r == cuda::kErrorOutOfMemory) {
+            // The driver says "out of memory" for host memory too; this one is not the GPU's.
+            return makeError(ErrorCode::LoadFailed,
+                             "could not pin " + humanBytes(settings_.bufferBytes) +
+                                 " of host memory for staging (the host, not the GPU, is out of pinnable memory: "
+                                 "free RAM, raise the locked-memory limit, or set CKPTSCOPE_CUDA_BUFFER_KIB lower)");
+        }
+        if (auto ok = cu_.check(r, "allocating pinned staging memory"); !ok) {
             return ok;
         }
         staging_.push_back(p);
@@ -186,24 +196,54 @@ Expected<void> CudaLoad::stageBuffers()
     return {};
 }
 
-std::uint64_t CudaLoad::processBytes(int ordinal) const
+std::optional<std::uint64_t> CudaLoad::processBytes(const DeviceState& d) const
 {
-    const auto it = devices_.find(ordinal);
-    const int index = it != devices_.end() ? it->second.nvmlIndex : -1;
-    if (!nvml_ || index < 0) {
-        return 0;
+    if (!nvml_ || !d.id.nvml) {
+        return std::nullopt;
     }
-    auto procs = nvml_->processes(index);
+    auto procs = nvml_->processes(*d.id.nvml);
     if (!procs) {
-        return 0;
+        return std::nullopt;
     }
-    const auto self = static_cast<std::uint32_t>(::getpid());
+    const auto self = selfPidsAsNvmlSees();
     for (const auto& p : *procs) {
-        if (p.pid == self) {
+        // A row of 0 bytes is NVML saying it cannot tell (a MIG instance without privileges).
+        if (std::find(self.begin(), self.end(), p.pid) != self.end() && p.usedBytes > 0) {
             return p.usedBytes;
         }
     }
-    return 0;
+    return std::nullopt;
+}
+
+std::string CudaLoad::whyNoProcessFigure(DeviceState& d) const
+{
+    if (!nvml_ || !d.id.nvml) {
+        return "NVML does not reach this device";
+    }
+    auto procs = nvml_->processes(*d.id.nvml);
+    if (!procs) {
+        return "NVML cannot list this device's processes (" + procs.error().message + ")";
+    }
+    const auto self = selfPidsAsNvmlSees();
+    if (std::any_of(procs->begin(), procs->end(),
+                    [&](const GpuProcess& p) { return std::find(self.begin(), self.end(), p.pid) != self.end(); })) {
+        return "NVML lists this process without its memory (a MIG instance without administrator rights)";
+    }
+    if (procs->empty()) {
+        return "NVML lists no process on this device";
+    }
+    d.pidHidden = true;
+    return "NVML lists this device's processes but not this one: a container's PID namespace (NVML reports "
+           "host PIDs)";
+}
+
+std::optional<std::uint64_t> CudaLoad::deviceUsed(const DeviceState& d) const
+{
+    if (!nvml_ || !d.id.nvml) {
+        return std::nullopt;
+    }
+    auto mem = nvml_->memory(*d.id.nvml);
+    return mem ? std::optional<std::uint64_t>(mem->usedBytes) : std::nullopt;
 }
 
 void CudaLoad::progress(std::uint64_t done, bool force)
@@ -292,13 +332,7 @@ Expected<void> CudaLoad::allocateAndCopy(const Placement& p, std::uint64_t& done
         for (const auto& q : sel_.storages) {
             needed += q.nbytes;
         }
-        const auto torch = torchLoadPeak([&] {
-            std::vector<std::uint64_t> sizes;
-            for (const auto& q : sel_.storages) {
-                sizes.push_back(q.nbytes);
-            }
-            return sizes;
-        }());
+        const auto torch = torchPrediction();
         return makeError(
             ErrorCode::OutOfMemory,
             deviceId(p.device) + " cannot hold this checkpoint: storage " + ck_.storages[s.storage].key + " (" +
@@ -313,10 +347,11 @@ Expected<void> CudaLoad::allocateAndCopy(const Placement& p, std::uint64_t& done
         return ok;
     }
     allocations_.push_back({p.selected, p.device, ptr});
+    auto& d = devices_.at(p.device);
+    d.allocated += (s.nbytes + kDriverPage - 1) / kDriverPage * kDriverPage;
     std::size_t freeBytes = 0;
     std::size_t total = 0;
     if (cu_.cuMemGetInfo(&freeBytes, &total) == cuda::kSuccess) {
-        auto& d = devices_.at(p.device);
         d.lowestFree = std::min<std::uint64_t>(d.lowestFree, freeBytes);
     }
     return copy(ptr, s.storage, s.nbytes, done);
@@ -363,12 +398,17 @@ Expected<void> CudaLoad::verify()
             }
             hash.update({back.data(), n});
             at += n;
+            verified_ += n;
+            // A flat buffer of many GB hashes for longer than the client waits for a word.
+            if (const std::uint64_t now = nowNs(); now - lastEventNs_ >= kEventEveryNs) {
+                lastEventNs_ = now;
+                sink_({{"event", "verify"}, {"bytes", verified_}, {"total_bytes", sel_.totalBytes}});
+            }
         }
         sink_({{"event", "storage_check"},
                {"storage", ck_.storages[s.storage].key},
                {"bytes", s.nbytes},
                {"sha256", hash.hexDigest()}});
-        progress(0, false);
     }
     return {};
 }
@@ -385,17 +425,56 @@ std::map<std::string, std::uint64_t> CudaLoad::bytesByDevice() const
     return out;
 }
 
-std::pair<std::uint64_t, std::string> CudaLoad::peakOn(int ordinal) const
+CudaLoad::Peak CudaLoad::peakOn(int ordinal) const
 {
-    if (const std::uint64_t own = processBytes(ordinal); own > 0) {
-        return {own, "nvml-process"};
-    }
     const auto it = devices_.find(ordinal);
     if (it == devices_.end()) {
-        return {0, "none"};
+        return {0, "none", "no context on " + deviceId(ordinal)};
     }
     const DeviceState& d = it->second;
-    return {d.contextBytes + (d.freeAfterContext - d.lowestFree), "driver-meminfo"};
+    if (const auto own = processBytes(d)) {
+        return {*own, "nvml-process", {}};
+    }
+    std::string why = d.blind.empty() ? std::string("NVML gives no per-process figure here") : d.blind;
+    const std::uint64_t fell = d.freeAfterContext - std::min(d.freeAfterContext, d.lowestFree);
+    const std::uint64_t gap = fell > d.allocated ? fell - d.allocated : d.allocated - fell;
+    std::string context = d.contextSource == "unknown" ? "; the context's own cost is unknown" : std::string();
+    if (gap <= std::max(kMeminfoSlack, d.allocated / 20)) {
+        return {d.contextBytes + fell, "driver-meminfo", why + context};
+    }
+    return {d.contextBytes + d.allocated, "engine-allocations",
+            why + "; the device's free memory fell by " + humanBytes(fell) + " while this load allocated " +
+                humanBytes(d.allocated) + ", so another process moved it meanwhile" + context};
+}
+
+std::map<std::string, std::string> CudaLoad::touchedUuids() const
+{
+    std::map<std::string, std::string> out;
+    for (const auto& [ordinal, d] : devices_) {
+        out[deviceId(ordinal)] = d.id.uuid;
+    }
+    return out;
+}
+
+std::uint64_t CudaLoad::bytesPlaced() const
+{
+    std::uint64_t n = 0;
+    for (const auto& a : allocations_) {
+        n += sel_.storages[a.selected].nbytes;
+    }
+    return n + hostBytes_;
+}
+
+TorchAllocatorPeak CudaLoad::torchPrediction() const
+{
+    // torch.load(map_location='cuda:N') allocates every storage of the file, whatever --select
+    // keeps, in the order the pickle names them (the storage table's order).
+    std::vector<std::uint64_t> sizes;
+    sizes.reserve(ck_.storages.size());
+    for (std::uint32_t i = 0; i < ck_.storages.size(); ++i) {
+        sizes.push_back(ck_.storages[StorageIndex{i}].nbytes);
+    }
+    return torchLoadPeak(sizes, allocatorConfig_);
 }
 
 json CudaLoad::startEvent() const
@@ -405,8 +484,10 @@ json CudaLoad::startEvent() const
             {"engine", "cuda"},
             {"cuda", true},
             {"device", deviceId(primary_)},
-            {"device_uuid", d.uuid},
-            {"device_name", d.name},
+            {"device_uuid", d.id.uuid},
+            {"device_pci_bus_id", d.id.pciBusId},
+            {"device_nvml_index", d.id.nvml ? json(d.id.nvml->index) : json(nullptr)},
+            {"device_name", d.id.name},
             {"device_total_bytes", d.total},
             {"context_bytes", d.contextBytes},
             {"driver_version", cu_.driverVersion()},
@@ -417,30 +498,33 @@ json CudaLoad::startEvent() const
 json CudaLoad::resultEvent() const
 {
     const DeviceState& d = devices_.at(primary_);
-    std::vector<std::uint64_t> sizes;
-    for (const auto& s : sel_.storages) {
-        sizes.push_back(s.nbytes);
+    const TorchAllocatorPeak torch = torchPrediction();
+    const Peak peak = peakOn(primary_);
+    json out = {{"event", "result"},
+                {"engine", "cuda"},
+                {"device", deviceId(primary_)},
+                {"device_uuid", d.id.uuid},
+                {"tensors_loaded", sel_.tensorCount},
+                {"storages_loaded", allocations_.size()},
+                {"bytes", bytes_},
+                {"seconds", seconds_},
+                {"gb_per_s", seconds_ > 0 ? static_cast<double>(bytes_) / seconds_ / 1e9 : 0.0},
+                {"peak_bytes", peak.bytes},
+                {"peak_source", peak.source},
+                {"context_bytes", d.contextBytes},
+                {"context_source", d.contextSource},
+                {"pid_hidden", d.pidHidden},
+                {"torch_reserved_bytes", torch.reservedBytes},
+                {"torch_allocated_bytes", torch.allocatedBytes},
+                {"torch_peak_bytes", d.contextBytes + torch.reservedBytes},
+                {"torch_alloc_conf", allocatorConfig_.describe()},
+                {"host_threads", fill_.threads()},
+                {"staging_bytes", settings_.totalBytes()},
+                {"staging_buffers", settings_.buffers}};
+    if (!peak.note.empty()) {
+        out["peak_note"] = peak.note;
     }
-    const TorchAllocatorPeak torch = torchLoadPeak(sizes);
-    const auto [peak, source] = peakOn(primary_);
-    return {{"event", "result"},
-            {"engine", "cuda"},
-            {"device", deviceId(primary_)},
-            {"device_uuid", d.uuid},
-            {"tensors_loaded", sel_.tensorCount},
-            {"storages_loaded", allocations_.size()},
-            {"bytes", bytes_},
-            {"seconds", seconds_},
-            {"gb_per_s", seconds_ > 0 ? static_cast<double>(bytes_) / seconds_ / 1e9 : 0.0},
-            {"peak_bytes", peak},
-            {"peak_source", source},
-            {"context_bytes", d.contextBytes},
-            {"torch_reserved_bytes", torch.reservedBytes},
-            {"torch_allocated_bytes", torch.allocatedBytes},
-            {"torch_peak_bytes", d.contextBytes + torch.reservedBytes},
-            {"host_threads", fill_.threads()},
-            {"staging_bytes", settings_.totalBytes()},
-            {"staging_buffers", settings_.buffers}};
+    return out;
 }
 
 }  // namespace ckpt::device

@@ -5,8 +5,10 @@
 
 #include "checkpoint/checkpoint.h"
 #include "device/cuda_driver.h"
+#include "device/gpu_map.h"
 #include "device/load_selection.h"
 #include "device/nvml.h"
+#include "device/torch_allocator.h"
 #include "host_copy.h"
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +32,11 @@ struct Placement {
 
 class CudaLoad {
 public:
+    // `allocator`: the PyTorch allocator settings the torch.load prediction models
+    // (TorchAllocatorConfig::fromEnvironment() in the engine).
     CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const Checkpoint& ck, const LoadSelection& sel,
-             EventSink sink, StagingSettings staging = StagingSettings::fromEnvironment());
+             EventSink sink, TorchAllocatorConfig allocator = {},
+             StagingSettings staging = StagingSettings::fromEnvironment());
     CudaLoad(const CudaLoad&) = delete;
     CudaLoad& operator=(const CudaLoad&) = delete;
     ~CudaLoad();  // frees every allocation and releases every context
@@ -49,20 +55,41 @@ public:
     [[nodiscard]] nlohmann::json resultEvent() const;
     // Bytes placed per device ("cuda:0", "cpu").
     [[nodiscard]] std::map<std::string, std::uint64_t> bytesByDevice() const;
-    // Peak of this process on `ordinal` while it held everything: NVML's per-process figure, else
-    // the driver's free memory seen fall since the context existed, plus the context.
-    [[nodiscard]] std::pair<std::uint64_t, std::string> peakOn(int ordinal) const;
+    // Peak of this process on `ordinal` while it held everything, and how it was measured:
+    //   "nvml-process"       NVML's figure for this process (its PID is in NVML's list);
+    //   "driver-meminfo"     the context, plus the driver's free memory seen fall since the context
+    //                        existed, when that fall agrees with what this process allocated;
+    //   "engine-allocations" the context plus this process's own allocations, when the device moved
+    //                        by more than that (another process allocated or freed meanwhile);
+    // with `note` saying what was doubtful, if anything.
+    struct Peak {
+        std::uint64_t bytes = 0;
+        std::string source;
+        std::string note;
+    };
+    [[nodiscard]] Peak peakOn(int ordinal) const;
+    // The UUIDs of every device this process made a context on ("cuda:1" -> "GPU-...").
+    [[nodiscard]] std::map<std::string, std::string> touchedUuids() const;
+    // Nothing placed has left since load(); the storages placed so far, by device (for an OOM
+    // mid-way: how far this process got).
+    [[nodiscard]] std::uint64_t bytesPlaced() const;
 
 private:
     struct DeviceState {
         cuda::Context context = nullptr;
-        std::string uuid;
-        std::string name;
+        GpuIdentity id;  // UUID (MIG- for a MIG instance), bus id, how NVML reaches it
         std::uint64_t total = 0;
         std::uint64_t contextBytes = 0;
+        // "nvml-process" (our PID's row), "nvml-device" (the device's use before and after the
+        // context: right unless another process moved meanwhile) or "unknown" (no NVML for it).
+        std::string contextSource = "unknown";
+        // NVML lists processes on the device but never this one: a container's PID namespace
+        // (NVML reports host PIDs) or a driver that hides them.
+        bool pidHidden = false;
+        std::string blind;                   // why NVML gives no figure for this process here, or ""
         std::uint64_t freeAfterContext = 0;  // cuMemGetInfo once the context existed
         std::uint64_t lowestFree = 0;
-        int nvmlIndex = -1;
+        std::uint64_t allocated = 0;  // what this process asked cuMemAlloc for here
     };
     struct Allocation {
         std::uint32_t selected;
@@ -75,14 +102,21 @@ private:
     Expected<void> copy(cuda::DevicePtr dst, StorageIndex storage, std::uint64_t nbytes, std::uint64_t& done);
     Expected<void> stageBuffers();
     Expected<void> nextBuffer();
-    [[nodiscard]] std::uint64_t processBytes(int ordinal) const;  // NVML, 0 when unknown
+    // NVML's figure for this process on the device, or none (no NVML, or our PID not listed).
+    [[nodiscard]] std::optional<std::uint64_t> processBytes(const DeviceState& d) const;
+    [[nodiscard]] std::optional<std::uint64_t> deviceUsed(const DeviceState& d) const;  // NVML, whole device
+    // Why processBytes has no figure for the device (sets d.pidHidden for a PID namespace).
+    [[nodiscard]] std::string whyNoProcessFigure(DeviceState& d) const;
     void progress(std::uint64_t done, bool force);
+    [[nodiscard]] TorchAllocatorPeak torchPrediction() const;
 
     const CudaDriver& cu_;
     std::shared_ptr<const Nvml> nvml_;
+    GpuMap gpus_;
     const Checkpoint& ck_;
     const LoadSelection& sel_;
     EventSink sink_;
+    TorchAllocatorConfig allocatorConfig_;
     std::map<int, DeviceState> devices_;
     int primary_ = -1;
     int current_ = -1;
@@ -98,6 +132,7 @@ private:
     double seconds_ = 0;
     std::uint64_t bytes_ = 0;
     std::uint64_t lastEventNs_ = 0;
+    std::uint64_t verified_ = 0;  // bytes hashed by verify() so far
 };
 
 }  // namespace ckpt::device

@@ -36,9 +36,13 @@ StagingSettings StagingSettings::fromEnvironment()
     const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
     StagingSettings s;
     s.threads = static_cast<unsigned>(fromEnv("CKPTSCOPE_CUDA_THREADS", std::min(cores, 16U), 1, 64));
-    // Three 64 MiB buffers (192 MiB pinned): one filling, two queued for the link; larger buffers
-    // mean fewer hand-offs between the threads (64 MiB beat 32 and 16 there).
-    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 64 * kKiB, 64, 64 * kKiB) * kKiB;
+    // Three 32 MiB buffers (96 MiB pinned): one filling, two queued for the link. On the lent H100
+    // (2026-11-27, scripts/gpu-proof.sh's sweep, bench/RESULTS.md) 3 x 32 MiB moved 4 GiB at
+    // 40.9-44.0 GB/s against 37.0-37.2 for 3 x 64 MiB; deeper rings (4, 6, 8) and 128 MiB buffers
+    // were slower still: a smaller buffer starts the link sooner and stays warmer in the caches.
+    s.bufferBytes = fromEnv("CKPTSCOPE_CUDA_BUFFER_KIB", 32 * kKiB, 64, 256 * kKiB) * kKiB;
+    // How deep the ring is: scripts/gpu-proof.sh sweeps it against the buffer size on the card.
+    s.buffers = fromEnv("CKPTSCOPE_CUDA_BUFFERS", s.buffers, 2, 16);
     return s;
 }
 

@@ -12,8 +12,9 @@
 
 namespace ckpt::device {
 
-// How the engine stages its copies: CKPTSCOPE_CUDA_THREADS and CKPTSCOPE_CUDA_BUFFER_KIB override
-// the defaults (for the benchmark to compare settings in one run); values out of range are clamped.
+// How the engine stages its copies: CKPTSCOPE_CUDA_THREADS, CKPTSCOPE_CUDA_BUFFER_KIB (64 to
+// 262144) and CKPTSCOPE_CUDA_BUFFERS (2 to 16) override the defaults (for the benchmark to compare
+// settings in one run); values out of range are clamped.
 struct StagingSettings {
     unsigned threads = 1;         // host threads filling a buffer, the calling one included
     std::size_t bufferBytes = 0;  // one pinned staging buffer

@@ -7,15 +7,22 @@
 //   {"cmd":"replay","path":..,"rank":r,"device":"cuda:R","map_location":"" | SPEC,"select":..}
 //       one DDP rank of a replay: a context on its own GPU, then every storage where
 //       torch.load(map_location=SPEC) (or none) puts it; a "loaded" event, then it holds all of it
-//       until a "release" line (or end of input), so the ranks' memory piles up together.
+//       until a "release" line (or end of input), so the ranks' memory piles up together, saying
+//       "holding" every second so the client knows it is alive. A rank that fails (out of memory)
+//       says how far it got in its error event: "bytes_placed", "bytes_by_device".
+// cuda:N is CUDA's ordinal in this process's environment (CUDA_VISIBLE_DEVICES), as in torch.
 #include "checkpoint/checkpoint.h"
 #include "cuda_load.h"
 #include "device/helper_protocol.h"
 #include "transform/options.h"
 
+#include <array>
+#include <cerrno>
 #include <csignal>
 #include <iostream>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 namespace {
 
@@ -28,6 +35,35 @@ constexpr std::string_view kName = "ckptscope-cuda-engine";
 int fail(const Error& e)
 {
     return protocol::emitError(e.code, e.describe());
+}
+
+constexpr int kHeartbeatMs = 1000;
+
+// Waits for "release" (or the end of input) on stdin, saying "holding" every second: a rank
+// waiting on the others must not look silent to the client.
+void holdUntilReleased(int rank)
+{
+    std::string pending;
+    std::array<char, 256> buf{};
+    while (true) {
+        pollfd in{STDIN_FILENO, POLLIN, 0};
+        const int ready = ::poll(&in, 1, kHeartbeatMs);
+        if (ready == 0) {
+            protocol::emit({{"event", "holding"}, {"rank", rank}});
+            continue;
+        }
+        if (ready < 0 && errno == EINTR) {
+            continue;
+        }
+        const ssize_t n = ready > 0 ? ::read(STDIN_FILENO, buf.data(), buf.size()) : -1;
+        if (n <= 0) {
+            return;  // end of input or an error: the client is gone or done with us
+        }
+        pending.append(buf.data(), static_cast<std::size_t>(n));
+        if (pending.find("release") != std::string::npos) {
+            return;
+        }
+    }
 }
 
 // "cuda", "cuda:3" -> ordinal (`current` for a bare "cuda", as torch uses the current device).
@@ -85,14 +121,14 @@ void emitSkipped(const LoadSelection& sel)
 }
 
 int testload(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
-             const json& req)
+             const TorchAllocatorConfig& allocator, const json& req)
 {
     const auto ordinal = cudaOrdinal(req.value("device", std::string()), 0);
     if (!ordinal) {
         return protocol::emitError(ErrorCode::Usage, std::string(kName) + " loads onto cuda:N, not '" +
                                                          req.value("device", std::string()) + "'");
     }
-    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit);
+    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit, allocator);
     if (auto ok = load.openContext(*ordinal); !ok) {
         return fail(ok.error());
     }
@@ -115,7 +151,7 @@ int testload(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& c
 }
 
 int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
-           const json& req)
+           const TorchAllocatorConfig& allocator, const json& req)
 {
     const int rank = req.value("rank", 0);
     const auto own = cudaOrdinal(req.value("device", std::string()), 0);
@@ -130,19 +166,32 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
         }
         map = *parsed;
     }
-    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit);
+    CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit, allocator);
+    // A rank that fails says how far it got, so the client can still show every device's table.
+    auto failRank = [&](const Error& e) {
+        json ev = {{"event", "error"},
+                   {"code", std::string(protocol::codeName(e.code))},
+                   {"message", e.describe()},
+                   {"rank", rank},
+                   {"bytes_placed", load.bytesPlaced()},
+                   {"total_bytes", sel.totalBytes},
+                   {"bytes_by_device", load.bytesByDevice()},
+                   {"uuids", load.touchedUuids()}};
+        protocol::emit(ev);
+        return e.code == ErrorCode::Usage ? 2 : 1;
+    };
     // DDP's set_device(rank) and process group come first: the rank's own context.
     if (auto ok = load.openContext(*own); !ok) {
-        return fail(ok.error());
+        return failRank(ok.error());
     }
     auto placements = placementsFor(ck, sel, map, *own, cu.deviceCount());
     if (!placements) {
-        return fail(placements.error());
+        return failRank(placements.error());
     }
     for (const auto& p : *placements) {
         if (p.device >= 0) {
             if (auto ok = load.openContext(p.device); !ok) {
-                return fail(ok.error());
+                return failRank(ok.error());
             }
         }
     }
@@ -150,26 +199,21 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
     start["rank"] = rank;
     protocol::emit(start);
     if (auto ok = load.load(*placements); !ok) {
-        return fail(ok.error());
+        return failRank(ok.error());
     }
-    json loaded = {{"event", "loaded"}, {"rank", rank}, {"bytes_by_device", load.bytesByDevice()}};
+    json loaded = {
+        {"event", "loaded"}, {"rank", rank}, {"bytes_by_device", load.bytesByDevice()}, {"uuids", load.touchedUuids()}};
     json peaks = json::object();
-    for (const auto& [device, bytes] : load.bytesByDevice()) {
+    for (const auto& [device, uuid] : load.touchedUuids()) {
         if (auto ordinal = cudaOrdinal(device, *own)) {
-            const auto [peak, source] = load.peakOn(*ordinal);
-            peaks[device] = {{"peak_bytes", peak}, {"source", source}};
+            const auto peak = load.peakOn(*ordinal);
+            peaks[device] = {{"peak_bytes", peak.bytes}, {"source", peak.source}};
         }
-    }
-    if (!peaks.contains("cuda:" + std::to_string(*own))) {
-        const auto [peak, source] = load.peakOn(*own);
-        peaks["cuda:" + std::to_string(*own)] = {{"peak_bytes", peak}, {"source", source}};
     }
     loaded["peaks"] = peaks;
     protocol::emit(loaded);
     // Hold everything until the client has seen every rank loaded (or gave up on us).
-    std::string line;
-    while (std::getline(std::cin, line) && line != "release") {
-    }
+    holdUntilReleased(rank);
     json result = load.resultEvent();
     result["rank"] = rank;
     protocol::emit(result);
@@ -200,8 +244,14 @@ int run()
     if (auto loaded = Nvml::load()) {
         nvml = *loaded;
     }
+    // torch would refuse a malformed PYTORCH_ALLOC_CONF at its first allocation; so does the model.
+    auto allocator = TorchAllocatorConfig::fromEnvironment();
+    if (!allocator) {
+        return fail(allocator.error());
+    }
     const bool isReplay = req->value("cmd", std::string()) == "replay";
-    return isReplay ? replay(**opened, *sel, **cu, nvml, *req) : testload(**opened, *sel, **cu, nvml, *req);
+    return isReplay ? replay(**opened, *sel, **cu, nvml, *allocator, *req)
+                    : testload(**opened, *sel, **cu, nvml, *allocator, *req);
 }
 
 }  // namespace

@@ -90,12 +90,16 @@ print(f"ckptscope testload   {best['gb_per_s']:.2f} GB/s  {best['seconds']:.3f} 
       f"({100 * best['gb_per_s'] / base['pinned_h2d_gb_per_s']:.0f}% of pinned; target >= 85%)")
 print(f"torch.load cuda:0    {base['torch_load_gb_per_s']:.2f} GB/s  {base['torch_load_seconds']:.3f} s  "
       f"(testload {base['torch_load_seconds'] / best['seconds']:.2f}x faster; target >= 2x)")
-print(f"context              {best['context_bytes'] / gib:.3f} GiB")
-print(f"peak on cuda:0       testload {best['peak_bytes'] / gib:.3f} GiB ({best['peak_source']})")
+print(f"context              {(best['context_bytes'] or 0) / gib:.3f} GiB ({best.get('context_source')})")
+print(f"peak on cuda:0       testload {(best['peak_bytes'] or 0) / gib:.3f} GiB ({best['peak_source']})")
 pred, seen = best["torch_load_peak_bytes"], base["torch_load_process_bytes"]
-print(f"torch.load peak      predicted {pred / gib:.3f} GiB, driver saw {seen / gib:.3f} GiB "
-      f"({100 * (pred - seen) / seen:+.1f}%; target within 5%); reserved predicted "
-      f"{best['torch_load_reserved_bytes'] / gib:.3f}, torch says {base['torch_load_reserved_bytes'] / gib:.3f} GiB")
+if pred and seen:
+    print(f"torch.load peak      predicted {pred / gib:.3f} GiB, driver saw {seen / gib:.3f} GiB "
+          f"({100 * (pred - seen) / seen:+.1f}%; target within 5%; {base.get('torch_load_process_source')})")
+else:
+    print(f"torch.load peak      predicted {pred}, driver saw {seen}: one side unmeasured here")
+print(f"reserved             predicted {best['torch_load_reserved_bytes'] / gib:.3f}, torch says "
+      f"{base['torch_load_reserved_bytes'] / gib:.3f} GiB")
 print(f"other GPUs touched   {best['other_devices_touched']} {best['other_devices']}")
 for name in ("ddp.json", "ddp_cpu.json"):
     r = load(name)

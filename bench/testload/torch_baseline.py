@@ -47,7 +47,8 @@ def torch_load_time(path, repeats=3):
 
 
 def process_gpu_bytes(pid):
-    """This process's memory on the GPUs, from the driver (what NVML and nvidia-smi see)."""
+    """This process's memory on the GPUs, from the driver (what NVML and nvidia-smi see); 0 when
+    the driver does not list this PID (inside a container's PID namespace it lists host PIDs)."""
     out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True, check=False).stdout
     used = 0
@@ -58,13 +59,26 @@ def process_gpu_bytes(pid):
     return used
 
 
+def device_used_bytes():
+    """cuda:0's whole use as the driver reports it (no context needed)."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"],
+                         capture_output=True, text=True, check=False).stdout.strip()
+    return int(out.splitlines()[0]) << 20 if out else 0
+
+
 def fresh_load_footprint(path):
     """In a new process: torch.load onto cuda:0, then its reserved bytes and the driver's view."""
+    # The process's own row where the driver lists it; else cuda:0's rise from before this process
+    # touched CUDA (right while nothing else runs there), so a container never reads 0.
     code = ("import json, os, sys, torch, subprocess\n"
             "sys.path.insert(0, os.path.dirname(sys.argv[2]))\n"
-            "from torch_baseline import process_gpu_bytes\n"
+            "from torch_baseline import process_gpu_bytes, device_used_bytes\n"
+            "before = device_used_bytes()\n"
             "sd = torch.load(sys.argv[1], map_location='cuda:0'); torch.cuda.synchronize()\n"
-            "print(json.dumps({'reserved': torch.cuda.memory_reserved(0), 'process': process_gpu_bytes(os.getpid())}))\n")
+            "own = process_gpu_bytes(os.getpid())\n"
+            "rise = device_used_bytes() - before\n"
+            "print(json.dumps({'reserved': torch.cuda.memory_reserved(0), 'process': own or rise,\n"
+            "                  'source': 'nvidia-smi process' if own else 'nvidia-smi device rise'}))\n")
     out = subprocess.run([sys.executable, "-c", code, path, __file__], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -78,7 +92,8 @@ def main():
                       "pinned_h2d_gb_per_s": bw, "torch_load_seconds": seconds,
                       "torch_load_gb_per_s": nbytes / seconds / 1e9, "torch_load_peak_allocated": peak,
                       "torch_load_reserved_bytes": fresh["reserved"],
-                      "torch_load_process_bytes": fresh["process"], "bytes": nbytes}))
+                      "torch_load_process_bytes": fresh["process"],
+                      "torch_load_process_source": fresh["source"], "bytes": nbytes}))
 
 
 if __name__ == "__main__":

@@ -650,9 +650,11 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
                std::to_integer<unsigned>(data[0]) == 0x8a) {
         loaded = loadLegacy(*c, budget);
     } else {
-        return withPath(fail(ErrorCode::NotCheckpoint, "is not a PyTorch checkpoint: no zip, legacy-torch or "
-                                                       "safetensors signature (first bytes: " +
-                                                           hexPrefix(data) + ")"));
+        // The first bytes help with a file the user named; an item inside a file (a DCP chunk at a
+        // crafted offset) could be any file's bytes, so its error shows none.
+        return withPath(fail(ErrorCode::NotCheckpoint,
+                             "is not a PyTorch checkpoint: no zip, legacy-torch or safetensors signature" +
+                                 (file ? " (first bytes: " + hexPrefix(data) + ")" : std::string())));
     }
     if (loaded && c->file) {
         dropResidentPages(*c->file);

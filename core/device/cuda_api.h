@@ -44,6 +44,7 @@ inline constexpr unsigned kHostAllocPortable = 0x1;
     X(cuDeviceGet, "cuDeviceGet", ckpt::cuda::Result (*)(ckpt::cuda::Device*, int))                                    \
     X(cuDeviceGetName, "cuDeviceGetName", ckpt::cuda::Result (*)(char*, int, ckpt::cuda::Device))                      \
     X(cuDeviceGetUuid, "cuDeviceGetUuid_v2", ckpt::cuda::Result (*)(ckpt::cuda::Uuid*, ckpt::cuda::Device))            \
+    X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", ckpt::cuda::Result (*)(char*, int, ckpt::cuda::Device))              \
     X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", ckpt::cuda::Result (*)(std::size_t*, ckpt::cuda::Device))               \
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",                                                            \
       ckpt::cuda::Result (*)(ckpt::cuda::Context*, ckpt::cuda::Device))                                                \

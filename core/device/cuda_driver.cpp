@@ -47,6 +47,12 @@ Expected<std::shared_ptr<const CudaDriver>> CudaDriver::load()
                            " (CUDA 11 or later is needed)");
     }
     if (auto ok = d->check(d->cuInit(0), "cuInit", ErrorCode::DeviceUnavailable); !ok) {
+        // Slurm, container runtimes and users narrow what CUDA sees; an empty list hides every GPU.
+        if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+            Error e = ok.error();
+            e.message += std::string(" (CUDA_VISIBLE_DEVICES='") + visible + "')";
+            return e;
+        }
         return ok.error();
     }
     d->cuDriverGetVersion(&d->driverVersion_);

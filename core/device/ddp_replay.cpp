@@ -1,6 +1,6 @@
 #include "device/ddp_replay.h"
 
-#include "device/cuda_driver.h"
+#include "device/gpu_map.h"
 #include "device/helper_process.h"
 #include "device/helper_protocol.h"
 #include "util/bytes.h"
@@ -19,8 +19,6 @@ using detail::HelperProcess;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kDefaultSilence = std::chrono::seconds(30);
-
 Error onFile(ErrorCode code, std::string message, const std::string& path)
 {
     Error e = makeError(code, std::move(message));
@@ -33,9 +31,38 @@ struct Rank {
     ReplayRank info;
     bool loaded = false;
     bool done = false;
-    std::optional<Error> error;
+    bool failed = false;  // it reported an error or stopped early: done, and not loaded
     Clock::time_point lastEvent = Clock::now();
 };
+
+void takeCounts(const json& ev, const char* key, std::map<std::string, std::uint64_t>& out)
+{
+    if (auto it = ev.find(key); it != ev.end() && it->is_object()) {
+        for (const auto& [device, bytes] : it->items()) {
+            if (bytes.is_number_unsigned()) {
+                out[device] = bytes.get<std::uint64_t>();
+            }
+        }
+    }
+}
+
+void takeUuids(const json& ev, std::map<std::string, std::string>& out)
+{
+    if (auto it = ev.find("uuids"); it != ev.end() && it->is_object()) {
+        for (const auto& [device, uuid] : it->items()) {
+            if (uuid.is_string()) {
+                out[device] = uuid.get<std::string>();
+            }
+        }
+    }
+}
+
+void failRank(Rank& r, std::string why)
+{
+    r.failed = true;
+    r.done = true;
+    r.info.error = std::move(why);
+}
 
 void take(Rank& r, const std::string& line)
 {
@@ -49,22 +76,22 @@ void take(Rank& r, const std::string& line)
         r.info.contextBytes = ev.value("context_bytes", std::uint64_t{0});
     } else if (kind == "loaded") {
         r.loaded = true;
-        if (auto it = ev.find("bytes_by_device"); it != ev.end() && it->is_object()) {
-            for (const auto& [device, bytes] : it->items()) {
-                if (bytes.is_number_unsigned()) {
-                    r.info.bytesByDevice[device] = bytes.get<std::uint64_t>();
-                }
-            }
-        }
+        takeCounts(ev, "bytes_by_device", r.info.bytesByDevice);
+        takeUuids(ev, r.info.uuids);
     } else if (kind == "result") {
         r.done = true;
     } else if (kind == "error") {
-        r.error = makeError(protocol::codeFromName(ev.value("code", std::string())),
-                            "rank " + std::to_string(r.info.rank) + ": " + ev.value("message", std::string()));
+        takeCounts(ev, "bytes_by_device", r.info.bytesByDevice);
+        takeUuids(ev, r.info.uuids);
+        r.info.bytesPlaced = ev.value("bytes_placed", std::uint64_t{0});
+        r.info.totalBytes = ev.value("total_bytes", std::uint64_t{0});
+        failRank(r, detail::printable(ev.value("message", std::string("failed")), 400));
     }
 }
 
-// Reads what every rank wrote; an error from a silent, dead or failing rank.
+// Reads what every rank wrote. A rank that fails or dies is marked failed and the others go on; what
+// ends the replay is a rank that floods its output or says nothing for `silence` (it heartbeats
+// every second while it holds).
 std::optional<Error> pumpAll(std::vector<Rank>& ranks, std::chrono::milliseconds silence, const std::string& engine)
 {
     std::vector<std::string> lines;
@@ -77,35 +104,30 @@ std::optional<Error> pumpAll(std::vector<Rank>& ranks, std::chrono::milliseconds
             take(r, line);
         }
         lines.clear();
-        if (r.error) {
-            return r.error;
+        if (r.done) {
+            continue;
         }
         if (state == HelperProcess::Pump::Overflow) {
             return makeError(ErrorCode::LoadFailed,
                              "rank " + std::to_string(r.info.rank) + "'s engine " + engine + " " + r.proc->overflow());
         }
-        if (state == HelperProcess::Pump::Closed && !r.done) {
-            std::string why = "rank " + std::to_string(r.info.rank) + "'s engine " + engine + " stopped early";
+        if (state == HelperProcess::Pump::Closed) {
+            std::string why = "its engine stopped early";
             if (auto last = r.proc->lastErrLine(); !last.empty()) {
                 why += ": " + last;
             }
-            return makeError(ErrorCode::LoadFailed, why);
+            failRank(r, why);
+            continue;
         }
         if (Clock::now() - r.lastEvent >= silence) {
             return makeError(ErrorCode::LoadFailed, "rank " + std::to_string(r.info.rank) + "'s engine " + engine +
-                                                        " said nothing for too long; killed every rank");
+                                                        " said nothing for " +
+                                                        std::to_string(silence.count() / 1000.0).substr(0, 6) +
+                                                        " s; killed every rank (CKPTSCOPE_HELPER_TIMEOUT sets the "
+                                                        "limit in seconds)");
         }
     }
     return std::nullopt;
-}
-
-int gpuCount(const std::shared_ptr<const Nvml>& nvml)
-{
-    if (nvml && nvml->deviceCount() > 0) {
-        return nvml->deviceCount();
-    }
-    auto cu = CudaDriver::load();  // initialises the driver; creates no context
-    return cu ? (*cu)->deviceCount() : 0;
 }
 
 std::string times(int n, std::uint64_t context, std::uint64_t weights)
@@ -121,7 +143,9 @@ std::string times(int n, std::uint64_t context, std::uint64_t weights)
 void summarise(ReplayReport& report, const ReplayRequest& request)
 {
     std::map<std::string, ReplayDevice> byDevice;
+    std::map<std::string, std::string> uuids;
     for (const auto& r : report.ranks) {
+        uuids.insert(r.uuids.begin(), r.uuids.end());
         report.contextBytes = std::max(report.contextBytes, r.contextBytes);
         std::uint64_t weights = 0;
         std::set<std::string> touched{r.device};
@@ -140,8 +164,14 @@ void summarise(ReplayReport& report, const ReplayRequest& request)
     }
     for (auto& [device, d] : byDevice) {
         d.device = device;
+        d.uuid = uuids.contains(device) ? uuids.at(device) : std::string();
         d.expectedBytes += static_cast<std::uint64_t>(d.contexts) * report.contextBytes;
-        const int column = report.timeline.column(device);
+        int column = report.timeline.column(device);
+        for (std::size_t c = 1; c < report.timeline.uuids.size(); ++c) {
+            if (!d.uuid.empty() && uuidHex(report.timeline.uuids[c]) == uuidHex(d.uuid)) {
+                column = static_cast<int>(c);  // the UUID the rank reported is the identity
+            }
+        }
         d.measuredPeakBytes = column > 0 ? report.timeline.maxRise(static_cast<std::size_t>(column)) : 0;
         report.devices.push_back(d);
     }
@@ -176,6 +206,13 @@ void summarise(ReplayReport& report, const ReplayRequest& request)
     } else {
         v += " with map_location=" + request.mapLocation;
     }
+    for (const auto& r : report.ranks) {
+        if (!r.error.empty()) {
+            v += "; rank " + std::to_string(r.rank) + " (" + r.device + ") failed after placing " +
+                 humanBytes(r.bytesPlaced) + (r.totalBytes > 0 ? " of " + humanBytes(r.totalBytes) : std::string()) +
+                 ": " + r.error;
+        }
+    }
     report.verdict = v;
 }
 
@@ -200,13 +237,20 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             nvml = *loaded;
         }
     }
-    const int gpus = gpuCount(nvml);
+    // Rank r uses cuda:(r mod torch.cuda.device_count()): CUDA's count in this environment.
+    const GpuMap map = GpuMap::query(nvml);
+    const int gpus = map.cudaCount();
     if (gpus == 0) {
         return onFile(ErrorCode::DeviceUnavailable,
-                      "no NVIDIA GPU here (no driver, or it sees no device): a DDP replay needs at least one",
+                      "no NVIDIA GPU here (" +
+                          (map.cudaNote().empty() ? std::string("the driver sees none") : map.cudaNote()) +
+                          "): a DDP replay needs at least one",
                       request.path);
     }
-    const auto silence = request.silenceTimeout.value_or(kDefaultSilence);
+    const auto silence = helperSilenceTimeout(request.silenceTimeout);
+    if (!silence) {
+        return silence.error();
+    }
 
     Sampler sampler(nvml);
     sampler.start({request.interval, {}});
@@ -241,13 +285,14 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             killAll();
             return onFile(ErrorCode::Cancelled, "DDP replay cancelled", request.path);
         }
-        if (auto failed = pumpAll(ranks, silence, engine)) {
+        if (auto failed = pumpAll(ranks, *silence, engine)) {
             killAll();
             failed->path = request.path;
             return *failed;
         }
-        const int now =
-            static_cast<int>(std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.loaded; }));
+        // A failed rank is as far as it gets: the others hold theirs for the measurement.
+        const int now = static_cast<int>(
+            std::count_if(ranks.begin(), ranks.end(), [](const Rank& r) { return r.loaded || r.failed; }));
         if (now != loaded) {
             loaded = now;
             if (progress) {
@@ -259,7 +304,9 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
         }
         if (allLoaded && !released && Clock::now() - *allLoaded >= request.hold) {
             for (auto& r : ranks) {
-                r.proc->writeLine("release");
+                if (!r.failed) {
+                    r.proc->writeLine("release");
+                }
             }
             released = true;
         }
@@ -275,6 +322,7 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
     report.timeline = sampler.snapshot();
     for (const auto& r : ranks) {
         report.ranks.push_back(r.info);
+        report.failedRanks += r.failed ? 1 : 0;
     }
     summarise(report, request);
     return report;

@@ -34,13 +34,19 @@ struct ReplayRequest {
 
 struct ReplayRank {
     int rank = 0;
-    std::string device;  // its own GPU
+    std::string device;  // its own GPU: cuda:(rank mod torch.cuda.device_count()), CUDA's numbering here
     std::map<std::string, std::uint64_t> bytesByDevice;
-    std::uint64_t contextBytes = 0;  // one context, on its own GPU
+    std::map<std::string, std::string> uuids;  // every device it made a context on -> its UUID
+    std::uint64_t contextBytes = 0;            // one context, on its own GPU
+    // A rank that failed (out of memory on a device the others filled): why, and how far it got.
+    std::string error;
+    std::uint64_t bytesPlaced = 0;
+    std::uint64_t totalBytes = 0;
 };
 
 struct ReplayDevice {
     std::string device;
+    std::string uuid;
     std::uint64_t measuredPeakBytes = 0;  // the largest rise in the device's used memory (NVML)
     std::uint64_t expectedBytes = 0;      // contexts + weights the ranks placed there
     int contexts = 0;                     // processes with a context on it
@@ -53,10 +59,14 @@ struct ReplayReport {
     std::uint64_t weightBytes = 0;   // one rank's storage bytes
     std::uint64_t contextBytes = 0;  // one context (the largest a rank reported)
     std::string verdict;             // "cuda:0 peaks at 4 x (context 300 MiB + 3.1 GiB) = ..."
+    int failedRanks = 0;             // ranks that could not load (each says why in ranks[].error)
     Timeline timeline;
 };
 
-// Progress: how many ranks have loaded so far.
+// Progress: how many ranks have loaded so far. A rank that fails (out of memory) does not end the
+// replay: the others hold what they loaded, every device is measured, and the report names the rank
+// that failed and how far it got (failedRanks > 0). Errors are for what stops the replay itself: no
+// GPU, no engine, a bad request, a silent rank (CKPTSCOPE_HELPER_TIMEOUT), cancel.
 Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::function<void(int loadedRanks)>& progress,
                                  std::stop_token stop = {}, std::shared_ptr<const Nvml> nvml = nullptr);
 

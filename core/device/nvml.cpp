@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <dlfcn.h>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace ckpt::device {
 
@@ -33,6 +35,15 @@ struct nvmlProcessInfo_v2_t {  // also the layout of the v3 call's nvmlProcessIn
     unsigned int gpuInstanceId;
     unsigned int computeInstanceId;
 };
+struct nvmlPciInfo_t {  // nvmlDeviceGetPciInfo_v3's layout
+    char busIdLegacy[16];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    char busId[32];
+};
 constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
 
 constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
@@ -50,6 +61,10 @@ struct Nvml::Impl {
     nvmlReturn_t (*getMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
     nvmlReturn_t (*getUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
     nvmlReturn_t (*getProcs)(nvmlDevice_t, unsigned int*, void*) = nullptr;
+    nvmlReturn_t (*getPci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+    nvmlReturn_t (*getMigMode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
+    nvmlReturn_t (*getMaxMig)(nvmlDevice_t, unsigned int*) = nullptr;
+    nvmlReturn_t (*getMigHandle)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
     int procsVersion = 0;  // which symbol getProcs is: 3, 2 or 1 (layouts differ)
     nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
     const char* (*errorString)(nvmlReturn_t) = nullptr;
@@ -72,8 +87,9 @@ struct Nvml::Impl {
         }
     }
 
-    Expected<nvmlDevice_t> device(int index) const
+    Expected<nvmlDevice_t> device(NvmlDevice d) const
     {
+        const int index = d.index;
         if (index < 0 || static_cast<unsigned>(index) >= count) {
             return makeError(ErrorCode::DeviceUnavailable, "GPU " + std::to_string(index) +
                                                                " does not exist (NVML lists " + std::to_string(count) +
@@ -84,7 +100,18 @@ struct Nvml::Impl {
             return makeError(ErrorCode::DeviceUnavailable,
                              "NVML cannot open GPU " + std::to_string(index) + ": " + why(r));
         }
-        return dev;
+        if (!d.isMig()) {
+            return dev;
+        }
+        nvmlDevice_t mig = nullptr;
+        if (!getMigHandle) {
+            return makeError(ErrorCode::DeviceUnavailable, "this NVML has no MIG devices");
+        }
+        if (auto r = getMigHandle(dev, static_cast<unsigned>(d.mig), &mig); r != kSuccess) {
+            return makeError(ErrorCode::DeviceUnavailable, "NVML cannot open MIG device " + std::to_string(d.mig) +
+                                                               " of GPU " + std::to_string(index) + ": " + why(r));
+        }
+        return mig;
     }
 };
 
@@ -134,6 +161,10 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
     bind(h, "nvmlDeviceGetUUID", impl->getUuid);
     bind(h, "nvmlErrorString", impl->errorString);
     bind(h, "nvmlSystemGetDriverVersion", impl->driverVersion);
+    bind(h, "nvmlDeviceGetPciInfo_v3", impl->getPci);
+    bind(h, "nvmlDeviceGetMigMode", impl->getMigMode);
+    bind(h, "nvmlDeviceGetMaxMigDeviceCount", impl->getMaxMig);
+    bind(h, "nvmlDeviceGetMigDeviceHandleByIndex", impl->getMigHandle);
     if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v3", impl->getProcs)) {
         impl->procsVersion = 3;
     } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v2", impl->getProcs)) {
@@ -161,9 +192,10 @@ const std::string& Nvml::libraryPath() const
     return impl_->path;
 }
 
-Expected<std::string> Nvml::name(int index) const
+Expected<std::string> Nvml::name(NvmlDevice d) const
 {
-    auto dev = impl_->device(index);
+    const int index = d.index;
+    auto dev = impl_->device(d);
     if (!dev) {
         return dev.error();
     }
@@ -178,9 +210,10 @@ Expected<std::string> Nvml::name(int index) const
     return std::string(buf.data());
 }
 
-Expected<std::string> Nvml::uuid(int index) const
+Expected<std::string> Nvml::uuid(NvmlDevice d) const
 {
-    auto dev = impl_->device(index);
+    const int index = d.index;
+    auto dev = impl_->device(d);
     if (!dev) {
         return dev.error();
     }
@@ -195,9 +228,10 @@ Expected<std::string> Nvml::uuid(int index) const
     return std::string(buf.data());
 }
 
-Expected<GpuMemory> Nvml::memory(int index) const
+Expected<GpuMemory> Nvml::memory(NvmlDevice d) const
 {
-    auto dev = impl_->device(index);
+    const int index = d.index;
+    auto dev = impl_->device(d);
     if (!dev) {
         return dev.error();
     }
@@ -209,9 +243,10 @@ Expected<GpuMemory> Nvml::memory(int index) const
     return GpuMemory{m.total, m.used, m.free};
 }
 
-Expected<std::vector<GpuProcess>> Nvml::processes(int index) const
+Expected<std::vector<GpuProcess>> Nvml::processes(NvmlDevice d) const
 {
-    auto dev = impl_->device(index);
+    const int index = d.index;
+    auto dev = impl_->device(d);
     if (!dev) {
         return dev.error();
     }
@@ -260,6 +295,48 @@ Expected<std::vector<GpuProcess>> Nvml::processes(int index) const
     return out;
 }
 
+Expected<std::string> Nvml::pciBusId(NvmlDevice d) const
+{
+    // A MIG instance sits on its GPU's bus.
+    auto dev = impl_->device(d.index);
+    if (!dev) {
+        return dev.error();
+    }
+    if (!impl_->getPci) {
+        return std::string();
+    }
+    nvmlPciInfo_t pci{};
+    if (auto r = impl_->getPci(*dev, &pci); r != kSuccess) {
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML has no PCI address for GPU " + std::to_string(d.index) + ": " + impl_->why(r));
+    }
+    // NVML writes the domain in 8 digits ("00000000:65:00.0"), CUDA in 4.
+    std::array<char, 32> out{};
+    std::snprintf(out.data(), out.size(), "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);  // NOLINT
+    return std::string(out.data());
+}
+
+std::vector<int> Nvml::migDevices(int index) const
+{
+    std::vector<int> out;
+    auto dev = impl_->device(index);
+    unsigned current = 0;
+    unsigned pending = 0;
+    unsigned slots = 0;
+    if (!dev || !impl_->getMigMode || !impl_->getMaxMig || !impl_->getMigHandle ||
+        impl_->getMigMode(*dev, &current, &pending) != kSuccess || current == 0 ||
+        impl_->getMaxMig(*dev, &slots) != kSuccess) {
+        return out;
+    }
+    for (unsigned i = 0; i < slots; ++i) {
+        nvmlDevice_t mig = nullptr;
+        if (impl_->getMigHandle(*dev, i, &mig) == kSuccess) {  // empty slots answer NOT_FOUND
+            out.push_back(static_cast<int>(i));
+        }
+    }
+    return out;
+}
+
 std::string Nvml::driverVersion() const
 {
     if (!impl_->driverVersion) {
@@ -267,6 +344,24 @@ std::string Nvml::driverVersion() const
     }
     std::array<char, 96> buf{};
     return impl_->driverVersion(buf.data(), buf.size()) == kSuccess ? std::string(buf.data()) : std::string();
+}
+
+std::vector<std::uint32_t> selfPidsAsNvmlSees()
+{
+    const auto pid = static_cast<std::uint32_t>(::getpid());
+    std::vector<std::uint32_t> out{pid};
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+        if (line.rfind("NSpid:", 0) == 0) {
+            std::istringstream ls(line.substr(6));
+            std::uint32_t outer = 0;
+            if (ls >> outer && outer != pid) {
+                out.push_back(outer);
+            }
+            break;
+        }
+    }
+    return out;
 }
 
 GpuMemory systemMemory()
@@ -309,45 +404,6 @@ DeviceInfo cpuInfo()
     cpu.totalBytes = mem.totalBytes;
     cpu.usedBytes = mem.usedBytes;
     return cpu;
-}
-
-Inventory queryInventory(const std::shared_ptr<const Nvml>& given)
-{
-    Inventory inv;
-    inv.devices.push_back(cpuInfo());
-    std::shared_ptr<const Nvml> nvml = given;
-    if (!nvml) {
-        auto loaded = Nvml::load();
-        if (!loaded) {
-            inv.gpuNote = loaded.error().message;
-            return inv;
-        }
-        nvml = *loaded;
-    }
-    inv.driverVersion = nvml->driverVersion();
-    if (nvml->deviceCount() == 0) {
-        inv.gpuNote = "NVML found no GPU";
-        return inv;
-    }
-    for (int i = 0; i < nvml->deviceCount(); ++i) {
-        DeviceInfo d;
-        d.id = "cuda:" + std::to_string(i);
-        d.index = i;
-        auto name = nvml->name(i);
-        d.name = name ? *name : "NVIDIA GPU (" + name.error().message + ")";
-        if (auto uuid = nvml->uuid(i)) {
-            d.uuid = *uuid;
-        }
-        if (auto mem = nvml->memory(i)) {
-            d.totalBytes = mem->totalBytes;
-            d.usedBytes = mem->usedBytes;
-        }
-        if (auto procs = nvml->processes(i)) {
-            d.processes = std::move(*procs);
-        }
-        inv.devices.push_back(std::move(d));
-    }
-    return inv;
 }
 
 }  // namespace ckpt::device

@@ -26,15 +26,31 @@ struct GpuMemory {
     std::uint64_t freeBytes = 0;
 };
 
+// A device as NVML addresses it: a physical GPU by its NVML index (PCI bus order), or one MIG
+// instance of it (`mig` >= 0: NVML's MIG device index under that GPU). Converts from a bare index,
+// so a physical GPU is still named by its number.
+struct NvmlDevice {
+    int index = -1;
+    int mig = -1;
+    NvmlDevice(int i, int m = -1)
+        : index(i), mig(m) {}  // NOLINT(google-explicit-constructor,hicpp-explicit-conversions)
+    [[nodiscard]] bool isMig() const { return mig >= 0; }
+    friend bool operator==(const NvmlDevice&, const NvmlDevice&) = default;
+};
+
 // One row of the inventory. The CPU is always row 0 (id "cpu", index -1): total is MemTotal and
-// used is MemTotal - MemAvailable from /proc/meminfo. GPUs follow in NVML order with id "cuda:<i>".
-// NVML order is PCI bus order; CUDA's default order (and CUDA_VISIBLE_DEVICES) may differ, which
-// is why the test-load matches the chosen device by UUID when the helper reports one.
+// used is MemTotal - MemAvailable from /proc/meminfo. GPUs follow as GpuMap lists them
+// (device/gpu_map.h): those CUDA sees in this process first, in CUDA's order with the id "cuda:<N>"
+// that torch.device('cuda:N') means here, then those it does not see ("nvml:<i>"), which cannot be
+// loaded onto from here.
 struct DeviceInfo {
-    std::string id;    // "cpu", "cuda:0", ...
-    int index = -1;    // NVML index, -1 for the CPU
-    std::string name;  // "NVIDIA H100 80GB HBM3", or the CPU model name
-    std::string uuid;  // "GPU-..." (empty for the CPU)
+    std::string id;        // "cpu", "cuda:0", ..., "nvml:3"
+    int index = -1;        // NVML index (of the parent GPU for a MIG instance), -1 for the CPU or unknown
+    int mig = -1;          // NVML's MIG device index under `index`, or -1
+    int cudaOrdinal = -1;  // CUDA's ordinal in this process, -1 when CUDA does not see it here
+    std::string pciBusId;  // "0000:65:00.0" (empty for the CPU or unknown)
+    std::string name;      // "NVIDIA H100 80GB HBM3", or the CPU model name
+    std::string uuid;      // "GPU-..." or "MIG-..." (empty for the CPU)
     std::uint64_t totalBytes = 0;
     std::uint64_t usedBytes = 0;
     std::vector<GpuProcess> processes;  // compute processes on this GPU (empty for the CPU)
@@ -46,7 +62,12 @@ struct Inventory {
     // shared object file ..."; "NVML found no GPU"); empty when GPUs are listed.
     std::string gpuNote;
     std::string driverVersion;  // empty when unknown
+    // Why no GPU has a CUDA ordinal ("no NVIDIA driver found ..."; cuInit's "no CUDA-capable device"
+    // when CUDA_VISIBLE_DEVICES hides them all), or "".
+    std::string cudaNote;
     [[nodiscard]] int gpuCount() const { return static_cast<int>(devices.size()) - 1; }
+    // The GPUs CUDA sees in this process: what torch.cuda.device_count() says here.
+    [[nodiscard]] int cudaCount() const;
 };
 
 // The loaded NVML library. Thread-safe for queries (NVML is). Unloaded (nvmlShutdown + dlclose)
@@ -61,11 +82,16 @@ public:
     ~Nvml();
 
     [[nodiscard]] int deviceCount() const;
-    [[nodiscard]] Expected<std::string> name(int index) const;
-    [[nodiscard]] Expected<std::string> uuid(int index) const;
-    [[nodiscard]] Expected<GpuMemory> memory(int index) const;
-    // Compute processes (nvmlDeviceGetComputeRunningProcesses, v3 then v2 then v1 symbol).
-    [[nodiscard]] Expected<std::vector<GpuProcess>> processes(int index) const;
+    [[nodiscard]] Expected<std::string> name(NvmlDevice d) const;
+    [[nodiscard]] Expected<std::string> uuid(NvmlDevice d) const;  // "GPU-..." or "MIG-..."
+    // "0000:65:00.0" (domain in 4 digits, as CUDA writes it; a MIG instance has its GPU's).
+    [[nodiscard]] Expected<std::string> pciBusId(NvmlDevice d) const;
+    [[nodiscard]] Expected<GpuMemory> memory(NvmlDevice d) const;
+    // Compute processes (nvmlDeviceGetComputeRunningProcesses, v3 then v2 then v1 symbol). PIDs are
+    // as the driver sees them: the host's, which differ from ours inside a container's PID namespace.
+    [[nodiscard]] Expected<std::vector<GpuProcess>> processes(NvmlDevice d) const;
+    // The MIG instances of a physical GPU in MIG mode (their NVML MIG indices), else none.
+    [[nodiscard]] std::vector<int> migDevices(int index) const;
     [[nodiscard]] std::string driverVersion() const;
     [[nodiscard]] const std::string& libraryPath() const;
 
@@ -76,14 +102,20 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The PIDs this process may have in NVML's process list: getpid(), and the first of NSpid in
+// /proc/self/status when it differs (a nested PID namespace whose /proc was mounted outside it shows
+// the outer PID there, which is the one NVML reports).
+[[nodiscard]] std::vector<std::uint32_t> selfPidsAsNvmlSees();
+
 // System RAM from /proc/meminfo: total = MemTotal, used = MemTotal - MemAvailable.
 [[nodiscard]] GpuMemory systemMemory();
 
 // The CPU row alone (from /proc/meminfo and /proc/cpuinfo).
 [[nodiscard]] DeviceInfo cpuInfo();
 
-// Everything at once: the CPU, then every GPU NVML lists. Never fails: without NVML or a GPU the
-// inventory holds the CPU and gpuNote says why. Pass a loaded Nvml to avoid loading it again.
+// Everything at once: the CPU, then every GPU (GpuMap's order and ids). Never fails: without NVML
+// or a GPU the inventory holds the CPU and gpuNote says why. Pass a loaded Nvml to avoid loading it
+// again.
 [[nodiscard]] Inventory queryInventory(const std::shared_ptr<const Nvml>& given = nullptr);
 
 }  // namespace ckpt::device

@@ -1,5 +1,7 @@
 #include "device/sampler.h"
 
+#include "device/gpu_map.h"
+
 #include <algorithm>
 #include <fstream>
 #include <unistd.h>
@@ -73,17 +75,26 @@ void Sampler::start(Options options)
     if (options_.interval.count() <= 0) {
         options_.interval = std::chrono::milliseconds(1);
     }
+    // The GPUs a load here can touch are the ones CUDA sees; another job's GPU on a shared node is
+    // not watched, so its allocations are never charged to this load.
+    const GpuMap map = nvml_ ? GpuMap::query(nvml_) : GpuMap{};
     {
         std::lock_guard lock(mutex_);
         timeline_ = Timeline{};
         timeline_.intervalMs = static_cast<double>(options_.interval.count());
         timeline_.devices.emplace_back("cpu");
+        timeline_.uuids.emplace_back();
         timeline_.totalBytes.push_back(systemMemory().totalBytes);
-        const int gpus = nvml_ ? nvml_->deviceCount() : 0;
-        for (int i = 0; i < gpus; ++i) {
-            timeline_.devices.push_back("cuda:" + std::to_string(i));
-            auto mem = nvml_->memory(i);
-            timeline_.totalBytes.push_back(mem ? mem->totalBytes : 0);
+        watched_.clear();
+        for (const auto& g : map.gpus()) {
+            if (!g.nvml || (map.cudaCount() > 0 && !g.cudaOrdinal)) {
+                continue;
+            }
+            timeline_.devices.push_back(g.label());
+            timeline_.uuids.push_back(g.uuid);
+            auto mem = nvml_->memory(*g.nvml);
+            timeline_.totalBytes.push_back(mem ? mem->totalBytes : g.totalBytes);
+            watched_.emplace_back(g.nvml);
         }
         pids_ = {getpid()};
     }
@@ -151,7 +162,7 @@ void Sampler::sampleOnce()
         s.ownBytes[0] += residentBytes(p);
     }
     for (std::size_t c = 1; c < columns; ++c) {
-        const int gpu = static_cast<int>(c - 1);
+        const NvmlDevice gpu = *watched_[c - 1];
         if (auto mem = nvml_->memory(gpu)) {
             s.usedBytes[c] = mem->usedBytes;
         }
@@ -178,6 +189,7 @@ Timeline Sampler::snapshot(std::size_t from) const
     std::lock_guard lock(mutex_);
     Timeline t;
     t.devices = timeline_.devices;
+    t.uuids = timeline_.uuids;
     t.totalBytes = timeline_.totalBytes;
     t.intervalMs = timeline_.intervalMs;
     if (from < timeline_.samples.size()) {

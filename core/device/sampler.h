@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <thread>
@@ -26,7 +27,10 @@ struct Sample {
 };
 
 struct Timeline {
-    std::vector<std::string> devices;       // column ids: "cpu", then "cuda:<nvml index>", ...
+    // Column ids: "cpu", then each GPU CUDA sees in this process as "cuda:<ordinal>" in CUDA's order
+    // (GpuMap); only when CUDA's view is unknown, NVML's GPUs as "nvml:<index>".
+    std::vector<std::string> devices;
+    std::vector<std::string> uuids;         // per column ("" for the CPU)
     std::vector<std::uint64_t> totalBytes;  // per column
     double intervalMs = 0;
     std::vector<Sample> samples;
@@ -66,6 +70,7 @@ public:
 private:
     void sampleOnce();
     std::shared_ptr<const Nvml> nvml_;
+    std::vector<std::optional<NvmlDevice>> watched_;  // per column after the CPU: how NVML reaches it
     Options options_;
     mutable std::mutex mutex_;
     Timeline timeline_;

@@ -1,5 +1,6 @@
 #include "device/testload.h"
 
+#include "device/gpu_map.h"
 #include "device/helper_process.h"
 #include "device/helper_protocol.h"
 #include "util/bytes.h"
@@ -47,17 +48,17 @@ Error fail(ErrorCode code, std::string message, const std::string& path = {})
     return e;
 }
 
-// Which timeline column is the chosen GPU: by UUID when the helper reported one (CUDA's device
-// order may differ from NVML's), else by index.
-int chosenColumn(const Timeline& t, const std::string& device, const std::string& uuid, const Nvml* nvml)
+// Which timeline column is the chosen GPU: the one with the UUID the helper reported (the client
+// and the helper number GPUs alike, but the UUID is the identity), else by label.
+int chosenColumn(const Timeline& t, const std::string& device, const std::string& uuid)
 {
     if (device == "cpu") {
         return 0;
     }
-    if (nvml && !uuid.empty()) {
-        for (int i = 0; i < nvml->deviceCount(); ++i) {
-            if (auto u = nvml->uuid(i); u && *u == uuid) {
-                return t.column("cuda:" + std::to_string(i));
+    if (const std::string hex = uuidHex(uuid); !hex.empty()) {
+        for (std::size_t c = 1; c < t.uuids.size(); ++c) {
+            if (uuidHex(t.uuids[c]) == hex) {
+                return static_cast<int>(c);
             }
         }
     }
@@ -176,9 +177,13 @@ private:
         report_.peakBytes = countField(ev, "peak_bytes");
         report_.peakSource = ev.value("peak_source", std::string());
         report_.engine = ev.value("engine", std::string("torch"));
+        report_.peakNote = ev.value("peak_note", std::string());
         report_.contextBytes = countField(ev, "context_bytes");
+        report_.contextSource = ev.value("context_source", std::string());
+        report_.pidHidden = ev.value("pid_hidden", false);
         report_.torchPeakBytes = countField(ev, "torch_peak_bytes");
         report_.torchReservedBytes = countField(ev, "torch_reserved_bytes");
+        report_.torchAllocConf = ev.value("torch_alloc_conf", std::string());
         if (auto uuid = ev.value("device_uuid", std::string()); !uuid.empty()) {
             report_.deviceUuid = uuid;
         }
@@ -193,11 +198,12 @@ private:
     std::string firstOther_;
 };
 
-// The request's timeout, else CKPTSCOPE_HELPER_TIMEOUT (seconds), else 30 s.
-Expected<std::chrono::milliseconds> silenceTimeoutFor(const TestloadRequest& request)
+}  // namespace
+
+Expected<std::chrono::milliseconds> helperSilenceTimeout(const std::optional<std::chrono::milliseconds>& requested)
 {
-    if (request.silenceTimeout) {
-        return std::max(*request.silenceTimeout, std::chrono::milliseconds(1));
+    if (requested) {
+        return std::max(*requested, std::chrono::milliseconds(1));
     }
     const char* env = std::getenv("CKPTSCOPE_HELPER_TIMEOUT");
     if (env == nullptr || *env == '\0') {
@@ -212,6 +218,8 @@ Expected<std::chrono::milliseconds> silenceTimeoutFor(const TestloadRequest& req
     }
     return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000)));
 }
+
+namespace {
 
 std::string secondsText(std::chrono::milliseconds d)
 {
@@ -250,26 +258,52 @@ Expected<void> compareWithFile(TestloadReport& report, const TestloadRequest& re
     return {};
 }
 
-void noteOtherDevices(TestloadReport& report, const Nvml* nvml)
+// Every other GPU that moved, and by whom. NVML's process lists tell our processes from another
+// job's on a shared node; where they cannot (our PIDs are not the ones NVML reports), a rise is a
+// doubt to report, never a finding against this load.
+void noteOtherDevices(TestloadReport& report)
 {
-    const int chosen = chosenColumn(report.timeline, report.device, report.deviceUuid, nvml);
-    for (std::size_t c = 1; c < report.timeline.devices.size(); ++c) {
+    const Timeline& t = report.timeline;
+    const int chosen = chosenColumn(t, report.device, report.deviceUuid);
+    std::uint64_t ownOnChosen = 0;
+    for (const auto& s : t.samples) {
+        ownOnChosen = chosen > 0 ? std::max(ownOnChosen, s.ownBytes[static_cast<std::size_t>(chosen)]) : 0;
+    }
+    // The engine found itself in NVML's list (or its figure shows in ours): PIDs can be trusted.
+    const bool pidsWork = !report.pidHidden && (chosen <= 0 || ownOnChosen > 0 || report.peakSource == "nvml-process");
+    std::string doubt;
+    for (std::size_t c = 1; c < t.devices.size(); ++c) {
         if (static_cast<int>(c) == chosen) {
             continue;
         }
         std::uint64_t own = 0;
-        for (const auto& s : report.timeline.samples) {
+        for (const auto& s : t.samples) {
             own = std::max(own, s.ownBytes[c]);
         }
-        const std::uint64_t rise = std::max(report.timeline.maxRise(c), own);
-        if (rise >= kTouchThreshold || own > 0) {
-            report.otherDevicesTouched = true;
-            report.otherDevices.push_back({report.timeline.devices[c], rise});
+        const std::uint64_t rise = std::max(t.maxRise(c), own);
+        if (own == 0 && rise < kTouchThreshold) {
+            continue;
         }
+        DeviceDelta d{t.devices[c], c < t.uuids.size() ? t.uuids[c] : std::string(), rise, own, {}};
+        if (own > 0) {
+            d.by = "this load";
+            report.otherDevicesTouched = true;
+        } else if (pidsWork) {
+            d.by = "other processes";
+        } else {
+            d.by = "unknown";
+            doubt += (doubt.empty() ? "" : "; ") + d.device + " rose by " + humanBytes(rise);
+        }
+        report.otherDevices.push_back(std::move(d));
+    }
+    if (!doubt.empty()) {
+        report.otherDevicesDoubt = doubt + " during the load, and NVML cannot say whether by this load or by another "
+                                           "process (it lists host PIDs, which differ from ours in a container)";
     }
     if (report.peakBytes == 0 && chosen > 0) {
-        report.peakBytes = report.timeline.maxRise(static_cast<std::size_t>(chosen));
-        report.peakSource = "nvml";
+        report.peakBytes = t.maxRise(static_cast<std::size_t>(chosen));
+        report.peakSource = "nvml-device";
+        report.peakNote = "the whole device's rise: the helper measured no peak of its own";
     }
 }
 
@@ -413,7 +447,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
     if (!device) {
         return fail(ErrorCode::Usage, "unknown device '" + request.device + "': use cpu or cuda:N");
     }
-    const auto silence = silenceTimeoutFor(request);
+    const auto silence = helperSilenceTimeout(request.silenceTimeout);
     if (!silence) {
         return silence.error();
     }
@@ -489,7 +523,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
             return same.error();
         }
     }
-    noteOtherDevices(report, nvml.get());
+    noteOtherDevices(report);
     return report;
 }
 

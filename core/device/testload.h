@@ -75,7 +75,13 @@ struct TestloadProgress {
 
 struct DeviceDelta {
     std::string device;           // "cuda:1"
+    std::string uuid;             // "GPU-..."
     std::uint64_t riseBytes = 0;  // largest rise above its memory before the load
+    std::uint64_t ownBytes = 0;   // the largest share NVML gave our processes there
+    // Who moved it: "this load" (NVML lists our processes there), "other processes" (NVML sees
+    // ours elsewhere but not there: another job's allocation) or "unknown" (NVML cannot tell ours
+    // from others', as in a container's PID namespace).
+    std::string by;
 };
 
 struct TensorCheck {
@@ -106,16 +112,24 @@ struct TestloadReport {
     double seconds = 0;           // the helper's load time (excludes its start-up)
     double gbPerS = 0;            // bytes / seconds / 1e9
     std::uint64_t peakBytes = 0;  // the device's peak memory for this load
-    std::string peakSource;       // "nvml-process", "driver-meminfo", "cuda-allocator", "nvml", "rss-anon"
-    std::string engine;           // "cuda" or "torch": which one loaded
-    std::string deviceName;       // "NVIDIA H100 80GB HBM3" (CUDA engine)
+    // "nvml-process", "driver-meminfo", "engine-allocations" (CUDA engine), "cuda-allocator",
+    // "rss-anon" (LibTorch helper), "nvml-device" (the device's rise, when the helper gave none)
+    std::string peakSource;
+    std::string peakNote;    // what was doubtful about the peak, or ""
+    std::string engine;      // "cuda" or "torch": which one loaded
+    std::string deviceName;  // "NVIDIA H100 80GB HBM3" (CUDA engine)
     // The CUDA engine: what the context took on the device before the first copy, and what
     // torch.load(map_location=device) would hold there (context + its caching allocator's segments).
     std::uint64_t contextBytes = 0;
+    std::string contextSource;  // "nvml-process", "nvml-device" or "unknown"
     std::uint64_t torchPeakBytes = 0;
     std::uint64_t torchReservedBytes = 0;
-    bool otherDevicesTouched = false;       // any GPU other than the chosen one moved during the load
-    std::vector<DeviceDelta> otherDevices;  // the ones that moved, and by how much
+    std::string torchAllocConf;  // the allocator settings the prediction models (PYTORCH_ALLOC_CONF)
+    // NVML lists processes on the device but never the engine: a PID namespace hides ours.
+    bool pidHidden = false;
+    bool otherDevicesTouched = false;       // this load put memory on a GPU other than the chosen one
+    std::vector<DeviceDelta> otherDevices;  // every other GPU that moved, by whom, and by how much
+    std::string otherDevicesDoubt;          // a GPU moved and NVML cannot say by whom, in a sentence
     Timeline timeline;                      // every device, over the whole helper run
     std::vector<SkippedTensor> skipped;
     std::vector<TensorCheck> checks;          // only when verify was asked
@@ -135,6 +149,10 @@ Expected<std::string> findHelper(Engine engine);
 Expected<std::string> findTorchHelper();
 // Auto resolved for a device: cuda:N -> Cuda, cpu -> Torch.
 [[nodiscard]] Engine engineFor(Engine requested, const std::string& device);
+
+// The request's timeout, else CKPTSCOPE_HELPER_TIMEOUT (seconds, fractions allowed), else 30 s;
+// a malformed variable is a Usage error naming it. The DDP replay honours it too.
+Expected<std::chrono::milliseconds> helperSilenceTimeout(const std::optional<std::chrono::milliseconds>& requested);
 
 // Runs one test-load. Blocks; call it off the GUI thread. `progress` runs on the calling thread.
 // Cancellation (stop requested) kills the helper and returns ErrorCode::Cancelled. Error codes:
@@ -159,7 +177,8 @@ struct TorchLoadPlacement {
     std::vector<PlacementRow> rows;
     bool wouldFail = false;
 };
-// `bytesByLocation` is Checkpoint::bytesByLocation(); `cudaDevices` the GPUs here (NVML count).
+// `bytesByLocation` is Checkpoint::bytesByLocation(); `cudaDevices` what torch.cuda.device_count()
+// says here (Inventory::cudaCount(), CUDA's count in this environment, not NVML's).
 [[nodiscard]] TorchLoadPlacement
 torchLoadPlacement(const std::vector<std::pair<std::string, std::uint64_t>>& bytesByLocation, int cudaDevices);
 

@@ -15,7 +15,8 @@ using Findings = std::vector<Finding>;
 void prefixRules(const Checkpoint& ckpt, Findings& out);  // module/nested/compile/fsdp/mixed-prefix
 void deviceRules(const Checkpoint& ckpt, Findings& out);  // device-pinned, mixed-devices
 void pickleRules(const Checkpoint& ckpt,
-                 Findings& out);  // not-weights-only, unsafe-callable, whole-model, undecodable-text
+                 Findings& out);  // not-weights-only, unsafe-callable, whole-model, undecodable-text,
+                                  // dtensor-rank-files
 void storageRules(const Checkpoint& ckpt, Findings& out);  // compressed-file, legacy-format, torchscript-archive,
                                                            // storage-bloat, shared-storage,
                                                            // truncated-or-missing-storage, unreadable-storage,

@@ -1,5 +1,6 @@
 // What the pickle itself asks the loader to do: globals outside torch's weights-only allowlist,
 // globals that run code, and whole pickled nn.Modules (docs/format.md §5, §9).
+#include "checkpoint/dtensor.h"
 #include "diagnose/rules.h"
 #include "diagnose/safety.h"
 
@@ -402,6 +403,31 @@ void undecodableText(const Checkpoint& ckpt, Findings& out)
 
 }  // namespace
 
+// One rank's DTensors read as an ordinary file (a rank file renamed, opened alone, or with
+// --file-only): the folder reader raises the same finding for a set.
+void dtensors(const Checkpoint& ckpt, Findings& out)
+{
+    std::vector<std::string> paths;
+    for (const auto& e : ckpt.tensors) {
+        if (dtensor::partsOf(ckpt.arena, pickle::tensorOf(ckpt.arena, e.value))) {
+            paths.push_back(e.path);
+        }
+    }
+    if (paths.empty()) {
+        return;
+    }
+    Finding f;
+    f.code = dtensor::kRankFilesCode;
+    f.severity = Severity::Warning;
+    f.title = dtensor::kRankFilesTitle;
+    f.detail = std::string(dtensor::kRankFilesDetail) + " This file alone holds one rank's piece of each of its " +
+               plural(paths.size(), "DTensor", "DTensors") +
+               " (inspect shows each piece's shape and bytes beside the global shape); a single-card export "
+               "writes those pieces as plain tensors.";
+    f.paths = std::move(paths);
+    out.push_back(std::move(f));
+}
+
 void pickleRules(const Checkpoint& ckpt, Findings& out)
 {
     if (ckpt.format == Format::Safetensors) {
@@ -412,6 +438,7 @@ void pickleRules(const Checkpoint& ckpt, Findings& out)
     unsafeCallables(ckpt, globals, out);
     notWeightsOnly(ckpt, globals, out);
     wholeModel(ckpt, out);
+    dtensors(ckpt, out);
 }
 
 }  // namespace ckpt::diagnose

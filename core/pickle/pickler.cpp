@@ -234,8 +234,8 @@ private:
         }
         byte(op::MARK);
         writeStr("storage");
-        // `torch.storage.UntypedStorage` is the class's own module, what torch.save writes and the
-        // only spelling 2.x's weights_only allowlist has (`torch.UntypedStorage` is refused).
+        // torch.save names the class by its __module__; 2.6+'s weights_only allowlist knows
+        // `torch.storage.UntypedStorage` only (docs/format.md §5.2).
         writeGlobal(s.untyped ? "torch.storage" : "torch", cls);
         writeStr(s.key);
         writeStr(s.location);

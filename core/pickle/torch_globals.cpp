@@ -1,6 +1,7 @@
 #include "pickle/torch_globals.h"
 
 #include "pickle/text.h"
+#include "util/checked.h"
 #include "util/device_name.h"
 
 #include <algorithm>
@@ -117,16 +118,6 @@ Known classify(const GlobalRef& g)
         }
     }
     return Known::Other;
-}
-
-bool checkedMul(std::int64_t a, std::int64_t b, std::int64_t& out)
-{
-    return !__builtin_mul_overflow(a, b, &out);
-}
-
-bool checkedAdd(std::int64_t a, std::int64_t b, std::int64_t& out)
-{
-    return !__builtin_add_overflow(a, b, &out);
 }
 
 // No call torch's loader knows takes more than eight arguments: one with more is none of them.

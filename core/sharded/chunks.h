@@ -6,23 +6,28 @@
 
 #include "archive/zip.h"
 #include "sharded/sharded.h"
+#include "util/checked.h"
 #include "write/output_file.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace ckpt::sharded::detail {
 
-// A negative size (a corrupt file) counts as no elements rather than wrapping around.
+// A negative size (a corrupt file) counts as no elements rather than wrapping around, and one that
+// overflows as UINT64_MAX (the readers check sizes with util/checked.h first).
 [[nodiscard]] inline std::uint64_t numelOf(const std::vector<std::int64_t>& size)
 {
     std::uint64_t n = 1;
     for (const auto d : size) {
-        n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+        if (!checkedMul(n, static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0)), n)) {
+            return UINT64_MAX;
+        }
     }
     return n;
 }
@@ -106,7 +111,15 @@ Expected<void> writeRecord(archive::ZipWriter& zw, const std::string& record, st
         return streamed.error();
     }
     if (!*streamed) {
-        std::vector<std::byte> buffer(static_cast<std::size_t>(nbytes));
+        std::vector<std::byte> buffer;
+        try {
+            buffer.resize(static_cast<std::size_t>(nbytes));
+        } catch (const std::bad_alloc&) {
+            // One tensor is the assembly's whole memory; one too large for this machine is a
+            // one-line error, not "internal error: out of memory".
+            return makeError(ErrorCode::Limit, "cannot hold the " + std::to_string(nbytes) +
+                                                   "-byte tensor in memory to assemble it from its chunks");
+        }
         if (auto r = place(buffer); !r) {
             return r;
         }

@@ -9,6 +9,7 @@
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
 #include "sharded/chunks.h"
+#include "util/checked.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <regex>
 #include <set>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -162,6 +164,14 @@ Expected<void> readTensor(const Arena& a, const pickle::ObjectInfo& o, Item& ite
     if (!size || !chunks.valid() || a[chunks].kind != Kind::List) {
         return corrupt("tensor '" + item.fqn + "' has no size or chunk list");
     }
+    // Sizes are checked here, once, so nothing after (coverage, the assembly buffer, the record
+    // size) can wrap: a [2^32, 2^32] tensor counted as 0 elements passed check, and 2^62 float32
+    // elements made a 0-byte buffer that the chunks were then copied into.
+    const auto numel = checkedNumel(*size);
+    if (!numel || !checkedBytes(*numel, elementSize(item.dtype))) {
+        return makeError(ErrorCode::Limit, ".metadata: tensor '" + item.fqn + "' of size " + dims(*size) +
+                                               " has a negative size or more bytes than a tensor can hold");
+    }
     item.size = *size;
     for (const auto c : a[chunks].items) {
         const auto* co = objectAt(a, c);
@@ -172,6 +182,20 @@ Expected<void> readTensor(const Arena& a, const pickle::ObjectInfo& o, Item& ite
         auto sizes = ints(a, field(a, *co, "sizes"));
         if (!offsets || !sizes) {
             return corrupt("a chunk of '" + item.fqn + "' has no offsets or sizes");
+        }
+        std::int64_t end = 0;
+        const bool wraps = std::any_of(offsets->begin(), offsets->end(), [](auto o) { return o < 0; }) ||
+                           !checkedNumel(*sizes) || [&] {
+                               for (std::size_t d = 0; d < std::min(offsets->size(), sizes->size()); ++d) {
+                                   if (!checkedAdd((*offsets)[d], (*sizes)[d], end)) {
+                                       return true;
+                                   }
+                               }
+                               return false;
+                           }();
+        if (wraps) {
+            return corrupt("a chunk of '" + item.fqn + "' at " + dims(*offsets) + " of size " + dims(*sizes) +
+                           " has a negative offset or size, or one that overflows");
         }
         item.chunks.push_back({std::move(*offsets), std::move(*sizes), {}});
     }
@@ -188,14 +212,12 @@ struct IndexKey {
     }
 };
 
-// A data file name as written (`__0_0.distcp`): a plain name inside the folder.
-bool safeRelative(const std::string& p)
+// A data file name as FileSystemWriter writes it (`__{rank}_{n}.distcp`, filesystem.py's
+// _StoragePrefix and DEFAULT_SUFFIX): a plain name inside the folder, nothing else.
+bool isDataFileName(const std::string& p)
 {
-    if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) {
-        return false;
-    }
-    const fs::path path(p);
-    return std::none_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
+    static const std::regex re(R"(^__[0-9]{1,9}_[0-9]{1,9}\.distcp$)");
+    return std::regex_match(p, re);
 }
 
 Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, std::vector<std::string>& files)
@@ -224,8 +246,9 @@ Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId stora
         if (!fqn || !path || !offset || !length || *offset < 0 || *length < 0) {
             return corrupt("a storage_data entry lacks its fqn, relative_path, offset or length");
         }
-        if (!safeRelative(*path)) {
-            return corrupt("item '" + *fqn + "' names a data file outside the folder: " + *path);
+        if (!isDataFileName(*path) && !path->ends_with(".safetensors")) {
+            return corrupt("item '" + *fqn + "' names the data file '" + *path +
+                           "', not a __R_N.distcp file in the folder, which is all a DCP set reads");
         }
         const ValueId transforms = field(a, *info, "transform_descriptors");
         if (!isNone(a, transforms) && (a[transforms].kind != Kind::List || !a[transforms].items.empty())) {
@@ -451,6 +474,44 @@ void checkFiles(Set& set)
                 "Copy every rank's __R_N.distcp file into the folder.",
             missing));
     }
+    // What openItem refuses when convert reads an item, found here without reading any: a byte
+    // range past the end of its data file (a file cut short, or a crafted offset), or one that does
+    // not start a torch.save zip (a data file that is no checkpoint: check said "no findings" where
+    // convert failed).
+    std::vector<std::string> unreadable;
+    auto checkRange = [&](const std::string& what, const Location& at) {
+        if (!at.found || at.file >= set.maps.size() || !set.maps[at.file]) {
+            return;
+        }
+        const Bytes all = set.maps[at.file]->bytes();
+        const std::string& file = set.meta.files[at.file];
+        std::uint64_t end = 0;
+        if (!checkedAdd(at.offset, at.length, end) || end > all.size()) {
+            unreadable.push_back(what + ": bytes " + std::to_string(at.offset) + " + " + std::to_string(at.length) +
+                                 " lie past the end of " + file + " (" + std::to_string(all.size()) + " bytes)");
+        } else if (at.length < 4 || std::memcmp(all.data() + at.offset, "PK\x03\x04", 4) != 0) {
+            unreadable.push_back(what + ": the bytes at " + std::to_string(at.offset) + " of " + file +
+                                 " are no torch.save record");
+        }
+    };
+    for (const auto& t : set.meta.items) {
+        if (t.isTensor) {
+            for (const auto& c : t.chunks) {
+                checkRange(t.fqn + " chunk at " + dims(c.offsets), c.at);
+            }
+        } else {
+            checkRange(t.fqn, t.bytes);
+        }
+    }
+    if (!unreadable.empty()) {
+        set.findings.push_back(
+            finding("dcp-item-unreadable", "Items whose bytes are not in their data file",
+                    std::to_string(unreadable.size()) +
+                        " item(s) of .metadata point at bytes their data file does not hold: " + listed(unreadable) +
+                        ". torch.distributed.checkpoint.load and dcp_to_torch_save fail reading "
+                        "them. A data file was cut short or replaced: copy it again from the "
+                        "save."));
+    }
     std::vector<std::string> unlisted;
     for (const auto& t : set.meta.items) {
         bool listed = t.isTensor
@@ -509,6 +570,12 @@ bool overlap(const Box& x, const Box& y)
 void checkBoxes(const std::string& name, const std::vector<std::int64_t>& size, const std::vector<Box>& boxes,
                 Coverage& out)
 {
+    // With the global element count known to fit, an in-bounds box's volume does too, and so does
+    // the sum of boxes that do not overlap: no count below can wrap into "no hole".
+    if (!checkedNumel(size)) {
+        out.outOfBounds.push_back(name + ": a tensor of " + dims(size) + " has a negative size or overflows");
+        return;
+    }
     for (const auto& c : boxes) {
         if (!inBounds(size, c)) {
             out.outOfBounds.push_back(name + " chunk at " + dims(c.offsets) + " of size " + dims(c.sizes) +
@@ -538,7 +605,9 @@ void checkBoxes(const std::string& name, const std::vector<std::int64_t>& size, 
     }
     std::uint64_t covered = 0;
     for (const auto& c : boxes) {
-        covered += volume(c.sizes);
+        if (!checkedAdd(covered, volume(c.sizes), covered)) {
+            covered = UINT64_MAX;
+        }
     }
     if (covered != volume(size)) {
         out.holes.push_back(name + " (" + std::to_string(covered) + " of " + std::to_string(volume(size)) +
@@ -675,7 +744,11 @@ Expected<RankMetadata> readRankMetadata(const fs::path& dir)
     std::sort(files.begin(), files.end());
     RankMetadata out;
     for (auto& [rank, path] : files) {
-        auto m = MappedFile::open(path.string());
+        auto member = sharded::detail::memberPath(dir.string(), path.filename().string(), "the folder");
+        if (!member) {
+            return member.error();
+        }
+        auto m = MappedFile::open(*member);
         if (!m) {
             return m.error();
         }
@@ -743,7 +816,11 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 {
     const SetLocation& loc = set.loc;
     for (const auto& f : set.meta.files) {
-        auto mapped = MappedFile::open((fs::path(loc.dir) / f).string());
+        auto member = sharded::detail::memberPath(loc.dir, f, ".metadata's storage_data");
+        if (!member) {
+            return fail(member.error());
+        }
+        auto mapped = MappedFile::open(*member);
         set.maps.push_back(mapped ? *mapped : nullptr);
         set.fileErrors.push_back(mapped ? std::string() : mapped.error().message);
     }
@@ -804,7 +881,11 @@ Expected<Set> open(const SetLocation& loc)
             return finishOpen(std::move(set), fail);
         }
     }
-    auto m = MappedFile::open(loc.index);
+    auto member = sharded::detail::memberPath(loc.dir, ".metadata", "the folder");
+    if (!member) {
+        return fail(member.error());
+    }
+    auto m = MappedFile::open(*member);
     if (!m) {
         Error e = m.error();
         e.message = "no readable .metadata (" + e.message +
@@ -1142,24 +1223,35 @@ Expected<void> detail::placeBox(const std::string& name, DType dtype, const std:
         return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has shape " + dims(src.shape) +
                                                  " where its box is " + dims(box.sizes));
     }
+    // Every product below is checked: sizes come from the file, and a wrapped one would place
+    // bytes outside `dst` (a heap overflow with 2^62 elements from stride-0 chunks).
+    const auto numel = checkedNumel(size);
+    const auto totalBytes = numel ? checkedBytes(*numel, es) : std::nullopt;
+    if (!inBounds(size, box) || !totalBytes || dst.size() < *totalBytes) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' lies outside its tensor");
+    }
     std::vector<std::uint64_t> gstride(nd, 1);
     for (std::size_t d = nd; d-- > 1;) {
-        gstride[d - 1] = gstride[d] * static_cast<std::uint64_t>(size[d]);
-    }
-    if (!inBounds(size, box) || dst.size() < volume(size) * es) {
-        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' lies outside its tensor");
+        gstride[d - 1] = gstride[d] * static_cast<std::uint64_t>(size[d]);  // within numel, checked above
     }
     if (volume(box.sizes) == 0) {
         return {};
     }
+    if (src.storageOffset < 0) {
+        return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative storage offset");
+    }
     auto reach = static_cast<std::uint64_t>(src.storageOffset);
     for (std::size_t d = 0; d < nd; ++d) {
-        if (src.stride[d] < 0) {
-            return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative stride");
+        std::uint64_t span = 0;
+        if (src.stride[d] < 0 ||
+            !checkedMul(static_cast<std::uint64_t>(box.sizes[d] - 1), static_cast<std::uint64_t>(src.stride[d]),
+                        span) ||
+            !checkedAdd(reach, span, reach)) {
+            return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' has a negative or overflowing stride");
         }
-        reach += static_cast<std::uint64_t>(box.sizes[d] - 1) * static_cast<std::uint64_t>(src.stride[d]);
     }
-    if ((reach + 1) * es > storage.size()) {
+    const auto reachBytes = checkedAdd(reach, std::uint64_t{1}, reach) ? checkedBytes(reach, es) : std::nullopt;
+    if (!reachBytes || *reachBytes > storage.size()) {
         return makeError(ErrorCode::Corrupt, "a chunk of '" + name + "' reaches past its storage");
     }
     const std::uint64_t run = nd == 0 ? 1 : static_cast<std::uint64_t>(box.sizes[nd - 1]);
@@ -1309,8 +1401,21 @@ Expected<void> placeChunks(const Set& set, const Item& t, std::vector<std::byte>
 
 Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw, const std::string& record)
 {
+    // A tensor is assembled from the bytes its chunks store; chunks that repeat elements (stride-0
+    // views, which no DCP writer makes) could make a 3 KB folder ask for terabytes. As convert's
+    // safetensors output, a tensor may be at most 4x the bytes behind it (plus a floor for tiny ones).
+    const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);  // checked when .metadata was read
+    std::uint64_t stored = 0;
+    for (const auto& c : t.chunks) {
+        stored = checkedAdd(stored, c.at.length, stored) ? stored : UINT64_MAX;
+    }
+    if (nbytes / 4 > stored && nbytes > (64ULL << 20)) {
+        return makeError(ErrorCode::Limit, "tensor '" + t.fqn + "' is " + humanBytes(nbytes) +
+                                               " but its chunks store " + humanBytes(stored) +
+                                               ": its chunks repeat elements, which no DCP writer does; not assembled");
+    }
     return sharded::detail::writeRecord(
-        zw, record, t.numel() * elementSize(t.dtype), [&] { return streamSlabs(set, t, zw); },
+        zw, record, nbytes, [&] { return streamSlabs(set, t, zw); },
         [&](std::vector<std::byte>& buffer) { return placeChunks(set, t, buffer); });
 }
 

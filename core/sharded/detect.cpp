@@ -3,11 +3,11 @@
 #include "sharded/dcp.h"
 #include "sharded/fsdp.h"
 #include "sharded/sharded.h"
+#include "util/bytes.h"
+#include "write/targets.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <system_error>
 
@@ -37,6 +37,9 @@ std::string_view setKindName(SetKind k)
 }
 
 namespace {
+
+// `latest` holds a tag name; a file far beyond that is not one.
+constexpr std::uint64_t kMaxLatestBytes = 4096;
 
 bool isFile(const fs::path& p)
 {
@@ -95,15 +98,9 @@ std::optional<fs::path> indexListing(const fs::path& dir, const std::string& sha
         if (!endsWith(n, ".json") || n.find(".index") == std::string::npos || fs::file_size(p, ec) > (64U << 20)) {
             continue;
         }
-        std::ifstream in(p);
-        const auto j = nlohmann::json::parse(in, nullptr, false);
-        if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
-            continue;
-        }
-        for (const auto& [k, v] : j["weight_map"].items()) {
-            if (v.is_string() && v.get_ref<const std::string&>() == shard) {
-                return p;
-            }
+        const auto names = detail::indexShardNames(p.string());
+        if (std::find(names.begin(), names.end(), shard) != names.end()) {
+            return p;
         }
     }
     return std::nullopt;
@@ -150,13 +147,18 @@ std::optional<SetLocation> deepspeedAt(const fs::path& p)
     }
     fs::path tag = dir;
     if (isFile(dir / "latest")) {
-        std::ifstream in(dir / "latest");
-        std::string t;
-        std::getline(in, t);
+        auto text = readSmallFile((dir / "latest").string(), kMaxLatestBytes);
+        std::string t = text ? text->substr(0, text->find('\n')) : std::string();
         while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
             t.pop_back();
         }
-        if (!t.empty() && t.find('/') == std::string::npos && isDir(dir / t)) {
+        // A tag that is no plain child name (`..`, `.`, `../x`) would make the set its parent's or
+        // a neighbour's files: it is kept as named, and zero::open refuses it in a sentence.
+        if (!t.empty() && (t == "." || t == ".." || t.find('/') != std::string::npos)) {
+            return SetLocation{SetKind::DeepSpeedZero, dir.string(), (dir / t).string(),
+                               "DeepSpeed ZeRO checkpoint (latest names '" + t + "')"};
+        }
+        if (!t.empty() && isDir(dir / t)) {
             tag = dir / t;
         }
     }
@@ -328,6 +330,142 @@ std::optional<SetLocation> trainerAt(const fs::path& p)
 }
 
 }  // namespace
+
+namespace {
+
+std::string fileKind(const fs::file_status& st)
+{
+    switch (st.type()) {
+    case fs::file_type::directory:
+        return "a directory";
+    case fs::file_type::fifo:
+        return "a named pipe (FIFO)";
+    case fs::file_type::socket:
+        return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character:
+        return "a device";
+    default:
+        return "not a regular file";
+    }
+}
+
+// huggingface_hub's cache: snapshots/REV/NAME is a symlink to ../../blobs/HASH.
+bool isHubBlob(const fs::path& home, const fs::path& real)
+{
+    return home.parent_path().filename() == "snapshots" &&
+           real.parent_path() == home.parent_path().parent_path() / "blobs";
+}
+
+}  // namespace
+
+Expected<std::string> detail::memberPath(const std::string& folder, const std::string& name, const std::string& entry)
+{
+    const fs::path dir = folder.empty() ? fs::path(".") : fs::path(folder);
+    auto refuse = [&](const std::string& why) {
+        Error e = makeError(ErrorCode::Corrupt, entry + " names '" + name + "', " + why +
+                                                    ": a set reads only regular files inside its own folder, so "
+                                                    "nothing was read from it");
+        e.path = folder;
+        return e;
+    };
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos) {
+        return refuse("which is not a file name in " + dir.string());
+    }
+    const fs::path p = dir / name;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(p, ec))) {
+        return p.string();
+    }
+    const fs::path real = fs::canonical(p, ec);
+    if (ec) {
+        return p.string();  // a dangling link reads as a missing file
+    }
+    const fs::path home = fs::canonical(dir, ec);
+    if (!ec && real.parent_path() != home && !isHubBlob(home, real)) {
+        return refuse("which resolves to " + real.string() + ", outside " + home.string());
+    }
+    const auto st = fs::status(real, ec);
+    if (!ec && !fs::is_regular_file(st)) {
+        return refuse("which is " + fileKind(st) + ", not a regular file");
+    }
+    return p.string();
+}
+
+std::vector<std::string> memberFiles(const SetLocation& loc)
+{
+    std::vector<std::string> out;
+    const fs::path dir = loc.dir.empty() ? fs::path(".") : fs::path(loc.dir);
+    auto add = [&](const fs::path& p) {
+        std::error_code ec;
+        if (fs::exists(fs::symlink_status(p, ec))) {
+            out.push_back(p.string());
+        }
+    };
+    switch (loc.kind) {
+    case SetKind::HuggingFace:
+        add(loc.index);
+        for (const auto& name : detail::indexShardNames(loc.index)) {
+            add(dir / name);
+        }
+        break;
+    case SetKind::DeepSpeedZero:
+        add(dir / "latest");
+        for (const auto& e : entries(loc.index)) {
+            if (isZeroFile(e.filename().string())) {
+                add(e);
+            }
+        }
+        break;
+    case SetKind::Dcp:
+        for (const auto& e : entries(dir)) {
+            const std::string n = e.filename().string();
+            if (n == ".metadata" || endsWith(n, ".distcp") || dcp::rankOfMetadata(n) || n == "common.pt" ||
+                n == "metadata.json") {
+                add(e);
+            }
+        }
+        break;
+    case SetKind::FsdpRanks: {
+        const auto stem = fsdp::rankFileName(fs::path(loc.index).filename().string());
+        for (const auto& e : entries(dir)) {
+            const auto name = fsdp::rankFileName(e.filename().string());
+            if (name && stem && name->first == stem->first) {
+                add(e);
+            }
+        }
+        break;
+    }
+    default:
+        if (!loc.index.empty()) {
+            add(loc.index);
+        }
+        break;
+    }
+    return out;
+}
+
+Expected<void> checkOutputOutsideSet(const SetLocation& loc, const std::string& output)
+{
+    if (loc.kind == SetKind::None) {
+        return {};
+    }
+    auto target = write::resolveTarget(output);
+    if (!target) {
+        return target.error();
+    }
+    const auto members = memberFiles(loc);
+    if (const auto hit = write::sameFileAs(*target, members)) {
+        Error e = makeError(ErrorCode::Usage, "the output is " + members[*hit] + ", a file of the " +
+                                                  std::string(setKindName(loc.kind)) +
+                                                  " it is read from, which it would replace; nothing was written "
+                                                  "(inputs are never modified)");
+        e.path = output;
+        return e;
+    }
+    return {};
+}
 
 SetLocation detectSet(const std::string& path)
 {

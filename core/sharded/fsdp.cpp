@@ -4,6 +4,7 @@
 #include "sharded/fsdp.h"
 
 #include "archive/zip.h"
+#include "checkpoint/dtensor.h"
 #include "pickle/pickler.h"
 #include "sharded/chunks.h"
 #include "write/output_file.h"
@@ -60,34 +61,8 @@ const pickle::ObjectInfo* objectAt(const Arena& a, ValueId id)
     return id.valid() && a[id].kind == Kind::Object ? &pickle::objectOf(a, id) : nullptr;
 }
 
-// A field of an object's BUILD state: a dataclass __dict__, or the (dict, slots) pair of a
-// slotted class (Shard, ShardMetadata, DTensor).
-ValueId field(const Arena& a, ValueId state, std::string_view name)
-{
-    if (!state.valid()) {
-        return {};
-    }
-    const auto& v = a[state];
-    if (v.kind == Kind::Dict) {
-        return pickle::dictGet(a, v.items, name);
-    }
-    if (v.kind == Kind::Tuple && v.items.size() == 2) {
-        for (const auto part : v.items) {
-            if (a[part].kind == Kind::Dict) {
-                if (auto f = pickle::dictGet(a, a[part].items, name); f.valid()) {
-                    return f;
-                }
-            }
-        }
-    }
-    return {};
-}
-
-ValueId objField(const Arena& a, ValueId obj, std::string_view name)
-{
-    const auto* o = objectAt(a, obj);
-    return o == nullptr ? ValueId{} : field(a, o->state, name);
-}
+using dtensor::objectField;
+using dtensor::stateField;
 
 std::optional<std::vector<std::int64_t>> ints(const Arena& a, ValueId id)
 {
@@ -153,10 +128,10 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     }
     fr.shardedTensor = true;
     const ValueId meta = st.items[1];
-    auto size = ints(a, objField(a, meta, "size"));
-    const ValueId props = objField(a, meta, "tensor_properties");
+    auto size = ints(a, objectField(a, meta, "size"));
+    const ValueId props = objectField(a, meta, "tensor_properties");
     const auto* po = objectAt(a, props);
-    const ValueId shards = objField(a, meta, "shards_metadata");
+    const ValueId shards = objectField(a, meta, "shards_metadata");
     if (!size || po == nullptr || !po->state.valid() || a[po->state].kind != Kind::Tuple ||
         a[po->state].items.empty() || a[a[po->state].items[0]].kind != Kind::DType || !shards.valid() ||
         a[shards].kind != Kind::List) {
@@ -165,28 +140,28 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     t.size = *size;
     t.dtype = static_cast<DType>(a[a[po->state].items[0]].i);
     for (const auto sm : a[shards].items) {
-        auto off = ints(a, objField(a, sm, "shard_offsets"));
-        auto sz = ints(a, objField(a, sm, "shard_sizes"));
+        auto off = ints(a, objectField(a, sm, "shard_offsets"));
+        auto sz = ints(a, objectField(a, sm, "shard_sizes"));
         if (!off || !sz) {
             return corrupt(c.path, "a ShardMetadata of '" + t.key + "' has no offsets or sizes");
         }
         t.declared.push_back({*off, *sz});
     }
     for (const auto shard : a[st.items[0]].items) {
-        auto local = localTensor(a, objField(a, shard, "tensor"));
-        const ValueId sm = objField(a, shard, "metadata");
-        auto off = ints(a, objField(a, sm, "shard_offsets"));
-        auto sz = ints(a, objField(a, sm, "shard_sizes"));
+        auto local = localTensor(a, objectField(a, shard, "tensor"));
+        const ValueId sm = objectField(a, shard, "metadata");
+        auto off = ints(a, objectField(a, sm, "shard_offsets"));
+        auto sz = ints(a, objectField(a, sm, "shard_sizes"));
         if (!local || !off || !sz) {
             return corrupt(c.path, "a local Shard of '" + t.key + "' has no plain tensor or ShardMetadata");
         }
         t.shards.push_back({0, std::move(*local), {*off, *sz}});
     }
     const ValueId pg = st.items[2];
-    if (auto r = integer(a, objField(a, pg, "global_rank"))) {
+    if (auto r = integer(a, objectField(a, pg, "global_rank"))) {
         fr.rank = static_cast<int>(*r);
     }
-    if (auto w2 = integer(a, objField(a, pg, "global_world_size"))) {
+    if (auto w2 = integer(a, objectField(a, pg, "global_world_size"))) {
         fr.world = static_cast<int>(*w2);
     }
     return {};
@@ -247,8 +222,9 @@ Expected<std::vector<Placement>> placementsOf(const Arena& a, ValueId list, cons
         const std::string name = o == nullptr ? std::string() : o->callable.name;
         Placement pl;
         if (name == "Shard" || name == "_StridedShard") {
-            auto d = integer(a, field(a, o->state, "dim"));
-            auto sf = name == "Shard" ? std::optional<std::int64_t>(1) : integer(a, field(a, o->state, "split_factor"));
+            auto d = integer(a, stateField(a, o->state, "dim"));
+            auto sf =
+                name == "Shard" ? std::optional<std::int64_t>(1) : integer(a, stateField(a, o->state, "split_factor"));
             if (!d || !sf || *sf <= 0) {
                 return makeError(ErrorCode::Corrupt, "a " + name + " placement of '" + key + "' has no dim" +
                                                          (name == "Shard" ? "" : " or split_factor"));
@@ -288,35 +264,19 @@ Expected<std::vector<Placement>> placementsOf(const Arena& a, ValueId list, cons
     return out;
 }
 
-// The mesh's shape. PyTorch up to 2.8 pickles the `mesh` tensor of global ranks; 2.9+ pickles a
-// _MeshLayout (shape, stride) over the root's `_rank_map` (device_mesh.py __getstate__).
-std::optional<std::vector<std::int64_t>> meshShapeOf(const Arena& a, ValueId mesh)
-{
-    if (const ValueId t = objField(a, mesh, "mesh"); t.valid() && a[t].kind == Kind::Tensor) {
-        const auto& shape = pickle::tensorOf(a, t).shape;
-        return std::vector<std::int64_t>(shape.begin(), shape.end());
-    }
-    const ValueId shape = objField(a, objField(a, mesh, "_layout"), "shape");
-    if (auto one = integer(a, shape)) {
-        return std::vector<std::int64_t>{*one};
-    }
-    return ints(a, shape);  // a nested (hierarchical) layout is not a plain tuple: nullopt
-}
-
 Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Tensor& t, FileRead& fr)
 {
     const Arena& a = c.arena;
     t.dtensor = true;
     t.size = w.shape;
     t.dtype = w.dtype;
-    auto local = localTensor(a, field(a, w.subclassState, "_local_tensor"));
-    const ValueId spec = field(a, w.subclassState, "_spec");
-    const ValueId mesh = objField(a, spec, "mesh");
-    const ValueId placementList = objField(a, spec, "placements");
-    auto coord = ints(a, objField(a, mesh, "_coordinate_on_dim"));
-    auto meshShape = meshShapeOf(a, mesh);
-    if (!local || !coord || !meshShape || !placementList.valid() ||
-        (a[placementList].kind != Kind::Tuple && a[placementList].kind != Kind::List)) {
+    const auto parts = dtensor::partsOf(a, w);
+    auto local = localTensor(a, parts ? parts->local : ValueId{});
+    const ValueId mesh = parts ? parts->mesh : ValueId{};
+    const ValueId placementList = parts ? parts->placements : ValueId{};
+    auto coord = ints(a, objectField(a, mesh, "_coordinate_on_dim"));
+    auto meshShape = dtensor::meshShape(a, mesh);
+    if (!local || !coord || !meshShape || !placementList.valid()) {
         return corrupt(c.path,
                        "DTensor '" + t.key + "' has no _local_tensor, or no mesh shape, coordinate and placements");
     }
@@ -357,10 +317,10 @@ Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Ten
     for (std::size_t i = 0; i < meshShape->size(); ++i) {
         rank = rank * (*meshShape)[i] + (*coord)[i];
     }
-    if (auto global = integer(a, objField(a, mesh, "_rank"))) {
+    if (auto global = integer(a, objectField(a, mesh, "_rank"))) {
         rank = *global;
     }
-    if (const ValueId map = objField(a, mesh, "_rank_map"); map.valid() && a[map].kind == Kind::Tensor) {
+    if (const ValueId map = objectField(a, mesh, "_rank_map"); map.valid() && a[map].kind == Kind::Tensor) {
         const auto& shape = pickle::tensorOf(a, map).shape;
         world = static_cast<std::int64_t>(sharded::detail::numelOf({shape.begin(), shape.end()}));
     }
@@ -455,15 +415,8 @@ void addProcessGroupFinding(Set& set)
 // warning about the DeviceMesh; 2.6's default weights_only=True refuses the file.
 void addDTensorFinding(Set& set)
 {
-    std::vector<std::string> names = fileNames(set);
-    set.findings.push_back(
-        {"dtensor-rank-files", "warning", "torch.load gives one rank's DTensors, and refuses them by default",
-         "The rank files hold DTensors. With PyTorch 2.6+'s default weights_only=True, torch.load fails: "
-         "\"Weights only load failed. ``torch.distributed.tensor`` must be imported to load DTensors\". With "
-         "weights_only=False (or after importing torch.distributed.tensor) it returns DTensors whose local "
-         "tensors hold this rank's piece only. `ckptscope convert` on the folder writes the consolidated plain "
-         "tensors, which load anywhere.",
-         names});
+    set.findings.push_back({std::string(dtensor::kRankFilesCode), "warning", std::string(dtensor::kRankFilesTitle),
+                            std::string(dtensor::kRankFilesDetail), fileNames(set)});
 }
 
 void checkWorld(Set& set, int world, const std::set<int>& ranks)
@@ -517,7 +470,9 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     bool sharded = false;
     bool dtensors = false;
     for (const auto& p : paths) {
-        auto c = openCheckpoint(p);
+        auto member = oneFile ? Expected<std::string>(p)
+                              : detail::memberPath(loc.dir, fs::path(p).filename().string(), "the folder");
+        auto c = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
         if (!c) {
             return c.error();
         }

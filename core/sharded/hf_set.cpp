@@ -2,11 +2,12 @@
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/sharded.h"
+#include "util/bytes.h"
+#include "util/json_text.h"
 #include "util/tied_pairs.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -32,24 +33,20 @@ constexpr std::uintmax_t kMaxIndexBytes = 64U << 20;
 
 Expected<nlohmann::ordered_json> readIndex(const std::string& path)
 {
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) {
-        return makeError(ErrorCode::Io, "cannot read the index: " + ec.message());
+    auto text = readSmallFile(path, kMaxIndexBytes);
+    if (!text) {
+        return text.error();
     }
-    if (size > kMaxIndexBytes) {
-        return makeError(ErrorCode::Limit, "the index is " + std::to_string(size) + " bytes; an index is a few MiB");
+    auto parsed = parseJsonText<nlohmann::ordered_json>(*text, "the index");
+    if (!parsed) {
+        return parsed.error();
     }
-    std::ifstream in(path);
-    auto j = nlohmann::ordered_json::parse(in, nullptr, false);
-    if (j.is_discarded()) {
-        return makeError(ErrorCode::Corrupt, "the index is not valid JSON");
-    }
+    auto& j = *parsed;
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
         return makeError(ErrorCode::Corrupt, "the index has no \"weight_map\" object (transformers reads "
                                              "index[\"weight_map\"] and fails with KeyError)");
     }
-    return j;
+    return parsed;
 }
 
 // "-0000i-of-0000N" in a shard name: the N the writer meant, 0 when the name has none.
@@ -86,10 +83,15 @@ std::string listSome(const std::vector<std::string>& names)
     return s;
 }
 
-void openShards(ShardedSet& set)
+Expected<void> openShards(ShardedSet& set)
 {
+    const std::string entry = "weight_map in " + fs::path(set.indexPath).filename().string();
     for (const auto& file : set.shardFiles) {
-        const std::string path = (fs::path(set.dir) / file).string();
+        auto member = detail::memberPath(set.dir, file, entry);
+        if (!member) {
+            return member.error();
+        }
+        const std::string& path = *member;
         std::error_code ec;
         if (!fs::exists(path, ec)) {
             set.shards.push_back(nullptr);
@@ -100,6 +102,7 @@ void openShards(ShardedSet& set)
         set.shards.push_back(ck ? *ck : nullptr);
         set.shardErrors.push_back(ck ? std::string() : ck.error().message);
     }
+    return {};
 }
 
 void shardFindings(ShardedSet& set, const std::string& indexName)
@@ -191,17 +194,12 @@ struct HeadConfig {
 };
 std::optional<HeadConfig> headConfig(const std::string& dir)
 {
-    const fs::path path = fs::path(dir) / "config.json";
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec || size > kMaxIndexBytes) {
+    auto text = readSmallFile((fs::path(dir) / "config.json").string(), kMaxIndexBytes);
+    auto parsed = text ? parseJsonText<nlohmann::json>(*text, "config.json") : Expected<nlohmann::json>(text.error());
+    if (!parsed || !parsed->is_object()) {
         return std::nullopt;
     }
-    std::ifstream in(path);
-    const auto j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-        return std::nullopt;
-    }
+    const auto& j = *parsed;
     HeadConfig c;
     if (j.contains("architectures") && j["architectures"].is_array()) {
         for (const auto& a : j["architectures"]) {
@@ -297,6 +295,22 @@ void restoreConfigTies(ShardedSet& set, const std::vector<TiedPair>& tied)
 
 }  // namespace
 
+std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
+{
+    std::vector<std::string> names;
+    auto index = readIndex(indexPath);
+    if (!index) {
+        return names;
+    }
+    std::unordered_set<std::string> seen;
+    for (const auto& [key, file] : (*index)["weight_map"].items()) {
+        if (file.is_string() && seen.insert(file.get_ref<const std::string&>()).second) {
+            names.push_back(file.get_ref<const std::string&>());
+        }
+    }
+    return names;
+}
+
 Expected<ShardedSet> openSet(const SetLocation& loc)
 {
     if (loc.kind == SetKind::None) {
@@ -323,7 +337,8 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         return e;
     }
 
-    auto index = readIndex(loc.index);
+    auto indexFile = detail::memberPath(loc.dir, fs::path(loc.index).filename().string(), "the set's index");
+    auto index = indexFile ? readIndex(*indexFile) : Expected<nlohmann::ordered_json>(indexFile.error());
     if (!index) {
         Error e = index.error();
         e.path = loc.index;
@@ -333,7 +348,10 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     set.kind = loc.kind;
     set.dir = loc.dir;
     set.indexPath = loc.index;
-    const auto& meta = (*index).contains("metadata") ? (*index)["metadata"] : nlohmann::ordered_json();
+    // A reference, never a copy: copying a JSON value recurses once per level of its nesting.
+    static const nlohmann::ordered_json kNoMetadata;
+    const auto found = index->find("metadata");
+    const auto& meta = found != index->end() ? *found : kNoMetadata;
     if (meta.is_object() && meta.contains("total_size") && meta["total_size"].is_number_unsigned()) {
         set.declaredTotalSize = meta["total_size"].get<std::uint64_t>();
     }
@@ -359,7 +377,9 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         }
         wanted.emplace_back(name, it->second);
     }
-    openShards(set);
+    if (auto opened = openShards(set); !opened) {
+        return opened.error();
+    }
     const std::string indexName = fs::path(loc.index).filename().string();
     shardFindings(set, indexName);
 

@@ -159,6 +159,9 @@ Expected<SetListing> listSet(const SetLocation& loc)
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
                                            const zero::Options& zeroOptions)
 {
+    if (auto outside = checkOutputOutsideSet(loc, outPath); !outside) {
+        return outside.error();
+    }
     if (loc.kind == SetKind::DeepSpeedZero) {
         auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
         return set ? zero::consolidate(*set, outPath, zeroOptions.groupStorages)

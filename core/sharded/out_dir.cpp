@@ -50,6 +50,16 @@ Expected<void> moveInto(const TempDir& tmp, const fs::path& dir, bool dirExists,
         }
         return {};
     }
+    // Nothing already there is replaced (checkTargetDir refused what a set of the same stem leaves;
+    // this is for any other file that happens to carry a written name, a member of the set being
+    // converted included): all are checked before the first move.
+    for (const auto& f : files) {
+        std::error_code ec;
+        if (fs::exists(fs::symlink_status(dir / f, ec))) {
+            return usage((dir / f).string(), "already exists and would be replaced by the written set; write it into "
+                                             "a new or empty folder (nothing was written)");
+        }
+    }
     // The index goes last: until it is there, no loader sees a set.
     for (const auto& f : files) {
         const fs::path from = fs::path(tmp.path()) / f;

@@ -42,6 +42,17 @@ struct SetLocation {
 // reader then says what is wrong with it.
 [[nodiscard]] SetLocation detectSet(const std::string& path);
 
+// Every file the set at `loc` is read from, named as its format names them: a Hugging Face index
+// and the shards its weight_map lists; ZeRO's `latest` and the tag folder's rank files; a DCP
+// folder's .metadata, __R.metadata and .distcp files (Megatron's common.pt and metadata.json);
+// FSDP rank files of one stem. By name only: nothing but a Hugging Face index is read.
+[[nodiscard]] std::vector<std::string> memberFiles(const SetLocation& loc);
+
+// Usage error when writing the file `output` would replace one of memberFiles(loc) (compared by
+// inode or resolved path, so a symlink or hard link to a member counts): convert refuses it before
+// anything is read or written, however the set was named and whatever the edits.
+Expected<void> checkOutputOutsideSet(const SetLocation& loc, const std::string& output);
+
 // A set-level problem, reported by `check` with a stable code (docs/findings.md).
 struct SetFinding {
     std::string code;      // "shard-missing", "index-missing-tensor", ...
@@ -93,6 +104,18 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
 // DeepSpeed ZeRO folders are zero.h's.
 
 namespace detail {
+// The path of the member `name` of the set in `folder`. A set reads only regular files inside its
+// own folder after symlinks are resolved, so a crafted folder cannot make it read (and print, or
+// copy into its output) /etc/passwd or a neighbouring set: `name` must be a plain file name, and
+// the file, once resolved, must sit in `folder` (or be a blob of the Hugging Face hub cache, whose
+// snapshots/REV/ files are symlinks to ../../blobs/) and be a regular file. A missing file is
+// returned as it is: each format reports those as its own finding. Corrupt otherwise, saying that
+// `entry` (".metadata's storage_data", "latest") named `name` and where it leads.
+Expected<std::string> memberPath(const std::string& folder, const std::string& name, const std::string& entry);
+
+// Names of the index's weight_map files, in first use ([] when the index cannot be read).
+std::vector<std::string> indexShardNames(const std::string& indexPath);
+
 // A consolidated tensor whose bytes are pieces of storages in several files, written in order.
 struct Piece {
     std::size_t source;

@@ -2,6 +2,9 @@
 // plan of pieces: no tensor's bytes are read until consolidate() streams them into the output.
 #include "sharded/zero.h"
 
+#include "util/checked.h"
+#include "util/shape_text.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -144,6 +147,13 @@ Expected<std::vector<std::pair<std::string, std::vector<std::int64_t>>>> shapesO
                          : std::vector<std::int64_t>{-1};
         if (!shape.empty() && shape.front() < 0) {
             return makeError(ErrorCode::Unsupported, what + " entry '" + std::string(p.name) + "' is not a torch.Size");
+        }
+        // Checked once here, so no element count, byte size or running offset after it wraps (a
+        // [2^62, 4] param was written over 0 bytes). 8 bytes: the widest element a set holds.
+        const auto numel = checkedNumel(shape);
+        if (!numel || !checkedBytes(*numel, 8)) {
+            return makeError(ErrorCode::Limit, what + " entry '" + std::string(p.name) + "' has a shape of " +
+                                                   shapeText(shape) + ", more elements than a tensor can hold");
         }
         out.emplace_back(std::string(p.name), std::move(shape));
     }
@@ -325,6 +335,7 @@ private:
     std::vector<std::size_t> optimFiles_;  // per rank
     std::map<std::string, std::size_t, std::less<>> byKey_;
     std::vector<std::string> unreadable_;  // "name: the reader's message"
+    std::optional<Error> refused_;         // a rank file that leads outside the tag folder
     bool keep_ = false;
     // Where each trainable param sits in the flat partitions, for the optimizer state laid out
     // the same way: stage 1/2 its group and offset in the group's ranks laid end to end, stage 3
@@ -348,6 +359,10 @@ std::size_t Builder::addFile(const std::string& name)
     const fs::path path = fs::path(s_.loc.index) / name;
     s_.files.push_back(name);
     s_.sources.emplace_back();
+    if (auto member = detail::memberPath(s_.loc.index, name, "the ZeRO tag folder"); !member) {
+        refused_ = refused_.value_or(member.error());
+        return s_.files.size() - 1;
+    }
     if (isFile(path)) {
         auto ck = openCheckpoint(path.string());
         if (ck && (*ck)->truncation.salvaged) {
@@ -387,7 +402,8 @@ Tensor& Builder::push(std::string key, std::string role, std::vector<std::int64_
 Expected<void> Builder::openFiles(bool stage3Files)
 {
     const fs::path tag(s_.loc.index);
-    auto first = openCheckpoint((tag / modelName(stage3Files, 0)).string());
+    auto member = detail::memberPath(s_.loc.index, modelName(stage3Files, 0), "the ZeRO tag folder");
+    auto first = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
     if (!first) {
         return first.error();
     }
@@ -432,6 +448,9 @@ Expected<void> Builder::openFiles(bool stage3Files)
         if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
             missing.push_back(s_.files.back());
         }
+    }
+    if (refused_) {
+        return *refused_;
     }
     rankFindings(stage3Files, missing);
     if (!unreadable_.empty()) {
@@ -750,7 +769,11 @@ Expected<void> Builder::addParams12()
                                                          "' runs past the ranks' fp32 partitions "
                                                          "(zero_to_fp32: consumed more numels than available)");
             }
-            offset += numel;
+            if (!checkedAdd(offset, numel, offset)) {
+                return makeError(ErrorCode::Limit, "group " + std::to_string(g) +
+                                                       ": param_shapes add up to more "
+                                                       "elements than a tensor can hold");
+            }
         }
         // zero_to_fp32's check: both totals agree once rounded up to the 2 x world alignment
         // (the padding sits at the tail of the last rank only).
@@ -822,7 +845,9 @@ Expected<void> Builder::addParams3()
                                                              " (zero_to_fp32: consumed more numels than available)");
                 }
             }
-            offset += per;
+            if (!checkedAdd(offset, per, offset) || offset > UINT64_MAX / world) {
+                return makeError(ErrorCode::Limit, "param_shapes add up to more elements than a tensor can hold");
+            }
         }
     }
     if (have && offset * world != total(ranks.front()) * world) {
@@ -1183,10 +1208,38 @@ void viewFlatGroups(const Set& set, std::vector<detail::Assembled>& out)
     }
 }
 
+// The tag folder `latest` names is a child of the folder holding `latest` (DeepSpeed writes it so):
+// `..` or `.` would make the set the parent's or its own rank files, a symlink any folder's.
+Expected<void> checkTagFolder(const SetLocation& loc)
+{
+    const fs::path tag(loc.index);
+    if (tag == fs::path(loc.dir)) {
+        return {};
+    }
+    std::error_code ec;
+    const fs::path real = fs::canonical(tag, ec);
+    const fs::path home = fs::canonical(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir), ec);
+    const std::string name = tag.filename().string();
+    if (name == "." || name == ".." || ec || real.parent_path() != home) {
+        const std::string named = tag.lexically_relative(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir)).string();
+        const std::string where = real.empty() ? std::string() : ", which resolves to " + real.string() + ",";
+        Error e = makeError(ErrorCode::Corrupt, "latest names '" + named + "'" + where + " not a tag folder inside " +
+                                                    loc.dir +
+                                                    ": a ZeRO checkpoint's tag folder is a child of the folder "
+                                                    "holding latest, so nothing was read");
+        e.path = (fs::path(loc.dir) / "latest").string();
+        return e;
+    }
+    return {};
+}
+
 }  // namespace
 
 Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
 {
+    if (auto tag = checkTagFolder(loc); !tag) {
+        return tag.error();
+    }
     Set set;
     set.loc = loc;
     Builder b(set, weights, keepOptimizer && weights == Weights::Fp32Master);

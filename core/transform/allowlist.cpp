@@ -57,17 +57,16 @@ bool isExtraDtype(std::string_view name)
     return digits.size() == 1 && digits[0] >= '1' && digits[0] <= '7';
 }
 
+// The legacy tensor and storage classes (`torch.FloatStorage`, `torch.cuda.HalfTensor`), and the
+// untyped and typed storages under their own module (`torch.storage.UntypedStorage`, as torch.save
+// writes them): the allowlist keys each class by its __module__, so `torch.UntypedStorage` is refused.
 bool isTensorOrStorageClass(std::string_view module, std::string_view name)
 {
-    // `f"{t.__module__}.{t.__name__}"` for torch._storage_classes: the untyped and typed classes
-    // live in torch.storage, so `torch.UntypedStorage` is not on the list (2.14 refuses it).
+    const bool untypedOrTyped = name == "UntypedStorage" || name == "TypedStorage";
     if (module == "torch.storage") {
-        return name == "UntypedStorage" || name == "TypedStorage";
+        return untypedOrTyped;
     }
-    if (module == "torch" && (name == "UntypedStorage" || name == "TypedStorage")) {
-        return false;
-    }
-    if (module != "torch" && module != "torch.cuda") {
+    if ((module != "torch" && module != "torch.cuda") || untypedOrTyped) {
         return false;
     }
     return (name.ends_with("Tensor") && name.size() > 6 && name != "Tensor") || name.ends_with("Storage");

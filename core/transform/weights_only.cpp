@@ -3,6 +3,7 @@
 // 2.6's allowlist, transform/allowlist.h) becomes its plain equivalent where that is faithful
 // (an object's attribute dict, a numpy scalar's number, a set's items) or is dropped. Each change
 // is one plan step naming the value.
+#include "checkpoint/dtensor.h"
 #include "checkpoint/state_dict.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
@@ -447,6 +448,22 @@ private:
     Expected<Fate> tensor(ValueId v, const std::string& path, std::string_view removedAs)
     {
         auto& t = a_.tensors[static_cast<std::size_t>(a_[v].i)];
+        if (auto parts = dtensor::partsOf(a_, t); weightsOnly_ && parts && parts->local.valid()) {
+            // The wrapper has no storage: a plain tensor of the global shape would hold nothing. Its
+            // `_local_tensor` is what the file holds, one rank's piece: that is what is written.
+            const std::vector<std::int64_t> global(t.shape.begin(), t.shape.end());
+            const std::string placed = "(" + dtensor::placementsText(a_, parts->placements) + ")";
+            const auto mesh = dtensor::meshShape(a_, parts->mesh);
+            t = pickle::TensorInfo(pickle::tensorOf(a_, parts->local));
+            const std::vector<std::int64_t> local(t.shape.begin(), t.shape.end());
+            b_.step(StepKind::Convert, path, "DTensor " + shapeText(global) + " " + placed,
+                    "torch.Tensor " + shapeText(local),
+                    "the file holds one rank's piece " + shapeText(local) + " of the global " + shapeText(global) +
+                        " (placements " + placed + (mesh ? " on a mesh of " + shapeText(*mesh) : std::string()) +
+                        "), written as a plain tensor of that shape: convert the folder of every rank's file for "
+                        "the whole tensor");
+            return Fate::Keep;
+        }
         if (t.subclassType.valid() && a_[t.subclassType].kind == Kind::Global) {
             const std::string q = pickle::globalOf(a_, t.subclassType).qualified();
             if (unsafeCallable(q) || (weightsOnly_ && !weightsOnlyAllowed(q))) {

@@ -87,6 +87,70 @@ void unguardMapping(int slot)
 
 }  // namespace
 
+Expected<int> openRegularFile(const std::string& path, struct stat& st)
+{
+    auto fail = [&](const std::string& what) {
+        Error e = makeError(ErrorCode::Io, what);
+        e.path = path;
+        return e;
+    };
+    // O_NONBLOCK: opening a FIFO for reading blocks until someone writes to it, so a named pipe
+    // planted as a shard, an index or a diff side would hang the command before fstat could tell.
+    // It means nothing for a regular file, and is cleared once the file is known to be one.
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        return fail(std::string("cannot open: ") + systemErrorText(errno));
+    }
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return fail(std::string("cannot stat: ") + systemErrorText(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(S_ISFIFO(st.st_mode)   ? "is a named pipe (FIFO), not a regular file"
+                    : S_ISSOCK(st.st_mode) ? "is a socket, not a regular file"
+                    : S_ISDIR(st.st_mode)  ? "is a directory, not a regular file"
+                                           : "is not a regular file");
+    }
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
+    (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+Expected<std::string> readSmallFile(const std::string& path, std::uint64_t maxBytes)
+{
+    struct stat st {};
+    auto fd = openRegularFile(path, st);
+    if (!fd) {
+        return fd.error();
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > maxBytes) {
+        ::close(*fd);
+        Error e = makeError(ErrorCode::Limit, "is " + humanBytes(static_cast<std::uint64_t>(st.st_size)) +
+                                                  ", more than the " + humanBytes(maxBytes) +
+                                                  " such a file can be; not read");
+        e.path = path;
+        return e;
+    }
+    std::string text(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < text.size()) {
+        const ssize_t n = ::read(*fd, text.data() + got, text.size() - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;  // shrank while read: what is there is what the parser sees
+        }
+        got += static_cast<std::size_t>(n);
+    }
+    ::close(*fd);
+    text.resize(got);
+    return text;
+}
+
 Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path)
 {
     auto fail = [&](const std::string& what) {
@@ -94,32 +158,22 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
         e.path = path;
         return e;
     };
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // NOLINT(cppcoreguidelines-pro-type-vararg)
-    if (fd < 0) {
-        return fail(std::string("cannot open: ") + systemErrorText(errno));
-    }
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        return fail(std::string("cannot stat: ") + systemErrorText(err));
-    }
-    if (S_ISDIR(st.st_mode)) {
-        ::close(fd);
-        // Sets were tried before a path gets here: this folder is none of them.
-        return fail("is a directory, and none of the checkpoint sets ckptscope reads (a Hugging Face "
-                    "*.index.json, a DCP .metadata, a DeepSpeed ZeRO folder, FSDP rank files)");
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return fail("is not a regular file");
+    auto fd = openRegularFile(path, st);
+    if (!fd) {
+        if (S_ISDIR(st.st_mode)) {
+            // Sets were tried before a path gets here: this folder is none of them.
+            return fail("is a directory, and none of the checkpoint sets ckptscope reads (a Hugging Face "
+                        "*.index.json, a DCP .metadata, a DeepSpeed ZeRO folder, FSDP rank files)");
+        }
+        return fd.error();
     }
     std::shared_ptr<MappedFile> m(new MappedFile());
     m->path_ = path;
-    m->fd_ = fd;
+    m->fd_ = *fd;
     m->size_ = static_cast<std::size_t>(st.st_size);
     if (m->size_ > 0) {
-        void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, *fd, 0);
         if (p == MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)
             return fail(std::string("cannot map: ") + systemErrorText(errno));
         }

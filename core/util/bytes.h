@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <sys/stat.h>
 
 namespace ckpt {
 
@@ -39,6 +40,14 @@ inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
 // A 64-bit hash of bytes (not cryptographic): diff's candidate moved tensors (then compared byte
 // for byte) and a quantizer's scale tensors named by content.
 [[nodiscard]] std::uint64_t hashBytes(Bytes b);
+
+// Opens `path` for reading only when it is a regular file (symlinks followed), filling `st`; a
+// FIFO, socket, device or directory is an Io error saying which, and never blocks the open. The
+// caller owns the descriptor.
+Expected<int> openRegularFile(const std::string& path, struct stat& st);
+
+// A small regular file (an index, `latest`, config.json) read whole; Limit past `maxBytes`.
+Expected<std::string> readSmallFile(const std::string& path, std::uint64_t maxBytes);
 
 // A whole file mapped read-only (MAP_PRIVATE). Empty files map to an empty span.
 //

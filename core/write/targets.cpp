@@ -190,6 +190,18 @@ Expected<void> checkConversions(const std::vector<Conversion>& batch)
     return {};
 }
 
+std::optional<std::size_t> sameFileAs(const std::string& target, const std::vector<std::string>& files)
+{
+    const std::string id = identityOf(target);
+    const auto ino = inodeOf(target);
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        if (identityOf(files[i]) == id || (ino && inodeOf(files[i]) == ino)) {
+            return i;
+        }
+    }
+    return std::nullopt;
+}
+
 namespace detail {
 
 std::string tempPrefix(const std::string& dir, const std::string& name)

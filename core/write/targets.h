@@ -5,6 +5,7 @@
 
 #include "util/error.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct Conversion {
 // inode, so links count, or by resolved path) and no two outputs are the same file. The error names
 // the offending pair; nothing is written when it fails.
 Expected<void> checkConversions(const std::vector<Conversion>& batch);
+
+// Which of `files` the path `target` names, as checkConversions compares: by inode (hard links and
+// symlinks count) or by resolved path (for one not written yet). nullopt when none.
+std::optional<std::size_t> sameFileAs(const std::string& target, const std::vector<std::string>& files);
 
 // Temporary files: `.<name>.ckptscope-<pid>-<6 random>` beside the target, <name> shortened so the
 // whole stays within the directory's NAME_MAX.

@@ -9,8 +9,16 @@
  *   FAKE_CUDA_CONTEXT_MIB   what a primary context costs on its device (default 300)
  *   FAKE_CUDA_NO_DEVICE     cuInit answers CUDA_ERROR_NO_DEVICE
  *   FAKE_CUDA_DELAY_US      a sleep in every host-to-device copy, to cancel a load mid-way
+ *   FAKE_CUDA_DTOH_DELAY_US a sleep in every device-to-host copy: a slow --verify
+ *   FAKE_CUDA_HOST_OOM      cuMemHostAlloc answers CUDA_ERROR_OUT_OF_MEMORY (no pinnable host memory)
  *   FAKE_CUDA_LOG           a file each call of interest appends a line to ("ctx 1", "alloc 0 4096")
- */
+ *   FAKE_CUDA_ORDER         "1,0": the physical GPUs in CUDA's enumeration order (its default order,
+ *                           FASTEST_FIRST, need not be NVML's PCI order)
+ *   CUDA_VISIBLE_DEVICES    as the driver reads it: indices into that order or UUID prefixes (GPU-...,
+ *                           MIG-...), up to the first that names nothing; empty hides every GPU
+ *   FAKE_MIG_GPU            that GPU is in MIG mode: CUDA enumerates its instance in its place
+ * A device handle is the position in the visible list; what it allocates is kept in the state slot of
+ * the physical GPU (or MIG instance) it is, so the fake NVML reports it there. */
 #include "fake_gpu_state.h"
 
 #include <stdio.h>
@@ -28,6 +36,70 @@ typedef unsigned long long CUdeviceptr;
 static int initialised;
 static __thread int current = -1; /* the device of the current context */
 static int retained[FAKE_GPU_MAX_DEVICES];
+static int visible[FAKE_GPU_MAX_DEVICES]; /* device handle -> state slot */
+static int visibleCount;
+
+static void uuidText(const struct FakeGpuState* s, int slot, char* out, size_t len)
+{
+    unsigned char b[16];
+    fakeUuidBytes(s, slot, b);
+    snprintf(out, len, "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             slot == fakeMigSlot(s) ? "MIG" : "GPU", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* CUDA's view: the enumeration order, then CUDA_VISIBLE_DEVICES applied as the driver applies it. */
+static void enumerate(const struct FakeGpuState* s)
+{
+    int order[FAKE_GPU_MAX_DEVICES];
+    int n = 0;
+    const char* spec = getenv("FAKE_CUDA_ORDER");
+    if (spec && *spec) {
+        char list[128] = {0};
+        strncpy(list, spec, sizeof list - 1);
+        for (char* t = strtok(list, ","); t && n < (int)s->devices; t = strtok(NULL, ",")) {
+            order[n++] = atoi(t);
+        }
+    } else {
+        for (n = 0; n < (int)s->devices; ++n) {
+            order[n] = n;
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        if (order[i] == fakeMigGpu()) {
+            order[i] = fakeMigSlot(s); /* a GPU in MIG mode runs work only in its instances */
+        }
+    }
+    visibleCount = 0;
+    const char* cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) {
+        for (int i = 0; i < n; ++i) {
+            visible[visibleCount++] = order[i];
+        }
+        return;
+    }
+    char list[512] = {0};
+    strncpy(list, cvd, sizeof list - 1);
+    for (char* t = strtok(list, ","); t && visibleCount < FAKE_GPU_MAX_DEVICES; t = strtok(NULL, ",")) {
+        int slot = -1;
+        if (t[0] >= '0' && t[0] <= '9') {
+            const int i = atoi(t);
+            slot = i < n ? order[i] : -1;
+        } else {
+            for (int i = 0; i < n && slot < 0; ++i) {
+                char u[64];
+                uuidText(s, order[i], u, sizeof u);
+                if (strncmp(u, t, strlen(t)) == 0) {
+                    slot = order[i];
+                }
+            }
+        }
+        if (slot < 0) {
+            break; /* the driver ignores the rest of the list after an entry that names nothing */
+        }
+        visible[visibleCount++] = slot;
+    }
+}
 
 struct Allocation {
     void* ptr;
@@ -86,8 +158,13 @@ CUresult cuInit(unsigned flags)
     if (getenv("FAKE_CUDA_NO_DEVICE")) {
         return NO_DEVICE;
     }
-    if (!fakeGpuState()) {
+    const struct FakeGpuState* s = fakeGpuState();
+    if (!s) {
         return NOT_INITIALIZED;
+    }
+    enumerate(s);
+    if (visibleCount == 0) {
+        return NO_DEVICE;
     }
     initialised = 1;
     return OK;
@@ -122,7 +199,7 @@ CUresult cuDeviceGetCount(int* n)
     if (!initialised) {
         return NOT_INITIALIZED;
     }
-    *n = (int)fakeGpuState()->devices;
+    *n = visibleCount;
     return OK;
 }
 CUresult cuDeviceGet(int* dev, int ordinal)
@@ -130,7 +207,7 @@ CUresult cuDeviceGet(int* dev, int ordinal)
     if (!initialised) {
         return NOT_INITIALIZED;
     }
-    if (ordinal < 0 || ordinal >= (int)fakeGpuState()->devices) {
+    if (ordinal < 0 || ordinal >= visibleCount) {
         return INVALID_DEVICE;
     }
     *dev = ordinal;
@@ -138,18 +215,29 @@ CUresult cuDeviceGet(int* dev, int ordinal)
 }
 CUresult cuDeviceGetName(char* name, int len, int dev)
 {
-    snprintf(name, (size_t)len, "Fake GPU %d", dev);
+    const struct FakeGpuState* s = fakeGpuState();
+    if (visible[dev] == fakeMigSlot(s)) {
+        snprintf(name, (size_t)len, "Fake GPU %d MIG 1g", fakeMigGpu());
+    } else {
+        snprintf(name, (size_t)len, "Fake GPU %d", visible[dev]);
+    }
     return OK;
 }
 CUresult cuDeviceGetUuid_v2(unsigned char* uuid, int dev)
 {
-    memset(uuid, 0, 16);
-    uuid[15] = (unsigned char)dev; /* GPU-00000000-0000-0000-0000-00000000000<dev>, as the fake NVML */
+    fakeUuidBytes(fakeGpuState(), visible[dev], uuid); /* the bytes the fake NVML prints */
+    return OK;
+}
+CUresult cuDeviceGetPCIBusId(char* bus, int len, int dev)
+{
+    const struct FakeGpuState* s = fakeGpuState();
+    const int physical = visible[dev] == fakeMigSlot(s) ? fakeMigGpu() : visible[dev];
+    snprintf(bus, (size_t)len, "0000:%02x:00.0", 0x10 + physical);
     return OK;
 }
 CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev)
 {
-    *bytes = fakeGpuState()->total[dev];
+    *bytes = fakeGpuState()->total[visible[dev]];
     return OK;
 }
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev)
@@ -157,16 +245,16 @@ CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev)
     if (!initialised) {
         return NOT_INITIALIZED;
     }
-    if (dev < 0 || dev >= (int)fakeGpuState()->devices) {
+    if (dev < 0 || dev >= visibleCount) {
         return INVALID_DEVICE;
     }
     if (retained[dev]++ == 0) {
-        struct FakeGpuRow* r = row(dev);
+        struct FakeGpuRow* r = row(visible[dev]);
         if (!r) {
             return OUT_OF_MEMORY;
         }
         __atomic_add_fetch(&r->bytes, contextBytes(), __ATOMIC_SEQ_CST);
-        logLine("ctx %d %llu", dev, contextBytes());
+        logLine("ctx %d %llu", visible[dev], contextBytes()); /* the physical GPU (state slot) */
     }
     *ctx = &retained[dev];
     return OK;
@@ -177,7 +265,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(int dev)
         return INVALID_CONTEXT;
     }
     if (--retained[dev] == 0) {
-        __atomic_sub_fetch(&row(dev)->bytes, contextBytes(), __ATOMIC_SEQ_CST);
+        __atomic_sub_fetch(&row(visible[dev])->bytes, contextBytes(), __ATOMIC_SEQ_CST);
     }
     return OK;
 }
@@ -192,8 +280,9 @@ CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* total)
         return INVALID_CONTEXT;
     }
     struct FakeGpuState* s = fakeGpuState();
-    *total = s->total[current];
-    *freeBytes = s->total[current] - fakeGpuUsed(s, current, 0);
+    const int slot = visible[current];
+    *total = s->total[slot];
+    *freeBytes = s->total[slot] - fakeGpuUsed(s, slot, 0);
     return OK;
 }
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
@@ -205,7 +294,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
     if (bytes == 0) {
         return INVALID_VALUE;
     }
-    if (fakeGpuUsed(s, current, 0) + bytes > s->total[current]) {
+    const int slot = visible[current];
+    if (fakeGpuUsed(s, slot, 0) + bytes > s->total[slot]) {
         return OUT_OF_MEMORY;
     }
     struct Allocation* a = malloc(sizeof *a);
@@ -215,11 +305,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
         return OUT_OF_MEMORY;
     }
     a->bytes = bytes;
-    a->device = current;
+    a->device = slot;
     a->next = allocations;
     allocations = a;
-    __atomic_add_fetch(&row(current)->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
-    logLine("alloc %d %llu", current, (unsigned long long)bytes);
+    __atomic_add_fetch(&row(slot)->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
+    logLine("alloc %d %llu", slot, (unsigned long long)bytes);
     *p = (CUdeviceptr)(size_t)a->ptr;
     return OK;
 }
@@ -243,6 +333,9 @@ CUresult cuMemFree_v2(CUdeviceptr p)
 CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned flags)
 {
     (void)flags;
+    if (getenv("FAKE_CUDA_HOST_OOM")) {
+        return OUT_OF_MEMORY; /* what the driver answers when it cannot pin host memory */
+    }
     *p = malloc(bytes);
     return *p ? OK : OUT_OF_MEMORY;
 }
@@ -310,6 +403,10 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, st
 }
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes)
 {
+    const char* delay = getenv("FAKE_CUDA_DTOH_DELAY_US");
+    if (delay) {
+        usleep((useconds_t)atoi(delay));
+    }
     drainAll(); /* the legacy default stream waits for the device's other work */
     memcpy(dst, (const void*)(size_t)src, bytes);
     return OK;

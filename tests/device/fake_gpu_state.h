@@ -34,17 +34,22 @@ struct FakeGpuState {
 };
 
 /* Devices and their sizes come from FAKE_CUDA_DEVICES ("16384,8192": MiB each; default two of 16
- * GiB), fixed by the first process that creates the file. NULL when FAKE_GPU_STATE is unset. */
-static struct FakeGpuState* fakeGpuState(void)
+ * GiB), fixed by the first process that creates the file. With FAKE_MIG_GPU=k, physical GPU k is in
+ * MIG mode with one instance of FAKE_MIG_MIB (default 4096) MiB, kept in the slot after the last
+ * physical device (fakeMigSlot). NULL when FAKE_GPU_STATE is unset. A test process that moves to a
+ * new state file (a fresh fake machine) gets it: the mapping is kept per path. */
+static inline struct FakeGpuState* fakeGpuState(void)
 {
     static struct FakeGpuState* state;
-    if (state) {
-        return state;
-    }
+    static char statePath[512];
     const char* path = getenv("FAKE_GPU_STATE");
     if (!path || !*path) {
         return NULL;
     }
+    if (state && strcmp(path, statePath) == 0) {
+        return state;
+    }
+    strncpy(statePath, path, sizeof statePath - 1);
     int fd = open(path, O_RDWR | O_CREAT, 0600);
     if (fd < 0) {
         return NULL;
@@ -71,6 +76,11 @@ static struct FakeGpuState* fakeGpuState(void)
             s->total[n++] = strtoull(mib, NULL, 10) << 20;
         }
         s->devices = n;
+        const char* mig = getenv("FAKE_MIG_GPU");
+        if (mig && *mig && n < FAKE_GPU_MAX_DEVICES) {
+            const char* mib = getenv("FAKE_MIG_MIB");
+            s->total[n] = strtoull(mib && *mib ? mib : "4096", NULL, 10) << 20;
+        }
         __atomic_store_n(&s->magic, FAKE_GPU_MAGIC, __ATOMIC_SEQ_CST);
     }
     while (__atomic_load_n(&s->magic, __ATOMIC_SEQ_CST) != FAKE_GPU_MAGIC) {
@@ -80,13 +90,37 @@ static struct FakeGpuState* fakeGpuState(void)
     return state;
 }
 
-static int fakeGpuAlive(int pid)
+/* The physical GPU in MIG mode (FAKE_MIG_GPU), or -1; its one instance's slot. */
+static inline int fakeMigGpu(void)
+{
+    const char* mig = getenv("FAKE_MIG_GPU");
+    return mig && *mig ? atoi(mig) : -1;
+}
+static inline int fakeMigSlot(const struct FakeGpuState* s)
+{
+    return (int)s->devices;
+}
+
+/* The UUID bytes of a slot: a physical GPU i is GPU-00000000-...-00000000000i, the MIG instance
+ * MIG-11111111-...-00000000000k (k its parent), as both fakes print them. */
+static inline void fakeUuidBytes(const struct FakeGpuState* s, int slot, unsigned char out[16])
+{
+    memset(out, 0, 16);
+    if (slot == fakeMigSlot(s)) {
+        memset(out, 0x11, 4);
+        out[15] = (unsigned char)fakeMigGpu();
+    } else {
+        out[15] = (unsigned char)slot;
+    }
+}
+
+static inline int fakeGpuAlive(int pid)
 {
     return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
 }
 
 /* Bytes on a device: every live process's row, or one process's (pid > 0). */
-static unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int device, int pid)
+static inline unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int device, int pid)
 {
     unsigned long long sum = 0;
     for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {

@@ -95,6 +95,7 @@ touch_other | touch_chosen)
     fi
     sleep 0.15
     echo "100000000 100000000 0 0 0" > "$FAKE_NVML_STATE"
-    echo "$result" | sed 's/DEV/cuda:1/; s/PEAK/0/; s/SRC//'
+    # A CUDA build names the GPU it loaded onto by UUID, which is how the client finds its column.
+    echo "$result" | sed 's/DEV/cuda:1/; s/PEAK/0/; s/SRC//; s/}$/,"device_uuid":"GPU-00000000-0000-0000-0000-000000000001"}/'
     ;;
 esac

@@ -81,12 +81,19 @@ private Q_SLOTS:
         writeState(state, "1000 2000 4242 1 512");
         setEnv("FAKE_NVML_STATE", state);
         setEnv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH);
+        // NVML alone, no CUDA driver: the GPUs are watched, but nothing here knows CUDA's numbering,
+        // so they are NVML's (nvml:I, no ordinal) rather than a guessed cuda:N.
+        setEnv("CKPTSCOPE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1");
         auto nvml = Nvml::load();
         QVERIFY2(nvml, nvml ? "" : nvml.error().message.c_str());
         const Inventory inv = queryInventory(*nvml);
         QVERIFY(inv.gpuNote.empty());
+        QVERIFY2(inv.cudaNote.starts_with("no NVIDIA driver found"), inv.cudaNote.c_str());
         QCOMPARE(inv.gpuCount(), 2);
-        QCOMPARE(QString::fromStdString(inv.devices[1].id), QStringLiteral("cuda:0"));
+        QCOMPARE(inv.cudaCount(), 0);
+        QCOMPARE(QString::fromStdString(inv.devices[1].id), QStringLiteral("nvml:0"));
+        QCOMPARE(inv.devices[1].cudaOrdinal, -1);
+        QCOMPARE(QString::fromStdString(inv.devices[2].pciBusId), QStringLiteral("0000:11:00.0"));
         QCOMPARE(QString::fromStdString(inv.devices[2].name), QStringLiteral("Fake GPU 1"));
         QVERIFY(QString::fromStdString(inv.devices[2].uuid).endsWith(QLatin1Char('1')));
         QCOMPARE(inv.devices[1].usedBytes, std::uint64_t{1000});
@@ -107,6 +114,7 @@ private Q_SLOTS:
         writeState(state, "100 100 0 0 0");
         setEnv("FAKE_NVML_STATE", state);
         setEnv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH);
+        setEnv("CKPTSCOPE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1");
         auto nvml = Nvml::load();
         QVERIFY(nvml);
         Sampler sampler(*nvml);
@@ -122,7 +130,7 @@ private Q_SLOTS:
         QVERIFY(!sampler.running());
         const Timeline t = sampler.snapshot();
         QCOMPARE(t.devices.size(), std::size_t{3});
-        QCOMPARE(QString::fromStdString(t.devices[2]), QStringLiteral("cuda:1"));
+        QCOMPARE(QString::fromStdString(t.devices[2]), QStringLiteral("nvml:1"));  // no CUDA driver here
         // 300 ms at 10 ms: about 30 samples plus the first and the last; allow a loaded machine.
         QVERIFY2(t.samples.size() >= 20, qPrintable(QString::number(t.samples.size())));
         QCOMPARE(callbacks.load(), static_cast<int>(t.samples.size()));
@@ -153,6 +161,15 @@ private Q_SLOTS:
         const Timeline t = sampler.snapshot();
         QCOMPARE(t.devices.size(), std::size_t{1});
         QVERIFY(t.samples.size() >= 3);
+    }
+
+    // Outside a nested PID namespace NVML knows this process by getpid() alone.
+    void selfPidIsGetpidHere()
+    {
+        const auto pids = selfPidsAsNvmlSees();
+        QVERIFY(!pids.empty());
+        QCOMPARE(pids[0], static_cast<std::uint32_t>(getpid()));
+        QVERIFY(pids.size() <= 2);
     }
 };
 

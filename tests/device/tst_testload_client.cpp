@@ -419,7 +419,8 @@ private Q_SLOTS:
     }
 
     // A load onto cuda:1 while cuda:0's memory rises (each DDP rank's torch.load landing on GPU 0)
-    // must be reported; a rise on the chosen GPU alone must not, and becomes the NVML peak.
+    // must be reported; a rise on the chosen GPU alone must not, and becomes the NVML peak. No CUDA
+    // driver here: the columns are NVML's (nvml:I), and the helper's UUID finds the chosen one.
     void otherDevicesTouched_data()
     {
         QTest::addColumn<QString>("mode");
@@ -437,6 +438,7 @@ private Q_SLOTS:
         qputenv("FAKE_NVML_STATE", QByteArray(state.c_str()));
         qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray(FAKE_NVML_PATH));
         qputenv("FAKE_HELPER_MODE", QByteArray(mode.toStdString().c_str()));
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", QByteArray("/nonexistent/libcuda.so.1"));
         auto r = testLoad(fakeRequest("cuda:1"));
         QVERIFY2(r, r ? "" : r.error().message.c_str());
         QCOMPARE(r->timeline.devices.size(), std::size_t{3});
@@ -444,11 +446,12 @@ private Q_SLOTS:
         QCOMPARE(r->otherDevicesTouched, touched);
         if (touched) {
             QCOMPARE(r->otherDevices.size(), std::size_t{1});
-            QCOMPARE(QString::fromStdString(r->otherDevices[0].device), QStringLiteral("cuda:0"));
+            QCOMPARE(QString::fromStdString(r->otherDevices[0].device), QStringLiteral("nvml:0"));
             QCOMPARE(r->otherDevices[0].riseBytes, std::uint64_t{1400000000});
+            QCOMPARE(r->otherDevices[0].by, std::string("this load"));
         } else {
             QVERIFY(r->otherDevices.empty());
-            QCOMPARE(QString::fromStdString(r->peakSource), QStringLiteral("nvml"));
+            QCOMPARE(QString::fromStdString(r->peakSource), QStringLiteral("nvml-device"));
             QCOMPARE(r->peakBytes, std::uint64_t{800000000});
         }
     }

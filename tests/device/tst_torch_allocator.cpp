@@ -3,8 +3,13 @@
 // segment sizes and when a block is split.
 #include "device/torch_allocator.h"
 
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTest>
 
+using ckpt::device::TorchAllocatorConfig;
 using ckpt::device::torchLoadPeak;
 
 namespace {
@@ -78,6 +83,92 @@ private Q_SLOTS:
         auto p = torchLoadPeak({5 * kMiB, 1000});
         QCOMPARE(p.reservedBytes, 22 * kMiB);
         QCOMPARE(p.segments, 2ULL);
+    }
+
+    // What PyTorch 2.11 reserved and allocated on an H100 (bench/testload/alloc_probe.py, kept in
+    // torch_allocator_h100.json) for 400 mixed, 1000 small and 120 large storages, under five
+    // allocator settings: the model must give the same bytes, not merely close ones.
+    void matchesTorchOnAnH100_data()
+    {
+        QTest::addColumn<QString>("conf");
+        QTest::addColumn<QString>("sizes");
+        for (const char* conf : {"default", "expandable_segments:True", "max_split_size_mb:20",
+                                 "roundup_power2_divisions:4", "expandable_segments:True,roundup_power2_divisions:4"}) {
+            for (const char* sizes : {"mixed", "small", "large"}) {
+                QTest::addRow("%s %s", conf, sizes) << QString::fromLatin1(conf) << QString::fromLatin1(sizes);
+            }
+        }
+    }
+    void matchesTorchOnAnH100()
+    {
+        QFETCH(QString, conf);
+        QFETCH(QString, sizes);
+        QFile f(QStringLiteral(CKPTSCOPE_ALLOCATOR_FIXTURE));
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject doc = QJsonDocument::fromJson(f.readAll()).object();
+        std::vector<std::uint64_t> bytes;
+        for (const auto& v : doc[QStringLiteral("sizes")].toObject()[sizes].toArray()) {
+            bytes.push_back(static_cast<std::uint64_t>(v.toInteger()));
+        }
+        const QJsonObject measured = doc[QStringLiteral("measured")].toObject()[conf].toObject()[sizes].toObject();
+        auto config =
+            TorchAllocatorConfig::parse(conf == QStringLiteral("default") ? std::string() : conf.toStdString());
+        QVERIFY(config);
+        const auto p = torchLoadPeak(bytes, *config);
+        QCOMPARE(p.reservedBytes, static_cast<std::uint64_t>(measured[QStringLiteral("reserved")].toInteger()));
+        QCOMPARE(p.allocatedBytes, static_cast<std::uint64_t>(measured[QStringLiteral("allocated")].toInteger()));
+    }
+
+    void expandableSegmentsGrowByPages()
+    {
+        auto c = TorchAllocatorConfig::parse("expandable_segments:True");
+        QVERIFY(c);
+        // One 5 MiB storage: the default takes a 20 MiB segment; so does the expandable large pool's
+        // first page. Five of them: 40 MiB by default (four fit one segment), 40 MiB of pages too.
+        QCOMPARE(torchLoadPeak({5 * kMiB}, *c).reservedBytes, 20 * kMiB);
+        // 30 MiB and 11 MiB: 30 + 12 MiB segments by default, 41 MiB of requests in three pages.
+        QCOMPARE(torchLoadPeak({30 * kMiB, 11 * kMiB}).reservedBytes, 42 * kMiB);
+        QCOMPARE(torchLoadPeak({30 * kMiB, 11 * kMiB}, *c).reservedBytes, 60 * kMiB);
+        // Small storages share 2 MiB pages across what would be separate segments.
+        QCOMPARE(torchLoadPeak(std::vector<std::uint64_t>(3, kMiB), *c).reservedBytes, 4 * kMiB);
+    }
+
+    void parsesWhatTorchAccepts()
+    {
+        auto c = TorchAllocatorConfig::parse("max_split_size_mb:5,roundup_power2_divisions:[64:2,>:8],"
+                                             "garbage_collection_threshold:0.6");
+        QVERIFY2(c, c ? "" : c.error().message.c_str());
+        QCOMPARE(c->maxSplitSize, 20 * kMiB);  // torch raises it to the large segment
+        // Up to 64 MB: 2 divisions (the first interval fills everything below it); beyond: 8.
+        QCOMPARE(c->roundupDivisions[0], 2ULL);
+        QCOMPARE(c->roundupDivisions[5], 2ULL);
+        QCOMPARE(c->roundupDivisions[7], 8ULL);
+        QCOMPARE(c->roundupDivisions[15], 8ULL);
+        QCOMPARE(c->ignored, std::vector<std::string>{"garbage_collection_threshold:0.6"});
+        QVERIFY(!TorchAllocatorConfig::parse("expandable_segments:yes"));
+        QVERIFY(!TorchAllocatorConfig::parse("roundup_power2_divisions:3"));
+        QVERIFY(!TorchAllocatorConfig::parse("max_split_size_mb"));
+        c = TorchAllocatorConfig::parse("backend:cudaMallocAsync");
+        QVERIFY(c);
+        QVERIFY2(c->describe().find("not modelled") != std::string::npos, c->describe().c_str());
+    }
+
+    void readsTheEnvironmentAsTorchDoes()
+    {
+        qputenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
+        qunsetenv("PYTORCH_ALLOC_CONF");
+        auto c = TorchAllocatorConfig::fromEnvironment();
+        QVERIFY(c && c->expandableSegments);
+        QCOMPARE(c->source, std::string("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+        qputenv("PYTORCH_ALLOC_CONF", "expandable_segments:False");  // the newer name wins
+        c = TorchAllocatorConfig::fromEnvironment();
+        QVERIFY(c && !c->expandableSegments);
+        qputenv("PYTORCH_ALLOC_CONF", "expandable_segments:maybe");
+        c = TorchAllocatorConfig::fromEnvironment();
+        QVERIFY(!c);
+        QVERIFY2(c.error().message.starts_with("PYTORCH_ALLOC_CONF: "), c.error().message.c_str());
+        qunsetenv("PYTORCH_ALLOC_CONF");
+        qunsetenv("PYTORCH_CUDA_ALLOC_CONF");
     }
 };
 

@@ -183,17 +183,20 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
-    // A data file cut short: inspect still shows the plan, convert stops on the first chunk past
-    // the end with one line and leaves nothing behind.
+    // A data file cut short: inspect still shows the plan, check names the chunks past the end
+    // (dcp-item-unreadable), and convert refuses the set with one line and leaves nothing behind.
     void truncatedDataFileIsOneLine()
     {
         const QString set = fixture(QStringLiteral("dcp_truncated"));
         QCOMPARE(ckptscope({"inspect", set.toStdString()}).rc, 0);
+        const Run checked = ckptscope({"check", set.toStdString()});
+        QCOMPARE(checked.rc, 1);
+        QVERIFY2(checked.out.find("__1_0.distcp") != std::string::npos, checked.out.c_str());
         QTemporaryDir tmp;
         const QString out = tmp.filePath(QStringLiteral("x.pt"));
         const Run r = ckptscope({"convert", set.toStdString(), "-o", out.toStdString()});
         QVERIFY(r.rc != 0);
-        QVERIFY2(r.err.find("__1_0.distcp") != std::string::npos, r.err.c_str());
+        QVERIFY2(r.err.find("dcp-item-unreadable") != std::string::npos, r.err.c_str());
         QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
         QVERIFY(!QFile::exists(out));
     }

@@ -14,8 +14,10 @@
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QPushButton>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -158,6 +160,47 @@ private Q_SLOTS:
         QVERIFY2(!finished.at(0).at(0).toBool() ? summary.contains(QStringLiteral("ancel")) : true,
                  qPrintable(summary));
         QVERIFY(panel.findChild<QPushButton*>(QStringLiteral("loadButton"))->isEnabled());
+    }
+
+    // A job that sees only the machine's second GPU, whose CUDA order is not NVML's: the picker
+    // offers it as cuda:0 (what torch calls it there), the first GPU as nvml:0 and not choosable,
+    // and the load lands on the GPU the picker named.
+    void pickerSpeaksCudasNumbering()
+    {
+        qputenv("FAKE_CUDA_ORDER", "1,0");
+        qputenv("CUDA_VISIBLE_DEVICES", "0");
+        auto restore = qScopeGuard([] {
+            qunsetenv("FAKE_CUDA_ORDER");
+            qunsetenv("CUDA_VISIBLE_DEVICES");
+        });
+        auto doc = loadDocument(uitest::fixture("ddp_sd_cuda0.pt").toStdString());
+        QVERIFY(doc);
+        TestLoadPanel panel;
+        panel.show();
+        QSignalSpy devices(&panel, &TestLoadPanel::devicesReady);
+        panel.setDocument(*doc);
+        QTRY_COMPARE_WITH_TIMEOUT(devices.count(), 1, 20000);
+        auto* combo = panel.findChild<QComboBox*>(QStringLiteral("deviceCombo"));
+        QCOMPARE(combo->count(), 3);
+        QCOMPARE(combo->currentData().toString(), QStringLiteral("cuda:0"));
+        QVERIFY2(combo->itemData(combo->currentIndex(), Qt::ToolTipRole)
+                     .toString()
+                     .endsWith(QStringLiteral("GPU-00000000-0000-0000-0000-000000000001")),
+                 qPrintable(combo->itemData(combo->currentIndex(), Qt::ToolTipRole).toString()));
+        const int hidden = combo->findData(QStringLiteral("nvml:0"));
+        QVERIFY(hidden > 0);
+        auto* items = qobject_cast<QStandardItemModel*>(combo->model());
+        QVERIFY(items && !items->item(hidden)->isEnabled());
+        QSignalSpy finished(&panel, &TestLoadPanel::loadFinished);
+        QTest::mouseClick(panel.findChild<QPushButton*>(QStringLiteral("loadButton")), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 60000);
+        const auto summary = panel.findChild<QLabel*>(QStringLiteral("loadSummary"))->text();
+        QVERIFY2(finished.at(0).at(0).toBool(), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("Loaded on cuda:0")), qPrintable(summary));
+        // The chart watches only the GPU this job sees.
+        for (const auto* series : panel.chart()->chart()->series()) {
+            QVERIFY2(!series->name().startsWith(QStringLiteral("nvml")), qPrintable(series->name()));
+        }
     }
 };
 

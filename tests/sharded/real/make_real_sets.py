@@ -3,13 +3,15 @@
 under FSDP2 and under 2-D FSDP2 + tensor parallelism (DTensor with _StridedShard), accelerate's FSDP
 save_state, transformers' save_pretrained(max_shard_size=...), and a Lightning 2.x .ckpt.
 
-Run on a machine with PyTorch 2.x, transformers, accelerate and lightning (the lent GPU machine):
+Run on a machine with PyTorch 2.x, transformers, accelerate and lightning:
 
-    make_real_sets.py OUT            every set, each step in its own process
-    make_real_sets.py OUT --step S   one step
+    make_real_sets.py OUT                   every set, each step in its own process
+    make_real_sets.py OUT --only S1,S2,...  those steps, each in its own process (exit 1 if one fails)
+    make_real_sets.py OUT --step S          one step
 
-Nothing here runs in CI: Debian's PyTorch 1.13 has none of these writers. The sets it wrote are checked
-in under tests/sharded/real/sets, with the oracle beside each: `*.dcp_to_torch_save.pt` is what
+The sets it wrote with PyTorch 2.11 on the lent GPU machine are checked in under
+tests/sharded/real/sets; the torch2 tests (tests/torch2) run it again at test time in the PyTorch
+2.x root of scripts/modern-torch.sh, which has no Lightning. Beside each set is its oracle: `*.dcp_to_torch_save.pt` is what
 torch.distributed.checkpoint.format_utils.dcp_to_torch_save made of the directory, `*.state_dict.pt`
 the model's own state_dict() saved with torch.save. Ranks run as processes on the CPU with gloo, so
 one GPU (or none) is enough; accelerate and Lightning run on cuda:0 when there is one, which leaves
@@ -208,8 +210,11 @@ def step_accelerate(out):
     script = os.path.join(out, "accelerate_job.py")
     with open(script, "w") as f:
         f.write(ACCELERATE_SRC)
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1",
-                        "--master_port=29513", script, out, here], env=env, capture_output=True, text=True)
+    # One process, given the environment torchrun would give it: torchrun's own rendezvous store
+    # asks for libuv, which Debian's PyTorch is built without, whatever USE_LIBUV says.
+    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT="29513")
+    r = subprocess.run([sys.executable, script, out, here], env=env, capture_output=True, text=True)
     print(r.stdout[-6000:], r.stderr[-6000:])
     r.check_returncode()
     os.remove(script)
@@ -240,12 +245,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--step", choices=STEPS)
+    ap.add_argument("--only", type=lambda v: v.split(","), default=STEPS)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.step:
         globals()["step_" + args.step](args.out)
-        return
-    for s in STEPS:
+        return 0
+    failed = 0
+    for s in args.only:
         r = subprocess.run([sys.executable, os.path.abspath(__file__), args.out, "--step", s],
                            capture_output=True, text=True, timeout=240)
         status = "ok" if r.returncode == 0 else f"FAILED rc={r.returncode}"
@@ -254,7 +261,9 @@ def main():
             f.write(r.stdout + r.stderr)
         if r.returncode:
             print((r.stdout + r.stderr)[-2500:], flush=True)
+            failed = 1
+    return failed if args.only is not STEPS else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Makes (or reuses) a Debian testing root with today's PyTorch, transformers, accelerate and
+# safetensors, the oracle of the `torch2` tests, and prints its torch version.
+#   scripts/modern-torch.sh
+# The root is $CKPTSCOPE_TORCH2_ROOT (default /var/cache/ckptscope/torch2-root; scripts/torch2-common.sh).
+# The first run takes about 2 GB and a few minutes; later runs reuse it in seconds. It is built in a
+# temporary directory beside it and renamed into place only when complete, so a run that was killed
+# leaves nothing that looks ready. The mirror is the host's own Debian mirror, read from its apt
+# sources. Exit 0: ready; 77: the root cannot be made here (no testing suite on the mirror, not
+# root), said in one line, and the torch2 tests then report "not run"; other: it failed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=torch2-common.sh
+. "$here/torch2-common.sh"
+packages=(python3-torch python3-transformers python3-accelerate python3-safetensors)
+
+print_version() {
+    "$here/torch2-python.sh" -c 'import torch, transformers, accelerate, safetensors
+print("torch", torch.__version__, "| transformers", transformers.__version__,
+      "| accelerate", accelerate.__version__, "| safetensors", safetensors.__version__)'
+}
+
+if [[ -f $torch2_stamp ]]; then
+    print_version
+    exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "modern-torch.sh: making the root at $torch2_root needs root (debootstrap, chroot, mount): not made"
+    exit 77
+fi
+
+# The host's mirror: the first non-security URI of its apt sources.
+mirror=
+if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
+    mirror=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }' \
+        /etc/apt/sources.list.d/debian.sources)
+fi
+if [[ -z $mirror && -f /etc/apt/sources.list ]]; then
+    mirror=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' \
+        /etc/apt/sources.list)
+fi
+if [[ -z $mirror ]]; then
+    echo "modern-torch.sh: no Debian mirror in the host's apt sources: the torch2 root is not made"
+    exit 77
+fi
+mirror=${mirror%/}
+if ! command -v debootstrap >/dev/null; then
+    apt-get install -y -qq debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
+fi
+if ! wget -q --spider "$mirror/dists/$torch2_suite/Release"; then
+    echo "modern-torch.sh: the mirror has no Debian testing suite ($torch2_suite): the torch2 tests will not run"
+    exit 77
+fi
+
+mkdir -p "$(dirname "$torch2_root")"
+exec 9>"$torch2_lock"
+if ! flock -n 9; then
+    echo "modern-torch.sh: another run is making the root; waiting for it" >&2
+    flock 9
+fi
+if [[ -f $torch2_stamp ]]; then # made by the run we waited for
+    print_version
+    exit 0
+fi
+# Leftovers of killed runs.
+for old in "$torch2_root".build-*; do
+    [[ -d $old ]] || continue
+    torch2_unmount "$old"
+    rm -rf --one-file-system "$old"
+done
+build=$(mktemp -d "$torch2_root.build-XXXXXX")
+cleanup() {
+    torch2_unmount "$build"
+    rm -rf --one-file-system "$build"
+}
+trap cleanup EXIT
+t0=$SECONDS
+echo "modern-torch.sh: debootstrap $torch2_suite from $mirror into $build" >&2
+debootstrap --variant=minbase "$torch2_suite" "$build" "$mirror" /usr/share/debootstrap/scripts/sid >&2
+torch2_mounts "$build"
+echo "modern-torch.sh: installing ${packages[*]}" >&2
+apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
+chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update >&2
+chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${packages[@]}" >&2
+chroot "$build" apt-get clean
+torch2_unmount "$build"
+date -u +"made %Y-%m-%dT%H:%M:%SZ from $mirror $torch2_suite in $((SECONDS - t0)) s" >"$build/.ckptscope-torch2-ready"
+# A root left without its stamp (by hand) is moved aside rather than deleted.
+if [[ -e $torch2_root ]]; then
+    torch2_unmount "$torch2_root"
+    mv "$torch2_root" "$torch2_root.build-stale$$"
+fi
+mv "$build" "$torch2_root"
+trap - EXIT
+exec 9>&- # torch2-python.sh takes the mounts' lock, not this one
+echo "modern-torch.sh: root made in $((SECONDS - t0)) s" >&2
+print_version

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Writes hostile multi-file checkpoints for tests/hostile/tst_hostile_sets (issue 29, second pass):
+each set is written by the project's own hand-built writers (tests/fixtures/gen_sharded.py,
+tests/sharded/gen_dcp.py, gen_zero.py, gen_fsdp.py), then bent the way a crafted folder is.
+
+Usage: hostile_sets.py OUTDIR
+
+OUTDIR/<name>/ for each case; symlinks and FIFOs are made by the test itself (they depend on paths
+the test owns). Every file is small: the huge tensors are only declared.
+"""
+import collections
+import json
+import os
+import pickle
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sharded"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "fixtures"))
+
+import torch  # noqa: E402
+
+import gen_dcp  # noqa: E402  (registers the DCP stand-in classes under their real module paths)
+import gen_fsdp  # noqa: E402
+import gen_sharded  # noqa: E402
+import gen_zero  # noqa: E402
+
+
+def hf_sets(out):
+    sd = gen_sharded.model_state()
+    gen_sharded.write_set(os.path.join(out, "hf_st"), sd, ".safetensors", 2000)
+    gen_sharded.write_set(os.path.join(out, "hf_bin"), sd, ".bin", 2000)
+    # A 100 000-deep `metadata` subtree: copying it recursed once per level (SIGSEGV).
+    deep = os.path.join(out, "hf_deep")
+    gen_sharded.write_set(deep, sd, ".safetensors", 2000)
+    index = os.path.join(deep, "model.safetensors.index.json")
+    with open(index) as f:
+        text = f.read()
+    depth = 100000
+    nested = "[" * depth + "]" * depth
+    text = text.replace('"metadata": {', '"metadata": {"deep": ' + nested + ', ', 1)
+    with open(index, "w") as f:
+        f.write(text)
+
+
+def dcp_metadata(folder):
+    with open(os.path.join(folder, ".metadata"), "rb") as f:
+        return pickle.load(f)
+
+
+def dump_metadata(folder, md):
+    with open(os.path.join(folder, ".metadata"), "wb") as f:
+        pickle.dump(md, f)
+
+
+def write(folder, sd):
+    gen_dcp.write_dcp(folder, sd, world=1, replicated_rank=0, expected=False)
+
+
+def dcp_sets(out):
+    sd = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": torch.ones(3)}
+    write(os.path.join(out, "dcp"), sd)
+    # [2^32, 2^32] with no chunks: its element count wrapped to 0, so check saw no hole.
+    folder = os.path.join(out, "dcp_wraps")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    md.state_dict_metadata["w"].size = torch.Size([2 ** 32, 2 ** 32])
+    md.state_dict_metadata["w"].chunks = []
+    dump_metadata(folder, md)
+    # A float32 tensor of 2^62 elements whose one chunk is a stride-0 view of one element: the
+    # assembly buffer's size (numel * 4) wrapped, and placeBox wrote past it. 2^40 elements (4 TiB)
+    # do not overflow, but no machine holds them.
+    for name, numel in (("dcp_stride0", 2 ** 62), ("dcp_stride0_4tib", 2 ** 40)):
+        folder = os.path.join(out, name)
+        write(folder, {"w": torch.zeros(1)})
+        data = os.path.join(folder, "__0_0.distcp")
+        torch.save(torch.zeros(1).expand(numel), data)
+        md = dcp_metadata(folder)
+        tsm = md.state_dict_metadata["w"]
+        tsm.size = torch.Size([numel])
+        tsm.chunks = [gen_dcp.ChunkStorageMetadata(torch.Size([0]), torch.Size([numel]))]
+        for info in md.storage_data.values():
+            info.offset, info.length = 0, os.path.getsize(data)
+        dump_metadata(folder, md)
+    # A chunk whose byte range runs past the end of its data file: check said "no findings".
+    folder = os.path.join(out, "dcp_past_end")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    for index, info in md.storage_data.items():
+        if index.fqn == "w":
+            info.offset += 1 << 20
+    dump_metadata(folder, md)
+    # A data file named outside the folder's __R_N.distcp files.
+    folder = os.path.join(out, "dcp_other_name")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    for info in md.storage_data.values():
+        info.relative_path = "../" + info.relative_path
+    dump_metadata(folder, md)
+
+
+def zero_sets(out):
+    gen_zero.write_set(out, "zero2", 2, 2)
+    gen_zero.write_set(out, "zero_dotdot", 2, 2)
+    with open(os.path.join(out, "zero_dotdot", "latest"), "w") as f:
+        f.write("..")
+    # A param of shape [2^62, 4]: its element count overflowed, and it was written over 0 bytes.
+    gen_zero.write_set(out, "zero_huge", 2, 2)
+    path = os.path.join(out, "zero_huge", "global_step3", "mp_rank_00_model_states.pt")
+    states = torch.load(path)
+    first = states["param_shapes"][0]
+    name = next(iter(first))
+    first[name] = torch.Size([2 ** 62, 4])
+    torch.save(states, path)
+
+
+def fsdp_sets(out):
+    gen_fsdp.write_set(os.path.join(out, "fsdp"), "pytorch_model_fsdp_0", gen_fsdp.model(1), 2,
+                       lambda k, v, r, w: gen_fsdp.chunk_sharded(v, r, w))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: hostile_sets.py OUTDIR")
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    hf_sets(out)
+    dcp_sets(out)
+    zero_sets(out)
+    fsdp_sets(out)
+    print("hostile sets written to", out)
+
+
+if __name__ == "__main__":
+    main()

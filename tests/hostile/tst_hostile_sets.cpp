@@ -1,0 +1,390 @@
+// Hostile multi-file checkpoints through the real `ckptscope` binary (issue 29, second pass;
+// tests/hostile/gen/hostile_sets.py writes them): convert never writes over a file of the set it
+// reads, a set reads only regular files inside its own folder, sizes that overflow are refused,
+// a deep index does not crash and a FIFO does not hang. Every case failed on the code before
+// (run with CKPTSCOPE_HOSTILE_CLI=<old binary>). Each case works on its own copy of a set.
+#include "process_run.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QDirIterator>
+#include <QFile>
+#include <QMap>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using ckpt::test::ProcessResult;
+using ckpt::test::runProcess;
+
+namespace {
+
+std::string cli()
+{
+    const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
+    return env != nullptr && *env != '\0' ? env : CKPTSCOPE_TEST_CLI;
+}
+
+// Every file under `dir` (symlinks not followed) with its content's hash: what must not change.
+QMap<QString, QByteArray> hashes(const QString& dir)
+{
+    QMap<QString, QByteArray> out;
+    QDirIterator it(dir, QDir::Files | QDir::Hidden | QDir::System, QDirIterator::Subdirectories);
+    while (it.hasNext()) {
+        const QString path = it.next();
+        QFile f(path);
+        out[path] = f.open(QIODevice::ReadOnly) ? QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256)
+                                                : QByteArray("unreadable");
+    }
+    return out;
+}
+
+QString describe(const ProcessResult& r)
+{
+    return QStringLiteral("rc %1 in %2 ms%3; stderr: %4")
+        .arg(r.rc)
+        .arg(r.ms)
+        .arg(r.timedOut ? QStringLiteral(" (killed: timed out)") : QString())
+        .arg(QString::fromUtf8(r.err.left(600)));
+}
+
+// Bad input: exit 2, one line on stderr, no signal, no hang.
+void checkRefused(const ProcessResult& r)
+{
+    QVERIFY2(!r.timedOut, qPrintable(describe(r)));
+    QVERIFY2(r.rc == 2, qPrintable(describe(r)));
+    QVERIFY2(r.err.count('\n') == 1, qPrintable(describe(r)));
+}
+
+ProcessResult run(std::vector<std::string> args, int timeoutMs = 60000)
+{
+    args.insert(args.begin(), cli());
+    return runProcess(args, timeoutMs);
+}
+
+std::string s(const QString& q)
+{
+    return q.toStdString();
+}
+
+}  // namespace
+
+class TestHostileSets : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_gen;
+    QTemporaryDir m_work;
+    int m_copies = 0;
+
+    // A fresh copy of the generated set `name` (its folder's contents), in its own folder.
+    QString copyOf(const QString& name)
+    {
+        const QString to = m_work.filePath(QStringLiteral("c%1/%2").arg(m_copies++).arg(name));
+        QDir().mkpath(to);
+        QProcess cp;
+        cp.start(QStringLiteral("cp"), {QStringLiteral("-a"), m_gen.filePath(name) + QStringLiteral("/."), to});
+        cp.waitForFinished();
+        return to;
+    }
+    static QString firstMatch(const QString& dir, const QString& pattern)
+    {
+        const auto names = QDir(dir).entryList({pattern}, QDir::Files | QDir::Hidden, QDir::Name);
+        return names.isEmpty() ? QString() : dir + QLatin1Char('/') + names.front();
+    }
+    static void makeFifo(const QString& path)
+    {
+        QFile::remove(path);
+        QCOMPARE(::mkfifo(path.toLocal8Bit().constData(), 0644), 0);
+    }
+    // A file outside every set, holding what must never be printed.
+    QString secret()
+    {
+        const QString path = m_work.filePath(QStringLiteral("secret.txt"));
+        QFile f(path);
+        if (!f.exists() && f.open(QIODevice::WriteOnly)) {
+            f.write("root:x:0:0:root:/root:/bin/bash\n");
+        }
+        return path;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_gen.isValid() && m_work.isValid());
+        QProcess gen;
+        gen.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                  {QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/hostile/gen/hostile_sets.py"), m_gen.path()});
+        QVERIFY(gen.waitForFinished(300000));
+        QVERIFY2(gen.exitCode() == 0, gen.readAllStandardError().constData());
+        qInfo("ckptscope under test: %s", cli().c_str());
+    }
+
+    // ---- data loss --------------------------------------------------------------------------------
+
+    // `convert SET -o MEMBER` exited 0 having replaced the member (a shard, the index, `latest`, a
+    // rank file, a .distcp): through the folder, the index or a shard, with edits or another format.
+    void convertNeverWritesOverAMember_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("input");   // relative to the set's copy; "" is the folder
+        QTest::addColumn<QString>("output");  // a pattern of the member, relative to the copy
+        QTest::addColumn<QStringList>("extra");
+        const QStringList none;
+        const QStringList strip{QStringLiteral("--strip-prefix"), QStringLiteral("model.")};
+        const QStringList st{QStringLiteral("--format"), QStringLiteral("safetensors")};
+        QTest::newRow("hf folder -> shard") << "hf_st"
+                                            << ""
+                                            << "model-00001-of-*.safetensors" << none;
+        QTest::newRow("hf folder -> index") << "hf_st"
+                                            << ""
+                                            << "model.safetensors.index.json" << none;
+        QTest::newRow("hf index -> index, edited") << "hf_st"
+                                                   << "model.safetensors.index.json"
+                                                   << "model.safetensors.index.json" << strip;
+        QTest::newRow("hf shard -> other shard, safetensors") << "hf_bin"
+                                                              << "pytorch_model-00001-of-*.bin"
+                                                              << "pytorch_model-00002-of-*.bin" << st;
+        QTest::newRow("hf bin folder -> index") << "hf_bin"
+                                                << ""
+                                                << "pytorch_model.bin.index.json" << none;
+        QTest::newRow("zero folder -> latest") << "zero2"
+                                               << ""
+                                               << "latest" << none;
+        QTest::newRow("zero folder -> optim states, safetensors")
+            << "zero2"
+            << ""
+            << "global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt" << st;
+        QTest::newRow("zero rank file -> model states") << "zero2"
+                                                        << "global_step3/zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                                        << "global_step3/mp_rank_00_model_states.pt" << none;
+        QTest::newRow("dcp folder -> .metadata") << "dcp"
+                                                 << ""
+                                                 << ".metadata" << none;
+        QTest::newRow("dcp folder -> data file, edited") << "dcp"
+                                                         << ""
+                                                         << "__0_0.distcp" << strip;
+        QTest::newRow("fsdp folder -> rank file") << "fsdp"
+                                                  << ""
+                                                  << "pytorch_model_fsdp_0_rank1.bin" << none;
+        QTest::newRow("fsdp rank file -> other, edited") << "fsdp"
+                                                         << "pytorch_model_fsdp_0_rank0.bin"
+                                                         << "pytorch_model_fsdp_0_rank1.bin" << strip;
+    }
+    void convertNeverWritesOverAMember()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, input);
+        QFETCH(QString, output);
+        QFETCH(QStringList, extra);
+        const QString dir = copyOf(set);
+        auto resolve = [&](const QString& pattern) {
+            const QFileInfo fi(dir + QLatin1Char('/') + pattern);
+            return firstMatch(fi.path(), fi.fileName());
+        };
+        const QString in = input.isEmpty() ? dir : resolve(input);
+        const QString out = resolve(output);
+        QVERIFY2(!out.isEmpty() && !in.isEmpty(), qPrintable(dir));
+        const auto before = hashes(dir);
+        std::vector<std::string> args{"convert", s(in), "-o", s(out)};
+        for (const auto& e : extra) {
+            args.push_back(s(e));
+        }
+        const auto r = run(args);
+        checkRefused(r);
+        QVERIFY2(r.err.contains("nothing was written"), qPrintable(describe(r)));
+        QCOMPARE(hashes(dir), before);  // nothing changed, no temporary left
+    }
+
+    // The same through a symlink and a hard link to a member, and `-o DIR` naming the index.
+    void convertComparesByIdentity()
+    {
+        const QString dir = copyOf(QStringLiteral("hf_st"));
+        const QString shard = firstMatch(dir, QStringLiteral("model-00001-of-*.safetensors"));
+        const QString elsewhere = m_work.filePath(QStringLiteral("links%1").arg(m_copies++));
+        QDir().mkpath(elsewhere);
+        const QString sym = elsewhere + QStringLiteral("/sym.safetensors");
+        const QString hard = elsewhere + QStringLiteral("/hard.safetensors");
+        QVERIFY(QFile::link(shard, sym));
+        QCOMPARE(::link(shard.toLocal8Bit().constData(), hard.toLocal8Bit().constData()), 0);
+        const auto before = hashes(dir);
+        checkRefused(run({"convert", s(dir), "-o", s(sym)}));
+        checkRefused(run({"convert", s(dir), "-o", s(hard), "--strip-prefix", "model."}));
+        // `-o DIR` writes DIR/<input's name>: the index itself.
+        checkRefused(run({"convert", s(dir + QStringLiteral("/model.safetensors.index.json")), "-o", s(dir)}));
+        QCOMPARE(hashes(dir), before);
+        // A file beside the members is no member.
+        const auto ok = run({"convert", s(dir), "-o", s(dir + QStringLiteral("/consolidated.pt"))});
+        QVERIFY2(ok.rc == 0, qPrintable(describe(ok)));
+    }
+
+    // `--shard-size ''` was ignored: one file written where a sharded folder was asked for.
+    void emptyShardSizeIsRefused()
+    {
+        const QString out = m_work.filePath(QStringLiteral("empty-size"));
+        checkRefused(run({"convert", s(copyOf(QStringLiteral("hf_st"))), "-o", s(out), "--shard-size", ""}));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // ---- reading outside the set ------------------------------------------------------------------
+
+    // `latest` holding `..` made the set the parent folder's rank files, listed and converted with
+    // exit 0.
+    void zeroLatestMustNameAChildFolder()
+    {
+        const QString dir = copyOf(QStringLiteral("zero_dotdot"));
+        // The parent holds a readable ZeRO tag folder's files, as in the report.
+        QProcess cp;
+        cp.start(QStringLiteral("sh"),
+                 {QStringLiteral("-c"), QStringLiteral("cp -a '%1'/global_step3/. '%2'/")
+                                            .arg(m_gen.filePath(QStringLiteral("zero2")), QFileInfo(dir).path())});
+        QVERIFY(cp.waitForFinished());
+        for (const char* cmd : {"inspect", "check"}) {
+            const auto r = run({cmd, s(dir)});
+            checkRefused(r);
+            QVERIFY2(r.err.contains("latest names '..'"), qPrintable(describe(r)));
+        }
+        const QString out = m_work.filePath(QStringLiteral("dotdot.pt"));
+        checkRefused(run({"convert", s(dir), "-o", s(out)}));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // A .distcp symlinked to a file outside: check said "no findings", and convert's error printed
+    // the target's first bytes in hex (`72 6f 6f 74 3a 78` is `root:x`).
+    void dcpDataFileOutsideTheFolderIsRefused()
+    {
+        const QString dir = copyOf(QStringLiteral("dcp"));
+        const QString data = dir + QStringLiteral("/__0_0.distcp");
+        QFile::remove(data);
+        QVERIFY(QFile::link(secret(), data));
+        const QString out = m_work.filePath(QStringLiteral("passwd.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"check", s(dir)}, {"inspect", s(dir)}, {"convert", s(dir), "-o", s(out)}}) {
+            const auto r = run(args);
+            checkRefused(r);
+            QVERIFY2(r.err.contains("__0_0.distcp") && r.err.contains("outside"), qPrintable(describe(r)));
+            QVERIFY2(!r.err.contains("72 6f 6f 74") && !r.err.contains("root:x") && !r.out.contains("root:x"),
+                     qPrintable(describe(r)));
+        }
+        QVERIFY(!QFile::exists(out));
+        // A data file named outside the __R_N.distcp files (`../__0_0.distcp`).
+        checkRefused(run({"check", s(copyOf(QStringLiteral("dcp_other_name")))}));
+    }
+
+    // A Hugging Face shard symlinked outside is refused; the hub cache's snapshots/REV -> blobs/
+    // links are how every downloaded model looks, and read.
+    void hfShardOutsideTheFolderIsRefused()
+    {
+        const QString dir = copyOf(QStringLiteral("hf_st"));
+        const QString shard = firstMatch(dir, QStringLiteral("model-00002-of-*.safetensors"));
+        const QString moved = m_work.filePath(QStringLiteral("moved%1.safetensors").arg(m_copies++));
+        QVERIFY(QFile::rename(shard, moved));
+        QVERIFY(QFile::link(moved, shard));
+        const auto r = run({"inspect", s(dir)});
+        checkRefused(r);
+        QVERIFY2(r.err.contains("outside"), qPrintable(describe(r)));
+
+        const QString hub = m_work.filePath(QStringLiteral("hub%1/models--x").arg(m_copies++));
+        const QString snapshot = hub + QStringLiteral("/snapshots/abc123");
+        QDir().mkpath(snapshot);
+        QDir().mkpath(hub + QStringLiteral("/blobs"));
+        const QString src = m_gen.filePath(QStringLiteral("hf_st"));
+        for (const auto& name : QDir(src).entryList(QDir::Files)) {
+            const QString blob = hub + QStringLiteral("/blobs/") + name + QStringLiteral(".blob");
+            QVERIFY(QFile::copy(src + QLatin1Char('/') + name, blob));
+            QVERIFY(QFile::link(QStringLiteral("../../blobs/") + name + QStringLiteral(".blob"),
+                                snapshot + QLatin1Char('/') + name));
+        }
+        const auto ok = run({"check", s(snapshot)});
+        QVERIFY2(ok.rc == 0, qPrintable(describe(ok)));
+    }
+
+    // What convert refuses, check reports: a chunk whose bytes run past the end of its data file.
+    void dcpCheckReportsItemsPastTheEnd()
+    {
+        const auto r = run({"check", s(copyOf(QStringLiteral("dcp_past_end")))});
+        QVERIFY2(r.rc == 1 && r.out.contains("dcp-item-unreadable"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
+    }
+
+    // ---- sizes that overflow ----------------------------------------------------------------------
+
+    void overflowingSizesAreRefused()
+    {
+        // [2^32, 2^32] with no chunks: its size wrapped to 0 elements and check found no hole.
+        checkRefused(run({"check", s(copyOf(QStringLiteral("dcp_wraps")))}));
+        // 2^62 float32 elements from a stride-0 chunk: a heap overflow (SIGSEGV) in placeBox; 2^40
+        // elements fit the arithmetic and no machine's memory.
+        for (const char* set : {"dcp_stride0", "dcp_stride0_4tib"}) {
+            const QString dir = copyOf(QString::fromLatin1(set));
+            const QString out = m_work.filePath(QStringLiteral("%1.pt").arg(QString::fromLatin1(set)));
+            checkRefused(run({"convert", s(dir), "-o", s(out)}));
+            QVERIFY(!QFile::exists(out));
+            QVERIFY(
+                QDir(m_work.path()).entryList({QStringLiteral(".*ckptscope-*")}, QDir::Hidden | QDir::Files).isEmpty());
+        }
+        // A ZeRO param of [2^62, 4]: signed overflow, the tensor written over 0 bytes, exit 0.
+        const QString out = m_work.filePath(QStringLiteral("zero_huge.pt"));
+        checkRefused(run({"convert", s(copyOf(QStringLiteral("zero_huge"))), "-o", s(out)}));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // ---- crashes and hangs ------------------------------------------------------------------------
+
+    // A 100 000-deep index `metadata`: a stack overflow (SIGSEGV) in every command.
+    void deepIndexJsonIsRefused()
+    {
+        const QString dir = copyOf(QStringLiteral("hf_deep"));
+        const QString index = dir + QStringLiteral("/model.safetensors.index.json");
+        const QString out = m_work.filePath(QStringLiteral("deep.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{{"inspect", s(dir)},
+                                                                      {"check", s(index)},
+                                                                      {"convert", s(dir), "-o", s(out)},
+                                                                      {"diff", s(dir), s(dir)}}) {
+            const auto r = run(args);
+            checkRefused(r);
+            QVERIFY2(r.err.contains("deeper"), qPrintable(describe(r)));
+        }
+    }
+
+    // A FIFO opened for reading blocks until someone writes: every command hung on one planted as a
+    // shard, a .distcp, a .metadata, a rank file, a diff side or given directly.
+    void fifosNeverHang()
+    {
+        const QString hf = copyOf(QStringLiteral("hf_st"));
+        makeFifo(firstMatch(hf, QStringLiteral("model-00001-of-*.safetensors")));
+        const QString dcpData = copyOf(QStringLiteral("dcp"));
+        makeFifo(dcpData + QStringLiteral("/__0_0.distcp"));
+        const QString dcpMeta = copyOf(QStringLiteral("dcp"));
+        makeFifo(dcpMeta + QStringLiteral("/.metadata"));
+        const QString zero = copyOf(QStringLiteral("zero2"));
+        makeFifo(zero + QStringLiteral("/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt"));
+        const QString fsdp = copyOf(QStringLiteral("fsdp"));
+        makeFifo(fsdp + QStringLiteral("/pytorch_model_fsdp_0_rank1.bin"));
+        const QString lone = m_work.filePath(QStringLiteral("lone.pt"));
+        makeFifo(lone);
+        const QString out = m_work.filePath(QStringLiteral("fifo.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{{"inspect", s(hf)},
+                                                                      {"convert", s(hf), "-o", s(out)},
+                                                                      {"check", s(dcpData)},
+                                                                      {"check", s(dcpMeta)},
+                                                                      {"check", s(zero)},
+                                                                      {"check", s(fsdp)},
+                                                                      {"inspect", s(lone)},
+                                                                      {"check", s(lone)},
+                                                                      {"diff", s(lone), s(lone)}}) {
+            const auto r = run(args, 20000);
+            const QString what = QString::fromStdString(args.front() + " " + args[1] + ": ") + describe(r);
+            QVERIFY2(!r.timedOut, qPrintable(what));
+            QVERIFY2(r.rc == 2 || r.rc == 1, qPrintable(what));
+        }
+        QVERIFY(!QFile::exists(out));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestHostileSets)
+#include "tst_hostile_sets.moc"

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Single files written by today's PyTorch (the root of scripts/modern-torch.sh), and ckptscope held
+against that PyTorch reading them. Runs inside the root (scripts/torch2-python.sh), where it also
+runs the host's ckptscope through the bind-mounted build tree.
+
+    torch2_files.py write OUT                    every file, written by the real writers
+    torch2_files.py check CKPTSCOPE OUT NAME...  each named file (its stem under OUT, or its path
+                                                 under OUT: a file another writer made)
+
+For each file, `check` asks:
+- `inspect --json` lists exactly the tensors torch.load(weights_only=False) gives, at the same key
+  paths, with the same dtype, shape, stride and storage offset;
+- `check --json` reports `not-weights-only` exactly when PyTorch's default torch.load
+  (weights_only=True since 2.6) refuses the file;
+- `convert --single-card` writes a file that the default torch.load reads, every storage on the CPU,
+  holding every tensor of the input, bit for bit (matched by key path, or by dtype, shape and bytes
+  where the conversion renamed it: a stripped `module.` or `_orig_mod.`).
+A DTensor rank file opened alone (the FSDP2 case) is checked for what issue 25 asks instead (see
+check_rank_file). Exit 0 when all holds; each difference is printed otherwise and the exit code is 1.
+"""
+import argparse
+import collections
+import json
+import os
+import random
+import subprocess
+import sys
+
+import torch
+from torch import nn
+
+USE = {}
+
+
+def writer(fn):
+    USE[fn.__name__.removeprefix("write_")] = fn
+    return fn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 7)
+        self.norm = nn.LayerNorm(7)
+        self.fc2 = nn.Linear(7, 5)
+        self.register_buffer("scale", torch.arange(5.0))
+
+    def forward(self, x):
+        return self.fc2(self.norm(self.fc1(x))) * self.scale
+
+
+def all_dtypes():
+    """Every dtype this PyTorch can save, each in a small tensor with distinct values."""
+    base = torch.tensor([[0.5, -1.25, 3.0], [2.0, 0.0, -0.75]])
+    out = {}
+    names = ["float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8",
+             "uint16", "uint32", "uint64", "bool", "complex32", "complex64", "complex128",
+             "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"]
+    for name in names:
+        dt = getattr(torch, name, None)
+        if dt is None:
+            continue
+        if name == "bool":
+            t = base > 0
+        elif name.startswith("complex"):
+            t = torch.complex(base, -base).to(dt)
+        elif name.startswith(("uint", "int")):
+            t = (base * 4).abs().to(torch.int64).to(dt) if name.startswith("u") else (base * 4).to(dt)
+        elif name == "float8_e8m0fnu":
+            t = base.abs().add(1).to(dt)
+        else:
+            t = base.to(dt)
+        out[name] = t
+    return out
+
+
+@writer
+def write_dtypes(path):
+    torch.save(all_dtypes(), path)
+
+
+@writer
+def write_views(path):
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8)
+    torch.save({"base": base, "rows": base[2:5], "col": base[:, 3], "t": base.t(), "narrow": base.narrow(1, 2, 4),
+                "every_other": base[::2, 1::3], "expanded": torch.tensor([1.0, 2.0]).expand(3, 2),
+                "scalar": base[1, 1], "u16_view": torch.arange(12).to(torch.uint16).reshape(3, 4)[1:],
+                "f8_view": torch.linspace(-2, 2, 12).to(torch.float8_e4m3fn).reshape(4, 3).t()}, path)
+
+
+@writer
+def write_training(path):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+    scaler = torch.amp.GradScaler("cpu")
+    for _ in range(2):
+        loss = model(torch.randn(3, 6)).square().mean()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        sched.step()
+        opt.zero_grad()
+    args = argparse.Namespace(lr=1e-2, epochs=3, name="run", betas=(0.9, 0.999))
+    torch.save({"epoch": 2, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(), "scaler": scaler.state_dict(),
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate()},
+                "args": args}, path)
+
+
+@writer
+def write_legacy(path):
+    # No uint16/32/64 or float8 here: 2.14 writes them through UntypedStorage in the legacy format
+    # too, and then cannot read its own file (_legacy_load asks UntypedStorage for its .dtype).
+    torch.manual_seed(0)
+    sd = Net().state_dict()
+    base = torch.arange(12, dtype=torch.int16).reshape(3, 4)
+    sd.update(bf16=torch.ones(3, dtype=torch.bfloat16), view=base[1:], base=base,
+              c64=torch.complex(torch.ones(2), torch.ones(2)))
+    torch.save(sd, path, _use_new_zipfile_serialization=False)
+
+
+@writer
+def write_compiled(path):
+    torch.manual_seed(0)
+    torch.save(torch.compile(Net()).state_dict(), path)  # `_orig_mod.` keys; nothing is compiled
+
+
+@writer
+def write_ddp(path):
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29561")
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    torch.manual_seed(0)
+    torch.save(nn.parallel.DistributedDataParallel(Net()).state_dict(), path)
+    dist.destroy_process_group()
+
+
+@writer
+def write_whole_model(path):
+    torch.manual_seed(0)
+    torch.save(Net(), path)  # refused by the default torch.load: a pickled module
+
+
+def fsdp2_rank_worker(rank, world, out, port):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,))
+    torch.manual_seed(0)
+    model = Net()
+    for m in (model.fc1, model.fc2):
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    torch.save(model.state_dict(), f"{out}/fsdp2_dtensor.rank{rank}.tmp")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@writer
+def write_dtensor_alone(path):
+    """Rank 0's torch.save(model.state_dict()) under FSDP2, saved under a name that is not a rank
+    file's: the DTensors of one rank with no set to belong to."""
+    import torch.multiprocessing as mp
+    out = os.path.dirname(path)
+    mp.spawn(fsdp2_rank_worker, args=(2, out, 29562), nprocs=2, join=True)
+    os.replace(f"{out}/fsdp2_dtensor.rank0.tmp", path)
+    os.remove(f"{out}/fsdp2_dtensor.rank1.tmp")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def key_text(k):
+    return k if isinstance(k, str) else str(k) if type(k) is int else repr(k)
+
+
+def walk(obj, path="", out=None, active=None):
+    """(key path, tensor) in ckptscope's scheme ("/"-joined), as torch.load's result iterates."""
+    if out is None:
+        out, active = [], set()
+    join = lambda name: name if path == "" else f"{path}/{name}"  # noqa: E731
+    if isinstance(obj, torch.Tensor):
+        out.append((path, obj))
+        return out
+    if id(obj) in active or isinstance(obj, (str, bytes, int, float, complex, type(None))):
+        return out
+    active.add(id(obj))
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            walk(v, join(key_text(k)), out, active)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            walk(v, join(str(i)), out, active)
+    elif hasattr(obj, "__dict__"):  # a module's _parameters, _buffers, _modules; a Namespace's fields
+        for k, v in vars(obj).items():
+            walk(v, join(key_text(k)), out, active)
+    active.discard(id(obj))
+    return out
+
+
+def raw(t):
+    """The tensor's elements in C order as bytes (dtype-agnostic, float8 and uint64 included)."""
+    t = t.detach().contiguous().reshape(-1)
+    return t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def dtype_name(dt):
+    return str(dt).removeprefix("torch.")
+
+
+def run(*cmd, ok=(0,)):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode not in ok:
+        raise RuntimeError(f"{' '.join(os.path.basename(c) for c in cmd[:2])} ... exited {r.returncode}: "
+                           f"{r.stderr.strip()[:300]}")
+    return r
+
+
+def default_load(path):
+    """What PyTorch's default torch.load does: (value, None) or (None, the error)."""
+    try:
+        return torch.load(path), None
+    except Exception as e:  # noqa: BLE001 - the refusal is the result
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+def check_file(tool, path, work):
+    errors = []
+    want = walk(torch.load(path, weights_only=False, map_location="cpu"))
+    info = json.loads(run(tool, "inspect", "--json", path).stdout)
+    mine = {t["path"]: t for t in info["tensors"]}
+    theirs = {p: t for p, t in want}
+    for p in sorted(set(mine) ^ set(theirs)):
+        errors.append(f"inspect: {p!r} is {'only in ckptscope' if p in mine else 'missing (torch has it)'}")
+    for p in sorted(set(mine) & set(theirs)):
+        m, t = mine[p], theirs[p]
+        got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
+        exp = (dtype_name(t.dtype), list(t.shape), list(t.stride()), t.storage_offset())
+        if got != exp:
+            errors.append(f"inspect: {p}: ckptscope {got}, torch {exp}")
+
+    _, refused = default_load(path)
+    findings = json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]
+    flagged = any(f["code"] == "not-weights-only" for f in findings)
+    if flagged != (refused is not None):
+        errors.append(f"check: not-weights-only {'reported' if flagged else 'not reported'}, but the default "
+                      f"torch.load {'refuses it (' + refused + ')' if refused else 'reads it'}")
+
+    out = os.path.join(work, os.path.basename(path) + ".single-card.pt")
+    run(tool, "convert", path, "--single-card", "-o", out)
+    got, refused = default_load(out)
+    if refused:
+        return errors + [f"convert: the default torch.load refuses the output: {refused}"]
+    locations = {s.get("location") for s in json.loads(run(tool, "inspect", "--json", out).stdout)["storages"]}
+    if locations - {"cpu"}:
+        errors.append(f"convert: the output keeps storages on {sorted(locations - {'cpu'})}")
+    kept = {p: t for p, t in walk(got)}
+    by_value = collections.Counter((dtype_name(t.dtype), tuple(t.shape), raw(t)) for t in kept.values())
+    for p, t in want:
+        k = (dtype_name(t.dtype), tuple(t.shape), raw(t))
+        if p in kept and (dtype_name(kept[p].dtype), tuple(kept[p].shape), raw(kept[p])) == k:
+            continue
+        if by_value[k] > 0:
+            by_value[k] -= 1
+            continue
+        errors.append(f"convert: {p} ({k[0]} {list(k[1])}) is not in the output, bit for bit")
+    return errors
+
+
+def check_rank_file(tool, path, work):
+    """One FSDP2 rank's DTensors alone (issue 25): inspect shows each tensor's local piece (shape
+    and bytes) beside the global shape; check raises dtensor-rank-files; convert --single-card
+    never writes a file without the rank's data: read as an ordinary file, it writes each local
+    piece as a plain tensor, bit for bit, and says so; named as a rank file (rank0.pt), it is read
+    as one rank of a set, and convert refuses it (exit 2, nothing written)."""
+    import shutil
+    from torch.distributed.tensor import DTensor
+    errors = []
+    sd = torch.load(path, weights_only=False, map_location="cpu")
+    local = {k: v.to_local() if isinstance(v, DTensor) else v for k, v in sd.items()}
+    info = json.loads(run(tool, "inspect", "--json", path).stdout)
+    mine = {t["path"]: t for t in info["tensors"]}
+    for k, v in sd.items():
+        m = mine.get(k)
+        if m is None:
+            errors.append(f"inspect: {k} missing")
+            continue
+        piece = m.get("dtensor", {"local_shape": m["shape"], "local_bytes": m["nbytes"]})
+        got = (m["shape"], piece["local_shape"], piece["local_bytes"])
+        exp = (list(v.shape), list(local[k].shape), local[k].numel() * local[k].element_size())
+        if got != exp:
+            errors.append(f"inspect: {k}: ckptscope (shape, local shape, local bytes) {got}, torch {exp}")
+    codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
+    if "dtensor-rank-files" not in codes:
+        errors.append(f"check: no dtensor-rank-files ({codes})")
+    out = os.path.join(work, os.path.basename(path) + ".single-card.pt")
+    r = run(tool, "convert", path, "--single-card", "-o", out)
+    got, refused = default_load(out)
+    if refused:
+        return errors + [f"convert: the default torch.load refuses the output: {refused}"]
+    for k, want in local.items():
+        g = got.get(k)
+        if g is None or g.dtype != want.dtype or g.shape != want.shape or raw(g) != raw(want):
+            errors.append(f"convert: {k} is not rank 0's local piece {list(want.shape)} "
+                          f"(got {None if g is None else list(g.shape)})")
+    if "one rank's piece" not in r.stdout:
+        errors.append(f"convert did not say the output holds one rank's pieces: {r.stdout.strip()[:200]}")
+
+    ranked = os.path.join(work, "ranked")
+    os.makedirs(ranked, exist_ok=True)
+    shutil.copy(path, os.path.join(ranked, "rank0.pt"))
+    info = json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt")).stdout)
+    for t in info["tensors"]:
+        want = local[t["key"]]
+        got = [(s["local_shape"], s["local_bytes"]) for s in t["shards"]]
+        if got != [(list(want.shape), want.numel() * want.element_size())]:
+            errors.append(f"inspect rank0.pt: {t['key']}: local pieces {got}")
+    if "dtensor-rank-files" not in json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt"))
+                                              .stdout)["finding_codes"]:
+        errors.append("inspect rank0.pt: no dtensor-rank-files")
+    out = os.path.join(ranked, "out.pt")
+    r = subprocess.run([tool, "convert", os.path.join(ranked, "rank0.pt"), "--single-card", "-o", out],
+                       capture_output=True, text=True)
+    if r.returncode != 2 or os.path.exists(out) or len(r.stderr.strip().splitlines()) != 1:
+        errors.append(f"convert rank0.pt alone: exit {r.returncode}, output {'written' if os.path.exists(out) else 'none'}, "
+                      f"stderr {r.stderr.strip()[:200]!r}")
+    return errors
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write")
+    w.add_argument("out")
+    c = sub.add_parser("check")
+    c.add_argument("tool")
+    c.add_argument("out")
+    c.add_argument("names", nargs="+")
+    args = ap.parse_args()
+    if args.cmd == "write":
+        os.makedirs(args.out, exist_ok=True)
+        print("torch", torch.__version__)
+        for name, fn in USE.items():
+            fn(os.path.join(args.out, name + ".pt"))
+        return 0
+    failed = 0
+    for name in args.names:
+        path = os.path.join(args.out, name)
+        path = path if os.path.isfile(path) else path + ".pt"
+        work = os.path.join(args.out, "work")
+        os.makedirs(work, exist_ok=True)
+        try:
+            errors = (check_rank_file if name == "dtensor_alone" else check_file)(args.tool, path, work)
+        except Exception as e:  # noqa: BLE001 - reported as the case's failure
+            errors = [f"{type(e).__name__}: {e}"]
+        for e in errors:
+            print(f"{name}: {e}")
+        print(f"{name}: {'ok' if not errors else str(len(errors)) + ' difference(s)'} (torch {torch.__version__})")
+        failed |= bool(errors)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
