@@ -1,5 +1,6 @@
 #include "detailspanel.h"
 
+#include "checkpoint/layout.h"
 #include "diagnose/values.h"
 #include "histogramwidget.h"
 #include "text.h"
@@ -112,8 +113,20 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
     QString rows;
     rows += row(tr("Kind"), t.isParameter ? tr("nn.Parameter") : tr("tensor"));
     rows += row(tr("dtype"), qs(dtypeName(t.dtype)));
-    rows += row(tr("Shape"), shapeText(t.shape));
-    rows += row(tr("Stride"), shapeText(t.stride) + (t.contiguous ? tr(" (contiguous)") : tr(" (not contiguous)")));
+    rows += row(tr("Shape"), qs(tensorShapeText(ck, t)));
+    if (t.form == pickle::TensorForm::Nested) {
+        rows += row(tr("Layout"), tr("nested (torch.nested): its components are views of one buffer of %1 values, "
+                                     "the elements and bytes below")
+                                      .arg(t.numel));
+    } else {
+        rows += row(tr("Stride"), shapeText(t.stride) + (t.contiguous ? tr(" (contiguous)") : tr(" (not contiguous)")));
+    }
+    if (const auto q = quantizerOf(ck, t)) {
+        rows += row(tr("Quantizer"), qs(q->text));
+    }
+    for (const auto& part : sparseParts(ck, t)) {
+        rows += row(qs(part.name), qs(dtypeName(part.dtype)) + QLatin1Char(' ') + shapeText(part.shape));
+    }
     rows += row(tr("Elements"), QString::number(t.numel));
     rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
     rows += row(tr("Saved on"), qs(t.location));

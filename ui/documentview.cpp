@@ -1,5 +1,6 @@
 #include "documentview.h"
 
+#include "checkpoint/layout.h"
 #include "detailspanel.h"
 #include "exportpanel.h"
 #include "findingspanel.h"
@@ -384,7 +385,7 @@ QString DocumentView::valueText(const QModelIndex& index) const
     const auto& n = ck.nodes[node];
     if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
         const auto& t = ck.tensors[n.tensor];
-        return QStringLiteral("%1 %2 %3").arg(qs(dtypeName(t.dtype)), shapeText(t.shape), qs(t.location));
+        return QStringLiteral("%1 %2 %3").arg(qs(dtypeName(t.dtype)), qs(tensorShapeText(ck, t)), qs(t.location));
     }
     if (n.kind == NodeKind::Scalar) {
         return qs(pickle::shortRepr(ck.arena, n.value, 1U << 16U));

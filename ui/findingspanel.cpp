@@ -1,5 +1,6 @@
 #include "findingspanel.h"
 
+#include "diagnose/report.h"
 #include "icons.h"
 #include "text.h"
 
@@ -9,6 +10,9 @@
 #include <QPushButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
+
+#include <algorithm>
+#include <unordered_set>
 
 namespace ckpt::ui {
 
@@ -104,7 +108,8 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
         auto* item = new QTreeWidgetItem(m_list);
         item->setText(0, qs(f.title));
         item->setText(1, qs(f.code));
-        item->setText(2, f.paths.empty() ? QString() : QString::number(f.paths.size()));
+        const std::size_t keys = keyCount(f.paths);
+        item->setText(2, keys == 0 ? QString() : QString::number(keys));
         item->setTextAlignment(2, Qt::AlignRight | Qt::AlignVCenter);
         item->setToolTip(0, qs(f.detail));
         item->setData(0, Qt::UserRole, static_cast<int>(i));
@@ -158,6 +163,35 @@ void FindingsPanel::select(int finding)
     }
 }
 
+std::size_t FindingsPanel::keyCount(const std::vector<std::string>& paths)
+{
+    // A finding names the dict it is about beside its keys (so the tree highlights both); that
+    // container is no key of its own: "All 16 keys" is 16 in the column, not 17.
+    std::unordered_set<std::string_view> containers;
+    for (const auto& p : paths) {
+        if (!p.empty()) {
+            containers.insert(std::string_view());
+        }
+        for (auto slash = p.find('/'); slash != std::string::npos; slash = p.find('/', slash + 1)) {
+            containers.insert(std::string_view(p).substr(0, slash));
+        }
+    }
+    return static_cast<std::size_t>(
+        std::count_if(paths.begin(), paths.end(), [&](const std::string& p) { return !containers.contains(p); }));
+}
+
+QString FindingsPanel::detailText() const
+{
+    return m_detail->text();
+}
+
+QString FindingsPanel::fixText(const transform::Options& fix)
+{
+    const std::string flags = diagnose::fixFlags(fix);
+    return flags.empty() ? tr("Fix: write a new copy as a current torch.save zip; no key or value changes")
+                         : tr("Fix: convert with %1").arg(qs(flags));
+}
+
 void FindingsPanel::onSelectionChanged()
 {
     auto* item = m_list->currentItem();
@@ -170,8 +204,7 @@ void FindingsPanel::onSelectionChanged()
                          .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
                               qs(f.detail).toHtmlEscaped());
     if (f.fix) {
-        detail += QStringLiteral("<br><span style='color:gray'>%1</span>")
-                      .arg(tr("Fix: %1").arg(qs(f.fix->toJson()).toHtmlEscaped()));
+        detail += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(fixText(*f.fix).toHtmlEscaped());
     }
     m_detail->setText(detail);
     m_fix->setEnabled(f.fix.has_value());

@@ -34,6 +34,14 @@ public:
     // Index of the first finding with this code, or -1.
     [[nodiscard]] int indexOfCode(const QString& code) const;
     void select(int finding);
+    // A fix as the selected finding's text says it: convert's flags, or what a bare rewrite does;
+    // never the options' JSON.
+    [[nodiscard]] static QString fixText(const transform::Options& fix);
+    // The Keys column: the finding's paths less the containers among them (the state dict a prefix
+    // finding names beside its keys).
+    [[nodiscard]] static std::size_t keyCount(const std::vector<std::string>& paths);
+    // The selected finding's text as shown (title, detail and fix), for tests.
+    [[nodiscard]] QString detailText() const;
 
 Q_SIGNALS:
     void highlightPaths(const std::vector<std::string>& paths);

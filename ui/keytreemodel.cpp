@@ -1,5 +1,6 @@
 #include "keytreemodel.h"
 
+#include "checkpoint/layout.h"
 #include "icons.h"
 #include "text.h"
 
@@ -202,7 +203,7 @@ QVariant KeyTreeModel::display(NodeIndex node, int column) const
         return t ? qs(dtypeName(t->dtype)) : QVariant();
     case Shape:
         if (t) {
-            return shapeText(t->shape);
+            return qs(tensorShapeText(*m_ck, *t));
         }
         if (n.kind == NodeKind::Scalar) {
             return qs(pickle::shortRepr(m_ck->arena, n.value, 60));

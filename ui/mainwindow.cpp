@@ -114,8 +114,8 @@ const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.s
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
-      m_bannerText(new QLabel(m_banner)), m_formatLabel(new QLabel(this)), m_tensorsLabel(new QLabel(this)),
-      m_devicesLabel(new QLabel(this))
+      m_bannerText(new QLabel(m_banner)), m_bannerIcon(new QLabel(m_banner)), m_formatLabel(new QLabel(this)),
+      m_tensorsLabel(new QLabel(this)), m_devicesLabel(new QLabel(this))
 {
     setObjectName(QStringLiteral("mainWindow"));
     setWindowTitle(QStringLiteral("ckptscope"));
@@ -138,10 +138,6 @@ MainWindow::MainWindow(QWidget* parent)
     // The error banner: the same one-line message the command line prints, and the app stays usable.
     m_banner->setObjectName(QStringLiteral("errorBanner"));
     m_banner->setAutoFillBackground(true);
-    QPalette bannerPalette = m_banner->palette();
-    bannerPalette.setColor(QPalette::Window, QColor(0xfe, 0xd7, 0xd7));
-    bannerPalette.setColor(QPalette::WindowText, QColor(0x74, 0x2a, 0x2a));
-    m_banner->setPalette(bannerPalette);
     m_bannerText->setObjectName(QStringLiteral("errorText"));
     m_bannerText->setWordWrap(true);
     m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
@@ -161,8 +157,8 @@ MainWindow::MainWindow(QWidget* parent)
     connect(closeBanner, &QToolButton::clicked, m_banner, &QWidget::hide);
     auto* bannerLayout = new QHBoxLayout(m_banner);
     bannerLayout->setContentsMargins(8, 4, 4, 4);
-    bannerLayout->addWidget(new QLabel(m_banner));
-    static_cast<QLabel*>(bannerLayout->itemAt(0)->widget())->setPixmap(icons::severityError().pixmap(16, 16));
+    bannerLayout->addWidget(m_bannerIcon);
+    setBannerKind(true);
     bannerLayout->addWidget(m_bannerText, 1);
     bannerLayout->addWidget(closeBanner);
     m_banner->hide();
@@ -457,8 +453,20 @@ QString MainWindow::errorText() const
     return m_banner->isVisible() || !m_banner->isHidden() ? m_bannerText->text() : QString();
 }
 
+void MainWindow::setBannerKind(bool error)
+{
+    QPalette palette = m_banner->palette();
+    palette.setColor(QPalette::Window, error ? QColor(0xfe, 0xd7, 0xd7) : QColor(0xe3, 0xee, 0xfa));
+    palette.setColor(QPalette::WindowText, error ? QColor(0x74, 0x2a, 0x2a) : QColor(0x1f, 0x33, 0x4d));
+    m_banner->setPalette(palette);
+    m_bannerText->setPalette(palette);
+    m_bannerIcon->setPixmap((error ? icons::severityError() : icons::severityInfo()).pixmap(16, 16));
+    m_banner->setProperty("kind", error ? QStringLiteral("error") : QStringLiteral("info"));
+}
+
 void MainWindow::showError(const QString& message)
 {
+    setBannerKind(true);
     m_bannerText->setTextFormat(Qt::PlainText);
     m_bannerText->setText(message);
     m_banner->show();
@@ -468,6 +476,7 @@ void MainWindow::showErrorOfSetFile(const QString& message, const QString& file)
 {
     QUrl link = QUrl::fromLocalFile(file);
     link.setQuery(kAloneQuery);
+    setBannerKind(true);
     m_bannerText->setTextFormat(Qt::RichText);
     m_bannerText->setText(tr("%1 <a href='%2'>Open %3 alone</a>")
                               .arg(message.toHtmlEscaped(), QString::fromLatin1(link.toEncoded()),
@@ -489,6 +498,7 @@ bool MainWindow::offerFolder(const QString& folder)
                           dir.relativeFilePath(f).toHtmlEscaped());
     }
     m_bannerText->setTextFormat(Qt::RichText);
+    setBannerKind(false);  // not an error: what the folder holds
     m_bannerText->setText(tr("%1 is a folder. Open one of its checkpoint files: %2")
                               .arg(QFileInfo(folder).fileName().toHtmlEscaped(), links.join(QStringLiteral(" · "))));
     m_banner->show();

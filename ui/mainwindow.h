@@ -68,6 +68,9 @@ protected:
 private:
     void buildMenus();
     void showError(const QString& message);
+    // The banner's look: red with the error icon for errors, neutral with the info icon for what
+    // is only information (a folder's checkpoint files). Its "kind" property says which.
+    void setBannerKind(bool error);
     // A folder was opened: list its checkpoint files as links that open them.
     bool offerFolder(const QString& folder);
     // `path` belongs to a multi-file checkpoint: read it in a worker and add its tab. False when
@@ -93,6 +96,7 @@ private:
     QTabWidget* m_tabs;
     QWidget* m_banner;
     QLabel* m_bannerText;
+    QLabel* m_bannerIcon;
     QLabel* m_formatLabel;
     QLabel* m_tensorsLabel;
     QLabel* m_devicesLabel;

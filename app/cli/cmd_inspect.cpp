@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtensor.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -79,7 +80,7 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
             if (n.kind == NodeKind::Tensor) {
                 const auto& t = c.tensors[n.tensor];
                 r.dtype = dtypeName(t.dtype);
-                r.shape = shapeText(t.shape);
+                r.shape = tensorShapeText(c, t);
                 r.device = displayText(t.location);
                 r.size = humanBytes(t.nbytes);
                 // A DTensor holds one rank's piece: its shape and bytes, the global shape beside them.
@@ -128,7 +129,7 @@ void printScriptStateDict(const Checkpoint& c, std::ostream& out)
         const auto& t = c.tensors[e.tensor];
         const std::string key = displayText(e.key);
         out << "  " << key << std::string(key.size() < wKey ? wKey - key.size() : 0, ' ') << "  " << dtypeName(t.dtype)
-            << "  " << shapeText(t.shape) << '\n';
+            << "  " << tensorShapeText(c, t) << '\n';
     }
     for (const auto& s : sd->skipped) {
         out << "  left out: " << displayText(s.path) << " (" << displayText(s.type)

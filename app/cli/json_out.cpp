@@ -1,6 +1,7 @@
 #include "cli/json_out.h"
 
 #include "checkpoint/dtensor.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/script_state_dict.h"
 #include "util/printable.h"
 
@@ -228,6 +229,23 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             static constexpr std::array<std::string_view, 7> kForms{"strided", "quantized", "sparse", "meta",
                                                                     "wrapper", "device",    "nested"};
             out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
+        }
+        if (const auto nnz = sparseNnz(c, t)) {
+            out << R"(, "nnz": )" << *nnz;
+        }
+        if (t.form == pickle::TensorForm::Nested) {
+            // shape, stride and numel are its flat buffer's; the components are the tensors it holds
+            out << R"(, "components": )";
+            if (auto comps = nestedComponents(c, t)) {
+                out << '[';
+                for (std::size_t k = 0; k < comps->size(); ++k) {
+                    out << (k ? ", " : "");
+                    out.dims((*comps)[k].shape);
+                }
+                out << ']';
+            } else {
+                out << "null";
+            }
         }
         if (const auto piece = dtensor::localPiece(c.arena, pickle::tensorOf(c.arena, t.value))) {
             out << R"(, "dtensor": {"local_shape": )";

@@ -382,13 +382,7 @@ void collectGlobals(const Arena& a, ValueId root, LazyPath& path, GlobalUses& us
             break;
         case Kind::Storage: {
             const auto& s = a.storages.at(static_cast<std::size_t>(val.i));
-            // UntypedStorage and TypedStorage live in torch.storage, as torch.save names them.
-            addGlobalUse(uses,
-                         s.className.empty() || s.untyped
-                             ? "torch.storage." +
-                                   (s.className.empty() ? std::string("UntypedStorage") : s.className.str())
-                             : "torch." + s.className.str(),
-                         path, usage);
+            addGlobalUse(uses, pickle::storageClassGlobal(s), path, usage);
             break;
         }
         case Kind::Tuple:
@@ -656,21 +650,16 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
                 e.location = s.location;
                 ++s.tensorCount;
                 if (t.form == pickle::TensorForm::Strided && e.numel > 0) {
-                    // Highest element reached: offset + sum (size-1)*stride (checked by the unpickler).
-                    auto last = static_cast<std::uint64_t>(t.storageOffset);
-                    for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
-                        last += static_cast<std::uint64_t>(t.shape[d] - 1) *
-                                static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
+                    // In the tensor's element size, not the storage's: an UntypedStorage's numel
+                    // counts bytes (viewByteExtent).
+                    const ByteExtent reach = viewByteExtent(t.dtype, t.storageOffset, t.shape, t.stride);
+                    if (reach.end > s.nbytes) {
+                        return makeError(ErrorCode::Corrupt, "tensor '" + path + "' reaches byte " +
+                                                                 std::to_string(reach.end) + " of storage " + s.key +
+                                                                 ", which holds only " + std::to_string(s.nbytes) +
+                                                                 " bytes");
                     }
-                    if (last >= s.numel) {
-                        return makeError(ErrorCode::Corrupt, "tensor '" + path + "' reaches element " +
-                                                                 std::to_string(last) + " of storage " + s.key +
-                                                                 ", which holds only " + std::to_string(s.numel) +
-                                                                 " elements");
-                    }
-                    const std::uint64_t elem = elementSize(s.dtype);
-                    extents.push_back(
-                        {e.storage, static_cast<std::uint64_t>(t.storageOffset) * elem, (last + 1) * elem});
+                    extents.push_back({e.storage, reach.begin, reach.end});
                 } else if (t.form != pickle::TensorForm::Strided) {
                     extents.push_back({e.storage, 0, s.nbytes});  // exotic forms: count the whole storage
                 }

@@ -92,6 +92,34 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
         return fail(ErrorCode::Unsupported, "is an archive from PyTorch's preview release (PYTORCH1), which no "
                                             "current PyTorch reads");
     }
+    // Files people pick by mistake, named by their signature rather than shown as hex.
+    struct Signature {
+        std::string_view magic;
+        std::string_view what;
+    };
+    static constexpr std::array<Signature, 6> kOthers{{
+        {"\x89PNG\r\n\x1a\n", "a PNG image"},
+        {"\xFF\xD8\xFF", "a JPEG image"},
+        {"GIF8", "a GIF image"},
+        {"%PDF-", "a PDF document"},
+        {"\x7F"
+         "ELF",
+         "an ELF executable or library"},
+        {"\x93NUMPY", "a NumPy .npy array (numpy.load reads it)"},
+    }};
+    for (const auto& s : kOthers) {
+        if (startsWith(b, s.magic)) {
+            return fail(ErrorCode::NotCheckpoint, "is " + std::string(s.what) + ", not a PyTorch checkpoint");
+        }
+    }
+    // Shorter than any checkpoint: a zip's end record alone is 22 bytes, a legacy stream's magic
+    // number pickle 11, a safetensors header at least 10.
+    if (constexpr std::size_t kShortest = 10; b.size() < kShortest) {
+        return fail(ErrorCode::Truncated,
+                    "is " + std::string(b.size() == 1 ? "1 byte" : std::to_string(b.size()) + " bytes") +
+                        ", shorter than any checkpoint: truncated (an interrupted save or "
+                        "download?)");
+    }
     return std::nullopt;
 }
 

@@ -340,9 +340,20 @@ Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget)
     const auto* storages = archive::findMember(*members, "storages");
     const auto* tensors = archive::findMember(*members, "tensors");
     const auto* pkl = archive::findMember(*members, "pickle");
-    if (storages == nullptr || tensors == nullptr || pkl == nullptr) {
+    if (storages == nullptr && tensors == nullptr && pkl == nullptr) {
         return makeError(ErrorCode::NotCheckpoint, "is a tar archive without the members 'storages', 'tensors' and "
                                                    "'pickle' of a PyTorch 0.1 checkpoint");
+    }
+    if (storages == nullptr || tensors == nullptr || pkl == nullptr) {
+        std::string lacks;
+        for (const auto& [member, name] :
+             {std::pair{storages, "'storages'"}, std::pair{tensors, "'tensors'"}, std::pair{pkl, "'pickle'"}}) {
+            if (member == nullptr) {
+                lacks += (lacks.empty() ? "" : " and ") + std::string(name);
+            }
+        }
+        return makeError(ErrorCode::Corrupt, "is a PyTorch 0.1 tar checkpoint that lacks its member " + lacks +
+                                                 " (torch.load fails with KeyError): the archive is incomplete");
     }
     budget.pickleBytes = storages->size + tensors->size + pkl->size;
     Loaded loaded;

@@ -23,6 +23,31 @@ bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std
     return true;
 }
 
+ByteExtent viewByteExtent(DType dtype, std::int64_t storageOffset, std::span<const std::int64_t> shape,
+                          std::span<const std::int64_t> stride)
+{
+    const std::uint64_t es = elementSize(dtype);
+    const auto offset = static_cast<std::uint64_t>(std::max<std::int64_t>(0, storageOffset));
+    constexpr std::uint64_t kMax = UINT64_MAX;
+    const std::uint64_t begin = es != 0 && offset > kMax / es ? kMax : offset * es;
+    if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d <= 0; })) {
+        return {};  // reaches nothing, wherever its offset points
+    }
+    std::uint64_t last = offset;  // the highest element reached
+    for (std::size_t d = 0; d < shape.size() && d < stride.size(); ++d) {
+        const auto steps = static_cast<std::uint64_t>(shape[d] - 1);
+        const auto step = static_cast<std::uint64_t>(std::max<std::int64_t>(0, stride[d]));
+        if (step != 0 && steps > (kMax - last) / step) {
+            return {begin, kMax};
+        }
+        last += steps * step;
+    }
+    if (last == kMax || (es != 0 && last + 1 > kMax / es)) {
+        return {begin, kMax};
+    }
+    return {begin, (last + 1) * es};
+}
+
 CRuns cOrderRuns(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride,
                  std::size_t elementSize)
 {

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 
 #include <functional>
+#include <span>
 #include <utility>
 
 namespace ckpt {
@@ -12,6 +13,19 @@ namespace ckpt {
 // torch's is_contiguous for a strided view: C order (size-1 dimensions may have any stride), and
 // every tensor with no elements counts as contiguous.
 [[nodiscard]] bool isCContiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& stride);
+
+// The bytes [begin, end) of its storage a strided view reaches. The offset and strides count the
+// tensor's own elements whatever class its storage was saved as: 2.x saves uint16/32/64, float8,
+// complex32 and bits* through an UntypedStorage whose numel counts bytes (docs/format.md §4.2), and
+// their views still step in the tensor's element size. So this, not the storage's dtype, is where a
+// view's element size comes from. {0, 0} for a view with no elements; an end that would overflow is
+// UINT64_MAX (past any storage).
+struct ByteExtent {
+    std::uint64_t begin = 0;
+    std::uint64_t end = 0;
+};
+[[nodiscard]] ByteExtent viewByteExtent(DType dtype, std::int64_t storageOffset, std::span<const std::int64_t> shape,
+                                        std::span<const std::int64_t> stride);
 
 // A strided view as the fewest runs of adjacent bytes that, visited in order, give its C-order
 // bytes: size-1 dimensions are dropped, trailing dimensions that continue the run are folded into

@@ -29,6 +29,7 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
     deviceRules(ckpt, out);
     pickleRules(ckpt, out);
     storageRules(ckpt, out);
+    zeroRules(ckpt, out);
     if (stop.stop_requested()) {
         return makeError(ErrorCode::Cancelled, "check cancelled");
     }
@@ -104,6 +105,7 @@ std::string withCommas(std::uint64_t n)
     return out;
 }
 
+// "65.0 KiB (66,568 bytes)": it carries its own parentheses, so callers never put it inside theirs.
 std::string bytesText(std::uint64_t n)
 {
     if (n < 1024) {

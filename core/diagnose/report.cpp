@@ -75,10 +75,9 @@ std::string upper(std::string_view s)
 
 }  // namespace
 
-std::string fixCommandLine(const transform::Options& fix, const std::string& file)
+std::string fixFlags(const transform::Options& fix)
 {
-    const bool st = fix.format == transform::OutputFormat::Safetensors;
-    std::string cmd = "ckptscope convert " + shellQuote(file) + " -o " + shellQuote(fixedName(file, st));
+    std::string cmd;
     if (fix.select) {
         cmd += " --select " + shellQuote(*fix.select);
     }
@@ -106,10 +105,18 @@ std::string fixCommandLine(const transform::Options& fix, const std::string& fil
     if (fix.compact) {
         cmd += " --compact";
     }
-    if (st) {
+    if (fix.format == transform::OutputFormat::Safetensors) {
         cmd += " --format safetensors";
     }
-    return cmd;
+    return cmd.empty() ? cmd : cmd.substr(1);
+}
+
+std::string fixCommandLine(const transform::Options& fix, const std::string& file)
+{
+    const bool st = fix.format == transform::OutputFormat::Safetensors;
+    const std::string flags = fixFlags(fix);
+    return "ckptscope convert " + shellQuote(file) + " -o " + shellQuote(fixedName(file, st)) +
+           (flags.empty() ? "" : " " + flags);
 }
 
 std::string renderText(const std::vector<Finding>& findings, const std::string& file)

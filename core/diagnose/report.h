@@ -11,6 +11,9 @@ namespace ckpt::diagnose {
 
 // `ckptscope convert FILE -o FILE.fixed.pt --strip-prefix module. --map-location cpu`
 [[nodiscard]] std::string fixCommandLine(const transform::Options& fix, const std::string& file);
+// The options of a fix as convert's flags ("--strip-prefix module. --map-location cpu"); empty for
+// a fix that only rewrites the file (a current torch.save zip, nothing else changed).
+[[nodiscard]] std::string fixFlags(const transform::Options& fix);
 
 // Findings as readable text, one block per finding (severity, code, title, detail, paths, fix).
 [[nodiscard]] std::string renderText(const std::vector<Finding>& findings, const std::string& file);

@@ -21,6 +21,9 @@ void storageRules(const Checkpoint& ckpt, Findings& out);  // compressed-file, l
                                                            // storage-bloat, shared-storage,
                                                            // truncated-or-missing-storage, unreadable-storage,
                                                            // truncated-archive
+// zero3-placeholder-module on one ZeRO-3 rank's model states read alone; run after the other rules,
+// whose fixes it takes away (an export of the file would write its placeholders).
+void zeroRules(const Checkpoint& ckpt, Findings& out);
 Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
 
 // Helpers shared by the rules.

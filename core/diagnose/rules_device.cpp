@@ -104,8 +104,8 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
             devList += (devList.empty() ? "" : ", ") + d;
         }
         f.title = "Storages are pinned to " + devList + ": torch.load without map_location puts them back there";
-        f.detail = plural(pinnedStorages, "storage", "storages") + " (" + bytesText(pinnedBytes) + ") were saved on " +
-                   devList + " (" + perDevice(ordered) +
+        f.detail = plural(pinnedStorages, "storage", "storages") + " holding " + bytesText(pinnedBytes) +
+                   " were saved on " + devList + " (" + perDevice(ordered) +
                    "), and torch.load without map_location recreates each one on the device it names.";
         if (anyCuda) {
             f.detail += " On a machine without CUDA it fails with \"RuntimeError: " + cudaUnavailableText() + "\"";
@@ -137,7 +137,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out)
                             " with " + std::to_string(n) + " ranks";
             }
             f.detail +=
-                " (N x " + bytesText(busiestBytes) + "), on top of each rank's model, and often runs out of memory.";
+                " (N x " + humanBytes(busiestBytes) + "), on top of each rank's model, and often runs out of memory.";
         }
         if (anyMps) {
             f.detail += " Storages tagged mps load only on Apple-silicon machines with MPS available.";

@@ -1,7 +1,7 @@
-// Wrapper prefixes in state-dict keys (docs/format.md §7): DataParallel/DDP's `module.`, torch.compile's
-// `_orig_mod.`, FSDP's `_fsdp_wrapped_module.` and activation checkpointing's
-// `_checkpoint_wrapped_module.`. Prefixes are whole key segments at the start of a key, so
-// `mlp_module.layer0.weight` and Lightning's `model.` are never taken for one.
+// Wrapper prefixes in state-dict keys (docs/format.md §7; the names are transform's kWrapperSegments):
+// DataParallel/DDP's `module.`, torch.compile's `_orig_mod.`, Opacus' `_module.`, FSDP's
+// `_fsdp_wrapped_module.` and activation checkpointing's `_checkpoint_wrapped_module.`. Prefixes are whole key segments
+// at the start of a key, so `mlp_module.layer0.weight` and Lightning's `model.` are never taken for one.
 #include "diagnose/rules.h"
 
 #include <algorithm>
@@ -14,29 +14,12 @@ namespace {
 
 constexpr std::size_t kMaxKeyPaths = 200;
 
-enum class Wrapper { Ddp, Compile, Fsdp };
-
-struct Segment {
-    std::string_view name;
-    Wrapper wrapper;
-};
-constexpr std::array<Segment, 5> kSegments{{
-    {"module", Wrapper::Ddp},
-    {"_orig_mod", Wrapper::Compile},
-    {"_fsdp_wrapped_module", Wrapper::Fsdp},
-    {"_fpw_module", Wrapper::Fsdp},
-    {"_checkpoint_wrapped_module", Wrapper::Fsdp},
-}};
+using transform::Wrapper;
+using Segment = transform::WrapperSegment;
 
 const Segment* segmentAt(std::string_view key, std::size_t at)
 {
-    for (const auto& s : kSegments) {
-        if (key.size() > at + s.name.size() && key.substr(at, s.name.size()) == s.name &&
-            key[at + s.name.size()] == '.') {
-            return &s;
-        }
-    }
-    return nullptr;
+    return transform::wrapperSegmentAt(key, at);
 }
 
 // The wrapper segments a key starts with, as the prefix text (`module._orig_mod.`).
@@ -62,13 +45,14 @@ std::vector<std::string> chainSegments(std::string_view chain)
 }
 
 // Wrapper segments after the leading chain (`layers.0._fsdp_wrapped_module.attn.weight`): FSDP
-// and torch.compile applied to submodules. `module` is left out here: it is a common real name.
+// and torch.compile applied to submodules. `module` and `_module` are left out here: they are common
+// real names, and DDP and Opacus only ever wrap the whole model.
 std::vector<Wrapper> innerWrappers(std::string_view key, std::size_t from)
 {
     std::vector<Wrapper> out;
     for (std::size_t dot = key.find('.', from); dot != std::string_view::npos; dot = key.find('.', dot + 1)) {
         const Segment* s = segmentAt(key, dot + 1);
-        if (s != nullptr && s->wrapper != Wrapper::Ddp) {
+        if (s != nullptr && s->wrapper != Wrapper::Ddp && s->wrapper != Wrapper::Opacus) {
             out.push_back(s->wrapper);
         }
     }
@@ -157,6 +141,14 @@ Finding wrapperFinding(Wrapper w, bool nested, const DictView& d, std::string_vi
                    "the model. " +
                    loadFails + " Strip the prefix, or save model._orig_mod.state_dict() next time.";
         break;
+    case Wrapper::Opacus:
+        f.code = "opacus-prefix";
+        f.title = "Keys carry Opacus' `_module.` prefix";
+        f.detail = "All " + total + " of " + where + " start with `" + c +
+                   "`: the state dict was taken from the GradSampleModule that Opacus' PrivacyEngine wraps the "
+                   "model in for differentially private training, not from the model. " +
+                   loadFails + " Strip the prefix, or save model._module.state_dict() next time.";
+        break;
     case Wrapper::Fsdp:
         f.code = "fsdp-prefix";
         f.title = "Keys carry FSDP/activation-checkpointing wrapper names";
@@ -224,7 +216,7 @@ void checkDict(const DictView& d, Findings& out)
         if (ddp > 0) {
             out.push_back(wrapperFinding(Wrapper::Ddp, ddp > 1, d, chain, stripped));
         }
-        for (Wrapper w : {Wrapper::Compile, Wrapper::Fsdp}) {
+        for (Wrapper w : {Wrapper::Compile, Wrapper::Opacus, Wrapper::Fsdp}) {
             const bool has = std::any_of(segs.begin(), segs.end(), [&](const std::string& s) {
                 const Segment* seg = segmentAt(s + "x", 0);
                 return seg != nullptr && seg->wrapper == w;

@@ -5,6 +5,7 @@
 #include "util/shape_text.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
@@ -200,9 +201,9 @@ void truncatedArchive(const Checkpoint& ckpt, const TensorsByStorage& users, Fin
                                   : "\"" + std::string(archive::kTruncatedTorchError) + "\"") +
                "). Read from the local headers, " + plural(cut.records, "record is", "records are") + " whole" +
                (lostStorages == 0 ? std::string(" and every storage is among them")
-                                  : "; " + plural(lostStorages, "storage", "storages") + " (" + bytesText(lostBytes) +
-                                        ") are missing, so " + plural(f.paths.size(), "tensor", "tensors") +
-                                        " cannot be read: " + lost) +
+                                  : "; " + plural(lostStorages, "storage", "storages") + " holding " +
+                                        bytesText(lostBytes) + " are missing, so " +
+                                        plural(f.paths.size(), "tensor", "tensors") + " cannot be read: " + lost) +
                ". Fix: download or copy the file again, and compare its size with the source's; convert --salvage "
                "writes what survived.";
     out.push_back(std::move(f));
@@ -383,6 +384,52 @@ void sharedStorage(const Checkpoint& ckpt, const TensorsByStorage& users, Findin
 
 }  // namespace
 
+// One DeepSpeed ZeRO-3 rank's model states read alone (its folder's other files absent, or the
+// window's single file): `module` holds torch.empty(0) placeholders, and no conversion of this
+// file can give weights it does not hold, so every other finding loses its fix.
+void zero3Placeholders(const Checkpoint& ckpt, Findings& out)
+{
+    const NodeIndex module = ckpt.find("module");
+    if (!module.valid() || !ckpt.find("param_shapes").valid() ||
+        (!ckpt.find("ds_version").valid() && !ckpt.find("ds_config").valid())) {
+        return;
+    }
+    std::vector<std::string> paths;
+    for (const auto& t : ckpt.tensors) {
+        if (t.path.starts_with("module/") && t.numel == 0 && t.shape.size() == 1) {
+            paths.push_back(t.path);
+        }
+    }
+    if (paths.empty()) {
+        return;
+    }
+    const std::filesystem::path dir = std::filesystem::path(ckpt.path).parent_path();
+    bool optimBeside = false;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec)) {
+        optimBeside = optimBeside || e.path().filename().string().ends_with("_optim_states.pt");
+    }
+    const std::string folder = dir.empty() ? std::string(".") : dir.string();
+    Finding f;
+    f.code = "zero3-placeholder-module";
+    f.severity = Severity::Warning;
+    f.title = "The model states hold ZeRO-3 placeholders, not weights";
+    f.detail = plural(paths.size(), "tensor", "tensors") +
+               " under `module` have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) before "
+               "saving, so load_state_dict with them fails with size mismatch ... torch.Size([0]) "
+               "(transformers#20082), and no conversion of this file alone can give weights it does not hold. The "
+               "weights are the fp32 partitions in every rank's *_optim_states.pt, saved in the same folder (" +
+               (optimBeside ? "some are beside it in " + folder
+                            : "none is beside it in " + folder + ": copy them from the training nodes") +
+               "). Open the folder, not this file: `ckptscope convert " + folder +
+               " -o model.pt` writes the weights, as zero_to_fp32.py does.";
+    f.paths = std::move(paths);
+    for (auto& other : out) {
+        other.fix.reset();  // an export of this file would write the placeholders
+    }
+    out.push_back(std::move(f));
+}
+
 void storageRules(const Checkpoint& ckpt, Findings& out)
 {
     compressedFile(ckpt, out);
@@ -398,6 +445,11 @@ void storageRules(const Checkpoint& ckpt, Findings& out)
     unreadableStorages(ckpt, users, out);
     storageBloat(ckpt, users, out);
     sharedStorage(ckpt, users, out);
+}
+
+void zeroRules(const Checkpoint& ckpt, Findings& out)
+{
+    zero3Placeholders(ckpt, out);
 }
 
 }  // namespace ckpt::diagnose

@@ -1,5 +1,6 @@
 #include "diagnose/values.h"
 
+#include "checkpoint/layout.h"
 #include "checkpoint/tensor_bytes.h"
 #include "diagnose/rules.h"
 
@@ -219,15 +220,12 @@ Expected<void> checkBounds(const TensorView& v, std::size_t storageBytes)
     if (v.offset < 0) {
         return makeError(ErrorCode::Corrupt, "tensor has a negative storage offset");
     }
-    auto last = static_cast<std::uint64_t>(v.offset);
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.stride[i] < 0) {
-            return makeError(ErrorCode::Corrupt, "tensor has a negative stride");
-        }
-        last += static_cast<std::uint64_t>(v.shape[i] - 1) * static_cast<std::uint64_t>(v.stride[i]);
+    if (std::any_of(v.stride.begin(), v.stride.end(), [](std::int64_t s) { return s < 0; })) {
+        return makeError(ErrorCode::Corrupt, "tensor has a negative stride");
     }
-    if ((last + 1) * es > storageBytes) {
-        return makeError(ErrorCode::Corrupt, "tensor view reaches byte " + std::to_string((last + 1) * es) +
+    const ByteExtent reach = viewByteExtent(v.dtype, v.offset, v.shape, v.stride);
+    if (reach.end > storageBytes) {
+        return makeError(ErrorCode::Corrupt, "tensor view reaches byte " + std::to_string(reach.end) +
                                                  " of a storage of " + std::to_string(storageBytes) + " bytes");
     }
     return {};
@@ -415,8 +413,14 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
     double lo = std::numeric_limits<double>::infinity();
     double hi = -std::numeric_limits<double>::infinity();
     std::uint64_t seen = 0;
+    const auto value = [&](Sample x) {
+        if (v.dequantize) {
+            x.v = (x.v - v.zeroPoint) * v.scale;
+        }
+        return x;
+    };
     forEachElement(v, storage, R::size, [&](const std::byte* p) {
-        const Sample x = R::sample(p);
+        const Sample x = value(R::sample(p));
         s.nan += x.nan ? 1 : 0;
         s.inf += x.inf ? 1 : 0;
         s.negInf += x.negInf ? 1 : 0;
@@ -446,7 +450,7 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
         s.histHigh = s.max;
         const double width = (s.max - s.min) / static_cast<double>(opts.bins);
         forEachElement(inStorageOrder(v), storage, R::size, [&](const std::byte* p) {
-            const Sample x = R::sample(p);
+            const Sample x = value(R::sample(p));
             if (!x.nan && !x.inf) {
                 std::size_t b = width > 0 ? static_cast<std::size_t>((x.v - s.min) / width) : 0;
                 s.histogram[std::min(b, opts.bins - 1)] += 1;
@@ -462,7 +466,7 @@ Expected<TensorStats> statsWith(const TensorView& v, Bytes storage, const StatsO
             s.preview += ", ...";
             return false;
         }
-        s.preview += (shown ? ", " : "") + R::text(p);
+        s.preview += (shown ? ", " : "") + (v.dequantize ? formatReal(value(R::sample(p)).v) : R::text(p));
         ++shown;
         return true;
     });
@@ -558,6 +562,11 @@ TensorView viewOf(const Checkpoint& ckpt, const TensorEntry& t)
     v.stride = t.stride;
     v.offset = t.storageOffset;
     v.bigEndian = ckpt.byteorder == "big";
+    if (const auto q = quantizerOf(ckpt, t); q && q->perTensorAffine) {
+        v.dequantize = true;
+        v.scale = q->scale;
+        v.zeroPoint = static_cast<double>(q->zeroPoint);
+    }
     return v;
 }
 
@@ -589,7 +598,13 @@ Expected<TensorStats> tensorStats(const Checkpoint& ckpt, TensorIndex tensor, co
     if (!data) {
         return data.error();
     }
-    auto stats = viewStats(viewOf(ckpt, ckpt.tensors[tensor]), *data, opts, std::move(stop));
+    const TensorEntry& t = ckpt.tensors[tensor];
+    if (t.form == pickle::TensorForm::Quantized && !viewOf(ckpt, t).dequantize) {
+        return makeError(ErrorCode::Unsupported, "`" + t.path + "` is quantized with " +
+                                                     quantizerOf(ckpt, t).value_or(Quantizer{}).text +
+                                                     ": statistics of its integer codes would not be its values");
+    }
+    auto stats = viewStats(viewOf(ckpt, t), *data, opts, std::move(stop));
     if (auto same = ckpt.checkUnchanged(); !same) {
         return same.error();
     }

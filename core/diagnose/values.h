@@ -28,6 +28,11 @@ struct TensorView {
     std::vector<std::int64_t> stride;
     std::int64_t offset = 0;
     bool bigEndian = false;  // the archive's `byteorder` record says "big"
+    // A per-tensor affine quantized tensor: statistics are over `(q - zeroPoint) * scale`, the
+    // values torch's dequantize() gives, not over the stored integer codes.
+    bool dequantize = false;
+    double scale = 1;
+    double zeroPoint = 0;
 };
 
 // Counts over `data.size() / elementSize(t)` contiguous elements; zero for types without NaN/Inf.

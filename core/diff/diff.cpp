@@ -4,6 +4,7 @@
 // dtypes, are decoded to float64.
 #include "diff/diff.h"
 
+#include "checkpoint/layout.h"
 #include "checkpoint/tensor_bytes.h"
 #include "diff/elements.h"
 #include "diff/keys.h"
@@ -123,12 +124,12 @@ struct Job {
     bool decodable = false;
     bool valueless = false;
     // Per-tensor affine quantized sides are compared as their values, (q - zero_point) * scale.
-    std::optional<detail::Quantizer> qa;
-    std::optional<detail::Quantizer> qb;
+    std::optional<Quantizer> qa;
+    std::optional<Quantizer> qb;
     Partial result;
 };
 
-void dequantize(const std::optional<detail::Quantizer>& q, double* v, std::size_t n)
+void dequantize(const std::optional<Quantizer>& q, double* v, std::size_t n)
 {
     if (!q || !q->perTensorAffine) {
         return;
@@ -220,6 +221,29 @@ bool prepare(Job& j)
     const Checkpoint& ca = *j.ca;
     const Checkpoint& cb = *j.cb;
     ValueDiff& v = j.entry->values;
+    if (j.ta->form == pickle::TensorForm::Sparse && j.tb->form == pickle::TensorForm::Sparse) {
+        // Equal when their stored parts (indices and values) are, byte for byte.
+        const auto pa = sparseParts(ca, *j.ta);
+        const auto pb = sparseParts(cb, *j.tb);
+        bool same = !pa.empty() && pa.size() == pb.size();
+        for (std::size_t i = 0; same && i < pa.size(); ++i) {
+            TensorBytes x;
+            TensorBytes y;
+            same = pa[i].dtype == pb[i].dtype && pa[i].shape == pb[i].shape &&
+                   detail::readTensorBytes(ca, entryOf(ca, pa[i].value, j.ta->path + " " + pa[i].name), x) &&
+                   detail::readTensorBytes(cb, entryOf(cb, pb[i].value, j.tb->path + " " + pb[i].name), y) &&
+                   x.bytes.size() == y.bytes.size() && std::memcmp(x.bytes.data(), y.bytes.data(), x.bytes.size()) == 0;
+        }
+        v.compared = true;
+        v.identicalBytes = same;
+        v.allclose = same;
+        j.valueless = true;  // decided here, not by an element loop
+        if (!same) {
+            v.note = "sparse: the stored indices or values differ";
+            j.entry->changes |= kValues;
+        }
+        return false;
+    }
     if (!j.ta->storage.valid() && !j.tb->storage.valid()) {
         j.valueless = true;  // meta tensors and other storage-less forms: their metadata is all there is
         v.note = "no stored values on either side";
@@ -242,7 +266,7 @@ bool prepare(Job& j)
     }
     // A quantized side has values only per-tensor affine; otherwise its integers are compared as
     // bytes and a differing quantizer is reported on its own (kQuantizer).
-    auto valueType = [](const std::optional<detail::Quantizer>& q, DType t) {
+    auto valueType = [](const std::optional<Quantizer>& q, DType t) {
         if (q) {
             return q->perTensorAffine ? detail::quantizedIntType(t) : DType::Unknown;
         }
@@ -378,7 +402,7 @@ void findRenames(Result& r, const Side& a, const Side& b, const Options& o, std:
     parallelFor(work.size(), threadCount(o), stop, [&](std::size_t i) {
         TensorBytes tb;
         if (detail::readTensorBytes(*work[i]->c, *work[i]->t, tb)) {
-            work[i]->hash = detail::hashBytes(tb.bytes);
+            work[i]->hash = hashBytes(tb.bytes);
             work[i]->ok = true;
         }
     });
@@ -522,8 +546,10 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
     r.pathB = b.path;
     r.selectA = opts.selectA;
     r.selectB = opts.selectB;
-    auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA);
-    auto leavesB = detail::collectLeaves(*rootsB, opts.alignPrefixes, r.prefixesB);
+    std::vector<detail::Leaf> containersA;
+    std::vector<detail::Leaf> containersB;
+    auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA, &containersA);
+    auto leavesB = detail::collectLeaves(*rootsB, opts.alignPrefixes, r.prefixesB, &containersB);
     if (r.prefixesA == r.prefixesB) {
         r.prefixesA.clear();  // both sides carry the same wrappers: nothing was aligned
         r.prefixesB.clear();
@@ -566,13 +592,42 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         }
     }
     findRenames(r, a, b, opts, stop);
+    // A container or object on both sides whose class changed: its leaves may all match, but a
+    // program reading `ckpt["args"].lr` breaks on the dict that replaced the Namespace.
+    std::unordered_map<std::string_view, const detail::Leaf*> containerB;
+    for (const auto& c : containersB) {
+        containerB.emplace(c.matchKey, &c);
+    }
+    for (const auto& ca : containersA) {
+        const auto it = containerB.find(ca.matchKey);
+        if (it == containerB.end()) {
+            continue;
+        }
+        const detail::Leaf& cb = *it->second;
+        std::string classA = detail::containerClass(a.part(ca.part), ca.node);
+        std::string classB = detail::containerClass(b.part(cb.part), cb.node);
+        if (classA != classB) {
+            Entry e;
+            e.status = Status::Changed;
+            e.key = ca.key;
+            e.keyB = cb.key;
+            e.partA = ca.part;
+            e.partB = cb.part;
+            e.nodeA = ca.node;
+            e.nodeB = cb.node;
+            e.changes = kType;
+            e.valueA = std::move(classA);
+            e.valueB = std::move(classB);
+            r.entries.push_back(std::move(e));
+        }
+    }
 
     // Pairs: non-tensor values by their repr, tensors by metadata and then by value.
     std::vector<Job> jobs;
     jobs.reserve(r.entries.size());
     std::uint64_t total = 0;
     for (auto& e : r.entries) {
-        if (e.status != Status::Equal) {
+        if (e.status != Status::Equal || (e.changes & kType) != 0) {
             continue;
         }
         const Checkpoint& ca = a.part(e.partA);
@@ -590,9 +645,17 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
             continue;
         }
         e.changes = metadataChanges(*ta, *tb);
+        // Nested tensors: equal buffers are equal tensors only with the same components.
+        if (ta->form == pickle::TensorForm::Nested || tb->form == pickle::TensorForm::Nested) {
+            auto ka = nestedComponents(ca, *ta);
+            auto kb = nestedComponents(cb, *tb);
+            if (!ka || !kb || *ka != *kb) {
+                e.changes |= kShape;
+            }
+        }
         Job j;
-        j.qa = detail::quantizerOf(ca, *ta);
-        j.qb = detail::quantizerOf(cb, *tb);
+        j.qa = quantizerOf(ca, *ta);
+        j.qb = quantizerOf(cb, *tb);
         e.quantizerA = j.qa ? j.qa->text : std::string();
         e.quantizerB = j.qb ? j.qb->text : std::string();
         if (e.quantizerA != e.quantizerB) {
@@ -650,10 +713,11 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         }
     }
     for (auto& e : r.entries) {
-        if (e.nodeA.valid() && !e.tensorA.valid()) {
+        const bool typeChange = (e.changes & kType) != 0;  // valueA/B already name the classes
+        if (!typeChange && e.nodeA.valid() && !e.tensorA.valid()) {
             e.valueA = leafRepr(a.part(e.partA), e.nodeA, kReprShow);
         }
-        if (e.nodeB.valid() && !e.tensorB.valid()) {
+        if (!typeChange && e.nodeB.valid() && !e.tensorB.valid()) {
             e.valueB = leafRepr(b.part(e.partB), e.nodeB, kReprShow);
         }
         classify(e);

@@ -24,7 +24,7 @@ struct Options {
     std::string selectB;
     double rtol = 1e-5;  // torch.allclose's defaults
     double atol = 1e-8;
-    bool alignPrefixes = true;  // strip wrapper prefixes (module., _orig_mod., FSDP's) before matching
+    bool alignPrefixes = true;  // strip wrapper prefixes (transform::kWrapperSegments) before matching
     unsigned threads = 0;       // 0: one per core
 };
 
@@ -53,6 +53,7 @@ enum Change : std::uint8_t {
     kValues = 1U << 4U,
     kKind = 1U << 5U,       // a tensor on one side, another value on the other
     kQuantizer = 1U << 6U,  // a quantized tensor's scheme, scale(s) or zero point(s)
+    kType = 1U << 7U,       // a container's or object's class (argparse.Namespace -> dict): valueA/B name them
 };
 
 struct Entry {
@@ -67,7 +68,7 @@ struct Entry {
     TensorIndex tensorB;
     std::uint8_t changes = 0;  // Change flags
     ValueDiff values;
-    std::string valueA;  // a short repr of non-tensor values
+    std::string valueA;  // a short repr of non-tensor values (with kType, the class)
     std::string valueB;
     std::string quantizerA;  // how a quantized tensor's integers map to values ("" when not quantized)
     std::string quantizerB;

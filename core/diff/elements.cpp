@@ -51,43 +51,27 @@ template <class T> double asDouble(T v)
     return static_cast<double>(v);
 }
 
-// The last element a view reaches, in elements from the storage start, plus one; 0 when empty.
-Expected<std::uint64_t> viewEnd(const TensorEntry& t)
-{
-    if (t.numel == 0) {
-        return std::uint64_t{0};
-    }
-    if (t.shape.size() != t.stride.size() || t.storageOffset < 0) {
-        return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has an inconsistent view");
-    }
-    auto end = static_cast<std::uint64_t>(t.storageOffset);
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
-        if (t.stride[d] < 0) {
-            return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has a negative stride");
-        }
-        end += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(t.stride[d]);
-    }
-    return end + 1;
-}
-
 }  // namespace
 
 Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, TensorBytes& out)
 {
     out.bytes = {};
     out.owned.clear();
-    // A quantized tensor's storage holds its integer values in the same strided layout.
+    // A quantized tensor's storage holds its integer values in the same strided layout; a nested
+    // one is indexed as its flat buffer of values (checkpoint/layout.h), its layout compared apart.
     const bool quantized = t.form == pickle::TensorForm::Quantized;
-    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized)) {
+    const bool nested = t.form == pickle::TensorForm::Nested;
+    if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && !quantized && !nested)) {
         return makeError(ErrorCode::Unsupported, "tensor '" + t.path + "' has no plain strided storage");
     }
     const StorageEntry& s = c.storages[t.storage];
     const std::uint64_t es = elementSize(t.dtype);
-    auto end = viewEnd(t);
-    if (!end) {
-        return end.error();
+    if (t.numel != 0 && (t.shape.size() != t.stride.size() || t.storageOffset < 0 ||
+                         std::any_of(t.stride.begin(), t.stride.end(), [](std::int64_t d) { return d < 0; }))) {
+        return makeError(ErrorCode::Corrupt, "tensor '" + t.path + "' has an inconsistent view");
     }
-    if (es == 0 || !s.present || *end * es > s.nbytes) {
+    const std::uint64_t end = viewByteExtent(t.dtype, t.storageOffset, t.shape, t.stride).end;
+    if (es == 0 || !s.present || end > s.nbytes) {
         return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
     }
     if (t.numel == 0) {
@@ -111,7 +95,7 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
     if (!storage) {
         return c.withPath(storage.error());
     }
-    if (storage->size() < *end * es) {
+    if (storage->size() < end) {
         return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the bytes its storage has");
     }
     out.owned.reserve(static_cast<std::size_t>(t.nbytes));
@@ -246,107 +230,6 @@ DType quantizedIntType(DType t)
     default:
         return DType::Unknown;
     }
-}
-
-namespace {
-
-// A per-channel quantizer's scales or zero points: a tensor inside the rebuild arguments, named by
-// dtype, length and a hash of the bytes it views, so two files compare by content.
-std::string componentText(const Checkpoint& c, pickle::ValueId v)
-{
-    const pickle::Arena& a = c.arena;
-    if (!v.valid() || a[v].kind != pickle::Kind::Tensor) {
-        return pickle::shortRepr(a, v, 60);
-    }
-    const pickle::TensorInfo& t = pickle::tensorOf(a, v);
-    std::uint64_t numel = 1;
-    for (const auto d : t.shape) {
-        numel *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
-    }
-    std::string text = std::string(dtypeName(t.dtype)) + "[" + std::to_string(numel) + "]";
-    if (!t.storage.valid() || a[t.storage].kind != pickle::Kind::Storage || t.storageOffset < 0) {
-        return text;
-    }
-    const StorageIndex si{static_cast<std::uint32_t>(a[t.storage].i)};
-    std::vector<std::byte> scratch;
-    auto data = si.value() < c.storages.size() ? c.storageData(si, scratch)
-                                               : Expected<Bytes>(makeError(ErrorCode::Corrupt, ""));
-    const std::uint64_t es = elementSize(t.dtype);
-    const std::uint64_t from = static_cast<std::uint64_t>(t.storageOffset) * es;
-    if (!data || from + numel * es > data->size()) {
-        return text + " (unreadable)";
-    }
-    std::array<char, 24> hex{};
-    std::snprintf(hex.data(), hex.size(), " #%016llx",  // NOLINT(cppcoreguidelines-pro-type-vararg)
-                  static_cast<unsigned long long>(
-                      hashBytes(data->subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(numel * es)))));
-    return text + hex.data();
-}
-
-}  // namespace
-
-std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
-{
-    if (t.form != pickle::TensorForm::Quantized || !t.value.valid()) {
-        return std::nullopt;
-    }
-    const pickle::Arena& a = c.arena;
-    const pickle::TensorInfo& info = pickle::tensorOf(a, t.value);
-    Quantizer q;
-    if (!info.rawArgs.valid() || a[info.rawArgs].items.size() < 5) {
-        q.text = "unknown";
-        return q;
-    }
-    const pickle::ValueId params = a[info.rawArgs].items[4];
-    if (!params.valid() || a[params].kind != pickle::Kind::Tuple || a[params].items.empty()) {
-        q.text = pickle::shortRepr(a, params, 120);
-        return q;
-    }
-    const auto& p = a[params].items;
-    const pickle::ValueId scheme = p[0];
-    const std::string schemeName =
-        a[scheme].kind == pickle::Kind::Global ? pickle::globalOf(a, scheme).name : pickle::shortRepr(a, scheme, 40);
-    if (schemeName == "per_tensor_affine" && p.size() == 3 && a[p[1]].kind == pickle::Kind::Float &&
-        a[p[2]].kind == pickle::Kind::Int) {
-        q.perTensorAffine = true;
-        q.scale = a[p[1]].f;
-        q.zeroPoint = a[p[2]].i;
-        q.text =
-            schemeName + ", scale " + pickle::shortRepr(a, p[1], 40) + ", zero point " + std::to_string(q.zeroPoint);
-        return q;
-    }
-    q.text = schemeName;
-    for (std::size_t i = 1; i < p.size(); ++i) {
-        static const char* const kNames[] = {"", "scales ", "zero points ",
-                                             "axis "};  // NOLINT(modernize-avoid-c-arrays)
-        q.text += std::string(", ") + (i < 4 ? kNames[i] : "") + componentText(c, p[i]);  // NOLINT
-    }
-    return q;
-}
-
-std::uint64_t hashBytes(Bytes b)
-{
-    // Four independent multiply-xor lanes over 8-byte words keep the loop at memory speed.
-    constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
-    std::uint64_t lanes[4] = {0x243F6A8885A308D3ULL, 0x13198A2E03707344ULL, 0xA4093822299F31D0ULL,
-                              0x082EFA98EC4E6C89ULL};  // NOLINT(modernize-avoid-c-arrays)
-    const std::byte* p = b.data();
-    std::size_t n = b.size();
-    while (n >= 32) {
-        for (auto& lane : lanes) {
-            lane = std::rotl((lane ^ load<std::uint64_t>(p)) * kMul, 29);
-            p += 8;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        }
-        n -= 32;
-    }
-    std::uint64_t h = b.size() * kMul;
-    for (const auto lane : lanes) {
-        h = std::rotl(h ^ lane, 31) * kMul;
-    }
-    for (; n > 0; --n, ++p) {  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        h = (h ^ std::to_integer<std::uint64_t>(*p)) * kMul;
-    }
-    return h ^ (h >> 32U);
 }
 
 }  // namespace ckpt::diff::detail

@@ -35,23 +35,8 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
 // Decodes `count` parts of type `t` (partType) starting at part `first` of `bytes` into `out`.
 void decode(DType t, Bytes bytes, std::size_t first, std::size_t count, double* out);
 
-// How a quantized tensor's integers map to values: _rebuild_qtensor's quantizer_params
-// (torch/_utils.py), `(qscheme, scale, zero_point)` per tensor or `(qscheme, scales,
-// zero_points, axis)` per channel. `text` names it for reports and is what two tensors compare
-// by; a per-channel quantizer's scale and zero-point tensors appear in it by content hash.
-struct Quantizer {
-    bool perTensorAffine = false;
-    double scale = 1;
-    std::int64_t zeroPoint = 0;
-    std::string text;
-};
-// Empty for a tensor that is not quantized.
-[[nodiscard]] std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t);
+// (A quantized tensor's quantizer, how its integers map to values, is checkpoint/layout.h's.)
 // The integer type a quantized dtype stores (QInt8 -> Int8); Unknown for packed sub-byte types.
 [[nodiscard]] DType quantizedIntType(DType t);
-
-// A 64-bit hash of bytes (not cryptographic): finds candidate moved tensors, which are then
-// compared byte for byte.
-[[nodiscard]] std::uint64_t hashBytes(Bytes b);
 
 }  // namespace ckpt::diff::detail

@@ -7,7 +7,6 @@
 #include "transform/options.h"
 
 #include <algorithm>
-#include <array>
 #include <set>
 #include <string_view>
 #include <unordered_set>
@@ -15,24 +14,16 @@
 namespace ckpt::diff::detail {
 namespace {
 
-constexpr std::array<std::string_view, 5> kWrapperSegments{"module", "_orig_mod", "_fsdp_wrapped_module", "_fpw_module",
-                                                           "_checkpoint_wrapped_module"};
-
 // The wrapper segments a key component starts with, each with its dot.
 std::vector<std::string> leadingChain(std::string_view key)
 {
     std::vector<std::string> chain;
     std::size_t at = 0;
-    for (;;) {
-        const auto* seg = std::find_if(kWrapperSegments.begin(), kWrapperSegments.end(), [&](std::string_view s) {
-            return key.size() > at + s.size() && key.substr(at, s.size()) == s && key[at + s.size()] == '.';
-        });
-        if (seg == kWrapperSegments.end()) {
-            return chain;
-        }
-        chain.emplace_back(std::string(*seg) + ".");
-        at += seg->size() + 1;
+    while (const auto* seg = transform::wrapperSegmentAt(key, at)) {
+        chain.emplace_back(std::string(seg->name) + ".");
+        at += seg->name.size() + 1;
     }
+    return chain;
 }
 
 bool isLeaf(const Node& n)
@@ -64,6 +55,9 @@ void collectUnder(const Checkpoint& c, NodeIndex root, std::uint32_t part, bool 
         if (isLeaf(n)) {
             leaves.push_back({part, id, keys.first, keys.second});
             continue;
+        }
+        if (id != root) {
+            leaves.push_back({part, id, keys.first, keys.second, true});
         }
         // The root's extra rows (a .pt2's [constants] and [graph_signature], checkpoint.h
         // rootExtras) are no part of the value the file holds: a whole file compares as its root
@@ -97,7 +91,17 @@ void collectUnder(const Checkpoint& c, NodeIndex root, std::uint32_t part, bool 
 
 }  // namespace
 
-std::vector<Leaf> collectLeaves(const std::vector<Root>& roots, bool align, std::vector<std::string>& prefixes)
+std::string containerClass(const Checkpoint& c, NodeIndex n)
+{
+    const Node& node = c.nodes[n];
+    if ((node.kind == NodeKind::Object || node.kind == NodeKind::Module) && node.object.valid()) {
+        return c.objects[node.object].type;
+    }
+    return std::string(nodeKindName(node.kind == NodeKind::OrderedDict ? NodeKind::Dict : node.kind));
+}
+
+std::vector<Leaf> collectLeaves(const std::vector<Root>& roots, bool align, std::vector<std::string>& prefixes,
+                                std::vector<Leaf>* containers)
 {
     std::vector<Leaf> leaves;
     std::set<std::string> chains;
@@ -112,8 +116,8 @@ std::vector<Leaf> collectLeaves(const std::vector<Root>& roots, bool align, std:
     // Stripping must not merge two keys (`module.fc.weight` beside `fc.weight`): then nothing is
     // aligned on this side and the report says so by naming no prefix.
     std::unordered_set<std::string> seen;
-    const bool collides =
-        std::any_of(leaves.begin(), leaves.end(), [&](const Leaf& l) { return !seen.insert(l.matchKey).second; });
+    const bool collides = std::any_of(leaves.begin(), leaves.end(),
+                                      [&](const Leaf& l) { return !l.container && !seen.insert(l.matchKey).second; });
     if (collides || chains.empty()) {
         for (auto& l : leaves) {
             l.matchKey = l.key;
@@ -121,6 +125,11 @@ std::vector<Leaf> collectLeaves(const std::vector<Root>& roots, bool align, std:
         chains.clear();
     }
     prefixes.assign(chains.begin(), chains.end());
+    const auto split = std::stable_partition(leaves.begin(), leaves.end(), [](const Leaf& l) { return !l.container; });
+    if (containers != nullptr) {
+        containers->assign(std::make_move_iterator(split), std::make_move_iterator(leaves.end()));
+    }
+    leaves.erase(split, leaves.end());
     return leaves;
 }
 

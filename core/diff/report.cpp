@@ -79,7 +79,7 @@ std::string tensorChanges(const Entry& e, const TensorEntry& ta, const TensorEnt
     }
     const ValueDiff& v = e.values;
     if (!v.note.empty()) {
-        parts.push_back("values not compared (" + displayText(v.note) + ")");
+        parts.push_back(v.compared ? displayText(v.note) : "values not compared (" + displayText(v.note) + ")");
     } else if (v.identicalBytes) {
         parts.emplace_back("bytes identical");
     } else if (v.differing == 0) {
@@ -199,7 +199,7 @@ std::string renderText(const Result& r, const Side& a, const Side& b, const Text
         if (ta != nullptr && tb != nullptr) {
             return s + tensorChanges(e, *ta, *tb);
         }
-        return s + displayText(e.valueA) + " -> " + displayText(e.valueB);
+        return s + ((e.changes & kType) != 0 ? "type " : "") + displayText(e.valueA) + " -> " + displayText(e.valueB);
     });
     if (opts.listEqual) {
         section(Status::Equal, "Equal",
@@ -236,8 +236,8 @@ std::string renderJson(const Result& r, const Side& a, const Side& b)
         }
         J changes = J::array();
         const std::pair<Change, const char*> names[] = {
-            {kDType, "dtype"},   {kShape, "shape"}, {kStride, "stride"},      {kDevice, "device"},
-            {kValues, "values"}, {kKind, "kind"},   {kQuantizer, "quantizer"}};  // NOLINT(modernize-avoid-c-arrays)
+            {kDType, "dtype"}, {kShape, "shape"},         {kStride, "stride"}, {kDevice, "device"}, {kValues, "values"},
+            {kKind, "kind"},   {kQuantizer, "quantizer"}, {kType, "type"}};  // NOLINT(modernize-avoid-c-arrays)
         for (const auto& [flag, name] : names) {
             if ((e.changes & flag) != 0) {
                 changes.push_back(name);

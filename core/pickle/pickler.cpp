@@ -223,7 +223,7 @@ private:
         const StorageRef& s = a_.storages[static_cast<std::size_t>(v.i)];
         std::string cls = s.className;
         if (s.untyped) {
-            cls = "UntypedStorage";
+            cls = "UntypedStorage";  // written as torch.save writes it, whatever module was read
         } else if (cls.empty() || dtypeFromStorageClass(cls) != s.dtype) {
             cls = std::string(storageClassName(s.dtype));
         }

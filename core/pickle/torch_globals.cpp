@@ -722,10 +722,9 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildOther(Known k, ValueId callabl
         if (n != 4 || !copyFrom(av[0])) {
             return std::nullopt;
         }
+        // Kept as its buffer's flat view (the values, in the buffer's dtype); the components'
+        // shapes are in the sizes tensor (checkpoint/layout.h).
         t.form = TensorForm::Nested;
-        t.shape.clear();
-        t.stride.clear();
-        t.storageOffset = 0;
         break;
     }
     default:
@@ -880,6 +879,7 @@ ValueId TorchGlobals::Impl::persistentLoad(ValueId pid)
         }
         ref.dtype = *t;
         ref.untyped = ref.className == "UntypedStorage" || ref.className == "TypedStorage";
+        ref.classInTorch = globalOf(a_, items[1]).module == "torch";
     } else if (cls.kind == Kind::DType) {
         ref.dtype = static_cast<ckpt::DType>(cls.i);
         ref.className = std::string(storageClassName(ref.dtype));

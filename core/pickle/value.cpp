@@ -255,4 +255,12 @@ std::string_view kindName(Kind k)
     return "unknown";
 }
 
+std::string storageClassGlobal(const StorageRef& s)
+{
+    if (s.className.empty() || (s.untyped && !s.classInTorch)) {
+        return "torch.storage." + (s.className.empty() ? std::string("UntypedStorage") : s.className.str());
+    }
+    return "torch." + s.className.str();
+}
+
 }  // namespace ckpt::pickle

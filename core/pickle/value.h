@@ -99,7 +99,11 @@ struct StorageRef {
     Text className;            // `FloatStorage`, `UntypedStorage`, ...
     ValueId legacyView;        // legacy 6th element (view_key, offset, numel) or invalid
     bool conflicting = false;  // the same key was declared again with another dtype or size
+    bool classInTorch = true;  // the class GLOBAL's module is `torch`, not torch.save's `torch.storage`
 };
+// The storage class as its GLOBAL names it: `torch.FloatStorage`, `torch.storage.UntypedStorage`
+// (what torch.save writes for the new dtypes, and the only spelling weights_only allows).
+[[nodiscard]] std::string storageClassGlobal(const StorageRef& s);
 
 enum class TensorForm : std::uint8_t {
     Strided,        // _rebuild_tensor / _v2 / _v3, legacy Tensor BUILD

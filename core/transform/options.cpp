@@ -45,15 +45,42 @@ void appendUnique(std::vector<std::string>& to, const std::vector<std::string>& 
     }
 }
 
-// Wrapper prefixes a single-card copy loses: DataParallel/DDP (`module.`), twice-wrapped, and
-// torch.compile (`_orig_mod.`) in both nesting orders. Strips run as passes in list order, so the
-// two-level combinations come before their parts, longest first.
+// Wrapper prefixes a single-card copy loses: those of kWrapperSegments it strips, each alone and
+// every two of them nested (`module.module.`, `_orig_mod.module.`, `_module.module.`, ...). Strips run
+// as passes in list order, longest first, so the two-level combinations come before their parts.
 std::vector<std::string> wrapperPrefixes()
 {
-    return {"_orig_mod.module.", "module._orig_mod.", "module.module.", "_orig_mod.", "module."};
+    std::vector<std::string_view> names;
+    for (const auto& w : kWrapperSegments) {
+        if (w.singleCard) {
+            names.push_back(w.name);
+        }
+    }
+    std::vector<std::string> out;
+    for (auto outer : names) {
+        for (auto inner : names) {
+            out.push_back(std::string(outer) + "." + std::string(inner) + ".");
+        }
+    }
+    for (auto n : names) {
+        out.push_back(std::string(n) + ".");
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    return out;
 }
 
 }  // namespace
+
+const WrapperSegment* wrapperSegmentAt(std::string_view key, std::size_t at)
+{
+    for (const auto& s : kWrapperSegments) {
+        if (key.size() > at + s.name.size() && key.substr(at, s.name.size()) == s.name &&
+            key[at + s.name.size()] == '.') {
+            return &s;
+        }
+    }
+    return nullptr;
+}
 
 std::string LocationMap::apply(const std::string& location) const
 {

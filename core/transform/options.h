@@ -4,6 +4,8 @@
 
 #include "util/error.h"
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +28,26 @@ enum class OutputFormat { Torch, Safetensors };
 
 // The prefix DataParallel and DistributedDataParallel give every key of the model they wrap.
 inline constexpr std::string_view kDataParallelPrefix = "module.";
+
+// Wrappers that hold the model as one attribute, so every key of the wrapped model gains its name as
+// a first segment (docs/format.md §7). The one table of them: check's prefix rules, the single-card
+// preset and diff's key alignment all read it.
+enum class Wrapper : std::uint8_t { Ddp, Compile, Fsdp, Opacus };
+struct WrapperSegment {
+    std::string_view name;  // without its dot
+    Wrapper wrapper;
+    bool singleCard;  // the single-card preset strips it (FSDP's names are a LOCAL state dict's, not a prefix)
+};
+inline constexpr std::array<WrapperSegment, 6> kWrapperSegments{{
+    {"module", Wrapper::Ddp, true},                        // nn.DataParallel, DistributedDataParallel
+    {"_orig_mod", Wrapper::Compile, true},                 // torch.compile's OptimizedModule
+    {"_module", Wrapper::Opacus, true},                    // Opacus' GradSampleModule
+    {"_fsdp_wrapped_module", Wrapper::Fsdp, false},        // FSDP v1
+    {"_fpw_module", Wrapper::Fsdp, false},                 // FSDP v1's FlattenParamsWrapper
+    {"_checkpoint_wrapped_module", Wrapper::Fsdp, false},  // activation checkpointing
+}};
+// The wrapper segment `key` has at byte `at` (followed by a dot), or null.
+[[nodiscard]] const WrapperSegment* wrapperSegmentAt(std::string_view key, std::size_t at);
 
 struct Options {
     std::vector<std::string> stripPrefixes;  // each anchored at the key start, applied in order

@@ -1,6 +1,7 @@
 // Output storages: which are written, in the order the pickler meets them (torch.save's numbering),
 // from which bytes of the input, and where they load (--map-location); --compact shrinks each to
 // the elements its tensors reach.
+#include "checkpoint/tensor_bytes.h"
 #include "transform/plan_builder.h"
 
 #include <algorithm>
@@ -110,60 +111,51 @@ private:
     std::vector<char> seen_;
 };
 
-std::uint64_t lastElement(const pickle::TensorInfo& t)
-{
-    auto last = static_cast<std::uint64_t>(t.storageOffset);
-    for (std::size_t d = 0; d < t.shape.size() && d < t.stride.size(); ++d) {
-        last += static_cast<std::uint64_t>(t.shape[d] - 1) *
-                static_cast<std::uint64_t>(std::max<std::int64_t>(0, t.stride[d]));
-    }
-    return last;
-}
-
-bool isEmpty(const pickle::TensorInfo& t)
-{
-    return std::any_of(t.shape.begin(), t.shape.end(), [](std::int64_t d) { return d <= 0; });
-}
-
-// Shrinks one storage to the elements its tensors reach (all of them, so views keep sharing it).
+// Shrinks one storage to the bytes its tensors reach (all of them, so views keep sharing it). An
+// UntypedStorage (2.x's uint16, float8, ...) counts its numel in bytes while its views step in their
+// own element size (viewByteExtent), so the range is found in bytes and cut in whole view elements.
 void compactStorage(Builder& b, std::uint32_t s, const StorageUse& use, OutStorage& out)
 {
     Arena& a = b.arena();
     pickle::StorageRef& ref = a.storages[s];
-    const std::uint32_t elem = elementSize(ref.dtype);
-    if (use.bare || ref.untyped || elem == 0 || ref.legacyView.valid()) {
+    const std::uint64_t unit = elementSize(ref.dtype);  // bytes per counted element: 1 when untyped
+    if (use.bare || unit == 0 || ref.legacyView.valid()) {
         return;
     }
+    std::uint64_t elem = 0;  // the views' element size, one for all so offsets shift evenly
     std::uint64_t lo = UINT64_MAX;
     std::uint64_t hi = 0;
     for (ValueId v : use.views) {
         const auto& t = pickle::tensorOf(a, v);
-        if (elementSize(t.dtype) != elem || t.storageOffset < 0) {
+        const std::uint64_t es = elementSize(t.dtype);
+        if (es == 0 || (elem != 0 && es != elem) || (!ref.untyped && es != unit) || t.storageOffset < 0) {
             return;
         }
-        if (!isEmpty(t)) {
-            lo = std::min<std::uint64_t>(lo, static_cast<std::uint64_t>(t.storageOffset));
-            hi = std::max<std::uint64_t>(hi, lastElement(t) + 1);
+        elem = es;
+        const ByteExtent reach = viewByteExtent(t.dtype, t.storageOffset, t.shape, t.stride);
+        if (reach.end > reach.begin) {
+            lo = std::min(lo, reach.begin);
+            hi = std::max(hi, reach.end);
         }
     }
     if (lo == UINT64_MAX) {
-        lo = 0;  // only empty tensors: nothing is reached
+        lo = hi = 0;  // only empty tensors: nothing is reached
     }
-    if (lo == 0 && hi == ref.numel) {
+    const std::uint64_t before = ref.numel * unit;
+    if (elem == 0 || (lo == 0 && hi == before) || hi > before) {
         return;
     }
-    const std::uint64_t before = ref.numel * elem;
     const std::uint64_t kept = hi - lo;
     for (ValueId v : use.views) {
         auto& t = a.tensors[static_cast<std::size_t>(a[v].i)];
-        const auto shifted = static_cast<std::int64_t>(
-            static_cast<std::uint64_t>(t.storageOffset) >= lo ? static_cast<std::uint64_t>(t.storageOffset) - lo : 0);
-        t.storageOffset = std::min<std::int64_t>(shifted, static_cast<std::int64_t>(kept));
+        const auto offset = static_cast<std::uint64_t>(t.storageOffset);
+        const std::uint64_t shifted = offset >= lo / elem ? offset - lo / elem : 0;
+        t.storageOffset = static_cast<std::int64_t>(std::min(shifted, kept / elem));
         detail::refreshStridedArgs(a, v);
     }
-    ref.numel = kept;
-    out.byteOffset = lo * elem;
-    out.nbytes = kept * elem;
+    ref.numel = kept / unit;
+    out.byteOffset = lo;
+    out.nbytes = kept;
     b.step(StepKind::Compact, use.firstPath, humanBytes(before), humanBytes(out.nbytes),
            "storage " + ref.key + ": keeps bytes [" + std::to_string(out.byteOffset) + ", " +
                std::to_string(out.byteOffset + out.nbytes) + ") of " + std::to_string(before));

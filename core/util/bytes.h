@@ -37,6 +37,10 @@ inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
     return v;
 }
 
+// A 64-bit hash of bytes (not cryptographic): diff's candidate moved tensors (then compared byte
+// for byte) and a quantizer's scale tensors named by content.
+[[nodiscard]] std::uint64_t hashBytes(Bytes b);
+
 // Opens `path` for reading only when it is a regular file (symlinks followed), filling `st`; a
 // FIFO, socket, device or directory is an Io error saying which, and never blocks the open. The
 // caller owns the descriptor.

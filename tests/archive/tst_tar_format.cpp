@@ -191,6 +191,28 @@ private Q_SLOTS:
         QVERIFY(!c);
         QVERIFY2(QString::fromStdString(c.error().message).contains(words), c.error().message.c_str());
     }
+
+    // The same tar less one member names that member alone, not all three.
+    void missingMemberIsNamed()
+    {
+        const QString bad = dir_.path() + QStringLiteral("/no_tensors.tar");
+        QProcess p;
+        p.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                {QStringLiteral("-c"),
+                 QStringLiteral("import sys, tarfile\n"
+                                "with tarfile.open(sys.argv[1]) as src, tarfile.open(sys.argv[2], 'w') as dst:\n"
+                                "    for m in src.getmembers():\n"
+                                "        if m.name != 'tensors':\n"
+                                "            dst.addfile(m, src.extractfile(m))\n"),
+                 tar_, bad});
+        QVERIFY(p.waitForFinished(60000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        auto c = ckpt::openCheckpoint(bad.toStdString());
+        QVERIFY(!c);
+        const QString message = QString::fromStdString(c.error().message);
+        QVERIFY2(message.contains(QStringLiteral("lacks its member 'tensors'")), qPrintable(message));
+        QVERIFY2(!message.contains(QStringLiteral("'storages'")), qPrintable(message));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestTarFormat)

@@ -7,6 +7,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QStringList>
 #include <QTemporaryDir>
 #include <QTest>
@@ -74,6 +75,7 @@ class TestCli : public QObject {
 private Q_SLOTS:
     void helpAndVersion();
     void inspectText();
+    void sparseLayoutShown();
     void inspectJsonMatchesGolden();
     void inspectSeveralFiles();
     void badInputIsOneLineExit2();
@@ -106,6 +108,33 @@ void TestCli::inspectText()
     QVERIFY(r.out.find("float32") != std::string::npos);
     QVERIFY(r.out.find("Storage bytes by location") != std::string::npos);
     QVERIFY(r.err.empty());
+}
+
+// A sparse COO tensor shows its layout and stored values' count (torch's _nnz()), not a plain
+// dense tensor: exotic.pt's `sparse` holds 3 values of a [3, 3] matrix.
+void TestCli::sparseLayoutShown()
+{
+    QProcess py;
+    py.start(QStringLiteral(CKPTSCOPE_PYTHON),
+             {QStringLiteral("-c"),
+              QStringLiteral("import sys, torch; t = torch.load(sys.argv[1])['sparse']; "
+                             "print(t.layout, t._nnz())"),
+              QString::fromStdString(fixture("exotic.pt"))});
+    QVERIFY(py.waitForFinished(120000));
+    const QStringList oracle = QString::fromUtf8(py.readAllStandardOutput()).trimmed().split(QLatin1Char(' '));
+    QCOMPARE(oracle.value(0), QStringLiteral("torch.sparse_coo"));
+    const std::string nnz = oracle.value(1).toStdString();
+    auto r = ckptscope({"inspect", fixture("exotic.pt")});
+    QCOMPARE(r.rc, 0);
+    QVERIFY2(r.out.find("sparse [3, 3], nnz " + nnz) != std::string::npos, r.out.c_str());
+    r = ckptscope({"inspect", "--json", fixture("exotic.pt")});
+    const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+    for (const auto& t : doc.value(QStringLiteral("tensors")).toArray()) {
+        if (t.toObject().value(QStringLiteral("path")).toString() == QStringLiteral("sparse")) {
+            QCOMPARE(t.toObject().value(QStringLiteral("layout")).toString(), QStringLiteral("sparse"));
+            QCOMPARE(t.toObject().value(QStringLiteral("nnz")).toInteger(), std::stoll(nnz));
+        }
+    }
 }
 
 void TestCli::inspectJsonMatchesGolden()
@@ -166,6 +195,21 @@ void TestCli::badInputIsOneLineExit2()
     r = ckptscope({"inspect", "/nonexistent/model.pt"});
     QCOMPARE(r.rc, 2);
     QVERIFY(r.err.find("cannot open") != std::string::npos);
+
+    // A picture picked by mistake is named as one; a 3-byte file is too short to be anything.
+    r = ckptscope({"inspect", CKPTSCOPE_SOURCE_DIR "/docs/screenshots/compare.png"});
+    QCOMPARE(r.rc, 2);
+    QVERIFY2(r.err.find("is a PNG image, not a PyTorch checkpoint") != std::string::npos, r.err.c_str());
+    QTemporaryDir dir;
+    const std::string tiny = dir.filePath(QStringLiteral("tiny.pt")).toStdString();
+    {
+        QFile f(QString::fromStdString(tiny));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("\x80\x02}", 3);  // the first bytes torch.save's legacy stream writes
+    }
+    r = ckptscope({"inspect", tiny});
+    QCOMPARE(r.rc, 2);
+    QVERIFY2(r.err.find("is 3 bytes, shorter than any checkpoint: truncated") != std::string::npos, r.err.c_str());
 }
 
 void TestCli::usageErrorsExit2()

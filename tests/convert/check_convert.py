@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch_oracle  # noqa: E402
 
-WRAPPERS = ("module.", "_orig_mod.")
+WRAPPERS = ("module.", "_orig_mod.", "_module.")
 
 
 def strip_wrappers(name):

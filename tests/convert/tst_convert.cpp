@@ -91,6 +91,7 @@ const Kind kKinds[] = {
     {"exotic.pt", "", ""},
     {"empty_scalar.pt", "", ""},
     {"compile_sd.pt", "ConvNet", ""},
+    {"opacus_sd.pt", "ConvNet", ""},
     {"nested_prefix.pt", "ConvNet", ""},
     {"fsdp_sd.pt", "", ""},
     {"mixed_prefix.pt", "ConvNet", ""},

@@ -105,8 +105,8 @@ std::string formText(pickle::TensorForm f)
     }
 }
 
-const std::set<std::string> kPrefixCodes{"module-prefix", "nested-prefix", "compile-prefix", "fsdp-prefix",
-                                         "mixed-prefix"};
+const std::set<std::string> kPrefixCodes{"module-prefix", "nested-prefix", "compile-prefix",
+                                         "opacus-prefix", "fsdp-prefix",   "mixed-prefix"};
 
 // The finding a state dict whose every key starts with `prefix` must get.
 std::string prefixCode(const std::string& prefix)
@@ -119,6 +119,9 @@ std::string prefixCode(const std::string& prefix)
     }
     if (prefix == "_orig_mod.") {
         return "compile-prefix";
+    }
+    if (prefix == "_module.") {
+        return "opacus-prefix";
     }
     return "?";
 }

@@ -3,6 +3,7 @@
 #include "cli_run.h"
 #include "oracle.h"
 
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -71,6 +72,29 @@ private Q_SLOTS:
             QVERIFY2(r.rc == 2, name.c_str());
             QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
         }
+    }
+
+    // A size is never wrapped in a second pair of parentheses ("(65.0 KiB (66,568 bytes))"): the
+    // bundled sample and every fixture, each finding's text.
+    void noDoubledParentheses()
+    {
+        QStringList files{QStringLiteral(CKPTSCOPE_SOURCE_DIR "/resources/sample/ddp_checkpoint.pt")};
+        for (const auto& name : QDir(QStringLiteral(CKPTSCOPE_FIXTURE_DIR)).entryList({QStringLiteral("*.pt")})) {
+            files << QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/") + name;
+        }
+        int findings = 0;
+        for (const auto& file : files) {
+            const auto r = run({file.toStdString(), "--json"});
+            for (const auto& f : QJsonDocument::fromJson(QByteArray::fromStdString(r.out))
+                                     .object()
+                                     .value(QStringLiteral("findings"))
+                                     .toArray()) {
+                const QString text = f.toObject().value(QStringLiteral("detail")).toString();
+                QVERIFY2(!text.contains(QStringLiteral("bytes))")), qPrintable(file + QStringLiteral(": ") + text));
+                ++findings;
+            }
+        }
+        QVERIFY(findings > 20);
     }
 
     void textOutput()

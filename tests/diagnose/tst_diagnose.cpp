@@ -98,7 +98,7 @@ private Q_SLOTS:
             return s;
         };
         const QStringList prefixes =
-            L({"module-prefix", "nested-prefix", "compile-prefix", "fsdp-prefix", "mixed-prefix"});
+            L({"module-prefix", "nested-prefix", "compile-prefix", "opacus-prefix", "fsdp-prefix", "mixed-prefix"});
         QTest::newRow("plain") << QStringLiteral("plain_sd.pt") << QStringList{}
                                << prefixes + L({"device-pinned", "not-weights-only", "storage-bloat", "shared-storage",
                                                 "whole-model", "legacy-format", "unsafe-callable", "mixed-devices"});
@@ -130,6 +130,8 @@ private Q_SLOTS:
         QTest::newRow("proto5") << QStringLiteral("proto5.pt") << L({"not-weights-only"}) << L({"unsafe-callable"});
         QTest::newRow("compile") << QStringLiteral("compile_sd.pt") << L({"compile-prefix"})
                                  << L({"module-prefix", "mixed-prefix"});
+        QTest::newRow("opacus") << QStringLiteral("opacus_sd.pt") << L({"opacus-prefix"})
+                                << L({"module-prefix", "mixed-prefix"});
         QTest::newRow("nested") << QStringLiteral("nested_prefix.pt") << L({"nested-prefix"})
                                 << L({"module-prefix", "mixed-prefix"});
         QTest::newRow("fsdp") << QStringLiteral("fsdp_sd.pt") << L({"fsdp-prefix"}) << L({"module-prefix"});
@@ -260,6 +262,8 @@ private Q_SLOTS:
                                 << QStringList{QStringLiteral("module."), QStringLiteral("module.")} << QString();
         QTest::newRow("compile") << QStringLiteral("compile_sd.pt") << QStringLiteral("compile-prefix")
                                  << QStringList{QStringLiteral("_orig_mod.")} << QString();
+        QTest::newRow("opacus") << QStringLiteral("opacus_sd.pt") << QStringLiteral("opacus-prefix")
+                                << QStringList{QStringLiteral("_module.")} << QString();
         QTest::newRow("fsdp") << QStringLiteral("fsdp_sd.pt") << QStringLiteral("fsdp-prefix")
                               << QStringList{QStringLiteral("_fsdp_wrapped_module.")} << QString();
         QTest::newRow("mixed") << QStringLiteral("mixed_prefix.pt") << QStringLiteral("mixed-prefix")

@@ -269,6 +269,36 @@ private Q_SLOTS:
         QVERIFY(compared >= 2);
     }
 
+    // A per-tensor affine quantized tensor's statistics are over its values, torch's dequantize(),
+    // not its integer codes; a per-channel one has none rather than the codes' (quantized.pt).
+    void quantizedStatisticsAreDequantized()
+    {
+        const auto path = diagtest::fixture("quantized.pt");
+        const auto json = diagtest::python(
+            QStringLiteral("import sys, json, torch\n"
+                           "t = torch.load(sys.argv[1])['per_tensor'].dequantize().double()\n"
+                           "print(json.dumps({'min': t.min().item(), 'max': t.max().item(), 'mean': t.mean().item(),\n"
+                           "                  'std': t.std(unbiased=False).item()}))\n"),
+            {QString::fromStdString(path)});
+        const auto want = QJsonDocument::fromJson(json.toUtf8()).object();
+        QVERIFY2(!want.isEmpty(), qPrintable(json));
+        auto c = openCheckpoint(path);
+        QVERIFY(c);
+        const auto s = tensorStats(**c, (*c)->nodes[(*c)->find("per_tensor")].tensor);
+        QVERIFY(s);
+        for (const auto& [name, got] : {std::pair{"min", s->min}, std::pair{"max", s->max}, std::pair{"mean", s->mean},
+                                        std::pair{"std", s->std}}) {
+            const double w = want.value(QString::fromLatin1(name)).toDouble();
+            QVERIFY2(std::fabs(got - w) <= 1e-6 * std::max(1.0, std::fabs(w)),  // torch dequantizes in float32
+                     qPrintable(QString::fromLatin1(name) + QStringLiteral(": ") + QString::number(got) +
+                                QStringLiteral(" vs ") + QString::number(w)));
+        }
+        QVERIFY2(s->preview.find('.') != std::string::npos, s->preview.c_str());  // values, not integer codes
+        const auto perChannel = tensorStats(**c, (*c)->nodes[(*c)->find("per_channel")].tensor);
+        QVERIFY(!perChannel);
+        QVERIFY(perChannel.error().message.find("per_channel_affine") != std::string::npos);
+    }
+
     void nonfiniteRule()
     {
         auto c = openCheckpoint(diagtest::fixture("nonfinite.pt"));

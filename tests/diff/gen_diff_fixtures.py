@@ -4,6 +4,7 @@ max abs difference, count of differing elements and allclose (as float64).
 
 Usage: gen_diff_fixtures.py OUTDIR
 """
+import argparse
 import json
 import os
 import struct
@@ -79,6 +80,23 @@ oracle["same"] = {"equal": True}
 save("ddp.pt", ckpt({"module." + k: v.clone() for k, v in BASE.items()}))
 save("compiled.pt", ckpt({"_orig_mod." + k: v.clone() for k, v in BASE.items()}))
 save("fsdp.pt", ckpt({"_fsdp_wrapped_module." + k: v.clone() for k, v in BASE.items()}))
+
+save("opacus.pt", ckpt({"_module." + k: v.clone() for k, v in BASE.items()}))
+
+# The same arguments as an argparse.Namespace (what training scripts save, and what a weights-only
+# conversion turns into a dict): every leaf is equal, the value's type is not.
+namespace = ckpt(clone(BASE))
+namespace["args"] = argparse.Namespace(**namespace["args"])
+save("args_namespace.pt", namespace)
+
+# Sparse COO tensors: the same, and one stored value changed (its indices and dense shape are not).
+def sparse(values):
+    return torch.sparse_coo_tensor(torch.tensor([[0, 1, 2], [2, 0, 1]]), torch.tensor(values), (3, 3))
+
+
+save("sparse_a.pt", {"s": sparse([1.0, 2.0, 3.0])})
+save("sparse_same.pt", {"s": sparse([1.0, 2.0, 3.0])})
+save("sparse_b.pt", {"s": sparse([1.0, 2.0, 4.0])})
 
 # A bf16 copy: every float tensor changes dtype and is close by value under a loose tolerance.
 bf = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v.clone()) for k, v in BASE.items()}

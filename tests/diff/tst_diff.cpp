@@ -113,6 +113,7 @@ private Q_SLOTS:
         QTest::newRow("DataParallel") << QStringLiteral("ddp.pt") << QStringLiteral("module.");
         QTest::newRow("torch.compile") << QStringLiteral("compiled.pt") << QStringLiteral("_orig_mod.");
         QTest::newRow("FSDP") << QStringLiteral("fsdp.pt") << QStringLiteral("_fsdp_wrapped_module.");
+        QTest::newRow("Opacus") << QStringLiteral("opacus.pt") << QStringLiteral("_module.");
     }
 
     void prefixesAligned()
@@ -207,6 +208,37 @@ private Q_SLOTS:
         QCOMPARE(str(entry(r.doc, "lr")["status"]), std::string("changed"));
         QCOMPARE(str(entry(r.doc, "args/hidden")["status"]), std::string("equal"));
         QCOMPARE(str(entry(r.doc, "state_dict/fc.weight")["status"]), std::string("equal"));
+    }
+
+    // The same arguments as an argparse.Namespace and as a dict: every leaf is equal, but the value
+    // changed type (`ckpt["args"].hidden` no longer works), so the files differ.
+    void typeOfAValueChanged()
+    {
+        const auto r = diffRun({fx("args_namespace.pt"), fx("base.pt")});
+        QCOMPARE(r.rc, 1);
+        QCOMPARE(r.doc["counts"]["changed"].get<int>(), 1);
+        const auto& args = entry(r.doc, "args");
+        QCOMPARE(str(args["status"]), std::string("changed"));
+        QVERIFY(hasChange(args, "type"));
+        QCOMPARE(str(args["a"]), std::string("argparse.Namespace"));
+        QCOMPARE(str(args["b"]), std::string("dict"));
+        QCOMPARE(str(entry(r.doc, "args/hidden")["status"]), std::string("equal"));
+        const auto text = diffRun({fx("args_namespace.pt"), fx("base.pt")}, false);
+        QVERIFY2(text.out.find("args: type argparse.Namespace -> dict") != std::string::npos, text.out.c_str());
+        // An OrderedDict and a dict are one mapping: a state dict against safetensors stays equal.
+        QCOMPARE(diffRun({fx("base.pt"), fx("same.pt")}).rc, 0);
+    }
+
+    // Sparse tensors compare by their stored indices and values: a changed value is a change, an
+    // equal copy is equal (both used to read "equal": only the dense shape was compared).
+    void sparseByStoredValues()
+    {
+        const auto same = diffRun({fx("sparse_a.pt"), fx("sparse_same.pt")});
+        QCOMPARE(same.rc, 0);
+        QVERIFY(entry(same.doc, "s")["values"]["identical_bytes"].get<bool>());
+        const auto changed = diffRun({fx("sparse_a.pt"), fx("sparse_b.pt")});
+        QCOMPARE(changed.rc, 1);
+        QVERIFY(hasChange(entry(changed.doc, "s"), "values"));
     }
 
     void onlyInOneAndShape()

@@ -514,6 +514,39 @@ private Q_SLOTS:
         const Run rank = ckptscope({"inspect", dir + "/global_step99/zero_pp_rank_1_mp_rank_00_model_states.pt"});
         QCOMPARE(rank.rc, 0);
     }
+
+    // One ZeRO-3 rank's model states read alone: its 0-element `module` tensors are named as
+    // placeholders with where the weights are, and no finding offers an export of this file (it
+    // would write the placeholders as the model).
+    void oneRankModelStatesAlone()
+    {
+        const QString name = QStringLiteral("zero_pp_rank_0_mp_rank_00_model_states.pt");
+        const QString inSet = fixture(QStringLiteral("zero3_bf16_w2/global_step3/") + name);
+        QTemporaryDir tmp;
+        const QString alone = tmp.filePath(name);
+        QVERIFY(QFile::copy(inSet, alone));
+        const Run check = ckptscope({"check", "--json", alone.toStdString()});
+        QCOMPARE(check.rc, 1);
+        QCOMPARE(findingCodes(check), QStringList{QStringLiteral("zero3-placeholder-module")});
+        QVERIFY2(check.out.find("none is beside it") != std::string::npos, check.out.c_str());
+        const Run fileOnly = ckptscope({"check", "--file-only", inSet.toStdString()});
+        QVERIFY2(fileOnly.out.find("some are beside it") != std::string::npos, fileOnly.out.c_str());
+
+        const QDir corpus(QStringLiteral("/work/shared/corpus"));
+        const QStringList dirs =
+            corpus.entryList({QStringLiteral("bigyanghimire__deepspeed-experiments*")}, QDir::Dirs);
+        if (dirs.isEmpty()) {
+            QSKIP("the shared corpus is not on this machine (the real rank file, saved on cuda:0)");
+        }
+        const std::string real = corpus.filePath(dirs.first()).toStdString() + "/global_step99/" + name.toStdString();
+        const Run realCheck = ckptscope({"check", "--file-only", "--json", real});
+        QVERIFY(findingCodes(realCheck).contains(QStringLiteral("zero3-placeholder-module")));
+        QVERIFY(findingCodes(realCheck).contains(QStringLiteral("device-pinned")));
+        for (const auto& f : jsonOf(realCheck).value(QStringLiteral("findings")).toArray()) {
+            QVERIFY2(f.toObject().value(QStringLiteral("fix")).isNull(),
+                     qPrintable(f.toObject().value(QStringLiteral("code")).toString()));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestZero)

@@ -222,7 +222,7 @@ private Q_SLOTS:
         for (std::size_t i = 1; i < single.stripPrefixes.size(); ++i) {
             QVERIFY(single.stripPrefixes[i - 1].size() >= single.stripPrefixes[i].size());
         }
-        for (const char* p : {"module.", "module.module.", "_orig_mod."}) {
+        for (const char* p : {"module.", "module.module.", "_orig_mod.", "_module.", "_module.module."}) {
             QVERIFY(std::find(single.stripPrefixes.begin(), single.stripPrefixes.end(), p) !=
                     single.stripPrefixes.end());
         }
@@ -237,10 +237,11 @@ private Q_SLOTS:
     void allowlistMatchesTorch26()
     {
         using ckpt::transform::weightsOnlyAllowed;
-        for (const char* ok : {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
-                               "torch.cuda.HalfTensor", "torch.bfloat16", "torch.float", "torch.uint3",
-                               "torch.per_channel_affine", "torch.device", "builtins.set", "_codecs.encode",
-                               "torch._tensor._rebuild_from_type_v2", "torch.storage.UntypedStorage"}) {
+        for (const char* ok :
+             {"collections.OrderedDict", "torch._utils._rebuild_tensor_v2", "torch.FloatStorage",
+              "torch.cuda.HalfTensor", "torch.bfloat16", "torch.float", "torch.uint3", "torch.per_channel_affine",
+              "torch.device", "builtins.set", "_codecs.encode", "torch._tensor._rebuild_from_type_v2",
+              "torch.storage.UntypedStorage", "torch.storage.TypedStorage"}) {
             QVERIFY2(weightsOnlyAllowed(ok), ok);
         }
         for (const char* no : {"argparse.Namespace", "numpy.core.multiarray.scalar", "builtins.frozenset",

@@ -25,6 +25,7 @@
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTreeView>
+#include <QTreeWidget>
 #include <QtTest>
 
 #include <memory>
@@ -280,6 +281,57 @@ private Q_SLOTS:
         QCOMPARE(w.documentCount(), 2);
         // Recent files remember both.
         QCOMPARE(QSettings().value(QStringLiteral("recentFiles")).toStringList().size(), 2);
+    }
+
+    // A finding's fix reads as convert's flags, or as what a bare rewrite does: never the options'
+    // JSON ("Fix: {}" for legacy-format, {"strip_prefix": ...} for the others).
+    void findingsShowTheirFixAsFlags()
+    {
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({uitest::fixture("legacy_sd.pt"), uitest::fixture("ddp_sd_cuda0.pt")});
+        QTRY_COMPARE(opened.count(), 2);
+        for (int tab = 0; tab < 2; ++tab) {
+            auto* view = w.documentView(tab);
+            QVERIFY(view);
+            QTRY_VERIFY(view->diagnosis());
+            auto* findings = view->findings();
+            QVERIFY(findings->count() > 0);
+            for (int i = 0; i < findings->count(); ++i) {
+                findings->select(i);
+                const QString text = findings->detailText();
+                const QString fix = text.mid(text.lastIndexOf(QStringLiteral("Fix: ")));
+                QVERIFY2(!fix.contains(QLatin1Char('{')) && !fix.contains(QStringLiteral("&quot;")), qPrintable(fix));
+            }
+        }
+        // The Keys column counts keys, not the state dict named beside them ("All 10 keys": 10).
+        for (int tab = 0; tab < 2; ++tab) {
+            auto* findings = w.documentView(tab)->findings();
+            const int i = findings->indexOfCode(QStringLiteral("module-prefix"));
+            if (i >= 0) {
+                const auto& ck = *w.documentView(tab)->document()->checkpoint;
+                auto* list = findings->findChild<QTreeWidget*>();
+                QCOMPARE(list->topLevelItem(i)->text(2), QString::number(ck.tensors.size()));
+                QVERIFY(
+                    list->topLevelItem(i)->toolTip(0).contains(QStringLiteral("All %1 keys").arg(ck.tensors.size())));
+            }
+        }
+        // Tabs may come in either order: each finding is looked for in both.
+        for (const auto& [code, fix] : {std::pair{"module-prefix", "Fix: convert with --strip-prefix module."},
+                                        std::pair{"legacy-format", "Fix: write a new copy"}}) {
+            int seen = 0;
+            for (int tab = 0; tab < 2; ++tab) {
+                auto* findings = w.documentView(tab)->findings();
+                const int i = findings->indexOfCode(QLatin1String(code));
+                if (i >= 0) {
+                    findings->select(i);
+                    QVERIFY2(findings->detailText().contains(QLatin1String(fix)), qPrintable(findings->detailText()));
+                    ++seen;
+                }
+            }
+            QCOMPARE(seen, 1);
+        }
     }
 
     void findingsArriveAfterTheTree()

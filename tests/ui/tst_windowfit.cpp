@@ -313,6 +313,10 @@ private Q_SLOTS:
         QCOMPARE(offered.count(), 1);
         QVERIFY(w.errorText().contains(QStringLiteral("optimizer.pt")));
         QVERIFY(!w.errorText().contains(QStringLiteral("distributed")));
+        // A listing is information, not an error: neutral, with the info icon, not red.
+        auto* banner = w.findChild<QWidget*>(QStringLiteral("errorBanner"));
+        QCOMPARE(banner->property("kind").toString(), QStringLiteral("info"));
+        QVERIFY(banner->palette().color(QPalette::Window).red() < banner->palette().color(QPalette::Window).blue());
         // Following a link opens that file.
         auto* label = w.findChild<QLabel*>(QStringLiteral("errorText"));
         Q_EMIT label->linkActivated(QUrl::fromLocalFile(files.first()).toString());
@@ -324,6 +328,7 @@ private Q_SLOTS:
         QSignalSpy failed(&w, &MainWindow::openFailed);
         w.openFiles({empty.path()});
         QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 20000);
+        QCOMPARE(banner->property("kind").toString(), QStringLiteral("error"));  // an error is red again
     }
 
     void modelViewIsTheModuleHierarchyOfAPickledModel()
