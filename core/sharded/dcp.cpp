@@ -6,6 +6,7 @@
 
 #include "archive/safetensors.h"
 #include "archive/zip.h"
+#include "checkpoint/index.h"
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
 #include "sharded/chunks.h"
@@ -316,9 +317,11 @@ std::string prototypeMessage()
 
 }  // namespace
 
-Expected<Metadata> parseMetadata(Bytes data)
+Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
 {
-    Arena a;
+    // A Checkpoint of its own, so the pickle goes through the single-file safety scan below.
+    auto pickled = std::make_shared<Checkpoint>();
+    Arena& a = pickled->arena;
     auto r = pickle::unpickle(data, a);
     if (!r) {
         Error e = r.error();
@@ -404,6 +407,20 @@ Expected<Metadata> parseMetadata(Bytes data)
         }
         md.items.push_back(std::move(item));
     }
+    // torch.distributed.checkpoint.load unpickles .metadata with pickle.load: a global it names
+    // anywhere (storage_meta, an extra field) runs.
+    pickled->format = Format::TorchLegacy;
+    pickled->path = name;
+    pickled->root = r->root;
+    pickled->opcodesSeen = r->opcodesSeen;
+    ckpt::detail::IndexLimits limits;
+    limits.budget.pickleBytes = data.size();
+    if (auto indexed = ckpt::detail::buildIndex(*pickled, limits); !indexed) {
+        Error e = indexed.error();
+        e.message = name + ": " + e.message;
+        return e;
+    }
+    sharded::detail::unsafeCodeFindings(*pickled, name, md.findings);
     return md;
 }
 
@@ -692,6 +709,7 @@ Expected<void> mergeRankMetadata(Metadata& into, Metadata&& part, const std::str
         }
     };
     into.hasPlannerData = into.hasPlannerData || part.hasPlannerData;
+    std::move(part.findings.begin(), part.findings.end(), std::back_inserter(into.findings));
     for (auto& item : part.items) {
         for (auto& c : item.chunks) {
             remap(c.at);
@@ -752,7 +770,7 @@ Expected<RankMetadata> readRankMetadata(const fs::path& dir)
         if (!m) {
             return m.error();
         }
-        auto md = parseMetadata((*m)->bytes());
+        auto md = parseMetadata((*m)->bytes(), path.filename().string());
         if (!md) {
             Error e = md.error();
             e.message = path.filename().string() + ": " + e.message;
@@ -811,6 +829,23 @@ void rankLocalFindings(const RankMetadata& rm, std::vector<SetFinding>& out)
     }
 }
 
+// Every pickle the set is read from through the safety scan: the metadata files' (parseMetadata)
+// and each BYTE_IO value's, which dcp.load hands to torch.load. Unreadable values are checkFiles'.
+void pickleFindings(Set& set)
+{
+    std::move(set.meta.findings.begin(), set.meta.findings.end(), std::back_inserter(set.findings));
+    set.meta.findings.clear();
+    for (const auto& t : set.meta.items) {
+        if (t.isTensor || !t.bytes.found) {
+            continue;
+        }
+        if (auto c = openItem(set, t.bytes, "value '" + t.fqn + "'")) {
+            sharded::detail::unsafeCodeFindings(**c, set.meta.files[t.bytes.file] + " (value '" + t.fqn + "')",
+                                                set.findings);
+        }
+    }
+}
+
 // The data files' mappings and the checks, once the plan is known.
 template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 {
@@ -840,6 +875,7 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
     }
     checkFiles(set);
     checkCoverage(set.meta, set.findings);
+    pickleFindings(set);
     return set;
 }
 

@@ -110,6 +110,7 @@ void shardFindings(ShardedSet& set, const std::string& indexName)
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
         if (set.shards[i]) {
+            detail::unsafeCodeFindings(*set.shards[i], set.shardFiles[i], set.findings);
             continue;
         }
         if (set.shardErrors[i] == "missing") {

@@ -490,6 +490,11 @@ Expected<void> Builder::openFiles(bool stage3Files)
                  " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
              extra});
     }
+    for (std::size_t f = 0; f < s_.files.size(); ++f) {
+        if (s_.sources[f]) {
+            detail::unsafeCodeFindings(*s_.sources[f], s_.files[f], s_.findings);
+        }
+    }
     return {};
 }
 

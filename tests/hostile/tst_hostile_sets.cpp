@@ -333,6 +333,60 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    // ---- hostile code in a set ----------------------------------------------------------------------
+
+    // os.system in a pickle the set is read from: check of the set said nothing, where check of the
+    // file says unsafe-callable (and torch.load / dcp.load of the set would run it).
+    void hostileCodeInASetIsReported_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("file");  // the member the finding names
+        QTest::newRow("dcp .metadata storage_meta") << "dcp_code_storage_meta" << ".metadata";
+        QTest::newRow("dcp .metadata extra field") << "dcp_code_extra_field" << ".metadata";
+        QTest::newRow("dcp bytes item") << "dcp_code_bytes_item" << "__0_0.distcp (value 'step')";
+        QTest::newRow("fsdp rank file") << "fsdp_code" << "pytorch_model_fsdp_0_rank1.bin";
+        QTest::newRow("zero rank file") << "zero_code" << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+        QTest::newRow("hf .bin shard") << "hf_bin_code" << "pytorch_model-00003-of-00003.bin";
+    }
+    void hostileCodeInASetIsReported()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, file);
+        const QString dir = copyOf(set);
+        for (const bool json : {false, true}) {
+            std::vector<std::string> args{"check", s(dir)};
+            if (json) {
+                args.emplace_back("--json");
+            }
+            const auto r = run(args);
+            const QString what = describe(r) + QString::fromUtf8(r.out.left(2000));
+            QVERIFY2(r.rc == 1 && r.out.contains("unsafe-callable"), qPrintable(what));
+            if (!json) {
+                // The single file's wording, naming the member.
+                QVERIFY2(r.out.contains(s(file + QStringLiteral(": The pickle calls posix.system")).c_str()),
+                         qPrintable(what));
+            }
+        }
+    }
+
+    // The same rule for every pickle: builtins.getattr on a global and a public name (an enum member
+    // pickled by name: every generated ZeRO and DCP set) is no finding; on a call's result, or handed
+    // on to map(), it is.
+    void getattrIsJudgedByWhatItReaches()
+    {
+        for (const char* healthy : {"zero2", "dcp"}) {
+            const auto r = run({"check", s(copyOf(QString::fromLatin1(healthy)))});
+            QVERIFY2(r.rc == 0 && !r.out.contains("unsafe-callable"), qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        }
+        const auto enumByName = run({"check", s(m_gen.filePath(QStringLiteral("getattr_enum_by_name.pt")))});
+        QVERIFY2(!enumByName.out.contains("unsafe-callable"), qPrintable(describe(enumByName) + QString::fromUtf8(enumByName.out)));
+        for (const char* gadget : {"getattr_of_call.pt", "getattr_handed_on.pt"}) {
+            const auto r = run({"check", s(m_gen.filePath(QString::fromLatin1(gadget)))});
+            QVERIFY2(r.rc == 1 && r.out.contains("ERROR [unsafe-callable] The pickle calls builtins.getattr"),
+                     qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        }
+    }
+
     // ---- crashes and hangs ------------------------------------------------------------------------
 
     // A 100 000-deep index `metadata`: a stack overflow (SIGSEGV) in every command.

@@ -120,6 +120,79 @@ def fsdp_sets(out):
                        lambda k, v, r, w: gen_fsdp.chunk_sharded(v, r, w))
 
 
+class Payload:
+    """Pickles as a call of os.system (posix.system): what torch.load or dcp.load would run. Writing
+    it runs nothing."""
+
+    def __reduce__(self):
+        return (os.system, ("echo owned > /dev/null",))
+
+
+def hostile_code_sets(out):
+    """Each set carries os.system in one of the pickles it is read from."""
+    sd = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": torch.ones(3)}
+    # DCP: in .metadata's storage_meta, in an extra field of Metadata, in a BYTE_IO value.
+    folder = os.path.join(out, "dcp_code_storage_meta")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    md.storage_meta = Payload()
+    dump_metadata(folder, md)
+    folder = os.path.join(out, "dcp_code_extra_field")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    md.extra = Payload()
+    dump_metadata(folder, md)
+    write(os.path.join(out, "dcp_code_bytes_item"), dict(sd, step=Payload()))
+    # An FSDP rank file, a ZeRO rank file, a Hugging Face .bin shard, each with one more value.
+    folder = os.path.join(out, "fsdp_code")
+    os.makedirs(folder)
+    for rank in range(2):  # gen_fsdp.write_set's files, rank 1's with one more value
+        states = collections.OrderedDict(
+            (k, gen_fsdp.chunk_sharded(v, rank, 2)) for k, v in gen_fsdp.model(1).items())
+        if rank == 1:
+            states["hook"] = Payload()
+        torch.save(states, os.path.join(folder, f"pytorch_model_fsdp_0_rank{rank}.bin"))
+    gen_zero.write_set(out, "zero_code", 2, 2)
+    path = os.path.join(out, "zero_code", "global_step3", "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+    states = torch.load(path)
+    states["hook"] = Payload()
+    torch.save(states, path)
+    folder = os.path.join(out, "hf_bin_code")
+    gen_sharded.write_set(folder, gen_sharded.model_state(), ".bin", 2000)
+    shard = sorted(n for n in os.listdir(folder) if n.endswith(".bin"))[-1]
+    states = torch.load(os.path.join(folder, shard))
+    states["hook"] = Payload()
+    torch.save(states, os.path.join(folder, shard))
+
+
+class AttributeOfCall:
+    """getattr on a call's result: the gadget that reaches what no GLOBAL names."""
+
+    def __reduce__(self):
+        return (getattr, (collections.OrderedDict(), "keys"))
+
+
+class HandedOn:
+    """getattr handed to map(), which would call it on anything."""
+
+    def __reduce__(self):
+        return (map, (getattr, [collections.OrderedDict], ["fromkeys"]))
+
+
+class EnumByName:
+    """What an enum member pickled by name looks like (DeepSpeed's ZeroStageEnum): harmless."""
+
+    def __reduce__(self):
+        return (getattr, (collections.OrderedDict, "fromkeys"))
+
+
+def getattr_files(out):
+    w = torch.ones(2)
+    torch.save({"w": w, "e": AttributeOfCall()}, os.path.join(out, "getattr_of_call.pt"))
+    torch.save({"w": w, "e": HandedOn()}, os.path.join(out, "getattr_handed_on.pt"))
+    torch.save({"w": w, "e": EnumByName()}, os.path.join(out, "getattr_enum_by_name.pt"))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -129,6 +202,8 @@ def main():
     dcp_sets(out)
     zero_sets(out)
     fsdp_sets(out)
+    hostile_code_sets(out)
+    getattr_files(out)
     print("hostile sets written to", out)
 
 
