@@ -387,6 +387,21 @@ private Q_SLOTS:
         }
     }
 
+    // A tar-era file with a harmless `pickle` and a second one carrying os.system: ckptscope read the
+    // first, torch.load (tarfile.getmember) the last.
+    void tarReadsTheMemberTorchReads()
+    {
+        const QString file = m_gen.filePath(QStringLiteral("tar_two_pickles.pt"));
+        const auto r = run({"check", s(file)});
+        QVERIFY2(r.rc == 1 && r.out.contains("ERROR [duplicate-member]") &&
+                     r.out.contains("ERROR [unsafe-callable] The pickle calls posix.system"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        const auto shown = run({"inspect", s(file), "--json"});
+        QVERIFY2(shown.rc == 0 && shown.out.contains("posix.system"), qPrintable(describe(shown)));
+        const auto base = run({"check", s(m_gen.filePath(QStringLiteral("tar_base.pt")))});
+        QVERIFY2(!base.out.contains("duplicate-member"), qPrintable(describe(base)));
+    }
+
     // ---- crashes and hangs ------------------------------------------------------------------------
 
     // A 100 000-deep index `metadata`: a stack overflow (SIGSEGV) in every command.

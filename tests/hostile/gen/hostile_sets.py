@@ -11,8 +11,10 @@ the test owns). Every file is small: the huge tensors are only declared.
 import collections
 import json
 import os
+import io
 import pickle
 import sys
+import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -24,6 +26,7 @@ import torch  # noqa: E402
 import gen_dcp  # noqa: E402  (registers the DCP stand-in classes under their real module paths)
 import gen_fsdp  # noqa: E402
 import gen_sharded  # noqa: E402
+import gen_tar_checkpoint  # noqa: E402
 import gen_zero  # noqa: E402
 
 
@@ -193,6 +196,19 @@ def getattr_files(out):
     torch.save({"w": w, "e": EnumByName()}, os.path.join(out, "getattr_enum_by_name.pt"))
 
 
+def tar_files(out):
+    """A tar-era checkpoint with a second `pickle` member: tarfile (and torch.load) reads the last."""
+    base = os.path.join(out, "tar_base.pt")
+    gen_tar_checkpoint.build(base)
+    with tarfile.open(base) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    hidden = io.BytesIO()
+    pickle.dump({"w": Payload()}, hidden, protocol=2)
+    with tarfile.open(os.path.join(out, "tar_two_pickles.pt"), "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members + [("pickle", hidden.getvalue())]:
+            gen_tar_checkpoint.member(tar, name, data)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -204,6 +220,7 @@ def main():
     fsdp_sets(out)
     hostile_code_sets(out)
     getattr_files(out)
+    tar_files(out)
     print("hostile sets written to", out)
 
 
