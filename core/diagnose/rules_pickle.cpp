@@ -301,9 +301,10 @@ bool onlyHarmlessAttributes(const Checkpoint& ckpt, const GlobalUse& g)
             return false;
         }
         const std::string_view attr = a[name].text.view();
-        const bool identifier = !attr.empty() && attr.front() != '_' && std::all_of(attr.begin(), attr.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-        });
+        const bool identifier =
+            !attr.empty() && attr.front() != '_' && std::all_of(attr.begin(), attr.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+            });
         const auto target = pickle::globalOf(a, of).qualified();
         if (!identifier || unsafeReason(target) || unsafeReason(target + "." + std::string(attr))) {
             return false;

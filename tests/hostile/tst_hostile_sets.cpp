@@ -341,12 +341,18 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("set");
         QTest::addColumn<QString>("file");  // the member the finding names
-        QTest::newRow("dcp .metadata storage_meta") << "dcp_code_storage_meta" << ".metadata";
-        QTest::newRow("dcp .metadata extra field") << "dcp_code_extra_field" << ".metadata";
-        QTest::newRow("dcp bytes item") << "dcp_code_bytes_item" << "__0_0.distcp (value 'step')";
-        QTest::newRow("fsdp rank file") << "fsdp_code" << "pytorch_model_fsdp_0_rank1.bin";
-        QTest::newRow("zero rank file") << "zero_code" << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
-        QTest::newRow("hf .bin shard") << "hf_bin_code" << "pytorch_model-00003-of-00003.bin";
+        QTest::newRow("dcp .metadata storage_meta") << "dcp_code_storage_meta"
+                                                    << ".metadata";
+        QTest::newRow("dcp .metadata extra field") << "dcp_code_extra_field"
+                                                   << ".metadata";
+        QTest::newRow("dcp bytes item") << "dcp_code_bytes_item"
+                                        << "__0_0.distcp (value 'step')";
+        QTest::newRow("fsdp rank file") << "fsdp_code"
+                                        << "pytorch_model_fsdp_0_rank1.bin";
+        QTest::newRow("zero rank file") << "zero_code"
+                                        << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+        QTest::newRow("hf .bin shard") << "hf_bin_code"
+                                       << "pytorch_model-00003-of-00003.bin";
     }
     void hostileCodeInASetIsReported()
     {
@@ -376,10 +382,12 @@ private Q_SLOTS:
     {
         for (const char* healthy : {"zero2", "dcp"}) {
             const auto r = run({"check", s(copyOf(QString::fromLatin1(healthy)))});
-            QVERIFY2(r.rc == 0 && !r.out.contains("unsafe-callable"), qPrintable(describe(r) + QString::fromUtf8(r.out)));
+            QVERIFY2(r.rc == 0 && !r.out.contains("unsafe-callable"),
+                     qPrintable(describe(r) + QString::fromUtf8(r.out)));
         }
         const auto enumByName = run({"check", s(m_gen.filePath(QStringLiteral("getattr_enum_by_name.pt")))});
-        QVERIFY2(!enumByName.out.contains("unsafe-callable"), qPrintable(describe(enumByName) + QString::fromUtf8(enumByName.out)));
+        QVERIFY2(!enumByName.out.contains("unsafe-callable"),
+                 qPrintable(describe(enumByName) + QString::fromUtf8(enumByName.out)));
         for (const char* gadget : {"getattr_of_call.pt", "getattr_handed_on.pt"}) {
             const auto r = run({"check", s(m_gen.filePath(QString::fromLatin1(gadget)))});
             QVERIFY2(r.rc == 1 && r.out.contains("ERROR [unsafe-callable] The pickle calls builtins.getattr"),
