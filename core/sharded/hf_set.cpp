@@ -294,6 +294,45 @@ void restoreConfigTies(ShardedSet& set, const std::vector<TiedPair>& tied)
     }
 }
 
+// metadata.total_size: the bytes the set stores, as save_pretrained writes it. Loaders ignore it
+// (transformers and accelerate never read it), so a wrong one, or one Python's json read as inf
+// (`1e400`), NaN or text, is a finding, never a reason to refuse the set.
+void totalSizeFinding(ShardedSet& set, const nlohmann::ordered_json& meta, const std::string& indexName)
+{
+    if (!meta.is_object() || !meta.contains("total_size")) {
+        return;
+    }
+    const auto& declared = meta["total_size"];
+    std::string problem;
+    if (declared.is_number_unsigned()) {
+        set.declaredTotalSize = declared.get<std::uint64_t>();
+        const bool whole =
+            std::all_of(set.shards.begin(), set.shards.end(), [](const auto& c) { return c != nullptr; });
+        const auto tied = set.tiedMap();
+        std::uint64_t stored = 0;
+        for (const auto& t : set.tensors) {
+            stored += tied.contains(t.name) ? 0 : set.entry(t).nbytes;
+        }
+        if (whole && stored != set.declaredTotalSize) {
+            problem = "is " + std::to_string(set.declaredTotalSize) + " bytes, but the shards' tensors hold " +
+                      std::to_string(stored);
+        }
+    } else {
+        const std::string text = declared.is_string() ? declared.get<std::string>() : declared.dump();
+        problem = "is " + text.substr(0, 80) + ", not a count of bytes";
+    }
+    if (!problem.empty()) {
+        set.findings.push_back({"index-total-size",
+                                "info",
+                                "The index's metadata.total_size is wrong",
+                                "metadata.total_size in " + indexName + " " + problem +
+                                    ". Loaders ignore it (transformers and accelerate never read it), so the set "
+                                    "loads; tools that size downloads or memory from it are misled. ckptscope "
+                                    "writes the right value when it writes the set.",
+                                {}});
+    }
+}
+
 }  // namespace
 
 std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
@@ -353,9 +392,6 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     static const nlohmann::ordered_json kNoMetadata;
     const auto found = index->find("metadata");
     const auto& meta = found != index->end() ? *found : kNoMetadata;
-    if (meta.is_object() && meta.contains("total_size") && meta["total_size"].is_number_unsigned()) {
-        set.declaredTotalSize = meta["total_size"].get<std::uint64_t>();
-    }
 
     std::vector<std::pair<std::string, std::uint32_t>> wanted;  // weight_map in file order
     std::unordered_map<std::string, std::uint32_t> shardOf;
@@ -423,6 +459,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         }
     }
     std::sort(unlisted.begin(), unlisted.end());
+    totalSizeFinding(set, meta, indexName);
     if (!unlisted.empty()) {
         set.findings.push_back({"index-unlisted-tensor", "warning", "Shards hold tensors the index does not list",
                                 std::to_string(unlisted.size()) +

@@ -410,6 +410,46 @@ private Q_SLOTS:
         QVERIFY2(!base.out.contains("duplicate-member"), qPrintable(describe(base)));
     }
 
+    // ---- limits that are not errors ---------------------------------------------------------------
+
+    // metadata.total_size of 1e400 or NaN (which Python's json reads) made the set "not valid JSON",
+    // exit 2; a wrong one passed silently. Loaders ignore it: a finding, and the set reads.
+    void indexTotalSizeIsAFinding()
+    {
+        for (const char* name : {"hf_total_size_inf", "hf_total_size_nan", "hf_total_size_wrong"}) {
+            const QString dir = copyOf(QString::fromLatin1(name));
+            const auto r = run({"check", s(dir)});
+            QVERIFY2(
+                r.rc == 0 && r.out.contains("INFO [index-total-size]"),
+                qPrintable(QString::fromLatin1(name) + QStringLiteral(": ") + describe(r) + QString::fromUtf8(r.out)));
+            const QString out = m_work.filePath(QStringLiteral("%1.pt").arg(QString::fromLatin1(name)));
+            const auto c = run({"convert", s(dir), "-o", s(out)});
+            QVERIFY2(c.rc == 0 && QFile::exists(out), qPrintable(describe(c)));
+        }
+    }
+
+    // ---- output -----------------------------------------------------------------------------------
+
+    // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON
+    // escapes only C0), and a --device argument's ESC reached testload's error as it was.
+    void controlCharactersNeverPrintRaw()
+    {
+        auto raw = [](const QByteArray& b) {
+            return b.contains("\xc2\x9b") || b.contains('\x9b') || b.contains('\x7f') || b.contains('\x1b');
+        };
+        const QString file = m_gen.filePath(QStringLiteral("control_names.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"inspect", s(file), "--json"}, {"inspect", s(file)}, {"check", s(file), "--json"}}) {
+            const auto r = run(args);
+            QVERIFY2(r.rc == 0 || r.rc == 1, qPrintable(describe(r)));
+            QVERIFY2(!raw(r.out) && !raw(r.err), qPrintable(QString::fromLatin1(r.out.toPercentEncoding())));
+        }
+        const auto j = run({"inspect", s(file), "--json"});
+        QVERIFY2(j.out.contains("w\\u009b2J"), j.out.constData());
+        const auto d = run({"testload", s(file), "--device", "\x1b[2Jcuda:0"});
+        QVERIFY2(d.rc == 2 && !raw(d.err) && d.err.contains("\\x1b[2J"), qPrintable(describe(d)));
+    }
+
     // ---- crashes and hangs ------------------------------------------------------------------------
 
     // A 100 000-deep index `metadata`: a stack overflow (SIGSEGV) in every command.

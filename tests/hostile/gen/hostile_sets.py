@@ -47,6 +47,20 @@ def hf_sets(out):
         f.write(text)
 
 
+def hf_total_sizes(out):
+    """metadata.total_size as Python's json reads it: 1e400 (inf), NaN, and a wrong count."""
+    sd = gen_sharded.model_state()
+    for name, value in (("inf", "1e400"), ("nan", "NaN"), ("wrong", "12345")):
+        folder = os.path.join(out, "hf_total_size_" + name)
+        gen_sharded.write_set(folder, sd, ".safetensors", 2000)
+        index = os.path.join(folder, "model.safetensors.index.json")
+        with open(index) as f:
+            j = json.load(f)
+        j["metadata"]["total_size"] = "@@"
+        with open(index, "w") as f:
+            f.write(json.dumps(j).replace('"@@"', value))
+
+
 def dcp_metadata(folder):
     with open(os.path.join(folder, ".metadata"), "rb") as f:
         return pickle.load(f)
@@ -196,6 +210,11 @@ def getattr_files(out):
     torch.save({"w": w, "e": EnumByName()}, os.path.join(out, "getattr_enum_by_name.pt"))
 
 
+def control_names(out):
+    """Tensor names carrying C1 CSI (U+009B), DEL and ESC: JSON escapes only C0, so they printed raw."""
+    torch.save({"w\u009b2J": torch.ones(1), "x\x7f\x1b[31m": torch.ones(1)}, os.path.join(out, "control_names.pt"))
+
+
 def tar_files(out):
     """A tar-era checkpoint with a second `pickle` member: tarfile (and torch.load) reads the last."""
     base = os.path.join(out, "tar_base.pt")
@@ -215,12 +234,14 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     hf_sets(out)
+    hf_total_sizes(out)
     dcp_sets(out)
     zero_sets(out)
     fsdp_sets(out)
     hostile_code_sets(out)
     getattr_files(out)
     tar_files(out)
+    control_names(out)
     print("hostile sets written to", out)
 
 
