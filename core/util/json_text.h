@@ -146,7 +146,9 @@ inline constexpr std::size_t kMaxJsonDepth = 1000;
 // `text` parsed, never throwing: Corrupt when it is not JSON, Limit when it nests deeper than
 // kMaxJsonDepth. `what` names the document in the message ("the index"). Python's number tokens
 // that JSON lacks are read as strings (pythonJsonNumbersAsStrings).
-template <class Json> Expected<Json> parseJsonText(std::string_view text, const std::string& what)
+template <class Json>
+Expected<Json> parseJsonText(std::string_view text, const std::string& what,
+                             const typename Json::parser_callback_t& callback = nullptr)
 {
     if (jsonNestingDepth(text) > kMaxJsonDepth) {
         return makeError(ErrorCode::Limit, what + " nests deeper than " + std::to_string(kMaxJsonDepth) +
@@ -154,7 +156,7 @@ template <class Json> Expected<Json> parseJsonText(std::string_view text, const 
                                                "included) reads");
     }
     const auto python = pythonJsonNumbersAsStrings(text);
-    auto j = Json::parse(python ? std::string_view(*python) : text, nullptr, false);
+    auto j = Json::parse(python ? std::string_view(*python) : text, callback, false);
     if (j.is_discarded()) {
         return makeError(ErrorCode::Corrupt, what + " is not valid JSON");
     }

@@ -61,6 +61,21 @@ def hf_total_sizes(out):
             f.write(json.dumps(j).replace('"@@"', value))
 
 
+def hf_huge_index(out):
+    """200 000 weight_map entries (a real 92k-entry index took 40 s) and a flood of 300 000 metadata
+    keys: each key was inserted with a linear scan."""
+    folder = os.path.join(out, "hf_huge_index")
+    gen_sharded.write_set(folder, gen_sharded.model_state(), ".safetensors", 2000)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    with open(index) as f:
+        j = json.load(f)
+    shard = next(iter(j["weight_map"].values()))
+    j["weight_map"].update((f"missing.{i}.weight", shard) for i in range(200000))
+    j["metadata"].update((f"key{i}", "v") for i in range(300000))
+    with open(index, "w") as f:
+        json.dump(j, f)
+
+
 def dcp_metadata(folder):
     with open(os.path.join(folder, ".metadata"), "rb") as f:
         return pickle.load(f)
@@ -235,6 +250,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     hf_sets(out)
     hf_total_sizes(out)
+    hf_huge_index(out)
     dcp_sets(out)
     zero_sets(out)
     fsdp_sets(out)
