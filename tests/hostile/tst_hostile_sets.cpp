@@ -442,6 +442,14 @@ private Q_SLOTS:
         }
     }
 
+    // 120k chunks of one tensor, all at row 0: the overlap sweep along dim 0 compared every pair
+    // (110 s).
+    void manyDcpChunksAreFast()
+    {
+        const auto r = run({"check", s(copyOf(QStringLiteral("dcp_many_chunks")))}, 30000);
+        QVERIFY2(!r.timedOut && r.rc == 0 && r.ms < 20000, qPrintable(describe(r)));
+    }
+
     // ---- output -----------------------------------------------------------------------------------
 
     // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON

@@ -132,6 +132,22 @@ def dcp_sets(out):
     dump_metadata(folder, md)
 
 
+def dcp_many_chunks(out):
+    """One tensor of [1, 120000] in 120 000 one-element chunks, all at row 0: the overlap sweep along
+    dim 0 compared every pair. Each chunk's storage_data points at the one real record (check reads
+    no chunk)."""
+    folder = os.path.join(out, "dcp_many_chunks")
+    write(folder, {"w": torch.zeros(1, 1)})
+    md = dcp_metadata(folder)
+    n = 120000
+    (index, info), = md.storage_data.items()
+    tsm = md.state_dict_metadata["w"]
+    tsm.size = torch.Size([1, n])
+    tsm.chunks = [gen_dcp.ChunkStorageMetadata(torch.Size([0, i]), torch.Size([1, 1])) for i in range(n)]
+    md.storage_data = {gen_dcp.MetadataIndex("w", torch.Size([0, i])): info for i in range(n)}
+    dump_metadata(folder, md)
+
+
 def zero_sets(out):
     gen_zero.write_set(out, "zero2", 2, 2)
     gen_zero.write_set(out, "zero_dotdot", 2, 2)
@@ -252,6 +268,7 @@ def main():
     hf_total_sizes(out)
     hf_huge_index(out)
     dcp_sets(out)
+    dcp_many_chunks(out)
     zero_sets(out)
     fsdp_sets(out)
     hostile_code_sets(out)
