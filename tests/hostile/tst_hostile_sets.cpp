@@ -428,6 +428,20 @@ private Q_SLOTS:
         }
     }
 
+    // ZeRO partitions of unequal length (the total unchanged) were read end to end: every param
+    // after the cut shifted, written with exit 0.
+    void zeroPartitionsMustTileTheGroup()
+    {
+        const QString dir = copyOf(QStringLiteral("zero_untiled"));
+        const QString out = m_work.filePath(QStringLiteral("untiled.pt"));
+        const auto r = run({"convert", s(dir), "-o", s(out)});
+        checkRefused(r);
+        QVERIFY2(r.err.contains("do not tile"), qPrintable(describe(r)));
+        QVERIFY(!QFile::exists(out));
+        const auto c = run({"check", s(dir)});
+        QVERIFY2(c.rc != 0 && (c.out + c.err).contains("do not tile"), qPrintable(describe(c)));
+    }
+
     // ---- size -------------------------------------------------------------------------------------
 
     // 200k weight_map entries and 300k metadata keys: every key was inserted with a linear scan

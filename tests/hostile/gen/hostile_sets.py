@@ -163,6 +163,18 @@ def zero_sets(out):
     torch.save(states, path)
 
 
+    # Partitions that do not tile the flat group: rank 0's two elements longer, rank 1's two shorter,
+    # the total unchanged (zero_to_fp32's only check); every param after the cut was shifted.
+    gen_zero.write_set(out, "zero_untiled", 2, 2)
+    tag = os.path.join(out, "zero_untiled", "global_step3")
+    paths = [os.path.join(tag, f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt") for r in range(2)]
+    states = [torch.load(p) for p in paths]
+    parts = [s["optimizer_state_dict"]["single_partition_of_fp32_groups"] for s in states]
+    parts[0][0], parts[1][0] = torch.cat([parts[0][0], parts[1][0][:2]]), parts[1][0][2:].clone()
+    for s, p in zip(states, paths):
+        torch.save(s, p)
+
+
 def fsdp_sets(out):
     gen_fsdp.write_set(os.path.join(out, "fsdp"), "pytorch_model_fsdp_0", gen_fsdp.model(1), 2,
                        lambda k, v, r, w: gen_fsdp.chunk_sharded(v, r, w))
