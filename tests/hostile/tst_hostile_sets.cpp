@@ -464,6 +464,16 @@ private Q_SLOTS:
         QVERIFY2(!r.timedOut && r.rc == 0 && r.ms < 20000, qPrintable(describe(r)));
     }
 
+    // code/ sources had a cap each but none in total: 500 deflated 16 MiB ones were 8 GiB to
+    // inflate. Past 64 MiB the rest are left unread, and inspect says so.
+    void scriptSourcesHaveATotalCap()
+    {
+        const auto r = run({"inspect", s(m_gen.filePath(QStringLiteral("script_sources_bomb.pt")))}, 30000);
+        QVERIFY2(!r.timedOut && r.rc == 0, qPrintable(describe(r)));
+        QVERIFY2((r.out + r.err).contains("TorchScript class source(s) under code/ could not be read"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
+    }
+
     // ---- output -----------------------------------------------------------------------------------
 
     // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON

@@ -258,6 +258,25 @@ def control_names(out):
     torch.save({"w\u009b2J": torch.ones(1), "x\x7f\x1b[31m": torch.ones(1)}, os.path.join(out, "control_names.pt"))
 
 
+def script_sources_bomb(out):
+    """A TorchScript archive with 8 more code/ sources of 16 MiB each (the cap per source), 0.6 MB
+    deflated: with no cap on the total, 500 of them were 8 GiB to inflate. Past the total cap the
+    rest are left unread, with a warning."""
+    import zipfile
+    base = os.path.join(out, "script_base.pt")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), base)
+    with zipfile.ZipFile(base) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    folder = entries[0][0].filename.split("/")[0]
+    source = b"#" * (16 << 20)
+    with zipfile.ZipFile(os.path.join(out, "script_sources_bomb.pt"), "w") as z:
+        for info, data in entries:
+            z.writestr(info, data)
+        for i in range(8):
+            z.writestr(zipfile.ZipInfo(f"{folder}/code/__torch__/bomb{i}.py"), source,
+                       compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
+
+
 def tar_files(out):
     """A tar-era checkpoint with a second `pickle` member: tarfile (and torch.load) reads the last."""
     base = os.path.join(out, "tar_base.pt")
@@ -287,6 +306,7 @@ def main():
     getattr_files(out)
     tar_files(out)
     control_names(out)
+    script_sources_bomb(out)
     print("hostile sets written to", out)
 
 
