@@ -47,6 +47,19 @@ dcpseeds="$build/dcp-seeds"
 /usr/bin/python3 "$root/tests/sharded/gen_dcp.py" "$build/dcp-sets" >/dev/null
 mkdir -p "$dcpseeds"
 for d in "$build"/dcp-sets/*/; do cp "$d/.metadata" "$dcpseeds/$(basename "$d").metadata"; done
+# fuzz_hf_index reads index JSON, fuzz_zero a ZeRO rank-0 model states file: those of the hostile
+# sets (tests/hostile/gen/hostile_sets.py: deep, NaN/1e400 total_size, huge) and gen_zero.py's.
+setseeds="$build/hostile-sets"
+/usr/bin/python3 "$root/tests/hostile/gen/hostile_sets.py" "$setseeds" >/dev/null
+indexseeds="$build/index-seeds"
+zeroseeds="$build/zero-seeds"
+mkdir -p "$indexseeds" "$zeroseeds"
+for f in "$setseeds"/hf_*/*.index.json; do
+  [ "$(stat -c %s "$f")" -le 4194304 ] && cp "$f" "$indexseeds/$(basename "$(dirname "$f")").json"
+done
+for f in "$setseeds"/zero*/global_step*/mp_rank_00_model_states.pt; do
+  cp "$f" "$zeroseeds/$(basename "$(dirname "$(dirname "$f")")").pt"
+done
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -61,6 +74,8 @@ for name in $targets; do
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
+    fuzz_hf_index) seeds+=("$indexseeds") ;;
+    fuzz_zero) seeds+=("$zeroseeds") ;;
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;
   esac
   # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.

@@ -474,7 +474,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     const auto device = device::parseDevice(deviceText);
     if (!device) {
-        err << "ckptscope testload: unknown device '" << deviceText << "': use cpu or cuda:N\n";
+        err << "ckptscope testload: unknown device '" << displayText(deviceText) << "': use cpu or cuda:N\n";
         return kExitBadInput;
     }
 

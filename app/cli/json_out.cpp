@@ -68,50 +68,11 @@ public:
         buf_.append(digits.data(), end);
         return *this;
     }
-    // A JSON string: escapes, and bytes that are not UTF-8 as `\xNN` (a JSON document must be
-    // UTF-8 whatever bytes the file's keys hold).
+    // A JSON string (printable.h's appendJsonString: bytes that are not UTF-8 as `\xNN`, every
+    // control character escaped).
     void quoted(std::string_view text)
     {
-        static constexpr char kHex[] = "0123456789abcdef";
-        std::string fixed;
-        if (!isValidUtf8(text)) {
-            fixed = validUtf8(text);
-        }
-        const std::string_view s = fixed.empty() ? text : fixed;
-        buf_.push_back('"');
-        std::size_t plain = 0;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-            const char ch = s[i];
-            const auto u = static_cast<unsigned char>(ch);
-            if (u >= 0x20 && ch != '"' && ch != '\\') {
-                continue;
-            }
-            buf_.append(s.data() + plain, i - plain);
-            plain = i + 1;
-            switch (ch) {
-            case '"':
-                buf_ += "\\\"";
-                break;
-            case '\\':
-                buf_ += "\\\\";
-                break;
-            case '\n':
-                buf_ += "\\n";
-                break;
-            case '\t':
-                buf_ += "\\t";
-                break;
-            case '\r':
-                buf_ += "\\r";
-                break;
-            default:
-                buf_ += "\\u00";
-                buf_ += kHex[u >> 4U];
-                buf_ += kHex[u & 15U];
-            }
-        }
-        buf_.append(s.data() + plain, s.size() - plain);
-        buf_.push_back('"');
+        appendJsonString(buf_, text);
         maybeFlush();
     }
     void dims(const std::vector<std::int64_t>& v)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cli/cli.h"
+#include "util/printable.h"
 
 #include <CLI/CLI.hpp>
 #include <optional>
@@ -24,7 +25,7 @@ inline std::optional<int> parseCommand(CLI::App& app, const std::vector<std::str
         out << app.help();
         return kExitOk;
     } catch (const CLI::ParseError& e) {
-        err << "ckptscope " << name << ": " << e.what() << " (see ckptscope " << name << " --help)\n";
+        err << "ckptscope " << name << ": " << displayText(e.what()) << " (see ckptscope " << name << " --help)\n";
         return kExitBadInput;
     }
     return std::nullopt;

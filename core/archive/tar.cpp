@@ -179,12 +179,29 @@ Expected<std::vector<TarMember>> parseTar(Bytes file)
 
 const TarMember* findMember(const std::vector<TarMember>& members, std::string_view name)
 {
-    for (const auto& m : members) {
-        if (m.name == name && (m.type == '0' || m.type == '\0')) {
-            return &m;
+    for (auto m = members.rbegin(); m != members.rend(); ++m) {
+        if (m->name == name) {
+            return m->type == '0' || m->type == '\0' ? &*m : nullptr;
         }
     }
     return nullptr;
+}
+
+std::vector<std::string> duplicatedNames(const std::vector<TarMember>& members)
+{
+    std::vector<std::string_view> names;
+    names.reserve(members.size());
+    for (const auto& m : members) {
+        names.push_back(m.name);
+    }
+    std::sort(names.begin(), names.end());
+    std::vector<std::string> out;
+    for (std::size_t i = 1; i < names.size(); ++i) {
+        if (names[i] == names[i - 1] && (out.empty() || out.back() != names[i])) {
+            out.emplace_back(names[i]);
+        }
+    }
+    return out;
 }
 
 }  // namespace ckpt::archive

@@ -32,7 +32,13 @@ struct TarMember {
 // past the end, or malformed pax records are Corrupt/Truncated errors with the header's offset.
 Expected<std::vector<TarMember>> parseTar(Bytes file);
 
-// The first regular file member named `name`, or nullptr.
+// The member named `name` that Python's tarfile (and so torch.load) reads: getmember() takes the
+// last one so named. nullptr when there is none, or when that last one is no regular file (torch
+// fails on it too). A harmless first `pickle` cannot hide a second one torch would load.
 [[nodiscard]] const TarMember* findMember(const std::vector<TarMember>& members, std::string_view name);
+
+// The names more than one member carries, sorted: a crafted file shows one reader one member and
+// another reader the other (reported as `duplicate-member`).
+[[nodiscard]] std::vector<std::string> duplicatedNames(const std::vector<TarMember>& members);
 
 }  // namespace ckpt::archive

@@ -161,6 +161,9 @@ public:
     std::string exportLayout;
     std::vector<std::pair<std::string, std::string>> safetensorsMetadata;
     std::vector<std::string> warnings;
+    // Archive member names carried by more than one member (a tar: torch.load reads the last of
+    // them, and so does ckptscope); `duplicate-member` reports them.
+    std::vector<std::string> duplicateMembers;
     // Strings whose bytes are not UTF-8, which torch.load cannot decode (UnicodeDecodeError): a
     // corrupt file, or a Python 2 str that loads only with encoding='latin1'. Shown with `\xNN`
     // escapes; `paths` are the escaped key paths of the first 100 the key tree shows.

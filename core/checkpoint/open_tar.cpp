@@ -337,6 +337,7 @@ Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget)
     if (!members) {
         return members.error();
     }
+    c.duplicateMembers = archive::duplicatedNames(*members);
     const auto* storages = archive::findMember(*members, "storages");
     const auto* tensors = archive::findMember(*members, "tensors");
     const auto* pkl = archive::findMember(*members, "pickle");

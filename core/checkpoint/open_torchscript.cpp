@@ -20,6 +20,9 @@ namespace {
 // A class source larger than this is no printer output (the largest in the corpus, detectron2's
 // whole model in one file, is 0.3 MiB): it is left unread rather than inflated.
 constexpr std::uint64_t kMaxSourceBytes = std::uint64_t{16} << 20;
+// And all of them together: 500 deflated 16 MiB sources (a few MB of file) were 8 GiB to inflate.
+// A real archive's code/ is a few MiB at most.
+constexpr std::uint64_t kMaxSourcesTotal = std::uint64_t{64} << 20;
 
 }  // namespace
 
@@ -257,6 +260,7 @@ void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c)
     const std::string prefix = zip.folder() + "/";
     std::vector<std::byte> scratch;
     std::size_t unreadable = 0;
+    std::uint64_t inflated = 0;
     for (const auto& rec : zip.records()) {
         if (rec.name.compare(0, prefix.size(), prefix) != 0) {
             continue;
@@ -265,10 +269,11 @@ void readScriptClasses(const archive::ZipReader& zip, Checkpoint& c)
         if (module.empty()) {
             continue;
         }
-        if (rec.size > kMaxSourceBytes) {
+        if (rec.size > kMaxSourceBytes || rec.size > kMaxSourcesTotal - inflated) {
             ++unreadable;
             continue;
         }
+        inflated += rec.size;
         auto data = zip.data(rec, scratch);
         if (!data) {
             ++unreadable;

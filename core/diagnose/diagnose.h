@@ -33,6 +33,11 @@ struct CheckOptions {
 // Findings sorted by severity (errors first), then code.
 Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions& opts = {}, std::stop_token stop = {});
 
+// The unsafe-callable findings of one pickle: the rule check() applies, for the pickles a multi-file
+// set reads (core/sharded reports them per member file, so `check` of a set says what `check` of
+// each file would). None for a safetensors file.
+[[nodiscard]] std::vector<Finding> unsafeCode(const Checkpoint& ckpt);
+
 // JSON for one finding (the shape used by `check --json` and the window).
 [[nodiscard]] std::string findingToJson(const Finding& f);
 

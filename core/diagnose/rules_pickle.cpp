@@ -5,6 +5,7 @@
 #include "diagnose/safety.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace ckpt::diagnose {
 namespace {
@@ -270,11 +271,80 @@ std::string callText(const Checkpoint& ckpt, const std::string& qualified)
     return {};
 }
 
+// `builtins.getattr(C, 'name')` on a global C is the global `C.name`, which the pickle could have
+// named itself: an enum member pickled by name reads so (DeepSpeed's ZeroStageEnum in every ZeRO
+// rank file, torch.memory_format values). Such a call reaches code only when C.name does. True
+// when every call of getattr the pickle makes (reachable or not: the unpickler would make them all)
+// is one on a harmless global and a public name, and getattr is never handed on as a value (to
+// map(), a constructor, ...), where it could be called on anything.
+bool onlyHarmlessAttributes(const Checkpoint& ckpt, const GlobalUse& g)
+{
+    using pickle::Kind;
+    if (g.qualified != "builtins.getattr") {
+        return false;
+    }
+    const auto& a = ckpt.arena;
+    auto isGetattr = [&](pickle::ValueId id) {
+        return id.valid() && id.v < a.size() && a[id].kind == Kind::Global &&
+               pickle::globalOf(a, id).qualified() == g.qualified;
+    };
+    for (const auto& o : a.objects) {
+        if (o.callable.qualified() != g.qualified) {
+            continue;
+        }
+        if (!o.args.valid() || a[o.args].kind != Kind::Tuple || a[o.args].items.size() != 2 || o.kwargs.valid()) {
+            return false;
+        }
+        const auto of = a[o.args].items[0];
+        const auto name = a[o.args].items[1];
+        if (a[of].kind != Kind::Global || a[name].kind != Kind::Str) {
+            return false;
+        }
+        const std::string_view attr = a[name].text.view();
+        const bool identifier =
+            !attr.empty() && attr.front() != '_' && std::all_of(attr.begin(), attr.end(), [](char c) {
+                return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+            });
+        const auto target = pickle::globalOf(a, of).qualified();
+        if (!identifier || unsafeReason(target) || unsafeReason(target + "." + std::string(attr))) {
+            return false;
+        }
+    }
+    // Handed on: any value referring to getattr itself (a GLOBAL consumed by REDUCE is referred to
+    // by no value).
+    if (isGetattr(ckpt.root)) {
+        return false;
+    }
+    auto any = [&](const auto& ids) { return std::any_of(ids.begin(), ids.end(), isGetattr); };
+    for (std::uint32_t i = 0; i < a.size(); ++i) {
+        const pickle::Value& v = a[pickle::ValueId{i}];
+        if (isGetattr(v.attrs) || any(v.items)) {
+            return false;
+        }
+        if (v.kind == Kind::Object) {
+            const auto& o = pickle::objectOf(a, pickle::ValueId{i});
+            if (isGetattr(o.args) || isGetattr(o.kwargs) || isGetattr(o.state) || any(o.listItems) ||
+                any(o.dictItems)) {
+                return false;
+            }
+        } else if (v.kind == Kind::Tensor) {
+            const auto& t = pickle::tensorOf(a, pickle::ValueId{i});
+            for (const auto id : {t.rawArgs, t.metadata, t.backwardHooks, t.parameterHooks, t.parameterState,
+                                  t.subclassType, t.subclassState}) {
+                if (isGetattr(id)) {
+                    return false;
+                }
+            }
+        }
+    }
+    return true;
+}
+
 void unsafeCallables(const Checkpoint& ckpt, const std::vector<GlobalUse>& globals, Findings& out)
 {
     for (const auto& g : globals) {
         const auto reason = unsafeReason(g.qualified);
-        if (!reason) {
+        if (!reason || onlyHarmlessAttributes(ckpt, g)) {
             continue;
         }
         Finding f;
@@ -439,6 +509,15 @@ void pickleRules(const Checkpoint& ckpt, Findings& out)
     notWeightsOnly(ckpt, globals, out);
     wholeModel(ckpt, out);
     dtensors(ckpt, out);
+}
+
+std::vector<Finding> unsafeCode(const Checkpoint& ckpt)
+{
+    Findings out;
+    if (ckpt.format != Format::Safetensors) {
+        unsafeCallables(ckpt, allGlobals(ckpt), out);
+    }
+    return out;
 }
 
 }  // namespace ckpt::diagnose

@@ -31,8 +31,34 @@ TensorsByStorage tensorsByStorage(const Checkpoint& ckpt)
     return out;
 }
 
+void duplicateMembers(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.duplicateMembers.empty()) {
+        return;
+    }
+    std::string names;
+    for (std::size_t i = 0; i < ckpt.duplicateMembers.size() && i < 5; ++i) {
+        names += (i ? ", '" : "'") + ckpt.duplicateMembers[i] + "'";
+    }
+    if (ckpt.duplicateMembers.size() > 5) {
+        names += " and " + std::to_string(ckpt.duplicateMembers.size() - 5) + " more";
+    }
+    Finding f;
+    f.code = "duplicate-member";
+    f.severity = Severity::Error;
+    f.title = "Archive members named twice: readers disagree on which one is the file";
+    f.detail = "More than one member is named " + names +
+               ". Python's tarfile, and so torch.load, reads the last of them, and ckptscope shows that one; a "
+               "reader that takes the first sees another checkpoint. No torch.save writes this: the file was "
+               "put together by hand, which is how a harmless first pickle hides the one torch loads. Fix: "
+               "rewrite it (convert writes what torch.load reads).";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
 void legacyFormat(const Checkpoint& ckpt, Findings& out)
 {
+    duplicateMembers(ckpt, out);
     if (ckpt.format == Format::TorchTar) {
         Finding f;
         f.code = "legacy-format";

@@ -58,11 +58,15 @@ struct Metadata {
     std::string version;             // "" before PyTorch 2.4's `version`
     bool oldTensorProperties = false;
     bool hasPlannerData = false;
+    // The pickle's own unsafe-callable findings (sharded::detail::unsafeCodeFindings), moved into
+    // the Set's by open().
+    std::vector<SetFinding> findings;
 };
 
 // Parses `.metadata`'s bytes. Corrupt when it is no DCP Metadata pickle; Unsupported, naming it,
 // for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
-Expected<Metadata> parseMetadata(Bytes data);
+// `name` is the file's, for messages and findings.
+Expected<Metadata> parseMetadata(Bytes data, const std::string& name = ".metadata");
 
 // The rank R of a `__R.metadata` file name: what FileSystemWriter.finish writes on each rank instead
 // of the one `.metadata` when dcp.save runs with use_collectives=False (filesystem.py

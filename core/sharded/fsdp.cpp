@@ -476,6 +476,7 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
         if (!c) {
             return c.error();
         }
+        detail::unsafeCodeFindings(**c, fs::path(p).filename().string(), set.findings);
         auto fr = readFile(**c);
         if (!fr) {
             return fr.error();

@@ -31,22 +31,67 @@ namespace {
 // An index is small; a file far beyond that is not one, and must not be read whole.
 constexpr std::uintmax_t kMaxIndexBytes = 64U << 20;
 
-Expected<nlohmann::ordered_json> readIndex(const std::string& path)
+// The index, its weight_map taken aside in file order (the set's tensors follow it). Objects are
+// sorted maps (nlohmann::json): ordered_json inserted each key with a linear scan, so 100k entries
+// took 46 s and a flood of metadata keys longer; the parse callback keeps weight_map's order
+// without inserting its entries anywhere. A name given twice keeps its first place and its last
+// file, as Python's dict (json.load) does.
+struct Index {
+    nlohmann::json doc;  // "weight_map" left an empty object
+    std::vector<std::pair<std::string, nlohmann::json>> weightMap;
+};
+
+Expected<Index> readIndex(const std::string& path)
 {
     auto text = readSmallFile(path, kMaxIndexBytes);
     if (!text) {
         return text.error();
     }
-    auto parsed = parseJsonText<nlohmann::ordered_json>(*text, "the index");
+    using Event = nlohmann::json::parse_event_t;
+    Index index;
+    bool inMap = false;  // reading the top-level "weight_map"'s members
+    const nlohmann::json::parser_callback_t takeWeightMap = [&](int depth, Event event, nlohmann::json& parsed) {
+        if (event == Event::key && depth == 1) {
+            inMap = parsed.is_string() && parsed.get_ref<const std::string&>() == "weight_map";
+            if (inMap) {
+                index.weightMap.clear();  // the last "weight_map" wins
+            }
+            return true;
+        }
+        if (!inMap || depth != 2) {
+            return true;
+        }
+        if (event == Event::key) {
+            index.weightMap.emplace_back(parsed.get<std::string>(), nullptr);  // null until its value
+            return false;
+        }
+        if (event == Event::value && !index.weightMap.empty()) {
+            index.weightMap.back().second = std::move(parsed);
+            return false;
+        }
+        return true;
+    };
+    auto parsed = parseJsonText<nlohmann::json>(*text, "the index", takeWeightMap);
     if (!parsed) {
         return parsed.error();
     }
-    auto& j = *parsed;
+    index.doc = std::move(*parsed);
+    auto& j = index.doc;
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
         return makeError(ErrorCode::Corrupt, "the index has no \"weight_map\" object (transformers reads "
                                              "index[\"weight_map\"] and fails with KeyError)");
     }
-    return parsed;
+    std::unordered_map<std::string, std::size_t> first;
+    std::vector<std::pair<std::string, nlohmann::json>> unique;
+    for (auto& [name, file] : index.weightMap) {
+        if (auto [it, added] = first.try_emplace(name, unique.size()); !added) {
+            unique[it->second].second = std::move(file);
+        } else {
+            unique.emplace_back(std::move(name), std::move(file));
+        }
+    }
+    index.weightMap = std::move(unique);
+    return index;
 }
 
 // "-0000i-of-0000N" in a shard name: the N the writer meant, 0 when the name has none.
@@ -110,6 +155,7 @@ void shardFindings(ShardedSet& set, const std::string& indexName)
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
         if (set.shards[i]) {
+            detail::unsafeCodeFindings(*set.shards[i], set.shardFiles[i], set.findings);
             continue;
         }
         if (set.shardErrors[i] == "missing") {
@@ -160,7 +206,7 @@ void addTiedName(ShardedSet& set, std::size_t kept, const std::string& removed)
 // The hub's save_torch_state_dict stores a tied name once and records `removed -> kept` in the
 // index metadata (ckptscope's split does the same): the removed name comes back as a view of the
 // kept tensor, so a consolidation writes both, sharing one storage, as model.state_dict() has them.
-void restoreTiedNames(ShardedSet& set, const nlohmann::ordered_json& meta,
+void restoreTiedNames(ShardedSet& set, const nlohmann::json& meta,
                       const std::vector<std::pair<std::string, std::uint32_t>>& weightMap)
 {
     if (!meta.is_object()) {
@@ -293,6 +339,46 @@ void restoreConfigTies(ShardedSet& set, const std::vector<TiedPair>& tied)
     }
 }
 
+// metadata.total_size: the bytes the set stores, as save_pretrained writes it. Loaders ignore it
+// (transformers and accelerate never read it), so a wrong one, or one Python's json read as inf
+// (`1e400`), NaN or text, is a finding, never a reason to refuse the set.
+// `agree`: the index lists exactly the shards' tensors (else those findings say what differs).
+void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::string& indexName, bool agree)
+{
+    if (!meta.is_object() || !meta.contains("total_size")) {
+        return;
+    }
+    const auto& declared = meta["total_size"];
+    std::string problem;
+    if (declared.is_number_unsigned()) {
+        set.declaredTotalSize = declared.get<std::uint64_t>();
+        const bool whole =
+            std::all_of(set.shards.begin(), set.shards.end(), [](const auto& c) { return c != nullptr; });
+        const auto tied = set.tiedMap();
+        std::uint64_t stored = 0;
+        for (const auto& t : set.tensors) {
+            stored += tied.contains(t.name) ? 0 : set.entry(t).nbytes;
+        }
+        if (agree && whole && stored != set.declaredTotalSize) {
+            problem = "is " + std::to_string(set.declaredTotalSize) + " bytes, but the shards' tensors hold " +
+                      std::to_string(stored);
+        }
+    } else {
+        const std::string text = declared.is_string() ? declared.get<std::string>() : declared.dump();
+        problem = "is " + text.substr(0, 80) + ", not a count of bytes";
+    }
+    if (!problem.empty()) {
+        set.findings.push_back({"index-total-size",
+                                "info",
+                                "The index's metadata.total_size is wrong",
+                                "metadata.total_size in " + indexName + " " + problem +
+                                    ". Loaders ignore it (transformers and accelerate never read it), so the set "
+                                    "loads; tools that size downloads or memory from it are misled. ckptscope "
+                                    "writes the right value when it writes the set.",
+                                {}});
+    }
+}
+
 }  // namespace
 
 std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
@@ -303,7 +389,7 @@ std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
         return names;
     }
     std::unordered_set<std::string> seen;
-    for (const auto& [key, file] : (*index)["weight_map"].items()) {
+    for (const auto& [key, file] : index->weightMap) {
         if (file.is_string() && seen.insert(file.get_ref<const std::string&>()).second) {
             names.push_back(file.get_ref<const std::string&>());
         }
@@ -338,7 +424,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     }
 
     auto indexFile = detail::memberPath(loc.dir, fs::path(loc.index).filename().string(), "the set's index");
-    auto index = indexFile ? readIndex(*indexFile) : Expected<nlohmann::ordered_json>(indexFile.error());
+    auto index = indexFile ? readIndex(*indexFile) : Expected<Index>(indexFile.error());
     if (!index) {
         Error e = index.error();
         e.path = loc.index;
@@ -349,16 +435,13 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     set.dir = loc.dir;
     set.indexPath = loc.index;
     // A reference, never a copy: copying a JSON value recurses once per level of its nesting.
-    static const nlohmann::ordered_json kNoMetadata;
-    const auto found = index->find("metadata");
-    const auto& meta = found != index->end() ? *found : kNoMetadata;
-    if (meta.is_object() && meta.contains("total_size") && meta["total_size"].is_number_unsigned()) {
-        set.declaredTotalSize = meta["total_size"].get<std::uint64_t>();
-    }
+    static const nlohmann::json kNoMetadata;
+    const auto found = index->doc.find("metadata");
+    const auto& meta = found != index->doc.end() ? *found : kNoMetadata;
 
     std::vector<std::pair<std::string, std::uint32_t>> wanted;  // weight_map in file order
     std::unordered_map<std::string, std::uint32_t> shardOf;
-    for (const auto& [name, file] : (*index)["weight_map"].items()) {
+    for (const auto& [name, file] : index->weightMap) {
         if (!file.is_string()) {
             Error e = makeError(ErrorCode::Corrupt, "weight_map[\"" + name + "\"] is not a file name");
             e.path = loc.index;
@@ -422,6 +505,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         }
     }
     std::sort(unlisted.begin(), unlisted.end());
+    totalSizeFinding(set, meta, indexName, absent.empty() && unlisted.empty());
     if (!unlisted.empty()) {
         set.findings.push_back({"index-unlisted-tensor", "warning", "Shards hold tensors the index does not list",
                                 std::to_string(unlisted.size()) +

@@ -113,6 +113,11 @@ namespace detail {
 // `entry` (".metadata's storage_data", "latest") named `name` and where it leads.
 Expected<std::string> memberPath(const std::string& folder, const std::string& name, const std::string& entry);
 
+// Every pickle a set reads goes through the single-file safety scan: `file`'s unsafe-callable
+// findings (diagnose::unsafeCode, the one rule) appended to `out` as set findings, their title
+// naming the member, their paths `file:key/path`. torch.load or dcp.load of the set would run them.
+void unsafeCodeFindings(const Checkpoint& ckpt, const std::string& file, std::vector<SetFinding>& out);
+
 // Names of the index's weight_map files, in first use ([] when the index cannot be read).
 std::vector<std::string> indexShardNames(const std::string& indexPath);
 

@@ -490,6 +490,11 @@ Expected<void> Builder::openFiles(bool stage3Files)
                  " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
              extra});
     }
+    for (std::size_t f = 0; f < s_.files.size(); ++f) {
+        if (s_.sources[f]) {
+            detail::unsafeCodeFindings(*s_.sources[f], s_.files[f], s_.findings);
+        }
+    }
     return {};
 }
 
@@ -751,6 +756,34 @@ Expected<void> Builder::addParams12()
         for (const auto& sp : spans) {
             partNumel_.back().push_back(sp.numel);
         }
+        // DeepSpeed pads each flat group to a multiple of 2 x world and cuts it into equal
+        // partitions, the padding stripped from the tail on save: rank r holds
+        // min(per, total - r * per) elements. Partitions of other lengths do not tile the group, and
+        // reading them end to end would shift every param after the odd one (zero_to_fp32 checks
+        // only the total).
+        if (have && !spans.empty()) {
+            const std::uint64_t per = spans.front().numel;
+            const std::uint64_t all = total(spans);
+            const std::uint64_t n = spans.size();
+            bool tiles = roundUp(all, 2 * n) / n == per;
+            for (std::size_t r = 0; tiles && r < spans.size(); ++r) {
+                const std::uint64_t start = per > 0 && r > all / per ? all : std::min<std::uint64_t>(all, r * per);
+                tiles = spans[r].numel == std::min(per, all - start);
+            }
+            if (!tiles) {
+                std::string sizes;
+                for (std::size_t k = 0; k < spans.size() && k < 8; ++k) {
+                    sizes += (k ? ", " : "") + std::to_string(spans[k].numel);
+                }
+                return makeError(ErrorCode::Corrupt, "group " + std::to_string(g) +
+                                                         ": the ranks' fp32 partitions hold " + sizes +
+                                                         (spans.size() > 8 ? ", ..." : "") +
+                                                         " elements, which do not tile the flat group (equal "
+                                                         "partitions of the group padded to 2 x world, only the last "
+                                                         "short): the rank files come from different saves or were "
+                                                         "altered");
+            }
+        }
         FlatGroup flat;
         flat.numel = total(spans);
         if (have && !take(spans, 0, flat.numel, 4, flat.pieces)) {
@@ -848,6 +881,18 @@ Expected<void> Builder::addParams3()
             if (!checkedAdd(offset, per, offset) || offset > UINT64_MAX / world) {
                 return makeError(ErrorCode::Limit, "param_shapes add up to more elements than a tensor can hold");
             }
+        }
+    }
+    // Every rank holds the same partitions' lengths (ceil(numel / world) per param): a rank with
+    // more or fewer does not tile the params, whatever rank 0 says.
+    for (std::size_t r = 1; have && r < ranks.size(); ++r) {
+        if (total(ranks[r]) != total(ranks.front())) {
+            return makeError(ErrorCode::Corrupt, s_.files[optimFiles_[r]] + " holds " +
+                                                     std::to_string(total(ranks[r])) + " fp32 elements and " +
+                                                     s_.files[optimFiles_.front()] + " " +
+                                                     std::to_string(total(ranks.front())) +
+                                                     ": the partitions do not tile the params (the rank files come "
+                                                     "from different saves or were altered)");
         }
     }
     if (have && offset * world != total(ranks.front()) * world) {

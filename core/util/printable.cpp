@@ -177,4 +177,84 @@ std::optional<std::string> fromHex(std::string_view hex)
     return out;
 }
 
+void appendJsonString(std::string& out, std::string_view text)
+{
+    std::string fixed;
+    if (!isValidUtf8(text)) {
+        fixed = validUtf8(text);
+    }
+    const std::string_view s = fixed.empty() ? text : fixed;
+    out.push_back('"');
+    std::size_t plain = 0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        const char ch = s[i];
+        const auto u = static_cast<unsigned char>(ch);
+        const bool c1 = u == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+                        static_cast<unsigned char>(s[i + 1]) < 0xA0;
+        if (u >= 0x20 && u != 0x7F && ch != '"' && ch != '\\' && !c1) {
+            continue;
+        }
+        out.append(s.data() + plain, i - plain);
+        plain = i + 1;
+        switch (ch) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        default: {
+            const auto cp = c1 ? static_cast<unsigned char>(s[i + 1]) : u;
+            out += "\\u00";
+            out += kHex[cp >> 4U];
+            out += kHex[cp & 15U];
+            plain = i + (c1 ? 2 : 1);
+            i += c1 ? 1 : 0;
+        }
+        }
+    }
+    out.append(s.data() + plain, s.size() - plain);
+    out.push_back('"');
+}
+
+std::string jsonControlsEscaped(std::string json)
+{
+    auto isControl = [&](std::size_t i) {
+        const auto c = static_cast<unsigned char>(json[i]);
+        const auto next = i + 1 < json.size() ? static_cast<unsigned char>(json[i + 1]) : 0U;
+        return c == 0x7F || (c == 0xC2 && next >= 0x80 && next < 0xA0);
+    };
+    std::size_t i = 0;
+    while (i < json.size() && !isControl(i)) {
+        ++i;
+    }
+    if (i == json.size()) {
+        return json;
+    }
+    std::string out = json.substr(0, i);
+    out.reserve(json.size() + 16);
+    while (i < json.size()) {
+        if (!isControl(i)) {
+            out += json[i++];
+            continue;
+        }
+        const bool del = json[i] == '\x7F';
+        const auto cp = del ? 0x7FU : static_cast<unsigned char>(json[i + 1]);
+        out += "\\u00";
+        out += kHex[cp >> 4U];
+        out += kHex[cp & 15U];
+        i += del ? 1 : 2;
+    }
+    return out;
+}
+
 }  // namespace ckpt

@@ -333,6 +333,169 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    // ---- hostile code in a set ----------------------------------------------------------------------
+
+    // os.system in a pickle the set is read from: check of the set said nothing, where check of the
+    // file says unsafe-callable (and torch.load / dcp.load of the set would run it).
+    void hostileCodeInASetIsReported_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("file");  // the member the finding names
+        QTest::newRow("dcp .metadata storage_meta") << "dcp_code_storage_meta"
+                                                    << ".metadata";
+        QTest::newRow("dcp .metadata extra field") << "dcp_code_extra_field"
+                                                   << ".metadata";
+        QTest::newRow("dcp bytes item") << "dcp_code_bytes_item"
+                                        << "__0_0.distcp (value 'step')";
+        QTest::newRow("fsdp rank file") << "fsdp_code"
+                                        << "pytorch_model_fsdp_0_rank1.bin";
+        QTest::newRow("zero rank file") << "zero_code"
+                                        << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+        QTest::newRow("hf .bin shard") << "hf_bin_code"
+                                       << "pytorch_model-00003-of-00003.bin";
+    }
+    void hostileCodeInASetIsReported()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, file);
+        const QString dir = copyOf(set);
+        for (const bool json : {false, true}) {
+            std::vector<std::string> args{"check", s(dir)};
+            if (json) {
+                args.emplace_back("--json");
+            }
+            const auto r = run(args);
+            const QString what = describe(r) + QString::fromUtf8(r.out.left(2000));
+            QVERIFY2(r.rc == 1 && r.out.contains("unsafe-callable"), qPrintable(what));
+            if (!json) {
+                // The single file's wording, naming the member.
+                QVERIFY2(r.out.contains(s(file + QStringLiteral(": The pickle calls posix.system")).c_str()),
+                         qPrintable(what));
+            }
+        }
+    }
+
+    // The same rule for every pickle: builtins.getattr on a global and a public name (an enum member
+    // pickled by name: every generated ZeRO and DCP set) is no finding; on a call's result, or handed
+    // on to map(), it is.
+    void getattrIsJudgedByWhatItReaches()
+    {
+        for (const char* healthy : {"zero2", "dcp"}) {
+            const auto r = run({"check", s(copyOf(QString::fromLatin1(healthy)))});
+            QVERIFY2(r.rc == 0 && !r.out.contains("unsafe-callable"),
+                     qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        }
+        const auto enumByName = run({"check", s(m_gen.filePath(QStringLiteral("getattr_enum_by_name.pt")))});
+        QVERIFY2(!enumByName.out.contains("unsafe-callable"),
+                 qPrintable(describe(enumByName) + QString::fromUtf8(enumByName.out)));
+        for (const char* gadget : {"getattr_of_call.pt", "getattr_handed_on.pt"}) {
+            const auto r = run({"check", s(m_gen.filePath(QString::fromLatin1(gadget)))});
+            QVERIFY2(r.rc == 1 && r.out.contains("ERROR [unsafe-callable] The pickle calls builtins.getattr"),
+                     qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        }
+    }
+
+    // A tar-era file with a harmless `pickle` and a second one carrying os.system: ckptscope read the
+    // first, torch.load (tarfile.getmember) the last.
+    void tarReadsTheMemberTorchReads()
+    {
+        const QString file = m_gen.filePath(QStringLiteral("tar_two_pickles.pt"));
+        const auto r = run({"check", s(file)});
+        QVERIFY2(r.rc == 1 && r.out.contains("ERROR [duplicate-member]") &&
+                     r.out.contains("ERROR [unsafe-callable] The pickle calls posix.system"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
+        const auto shown = run({"inspect", s(file), "--json"});
+        QVERIFY2(shown.rc == 0 && shown.out.contains("posix.system"), qPrintable(describe(shown)));
+        const auto base = run({"check", s(m_gen.filePath(QStringLiteral("tar_base.pt")))});
+        QVERIFY2(!base.out.contains("duplicate-member"), qPrintable(describe(base)));
+    }
+
+    // ---- limits that are not errors ---------------------------------------------------------------
+
+    // metadata.total_size of 1e400 or NaN (which Python's json reads) made the set "not valid JSON",
+    // exit 2; a wrong one passed silently. Loaders ignore it: a finding, and the set reads.
+    void indexTotalSizeIsAFinding()
+    {
+        for (const char* name : {"hf_total_size_inf", "hf_total_size_nan", "hf_total_size_wrong"}) {
+            const QString dir = copyOf(QString::fromLatin1(name));
+            const auto r = run({"check", s(dir)});
+            QVERIFY2(
+                r.rc == 0 && r.out.contains("INFO [index-total-size]"),
+                qPrintable(QString::fromLatin1(name) + QStringLiteral(": ") + describe(r) + QString::fromUtf8(r.out)));
+            const QString out = m_work.filePath(QStringLiteral("%1.pt").arg(QString::fromLatin1(name)));
+            const auto c = run({"convert", s(dir), "-o", s(out)});
+            QVERIFY2(c.rc == 0 && QFile::exists(out), qPrintable(describe(c)));
+        }
+    }
+
+    // ZeRO partitions of unequal length (the total unchanged) were read end to end: every param
+    // after the cut shifted, written with exit 0.
+    void zeroPartitionsMustTileTheGroup()
+    {
+        const QString dir = copyOf(QStringLiteral("zero_untiled"));
+        const QString out = m_work.filePath(QStringLiteral("untiled.pt"));
+        const auto r = run({"convert", s(dir), "-o", s(out)});
+        checkRefused(r);
+        QVERIFY2(r.err.contains("do not tile"), qPrintable(describe(r)));
+        QVERIFY(!QFile::exists(out));
+        const auto c = run({"check", s(dir)});
+        QVERIFY2(c.rc != 0 && (c.out + c.err).contains("do not tile"), qPrintable(describe(c)));
+    }
+
+    // ---- size -------------------------------------------------------------------------------------
+
+    // 200k weight_map entries and 300k metadata keys: every key was inserted with a linear scan
+    // (100k entries took 46 s). Now well under the bound, with the set's findings.
+    void hugeIndexIsFast()
+    {
+        const QString dir = copyOf(QStringLiteral("hf_huge_index"));
+        for (const char* cmd : {"check", "inspect"}) {
+            const auto r = run({cmd, s(dir)}, 30000);
+            QVERIFY2(!r.timedOut && (r.rc == 0 || r.rc == 1), qPrintable(describe(r)));
+            QVERIFY2(r.ms < 20000, qPrintable(describe(r)));
+        }
+    }
+
+    // 120k chunks of one tensor, all at row 0: the overlap sweep along dim 0 compared every pair
+    // (110 s).
+    void manyDcpChunksAreFast()
+    {
+        const auto r = run({"check", s(copyOf(QStringLiteral("dcp_many_chunks")))}, 30000);
+        QVERIFY2(!r.timedOut && r.rc == 0 && r.ms < 20000, qPrintable(describe(r)));
+    }
+
+    // code/ sources had a cap each but none in total: 500 deflated 16 MiB ones were 8 GiB to
+    // inflate. Past 64 MiB the rest are left unread, and inspect says so.
+    void scriptSourcesHaveATotalCap()
+    {
+        const auto r = run({"inspect", s(m_gen.filePath(QStringLiteral("script_sources_bomb.pt")))}, 30000);
+        QVERIFY2(!r.timedOut && r.rc == 0, qPrintable(describe(r)));
+        QVERIFY2((r.out + r.err).contains("TorchScript class source(s) under code/ could not be read"),
+                 qPrintable(describe(r) + QString::fromUtf8(r.out)));
+    }
+
+    // ---- output -----------------------------------------------------------------------------------
+
+    // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON
+    // escapes only C0), and a --device argument's ESC reached testload's error as it was.
+    void controlCharactersNeverPrintRaw()
+    {
+        auto raw = [](const QByteArray& b) {
+            return b.contains("\xc2\x9b") || b.contains('\x9b') || b.contains('\x7f') || b.contains('\x1b');
+        };
+        const QString file = m_gen.filePath(QStringLiteral("control_names.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"inspect", s(file), "--json"}, {"inspect", s(file)}, {"check", s(file), "--json"}}) {
+            const auto r = run(args);
+            QVERIFY2(r.rc == 0 || r.rc == 1, qPrintable(describe(r)));
+            QVERIFY2(!raw(r.out) && !raw(r.err), qPrintable(QString::fromLatin1(r.out.toPercentEncoding())));
+        }
+        const auto j = run({"inspect", s(file), "--json"});
+        QVERIFY2(j.out.contains("w\\u009b2J"), j.out.constData());
+        const auto d = run({"testload", s(file), "--device", "\x1b[2Jcuda:0"});
+        QVERIFY2(d.rc == 2 && !raw(d.err) && d.err.contains("\\x1b[2J"), qPrintable(describe(d)));
+    }
+
     // ---- crashes and hangs ------------------------------------------------------------------------
 
     // A 100 000-deep index `metadata`: a stack overflow (SIGSEGV) in every command.

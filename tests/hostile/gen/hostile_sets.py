@@ -11,8 +11,10 @@ the test owns). Every file is small: the huge tensors are only declared.
 import collections
 import json
 import os
+import io
 import pickle
 import sys
+import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -24,6 +26,7 @@ import torch  # noqa: E402
 import gen_dcp  # noqa: E402  (registers the DCP stand-in classes under their real module paths)
 import gen_fsdp  # noqa: E402
 import gen_sharded  # noqa: E402
+import gen_tar_checkpoint  # noqa: E402
 import gen_zero  # noqa: E402
 
 
@@ -42,6 +45,35 @@ def hf_sets(out):
     text = text.replace('"metadata": {', '"metadata": {"deep": ' + nested + ', ', 1)
     with open(index, "w") as f:
         f.write(text)
+
+
+def hf_total_sizes(out):
+    """metadata.total_size as Python's json reads it: 1e400 (inf), NaN, and a wrong count."""
+    sd = gen_sharded.model_state()
+    for name, value in (("inf", "1e400"), ("nan", "NaN"), ("wrong", "12345")):
+        folder = os.path.join(out, "hf_total_size_" + name)
+        gen_sharded.write_set(folder, sd, ".safetensors", 2000)
+        index = os.path.join(folder, "model.safetensors.index.json")
+        with open(index) as f:
+            j = json.load(f)
+        j["metadata"]["total_size"] = "@@"
+        with open(index, "w") as f:
+            f.write(json.dumps(j).replace('"@@"', value))
+
+
+def hf_huge_index(out):
+    """200 000 weight_map entries (a real 92k-entry index took 40 s) and a flood of 300 000 metadata
+    keys: each key was inserted with a linear scan."""
+    folder = os.path.join(out, "hf_huge_index")
+    gen_sharded.write_set(folder, gen_sharded.model_state(), ".safetensors", 2000)
+    index = os.path.join(folder, "model.safetensors.index.json")
+    with open(index) as f:
+        j = json.load(f)
+    shard = next(iter(j["weight_map"].values()))
+    j["weight_map"].update((f"missing.{i}.weight", shard) for i in range(200000))
+    j["metadata"].update((f"key{i}", "v") for i in range(300000))
+    with open(index, "w") as f:
+        json.dump(j, f)
 
 
 def dcp_metadata(folder):
@@ -100,6 +132,22 @@ def dcp_sets(out):
     dump_metadata(folder, md)
 
 
+def dcp_many_chunks(out):
+    """One tensor of [1, 120000] in 120 000 one-element chunks, all at row 0: the overlap sweep along
+    dim 0 compared every pair. Each chunk's storage_data points at the one real record (check reads
+    no chunk)."""
+    folder = os.path.join(out, "dcp_many_chunks")
+    write(folder, {"w": torch.zeros(1, 1)})
+    md = dcp_metadata(folder)
+    n = 120000
+    (index, info), = md.storage_data.items()
+    tsm = md.state_dict_metadata["w"]
+    tsm.size = torch.Size([1, n])
+    tsm.chunks = [gen_dcp.ChunkStorageMetadata(torch.Size([0, i]), torch.Size([1, 1])) for i in range(n)]
+    md.storage_data = {gen_dcp.MetadataIndex("w", torch.Size([0, i])): info for i in range(n)}
+    dump_metadata(folder, md)
+
+
 def zero_sets(out):
     gen_zero.write_set(out, "zero2", 2, 2)
     gen_zero.write_set(out, "zero_dotdot", 2, 2)
@@ -115,9 +163,131 @@ def zero_sets(out):
     torch.save(states, path)
 
 
+    # Partitions that do not tile the flat group: rank 0's two elements longer, rank 1's two shorter,
+    # the total unchanged (zero_to_fp32's only check); every param after the cut was shifted.
+    gen_zero.write_set(out, "zero_untiled", 2, 2)
+    tag = os.path.join(out, "zero_untiled", "global_step3")
+    paths = [os.path.join(tag, f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt") for r in range(2)]
+    states = [torch.load(p) for p in paths]
+    parts = [s["optimizer_state_dict"]["single_partition_of_fp32_groups"] for s in states]
+    parts[0][0], parts[1][0] = torch.cat([parts[0][0], parts[1][0][:2]]), parts[1][0][2:].clone()
+    for s, p in zip(states, paths):
+        torch.save(s, p)
+
+
 def fsdp_sets(out):
     gen_fsdp.write_set(os.path.join(out, "fsdp"), "pytorch_model_fsdp_0", gen_fsdp.model(1), 2,
                        lambda k, v, r, w: gen_fsdp.chunk_sharded(v, r, w))
+
+
+class Payload:
+    """Pickles as a call of os.system (posix.system): what torch.load or dcp.load would run. Writing
+    it runs nothing."""
+
+    def __reduce__(self):
+        return (os.system, ("echo owned > /dev/null",))
+
+
+def hostile_code_sets(out):
+    """Each set carries os.system in one of the pickles it is read from."""
+    sd = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "b": torch.ones(3)}
+    # DCP: in .metadata's storage_meta, in an extra field of Metadata, in a BYTE_IO value.
+    folder = os.path.join(out, "dcp_code_storage_meta")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    md.storage_meta = Payload()
+    dump_metadata(folder, md)
+    folder = os.path.join(out, "dcp_code_extra_field")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    md.extra = Payload()
+    dump_metadata(folder, md)
+    write(os.path.join(out, "dcp_code_bytes_item"), dict(sd, step=Payload()))
+    # An FSDP rank file, a ZeRO rank file, a Hugging Face .bin shard, each with one more value.
+    folder = os.path.join(out, "fsdp_code")
+    os.makedirs(folder)
+    for rank in range(2):  # gen_fsdp.write_set's files, rank 1's with one more value
+        states = collections.OrderedDict(
+            (k, gen_fsdp.chunk_sharded(v, rank, 2)) for k, v in gen_fsdp.model(1).items())
+        if rank == 1:
+            states["hook"] = Payload()
+        torch.save(states, os.path.join(folder, f"pytorch_model_fsdp_0_rank{rank}.bin"))
+    gen_zero.write_set(out, "zero_code", 2, 2)
+    path = os.path.join(out, "zero_code", "global_step3", "zero_pp_rank_1_mp_rank_00_optim_states.pt")
+    states = torch.load(path)
+    states["hook"] = Payload()
+    torch.save(states, path)
+    folder = os.path.join(out, "hf_bin_code")
+    gen_sharded.write_set(folder, gen_sharded.model_state(), ".bin", 2000)
+    shard = sorted(n for n in os.listdir(folder) if n.endswith(".bin"))[-1]
+    states = torch.load(os.path.join(folder, shard))
+    states["hook"] = Payload()
+    torch.save(states, os.path.join(folder, shard))
+
+
+class AttributeOfCall:
+    """getattr on a call's result: the gadget that reaches what no GLOBAL names."""
+
+    def __reduce__(self):
+        return (getattr, (collections.OrderedDict(), "keys"))
+
+
+class HandedOn:
+    """getattr handed to map(), which would call it on anything."""
+
+    def __reduce__(self):
+        return (map, (getattr, [collections.OrderedDict], ["fromkeys"]))
+
+
+class EnumByName:
+    """What an enum member pickled by name looks like (DeepSpeed's ZeroStageEnum): harmless."""
+
+    def __reduce__(self):
+        return (getattr, (collections.OrderedDict, "fromkeys"))
+
+
+def getattr_files(out):
+    w = torch.ones(2)
+    torch.save({"w": w, "e": AttributeOfCall()}, os.path.join(out, "getattr_of_call.pt"))
+    torch.save({"w": w, "e": HandedOn()}, os.path.join(out, "getattr_handed_on.pt"))
+    torch.save({"w": w, "e": EnumByName()}, os.path.join(out, "getattr_enum_by_name.pt"))
+
+
+def control_names(out):
+    """Tensor names carrying C1 CSI (U+009B), DEL and ESC: JSON escapes only C0, so they printed raw."""
+    torch.save({"w\u009b2J": torch.ones(1), "x\x7f\x1b[31m": torch.ones(1)}, os.path.join(out, "control_names.pt"))
+
+
+def script_sources_bomb(out):
+    """A TorchScript archive with 8 more code/ sources of 16 MiB each (the cap per source), 0.6 MB
+    deflated: with no cap on the total, 500 of them were 8 GiB to inflate. Past the total cap the
+    rest are left unread, with a warning."""
+    import zipfile
+    base = os.path.join(out, "script_base.pt")
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), base)
+    with zipfile.ZipFile(base) as z:
+        entries = [(i, z.read(i)) for i in z.infolist()]
+    folder = entries[0][0].filename.split("/")[0]
+    source = b"#" * (16 << 20)
+    with zipfile.ZipFile(os.path.join(out, "script_sources_bomb.pt"), "w") as z:
+        for info, data in entries:
+            z.writestr(info, data)
+        for i in range(8):
+            z.writestr(zipfile.ZipInfo(f"{folder}/code/__torch__/bomb{i}.py"), source,
+                       compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
+
+
+def tar_files(out):
+    """A tar-era checkpoint with a second `pickle` member: tarfile (and torch.load) reads the last."""
+    base = os.path.join(out, "tar_base.pt")
+    gen_tar_checkpoint.build(base)
+    with tarfile.open(base) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    hidden = io.BytesIO()
+    pickle.dump({"w": Payload()}, hidden, protocol=2)
+    with tarfile.open(os.path.join(out, "tar_two_pickles.pt"), "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members + [("pickle", hidden.getvalue())]:
+            gen_tar_checkpoint.member(tar, name, data)
 
 
 def main():
@@ -126,9 +296,17 @@ def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     hf_sets(out)
+    hf_total_sizes(out)
+    hf_huge_index(out)
     dcp_sets(out)
+    dcp_many_chunks(out)
     zero_sets(out)
     fsdp_sets(out)
+    hostile_code_sets(out)
+    getattr_files(out)
+    tar_files(out)
+    control_names(out)
+    script_sources_bomb(out)
     print("hostile sets written to", out)
 
 
