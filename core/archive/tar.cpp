@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <ranges>
 
 namespace ckpt::archive {
 namespace {
@@ -179,10 +180,10 @@ Expected<std::vector<TarMember>> parseTar(Bytes file)
 
 const TarMember* findMember(const std::vector<TarMember>& members, std::string_view name)
 {
-    for (auto m = members.rbegin(); m != members.rend(); ++m) {
-        if (m->name == name) {
-            return m->type == '0' || m->type == '\0' ? &*m : nullptr;
-        }
+    // The last member of a name, as Python's tarfile (and so torch.load) reads it.
+    const auto m = std::find_if(members.rbegin(), members.rend(), [&](const TarMember& t) { return t.name == name; });
+    if (m != members.rend()) {
+        return m->type == '0' || m->type == '\0' ? &*m : nullptr;
     }
     return nullptr;
 }
