@@ -16,6 +16,13 @@ torch2_mounts() {
     mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
     mkdir -p "$root/dev/shm"
     mountpoint -q "$root/dev/shm" || mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
+    # The sanitizer runtimes of the host's compiler, for an instrumented ckptscope (the asan preset,
+    # scripts/test-asan.sh) run inside the root: testing's own would be another GCC's, and minbase
+    # has none. Copied only where the root lacks that soname, so no package of the root is shadowed.
+    local lib
+    for lib in /usr/lib/x86_64-linux-gnu/libasan.so.8* /usr/lib/x86_64-linux-gnu/libubsan.so.1*; do
+        [[ -e $lib && ! -e $root$lib ]] && cp -a "$lib" "$root$lib"
+    done
     for dir in "$@"; do
         [[ -d $dir ]] || continue
         dir=$(realpath "$dir")
