@@ -37,6 +37,8 @@ std::optional<std::int64_t> flatSize(const Arena& a, ValueId id, int depth = 0)
     return n;
 }
 
+}  // namespace
+
 std::optional<std::vector<std::int64_t>> intList(const Arena& a, ValueId id)
 {
     if (!id.valid() || (a[id].kind != Kind::Size && a[id].kind != Kind::Tuple && a[id].kind != Kind::List)) {
@@ -51,8 +53,6 @@ std::optional<std::vector<std::int64_t>> intList(const Arena& a, ValueId id)
     }
     return out;
 }
-
-}  // namespace
 
 ValueId stateField(const Arena& a, ValueId state, std::string_view name)
 {

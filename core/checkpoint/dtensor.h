@@ -20,6 +20,8 @@ namespace ckpt::dtensor {
 // class (Shard, ShardMetadata, DTensor). Invalid when absent.
 [[nodiscard]] pickle::ValueId stateField(const pickle::Arena& a, pickle::ValueId state, std::string_view name);
 // The same field of an Object value's state.
+// A torch.Size, tuple or list of ints, or nothing when it is anything else.
+[[nodiscard]] std::optional<std::vector<std::int64_t>> intList(const pickle::Arena& a, pickle::ValueId id);
 [[nodiscard]] pickle::ValueId objectField(const pickle::Arena& a, pickle::ValueId obj, std::string_view name);
 
 struct Parts {

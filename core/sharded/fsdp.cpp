@@ -61,23 +61,9 @@ const pickle::ObjectInfo* objectAt(const Arena& a, ValueId id)
     return id.valid() && a[id].kind == Kind::Object ? &pickle::objectOf(a, id) : nullptr;
 }
 
+using dtensor::intList;
 using dtensor::objectField;
 using dtensor::stateField;
-
-std::optional<std::vector<std::int64_t>> ints(const Arena& a, ValueId id)
-{
-    if (!id.valid() || (a[id].kind != Kind::Size && a[id].kind != Kind::Tuple && a[id].kind != Kind::List)) {
-        return std::nullopt;
-    }
-    std::vector<std::int64_t> out;
-    for (const auto i : a[id].items) {
-        if (a[i].kind != Kind::Int) {
-            return std::nullopt;
-        }
-        out.push_back(a[i].i);
-    }
-    return out;
-}
 
 std::optional<std::int64_t> integer(const Arena& a, ValueId id)
 {
@@ -128,7 +114,7 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     }
     fr.shardedTensor = true;
     const ValueId meta = st.items[1];
-    auto size = ints(a, objectField(a, meta, "size"));
+    auto size = intList(a, objectField(a, meta, "size"));
     const ValueId props = objectField(a, meta, "tensor_properties");
     const auto* po = objectAt(a, props);
     const ValueId shards = objectField(a, meta, "shards_metadata");
@@ -140,8 +126,8 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     t.size = *size;
     t.dtype = static_cast<DType>(a[a[po->state].items[0]].i);
     for (const auto sm : a[shards].items) {
-        auto off = ints(a, objectField(a, sm, "shard_offsets"));
-        auto sz = ints(a, objectField(a, sm, "shard_sizes"));
+        auto off = intList(a, objectField(a, sm, "shard_offsets"));
+        auto sz = intList(a, objectField(a, sm, "shard_sizes"));
         if (!off || !sz) {
             return corrupt(c.path, "a ShardMetadata of '" + t.key + "' has no offsets or sizes");
         }
@@ -150,8 +136,8 @@ Expected<void> readShardedTensor(const Checkpoint& c, const pickle::TensorInfo& 
     for (const auto shard : a[st.items[0]].items) {
         auto local = localTensor(a, objectField(a, shard, "tensor"));
         const ValueId sm = objectField(a, shard, "metadata");
-        auto off = ints(a, objectField(a, sm, "shard_offsets"));
-        auto sz = ints(a, objectField(a, sm, "shard_sizes"));
+        auto off = intList(a, objectField(a, sm, "shard_offsets"));
+        auto sz = intList(a, objectField(a, sm, "shard_sizes"));
         if (!local || !off || !sz) {
             return corrupt(c.path, "a local Shard of '" + t.key + "' has no plain tensor or ShardMetadata");
         }
@@ -274,7 +260,7 @@ Expected<void> readDTensor(const Checkpoint& c, const pickle::TensorInfo& w, Ten
     auto local = localTensor(a, parts ? parts->local : ValueId{});
     const ValueId mesh = parts ? parts->mesh : ValueId{};
     const ValueId placementList = parts ? parts->placements : ValueId{};
-    auto coord = ints(a, objectField(a, mesh, "_coordinate_on_dim"));
+    auto coord = intList(a, objectField(a, mesh, "_coordinate_on_dim"));
     auto meshShape = dtensor::meshShape(a, mesh);
     if (!local || !coord || !meshShape || !placementList.valid()) {
         return corrupt(c.path,
