@@ -210,6 +210,62 @@ ValueId dictGet(const Arena& a, std::span<const ValueId> items, std::string_view
     return {};
 }
 
+std::vector<ValueId> childrenOf(const Arena& a, ValueId id)
+{
+    std::vector<ValueId> kids;
+    if (!id.valid() || id.v >= a.size()) {
+        return kids;
+    }
+    const Value& v = a[id];
+    kids.assign(v.items.begin(), v.items.end());
+    kids.push_back(v.attrs);
+    if (v.kind == Kind::Tensor) {
+        const TensorInfo& t = tensorOf(a, id);
+        kids.insert(kids.end(), {t.rawArgs, t.storage, t.backwardHooks, t.metadata, t.parameterHooks,
+                                 t.parameterState, t.subclassType, t.subclassState});
+    } else if (v.kind == Kind::Object) {
+        const ObjectInfo& o = objectOf(a, id);
+        kids.insert(kids.end(), {o.args, o.kwargs, o.state});
+        kids.insert(kids.end(), o.listItems.begin(), o.listItems.end());
+        kids.insert(kids.end(), o.dictItems.begin(), o.dictItems.end());
+    }
+    std::erase_if(kids, [&](ValueId k) { return !k.valid() || k.v >= a.size(); });
+    return kids;
+}
+
+std::uint32_t nestingDepth(const Arena& a, ValueId root, std::uint32_t limit)
+{
+    if (!root.valid() || root.v >= a.size()) {
+        return 0;
+    }
+    struct Frame {
+        std::vector<ValueId> kids;
+        std::size_t next = 0;
+    };
+    std::vector<bool> seen(a.size(), false);
+    std::vector<Frame> stack;
+    seen[root.v] = true;
+    stack.push_back({childrenOf(a, root), 0});
+    std::uint32_t deepest = 0;
+    while (!stack.empty()) {
+        deepest = std::max(deepest, static_cast<std::uint32_t>(stack.size() - 1));
+        if (deepest > limit) {
+            return limit + 1;
+        }
+        Frame& top = stack.back();
+        if (top.next == top.kids.size()) {
+            stack.pop_back();
+            continue;
+        }
+        const ValueId kid = top.kids[top.next++];
+        if (!seen[kid.v]) {
+            seen[kid.v] = true;
+            stack.push_back({childrenOf(a, kid), 0});
+        }
+    }
+    return deepest;
+}
+
 std::string_view kindName(Kind k)
 {
     switch (k) {

@@ -219,6 +219,17 @@ private:
 // or invalid.
 [[nodiscard]] ValueId dictGet(const Arena& a, std::span<const ValueId> items, std::string_view key);
 
+// Every value `id` holds directly: items and attributes, a tensor's arguments, storage, metadata
+// and subclass state, an object's arguments, state and appended items. Values refer to one another
+// by id, so the same child may come twice and a memoized pickle may even hold itself.
+[[nodiscard]] std::vector<ValueId> childrenOf(const Arena& a, ValueId id);
+// How deep a walk that visits each value once goes below `root`, counted in levels and given up
+// once past `limit` (it returns limit + 1 then). Iterative, so a hostile pickle nested 100 000
+// deep costs a vector here, not the stack: the recursive rewrites ask this first and refuse
+// beyond their limit (frames are several times larger under AddressSanitizer, where 9 000 levels
+// overflowed an 8 MiB stack).
+[[nodiscard]] std::uint32_t nestingDepth(const Arena& a, ValueId root, std::uint32_t limit);
+
 // A dict key as a key-path component: strings as written, ints in decimal, others in a short
 // Python-like repr (`(1, 2)`, `True`, `None`).
 [[nodiscard]] std::string keyText(const Arena& a, ValueId key);

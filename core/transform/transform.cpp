@@ -156,6 +156,12 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
     plan.options = opts;
     plan.arena = in.arena;
     plan.root = in.root;
+    // Every pass below recurses once per level: refuse a hostile nesting before any of them runs.
+    if (pickle::nestingDepth(plan.arena, plan.root, detail::kMaxRewriteDepth) > detail::kMaxRewriteDepth) {
+        Error e = detail::tooDeepToRewrite();
+        e.path = in.path;
+        return e;
+    }
     detail::Builder b{in, opts, plan, "", {}, {}};
     for (const auto& n : in.nodes) {
         if (n.stateDictLike) {

@@ -4,7 +4,6 @@
 #include "pickle_test_util.h"
 #include "torch_records.h"
 
-#include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -454,6 +453,25 @@ private Q_SLOTS:
         auto limited = run(b, "(" + std::string(200, ']') + "l.", small);
         QVERIFY(!limited.ok());
         QCOMPARE(limited.error().code, ckpt::ErrorCode::Limit);
+    }
+
+    // The rewrites ask nestingDepth before recursing: it must count a deep chain exactly, stop at
+    // its limit on a hostile one without recursing, and end on a list that holds itself.
+    void nestingDepthIsIterativeAndBounded()
+    {
+        Arena a;
+        auto shallow = run(a, "]]]aa.");  // [[[]]]
+        QVERIFY2(shallow.ok(), shallow.ok() ? "" : shallow.error().describe().c_str());
+        QCOMPARE(nestingDepth(a, shallow->root, 1000), 2U);
+        Arena deep;
+        auto nested = run(deep, std::string(200000, ']') + std::string(199999, 'a') + ".");
+        QVERIFY2(nested.ok(), nested.ok() ? "" : nested.error().describe().c_str());
+        QCOMPARE(nestingDepth(deep, nested->root, 1000), 1001U);
+        QCOMPARE(nestingDepth(deep, nested->root, 500000), 199999U);
+        Arena self;
+        auto cyclic = run(self, std::string("]q\x00h\x00" "a.", 7));  // l = []; l.append(l)
+        QVERIFY2(cyclic.ok(), cyclic.ok() ? "" : cyclic.error().describe().c_str());
+        QCOMPARE(nestingDepth(self, cyclic->root, 1000), 0U);
     }
 
     void persistentIdsKeptWhenUnknown()
