@@ -88,10 +88,8 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
                     r.shape = shapeText(piece->shape) + " of " + shapeText(t.shape) + " " + piece->placements;
                     r.size = humanBytes(piece->bytes);
                 }
-            } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
-                       (n.kind == NodeKind::Object && n.childCount == 0)) {
-                r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")
-                                                        : displayText(pickle::shortRepr(c.arena, n.value, 60));
+            } else if (const auto value = leafValueText(c, it.node)) {
+                r.shape = displayText(*value);
             } else if (allScalarSequence(c, n)) {
                 r.shape = displayText(pickle::shortRepr(c.arena, n.value, 60));
             } else if (n.tensorCount > 0) {

@@ -249,7 +249,13 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         out.quoted(o.path);
         out << ", \"type\": ";
         out.quoted(o.type);
-        out << ", \"module\": " << boolText(o.isModule) << '}';
+        out << ", \"module\": " << boolText(o.isModule);
+        // A value-like object (a numpy scalar, a path) carries the value the text table shows.
+        if (const auto value = leafValueText(c, o.node, 200)) {
+            out << ", \"value\": ";
+            out.quoted(*value);
+        }
+        out << '}';
     }
     out << (c.objects.empty() ? "]" : "\n ]") << ",\n \"totals\": {\"tensors\": " << c.tensors.size()
         << ", \"tensor_bytes\": " << tensorBytes << ", \"storage_bytes\": " << storageBytes << ", \"by_location\": {";

@@ -10,7 +10,6 @@
 #include "util/shape_text.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -27,99 +26,44 @@ using pickle::ValueId;
 
 enum class Fate : std::uint8_t { Keep, Remove };
 
-// A numpy scalar as the Python number `.item()` gives; false when there is none we can write.
+// A numpy scalar as the Python number `.item()` gives (pickle::numpyScalarItem); false when there
+// is none we can write.
 bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::string& typeName)
 {
-    if (np.dtype.size() < 3) {
+    const auto item = pickle::numpyScalarItem(np);
+    if (!item) {
         return false;
     }
-    const char order = np.dtype[0];
-    const char kind = np.dtype[1];
-    const int size = std::atoi(np.dtype.c_str() + 2);
-    const auto want = static_cast<std::size_t>(size);
-    if (np.data.size() != want || size <= 0 || size > 16) {
-        return false;
-    }
-    std::string bytes = np.data;
-    if (order == '>') {
-        const std::size_t part = kind == 'c' ? want / 2 : want;  // complex: swap each half
-        for (std::size_t at = 0; at < want; at += part) {
-            std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
-                         bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
-        }
-    }
-    auto loadU = [&](std::size_t at, std::size_t n) {
-        std::uint64_t v = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
-        }
-        return v;
-    };
-    auto loadF = [&](std::size_t at, std::size_t n) -> double {
-        const std::uint64_t bits = loadU(at, n);
-        if (n == 2) {
-            return halfToDouble(static_cast<std::uint16_t>(bits));
-        }
-        if (n == 4) {
-            return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
-        }
-        return std::bit_cast<double>(bits);
-    };
     out = Value{};
-    switch (kind) {
-    case 'b':
+    switch (item->type) {
+    case pickle::NumpyItem::Type::Bool:
         out.kind = Kind::Bool;
-        out.flag = loadU(0, want) != 0;
+        out.flag = item->boolean;
         typeName = "bool";
-        return want == 1;
-    case 'i': {
-        if (want != 1 && want != 2 && want != 4 && want != 8) {
-            return false;
-        }
-        std::uint64_t u = loadU(0, want);
-        if (want < 8 && (u >> (8 * want - 1)) != 0) {
-            u |= ~0ULL << (8 * want);  // sign-extend
-        }
+        return true;
+    case pickle::NumpyItem::Type::Int:
         out.kind = Kind::Int;
-        out.i = static_cast<std::int64_t>(u);
+        out.i = item->integer;
         typeName = "int";
         return true;
-    }
-    case 'u': {
-        const std::uint64_t u = loadU(0, want);
-        if (want > 8 || u > static_cast<std::uint64_t>(INT64_MAX)) {
-            return false;
-        }
-        out.kind = Kind::Int;
-        out.i = static_cast<std::int64_t>(u);
-        typeName = "int";
-        return true;
-    }
-    case 'f':
-        if (want != 2 && want != 4 && want != 8) {
-            return false;
-        }
+    case pickle::NumpyItem::Type::Float:
         out.kind = Kind::Float;
-        out.f = loadF(0, want);
+        out.f = item->real;
         typeName = "float";
         return true;
-    case 'c': {
-        if (want != 8 && want != 16) {
-            return false;
-        }
+    case pickle::NumpyItem::Type::Complex: {
         // builtins.complex(re, im): allowlisted since 2.6.
         pickle::ObjectInfo o;
         o.callable = {"builtins", "complex"};
         o.form = pickle::ObjectForm::Reduce;
-        o.args = a.tuple({a.real(loadF(0, want / 2)), a.real(loadF(want / 2, want / 2))});
+        o.args = a.tuple({a.real(item->real), a.real(item->imag)});
         const ValueId made = a.object(std::move(o));
         out = a[made];
         typeName = "complex";
         return true;
     }
-    default:
-        return false;
     }
+    return false;
 }
 
 // The torch dtype holding a numpy numeric array's values exactly, and the element size numpy
