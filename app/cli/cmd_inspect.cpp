@@ -137,12 +137,18 @@ void printScriptStateDict(const Checkpoint& c, std::ostream& out)
 
 void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
 {
-    std::uint64_t tensorBytes = 0;
+    // What the file holds: a DTensor counts its local piece, with the global total beside it.
+    std::uint64_t heldBytes = 0;
+    std::uint64_t globalBytes = 0;
     for (const auto& t : c.tensors) {
-        tensorBytes += t.nbytes;
+        heldBytes += dtensor::heldBytes(c.arena, pickle::tensorOf(c.arena, t.value), t.nbytes);
+        globalBytes += t.nbytes;
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
-        << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
+        << humanBytes(heldBytes)
+        << (heldBytes == globalBytes ? std::string()
+                                     : " held: this rank's DTensor pieces of " + humanBytes(globalBytes) + " global")
+        << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (!c.exportLayout.empty()) {
         out << ", a torch.export archive (" << c.exportLayout << "): its state dict, [constants], [graph_signature]";
     } else if (c.format != Format::Safetensors) {

@@ -385,6 +385,12 @@ def check_rank_file(tool, path, work):
         exp = (list(v.shape), list(local[k].shape), local[k].numel() * local[k].element_size())
         if got != exp:
             errors.append(f"inspect: {k}: ckptscope (shape, local shape, local bytes) {got}, torch {exp}")
+    # The header's total is what the file holds: the local pieces, not the global shapes' bytes.
+    held = sum(v.numel() * v.element_size() for v in local.values())
+    header = run(tool, "inspect", path).stdout.splitlines()[0]
+    held_text = f"{held} B" if held < 1024 else f"{held / 1024:.1f} KiB"
+    if f"tensors ({held_text} held: this rank's DTensor pieces of " not in header:
+        errors.append(f"inspect: the header does not count the {held} bytes held: {header}")
     codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
     if "dtensor-rank-files" not in codes:
         errors.append(f"check: no dtensor-rank-files ({codes})")
