@@ -189,7 +189,8 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         if (t.form != pickle::TensorForm::Strided) {
             static constexpr std::array<std::string_view, 7> kForms{"strided", "quantized", "sparse", "meta",
                                                                     "wrapper", "device",    "nested"};
-            out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
+            out << R"(, "layout": ")"
+                << (isJagged(c, t) ? std::string_view("jagged") : kForms.at(static_cast<std::size_t>(t.form))) << '"';
         }
         if (const auto nnz = sparseNnz(c, t)) {
             out << R"(, "nnz": )" << *nnz;

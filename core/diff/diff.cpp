@@ -666,7 +666,8 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         if (ta->form == pickle::TensorForm::Nested || tb->form == pickle::TensorForm::Nested) {
             auto ka = nestedComponents(ca, *ta);
             auto kb = nestedComponents(cb, *tb);
-            if (!ka || !kb || *ka != *kb) {
+            // The same components in the jagged and the strided layout are different tensors to torch.
+            if (!ka || !kb || *ka != *kb || isJagged(ca, *ta) != isJagged(cb, *tb)) {
                 e.changes |= kShape;
             }
         }
