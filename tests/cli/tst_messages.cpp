@@ -136,6 +136,9 @@ print(",".join(model.state_dict().keys()))
                  r.out.c_str());
         r = ckptscope({"check", "--json", path(file)});
         QCOMPARE(findingCodes(r), QStringList{QStringLiteral("archive-member")});
+        // The fix writes a plain torch zip: named .pt, not .tar.gz.
+        r = ckptscope({"check", path(file)});
+        QVERIFY2(r.out.find(" -o " + path("model.fixed.pt")) != std::string::npos, r.out.c_str());
         const std::string out = path(file) + ".pt";
         r = ckptscope({"convert", path(file), "-o", out});
         QVERIFY2(r.rc == 0, r.err.c_str());
