@@ -88,10 +88,8 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
                     r.shape = shapeText(piece->shape) + " of " + shapeText(t.shape) + " " + piece->placements;
                     r.size = humanBytes(piece->bytes);
                 }
-            } else if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Recursive ||
-                       (n.kind == NodeKind::Object && n.childCount == 0)) {
-                r.shape = n.kind == NodeKind::Recursive ? std::string("<recursive reference>")
-                                                        : displayText(pickle::shortRepr(c.arena, n.value, 60));
+            } else if (const auto value = leafValueText(c, it.node)) {
+                r.shape = displayText(*value);
             } else if (allScalarSequence(c, n)) {
                 r.shape = displayText(pickle::shortRepr(c.arena, n.value, 60));
             } else if (n.tensorCount > 0) {
@@ -139,12 +137,18 @@ void printScriptStateDict(const Checkpoint& c, std::ostream& out)
 
 void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
 {
-    std::uint64_t tensorBytes = 0;
+    // What the file holds: a DTensor counts its local piece, with the global total beside it.
+    std::uint64_t heldBytes = 0;
+    std::uint64_t globalBytes = 0;
     for (const auto& t : c.tensors) {
-        tensorBytes += t.nbytes;
+        heldBytes += dtensor::heldBytes(c.arena, pickle::tensorOf(c.arena, t.value), t.nbytes);
+        globalBytes += t.nbytes;
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
-        << humanBytes(tensorBytes) << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
+        << humanBytes(heldBytes)
+        << (heldBytes == globalBytes ? std::string()
+                                     : " held: this rank's DTensor pieces of " + humanBytes(globalBytes) + " global")
+        << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (!c.exportLayout.empty()) {
         out << ", a torch.export archive (" << c.exportLayout << "): its state dict, [constants], [graph_signature]";
     } else if (c.format != Format::Safetensors) {

@@ -189,7 +189,8 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         if (t.form != pickle::TensorForm::Strided) {
             static constexpr std::array<std::string_view, 7> kForms{"strided", "quantized", "sparse", "meta",
                                                                     "wrapper", "device",    "nested"};
-            out << R"(, "layout": ")" << kForms.at(static_cast<std::size_t>(t.form)) << '"';
+            out << R"(, "layout": ")"
+                << (isJagged(c, t) ? std::string_view("jagged") : kForms.at(static_cast<std::size_t>(t.form))) << '"';
         }
         if (const auto nnz = sparseNnz(c, t)) {
             out << R"(, "nnz": )" << *nnz;
@@ -249,7 +250,13 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         out.quoted(o.path);
         out << ", \"type\": ";
         out.quoted(o.type);
-        out << ", \"module\": " << boolText(o.isModule) << '}';
+        out << ", \"module\": " << boolText(o.isModule);
+        // A value-like object (a numpy scalar, a path) carries the value the text table shows.
+        if (const auto value = leafValueText(c, o.node, 200)) {
+            out << ", \"value\": ";
+            out.quoted(*value);
+        }
+        out << '}';
     }
     out << (c.objects.empty() ? "]" : "\n ]") << ",\n \"totals\": {\"tensors\": " << c.tensors.size()
         << ", \"tensor_bytes\": " << tensorBytes << ", \"storage_bytes\": " << storageBytes << ", \"by_location\": {";

@@ -52,6 +52,24 @@ std::string_view nodeKindName(NodeKind k)
     return "unknown";
 }
 
+std::optional<std::string> leafValueText(const Checkpoint& c, NodeIndex node, std::size_t maxLen)
+{
+    const Node& n = c.nodes[node];
+    switch (n.kind) {
+    case NodeKind::Scalar:
+        return pickle::shortRepr(c.arena, n.value, maxLen);
+    case NodeKind::Recursive:
+        return std::string("<recursive reference>");
+    case NodeKind::Object:
+        if (n.childCount == 0) {
+            return pickle::shortRepr(c.arena, n.value, maxLen);
+        }
+        return std::nullopt;
+    default:
+        return std::nullopt;
+    }
+}
+
 Expected<void> Checkpoint::checkUnchanged() const
 {
     if (file) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,10 @@ public:
     // inflated bytes that `bytes` views (`file` is then null: nothing can be copied from it).
     std::string compression;
     std::shared_ptr<const std::vector<std::byte>> inflated;
+    // A checkpoint read from a member of an archive that torch.load cannot read (an AllenNLP
+    // model.tar.gz's `weights.th`): the member's name, shown in place of the archive; empty
+    // otherwise. `bytes` then views the member alone (a copy, or the inflated archive).
+    std::string archiveMember;
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }
@@ -231,6 +236,12 @@ public:
 };
 
 using CheckpointPtr = std::shared_ptr<const Checkpoint>;
+
+// The value a node that is no tensor and no container shows, in inspect's SHAPE/VALUE column, its
+// JSON and the window's value column alike: a scalar's repr; a value-like object's value (`0.7`
+// for a numpy scalar, `PosixPath('/runs/x')`: pickle::shortRepr renders them); "<recursive
+// reference>". Empty for tensors, containers and objects with children.
+[[nodiscard]] std::optional<std::string> leafValueText(const Checkpoint& c, NodeIndex node, std::size_t maxLen = 60);
 
 // Opens and maps a file and reads it. The error message names the real cause (truncated download,
 // Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all). A DCP data file

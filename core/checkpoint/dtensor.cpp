@@ -177,4 +177,10 @@ std::optional<LocalPiece> localPiece(const Arena& a, const pickle::TensorInfo& t
     return p;
 }
 
+std::uint64_t heldBytes(const Arena& a, const pickle::TensorInfo& t, std::uint64_t nbytes)
+{
+    const auto piece = localPiece(a, t);
+    return piece ? piece->bytes : nbytes;
+}
+
 }  // namespace ckpt::dtensor

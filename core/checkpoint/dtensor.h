@@ -51,6 +51,10 @@ struct LocalPiece {
     std::optional<std::vector<std::int64_t>> mesh;  // meshShape
 };
 [[nodiscard]] std::optional<LocalPiece> localPiece(const pickle::Arena& a, const pickle::TensorInfo& t);
+// The bytes the file holds for a tensor of `nbytes` (its global numel x element size): a DTensor's
+// local piece, `nbytes` for every other tensor. What totals count, so one rank's file does not
+// claim the global size.
+[[nodiscard]] std::uint64_t heldBytes(const pickle::Arena& a, const pickle::TensorInfo& t, std::uint64_t nbytes);
 
 // The finding a file of DTensors gets, alone or as a folder: what PyTorch 2.11 and 2.14 were seen to
 // do with a DTensor rank file outside a process group (tests/sharded/real/sets/torch_load_errors.json).

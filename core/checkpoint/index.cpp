@@ -90,7 +90,8 @@ bool isValueLikeObject(const Arena& a, const pickle::ObjectInfo& o)
     const std::string q = o.callable.qualified();
     if (q == "builtins.complex" || q.starts_with("numpy.") || q == "_codecs.encode" || q == "datetime.datetime" ||
         q == "datetime.date" || q == "datetime.timedelta" || q == "decimal.Decimal" || q == "fractions.Fraction" ||
-        q == "pathlib.PosixPath" || q == "pathlib.WindowsPath" || q == "uuid.UUID") {
+        q == "pathlib.PosixPath" || q == "pathlib.WindowsPath" || q == "pathlib.PurePosixPath" ||
+        q == "pathlib.PureWindowsPath" || q == "uuid.UUID") {
         return true;
     }
     (void)a;

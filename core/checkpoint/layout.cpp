@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace ckpt {
 namespace {
@@ -122,6 +123,60 @@ std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t)
     return parts.back().shape.front();
 }
 
+namespace {
+
+// A jagged nested tensor's components (_rebuild_njt's keyword dict, docs/format.md §4.4): component
+// i is values.narrow(ragged_idx - 1, offsets[i], length i), its length lengths[i] when the tensor
+// has lengths (a narrow()ed one) and offsets[i + 1] - offsets[i] otherwise. Offsets count elements
+// into the buffer, as a strided nested tensor's do.
+Expected<std::vector<NestedComponent>> jaggedComponents(const Checkpoint& c, const TensorEntry& t,
+                                                        const pickle::Value& kwargs)
+{
+    const pickle::Arena& a = c.arena;
+    const std::string what = "jagged nested tensor '" + t.path + "'";
+    auto offsets = int64Values(c, pickle::dictGet(a, kwargs.items, "offsets"), what + " offsets");
+    if (!offsets) {
+        return offsets.error();
+    }
+    const pickle::ValueId lengthsId = pickle::dictGet(a, kwargs.items, "lengths");
+    std::optional<std::vector<std::int64_t>> lengths;
+    if (lengthsId.valid() && a[lengthsId].kind != pickle::Kind::None) {
+        auto read = int64Values(c, lengthsId, what + " lengths");
+        if (!read) {
+            return read.error();
+        }
+        lengths = std::move(*read);
+    }
+    const pickle::ValueId raggedId = pickle::dictGet(a, kwargs.items, "_ragged_idx");
+    const std::int64_t ragged = raggedId.valid() && a[raggedId].kind == pickle::Kind::Int ? a[raggedId].i : 1;
+    const std::size_t n = offsets->empty() ? 0 : offsets->size() - 1;
+    if (ragged < 1 || static_cast<std::size_t>(ragged) > t.shape.size() || (lengths && lengths->size() != n)) {
+        return makeError(ErrorCode::Corrupt, what + " has a ragged dimension or lengths that do not fit its values");
+    }
+    const auto dim = static_cast<std::size_t>(ragged - 1);
+    std::vector<NestedComponent> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t start = (*offsets)[i];
+        const std::int64_t length = lengths ? (*lengths)[i] : (*offsets)[i + 1] - start;
+        if (start < 0 || length < 0 || start > t.shape[dim] || length > t.shape[dim] - start) {
+            return makeError(ErrorCode::Corrupt, what + " component " + std::to_string(i) + " reaches past its values");
+        }
+        out[i].shape.assign(t.shape.begin(), t.shape.end());
+        out[i].shape[dim] = length;
+        out[i].stride.assign(t.stride.begin(), t.stride.end());
+        out[i].offset = start * t.stride[dim];
+    }
+    return out;
+}
+
+}  // namespace
+
+bool isJagged(const Checkpoint& c, const TensorEntry& t)
+{
+    return t.form == pickle::TensorForm::Nested && t.value.valid() &&
+           pickle::tensorOf(c.arena, t.value).rebuild->name == "_rebuild_njt";
+}
+
 Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t)
 {
     if (t.form != pickle::TensorForm::Nested || !t.value.valid()) {
@@ -129,6 +184,12 @@ Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, con
     }
     const pickle::TensorInfo& info = pickle::tensorOf(c.arena, t.value);
     const pickle::Value& args = c.arena[info.rawArgs];
+    if (isJagged(c, t)) {
+        if (args.items.size() != 1 || c.arena[args.items[0]].kind != pickle::Kind::Dict) {
+            return makeError(ErrorCode::Corrupt, "jagged nested tensor '" + t.path + "' has unexpected arguments");
+        }
+        return jaggedComponents(c, t, c.arena[args.items[0]]);
+    }
     if (args.items.size() != 4) {
         return makeError(ErrorCode::Corrupt, "nested tensor '" + t.path + "' has unexpected arguments");
     }
@@ -176,7 +237,7 @@ std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t)
     if (!comps) {
         return "nested (components unreadable)";
     }
-    std::string s = "nested " + std::to_string(comps->size()) + ":";
+    std::string s = (isJagged(c, t) ? "jagged " : "nested ") + std::to_string(comps->size()) + ":";
     for (std::size_t i = 0; i < comps->size() && i < kShownComponents; ++i) {
         s += (i ? ", " : " ") + shapeText((*comps)[i].shape);
     }

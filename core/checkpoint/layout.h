@@ -23,7 +23,12 @@ struct NestedComponent {
 // `_rebuild_nested_tensor(buffer, sizes, strides, offsets)`: row i of `sizes` and `strides` and
 // element i of `offsets` are component i's view of the buffer. An error when the tensor is not a
 // nested one or those tensors cannot be read.
+// A jagged one (`torch.nested.nested_tensor(..., layout=torch.jagged)`, 2.x's NestedTensor,
+// pickled as `_rebuild_njt({"values", "offsets", "lengths", "_ragged_idx", ...})`) is indexed the same
+// way, as its values buffer ([sum of the ragged lengths, ...]); its components are views of it.
 Expected<std::vector<NestedComponent>> nestedComponents(const Checkpoint& c, const TensorEntry& t);
+// Whether a nested tensor has the jagged layout rather than the strided one.
+[[nodiscard]] bool isJagged(const Checkpoint& c, const TensorEntry& t);
 
 // A sparse tensor's stored tensors (`_rebuild_sparse_tensor(layout, data)`): COO's indices and
 // values, a compressed layout's compressed and plain indices and values; empty when unreadable.
@@ -41,7 +46,8 @@ struct SparsePart {
 [[nodiscard]] std::optional<std::int64_t> sparseNnz(const Checkpoint& c, const TensorEntry& t);
 
 // The shape column: `[2, 3]`; a nested tensor as `nested 2: [2, 3], [2, 2]` (its components, the
-// first few); a sparse one as `sparse [4, 4], nnz 3` (its dense shape and stored values).
+// first few; `jagged 2: ...` for the jagged layout); a sparse one as `sparse [4, 4], nnz 3` (its dense shape and stored
+// values).
 [[nodiscard]] std::string tensorShapeText(const Checkpoint& c, const TensorEntry& t);
 
 // How a quantized tensor's integers map to values: _rebuild_qtensor's quantizer_params

@@ -4,6 +4,7 @@
 #include "archive/compressed.h"
 #include "archive/inflate.h"
 #include "archive/safetensors.h"
+#include "archive/tar.h"
 #include "archive/zip.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/index.h"
@@ -70,6 +71,56 @@ std::string hexPrefix(Bytes b)
 // The LONG1 payload of torch's legacy MAGIC_NUMBER 0x1950a86a20f9469cfc6c, little-endian.
 constexpr std::array<unsigned char, 10> kLegacyMagic{0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 
+// Lua Torch7's binary serialization (torch7 File.lua writeObject, docs/format.md §3.5): each object
+// is an int32 type tag, then for a table (3) or a Torch object (4) an int32 reference index, 1 for
+// the first object written; a table then has an int32 entry count and its keys, numbers (1) or
+// strings (2); a Torch object a length-prefixed version "V 1" and class name ("torch.FloatTensor",
+// "nn.Sequential"). What the first object is, or nothing when the bytes are no Torch7 file.
+std::optional<std::string> torch7FirstObject(Bytes b)
+{
+    constexpr std::uint64_t kTable = 3;
+    constexpr std::uint64_t kTorch = 4;
+    constexpr std::uint64_t kLongestName = 256;
+    auto int32At = [&](std::size_t at) { return at + 4 <= b.size() ? std::optional(loadLE(b, at, 4)) : std::nullopt; };
+    // A length-prefixed string of printable ASCII at `at`.
+    auto stringAt = [&](std::size_t at) -> std::optional<std::string> {
+        const auto len = int32At(at);
+        if (!len || *len == 0 || *len > kLongestName || at + 4 + *len > b.size()) {
+            return std::nullopt;
+        }
+        std::string s(asText(b.subspan(at + 4, *len)));
+        if (!std::all_of(s.begin(), s.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; })) {
+            return std::nullopt;
+        }
+        return s;
+    };
+    const auto type = int32At(0);
+    if (!type || int32At(4) != 1U) {
+        return std::nullopt;
+    }
+    if (*type == kTorch) {
+        auto version = stringAt(8);
+        if (!version) {
+            return std::nullopt;
+        }
+        // Files older than torch7's versioned classes write the class name alone.
+        auto cls = version->starts_with("V ") ? stringAt(12 + version->size()) : version;
+        if (!cls || cls->find('.') == std::string::npos) {  // package-qualified: torch., nn., cudnn.
+            return std::nullopt;
+        }
+        return "a " + *cls;
+    }
+    const auto entries = int32At(8);
+    const auto keyType = int32At(12);
+    constexpr std::uint64_t kNumber = 1;
+    constexpr std::uint64_t kString = 2;
+    if (*type != kTable || !entries || *entries > (1U << 24U) ||
+        (*entries > 0 && (keyType != kNumber && !(keyType == kString && stringAt(16))))) {
+        return std::nullopt;
+    }
+    return "a Lua table of " + std::to_string(*entries) + (*entries == 1 ? " entry" : " entries");
+}
+
 std::optional<Error> sniffNonCheckpoint(Bytes b)
 {
     if (b.empty()) {
@@ -111,6 +162,13 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
         if (startsWith(b, s.magic)) {
             return fail(ErrorCode::NotCheckpoint, "is " + std::string(s.what) + ", not a PyTorch checkpoint");
         }
+    }
+    if (const auto first = torch7FirstObject(b)) {
+        return fail(ErrorCode::NotCheckpoint,
+                    "is a Lua Torch7 file (Torch7's binary serialization; its first object is " + *first +
+                        "), not a PyTorch checkpoint: PyTorch cannot read it (torch.utils.serialization.load_lua "
+                        "was removed in PyTorch 1.0); read it in Python with the torchfile package "
+                        "(torchfile.load) and torch.save the tensors");
     }
     // Shorter than any checkpoint: a zip's end record alone is 22 bytes, a legacy stream's magic
     // number pickle 11, a safetensors header at least 10.
@@ -581,6 +639,58 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
 
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file);
 
+// AllenNLP's model archive (allennlp/models/archival.py, archive_model): a gzipped tar of
+// `weights.th` (the model's torch.save state dict), `config.json` and `vocabulary/`, which
+// torch.load cannot read; allennlp's load_archive extracts it and loads `weights.th`
+// (docs/format.md §3.4). The member, when the tar is such an archive rather than a PyTorch 0.1
+// checkpoint (whose members are `storages`, `tensors` and `pickle`).
+constexpr std::string_view kAllenNlpWeights = "weights.th";
+
+std::optional<archive::TarMember> allenNlpWeights(Bytes data)
+{
+    auto members = archive::parseTar(data);
+    if (!members || archive::findMember(*members, "pickle") != nullptr) {
+        return std::nullopt;
+    }
+    // Archives tarred by hand from inside the folder name it `./weights.th`.
+    for (const std::string_view name : {kAllenNlpWeights, std::string_view("./weights.th")}) {
+        if (const auto* m = archive::findMember(*members, name)) {
+            return *m;
+        }
+    }
+    return std::nullopt;
+}
+
+// The checkpoint in a tar's member, read as any file is. Read from a mapped file, the member is
+// copied: storage offsets count from the checkpoint's own bytes, and writers would otherwise
+// copy from the archive's offsets.
+Expected<CheckpointPtr> readTarMember(Bytes data, const std::string& name, const archive::TarMember& m,
+                                      const std::shared_ptr<const MappedFile>& file)
+{
+    Bytes member = data.subspan(m.offset, m.size);
+    std::shared_ptr<const std::vector<std::byte>> copy;
+    if (file) {
+        copy = std::make_shared<const std::vector<std::byte>>(member.begin(), member.end());
+        member = *copy;
+    }
+    auto inner = readImpl(member, name, nullptr);
+    if (!inner) {
+        Error e = inner.error();
+        e.message = "is an AllenNLP model archive; its member '" + m.name + "': " + e.message;
+        return e;
+    }
+    auto c = std::const_pointer_cast<Checkpoint>(*inner);  // built for this call alone
+    if (copy) {
+        c->inflated = std::move(copy);
+    }
+    c->archiveMember = m.name;
+    c->fileSize = data.size();
+    c->warnings.push_back("an AllenNLP model archive: shown is its member '" + m.name +
+                          "', the model's weights; torch.load cannot read the archive itself: extract " + m.name +
+                          " (tar -xf), or convert the archive, first");
+    return CheckpointPtr(std::move(c));
+}
+
 // torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
 // checkpoint inside a gzip one, and names the others.
 Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, archive::Compression kind,
@@ -628,9 +738,11 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     c->compression = archive::compressionName(kind);
     c->inflated = std::move(owned);
     c->fileSize = data.size();
-    c->warnings.push_back("the checkpoint is wrapped in " + std::string(archive::compressionName(kind)) +
-                          R"(: torch.load cannot read the file as it is ("invalid load key, '\x1f'"); )" + undo +
-                          " it, or convert it, first");
+    if (c->archiveMember.empty()) {  // an archive's member has the archive-member finding instead
+        c->warnings.push_back("the checkpoint is wrapped in " + std::string(archive::compressionName(kind)) +
+                              R"(: torch.load cannot read the file as it is ("invalid load key, '\x1f'"); )" + undo +
+                              " it, or convert it, first");
+    }
     return CheckpointPtr(std::move(c));
 }
 
@@ -651,6 +763,11 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     const bool safetensors = !zip && archive::looksLikeSafetensors(data);
     // torch.load tries a tar first (PyTorch < 0.1.10 wrote checkpoints as tar archives).
     const bool tar = !zip && !safetensors && data.size() > 262 && std::memcmp(data.data() + 257, "ustar", 5) == 0;
+    if (tar) {
+        if (const auto weights = allenNlpWeights(data)) {
+            return readTarMember(data, name, *weights, file);
+        }
+    }
     if (!zip && !safetensors && !tar) {
         if (auto e = sniffNonCheckpoint(data)) {
             return withPath(*e);

@@ -26,14 +26,28 @@ std::string shellQuote(const std::string& s)
     return out + "'";
 }
 
-std::string fixedName(const std::string& file, bool safetensors)
+// `file`'s extension ("" when none), the dot included.
+std::string extensionOf(const std::string& file)
 {
     const auto slash = file.rfind('/');
     const auto dot = file.rfind('.');
-    const bool hasExt = dot != std::string::npos && (slash == std::string::npos || dot > slash) && dot > 0;
-    const std::string stem = hasExt ? file.substr(0, dot) : file;
-    const std::string ext = safetensors ? ".safetensors" : hasExt ? file.substr(dot) : ".pt";
-    return stem + ".fixed" + ext;
+    const bool hasExt =
+        dot != std::string::npos && (slash == std::string::npos || dot > slash) && dot > 0 && file[dot - 1] != '/';
+    return hasExt ? file.substr(dot) : std::string();
+}
+
+std::string fixedName(std::string file, bool safetensors)
+{
+    // convert writes a compressed or tarred input's checkpoint uncompressed: `ckpt.pt.gz` becomes
+    // `ckpt.fixed.pt` and AllenNLP's `model.tar.gz` `model.fixed.pt`, never a `.gz` name on a zip.
+    for (const std::string_view wrapper : {".gz", ".tgz", ".zst", ".xz", ".bz2", ".tar"}) {
+        if (extensionOf(file) == wrapper) {
+            file.resize(file.size() - wrapper.size());
+        }
+    }
+    const std::string ext = extensionOf(file);
+    const std::string stem = file.substr(0, file.size() - ext.size());
+    return stem + ".fixed" + (safetensors ? std::string(".safetensors") : ext.empty() ? std::string(".pt") : ext);
 }
 
 // Wraps at word boundaries, every line indented.

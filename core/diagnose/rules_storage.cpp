@@ -90,9 +90,34 @@ void legacyFormat(const Checkpoint& ckpt, Findings& out)
     out.push_back(std::move(f));
 }
 
+// A checkpoint read from an archive's member (an AllenNLP model.tar.gz's weights.th): one finding
+// names the member, compressed or not, in place of compressed-file's advice to gunzip, which would
+// leave a tar that torch.load cannot read either.
+void archiveMember(const Checkpoint& ckpt, Findings& out)
+{
+    if (ckpt.archiveMember.empty()) {
+        return;
+    }
+    const std::string wrapped =
+        ckpt.compression.empty() ? std::string("a tar archive") : "a " + ckpt.compression + "-compressed tar archive";
+    Finding f;
+    f.code = "archive-member";
+    f.severity = Severity::Error;
+    f.title = "An AllenNLP model archive: the checkpoint is its member '" + ckpt.archiveMember +
+              "', which torch.load cannot reach";
+    f.detail = "The file is " + wrapped + " as AllenNLP's archive_model writes it: '" + ckpt.archiveMember +
+               "' (the model's state dict, a " + std::string(formatName(ckpt.format)) +
+               " checkpoint shown here), config.json and vocabulary/. torch.load reads none of it; "
+               "allennlp.models.load_archive extracts the archive and loads the weights. Fix: extract '" +
+               ckpt.archiveMember + "' (tar -xf FILE " + ckpt.archiveMember +
+               "), or convert the file, which writes the checkpoint alone.";
+    f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
 void compressedFile(const Checkpoint& ckpt, Findings& out)
 {
-    if (ckpt.compression.empty()) {
+    if (ckpt.compression.empty() || !ckpt.archiveMember.empty()) {
         return;
     }
     Finding f;
@@ -458,6 +483,7 @@ void zero3Placeholders(const Checkpoint& ckpt, Findings& out)
 
 void storageRules(const Checkpoint& ckpt, Findings& out)
 {
+    archiveMember(ckpt, out);
     compressedFile(ckpt, out);
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);

@@ -357,6 +357,18 @@ std::string leafRepr(const Checkpoint& c, NodeIndex n, std::size_t maxLen)
     return pickle::shortRepr(c.arena, node.value, maxLen);
 }
 
+// The Python type of a leaf that is no tensor: a value-like object's class (`numpy.float64`,
+// `pathlib.PosixPath`), a scalar's kind (`float`). Reprs alone can agree across types: a numpy
+// scalar shows as its number, as the float that replaced it does.
+std::string leafClass(const Checkpoint& c, NodeIndex n)
+{
+    const Node& node = c.nodes[n];
+    if (node.kind == NodeKind::Object && node.object.valid()) {
+        return c.objects[node.object].type;
+    }
+    return std::string(pickle::kindName(c.arena[node.value].kind));
+}
+
 const TensorEntry* tensorOf(const Checkpoint& c, NodeIndex n)
 {
     const Node& node = c.nodes[n];
@@ -639,6 +651,11 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
             const std::string rb = leafRepr(cb, e.nodeB, kReprCompare);
             if ((ta == nullptr) != (tb == nullptr)) {
                 e.changes |= kKind;
+            } else if (std::string classA = leafClass(ca, e.nodeA), classB = leafClass(cb, e.nodeB);
+                       ra == rb && classA != classB) {
+                e.changes |= kType;  // shown as the two types, as a container's class change is
+                e.valueA = std::move(classA);
+                e.valueB = std::move(classB);
             } else if (ra != rb) {
                 e.changes |= kValues;
             }
@@ -649,7 +666,8 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         if (ta->form == pickle::TensorForm::Nested || tb->form == pickle::TensorForm::Nested) {
             auto ka = nestedComponents(ca, *ta);
             auto kb = nestedComponents(cb, *tb);
-            if (!ka || !kb || *ka != *kb) {
+            // The same components in the jagged and the strided layout are different tensors to torch.
+            if (!ka || !kb || *ka != *kb || isJagged(ca, *ta) != isJagged(cb, *tb)) {
                 e.changes |= kShape;
             }
         }

@@ -2,6 +2,10 @@
 // numpy: every accessor checks kinds and bounds, since the values come from the file.
 #include "pickle/value.h"
 
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+
 namespace ckpt::pickle {
 
 namespace {
@@ -77,7 +81,101 @@ bool intTuple(const Arena& a, ValueId id, std::vector<std::int64_t>& out)
     return true;
 }
 
+// The scalar's bytes as a little-endian unsigned number (`n` bytes from `at`).
+std::uint64_t loadUnsigned(const std::string& bytes, std::size_t at, std::size_t n)
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+    }
+    return v;
+}
+
+double loadFloat(const std::string& bytes, std::size_t at, std::size_t n)
+{
+    const std::uint64_t bits = loadUnsigned(bytes, at, n);
+    if (n == 2) {
+        return halfToDouble(static_cast<std::uint16_t>(bits));
+    }
+    if (n == 4) {
+        return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+    }
+    return std::bit_cast<double>(bits);
+}
+
 }  // namespace
+
+std::optional<NumpyItem> numpyScalarItem(const NumpyInfo& np)
+{
+    if (!np.isScalar || np.dtype.size() < 3) {
+        return std::nullopt;
+    }
+    const char order = np.dtype[0];
+    const char kind = np.dtype[1];
+    const int size = std::atoi(np.dtype.c_str() + 2);
+    const auto want = static_cast<std::size_t>(size);
+    if (np.data.size() != want || size <= 0 || size > 16) {
+        return std::nullopt;
+    }
+    std::string bytes = np.data;
+    if (order == '>') {
+        const std::size_t part = kind == 'c' ? want / 2 : want;  // complex: swap each half
+        for (std::size_t at = 0; at < want; at += part) {
+            std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                         bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
+        }
+    }
+    NumpyItem out;
+    switch (kind) {
+    case 'b':
+        out.type = NumpyItem::Type::Bool;
+        out.boolean = loadUnsigned(bytes, 0, want) != 0;
+        return want == 1 ? std::optional(out) : std::nullopt;
+    case 'i': {
+        if (want != 1 && want != 2 && want != 4 && want != 8) {
+            return std::nullopt;
+        }
+        std::uint64_t u = loadUnsigned(bytes, 0, want);
+        if (want < 8 && (u >> (8 * want - 1)) != 0) {
+            u |= ~0ULL << (8 * want);  // sign-extend
+        }
+        out.type = NumpyItem::Type::Int;
+        out.integer = static_cast<std::int64_t>(u);
+        return out;
+    }
+    case 'u': {
+        if (want > 8) {
+            return std::nullopt;
+        }
+        const std::uint64_t u = loadUnsigned(bytes, 0, want);
+        if (u > static_cast<std::uint64_t>(INT64_MAX)) {
+            return std::nullopt;
+        }
+        out.type = NumpyItem::Type::Int;
+        out.integer = static_cast<std::int64_t>(u);
+        return out;
+    }
+    case 'f':
+        if (want != 2 && want != 4 && want != 8) {
+            return std::nullopt;
+        }
+        out.type = NumpyItem::Type::Float;
+        out.real = loadFloat(bytes, 0, want);
+        out.floatBytes = size;
+        return out;
+    case 'c':
+        if (want != 8 && want != 16) {
+            return std::nullopt;
+        }
+        out.type = NumpyItem::Type::Complex;
+        out.real = loadFloat(bytes, 0, want / 2);
+        out.imag = loadFloat(bytes, want / 2, want / 2);
+        out.floatBytes = size / 2;
+        return out;
+    default:
+        return std::nullopt;
+    }
+}
 
 bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out)
 {

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <limits>
+#include <optional>
 
 namespace ckpt::pickle {
 
@@ -100,6 +102,71 @@ std::string floatText(double d)
         return sign + digits + std::string(intDigits - digits.size(), '0') + ".0";
     }
     return sign + digits.substr(0, intDigits) + "." + digits.substr(intDigits);
+}
+
+// A float of a narrower type at its own precision, as numpy prints it: np.float32(0.7) is `0.7`,
+// not the `0.699999988079071` of the double it widens to.
+std::string floatText(double d, int bytes)
+{
+    if (bytes >= 8 || d != d || std::abs(d) > std::numeric_limits<float>::max()) {
+        return floatText(d);
+    }
+    std::array<char, 64> buf{};
+    const auto res = std::to_chars(buf.data(), buf.data() + buf.size(), static_cast<float>(d));
+    double shortest = d;
+    std::from_chars(buf.data(), res.ptr, shortest);
+    return floatText(shortest);
+}
+
+// A numpy scalar as numpy's str() shows it: the number, not `scalar(dtype, raw bytes)`.
+std::string numpyItemText(const NumpyItem& item)
+{
+    switch (item.type) {
+    case NumpyItem::Type::Bool:
+        return item.boolean ? "True" : "False";
+    case NumpyItem::Type::Int:
+        return std::to_string(item.integer);
+    case NumpyItem::Type::Float:
+        return floatText(item.real, item.floatBytes);
+    case NumpyItem::Type::Complex: {
+        // Python's complex repr: parts without a trailing ".0", `2j` alone when the real part is +0.
+        auto part = [&](double d) {
+            std::string t = floatText(d, item.floatBytes);
+            return t.ends_with(".0") ? t.substr(0, t.size() - 2) : t;
+        };
+        const std::string im = part(item.imag) + "j";
+        if (item.real == 0 && !std::signbit(item.real)) {
+            return im;
+        }
+        return "(" + part(item.real) + (im.starts_with('-') ? "" : "+") + im + ")";
+    }
+    }
+    return {};
+}
+
+// pathlib's PurePath.__reduce__ pickles the class and its parts (`('/', 'runs', 'x')`); the path is
+// those parts joined as PurePath(*parts) joins them, shown as Python's repr shows it.
+std::optional<std::string> pathText(const Arena& a, const ObjectInfo& o)
+{
+    const bool posix =
+        o.callable.module == "pathlib" && (o.callable.name == "PosixPath" || o.callable.name == "PurePosixPath");
+    const bool windows =
+        o.callable.module == "pathlib" && (o.callable.name == "WindowsPath" || o.callable.name == "PureWindowsPath");
+    if ((!posix && !windows) || !o.args.valid() || o.args.v >= a.size() || a[o.args].kind != Kind::Tuple) {
+        return std::nullopt;
+    }
+    const char sep = posix ? '/' : '\\';
+    std::string path;
+    for (ValueId part : a[o.args].items) {
+        if (!part.valid() || part.v >= a.size() || a[part].kind != Kind::Str) {
+            return std::nullopt;
+        }
+        if (!path.empty() && path.back() != sep) {
+            path += sep;
+        }
+        path += a[part].text;
+    }
+    return path.empty() ? std::string(".") : path;
 }
 
 void appendHexByte(std::string& out, unsigned char c)
@@ -284,7 +351,7 @@ public:
             tensor(v);
             break;
         case Kind::Object:
-            object(v, depth);
+            object(id, v, depth);
             break;
         }
     }
@@ -367,13 +434,16 @@ private:
         out += ")";
     }
 
-    void object(const Value& v, int depth)
+    void object(ValueId id, const Value& v, int depth)
     {
         if (v.i < 0 || static_cast<std::size_t>(v.i) >= a_.objects.size()) {
             out += "<object?>";
             return;
         }
         const ObjectInfo& o = a_.objects[static_cast<std::size_t>(v.i)];
+        if (valueLike(id, o)) {
+            return;
+        }
         out += o.callable.qualified();
         out += "(";
         // Objects restored from an attribute dict read best as keyword arguments, like
@@ -386,6 +456,28 @@ private:
             items(a_[o.args].items, depth);
         }
         out += ")";
+    }
+
+    // Objects that stand for one value show that value, as Python prints them: a numpy scalar its
+    // number, a path `PosixPath('/runs/x')`. False (nothing written) for every other object.
+    bool valueLike(ValueId id, const ObjectInfo& o)
+    {
+        NumpyInfo np;
+        if (decodeNumpy(a_, id, np)) {
+            if (const auto item = numpyScalarItem(np)) {
+                out += numpyItemText(*item);
+                return true;
+            }
+            return false;
+        }
+        if (const auto path = pathText(a_, o)) {
+            out += o.callable.name;
+            out += "(";
+            appendQuotedStr(out, *path, limit_);
+            out += ")";
+            return true;
+        }
+        return false;
     }
 
     bool allStrKeys(std::span<const ValueId> ids) const

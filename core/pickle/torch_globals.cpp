@@ -36,6 +36,7 @@ enum class Known : std::uint8_t {
     RebuildFromNumpy,
     RebuildXla,
     RebuildNested,
+    RebuildNjt,  // torch.nested._internal.nested_tensor._rebuild_njt: a jagged nested tensor (2.x)
     RebuildFromTypeV2,
     LegacyTensorClass,
     ParameterClass,  // torch.nn.parameter.Parameter(data, requires_grad), as torch < 1.0 reduced it
@@ -84,6 +85,9 @@ Known classify(const GlobalRef& g)
     }
     if (m == "torch.cuda" && n.ends_with("Tensor")) {
         return Known::LegacyTensorClass;
+    }
+    if (m == "torch.nested._internal.nested_tensor" && n == "_rebuild_njt") {
+        return Known::RebuildNjt;
     }
     if (m == "torch._tensor") {
         if (n == "_rebuild_from_type_v2") {
@@ -434,6 +438,7 @@ std::optional<ValueId> TorchGlobals::Impl::callKnown(Known k, ValueId callable, 
     case Known::RebuildFromNumpy:
     case Known::RebuildXla:
     case Known::RebuildNested:
+    case Known::RebuildNjt:
         if (isNew) {
             return std::nullopt;
         }
@@ -724,6 +729,24 @@ std::optional<ValueId> TorchGlobals::Impl::rebuildOther(Known k, ValueId callabl
         }
         // Kept as its buffer's flat view (the values, in the buffer's dtype); the components'
         // shapes are in the sizes tensor (checkpoint/layout.h).
+        t.form = TensorForm::Nested;
+        break;
+    }
+    case Known::RebuildNjt: {
+        // NestedTensor.__reduce_ex__ (layout=torch.jagged): _rebuild_njt({"values": buffer,
+        // "offsets": ..., "lengths": ..., "_ragged_idx": ..., "_metadata_cache": ..., "requires_grad":
+        // ...}). Kept as its values buffer, as a strided nested tensor is; its components come from
+        // offsets and lengths (checkpoint/layout.h).
+        if (n != 1 || kindOf(av[0]) != Kind::Dict) {
+            return std::nullopt;
+        }
+        const ValueId values = dictGet(a_, val(av[0]).items, "values");
+        if (!values.valid() || !copyFrom(values)) {
+            return std::nullopt;
+        }
+        if (const ValueId grad = dictGet(a_, val(av[0]).items, "requires_grad"); grad.valid()) {
+            boolArg(grad, t.requiresGrad);
+        }
         t.form = TensorForm::Nested;
         break;
     }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -246,5 +247,21 @@ struct NumpyInfo {
     std::string data;  // raw bytes as pickled
 };
 [[nodiscard]] bool decodeNumpy(const Arena& a, ValueId id, NumpyInfo& out);
+
+// A numpy scalar's number, as `.item()` gives it: what the display shows (`0.7`, not the
+// reconstruct arguments) and what the weights-only transform writes in its place. `floatBytes` is
+// the scalar's own width (2, 4 or 8), so a float32 can be shown at its own precision.
+struct NumpyItem {
+    enum class Type : std::uint8_t { Bool, Int, Float, Complex };
+    Type type = Type::Int;
+    bool boolean = false;
+    std::int64_t integer = 0;
+    double real = 0;
+    double imag = 0;
+    int floatBytes = 8;
+};
+// Empty when the scalar has no Python number (a datetime, a string, a long double, a uint64
+// beyond int64, bytes that do not match its dtype).
+[[nodiscard]] std::optional<NumpyItem> numpyScalarItem(const NumpyInfo& np);
 
 }  // namespace ckpt::pickle

@@ -4,13 +4,13 @@
 // (an object's attribute dict, a numpy scalar's number, a set's items) or is dropped. Each change
 // is one plan step naming the value.
 #include "checkpoint/dtensor.h"
+#include "checkpoint/layout.h"
 #include "checkpoint/state_dict.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
 #include "util/shape_text.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -27,99 +27,44 @@ using pickle::ValueId;
 
 enum class Fate : std::uint8_t { Keep, Remove };
 
-// A numpy scalar as the Python number `.item()` gives; false when there is none we can write.
+// A numpy scalar as the Python number `.item()` gives (pickle::numpyScalarItem); false when there
+// is none we can write.
 bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::string& typeName)
 {
-    if (np.dtype.size() < 3) {
+    const auto item = pickle::numpyScalarItem(np);
+    if (!item) {
         return false;
     }
-    const char order = np.dtype[0];
-    const char kind = np.dtype[1];
-    const int size = std::atoi(np.dtype.c_str() + 2);
-    const auto want = static_cast<std::size_t>(size);
-    if (np.data.size() != want || size <= 0 || size > 16) {
-        return false;
-    }
-    std::string bytes = np.data;
-    if (order == '>') {
-        const std::size_t part = kind == 'c' ? want / 2 : want;  // complex: swap each half
-        for (std::size_t at = 0; at < want; at += part) {
-            std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at),
-                         bytes.begin() + static_cast<std::ptrdiff_t>(at + part));
-        }
-    }
-    auto loadU = [&](std::size_t at, std::size_t n) {
-        std::uint64_t v = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
-        }
-        return v;
-    };
-    auto loadF = [&](std::size_t at, std::size_t n) -> double {
-        const std::uint64_t bits = loadU(at, n);
-        if (n == 2) {
-            return halfToDouble(static_cast<std::uint16_t>(bits));
-        }
-        if (n == 4) {
-            return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
-        }
-        return std::bit_cast<double>(bits);
-    };
     out = Value{};
-    switch (kind) {
-    case 'b':
+    switch (item->type) {
+    case pickle::NumpyItem::Type::Bool:
         out.kind = Kind::Bool;
-        out.flag = loadU(0, want) != 0;
+        out.flag = item->boolean;
         typeName = "bool";
-        return want == 1;
-    case 'i': {
-        if (want != 1 && want != 2 && want != 4 && want != 8) {
-            return false;
-        }
-        std::uint64_t u = loadU(0, want);
-        if (want < 8 && (u >> (8 * want - 1)) != 0) {
-            u |= ~0ULL << (8 * want);  // sign-extend
-        }
+        return true;
+    case pickle::NumpyItem::Type::Int:
         out.kind = Kind::Int;
-        out.i = static_cast<std::int64_t>(u);
+        out.i = item->integer;
         typeName = "int";
         return true;
-    }
-    case 'u': {
-        const std::uint64_t u = loadU(0, want);
-        if (want > 8 || u > static_cast<std::uint64_t>(INT64_MAX)) {
-            return false;
-        }
-        out.kind = Kind::Int;
-        out.i = static_cast<std::int64_t>(u);
-        typeName = "int";
-        return true;
-    }
-    case 'f':
-        if (want != 2 && want != 4 && want != 8) {
-            return false;
-        }
+    case pickle::NumpyItem::Type::Float:
         out.kind = Kind::Float;
-        out.f = loadF(0, want);
+        out.f = item->real;
         typeName = "float";
         return true;
-    case 'c': {
-        if (want != 8 && want != 16) {
-            return false;
-        }
+    case pickle::NumpyItem::Type::Complex: {
         // builtins.complex(re, im): allowlisted since 2.6.
         pickle::ObjectInfo o;
         o.callable = {"builtins", "complex"};
         o.form = pickle::ObjectForm::Reduce;
-        o.args = a.tuple({a.real(loadF(0, want / 2)), a.real(loadF(want / 2, want / 2))});
+        o.args = a.tuple({a.real(item->real), a.real(item->imag)});
         const ValueId made = a.object(std::move(o));
         out = a[made];
         typeName = "complex";
         return true;
     }
-    default:
-        return false;
     }
+    return false;
 }
 
 // The torch dtype holding a numpy numeric array's values exactly, and the element size numpy
@@ -464,6 +409,10 @@ private:
                         "the whole tensor");
             return Fate::Keep;
         }
+        if (weightsOnly_ && t.form == pickle::TensorForm::Nested && t.rebuild->name == "_rebuild_njt" &&
+            jaggedAsStrided(v, path)) {
+            return Fate::Keep;
+        }
         if (t.subclassType.valid() && a_[t.subclassType].kind == Kind::Global) {
             const std::string q = pickle::globalOf(a_, t.subclassType).qualified();
             if (unsafeCallable(q) || (weightsOnly_ && !weightsOnlyAllowed(q))) {
@@ -551,6 +500,94 @@ private:
 
     // A numeric array becomes a CPU tensor of the same values and shape (as torch.from_numpy
     // gives); a string array becomes nested lists of str (bytes for 'S'). nullopt: no plain form.
+    // A tensor the plan made (a numpy array's values, a nested tensor's layout), its storage's bytes
+    // held by the plan under `key`.
+    ValueId madeTensor(const std::string& key, DType dtype, std::string bytes, const std::vector<std::int64_t>& shape)
+    {
+        pickle::StorageRef ref;
+        ref.key = key;
+        ref.location = "cpu";
+        ref.dtype = dtype;
+        ref.numel = bytes.size() / std::max<std::uint32_t>(1, elementSize(dtype));
+        ref.className = std::string(storageClassName(dtype));
+        a_.storages.push_back(ref);
+        const auto index = static_cast<std::uint32_t>(a_.storages.size() - 1);
+        b_.inlineStorages[index] = std::make_shared<const std::string>(std::move(bytes));
+        pickle::TensorInfo info;
+        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
+        info.storage = a_.storage(index);
+        info.dtype = dtype;
+        info.shape = shape;
+        info.stride.assign(shape.size(), 1);
+        for (std::size_t d = shape.size(); d-- > 1;) {
+            info.stride[d - 1] = info.stride[d] * std::max<std::int64_t>(1, shape[d]);
+        }
+        return a_.tensor(std::move(info));
+    }
+
+    ValueId int64Tensor(const std::string& key, const std::vector<std::int64_t>& values,
+                        const std::vector<std::int64_t>& shape)
+    {
+        std::string bytes(values.size() * sizeof(std::int64_t), '\0');
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            const auto u = static_cast<std::uint64_t>(values[i]);
+            for (std::size_t k = 0; k < sizeof(std::int64_t); ++k) {
+                bytes[i * sizeof(std::int64_t) + k] = static_cast<char>((u >> (8 * k)) & 0xFFU);
+            }
+        }
+        return madeTensor(key, DType::Int64, std::move(bytes), shape);
+    }
+
+    // A jagged nested tensor (_rebuild_njt), which weights_only=True refuses unless torch._dynamo is
+    // imported, written as the strided nested tensor of the same components:
+    // `_rebuild_nested_tensor(buffer, sizes, strides, offsets)` (docs/format.md §4.4), which it
+    // reads. The buffer is the values flattened, each component the same view of it. False (the
+    // caller then drops it) when the values are no contiguous run from their storage's start.
+    bool jaggedAsStrided(ValueId v, const std::string& path)
+    {
+        const TensorEntry entry = entryOf(b_.in, v, path);
+        auto comps = nestedComponents(b_.in, entry);
+        if (!comps || !entry.contiguous || entry.storageOffset != 0 || !entry.storage.valid()) {
+            return false;
+        }
+        const std::size_t dim = comps->empty() ? 1 : comps->front().shape.size();
+        std::vector<std::int64_t> sizes;
+        std::vector<std::int64_t> strides;
+        std::vector<std::int64_t> offsets;
+        for (const auto& comp : *comps) {
+            sizes.insert(sizes.end(), comp.shape.begin(), comp.shape.end());
+            strides.insert(strides.end(), comp.stride.begin(), comp.stride.end());
+            offsets.push_back(comp.offset);
+        }
+        const auto n = static_cast<std::int64_t>(comps->size());
+        const ValueId sizesT = int64Tensor("nested-sizes:" + path, sizes, {n, static_cast<std::int64_t>(dim)});
+        const ValueId stridesT = int64Tensor("nested-strides:" + path, strides, {n, static_cast<std::int64_t>(dim)});
+        const ValueId offsetsT = int64Tensor("nested-offsets:" + path, offsets, {n});
+        auto& t = a_.tensors[static_cast<std::size_t>(a_[v].i)];
+        pickle::TensorInfo buffer = t;
+        buffer.form = pickle::TensorForm::Strided;
+        buffer.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
+        buffer.rawArgs = {};
+        buffer.subclassType = {};
+        buffer.subclassState = {};
+        buffer.requiresGrad = false;
+        buffer.shape = {static_cast<std::int64_t>(entry.numel)};
+        buffer.stride = {1};
+        const ValueId bufferT = a_.tensor(std::move(buffer));
+        auto& nested = a_.tensors[static_cast<std::size_t>(a_[v].i)];  // a_.tensor may have moved it
+        nested.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_nested_tensor"});
+        nested.rawArgs = a_.tuple({bufferT, sizesT, stridesT, offsetsT});
+        nested.subclassType = {};
+        nested.subclassState = {};
+        nested.shape = {static_cast<std::int64_t>(entry.numel)};
+        nested.stride = {1};
+        b_.step(StepKind::Convert, path, "jagged nested tensor (" + std::to_string(n) + " components)",
+                "nested tensor (strided layout)",
+                "the same components over the same values, in the layout torch.load(weights_only=True) reads "
+                "(it refuses jagged ones unless torch._dynamo is imported)");
+        return true;
+    }
+
     std::optional<Fate> numpyArray(ValueId v, const pickle::NumpyInfo& np, const std::string& path)
     {
         std::uint64_t count = 1;

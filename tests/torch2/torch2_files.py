@@ -185,6 +185,18 @@ def write_nested(path):
 
 
 @writer
+def write_jagged(path):
+    """Jagged nested tensors (layout=torch.jagged, pickled through _rebuild_njt): a contiguous one of
+    three [*, 4] components, and a narrow()ed one, whose offsets and lengths name its components."""
+    comps = [torch.arange(12.0).reshape(3, 4), torch.arange(4.0).reshape(1, 4), torch.arange(20.0).reshape(5, 4)]
+    base = torch.arange(24.0).reshape(4, 6)
+    narrowed = torch.nested.narrow(base, 1, torch.tensor([0, 1, 2, 0]), torch.tensor([3, 2, 4, 1]),
+                                   layout=torch.jagged)
+    torch.save({"jagged": torch.nested.nested_tensor(comps, layout=torch.jagged), "narrowed": narrowed,
+                "dense": torch.ones(2)}, path)
+
+
+@writer
 def write_quantized(path):
     x = torch.linspace(-1, 1, 12).reshape(3, 4)
     torch.save({"per_tensor": torch.quantize_per_tensor(x, 0.01, 3, torch.qint8),
@@ -316,6 +328,9 @@ def default_load(path):
 
 def check_file(tool, path, work):
     errors = []
+    # What a fresh process's default torch.load says, asked first: loading a jagged nested tensor with
+    # weights_only=False imports torch._dynamo, after which weights_only=True accepts NJTs too.
+    _, refused = default_load(path)
     want = walk(torch.load(path, weights_only=False, map_location="cpu"))
     info = json.loads(run(tool, "inspect", "--json", path).stdout)
     mine = {t["path"]: t for t in info["tensors"]}
@@ -329,12 +344,13 @@ def check_file(tool, path, work):
             and not t.is_nested else None
         if t.is_sparse:  # no strides or offset: its layout, dtype and dense shape
             got, exp = (m.get("layout"), m["dtype"], m["shape"]), ("sparse", dtype_name(t.dtype), list(t.shape))
-        elif t.is_nested:  # no one shape: its layout and dtype (shapes per component: issue 25)
-            got, exp = (m.get("layout"), m["dtype"]), ("nested", dtype_name(t.dtype))
+        elif t.is_nested:  # no one shape: its layout, dtype and components' shapes (issue 25)
+            got = (m.get("layout"), m["dtype"], m.get("components"))
+            exp = ("jagged" if t.layout == torch.jagged else "nested", dtype_name(t.dtype),
+                   [list(c.shape) for c in t.unbind()])
         if got != exp:
             errors.append(f"inspect: {p}: ckptscope {got}, torch {exp}")
 
-    _, refused = default_load(path)
     findings = json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]
     flagged = any(f["code"] == "not-weights-only" for f in findings)
     if flagged != (refused is not None):
@@ -385,6 +401,12 @@ def check_rank_file(tool, path, work):
         exp = (list(v.shape), list(local[k].shape), local[k].numel() * local[k].element_size())
         if got != exp:
             errors.append(f"inspect: {k}: ckptscope (shape, local shape, local bytes) {got}, torch {exp}")
+    # The header's total is what the file holds: the local pieces, not the global shapes' bytes.
+    held = sum(v.numel() * v.element_size() for v in local.values())
+    header = run(tool, "inspect", path).stdout.splitlines()[0]
+    held_text = f"{held} B" if held < 1024 else f"{held / 1024:.1f} KiB"
+    if f"tensors ({held_text} held: this rank's DTensor pieces of " not in header:
+        errors.append(f"inspect: the header does not count the {held} bytes held: {header}")
     codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
     if "dtensor-rank-files" not in codes:
         errors.append(f"check: no dtensor-rank-files ({codes})")
