@@ -87,6 +87,8 @@ inline Expected<void> streamInto(archive::ZipWriter& zw, const Checkpoint& c, St
     auto streamed = c.streamStorage(s, offset, length, [&](Bytes piece) {
         if (auto w = zw.writeChunk(piece); !w) {
             failed = w.error();
+        } else if (!consolidationGoesOn(zw.bytesWritten())) {
+            failed = consolidationCancelled();
         }
         return !failed;
     });
@@ -154,6 +156,9 @@ Expected<std::uint64_t> writeTorchArchive(const std::string& target, const std::
         return fail(r.error());
     }
     for (std::size_t i = 0; i < storageCount; ++i) {
+        if (!consolidationGoesOn(zw.bytesWritten())) {
+            return fail(consolidationCancelled());
+        }
         if (auto r = writeStorage(zw, i, folder + "/data/" + std::to_string(i)); !r) {
             return fail(r.error());
         }
