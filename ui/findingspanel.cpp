@@ -8,6 +8,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -15,6 +17,12 @@
 #include <unordered_set>
 
 namespace ckpt::ui {
+namespace {
+
+// Findings rows the list always has room for (the issue saw 2½ at 1024×700).
+constexpr int kMinVisibleRows = 3;
+
+}  // namespace
 
 QString noFindingsText(Format format)
 {
@@ -43,7 +51,7 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     m_detail->setObjectName(QStringLiteral("findingDetail"));
     m_detail->setWordWrap(true);
     m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_detail->setMinimumHeight(40);
+    m_detail->setContentsMargins(2, 2, 2, 2);
     m_detail->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     m_fix->setObjectName(QStringLiteral("fixButton"));
     m_fix->setToolTip(tr("Add this finding's fix to the export plan"));
@@ -54,10 +62,27 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     buttons->addWidget(m_fix);
     buttons->addWidget(m_fixAll);
     buttons->addStretch(1);
+    // The selected finding's text wraps and scrolls, so its last line (the fix) can always be
+    // reached; the splitter lets the user trade list rows for text.
+    auto* detailScroll = new QScrollArea(this);
+    detailScroll->setObjectName(QStringLiteral("findingDetailScroll"));
+    detailScroll->setWidget(m_detail);
+    detailScroll->setWidgetResizable(true);
+    detailScroll->setFrameShape(QFrame::NoFrame);
+    detailScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->setObjectName(QStringLiteral("findingsSplitter"));
+    split->addWidget(m_list);
+    split->addWidget(detailScroll);
+    split->setChildrenCollapsible(false);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    // At least a header and three rows of findings in view, whatever the window's size.
+    const int row = m_list->fontMetrics().height() + 8;
+    m_list->setMinimumHeight(row * (kMinVisibleRows + 1) + 2 * m_list->frameWidth());
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(m_list, 1);
-    layout->addWidget(m_detail);
+    layout->addWidget(split, 1);
     layout->addLayout(buttons);
 
     connect(m_list, &QTreeWidget::itemSelectionChanged, this, &FindingsPanel::onSelectionChanged);
