@@ -48,6 +48,14 @@ constexpr int kKeyRole = Qt::UserRole + 1;
 constexpr int kFindingRole = Qt::UserRole + 2;
 constexpr int kProgressPollMs = 100;
 
+// The first finding that makes the set impossible to consolidate (severity error), or null.
+const sharded::SetFinding* firstError(const sharded::SetListing& l)
+{
+    const auto it = std::find_if(l.findings.begin(), l.findings.end(),
+                                 [](const sharded::SetFinding& f) { return f.severity == "error"; });
+    return it == l.findings.end() ? nullptr : &*it;
+}
+
 std::mutex& observerMutex()
 {
     static std::mutex m;
@@ -89,6 +97,13 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
                                qs(sharded::setKindName(l.kind)).toHtmlEscaped(), humanSize(l.totalBytes()))
                           .arg(l.files.size()));
     m_consolidate->setToolTip(tr("Write the whole set as one checkpoint file (ckptscope convert DIR -o OUT)"));
+    // An incomplete set is refused before anything is written: the button says so instead of
+    // offering a write that can only fail.
+    if (const auto* missing = firstError(l)) {
+        m_consolidate->setEnabled(false);
+        m_consolidate->setToolTip(
+            tr("The set cannot be consolidated: %1 (see the findings above)").arg(qs(missing->title)));
+    }
     m_progress->hide();
     m_cancel->setObjectName(QStringLiteral("consolidateCancel"));
     m_cancel->hide();
@@ -427,7 +442,7 @@ void SetView::consolidateFinished(const Expected<sharded::ConsolidateResult>& r,
     m_progressTimer->stop();
     m_progress->hide();
     m_cancel->hide();
-    m_consolidate->setEnabled(true);
+    m_consolidate->setEnabled(firstError(*m_listing) == nullptr);
     if (!r) {
         const QString msg = r.error().code == ErrorCode::Cancelled
                                 ? tr("Cancelled: %1 was not written.").arg(QFileInfo(path).fileName())

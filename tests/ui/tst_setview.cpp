@@ -152,6 +152,7 @@ private Q_SLOTS:
         QCOMPARE(collapsedFolders(*view->tree()), 0);
         QVERIFY(w.windowTitle().startsWith(QFileInfo(folder).fileName()));
         QCOMPARE(view->findingsList()->topLevelItemCount(), 1);  // "No problems found"
+        QVERIFY(view->consolidateButton()->isEnabled());
         QVERIFY(view->findingsList()->topLevelItem(0)->toolTip(0).isEmpty());
     }
 
@@ -165,6 +166,10 @@ private Q_SLOTS:
             missing = missing || view->findingsList()->topLevelItem(i)->toolTip(0) == QStringLiteral("shard-missing");
         }
         QVERIFY(missing);
+        // The button does not offer a write that can only fail, and says why.
+        QVERIFY(!view->consolidateButton()->isEnabled());
+        QVERIFY2(view->consolidateButton()->toolTip().contains(QStringLiteral("cannot be consolidated")),
+                 qPrintable(view->consolidateButton()->toolTip()));
         // Consolidating refuses an incomplete set and writes nothing.
         QTemporaryDir tmp;
         const QString out = tmp.filePath(QStringLiteral("whole.pt"));
