@@ -45,7 +45,7 @@ constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 // A banner link to a file with this query opens the file alone, not its set.
 const QString kAloneQuery = QStringLiteral("alone");
 
-QWidget* makeEmptyPage(QWidget* parent, QAction* open)
+QWidget* makeEmptyPage(QWidget* parent, QAction* open, QAction* openFolder)
 {
     auto* page = new QWidget(parent);
     page->setObjectName(QStringLiteral("emptyPage"));
@@ -66,13 +66,22 @@ QWidget* makeEmptyPage(QWidget* parent, QAction* open)
     auto* button = new QPushButton(QObject::tr("Open a file…"), page);
     button->setObjectName(QStringLiteral("emptyOpenButton"));
     QObject::connect(button, &QPushButton::clicked, open, &QAction::trigger);
+    // Sets (sharded, DCP, ZeRO) are folders: the second way in is as visible as the first.
+    auto* folderButton = new QPushButton(QObject::tr("Open a folder…"), page);
+    folderButton->setObjectName(QStringLiteral("emptyOpenFolderButton"));
+    QObject::connect(folderButton, &QPushButton::clicked, openFolder, &QAction::trigger);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch(1);
+    buttons->addWidget(button);
+    buttons->addWidget(folderButton);
+    buttons->addStretch(1);
     auto* layout = new QVBoxLayout(page);
     layout->addStretch(1);
     layout->addWidget(icon);
     layout->addWidget(hint);
     layout->addWidget(sub);
     layout->addSpacing(12);
-    layout->addWidget(button, 0, Qt::AlignCenter);
+    layout->addLayout(buttons);
     layout->addStretch(1);
     return page;
 }
@@ -120,7 +129,7 @@ QStringList MainWindow::checkpointFilesIn(const QString& folder)
     return found;
 }
 
-const QString MainWindow::kDropHint = QObject::tr("Drop a checkpoint file or folder here");
+const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file or a folder here");
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
@@ -142,7 +151,8 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::updateChrome);
 
     m_stack->setObjectName(QStringLiteral("stack"));
-    m_stack->addWidget(makeEmptyPage(m_stack, findChild<QAction*>(QStringLiteral("openAction"))));
+    m_stack->addWidget(makeEmptyPage(m_stack, findChild<QAction*>(QStringLiteral("openAction")),
+                                     findChild<QAction*>(QStringLiteral("openFolderAction"))));
     m_stack->addWidget(m_tabs);
 
     // The error banner: the same one-line message the command line prints, and the app stays usable.

@@ -235,10 +235,13 @@ private Q_SLOTS:
     {
         ckpt::ui::MainWindow w;
         QSignalSpy opened(&w, &ckpt::ui::MainWindow::setOpened);
+        w.show();
         ckpt::ui::dialogs::setNextOpenFolder(set("hf_st"));
-        auto* openFolder = action(w, "openFolderAction");
-        QVERIFY(openFolder != nullptr);
-        openFolder->trigger();
+        QVERIFY(action(w, "openFolderAction") != nullptr);
+        // The empty window offers it beside Open a file….
+        auto* button = w.findChild<QPushButton*>(QStringLiteral("emptyOpenFolderButton"));
+        QVERIFY(button != nullptr && button->isVisible());
+        QTest::mouseClick(button, Qt::LeftButton);
         QVERIFY(opened.wait(20000));
         QVERIFY(w.setView(0) != nullptr);
     }
