@@ -192,8 +192,10 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     layout->addLayout(replay);
     layout->addWidget(m_note);
     layout->addWidget(m_progress);
-    layout->addWidget(m_chart, 1);
+    // The summary above the chart: the chart takes what is left, so at 1366×768 the result is in
+    // view, not below the fold.
     layout->addWidget(m_summary);
+    layout->addWidget(m_chart, 1);
 
     connect(m_refresh, &QPushButton::clicked, this, &TestLoadPanel::refreshDevices);
     connect(m_load, &QPushButton::clicked, this, &TestLoadPanel::startLoad);

@@ -9,7 +9,9 @@
 #include "exportpanel.h"
 #include "findingspanel.h"
 #include "mainwindow.h"
+#include "memorychart.h"
 #include "planmodel.h"
+#include "testloadpanel.h"
 #include "uitest.h"
 
 #include <QAction>
@@ -178,8 +180,9 @@ private Q_SLOTS:
         QVERIFY(detail->height() >= detail->heightForWidth(detail->width()));
     }
 
-    // At 1366×768 (less a title bar) the Export button is in view when the Export tab is shown.
-    void exportButtonInViewAt1366x768()
+    // At 1366×768 (less a title bar) the Export button is in view when the Export tab is shown, and
+    // the test load's summary when that tab is.
+    void exportAndTestLoadResultsInViewAt1366x768()
     {
         MainWindow w;
         w.resize(1366, 740);
@@ -192,6 +195,14 @@ private Q_SLOTS:
         auto* button = view->exportPanel()->findChild<QPushButton*>(QStringLiteral("exportButton"));
         QVERIFY(button->isVisible());
         QCOMPARE(button->visibleRegion().boundingRect().size(), button->size());
+
+        // The test load's summary is in view too, above its chart.
+        view->showTestLoad();
+        QCoreApplication::processEvents();
+        auto* summary = view->testLoad()->findChild<QLabel*>(QStringLiteral("loadSummary"));
+        auto* chart = view->testLoad()->chart();
+        QVERIFY(summary->geometry().bottom() <= chart->geometry().top());
+        QVERIFY(!summary->visibleRegion().isEmpty() || summary->height() == 0);
     }
 
     // A plan row shows the whole key it is about: a key wraps at its dots, never elided.
