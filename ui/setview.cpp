@@ -130,6 +130,7 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
     findingsSplit->addWidget(detailsScroll);
     findingsSplit->setStretchFactor(0, 1);
     findingsSplit->setStretchFactor(1, 1);
+    detailsScroll->setVisible(!l.findings.empty());  // "No problems found" needs no second copy
 
     m_filter->setObjectName(QStringLiteral("setFilterEdit"));
     m_filter->setPlaceholderText(tr("Filter keys (Ctrl+F)"));
