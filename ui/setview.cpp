@@ -4,6 +4,7 @@
 #include "dialogs.h"
 #include "icons.h"
 #include "setmembership.h"
+#include "sharded/consolidate_progress.h"
 #include "text.h"
 
 #include <QDir>

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "archive/zip.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/sharded.h"
 #include "util/checked.h"
 #include "write/output_file.h"

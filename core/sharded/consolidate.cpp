@@ -4,6 +4,7 @@
 #include "archive/zip.h"
 #include "pickle/pickler.h"
 #include "sharded/chunks.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/dcp.h"
 #include "sharded/sharded.h"
 #include "util/dtype.h"

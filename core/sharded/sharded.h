@@ -101,34 +101,9 @@ struct ConsolidateResult {
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 
-// Progress and cancellation of the consolidations this thread runs while the scope lives (the
-// window's Consolidate): `progress(bytesWritten)` is called between storages and between the
-// pieces of one; returning false stops the write with a Cancelled error, and no output file is
-// left. A scope rather than a parameter, so that every set kind's consolidate() (zero, dcp, fsdp,
-// this file's) gets it without a change of signature.
-class ConsolidateProgressScope {
-public:
-    explicit ConsolidateProgressScope(std::function<bool(std::uint64_t bytesWritten)> progress);
-    ~ConsolidateProgressScope();
-    ConsolidateProgressScope(const ConsolidateProgressScope&) = delete;
-    ConsolidateProgressScope& operator=(const ConsolidateProgressScope&) = delete;
-    ConsolidateProgressScope(ConsolidateProgressScope&&) = delete;
-    ConsolidateProgressScope& operator=(ConsolidateProgressScope&&) = delete;
-
-private:
-    std::function<bool(std::uint64_t)> progress_;
-    const std::function<bool(std::uint64_t)>* previous_;
-};
-
 // DeepSpeed ZeRO folders are zero.h's.
 
 namespace detail {
-// Reports `bytesWritten` to this thread's ConsolidateProgressScope; false when it asks to stop
-// (always true without one).
-[[nodiscard]] bool consolidationGoesOn(std::uint64_t bytesWritten);
-// What a consolidation stopped by its scope returns.
-[[nodiscard]] Error consolidationCancelled();
-
 // The path of the member `name` of the set in `folder`. A set reads only regular files inside its
 // own folder after symlinks are resolved, so a crafted folder cannot make it read (and print, or
 // copy into its output) /etc/passwd or a neighbouring set: `name` must be a plain file name, and
