@@ -246,6 +246,9 @@ private Q_SLOTS:
         QVERIFY(compare);
         QVERIFY(compare->width() <= available.width());
         QVERIFY(compare->height() < available.height());
+        // The window manager activates a new window; the offscreen platform needs telling.
+        QApplication::setActiveWindow(compare);
+        QTRY_COMPARE(QApplication::activeWindow(), compare.data());
         QTest::keyClick(compare, Qt::Key_Escape);
         QTRY_VERIFY(!compare);  // closed, and deleted on close
     }
