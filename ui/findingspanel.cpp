@@ -21,6 +21,8 @@ namespace {
 
 // Findings rows the list always has room for (the issue saw 2½ at 1024×700).
 constexpr int kMinVisibleRows = 3;
+// Rows the list grows to when the findings are set, before it scrolls.
+constexpr int kMaxFittedRows = 6;
 
 }  // namespace
 
@@ -70,19 +72,19 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     detailScroll->setWidgetResizable(true);
     detailScroll->setFrameShape(QFrame::NoFrame);
     detailScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
-    auto* split = new QSplitter(Qt::Vertical, this);
-    split->setObjectName(QStringLiteral("findingsSplitter"));
-    split->addWidget(m_list);
-    split->addWidget(detailScroll);
-    split->setChildrenCollapsible(false);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    m_split = new QSplitter(Qt::Vertical, this);
+    m_split->setObjectName(QStringLiteral("findingsSplitter"));
+    m_split->addWidget(m_list);
+    m_split->addWidget(detailScroll);
+    m_split->setChildrenCollapsible(false);
+    m_split->setStretchFactor(0, 0);
+    m_split->setStretchFactor(1, 1);
     // At least a header and three rows of findings in view, whatever the window's size.
     const int row = m_list->fontMetrics().height() + 8;
     m_list->setMinimumHeight(row * (kMinVisibleRows + 1) + 2 * m_list->frameWidth());
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(split, 1);
+    layout->addWidget(m_split, 1);
     layout->addLayout(buttons);
 
     connect(m_list, &QTreeWidget::itemSelectionChanged, this, &FindingsPanel::onSelectionChanged);
@@ -153,6 +155,7 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
         anyFix = anyFix || f.fix.has_value();
     }
     m_fixAll->setEnabled(anyFix);
+    fitListToRows();
     if (m_findings->list.empty()) {
         m_detail->setText(noFindingsText(m_doc->checkpoint->format));
     } else if (selectFirst) {
@@ -164,6 +167,18 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
     if (!m_findings->error.empty()) {
         m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_findings->error)));
     }
+}
+
+void FindingsPanel::fitListToRows()
+{
+    // The list as tall as its rows (at least kMinVisibleRows, at most kMaxFittedRows), the text
+    // of the selected finding the rest: a few findings should not leave their explanation a
+    // two-line slot.
+    const int rows = std::clamp(m_list->topLevelItemCount(), kMinVisibleRows, kMaxFittedRows);
+    const int row = m_list->topLevelItemCount() > 0 ? static_cast<const QAbstractItemView*>(m_list)->sizeHintForRow(0)
+                                                    : m_list->fontMetrics().height() + 8;
+    const int height = m_list->header()->sizeHint().height() + rows * row + 2 * m_list->frameWidth();
+    m_split->setSizes({height, std::max(1, m_split->height() - height)});
 }
 
 int FindingsPanel::count() const

@@ -48,6 +48,8 @@ constexpr int kKeyRole = Qt::UserRole + 1;
 // The index of a finding in the listing, on its row of the findings list.
 constexpr int kFindingRole = Qt::UserRole + 2;
 constexpr int kProgressPollMs = 100;
+// Equal splitter shares (the splitter scales them to its width).
+constexpr int kHalf = 500;
 
 // The first finding that makes the set impossible to consolidate (severity error), or null.
 const sharded::SetFinding* firstError(const sharded::SetListing& l)
@@ -126,11 +128,13 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
     detailsScroll->setWidget(m_findingDetails);
     detailsScroll->setWidgetResizable(true);
     detailsScroll->setFrameShape(QFrame::NoFrame);
+    detailsScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);  // the text wraps instead
     auto* findingsSplit = new QSplitter(Qt::Horizontal, this);
     findingsSplit->addWidget(m_findings);
     findingsSplit->addWidget(detailsScroll);
     findingsSplit->setStretchFactor(0, 1);
     findingsSplit->setStretchFactor(1, 1);
+    findingsSplit->setSizes({kHalf, kHalf});         // the list and the text side by side, half each
     detailsScroll->setVisible(!l.findings.empty());  // "No problems found" needs no second copy
 
     m_filter->setObjectName(QStringLiteral("setFilterEdit"));
@@ -174,7 +178,8 @@ SetView::SetView(sharded::SetLocation loc, std::shared_ptr<const sharded::SetLis
     fillTree();
     // The findings pane starts at the height of its rows (up to 5), not at half the window; the
     // one line that says all is well may be lower than a scroll area's usual minimum.
-    const int rows = std::max(3, std::min(5, m_findings->topLevelItemCount()));
+    // With findings, room for five lines of the selected one's text beside the list.
+    const int rows = m_listing->findings.empty() ? 1 : 5;
     const int rowHeight = m_findings->fontMetrics().height() + 6;
     const int paneHeight = rows * rowHeight + 2 * m_findings->frameWidth() + 4;
     if (m_listing->findings.empty()) {
