@@ -93,6 +93,7 @@ void ColumnFitter::refit()
     const int columns = header->count();
     // Each other column as wide as its rows on screen and its title, up to the cap.
     std::vector<int> widths(static_cast<std::size_t>(columns), 0);
+    std::vector<int> natural(static_cast<std::size_t>(columns), 0);
     int others = 0;
     for (int c = 0; c < columns; ++c) {
         if (c == m_name || header->isSectionHidden(c)) {
@@ -101,7 +102,8 @@ void ColumnFitter::refit()
         const int title = header->sectionSizeHint(c);
         // QTreeView's override is protected; through its base it is the same (virtual) measure.
         const int rows = static_cast<const QAbstractItemView*>(m_tree)->sizeHintForColumn(c);
-        widths[static_cast<std::size_t>(c)] = std::min(std::max(rows, title), valueColumnCap());
+        natural[static_cast<std::size_t>(c)] = std::max(rows, title);
+        widths[static_cast<std::size_t>(c)] = std::min(natural[static_cast<std::size_t>(c)], valueColumnCap());
         others += widths[static_cast<std::size_t>(c)];
     }
     const int available = m_tree->viewport()->width();
@@ -117,6 +119,18 @@ void ColumnFitter::refit()
         w -= give;
         others -= give;
         excess -= give;
+    }
+    // Room to spare once Name has its whole keys: a value cut to the cap is shown whole after all.
+    const int nameWhole = std::max(nameFloor, static_cast<const QAbstractItemView*>(m_tree)->sizeHintForColumn(m_name));
+    int spare = available - others - nameWhole;
+    for (int c = 0; c < columns && spare > 0; ++c) {
+        auto& w = widths[static_cast<std::size_t>(c)];
+        const int grow = std::min(spare, natural[static_cast<std::size_t>(c)] - w);
+        if (c != m_name && grow > 0) {
+            w += grow;
+            others += grow;
+            spare -= grow;
+        }
     }
     widths[static_cast<std::size_t>(m_name)] = std::max(nameFloor, available - others);
     m_fitting = true;

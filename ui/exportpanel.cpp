@@ -193,12 +193,17 @@ void ExportPanel::buildUi()
     connect(m_export, &QPushButton::clicked, this, &ExportPanel::startExport);
     connect(m_cancel, &QPushButton::clicked, this, [this] { m_exportJobs.requestStop(); });
 
+    // The path a row of its own, so a narrow pane still shows it; the buttons below it with the
+    // progress, a thin bar rather than an empty box while nothing is written.
     auto* outRow = new QHBoxLayout;
     outRow->addWidget(new QLabel(tr("Output:"), this));
     outRow->addWidget(m_output, 1);
-    outRow->addWidget(m_browse);
-    outRow->addWidget(m_export);
-    outRow->addWidget(m_cancel);
+    auto* buttonRow = new QHBoxLayout;
+    buttonRow->addWidget(m_browse);
+    buttonRow->addWidget(m_export);
+    buttonRow->addWidget(m_cancel);
+    buttonRow->addWidget(m_progress, 1);
+    m_progress->setMaximumHeight(fontMetrics().height() / 2);
 
     auto* batch = new QGroupBox(tr("Batch: drop files here to convert each with these options"), this);
     batch->setObjectName(QStringLiteral("batchArea"));
@@ -219,7 +224,7 @@ void ExportPanel::buildUi()
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(outRow);
-    layout->addWidget(m_progress);
+    layout->addLayout(buttonRow);
     layout->addWidget(m_result);
     layout->addWidget(options);
     layout->addWidget(new QLabel(tr("Plan (nothing is written until you press Export):"), this));
