@@ -93,8 +93,8 @@ QString peakText(const device::TestloadReport& r)
     if (r.peakSource == "rss-anon") {
         // The chart plots what the tensors added; the process's whole resident set (LibTorch
         // itself included) is named here only.
-        return TestLoadPanel::tr("the tensors added %1 of anonymous memory (the chart); the helper process held %2 "
-                                 "in all at its peak")
+        return TestLoadPanel::tr("the tensors added %1 of anonymous memory (the chart); ckptscope's processes held %2 "
+                                 "in all at their peak")
             .arg(peak, humanSize(processPeak(r.timeline)));
     }
     if (r.peakSource == "nvml-process") {

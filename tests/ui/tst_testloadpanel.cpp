@@ -104,7 +104,7 @@ private Q_SLOTS:
         // quotes; the process's whole resident set is named beside it.
         QVERIFY2(summary.contains(QStringLiteral("the tensors added %1").arg(humanSize(cpuMax))),
                  qPrintable(summary + QStringLiteral(" / chart max ") + humanSize(cpuMax)));
-        QVERIFY2(summary.contains(QStringLiteral("the helper process held")), qPrintable(summary));
+        QVERIFY2(summary.contains(QStringLiteral("ckptscope's processes held")), qPrintable(summary));
         // The live curve already summed the helper (LibTorch alone is tens of MiB resident): it
         // reached at least half the final curve's peak, not just this process's few pages.
         QVERIFY2(liveMax >= cpuMax / 2,
