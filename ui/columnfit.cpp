@@ -7,6 +7,7 @@
 #include <QTreeView>
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 namespace ckpt::ui {
@@ -69,7 +70,8 @@ int ColumnFitter::nameMinimum() const
             const QModelIndex i = model->index(r, m_name, parent);
             ++measured;
             const QString text = QStringLiteral("…") + lastTwoSegments(i.data().toString());
-            widest = std::max(widest, fm.horizontalAdvance(text) + chrome + depth * m_tree->indentation());
+            widest = std::max(widest, fm.horizontalAdvance(text) + chrome +
+                                          (depth + (m_tree->rootIsDecorated() ? 1 : 0)) * m_tree->indentation());
             if (m_tree->isExpanded(i)) {
                 stack.emplace_back(i, depth + 1);
             }
@@ -108,9 +110,18 @@ void ColumnFitter::refit()
     }
     const int available = m_tree->viewport()->width();
     const int nameFloor = nameMinimum();
-    // Too narrow for Name's floor: the other columns give way first, down to their own floor.
+    // Too narrow for Name's floor: the other columns give way first, the widest first (a long
+    // value before a short type), down to their own floor.
     int excess = nameFloor + others - available;
-    for (int c = 0; c < columns && excess > 0; ++c) {
+    std::vector<int> widestFirst(static_cast<std::size_t>(columns));
+    std::iota(widestFirst.begin(), widestFirst.end(), 0);
+    std::stable_sort(widestFirst.begin(), widestFirst.end(), [&widths](int a, int b) {
+        return widths[static_cast<std::size_t>(a)] > widths[static_cast<std::size_t>(b)];
+    });
+    for (const int c : widestFirst) {
+        if (excess <= 0) {
+            break;
+        }
         auto& w = widths[static_cast<std::size_t>(c)];
         if (c == m_name || w == 0) {
             continue;
