@@ -10,13 +10,16 @@
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QMimeData>
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -446,6 +449,16 @@ void CompareView::showSelection()
         });
 }
 
+void CompareView::keyPressEvent(QKeyEvent* event)
+{
+    // A window of its own, like a dialog: Esc closes it (its children ignore Esc, so it arrives here).
+    if (event->key() == Qt::Key_Escape && isWindow()) {
+        close();
+        return;
+    }
+    QWidget::keyPressEvent(event);
+}
+
 void CompareView::dragEnterEvent(QDragEnterEvent* event)
 {
     if (event->mimeData()->hasUrls() && !event->mimeData()->urls().isEmpty() &&
@@ -463,12 +476,21 @@ void CompareView::dropEvent(QDropEvent* event)
     }
 }
 
+QSize compareWindowSize(const QWidget* parent)
+{
+    const QScreen* screen = parent != nullptr ? parent->screen() : QGuiApplication::primaryScreen();
+    const QSize preferred(1000, 680);
+    if (screen == nullptr) {
+        return preferred;
+    }
+    // Room for the window manager's frame and title bar: the window fits a 1024×700 screen whole.
+    const QSize available = screen->availableGeometry().size();
+    return preferred.boundedTo(QSize(available.width() * 95 / 100, available.height() * 88 / 100));
+}
+
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
 {
-    const auto names =
-        dialogs::openFileNames(parent, CompareView::tr("Compare with"),
-                               CompareView::tr("Checkpoints (*.pt *.pth *.ckpt *.bin *.safetensors *.index.json);;"
-                                               "All files (*)"));
+    const auto names = dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter());
     if (names.isEmpty() || !a) {
         return nullptr;
     }
@@ -477,7 +499,7 @@ CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
     view->setAttribute(Qt::WA_DeleteOnClose);
     view->setWindowTitle(CompareView::tr("Compare %1 with %2")
                              .arg(QFileInfo(qs(a->path)).fileName(), QFileInfo(names.front()).fileName()));
-    view->resize(1000, 680);
+    view->resize(compareWindowSize(parent));
     view->show();
     view->compareWith(names.front());
     return view;

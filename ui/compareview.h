@@ -50,6 +50,7 @@ Q_SIGNALS:
     void statsShown();
 
 protected:
+    void keyPressEvent(QKeyEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -77,5 +78,7 @@ private:
 // The window's File > Compare with… entry: asks for B (dialogs seam) and opens a CompareView of
 // A against it in a window of its own.
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a);
+// The compare window's first size: 1000×680, shrunk to fit the screen `parent` is on.
+[[nodiscard]] QSize compareWindowSize(const QWidget* parent);
 
 }  // namespace ckpt::ui

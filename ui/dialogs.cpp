@@ -1,5 +1,7 @@
 #include "dialogs.h"
 
+#include "checkpoint/extensions.h"
+
 #include <QFileDialog>
 #include <QMessageBox>
 
@@ -11,6 +13,16 @@ namespace {
 std::optional<QStringList>& nextOpen()
 {
     static std::optional<QStringList> v;
+    return v;
+}
+std::optional<QString>& nextFolder()
+{
+    static std::optional<QString> v;
+    return v;
+}
+QString& openFilter()
+{
+    static QString v;
     return v;
 }
 std::optional<QString>& nextSave()
@@ -38,29 +50,59 @@ ErrorLog& errorLog()
     return log;
 }
 
+// "*.pt" for ".pt": QDir's wildcard also matches a name that is the extension alone (".metadata").
+template <std::size_t N> QStringList patternsOf(const std::array<std::string_view, N>& extensions)
+{
+    QStringList patterns;
+    for (const auto ext : extensions) {
+        patterns << QStringLiteral("*") + QString::fromLatin1(ext.data(), static_cast<qsizetype>(ext.size()));
+    }
+    return patterns;
+}
+
 }  // namespace
 
 const QStringList& checkpointPatterns()
 {
-    static const QStringList kPatterns{
-        QStringLiteral("*.pt"),          QStringLiteral("*.pth"), QStringLiteral("*.ckpt"), QStringLiteral("*.bin"),
-        QStringLiteral("*.safetensors"), QStringLiteral("*.tar"), QStringLiteral("*.pkl"),  QStringLiteral("*.pt2")};
+    static const QStringList kPatterns = patternsOf(kCheckpointFileExtensions);
+    return kPatterns;
+}
+
+const QStringList& openablePatterns()
+{
+    static const QStringList kPatterns = checkpointPatterns() + patternsOf(kSetFileExtensions);
     return kPatterns;
 }
 
 QString checkpointFilter()
 {
-    return QStringLiteral("Checkpoints (%1);;All files (*)").arg(checkpointPatterns().join(QLatin1Char(' ')));
+    return QStringLiteral("Checkpoints (%1);;All files (*)").arg(openablePatterns().join(QLatin1Char(' ')));
 }
 
 QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter)
 {
+    openFilter() = filter;
     if (auto& n = nextOpen()) {
         auto answer = *n;
         n.reset();
         return answer;
     }
-    return QFileDialog::getOpenFileNames(parent, title, QString(), filter);
+    // Qt's own dialog, not the platform's: only it can be told to list dot files.
+    QFileDialog dialog(parent, title, QString(), filter);
+    dialog.setFileMode(QFileDialog::ExistingFiles);
+    dialog.setOption(QFileDialog::DontUseNativeDialog);
+    dialog.setFilter(dialog.filter() | QDir::Hidden);
+    return dialog.exec() == QDialog::Accepted ? dialog.selectedFiles() : QStringList();
+}
+
+QString openFolder(QWidget* parent, const QString& title)
+{
+    if (auto& n = nextFolder()) {
+        auto answer = *n;
+        n.reset();
+        return answer;
+    }
+    return QFileDialog::getExistingDirectory(parent, title);
 }
 
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter)
@@ -106,6 +148,14 @@ QString lastConfirmText()
 void setNextOpenFileNames(const QStringList& names)
 {
     nextOpen() = names;
+}
+void setNextOpenFolder(const QString& folder)
+{
+    nextFolder() = folder;
+}
+QString lastOpenFilter()
+{
+    return openFilter();
 }
 void setNextSaveFileName(const QString& name)
 {

@@ -9,12 +9,18 @@ class QWidget;
 
 namespace ckpt::ui::dialogs {
 
-// The names the window opens as checkpoints: File > Open's filter (checkpointFilter()), the files
-// a dropped folder offers, and the files of a set a tab can show alone.
+// The names of files that open as one checkpoint (core's kCheckpointFileExtensions): the files a
+// dropped folder offers and the files of a set a tab can show alone.
 const QStringList& checkpointPatterns();
-QString checkpointFilter();  // "Checkpoints (*.pt ...);;All files (*)"
+// Those and the files that open their set (`.metadata`, `*.distcp`, an index): what Open and
+// Compare list, so a torch.distributed.checkpoint folder does not look empty.
+const QStringList& openablePatterns();
+QString checkpointFilter();  // "Checkpoints (*.pt ...);;All files (*)", from openablePatterns()
 
+// Shows hidden files too: a DCP folder's `.metadata` is one.
 QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter);
+// One folder (a sharded set, a DCP or ZeRO checkpoint, a Trainer checkpoint-N/); empty when cancelled.
+QString openFolder(QWidget* parent, const QString& title);
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter);
 void error(QWidget* parent, const QString& title, const QString& text);
 // A yes/no question (Yes is not the default: the questions asked are about destroying something).
@@ -22,6 +28,9 @@ bool confirm(QWidget* parent, const QString& title, const QString& text);
 
 // Test hooks: the next call of the matching function returns this answer without showing anything.
 void setNextOpenFileNames(const QStringList& names);
+void setNextOpenFolder(const QString& folder);
+// The filter the last openFileNames() was given (also when a hook answered it).
+QString lastOpenFilter();
 void setNextSaveFileName(const QString& name);
 // The next confirm() answers this; the question it was asked is kept for the test to read.
 void setNextConfirm(bool answer);

@@ -1,6 +1,7 @@
 #include "documentview.h"
 
 #include "checkpoint/layout.h"
+#include "columnfit.h"
 #include "detailspanel.h"
 #include "exportpanel.h"
 #include "findingspanel.h"
@@ -111,13 +112,10 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     // Long keys differ at their ends ("...layer3.4.conv2.weight"): cut the middle, the tooltip
     // has the whole path.
     m_tree->setTextElideMode(Qt::ElideMiddle);
-    auto* header = m_tree->header();
-    header->setStretchLastSection(false);
-    // Name takes what is left; the others are as wide as what they show (rows on screen only).
-    header->setSectionResizeMode(QHeaderView::ResizeToContents);
-    header->setSectionResizeMode(KeyTreeModel::Name, QHeaderView::Stretch);
-    const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
-    header->setMinimumSectionSize(em * 3);
+    // Name keeps its keys' last two segments and takes what is left; long values are elided
+    // first; the user's widths are kept.
+    m_treeColumns = new ColumnFitter(m_tree, KeyTreeModel::Name, QStringLiteral("documentView/keyTreeHeader"));
+    connect(m_tree, &QTreeView::expanded, m_treeColumns, &ColumnFitter::refit);
     m_tree->setContextMenuPolicy(Qt::CustomContextMenu);
     connect(m_tree, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         const auto index = m_tree->indexAt(pos);
@@ -145,9 +143,9 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_moduleTree->setAlternatingRowColors(true);
     m_moduleTree->setAllColumnsShowFocus(true);
     m_moduleTree->setTextElideMode(Qt::ElideMiddle);
-    m_moduleTree->header()->setStretchLastSection(false);
-    m_moduleTree->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_moduleTree->header()->setSectionResizeMode(ModuleTreeModel::Name, QHeaderView::Stretch);
+    m_moduleColumns =
+        new ColumnFitter(m_moduleTree, ModuleTreeModel::Name, QStringLiteral("documentView/moduleTreeHeader"));
+    connect(m_moduleTree, &QTreeView::expanded, m_moduleColumns, &ColumnFitter::refit);
     connect(m_moduleTree->selectionModel(), &QItemSelectionModel::currentChanged, this,
             [this](const QModelIndex& current) {
                 if (current.isValid()) {
@@ -503,6 +501,7 @@ void DocumentView::highlight(const std::vector<std::string>& paths)
             }
         }
     }
+    m_moduleModel->setHighlighted(nodes);  // the Model view shows the same keys tinted
     m_model->setHighlighted(std::move(nodes));
     if (first.isValid()) {
         // The first key concerned becomes the selection, so its details explain the finding too.

@@ -20,6 +20,7 @@ class QTreeView;
 
 namespace ckpt::ui {
 
+class ColumnFitter;
 class DetailsPanel;
 class ExportPanel;
 class FindingsPanel;
@@ -42,6 +43,7 @@ public:
     [[nodiscard]] KeyTreeProxy* proxy() const { return m_proxy; }
     [[nodiscard]] QTreeView* tree() const { return m_tree; }
     [[nodiscard]] QTreeView* moduleTree() const { return m_moduleTree; }
+    [[nodiscard]] ColumnFitter* treeColumns() const { return m_treeColumns; }
     [[nodiscard]] ModuleTreeModel* moduleModel() const { return m_moduleModel; }
     // The Model view (module hierarchy) rather than the raw pickle; only a file with a pickled
     // nn.Module has one, and it opens in it.
@@ -120,6 +122,8 @@ private:
     QTreeView* m_tree;
     ModuleTreeModel* m_moduleModel;
     QTreeView* m_moduleTree;
+    ColumnFitter* m_treeColumns = nullptr;
+    ColumnFitter* m_moduleColumns = nullptr;
     QStackedWidget* m_trees;
     QToolButton* m_modelToggle;
     DetailsPanel* m_details;

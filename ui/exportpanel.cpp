@@ -24,6 +24,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QStyledItemDelegate>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -36,6 +37,29 @@ constexpr int kPlanDebounceMs = 120;
 // "Exported" in the window means on disk: nobody timing the window waits on it, and a user may
 // unplug the drive next. (The command line is lazy by default, like cp; `--sync` opts in.)
 const write::WriteOptions kDurable{write::Durability::Durable};
+
+// Keys and names ("model.encoder.layers.3.attn.q_proj.weight") have no spaces, so a wrapping cell
+// would still cut them: this delegate lets them break after '.', '/' and '_' (a zero-width space,
+// shown only), so the plan shows the whole key it is about instead of eliding it.
+class BreakableKeyDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+
+protected:
+    void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override
+    {
+        QStyledItemDelegate::initStyleOption(option, index);
+        QString text;
+        text.reserve(option->text.size() * 5 / 4);
+        for (const QChar c : std::as_const(option->text)) {
+            text += c;
+            if (c == QLatin1Char('.') || c == QLatin1Char('/') || c == QLatin1Char('_')) {
+                text += QChar(0x200B);
+            }
+        }
+        option->text = text;
+    }
+};
 
 }  // namespace
 
@@ -133,6 +157,9 @@ void ExportPanel::buildUi()
     m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::Step, QHeaderView::ResizeToContents);
     m_planTable->viewport()->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
+    for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After}) {
+        m_planTable->setItemDelegateForColumn(column, new BreakableKeyDelegate(m_planTable));
+    }
     connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
         if (column == PlanModel::Detail) {
             fitPlanRows();
@@ -166,12 +193,17 @@ void ExportPanel::buildUi()
     connect(m_export, &QPushButton::clicked, this, &ExportPanel::startExport);
     connect(m_cancel, &QPushButton::clicked, this, [this] { m_exportJobs.requestStop(); });
 
+    // The path a row of its own, so a narrow pane still shows it; the buttons below it with the
+    // progress, a thin bar rather than an empty box while nothing is written.
     auto* outRow = new QHBoxLayout;
     outRow->addWidget(new QLabel(tr("Output:"), this));
     outRow->addWidget(m_output, 1);
-    outRow->addWidget(m_browse);
-    outRow->addWidget(m_export);
-    outRow->addWidget(m_cancel);
+    auto* buttonRow = new QHBoxLayout;
+    buttonRow->addWidget(m_browse);
+    buttonRow->addWidget(m_export);
+    buttonRow->addWidget(m_cancel);
+    buttonRow->addWidget(m_progress, 1);
+    m_progress->setMaximumHeight(fontMetrics().height() / 2);
 
     auto* batch = new QGroupBox(tr("Batch: drop files here to convert each with these options"), this);
     batch->setObjectName(QStringLiteral("batchArea"));
@@ -187,15 +219,17 @@ void ExportPanel::buildUi()
     batchLayout->setContentsMargins(4, 4, 4, 4);
     batchLayout->addWidget(m_batchTable);
 
+    // The output and its Export button first: at 1366×768 the options and the plan below them
+    // would push it out of the pane.
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(outRow);
+    layout->addLayout(buttonRow);
+    layout->addWidget(m_result);
     layout->addWidget(options);
     layout->addWidget(new QLabel(tr("Plan (nothing is written until you press Export):"), this));
     layout->addWidget(m_planTable, 3);
     layout->addWidget(m_planStatus);
-    layout->addLayout(outRow);
-    layout->addWidget(m_progress);
-    layout->addWidget(m_result);
     layout->addWidget(batch, 1);
 
     m_planTimer = new QTimer(this);

@@ -8,6 +8,8 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -15,6 +17,14 @@
 #include <unordered_set>
 
 namespace ckpt::ui {
+namespace {
+
+// Findings rows the list always has room for (the issue saw 2½ at 1024×700).
+constexpr int kMinVisibleRows = 3;
+// Rows the list grows to when the findings are set, before it scrolls.
+constexpr int kMaxFittedRows = 6;
+
+}  // namespace
 
 QString noFindingsText(Format format)
 {
@@ -43,7 +53,7 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     m_detail->setObjectName(QStringLiteral("findingDetail"));
     m_detail->setWordWrap(true);
     m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_detail->setMinimumHeight(40);
+    m_detail->setContentsMargins(2, 2, 2, 2);
     m_detail->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     m_fix->setObjectName(QStringLiteral("fixButton"));
     m_fix->setToolTip(tr("Add this finding's fix to the export plan"));
@@ -54,10 +64,27 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     buttons->addWidget(m_fix);
     buttons->addWidget(m_fixAll);
     buttons->addStretch(1);
+    // The selected finding's text wraps and scrolls, so its last line (the fix) can always be
+    // reached; the splitter lets the user trade list rows for text.
+    auto* detailScroll = new QScrollArea(this);
+    detailScroll->setObjectName(QStringLiteral("findingDetailScroll"));
+    detailScroll->setWidget(m_detail);
+    detailScroll->setWidgetResizable(true);
+    detailScroll->setFrameShape(QFrame::NoFrame);
+    detailScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_split = new QSplitter(Qt::Vertical, this);
+    m_split->setObjectName(QStringLiteral("findingsSplitter"));
+    m_split->addWidget(m_list);
+    m_split->addWidget(detailScroll);
+    m_split->setChildrenCollapsible(false);
+    m_split->setStretchFactor(0, 0);
+    m_split->setStretchFactor(1, 1);
+    // At least a header and three rows of findings in view, whatever the window's size.
+    const int row = m_list->fontMetrics().height() + 8;
+    m_list->setMinimumHeight(row * (kMinVisibleRows + 1) + 2 * m_list->frameWidth());
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
-    layout->addWidget(m_list, 1);
-    layout->addWidget(m_detail);
+    layout->addWidget(m_split, 1);
     layout->addLayout(buttons);
 
     connect(m_list, &QTreeWidget::itemSelectionChanged, this, &FindingsPanel::onSelectionChanged);
@@ -128,6 +155,7 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
         anyFix = anyFix || f.fix.has_value();
     }
     m_fixAll->setEnabled(anyFix);
+    fitListToRows();
     if (m_findings->list.empty()) {
         m_detail->setText(noFindingsText(m_doc->checkpoint->format));
     } else if (selectFirst) {
@@ -139,6 +167,18 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
     if (!m_findings->error.empty()) {
         m_detail->setText(tr("Diagnosis failed: %1").arg(qs(m_findings->error)));
     }
+}
+
+void FindingsPanel::fitListToRows()
+{
+    // The list as tall as its rows (at least kMinVisibleRows, at most kMaxFittedRows), the text
+    // of the selected finding the rest: a few findings should not leave their explanation a
+    // two-line slot.
+    const int rows = std::clamp(m_list->topLevelItemCount(), kMinVisibleRows, kMaxFittedRows);
+    const int row = m_list->topLevelItemCount() > 0 ? static_cast<const QAbstractItemView*>(m_list)->sizeHintForRow(0)
+                                                    : m_list->fontMetrics().height() + 8;
+    const int height = m_list->header()->sizeHint().height() + rows * row + 2 * m_list->frameWidth();
+    m_split->setSizes({height, std::max(1, m_split->height() - height)});
 }
 
 int FindingsPanel::count() const

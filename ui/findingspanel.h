@@ -12,6 +12,7 @@
 
 class QLabel;
 class QPushButton;
+class QSplitter;
 class QTreeWidget;
 
 namespace ckpt::ui {
@@ -50,9 +51,11 @@ Q_SIGNALS:
 private:
     void onSelectionChanged();
     void clearList();
+    void fitListToRows();
 
     DocumentPtr m_doc;
     FindingsPtr m_findings;
+    QSplitter* m_split = nullptr;
     QTreeWidget* m_list;
     QLabel* m_detail;
     QPushButton* m_fix;

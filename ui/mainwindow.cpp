@@ -39,11 +39,13 @@ namespace ckpt::ui {
 namespace {
 
 constexpr int kMaxRecent = 10;
+// The tab property that holds the order a tab was asked for in (MainWindow::tabIndexFor).
+constexpr const char* kOpenOrder = "ckptscopeOpenOrder";
 constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 // A banner link to a file with this query opens the file alone, not its set.
 const QString kAloneQuery = QStringLiteral("alone");
 
-QWidget* makeEmptyPage(QWidget* parent, QAction* open)
+QWidget* makeEmptyPage(QWidget* parent, QAction* open, QAction* openFolder)
 {
     auto* page = new QWidget(parent);
     page->setObjectName(QStringLiteral("emptyPage"));
@@ -64,13 +66,22 @@ QWidget* makeEmptyPage(QWidget* parent, QAction* open)
     auto* button = new QPushButton(QObject::tr("Open a file…"), page);
     button->setObjectName(QStringLiteral("emptyOpenButton"));
     QObject::connect(button, &QPushButton::clicked, open, &QAction::trigger);
+    // Sets (sharded, DCP, ZeRO) are folders: the second way in is as visible as the first.
+    auto* folderButton = new QPushButton(QObject::tr("Open a folder…"), page);
+    folderButton->setObjectName(QStringLiteral("emptyOpenFolderButton"));
+    QObject::connect(folderButton, &QPushButton::clicked, openFolder, &QAction::trigger);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch(1);
+    buttons->addWidget(button);
+    buttons->addWidget(folderButton);
+    buttons->addStretch(1);
     auto* layout = new QVBoxLayout(page);
     layout->addStretch(1);
     layout->addWidget(icon);
     layout->addWidget(hint);
     layout->addWidget(sub);
     layout->addSpacing(12);
-    layout->addWidget(button, 0, Qt::AlignCenter);
+    layout->addLayout(buttons);
     layout->addStretch(1);
     return page;
 }
@@ -81,6 +92,14 @@ QSize MainWindow::initialSize(const QSize& available)
 {
     // The preferred size, or what the screen has room for with a margin for the window frame.
     return kPreferredSize.boundedTo(QSize(available.width() * 95 / 100, available.height() * 92 / 100));
+}
+
+QString MainWindow::recentTitle(const QString& path)
+{
+    // Every rank file is model_states.pt and every Trainer folder checkpoint-N: the folder it is
+    // in tells them apart.
+    const QFileInfo info(path);
+    return QStringLiteral("%1 — %2").arg(info.fileName(), QDir::toNativeSeparators(info.absolutePath()));
 }
 
 QString MainWindow::tabTitle(const QString& fileName)
@@ -110,7 +129,7 @@ QStringList MainWindow::checkpointFilesIn(const QString& folder)
     return found;
 }
 
-const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file here");
+const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.safetensors file or a folder here");
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
@@ -132,7 +151,8 @@ MainWindow::MainWindow(QWidget* parent)
     connect(m_tabs, &QTabWidget::currentChanged, this, &MainWindow::updateChrome);
 
     m_stack->setObjectName(QStringLiteral("stack"));
-    m_stack->addWidget(makeEmptyPage(m_stack, findChild<QAction*>(QStringLiteral("openAction"))));
+    m_stack->addWidget(makeEmptyPage(m_stack, findChild<QAction*>(QStringLiteral("openAction")),
+                                     findChild<QAction*>(QStringLiteral("openFolderAction"))));
     m_stack->addWidget(m_tabs);
 
     // The error banner: the same one-line message the command line prints, and the app stays usable.
@@ -205,6 +225,15 @@ void MainWindow::buildMenus()
     });
     open->setObjectName(QStringLiteral("openAction"));
     open->setShortcut(QKeySequence::Open);
+    // Sets (a sharded folder, DCP, ZeRO) are folders, which a file dialog cannot pick.
+    auto* openFolder = file->addAction(tr("Open &Folder…"), this, [this] {
+        const QString folder = dialogs::openFolder(this, tr("Open a checkpoint folder"));
+        if (!folder.isEmpty()) {
+            openFiles({folder});
+        }
+    });
+    openFolder->setObjectName(QStringLiteral("openFolderAction"));
+    openFolder->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
     m_fileAloneAction = file->addAction(tr("Open This File &Alone"), this, [this] {
@@ -225,6 +254,7 @@ void MainWindow::buildMenus()
         }
     });
     compare->setObjectName(QStringLiteral("compareAction"));
+    m_fileTabActions << compare;
     auto* close = file->addAction(tr("&Close Tab"), this, [this] { closeTab(m_tabs->currentIndex()); });
     close->setShortcut(QKeySequence::Close);
     file->addSeparator();
@@ -235,8 +265,11 @@ void MainWindow::buildMenus()
     auto* filter = view->addAction(tr("&Filter Keys"), this, [this] {
         if (auto* v = currentView()) {
             v->focusFilter();
+        } else if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget())) {
+            set->focusFilter();
         }
     });
+    filter->setObjectName(QStringLiteral("filterAction"));
     filter->setShortcut(QKeySequence::Find);
     view->addSeparator();
     auto* findingsAction = view->addAction(tr("F&indings"), this, [this] {
@@ -245,18 +278,21 @@ void MainWindow::buildMenus()
         }
     });
     findingsAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_1));
+    m_fileTabActions << findingsAction;
     auto* testLoadAction = view->addAction(tr("&Test Load"), this, [this] {
         if (auto* v = currentView()) {
             v->showTestLoad();
         }
     });
     testLoadAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_2));
+    m_fileTabActions << testLoadAction;
     auto* exportAction = view->addAction(tr("&Export"), this, [this] {
         if (auto* v = currentView()) {
             v->showExport();
         }
     });
     exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
+    m_fileTabActions << exportAction;
 
     auto* run = menuBar()->addMenu(tr("&Run"));
     auto* load = run->addAction(tr("Test &Load on the Chosen Device"), this, [this] {
@@ -267,6 +303,7 @@ void MainWindow::buildMenus()
     });
     load->setObjectName(QStringLiteral("testLoadAction"));
     load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    m_fileTabActions << load;
     auto* write = run->addAction(tr("&Export the Fixed Copy"), this, [this] {
         if (auto* v = currentView()) {
             v->showExport();
@@ -275,6 +312,7 @@ void MainWindow::buildMenus()
     });
     write->setObjectName(QStringLiteral("exportNowAction"));
     write->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+    m_fileTabActions << write;
 
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&About ckptscope"), this, [this] {
@@ -302,11 +340,12 @@ void MainWindow::openFiles(const QStringList& paths)
 
 void MainWindow::openDocument(const QString& absolute, bool alone)
 {
+    const int order = m_nextOpenOrder++;
     statusBar()->showMessage(tr("Opening %1…").arg(absolute));
     auto tracker = std::make_unique<JobTracker>(this);
     tracker->start(
         [file = absolute.toStdString()](std::stop_token stop, const ProgressFn&) { return loadDocument(file, stop); },
-        [this, absolute, alone](Expected<DocumentPtr> doc) {
+        [this, absolute, alone, order](Expected<DocumentPtr> doc) {
             statusBar()->clearMessage();
             if (!doc) {
                 const auto message = qs(doc.error().describe());
@@ -314,7 +353,7 @@ void MainWindow::openDocument(const QString& absolute, bool alone)
                 Q_EMIT openFailed(absolute, message);
                 return;
             }
-            addDocument(*doc);
+            addDocument(*doc, order);
             rememberRecent(absolute, alone);
             Q_EMIT documentOpened(absolute);
         });
@@ -361,10 +400,11 @@ bool MainWindow::openAsSet(const QString& path)
 
 void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
 {
+    const int order = m_nextOpenOrder++;
     statusBar()->showMessage(tr("Opening %1…").arg(path));
     auto tracker = std::make_unique<JobTracker>(this);
     tracker->start([loc](std::stop_token, const ProgressFn&) { return sharded::listSet(loc); },
-                   [this, path, loc](Expected<sharded::SetListing> listing) {
+                   [this, path, loc, order](Expected<sharded::SetListing> listing) {
                        statusBar()->clearMessage();
                        if (!listing) {
                            const auto message = qs(listing.error().describe());
@@ -384,7 +424,7 @@ void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
                            connect(view, &SetView::openFileAloneRequested, this, &MainWindow::openFileAlone);
                        }
                        const QFileInfo dir(qs(shared->dir));
-                       const int index = m_tabs->addTab(view, tabTitle(dir.fileName()));
+                       const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(dir.fileName()));
                        m_tabs->setTabToolTip(index, dir.absoluteFilePath());
                        m_tabs->setCurrentIndex(index);
                        updateChrome();
@@ -404,10 +444,15 @@ bool MainWindow::isOpening() const
     return std::any_of(m_openJobs.begin(), m_openJobs.end(), [](const auto& j) { return j->isRunning(); });
 }
 
-void MainWindow::addDocument(const DocumentPtr& doc)
+void MainWindow::addDocument(const DocumentPtr& doc, int order)
 {
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);
+    // Run > Export writes without showing the panel's result first: the status bar says where.
+    connect(view->exportPanel(), &ExportPanel::exportFinished, this, [this](bool ok, const QString& pathOrError) {
+        statusBar()->showMessage(ok ? tr("Wrote %1").arg(pathOrError) : tr("Export failed: %1").arg(pathOrError),
+                                 15000);
+    });
     const QFileInfo info(qs(doc->checkpoint->path));
     if (const auto set = wholeSetOf(info.absoluteFilePath())) {
         view->offerWholeSet(
@@ -416,10 +461,28 @@ void MainWindow::addDocument(const DocumentPtr& doc)
                 .arg(info.fileName().toHtmlEscaped(), setPhrase(*set).toHtmlEscaped()));
         connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
     }
-    const int index = m_tabs->addTab(view, tabTitle(info.fileName()));
+    const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(info.fileName()));
     m_tabs->setTabToolTip(index, info.absoluteFilePath());
     m_tabs->setCurrentIndex(index);
     updateChrome();
+}
+
+int MainWindow::tabIndexFor(QWidget* tab, int order) const
+{
+    tab->setProperty(kOpenOrder, order);
+    int index = m_tabs->count();
+    if (order < 0) {
+        return index;
+    }
+    // Files opened together are read in parallel and finish in any order: a tab goes before the
+    // first tab that was asked for after it, so tabs come in the order they were asked for.
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        const QVariant other = m_tabs->widget(i)->property(kOpenOrder);
+        if (other.isValid() && other.toInt() > order) {
+            return i;
+        }
+    }
+    return index;
 }
 
 void MainWindow::closeTab(int index)
@@ -552,6 +615,11 @@ void MainWindow::updateSetActions()
                                                : tr("Open %1 &Alone").arg(QFileInfo(alone).fileName()));
     const auto* doc = currentView();
     m_wholeSetAction->setEnabled(doc != nullptr && doc->offersWholeSet());
+    // A set tab has no test load, export or compare of its own (it has Consolidate): the menus
+    // must not offer what would do nothing there.
+    for (auto* action : std::as_const(m_fileTabActions)) {
+        action->setEnabled(doc != nullptr);
+    }
 }
 
 // A file of a set opened by itself is listed apart (recentFilesAlone), so that Open Recent opens it
@@ -583,7 +651,7 @@ void MainWindow::rebuildRecentMenu()
     const auto recent = settings.value(QStringLiteral("recentFiles")).toStringList();
     const auto opened = settings.value(QStringLiteral("recentFilesAlone")).toStringList();
     for (const auto& path : recent) {
-        const QString name = QFileInfo(path).fileName();
+        const QString name = recentTitle(path);
         const bool alone = opened.contains(path);
         m_recentMenu
             ->addAction(alone ? tr("%1 (this file alone)").arg(name) : name, this,

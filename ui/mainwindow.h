@@ -48,6 +48,8 @@ public:
     [[nodiscard]] static QSize initialSize(const QSize& available);
     // A tab's title: the file name, its middle cut when long (the tab's tooltip has the full path).
     [[nodiscard]] static QString tabTitle(const QString& fileName);
+    // An Open Recent entry: "name — folder", since many checkpoints share a name.
+    [[nodiscard]] static QString recentTitle(const QString& path);
     // The checkpoint files in a folder (a Hugging Face Trainer checkpoint-N/, a DeepSpeed run):
     // names ending as torch.save and safetensors files do, two levels deep, sorted by path.
     [[nodiscard]] static QStringList checkpointFilesIn(const QString& folder);
@@ -84,7 +86,10 @@ private:
     void openDocument(const QString& absolute, bool alone = false);
     // The error, and a link that opens `file` alone (a file whose set cannot be read as one).
     void showErrorOfSetFile(const QString& message, const QString& file);
-    void addDocument(const DocumentPtr& doc);
+    // `order`: when it was asked for (m_nextOpenOrder), which places its tab; -1 places it last.
+    void addDocument(const DocumentPtr& doc, int order = -1);
+    // Where a new tab asked for as `order` goes, so tabs keep the order of the paths opened.
+    [[nodiscard]] int tabIndexFor(QWidget* tab, int order) const;
     void closeTab(int index);
     void updateChrome();
     // File > Open This File Alone / Open the Whole Set follow the current tab.
@@ -103,6 +108,8 @@ private:
     QMenu* m_recentMenu = nullptr;
     QAction* m_fileAloneAction = nullptr;
     QAction* m_wholeSetAction = nullptr;
+    QList<QAction*> m_fileTabActions;  // enabled only on a file's tab (a set tab has none of them)
+    int m_nextOpenOrder = 0;
     std::vector<std::unique_ptr<JobTracker>> m_openJobs;  // one per file being opened
 };
 

@@ -110,6 +110,16 @@ void MemoryChart::reset(const std::vector<std::string>& ids, const QStringList& 
     rescale();
 }
 
+void MemoryChart::setCpuFloor(std::uint64_t bytes)
+{
+    for (auto& line : m_lines) {
+        if (line.cpu) {
+            line.baseline = bytes;
+            line.haveBaseline = true;
+        }
+    }
+}
+
 void MemoryChart::addSample(const device::Sample& sample)
 {
     const double t = sample.tMs / 1000.0;

@@ -48,6 +48,9 @@ public:
     // Starts over with these devices (ids such as "cpu", "cuda:0"; labels shown in the legend).
     void reset(const std::vector<std::string>& ids, const QStringList& labels, const QString& chosen);
     void addSample(const device::Sample& sample);
+    // The CPU line rises from this level rather than from its first sample (set after reset(),
+    // before the samples): what the tensors added above the helper's own memory.
+    void setCpuFloor(std::uint64_t bytes);
     [[nodiscard]] int seriesCount() const;
     [[nodiscard]] int pointCount(int series) const;
     // The bytes a series shows at a point (its rise above the series' first sample).

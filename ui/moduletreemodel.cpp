@@ -3,7 +3,10 @@
 #include "icons.h"
 #include "text.h"
 
+#include <QBrush>
+#include <QGuiApplication>
 #include <QLocale>
+#include <QPalette>
 
 namespace ckpt::ui {
 namespace {
@@ -52,6 +55,7 @@ bool ModuleTreeModel::setDocument(const DocumentPtr& doc)
 {
     removeRows(0, rowCount());
     m_rows.clear();
+    m_highlighted.clear();
     m_doc = doc;
     if (!doc) {
         return false;
@@ -74,7 +78,72 @@ bool ModuleTreeModel::setDocument(const DocumentPtr& doc)
             addModule(invisibleRootItem(), object.node, name, QString());
         }
     }
-    return rowCount() > 0;
+    if (rowCount() == 0) {
+        return false;
+    }
+    addOtherTopLevelKeys();
+    return true;
+}
+
+void ModuleTreeModel::addOtherTopLevelKeys()
+{
+    // A dict that holds the model (YOLO's best.pt: model, ema, date, train_args, optimizer; a
+    // .t7 with epoch and losses) shows its other keys too, one row each, so the Model view never
+    // hides that there is more in the file; the raw view has what is under them.
+    const auto& ck = *m_doc->checkpoint;
+    const auto& root = ck.nodes[kRootNode];
+    if (root.kind != NodeKind::Dict && root.kind != NodeKind::OrderedDict) {
+        return;
+    }
+    for (std::uint32_t r = 0; r < root.childCount; ++r) {
+        const auto child = root.child(r);
+        if (m_rows.contains(child.value())) {
+            continue;  // a module, shown above with its parameters
+        }
+        const auto& n = ck.nodes[child];
+        auto* name = cell(qs(n.name), child);
+        name->setData(true, OtherKeyRole);
+        name->setToolTip(tr("%1: not part of the model; Model view off shows what is inside").arg(qs(n.name)));
+        QString value;
+        if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
+            value = shapeText(ck.tensors[n.tensor].shape);
+        } else if (n.kind == NodeKind::Scalar) {
+            value = qs(pickle::shortRepr(ck.arena, n.value, 60));
+        } else if (n.childCount > 0) {
+            value = tr("%n item(s)", nullptr, static_cast<int>(n.childCount));
+        }
+        invisibleRootItem()->appendRow(
+            {name, cell(shortType(ck, n), child), cell(value, child), cell(QString(), child)});
+        m_rows.emplace(child.value(), QPersistentModelIndex(name->index()));
+    }
+}
+
+void ModuleTreeModel::setHighlighted(const std::unordered_set<NodeIndex>& nodes)
+{
+    // As the raw tree draws them: the rows of a selected finding's keys on a tinted background.
+    // Only rows that change are touched: a model may have 40k rows.
+    QColor tint = QGuiApplication::palette().color(QPalette::Highlight);
+    tint.setAlpha(70);
+    const auto paint = [this](NodeIndex node, const QVariant& brush) {
+        const auto it = m_rows.find(node.value());
+        if (it == m_rows.end() || !it->second.isValid()) {
+            return;
+        }
+        for (int c = 0; c < ColumnCount; ++c) {
+            if (auto* item = itemFromIndex(it->second.sibling(it->second.row(), c))) {
+                item->setData(brush, Qt::BackgroundRole);
+            }
+        }
+    };
+    for (const auto node : m_highlighted) {
+        if (!nodes.contains(node)) {
+            paint(node, QVariant());
+        }
+    }
+    for (const auto node : nodes) {
+        paint(node, QVariant(QBrush(tint)));
+    }
+    m_highlighted = nodes;
 }
 
 std::uint64_t ModuleTreeModel::addModule(QStandardItem* parent, NodeIndex module, const QString& name,

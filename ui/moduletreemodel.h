@@ -12,6 +12,8 @@
 
 #include <QStandardItemModel>
 
+#include <unordered_set>
+
 namespace ckpt::ui {
 
 class ModuleTreeModel : public QStandardItemModel {
@@ -20,6 +22,7 @@ public:
     enum Column { Name, Type, Shape, Parameters, ColumnCount };
     static constexpr int NodeRole = Qt::UserRole + 2;      // as KeyTreeModel::NodeRole
     static constexpr int StateKeyRole = Qt::UserRole + 4;  // "conv1.weight", as state_dict() names it
+    static constexpr int OtherKeyRole = Qt::UserRole + 5;  // true on a top-level key beside the model
 
     explicit ModuleTreeModel(QObject* parent = nullptr);
     // False (and no rows) when the file holds no pickled module.
@@ -27,11 +30,16 @@ public:
     [[nodiscard]] QModelIndex indexOfNode(NodeIndex node) const;
     // Parameters (not buffers) in the module at this row and below, as sum(p.numel()) counts them.
     [[nodiscard]] static std::uint64_t parameterCount(const QModelIndex& index);
+    // The rows of these nodes drawn highlighted (a selected finding's keys), the others not.
+    void setHighlighted(const std::unordered_set<NodeIndex>& nodes);
 
 private:
+    // The root dict's keys that are no module, as rows after the model's.
+    void addOtherTopLevelKeys();
     std::uint64_t addModule(QStandardItem* parent, NodeIndex module, const QString& name, const QString& prefix);
     DocumentPtr m_doc;
     std::unordered_map<std::uint32_t, QPersistentModelIndex> m_rows;
+    std::unordered_set<NodeIndex> m_highlighted;
 };
 
 }  // namespace ckpt::ui

@@ -9,19 +9,24 @@
 
 #include <QWidget>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 
 class QLabel;
+class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QSortFilterProxyModel;
 class QStandardItemModel;
+class QTimer;
 class QTreeView;
 class QTreeWidget;
 
 namespace ckpt::ui {
 
-class JobTracker;
 class SetMembershipBar;
+struct ConsolidateJob;
 
 class SetView : public QWidget {
     Q_OBJECT
@@ -38,6 +43,19 @@ public:
     [[nodiscard]] QTreeView* tree() const { return m_tree; }
     [[nodiscard]] QTreeWidget* findingsList() const { return m_findings; }
     [[nodiscard]] QPushButton* consolidateButton() const { return m_consolidate; }
+    [[nodiscard]] QPushButton* cancelButton() const { return m_cancel; }
+    [[nodiscard]] QProgressBar* progressBar() const { return m_progress; }
+    [[nodiscard]] QLineEdit* filterEdit() const { return m_filter; }
+    // The selected finding in full: title, explanation, code and the files it names.
+    [[nodiscard]] QLabel* findingDetails() const { return m_findingDetails; }
+    [[nodiscard]] bool isConsolidating() const;
+    // View > Filter Keys (Ctrl+F) on a set tab.
+    void focusFilter();
+    // Stops a running consolidation; failed() follows with the cancellation, and no file is left.
+    void cancelConsolidate();
+    // Test seam: called on the worker thread at each progress report of a consolidation, before
+    // it looks whether it was cancelled (a test holds it there to close the tab mid-write).
+    static void setConsolidateObserverForTest(std::function<void(std::uint64_t bytesWritten)> observer);
     [[nodiscard]] QString statusText() const;
     // The set was opened from one of its files (a rank file, a shard): the bar above the tree says
     // so and its button asks for that file alone (openFileAloneRequested).
@@ -55,7 +73,12 @@ Q_SIGNALS:
 private:
     void fillTree();
     void fillFindings();
+    void showFindingDetails();
+    void applyFilter();
     void askAndConsolidate();
+    // The progress bar from the bytes the worker has written, against the set's size.
+    void showConsolidateProgress();
+    void consolidateFinished(const Expected<sharded::ConsolidateResult>& r, const QString& path);
 
     sharded::SetLocation m_loc;
     std::shared_ptr<const sharded::SetListing> m_listing;
@@ -63,12 +86,19 @@ private:
     SetMembershipBar* m_partOf;
     QLabel* m_header;
     QTreeWidget* m_findings;
+    QLabel* m_findingDetails;
+    QLineEdit* m_filter;
     QTreeView* m_tree;
     QStandardItemModel* m_model;
+    QSortFilterProxyModel* m_proxy;
     QPushButton* m_consolidate;
+    QPushButton* m_cancel;
     QProgressBar* m_progress;
+    QTimer* m_progressTimer;
     QLabel* m_status;
-    std::unique_ptr<JobTracker> m_jobs;
+    // The running consolidation, shared with its worker; the tab never waits for it: closing asks
+    // it to stop, and it removes its temporary file and ends on its own.
+    std::shared_ptr<ConsolidateJob> m_job;
 };
 
 }  // namespace ckpt::ui

@@ -19,6 +19,8 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include <optional>
+
 namespace ckpt::ui {
 namespace {
 
@@ -59,24 +61,41 @@ QString gpuNoteText(const device::Inventory& inv)
     return inv.gpuNote.empty() ? TestLoadPanel::tr("No GPU found.") : qs(inv.gpuNote);
 }
 
+// The CPU column's highest resident set of ckptscope's processes over the run (the helper with
+// LibTorch loaded, and the tensors), or 0 without a CPU column.
+std::uint64_t processPeak(const device::Timeline& timeline)
+{
+    const int cpu = timeline.column("cpu");
+    std::uint64_t peak = 0;
+    for (const auto& s : timeline.samples) {
+        if (cpu >= 0 && static_cast<std::size_t>(cpu) < s.ownBytes.size()) {
+            peak = std::max(peak, s.ownBytes[static_cast<std::size_t>(cpu)]);
+        }
+    }
+    return peak;
+}
+
+// The level the CPU line rises from when the helper reports what the tensors added (rss-anon):
+// its peak less that, so the chart plots the tensors, not LibTorch's own start-up (163 MiB for a
+// 65 KiB file). Empty otherwise: the line rises from its first sample.
+std::optional<std::uint64_t> cpuFloorFor(const device::TestloadReport& r)
+{
+    const std::uint64_t peak = processPeak(r.timeline);
+    if (r.peakSource != "rss-anon" || peak == 0) {
+        return std::nullopt;
+    }
+    return peak > r.peakBytes ? peak - r.peakBytes : 0;
+}
+
 QString peakText(const device::TestloadReport& r)
 {
     const auto peak = humanSize(r.peakBytes);
     if (r.peakSource == "rss-anon") {
-        // The chart shows the helper's whole resident set (LibTorch itself included); the summary's
-        // figure is what the tensors added, so both are named.
-        std::uint64_t resident = 0;
-        const int cpu = r.timeline.column("cpu");
-        if (cpu >= 0 && !r.timeline.samples.empty()) {
-            const auto base = r.timeline.samples.front().ownBytes[static_cast<std::size_t>(cpu)];
-            for (const auto& s : r.timeline.samples) {
-                const auto own = s.ownBytes[static_cast<std::size_t>(cpu)];
-                resident = std::max(resident, own > base ? own - base : 0);
-            }
-        }
-        return TestLoadPanel::tr("the tensors added %1 of anonymous memory; ckptscope's processes grew by %2 at "
-                                 "most (the chart)")
-            .arg(peak, humanSize(resident));
+        // The chart plots what the tensors added; the process's whole resident set (LibTorch
+        // itself included) is named here only.
+        return TestLoadPanel::tr("the tensors added %1 of anonymous memory (the chart); ckptscope's processes held %2 "
+                                 "in all at their peak")
+            .arg(peak, humanSize(processPeak(r.timeline)));
     }
     if (r.peakSource == "nvml-process") {
         return TestLoadPanel::tr("peak %1 on the device (NVML)").arg(peak);
@@ -173,8 +192,10 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     layout->addLayout(replay);
     layout->addWidget(m_note);
     layout->addWidget(m_progress);
-    layout->addWidget(m_chart, 1);
+    // The summary above the chart: the chart takes what is left, so at 1366×768 the result is in
+    // view, not below the fold.
     layout->addWidget(m_summary);
+    layout->addWidget(m_chart, 1);
 
     connect(m_refresh, &QPushButton::clicked, this, &TestLoadPanel::refreshDevices);
     connect(m_load, &QPushButton::clicked, this, &TestLoadPanel::startLoad);
@@ -387,7 +408,8 @@ void TestLoadPanel::startReplay()
 }
 
 // The finished run's own samples replace the live ones; progress shows complete.
-void TestLoadPanel::showTimeline(const device::Timeline& timeline, const QString& highlight)
+void TestLoadPanel::showTimeline(const device::Timeline& timeline, const QString& highlight,
+                                 std::optional<std::uint64_t> cpuFloor)
 {
     m_progress->setValue(1000);
     if (timeline.samples.empty()) {
@@ -398,6 +420,9 @@ void TestLoadPanel::showTimeline(const device::Timeline& timeline, const QString
         labels << qs(id);
     }
     m_chart->reset(timeline.devices, labels, highlight);
+    if (cpuFloor) {
+        m_chart->setCpuFloor(*cpuFloor);
+    }
     for (const auto& s : timeline.samples) {
         m_chart->addSample(s);
     }
@@ -419,7 +444,7 @@ void TestLoadPanel::showReplay(const device::ReplayReport& r)
 
 void TestLoadPanel::showReport(const device::TestloadReport& r)
 {
-    showTimeline(r.timeline, qs(r.device));
+    showTimeline(r.timeline, qs(r.device), cpuFloorFor(r));
     const QString other = otherGpusText(r);
     QString text = tr("<b>Loaded on %1</b>: %2 tensors, %3 in %4 (%5); %6; %7.")
                        .arg(qs(r.device).toHtmlEscaped())

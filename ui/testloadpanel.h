@@ -11,6 +11,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <optional>
 
 class QComboBox;
 class QSpinBox;
@@ -60,7 +61,9 @@ private:
     void finishRun(const Expected<Report>& result, void (TestLoadPanel::*showResult)(const Report&));
     // Resets the chart to the devices of the combo box and feeds it from a sampler of its own.
     void prepareChart(const std::string& highlight);
-    void showTimeline(const device::Timeline& timeline, const QString& highlight);
+    // `cpuFloor`: the level the CPU line rises from (the helper's own memory), else its first sample.
+    void showTimeline(const device::Timeline& timeline, const QString& highlight,
+                      std::optional<std::uint64_t> cpuFloor = std::nullopt);
     void showReplay(const device::ReplayReport& report);
     void setBusy(bool busy);
     void showInventory(const device::Inventory& inv);

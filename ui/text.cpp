@@ -29,10 +29,13 @@ QString rateText(std::uint64_t bytes, double seconds)
         return QStringLiteral("—");
     }
     double rate = static_cast<double>(bytes) / seconds;
-    static const char* const kUnits[] = {"B/s", "kB/s", "MB/s", "GB/s", "TB/s"};  // NOLINT(modernize-avoid-c-arrays)
+    // The units sizes are shown in (humanSize: KiB, MiB), so "65 KiB in 5 ms" reads as 13 MiB/s,
+    // not as a figure in another system.
+    static const char* const kUnits[] = {"B/s", "KiB/s", "MiB/s", "GiB/s",
+                                         "TiB/s"};  // NOLINT(modernize-avoid-c-arrays)
     std::size_t unit = 0;
-    while (rate >= 1000.0 && unit + 1 < std::size(kUnits)) {
-        rate /= 1000.0;
+    while (rate >= 1024.0 && unit + 1 < std::size(kUnits)) {
+        rate /= 1024.0;
         ++unit;
     }
     // Three significant digits: 1.23, 12.3, 123.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "archive/zip.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/sharded.h"
 #include "util/checked.h"
 #include "write/output_file.h"
@@ -87,6 +88,8 @@ inline Expected<void> streamInto(archive::ZipWriter& zw, const Checkpoint& c, St
     auto streamed = c.streamStorage(s, offset, length, [&](Bytes piece) {
         if (auto w = zw.writeChunk(piece); !w) {
             failed = w.error();
+        } else if (!consolidationGoesOn(zw.bytesWritten())) {
+            failed = consolidationCancelled();
         }
         return !failed;
     });
@@ -154,6 +157,9 @@ Expected<std::uint64_t> writeTorchArchive(const std::string& target, const std::
         return fail(r.error());
     }
     for (std::size_t i = 0; i < storageCount; ++i) {
+        if (!consolidationGoesOn(zw.bytesWritten())) {
+            return fail(consolidationCancelled());
+        }
         if (auto r = writeStorage(zw, i, folder + "/data/" + std::to_string(i)); !r) {
             return fail(r.error());
         }

@@ -4,6 +4,7 @@
 #include "archive/zip.h"
 #include "pickle/pickler.h"
 #include "sharded/chunks.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/dcp.h"
 #include "sharded/sharded.h"
 #include "util/dtype.h"
@@ -94,6 +95,28 @@ Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive:
 
 }  // namespace
 
+namespace {
+
+// The innermost ConsolidateProgressScope of this thread, or null.
+const std::function<bool(std::uint64_t)>*& consolidateProgress()
+{
+    thread_local const std::function<bool(std::uint64_t)>* current = nullptr;
+    return current;
+}
+
+}  // namespace
+
+ConsolidateProgressScope::ConsolidateProgressScope(std::function<bool(std::uint64_t bytesWritten)> progress)
+    : progress_(std::move(progress)), previous_(consolidateProgress())
+{
+    consolidateProgress() = &progress_;
+}
+
+ConsolidateProgressScope::~ConsolidateProgressScope()
+{
+    consolidateProgress() = previous_;
+}
+
 namespace detail {
 
 namespace {
@@ -137,6 +160,9 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
     const bool cast = from != to;
     const StorageEntry& stored = src.storages[p.storage];
     // A ZeRO rank's whole fp32 partition (one torch record) needs neither a read nor a CRC pass.
+    if (!consolidationGoesOn(zw.bytesWritten())) {
+        return consolidationCancelled();
+    }
     if (const auto crc = wholeRecordCrc(src, p.storage, p.byteOffset, p.bytes); !cast && src.file && crc) {
         return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, *crc);
     }
@@ -144,6 +170,10 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
     std::vector<std::byte> converted;
     std::optional<Error> failed;
     auto streamed = src.streamStorage(p.storage, p.byteOffset, p.bytes, [&](Bytes piece) {
+        if (!consolidationGoesOn(zw.bytesWritten())) {
+            failed = consolidationCancelled();
+            return false;
+        }
         if (!cast) {
             if (auto w = zw.writeChunk(piece); !w) {
                 failed = w.error();
@@ -175,6 +205,17 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
 }
 
 }  // namespace
+
+bool consolidationGoesOn(std::uint64_t bytesWritten)
+{
+    const auto* progress = consolidateProgress();
+    return progress == nullptr || (*progress)(bytesWritten);
+}
+
+Error consolidationCancelled()
+{
+    return makeError(ErrorCode::Cancelled, "consolidation cancelled; nothing was written");
+}
 
 Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
                                            const std::vector<CheckpointPtr>& sources, const std::string& outPath)

@@ -100,11 +100,14 @@ private Q_SLOTS:
         for (int p = 0; p < chart->pointCount(0); ++p) {
             cpuMax = std::max(cpuMax, chart->valueAt(0, p));
         }
-        QVERIFY2(summary.contains(QStringLiteral("grew by %1 at most").arg(humanSize(cpuMax))),
+        // The chart plots what the tensors added (not LibTorch's start-up), the figure the summary
+        // quotes; the process's whole resident set is named beside it.
+        QVERIFY2(summary.contains(QStringLiteral("the tensors added %1").arg(humanSize(cpuMax))),
                  qPrintable(summary + QStringLiteral(" / chart max ") + humanSize(cpuMax)));
+        QVERIFY2(summary.contains(QStringLiteral("ckptscope's processes held")), qPrintable(summary));
         // The live curve already summed the helper (LibTorch alone is tens of MiB resident): it
         // reached at least half the final curve's peak, not just this process's few pages.
-        QVERIFY2(liveMax >= cpuMax / 2 && cpuMax > 0,
+        QVERIFY2(liveMax >= cpuMax / 2,
                  qPrintable(QStringLiteral("live max %1, final max %2").arg(humanSize(liveMax), humanSize(cpuMax))));
     }
 

@@ -1,0 +1,46 @@
+// Column widths of a key tree (the raw tree, Model view, a set's tree) that never collapse the
+// Name column to stubs ("modu…ight"): Name keeps at least the last two segments of its keys, the
+// other columns are as wide as what they show up to a cap (a long value is elided first), Name
+// takes what is left, and every border can be dragged, the widths then kept in QSettings.
+#pragma once
+
+#include <QObject>
+#include <QString>
+
+class QTreeView;
+
+namespace ckpt::ui {
+
+class ColumnFitter : public QObject {
+    Q_OBJECT
+public:
+    // `settingsKey`: where hand-set widths are kept ("documentView/keyTreeHeader"); the fitter is
+    // a child of `tree` and refits when its viewport is resized, until the user sets widths.
+    ColumnFitter(QTreeView* tree, int nameColumn, QString settingsKey);
+
+    // The widths from the rows on screen (call after the model is filled or expanded).
+    void refit();
+    // Name's floor: the last two segments of the widest key among the first rows.
+    [[nodiscard]] int nameMinimum() const;
+    // What a column other than Name may take before its values are elided.
+    [[nodiscard]] int valueColumnCap() const;
+    [[nodiscard]] bool widthsSetByHand() const { return m_byHand; }
+
+    // "encoder.layers.11.attn.q_proj.weight" -> "q_proj.weight".
+    [[nodiscard]] static QString lastTwoSegments(const QString& key);
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
+
+private:
+    void onSectionResized();
+
+    QTreeView* m_tree;
+    int m_name;
+    QString m_settingsKey;
+    bool m_fitting = false;
+    bool m_mouseOnHeader = false;
+    bool m_byHand = false;
+};
+
+}  // namespace ckpt::ui
