@@ -9,6 +9,7 @@ OUTDIR/<name>/ for each case; symlinks and FIFOs are made by the test itself (th
 the test owns). Every file is small: the huge tensors are only declared.
 """
 import collections
+import dataclasses
 import json
 import os
 import io
@@ -290,6 +291,33 @@ def tar_files(out):
             gen_tar_checkpoint.member(tar, name, data)
 
 
+def many_members(out):
+    """Sets with more member files than `ulimit -n 1024` lets a process hold open: every member was
+    opened (and mapped) up front, so opening them failed with EMFILE. A DCP save of 5,000 ranks, one
+    tensor sharded over all of them; the same save with each rank's own __R.metadata
+    (use_collectives=False), whose merge was quadratic in the ranks; a Hugging Face set of 10,000
+    one-tensor shards (1.9 GB of peak memory before)."""
+    n = 5000
+    full = torch.arange(n, dtype=torch.float32)
+    folder = os.path.join(out, "dcp_many_ranks")
+    gen_dcp.write_dcp(folder, {"w": gen_dcp.shard_dim(full, 0, n)}, world=n, replicated_rank=0, expected=False)
+    torch.save({"w": full}, os.path.join(out, "dcp_many_ranks.expected.pt"))
+    local = os.path.join(out, "dcp_many_rank_metadata")
+    gen_dcp.write_dcp(local, {"w": gen_dcp.shard_dim(full, 0, n)}, world=n, replicated_rank=0, expected=False)
+    md = dcp_metadata(local)
+    tsm = md.state_dict_metadata["w"]
+    for index, info in md.storage_data.items():
+        rank = int(info.relative_path[2:].split("_")[0])
+        chunks = [c for c in tsm.chunks if list(c.offsets) == list(index.offset)]
+        part = dataclasses.replace(md, state_dict_metadata={"w": dataclasses.replace(tsm, chunks=chunks)},
+                                   storage_data={index: info})
+        with open(os.path.join(local, f"__{rank}.metadata"), "wb") as f:
+            pickle.dump(part, f)
+    os.remove(os.path.join(local, ".metadata"))
+    sd = collections.OrderedDict((f"layers.{i}.weight", torch.full((2,), float(i))) for i in range(10000))
+    gen_sharded.write_set(os.path.join(out, "hf_many_shards"), sd, ".safetensors", 8)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -307,6 +335,7 @@ def main():
     tar_files(out)
     control_names(out)
     script_sources_bomb(out)
+    many_members(out)
     print("hostile sets written to", out)
 
 
