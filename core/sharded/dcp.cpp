@@ -10,6 +10,7 @@
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
 #include "sharded/chunks.h"
+#include "util/budget.h"
 #include "util/checked.h"
 #include "write/output_file.h"
 #include "write/targets.h"
@@ -308,6 +309,21 @@ Expected<std::vector<PathElement>> readPath(const Arena& a, ValueId id, const st
     return out;
 }
 
+// The memory one item of .metadata takes once read: a path element or key is a copy of a string
+// the pickle may store once and reference many times (a memo), so a small .metadata could name
+// thousands of items whose paths are the same megabyte-long string.
+std::uint64_t itemBytes(const Item& item)
+{
+    std::uint64_t n = sizeof(Item) + item.fqn.size() + item.size.size() * sizeof(std::int64_t);
+    for (const auto& e : item.path) {
+        n += sizeof(PathElement) + e.key.size();
+    }
+    for (const auto& c : item.chunks) {
+        n += sizeof(Chunk) + (c.offsets.size() + c.sizes.size()) * sizeof(std::int64_t);
+    }
+    return n;
+}
+
 std::string prototypeMessage()
 {
     return "a torch.distributed._shard.checkpoint directory from the PyTorch 1.12 prototype (storage_key "
@@ -360,6 +376,10 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
         }
     }
     const auto& entries = a[sdm].items;
+    MemoryBudget budget;
+    budget.pickleBytes = data.size();
+    md.pickleBytes = data.size();
+    std::uint64_t built = 0;
     for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
         Item item;
         auto fqn = str(a, entries[i]);
@@ -404,6 +424,12 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
         }
         if (item.path.empty()) {
             item.path.push_back({false, 0, item.fqn});
+        }
+        built += itemBytes(item);
+        if (built > budget.limit()) {
+            Error e = budget.exceeded();
+            e.message = name + "'s items " + e.message;
+            return e;
         }
         md.items.push_back(std::move(item));
     }
@@ -734,6 +760,7 @@ public:
             }
         };
         into_.hasPlannerData = into_.hasPlannerData || part.hasPlannerData;
+        into_.pickleBytes += part.pickleBytes;
         std::move(part.findings.begin(), part.findings.end(), std::back_inserter(into_.findings));
         for (auto& item : part.items) {
             for (auto& c : item.chunks) {
@@ -1163,7 +1190,9 @@ struct TreeNode {
 
 class Tree {
 public:
-    Tree() { nodes_.push_back({TreeNode::Type::Dict, {}, {}, 0}); }
+    // At most `maxNodes` nodes: a list index pads the list with None up to it, as set_element
+    // does, so one index of 2^24 in a small .metadata made 16 million nodes per list.
+    explicit Tree(std::uint64_t maxNodes) : maxNodes_(maxNodes) { nodes_.push_back({TreeNode::Type::Dict, {}, {}, 0}); }
 
     Expected<void> set(const Item& item, std::size_t itemIndex)
     {
@@ -1206,6 +1235,13 @@ private:
         } else if (nodes_[parent].type == TreeNode::Type::List && key.isIndex) {
             // nodes_ grows inside the loop: index it afresh each time, never through a reference.
             while (nodes_[parent].listItems.size() <= static_cast<std::size_t>(key.index)) {
+                if (nodes_.size() >= maxNodes_) {
+                    return makeError(ErrorCode::Limit,
+                                     ".metadata: the planner_data path of '" + fqn + "' indexes a list at " +
+                                         std::to_string(key.index) +
+                                         ", padding the state dict with more None entries than the memory budget "
+                                         "of a .metadata this size allows: a crafted path, not a checkpoint");
+                }
                 const std::size_t added = nodes_.size();
                 nodes_.push_back({});
                 nodes_[parent].listItems.push_back(added);
@@ -1244,6 +1280,7 @@ private:
         }
     };
     std::vector<TreeNode> nodes_;
+    std::uint64_t maxNodes_ = 0;
     std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
 };
 
@@ -1576,7 +1613,10 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
             return makeError(ErrorCode::Usage, "the output would overwrite a file of the set it is read from");
         }
     }
-    Tree tree;
+    MemoryBudget budget;
+    budget.pickleBytes = set.meta.pickleBytes;
+    // A node costs itself, its slot in its parent's list, and as much again while a vector doubles.
+    Tree tree(budget.limit() / (2 * (sizeof(TreeNode) + sizeof(std::size_t))));
     Output out;
     std::vector<std::uint32_t> storageOf(set.meta.items.size(), 0);
     for (std::size_t i = 0; i < set.meta.items.size(); ++i) {

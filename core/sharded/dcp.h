@@ -59,6 +59,9 @@ struct Metadata {
     std::string version;             // "" before PyTorch 2.4's `version`
     bool oldTensorProperties = false;
     bool hasPlannerData = false;
+    // The size of the .metadata pickle(s) read: what is built from them (items, paths, the nested
+    // dict of a consolidation) is held to the single-file memory budget (util/budget.h).
+    std::uint64_t pickleBytes = 0;
     // The pickle's own unsafe-callable findings (sharded::detail::unsafeCodeFindings), moved into
     // the Set's by open().
     std::vector<SetFinding> findings;
