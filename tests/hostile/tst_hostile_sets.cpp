@@ -546,6 +546,40 @@ private Q_SLOTS:
         QFile::remove(out);
     }
 
+    // Small .metadata files that made gigabytes: 4,000 planner_data paths naming one memoized 1 MiB
+    // string were 4,000 copies (4.0 GB); list indices of 2^24 - 1 padded 16 million None nodes per
+    // list (2.3 GB, then "internal error: out of memory"). Both stop at the budget, in one line.
+    void dcpMetadataBombsStopAtTheBudget_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("command");
+        QTest::newRow("path amplification, check") << "dcp_path_amplified"
+                                                   << "check";
+        QTest::newRow("path amplification, convert") << "dcp_path_amplified"
+                                                     << "convert";
+        QTest::newRow("planner list index, convert") << "dcp_planner_index"
+                                                     << "convert";
+    }
+    void dcpMetadataBombsStopAtTheBudget()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, command);
+        const QString dir = m_gen.filePath(set);
+        const long budgetKiB = 64 * 1024 + 32 * bytesOf(dir, {QStringLiteral(".metadata")}) / 1024;
+        const QString out = m_work.filePath(set + QStringLiteral(".pt"));
+        std::vector<std::string> args{s(command), s(dir)};
+        if (command == QLatin1String("convert")) {
+            args.insert(args.end(), {"-o", s(out)});
+        }
+        const auto r = run(args);
+        const QString what =
+            describe(r) + QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
+        qInfo("%s %s: %s", qPrintable(set), qPrintable(command), qPrintable(what));
+        checkRefused(r);
+        QVERIFY2(r.maxRssKiB < 2 * budgetKiB, qPrintable(what));
+        QVERIFY(!QFile::exists(out));
+    }
+
     // ---- output -----------------------------------------------------------------------------------
 
     // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON

@@ -318,6 +318,28 @@ def many_members(out):
     gen_sharded.write_set(os.path.join(out, "hf_many_shards"), sd, ".safetensors", 8)
 
 
+def dcp_memory_bombs(out):
+    """Small .metadata files that made gigabytes: 4,000 planner_data paths naming one memoized 1 MiB
+    string (each item's path was a copy: 4.0 GB), and list indices of 2^24 - 1 that set_element pads
+    with None (16 million nodes per list: 2.3 GB, then "internal error")."""
+    folder = os.path.join(out, "dcp_path_amplified")
+    write(folder, {"w": torch.zeros(1)})
+    md = dcp_metadata(folder)
+    tsm = md.state_dict_metadata["w"]
+    long = "k" * (1 << 20)  # pickled once, then memo references
+    for i in range(4000):
+        md.state_dict_metadata[f"w{i}"] = tsm
+        md.planner_data[f"w{i}"] = (long, f"x{i}")
+    dump_metadata(folder, md)
+    folder = os.path.join(out, "dcp_planner_index")
+    sd = {f"l{i}": torch.zeros(1) for i in range(64)}
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    for i in range(64):
+        md.planner_data[f"l{i}"] = (f"l{i}", (1 << 24) - 1)
+    dump_metadata(folder, md)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -336,6 +358,7 @@ def main():
     control_names(out)
     script_sources_bomb(out)
     many_members(out)
+    dcp_memory_bombs(out)
     print("hostile sets written to", out)
 
 
