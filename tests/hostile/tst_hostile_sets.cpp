@@ -576,7 +576,7 @@ private Q_SLOTS:
             describe(r) + QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
         qInfo("%s %s: %s", qPrintable(set), qPrintable(command), qPrintable(what));
         checkRefused(r);
-        QVERIFY2(r.maxRssKiB < 2 * budgetKiB, qPrintable(what));
+        QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
         QVERIFY(!QFile::exists(out));
     }
 
