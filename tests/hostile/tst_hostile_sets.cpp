@@ -580,6 +580,20 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    // A gzip member of 256 MiB of zeros (256 KiB stored) before a sparse 1 GiB hole: the inflate
+    // limit grew with the hole, which costs no disk, so the member inflated whole (1-2 GB, then
+    // "internal error"). The limit follows the stored bytes; the hole is never read.
+    void gzipBeforeASparseHoleStopsAtTheLimit()
+    {
+        const QString file = m_gen.filePath(QStringLiteral("gzip_sparse_hole.pt.gz"));
+        const auto r = run({"inspect", s(file)});
+        const QString what = describe(r) + QStringLiteral(", peak RSS %1 KiB").arg(r.maxRssKiB);
+        qInfo("gzip before a hole: %s", qPrintable(what));
+        checkRefused(r);
+        QVERIFY2(r.err.contains("inflates past"), qPrintable(what));
+        QVERIFY2(r.maxRssKiB < 200 * 1024, qPrintable(what));
+    }
+
     // ---- output -----------------------------------------------------------------------------------
 
     // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON

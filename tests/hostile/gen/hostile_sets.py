@@ -340,6 +340,21 @@ def dcp_memory_bombs(out):
     dump_metadata(folder, md)
 
 
+def gzip_sparse_hole(out):
+    """A gzip member of 256 MiB of zeros (256 KiB on disk) followed by a sparse 1 GiB hole: the
+    inflate limit was 64x the file's size, hole included, so the member inflated whole (1-2 GB,
+    then "internal error"). Streamed: nothing here holds 256 MiB."""
+    import zlib
+    path = os.path.join(out, "gzip_sparse_hole.pt.gz")
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(256):
+            f.write(z.compress(block))
+        f.write(z.flush())
+        f.truncate(f.tell() + (1 << 30))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -359,6 +374,7 @@ def main():
     script_sources_bomb(out)
     many_members(out)
     dcp_memory_bombs(out)
+    gzip_sparse_hole(out)
     print("hostile sets written to", out)
 
 
