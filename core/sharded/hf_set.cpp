@@ -138,7 +138,9 @@ ShardScan scanShard(const Checkpoint& c, std::uint32_t shard, const std::string&
 Expected<FileIdentity> identityOfShard(const Checkpoint& c, const std::string& path)
 {
     if (c.file) {
-        return c.file->identity();
+        if (auto id = identityOfFd(c.file->fd())) {
+            return *id;
+        }
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {

@@ -38,14 +38,15 @@ void MemberFiles::add(const std::string& path)
     m.path = path;
     const std::size_t i = state_->members.size();
     auto mapped = MappedFile::open(path);
-    if (mapped) {
+    const auto identity = mapped ? identityOfFd((*mapped)->fd()) : std::nullopt;
+    if (identity) {
         m.present = true;
-        m.identity = (*mapped)->identity();
+        m.identity = *identity;
     } else {
-        m.error = mapped.error().message;
+        m.error = mapped ? "cannot stat it" : mapped.error().message;
     }
     state_->members.push_back(std::move(m));
-    if (mapped) {
+    if (identity) {
         // Cached as the first one to use: the set's checks read the members in this order.
         (void)state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> { return *mapped; });
     }
@@ -64,7 +65,8 @@ Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) cons
         if (!mapped) {
             return mapped.error();
         }
-        if (auto same = checkSameFile(m.path, m.identity, (*mapped)->identity()); !same) {
+        const auto identity = identityOfFd((*mapped)->fd());
+        if (auto same = checkSameFile(m.path, m.identity, identity.value_or(FileIdentity{})); !same) {
             return same.error();
         }
         return std::shared_ptr<const MappedFile>(*mapped);

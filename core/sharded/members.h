@@ -12,6 +12,7 @@
 
 #include "util/bytes.h"
 #include "util/error.h"
+#include "util/file_identity.h"
 
 #include <cstddef>
 #include <functional>

@@ -151,13 +151,6 @@ Expected<std::string> readSmallFile(const std::string& path, std::uint64_t maxBy
     return text;
 }
 
-FileIdentity identityOf(const struct stat& st)
-{
-    return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-            static_cast<std::uint64_t>(st.st_size),
-            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-}
-
 Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path)
 {
     auto fail = [&](const std::string& what) {
@@ -179,7 +172,6 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     m->path_ = path;
     m->fd_ = *fd;
     m->size_ = static_cast<std::size_t>(st.st_size);
-    m->identity_ = identityOf(st);
     if (m->size_ > 0) {
         void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, *fd, 0);
         if (p == MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)

@@ -49,19 +49,6 @@ Expected<int> openRegularFile(const std::string& path, struct stat& st);
 // A small regular file (an index, `latest`, config.json) read whole; Limit past `maxBytes`.
 Expected<std::string> readSmallFile(const std::string& path, std::uint64_t maxBytes);
 
-// What says a file is still the one that was read: its inode, size and modification time. A set
-// closes its members between reads (the descriptor limit is far below a set's file count) and
-// compares this when it opens one again, so a member replaced or rewritten meanwhile is an error,
-// never bytes of another file read as if they were the first ones.
-struct FileIdentity {
-    std::uint64_t dev = 0;
-    std::uint64_t ino = 0;
-    std::uint64_t size = 0;
-    std::int64_t mtimeNs = 0;
-    bool operator==(const FileIdentity&) const = default;
-};
-[[nodiscard]] FileIdentity identityOf(const struct stat& st);
-
 // A whole file mapped read-only (MAP_PRIVATE). Empty files map to an empty span.
 //
 // A file that shrinks while mapped (truncated by another process, a download restarted over it)
@@ -77,8 +64,7 @@ public:
 
     [[nodiscard]] Bytes bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
     [[nodiscard]] const std::string& path() const { return path_; }
-    [[nodiscard]] int fd() const { return fd_; }                              // kept open for copy_file_range
-    [[nodiscard]] const FileIdentity& identity() const { return identity_; }  // when opened
+    [[nodiscard]] int fd() const { return fd_; }  // kept open for copy_file_range
 
     // An Io error "changed size while being read" once a read faulted past the file's end or the
     // file is now shorter than when it was mapped; what was read from it since cannot be trusted.
@@ -90,7 +76,6 @@ private:
     void* data_ = nullptr;
     std::size_t size_ = 0;
     int fd_ = -1;
-    FileIdentity identity_;
     int guardSlot_ = -1;  // this mapping's slot in the SIGBUS handler's table
 };
 
