@@ -594,6 +594,21 @@ private Q_SLOTS:
         QVERIFY2(r.maxRssKiB < 200 * 1024, qPrintable(what));
     }
 
+    // A tar-era file whose view list repeats one memoized view tuple 5,000,000 times (10 MB of
+    // pickle): each view was a storage entry of its own (1.7 GB). Refused at the read's budget.
+    void tarViewsStopAtTheBudget()
+    {
+        const QString file = m_gen.filePath(QStringLiteral("tar_view_bomb.pt"));
+        const long budgetKiB = 64 * 1024 + 32 * QFileInfo(file).size() / 1024;
+        const auto r = run({"inspect", s(file)});
+        const QString what =
+            describe(r) + QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
+        qInfo("tar views: %s", qPrintable(what));
+        checkRefused(r);
+        QVERIFY2(r.err.contains("storage views"), qPrintable(what));
+        QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
+    }
+
     // ---- output -----------------------------------------------------------------------------------
 
     // A tensor name with U+009B (CSI on 8-bit terminals) and DEL reached `inspect --json` raw (JSON

@@ -291,6 +291,22 @@ def tar_files(out):
             gen_tar_checkpoint.member(tar, name, data)
 
 
+def tar_view_bomb(out):
+    """A tar-era file whose storage view list is one memoized view tuple 5,000,000 times (10 MB of
+    pickle): each view became a storage entry of its own (1.7 GB)."""
+    with tarfile.open(os.path.join(out, "tar_base.pt")) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    storages = io.BytesIO()
+    pickle.dump(1, storages, protocol=2)
+    key = 140234567890112
+    gen_tar_checkpoint.storage_record(storages, key, "cpu", torch.FloatStorage, [0.0] * 16, "f")
+    pickle.dump([(key + 1, key, 0, 16)] * 5000000, storages, protocol=2)
+    members["storages"] = storages.getvalue()
+    with tarfile.open(os.path.join(out, "tar_view_bomb.pt"), "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members.items():
+            gen_tar_checkpoint.member(tar, name, data)
+
+
 def many_members(out):
     """Sets with more member files than `ulimit -n 1024` lets a process hold open: every member was
     opened (and mapped) up front, so opening them failed with EMFILE. A DCP save of 5,000 ranks, one
@@ -370,6 +386,7 @@ def main():
     hostile_code_sets(out)
     getattr_files(out)
     tar_files(out)
+    tar_view_bomb(out)
     control_names(out)
     script_sources_bomb(out)
     many_members(out)
