@@ -534,7 +534,9 @@ private Q_SLOTS:
             const QString what = QString::fromStdString(args.front()) + QStringLiteral(": ") + describe(r) +
                                  QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
             qInfo("%s %s", qPrintable(set), qPrintable(what));
-            QVERIFY2(!r.timedOut && r.rc == 0, qPrintable(what));
+            // check exits 1 on the per-rank metadata's own warning (dcp-rank-local-metadata).
+            const bool ok = r.rc == 0 || (args.front() == "check" && r.rc == 1 && r.err.isEmpty());
+            QVERIFY2(!r.timedOut && ok, qPrintable(what));
             QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
         }
         // What convert wrote holds what the set does (diff exits 0 on equal tensors).
