@@ -212,7 +212,9 @@ Expected<void> readStorages(Checkpoint& c, MemberReader& r, Loaded& out)
     // A view is a slice of its root storage under a key of its own: here a storage entry over
     // the same bytes of the file. One memoized view tuple repeated costs the pickle a byte or two and
     // a storage entry here hundreds, so the entries are held to the read's budget (1.7 GB before).
-    const std::uint64_t perView = sizeof(StorageEntry) + sizeof(pickle::StorageRef);
+    // Four times an entry's size: the two tables double as they grow, holding the old and the new
+    // buffer while they copy, and the unpickled view list itself takes its share of the budget.
+    const std::uint64_t perView = 4 * (sizeof(StorageEntry) + sizeof(pickle::StorageRef));
     for (ValueId v : a[*views].items.vec()) {
         if ((c.storages.size() + 1) * perView > r.budget().limit()) {
             Error e = r.budget().exceeded();

@@ -425,8 +425,9 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
         if (item.path.empty()) {
             item.path.push_back({false, 0, item.fqn});
         }
+        // Half the budget: the unpickled values the items are read from take the other half.
         built += itemBytes(item);
-        if (built > budget.limit()) {
+        if (built > budget.limit() / 2) {
             Error e = budget.exceeded();
             e.message = name + "'s items " + e.message;
             return e;
