@@ -115,7 +115,7 @@ void printJson(const sharded::dcp::Set& set, std::ostream& out)
                 {"old_tensor_properties", set.meta.oldTensorProperties}};
     auto files = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
-        files.push_back({{"file", set.meta.files[i]}, {"read", set.maps[i] != nullptr}, {"error", set.fileErrors[i]}});
+        files.push_back({{"file", set.meta.files[i]}, {"read", set.data.present(i)}, {"error", set.data.error(i)}});
     }
     j["set"]["shards"] = files;
     auto tensors = nlohmann::ordered_json::array();

@@ -103,9 +103,9 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
     auto shards = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
         shards.push_back({{"file", set.shardFiles[i]},
-                          {"read", set.shards[i] != nullptr},
+                          {"read", set.shardRead(i)},
                           {"error", set.shardErrors[i]},
-                          {"format", set.shards[i] ? std::string(formatName(set.shards[i]->format)) : ""}});
+                          {"format", set.shardRead(i) ? std::string(formatName(set.shardFormats[i])) : ""}});
     }
     j["set"]["shards"] = shards;
     const auto tied = set.tiedMap();

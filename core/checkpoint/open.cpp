@@ -14,11 +14,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -693,6 +695,31 @@ Expected<CheckpointPtr> readTarMember(Bytes data, const std::string& name, const
 
 // torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
 // checkpoint inside a gzip one, and names the others.
+// Where the bytes of a gzip file end before its trailing zeros, which gunzip ignores: the inflate
+// limit is proportional to this, since a sparse hole of zeros costs no disk and grew the limit
+// (a member followed by a 1 GiB hole could inflate to 64 GiB). The holes of a mapped file are
+// skipped by SEEK_HOLE/SEEK_DATA, never read, so they never become resident either.
+std::size_t endOfData(Bytes data, const MappedFile* file)
+{
+    std::size_t end = data.size();
+    // ENXIO: no data at all; another error: a file system that cannot say, read as it is.
+    if (file != nullptr && file->fd() >= 0 && (::lseek(file->fd(), 0, SEEK_DATA) >= 0 || errno == ENXIO)) {
+        off_t lastDataEnd = 0;
+        for (off_t at = ::lseek(file->fd(), 0, SEEK_DATA); at >= 0; at = ::lseek(file->fd(), lastDataEnd, SEEK_DATA)) {
+            const off_t hole = ::lseek(file->fd(), at, SEEK_HOLE);
+            if (hole <= at) {
+                break;
+            }
+            lastDataEnd = hole;
+        }
+        end = std::min(end, static_cast<std::size_t>(lastDataEnd));
+    }
+    while (end > 0 && data[end - 1] == std::byte{0}) {
+        --end;
+    }
+    return end;
+}
+
 Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, archive::Compression kind,
                                        const std::shared_ptr<const MappedFile>& file)
 {
@@ -709,8 +736,9 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     }
     // Checkpoints compress little (float noise), so 64x the file plus the read budget's base is
     // room for any real one and stops a gzip bomb.
-    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(data.size());
-    auto inflated = archive::gunzip(data, limit);
+    const Bytes stored = data.first(endOfData(data, file.get()));
+    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(stored.size());
+    auto inflated = archive::gunzip(stored, limit);
     if (file) {
         if (auto same = file->checkUnchanged(); !same) {
             return same.error();

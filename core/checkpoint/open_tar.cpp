@@ -35,6 +35,8 @@ public:
     {
     }
 
+    [[nodiscard]] const MemoryBudget& budget() const { return budget_; }
+
     Expected<ValueId> pickle()
     {
         pickle::UnpickleOptions opts;
@@ -208,8 +210,16 @@ Expected<void> readStorages(Checkpoint& c, MemberReader& r, Loaded& out)
         return fail(ErrorCode::Corrupt, r.name(), "the storage view list is not a list", r.here());
     }
     // A view is a slice of its root storage under a key of its own: here a storage entry over
-    // the same bytes of the file.
+    // the same bytes of the file. One memoized view tuple repeated costs the pickle a byte or two and
+    // a storage entry here hundreds, so the entries are held to the read's budget (1.7 GB before).
+    // Four times an entry's size: the two tables double as they grow, holding the old and the new
+    // buffer while they copy, and the unpickled view list itself takes its share of the budget.
+    const std::uint64_t perView = 4 * (sizeof(StorageEntry) + sizeof(pickle::StorageRef));
     for (ValueId v : a[*views].items.vec()) {
+        if ((c.storages.size() + 1) * perView > r.budget().limit()) {
+            Error e = r.budget().exceeded();
+            return fail(ErrorCode::Limit, r.name(), "its storage views " + e.message, r.here());
+        }
         const auto* items = tupleItems(a, v, 4);
         const auto target = items ? intValue(a, (*items)[0]) : std::nullopt;
         const auto root = items ? intValue(a, (*items)[1]) : std::nullopt;

@@ -16,9 +16,13 @@ Side ofSet(const std::string& path, sharded::ShardedSet&& set)
     Side s;
     s.path = path;
     const std::string ext = set.shardFiles.empty() ? "" : std::filesystem::path(set.shardFiles.front()).extension();
-    s.format = "huggingface set (" + std::to_string(set.shards.size()) + " shards" +
+    s.format = "huggingface set (" + std::to_string(set.shardFiles.size()) + " shards" +
                (ext.empty() ? "" : ", " + ext.substr(1)) + ")";
-    s.parts = std::move(set.shards);
+    // A diff compares every tensor's bytes, so it holds every shard open (the set itself keeps few).
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        auto shard = set.shardRead(i) ? set.shard(i) : Expected<CheckpointPtr>(CheckpointPtr());
+        s.parts.push_back(shard ? *shard : nullptr);
+    }
     return s;
 }
 

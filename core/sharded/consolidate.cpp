@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <sys/stat.h>
 #include <variant>
 
 namespace ckpt::sharded {
@@ -36,13 +37,12 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
     std::vector<pickle::ValueId> items;
     for (const auto& t : set.tensors) {
         const TensorEntry& e = set.entry(t);
-        const Checkpoint& c = *set.shards[t.shard];
         if (e.form != pickle::TensorForm::Strided || !e.storage.valid()) {
             return makeError(ErrorCode::Unsupported,
                              "tensor '" + t.name + "' in " + set.shardFiles[t.shard] +
                                  " is not a plain strided tensor; consolidation writes those only");
         }
-        const StorageEntry& s = c.storages[e.storage];
+        const StorageEntry& s = t.storage;
         const auto key = std::make_pair(t.shard, static_cast<std::uint32_t>(e.storage.value()));
         auto [it, added] = outIndex.emplace(key, static_cast<std::uint32_t>(a.storages.size()));
         if (added) {
@@ -78,7 +78,11 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
 Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive::ZipWriter& zw,
                             const std::string& record)
 {
-    const Checkpoint& shard = *set.shards[s.shard];
+    auto opened = set.shard(s.shard);  // the set keeps few shards open: reopened when needed
+    if (!opened) {
+        return opened.error();
+    }
+    const Checkpoint& shard = **opened;
     const StorageEntry& se = shard.storages[s.storage];
     if (shard.file && !se.compressed && se.present) {
         return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes,
@@ -91,6 +95,27 @@ Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive:
         return r;
     }
     return zw.endRecord();
+}
+
+// The output must not be one of the shards (checkOutputOutsideSet said so before anything was read;
+// this holds for callers that did not ask it). The shards are closed, so they are compared by the
+// identity recorded when they were read, and checkTarget words the refusal.
+Expected<void> checkTargetIsNoShard(const ShardedSet& set, const std::string& target)
+{
+    struct stat out {};
+    if (::stat(target.c_str(), &out) != 0) {
+        return {};
+    }
+    for (std::size_t i = 0; i < set.shardPaths.size(); ++i) {
+        const FileIdentity& id = set.shardIdentities[i];
+        if (set.shardRead(i) && id.dev == static_cast<std::uint64_t>(out.st_dev) &&
+            id.ino == static_cast<std::uint64_t>(out.st_ino)) {
+            Checkpoint shard;  // no mapping: checkTarget stats it by its path
+            shard.path = set.shardPaths[i];
+            return write::detail::checkTarget(shard, target);
+        }
+    }
+    return {};
 }
 
 }  // namespace
@@ -358,10 +383,8 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
     if (!target) {
         return target.error();
     }
-    for (const auto& shard : set.shards) {
-        if (auto r = write::detail::checkTarget(*shard, *target); !r) {
-            return r.error();
-        }
+    if (auto r = checkTargetIsNoShard(set, *target); !r) {
+        return r.error();
     }
     pickle::Arena arena;
     std::vector<OutStorage> storages;
@@ -378,14 +401,7 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeStorage(set, storages[i], zw, record);
         },
-        [&]() -> Expected<void> {
-            for (const auto& shard : set.shards) {
-                if (auto r = shard->checkUnchanged(); !r) {
-                    return r;
-                }
-            }
-            return {};
-        });
+        [&]() -> Expected<void> { return set.checkUnchanged(); });
     if (!size) {
         return size.error();
     }

@@ -10,6 +10,7 @@
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
 #include "sharded/chunks.h"
+#include "util/budget.h"
 #include "util/checked.h"
 #include "write/output_file.h"
 #include "write/targets.h"
@@ -308,6 +309,21 @@ Expected<std::vector<PathElement>> readPath(const Arena& a, ValueId id, const st
     return out;
 }
 
+// The memory one item of .metadata takes once read: a path element or key is a copy of a string
+// the pickle may store once and reference many times (a memo), so a small .metadata could name
+// thousands of items whose paths are the same megabyte-long string.
+std::uint64_t itemBytes(const Item& item)
+{
+    std::uint64_t n = sizeof(Item) + item.fqn.size() + item.size.size() * sizeof(std::int64_t);
+    for (const auto& e : item.path) {
+        n += sizeof(PathElement) + e.key.size();
+    }
+    for (const auto& c : item.chunks) {
+        n += sizeof(Chunk) + (c.offsets.size() + c.sizes.size()) * sizeof(std::int64_t);
+    }
+    return n;
+}
+
 std::string prototypeMessage()
 {
     return "a torch.distributed._shard.checkpoint directory from the PyTorch 1.12 prototype (storage_key "
@@ -360,6 +376,10 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
         }
     }
     const auto& entries = a[sdm].items;
+    MemoryBudget budget;
+    budget.pickleBytes = data.size();
+    md.pickleBytes = data.size();
+    std::uint64_t built = 0;
     for (std::size_t i = 0; i + 1 < entries.size(); i += 2) {
         Item item;
         auto fqn = str(a, entries[i]);
@@ -404,6 +424,13 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
         }
         if (item.path.empty()) {
             item.path.push_back({false, 0, item.fqn});
+        }
+        // Half the budget: the unpickled values the items are read from take the other half.
+        built += itemBytes(item);
+        if (built > budget.limit() / 2) {
+            Error e = budget.exceeded();
+            e.message = name + "'s items " + e.message;
+            return e;
         }
         md.items.push_back(std::move(item));
     }
@@ -474,7 +501,7 @@ void checkFiles(Set& set)
 {
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
-        if (!set.maps[i]) {
+        if (!set.data.present(i)) {
             missing.push_back(set.meta.files[i]);
         }
     }
@@ -497,10 +524,15 @@ void checkFiles(Set& set)
     // convert failed).
     std::vector<std::string> unreadable;
     auto checkRange = [&](const std::string& what, const Location& at) {
-        if (!at.found || at.file >= set.maps.size() || !set.maps[at.file]) {
+        if (!at.found || at.file >= set.data.size() || !set.data.present(at.file)) {
             return;
         }
-        const Bytes all = set.maps[at.file]->bytes();
+        auto mapped = set.data.map(at.file);
+        if (!mapped) {
+            unreadable.push_back(what + ": " + mapped.error().message);
+            return;
+        }
+        const Bytes all = (*mapped)->bytes();
         const std::string& file = set.meta.files[at.file];
         std::uint64_t end = 0;
         if (!checkedAdd(at.offset, at.length, end) || end > all.size()) {
@@ -705,51 +737,81 @@ std::set<int> dataRanks(const std::vector<std::string>& names)
 // Each rank's metadata describes only the chunks that rank wrote, under the global sizes
 // (state_dict_saver.py: global_step([local_plan]) on one plan). Their union is the set's plan;
 // a replicated tensor is listed by every rank with the same box and kept once.
-Expected<void> mergeRankMetadata(Metadata& into, Metadata&& part, const std::string& name)
-{
-    std::unordered_map<std::string, std::size_t> at;
-    for (std::size_t i = 0; i < into.items.size(); ++i) {
-        at.emplace(into.items[i].fqn, i);
-    }
-    // By hash, not by scanning: 5,000 ranks' files and 2 x 50k chunks were quadratic.
-    std::unordered_map<std::string, std::uint32_t> fileAt;
-    for (std::uint32_t i = 0; i < into.files.size(); ++i) {
-        fileAt.emplace(into.files[i], i);
-    }
-    std::vector<std::uint32_t> fileOf;
-    for (const auto& f : part.files) {
-        auto [it, added] = fileAt.try_emplace(f, static_cast<std::uint32_t>(into.files.size()));
-        fileOf.push_back(it->second);
-        if (added) {
-            into.files.push_back(f);
+// The lookups (items by name, files by name, each tensor's known boxes) live as long as the merge:
+// rebuilt for every rank's file, they made merging R ranks of one sharded tensor O(R^2) (5,000 ranks
+// each holding one chunk of every tensor rebuilt 5,000-chunk sets 5,000 times).
+class RankMerger {
+public:
+    explicit RankMerger(Metadata& into) : into_(into)
+    {
+        for (std::size_t i = 0; i < into_.items.size(); ++i) {
+            at_.emplace(into_.items[i].fqn, i);
+        }
+        for (std::uint32_t i = 0; i < into_.files.size(); ++i) {
+            fileAt_.emplace(into_.files[i], i);
         }
     }
-    auto remap = [&](Location& l) {
-        if (l.found && l.file < fileOf.size()) {
-            l.file = fileOf[l.file];
+
+    Expected<void> merge(Metadata&& part, const std::string& name)
+    {
+        const auto fileOf = addFiles(part.files);
+        auto remap = [&](Location& l) {
+            if (l.found && l.file < fileOf.size()) {
+                l.file = fileOf[l.file];
+            }
+        };
+        into_.hasPlannerData = into_.hasPlannerData || part.hasPlannerData;
+        into_.pickleBytes += part.pickleBytes;
+        std::move(part.findings.begin(), part.findings.end(), std::back_inserter(into_.findings));
+        for (auto& item : part.items) {
+            for (auto& c : item.chunks) {
+                remap(c.at);
+            }
+            remap(item.bytes);
+            auto found = at_.find(item.fqn);
+            if (found == at_.end()) {
+                at_.emplace(item.fqn, into_.items.size());
+                into_.items.push_back(std::move(item));
+                continue;
+            }
+            if (auto r = mergeItem(found->second, std::move(item), name); !r) {
+                return r;
+            }
         }
-    };
-    into.hasPlannerData = into.hasPlannerData || part.hasPlannerData;
-    std::move(part.findings.begin(), part.findings.end(), std::back_inserter(into.findings));
-    for (auto& item : part.items) {
-        for (auto& c : item.chunks) {
-            remap(c.at);
+        return {};
+    }
+
+private:
+    using BoxKey = std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>;
+
+    // Indices in into_.files of `files`, adding the new ones.
+    std::vector<std::uint32_t> addFiles(const std::vector<std::string>& files)
+    {
+        std::vector<std::uint32_t> fileOf;
+        for (const auto& f : files) {
+            auto [it, added] = fileAt_.try_emplace(f, static_cast<std::uint32_t>(into_.files.size()));
+            fileOf.push_back(it->second);
+            if (added) {
+                into_.files.push_back(f);
+            }
         }
-        remap(item.bytes);
-        auto found = at.find(item.fqn);
-        if (found == at.end()) {
-            at.emplace(item.fqn, into.items.size());
-            into.items.push_back(std::move(item));
-            continue;
-        }
-        Item& have = into.items[found->second];
+        return fileOf;
+    }
+
+    // Another rank's listing of into_.items[index]: its chunks not listed yet are added.
+    Expected<void> mergeItem(std::size_t index, Item&& item, const std::string& name)
+    {
+        Item& have = into_.items[index];
         if (have.isTensor != item.isTensor || have.dtype != item.dtype || have.size != item.size) {
             return makeError(ErrorCode::Corrupt, name + " and the other ranks' metadata disagree on '" + item.fqn +
                                                      "' (kind, dtype or global size): they come from different saves");
         }
-        std::set<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> known;
-        for (const auto& h : have.chunks) {
-            known.emplace(h.offsets, h.sizes);
+        auto [knownIt, first] = known_.try_emplace(index);
+        auto& known = knownIt->second;
+        if (first) {
+            for (const auto& h : have.chunks) {
+                known.emplace(h.offsets, h.sizes);
+            }
         }
         for (auto& c : item.chunks) {
             if (known.emplace(c.offsets, c.sizes).second) {
@@ -759,9 +821,14 @@ Expected<void> mergeRankMetadata(Metadata& into, Metadata&& part, const std::str
         if (!have.bytes.found && item.bytes.found) {
             have.bytes = item.bytes;
         }
+        return {};
     }
-    return {};
-}
+
+    Metadata& into_;
+    std::unordered_map<std::string, std::size_t> at_;
+    std::unordered_map<std::string, std::uint32_t> fileAt_;
+    std::unordered_map<std::size_t, std::set<BoxKey>> known_;  // by item, once a second rank lists it
+};
 
 struct RankMetadata {
     Metadata meta;
@@ -783,6 +850,7 @@ Expected<RankMetadata> readRankMetadata(const fs::path& dir)
     }
     std::sort(files.begin(), files.end());
     RankMetadata out;
+    std::optional<RankMerger> merger;  // over out.meta, once rank 0's (the first) is read
     for (auto& [rank, path] : files) {
         auto member = sharded::detail::memberPath(dir.string(), path.filename().string(), "the folder");
         if (!member) {
@@ -800,7 +868,8 @@ Expected<RankMetadata> readRankMetadata(const fs::path& dir)
         }
         if (out.ranks.empty()) {
             out.meta = std::move(*md);
-        } else if (auto merged = mergeRankMetadata(out.meta, std::move(*md), path.filename().string()); !merged) {
+            merger.emplace(out.meta);
+        } else if (auto merged = merger->merge(std::move(*md), path.filename().string()); !merged) {
             return merged.error();
         }
         out.ranks.push_back(rank);
@@ -877,14 +946,18 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
         if (!member) {
             return fail(member.error());
         }
-        auto mapped = MappedFile::open(*member);
-        set.maps.push_back(mapped ? *mapped : nullptr);
-        set.fileErrors.push_back(mapped ? std::string() : mapped.error().message);
+        set.data.add(*member);
     }
     // FileSystemWriter(serialization_format=SAFETENSORS) still names its files __R_N.distcp, but
     // each is a safetensors file whose header carries DCP_SHARDING_INFO (_hf_utils.py).
-    for (std::size_t i = 0; i < set.maps.size(); ++i) {
-        const Bytes b = set.maps[i] ? set.maps[i]->bytes() : Bytes{};
+    for (std::size_t i = 0; i < set.data.size(); ++i) {
+        auto mapped = set.data.present(i)
+                          ? set.data.map(i)
+                          : Expected<std::shared_ptr<const MappedFile>>(std::shared_ptr<const MappedFile>());
+        if (!mapped) {
+            return fail(mapped.error());
+        }
+        const Bytes b = *mapped ? (*mapped)->bytes() : Bytes{};
         if (!b.empty() && archive::looksLikeSafetensors(b) &&
             asText(b.first(std::min<std::size_t>(b.size(), 1U << 20))).find("DCP_SHARDING_INFO") !=
                 std::string_view::npos) {
@@ -966,10 +1039,14 @@ Expected<Set> open(const SetLocation& loc)
 
 Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what)
 {
-    if (!at.found || at.file >= set.maps.size() || !set.maps[at.file]) {
+    if (!at.found || at.file >= set.data.size() || !set.data.present(at.file)) {
         return makeError(ErrorCode::Corrupt, what + ": its data file is missing");
     }
-    const Bytes all = set.maps[at.file]->bytes();
+    auto mapped = set.data.map(at.file);
+    if (!mapped) {
+        return mapped.error();
+    }
+    const Bytes all = (*mapped)->bytes();
     const std::string name = set.meta.files[at.file] + " @ " + std::to_string(at.offset);
     if (at.offset > all.size() || at.length > all.size() - at.offset) {
         Error e = makeError(ErrorCode::Truncated, what + ": bytes " + std::to_string(at.offset) + ".." +
@@ -980,7 +1057,7 @@ Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::
         return e;
     }
     auto c = readCheckpoint(all.subspan(at.offset, at.length), name);
-    if (auto same = set.maps[at.file]->checkUnchanged(); !same) {
+    if (auto same = (*mapped)->checkUnchanged(); !same) {
         return same.error();
     }
     if (!c) {
@@ -988,7 +1065,14 @@ Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::
         e.message = what + " (" + name + "): " + e.message;
         return e;
     }
-    return c;
+    // The item views the mapping, which the set's cache may close at any time: the item owns it too
+    // (shared_ptr's aliasing constructor: one control block for both, the checkpoint's pointer).
+    struct Owned {
+        CheckpointPtr item;
+        std::shared_ptr<const MappedFile> file;
+    };
+    auto owned = std::make_shared<const Owned>(Owned{*c, *mapped});
+    return CheckpointPtr(owned, owned->item.get());
 }
 
 std::string valueText(const Set& set, const Item& item)
@@ -1107,7 +1191,9 @@ struct TreeNode {
 
 class Tree {
 public:
-    Tree() { nodes_.push_back({TreeNode::Type::Dict, {}, {}, 0}); }
+    // At most `maxNodes` nodes: a list index pads the list with None up to it, as set_element
+    // does, so one index of 2^24 in a small .metadata made 16 million nodes per list.
+    explicit Tree(std::uint64_t maxNodes) : maxNodes_(maxNodes) { nodes_.push_back({TreeNode::Type::Dict, {}, {}, 0}); }
 
     Expected<void> set(const Item& item, std::size_t itemIndex)
     {
@@ -1150,6 +1236,13 @@ private:
         } else if (nodes_[parent].type == TreeNode::Type::List && key.isIndex) {
             // nodes_ grows inside the loop: index it afresh each time, never through a reference.
             while (nodes_[parent].listItems.size() <= static_cast<std::size_t>(key.index)) {
+                if (nodes_.size() >= maxNodes_) {
+                    return makeError(ErrorCode::Limit,
+                                     ".metadata: the planner_data path of '" + fqn + "' indexes a list at " +
+                                         std::to_string(key.index) +
+                                         ", padding the state dict with more None entries than the memory budget "
+                                         "of a .metadata this size allows: a crafted path, not a checkpoint");
+                }
                 const std::size_t added = nodes_.size();
                 nodes_.push_back({});
                 nodes_[parent].listItems.push_back(added);
@@ -1188,6 +1281,7 @@ private:
         }
     };
     std::vector<TreeNode> nodes_;
+    std::uint64_t maxNodes_ = 0;
     std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
 };
 
@@ -1369,6 +1463,54 @@ Expected<const TensorEntry*> chunkTensor(const Checkpoint& c, const Item& t, con
     return &e;
 }
 
+// Whether `chunk` of `t` is stored as a contiguous tensor (streamSlabs copies those as they lie).
+Expected<bool> chunkIsContiguous(const Set& set, const Item& t, const Chunk& chunk)
+{
+    auto ckpt = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    auto e = chunkTensor(**ckpt, t, chunk);
+    if (!e) {
+        return e.error();
+    }
+    return (*e)->contiguous;
+}
+
+// One contiguous chunk appended to the record being written. A chunk that is its item's whole
+// stored record (what _write_item's torch.save of a contiguous chunk leaves) goes file to file
+// with the record's own CRC.
+Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, archive::ZipWriter& zw)
+{
+    auto ckpt = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+    if (!ckpt) {
+        return ckpt.error();
+    }
+    auto entry = chunkTensor(**ckpt, t, chunk);
+    if (!entry) {
+        return entry.error();
+    }
+    const TensorEntry* e = *entry;
+    const std::uint64_t es = elementSize(t.dtype);
+    const std::uint64_t bytes = e->numel * es;
+    const std::uint64_t offset = static_cast<std::uint64_t>(e->storageOffset) * es;
+    const auto crc = sharded::detail::wholeRecordCrc(**ckpt, e->storage, offset, bytes);
+    Expected<void> r;
+    if (crc) {
+        auto mapped = set.data.map(chunk.at.file);  // the one openItem holds: cached, or still owned by it
+        if (!mapped) {
+            return mapped.error();
+        }
+        r = zw.writeChunkFromFile((*mapped)->fd(), chunk.at.offset + (*ckpt)->storages[e->storage].fileOffset, bytes,
+                                  *crc);
+    } else {
+        r = sharded::detail::streamInto(zw, **ckpt, e->storage, offset, bytes);
+    }
+    // What was read, and on the copy path the item's headers and what fault-around mapped beside them.
+    detail::releasePages((*ckpt)->bytes);
+    return r;
+}
+
 // Whole-row slabs (each chunk spans every dimension but the first: FSDP's and Shard(0)'s layout,
 // and any single whole chunk) tile a validated tensor in the order of their first offset, so
 // contiguous ones stream one after another straight from their files, with no buffer. False,
@@ -1393,41 +1535,19 @@ Expected<bool> streamSlabs(const Set& set, const Item& t, archive::ZipWriter& zw
     }
     std::sort(order.begin(), order.end(),
               [](const Chunk* x, const Chunk* y) { return !x->offsets.empty() && x->offsets[0] < y->offsets[0]; });
-    struct Source {
-        CheckpointPtr ckpt;
-        const TensorEntry* entry;
-        const Chunk* chunk;
-    };
-    std::vector<Source> sources;
+    // Every chunk is checked before the first byte is written (false must leave nothing), and each
+    // is read again to be written: holding them all open between the passes held one data file per
+    // chunk, and a tensor sharded over 5,000 ranks ran out of descriptors.
     for (const Chunk* c : order) {
-        auto ckpt = openItem(set, c->at, "tensor '" + t.fqn + "'");
-        if (!ckpt) {
-            return ckpt.error();
+        auto contiguous = chunkIsContiguous(set, t, *c);
+        if (!contiguous || !*contiguous) {
+            return contiguous;
         }
-        auto e = chunkTensor(**ckpt, t, *c);
-        if (!e) {
-            return e.error();
-        }
-        if (!(*e)->contiguous) {
-            return false;
-        }
-        sources.push_back({*ckpt, *e, c});
     }
-    const std::uint64_t es = elementSize(t.dtype);
-    for (const auto& [ckpt, e, chunk] : sources) {
-        // A chunk that is its item's whole stored record (what _write_item's torch.save of a
-        // contiguous chunk leaves) goes file to file with the record's own CRC.
-        const std::uint64_t bytes = e->numel * es;
-        const std::uint64_t offset = static_cast<std::uint64_t>(e->storageOffset) * es;
-        const auto crc = sharded::detail::wholeRecordCrc(*ckpt, e->storage, offset, bytes);
-        auto r = crc ? zw.writeChunkFromFile(set.maps[chunk->at.file]->fd(),
-                                             chunk->at.offset + ckpt->storages[e->storage].fileOffset, bytes, *crc)
-                     : sharded::detail::streamInto(zw, *ckpt, e->storage, offset, bytes);
-        if (!r) {
+    for (const Chunk* c : order) {
+        if (auto r = streamSlab(set, t, *c, zw); !r) {
             return r.error();
         }
-        // What was read, and on the copy path the item's headers and what fault-around mapped beside them.
-        detail::releasePages(ckpt->bytes);
     }
     return true;
 }
@@ -1494,7 +1614,10 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
             return makeError(ErrorCode::Usage, "the output would overwrite a file of the set it is read from");
         }
     }
-    Tree tree;
+    MemoryBudget budget;
+    budget.pickleBytes = set.meta.pickleBytes;
+    // A node costs itself, its slot in its parent's list, and as much again while a vector doubles.
+    Tree tree(budget.limit() / (2 * (sizeof(TreeNode) + sizeof(std::size_t))));
     Output out;
     std::vector<std::uint32_t> storageOf(set.meta.items.size(), 0);
     for (std::size_t i = 0; i < set.meta.items.size(); ++i) {
@@ -1520,14 +1643,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeTensor(set, set.meta.items[out.tensorItems[i]], zw, record);
         },
-        [&]() -> Expected<void> {
-            for (const auto& m : set.maps) {
-                if (auto r = m->checkUnchanged(); !r) {
-                    return r;
-                }
-            }
-            return {};
-        });
+        [&]() -> Expected<void> { return set.data.checkUnchanged(); });
     if (!size) {
         return size.error();
     }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "sharded/members.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "util/error.h"
@@ -58,6 +59,9 @@ struct Metadata {
     std::string version;             // "" before PyTorch 2.4's `version`
     bool oldTensorProperties = false;
     bool hasPlannerData = false;
+    // The size of the .metadata pickle(s) read: what is built from them (items, paths, the nested
+    // dict of a consolidation) is held to the single-file memory budget (util/budget.h).
+    std::uint64_t pickleBytes = 0;
     // The pickle's own unsafe-callable findings (sharded::detail::unsafeCodeFindings), moved into
     // the Set's by open().
     std::vector<SetFinding> findings;
@@ -76,9 +80,10 @@ std::optional<int> rankOfMetadata(const std::string& name);
 struct Set {
     SetLocation loc;
     Metadata meta;
-    std::vector<std::shared_ptr<const MappedFile>> maps;  // per file, null where missing
-    std::vector<std::string> fileErrors;                  // "" where mapped
-    std::vector<SetFinding> findings;                     // coverage and missing files
+    // Per file of meta.files, in its order: mapped when read, a few kept open (members.h), so a
+    // save of more ranks than the descriptor limit opens.
+    MemberFiles data;
+    std::vector<SetFinding> findings;  // coverage and missing files
     [[nodiscard]] bool complete() const;
 };
 
@@ -87,7 +92,7 @@ struct Set {
 Expected<Set> open(const SetLocation& loc);
 
 // The torch.save zip of one item: a Checkpoint over [offset, offset + length) of its file's
-// mapping (no copy; the Set must outlive it).
+// mapping (no copy), which it keeps mapped while it lives: hold few at once.
 Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what);
 
 // One BYTE_IO value in a short Python-like repr, or the reason it cannot be read.

@@ -7,10 +7,13 @@
 #include "util/tied_pairs.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <sys/stat.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -104,18 +107,48 @@ std::uint64_t declaredShardCount(const std::string& name)
     return std::regex_search(name, m, re) ? std::stoull(m[1].str()) : 0;
 }
 
-// Top-level tensors of a flat state-dict shard, by key.
-std::unordered_map<std::string, TensorIndex> tensorsByName(const Checkpoint& c)
+// What the set keeps of a shard once it is closed: its top-level tensors by key (the rows of a
+// flat state dict, with copies of their entries) and its pickle's unsafe-callable findings.
+struct ShardScan {
+    std::unordered_map<std::string, SetTensor> byName;
+    std::vector<SetFinding> unsafe;
+};
+
+ShardScan scanShard(const Checkpoint& c, std::uint32_t shard, const std::string& file)
 {
-    std::unordered_map<std::string, TensorIndex> out;
+    ShardScan scan;
     const Node& root = c.nodes[kRootNode];
     for (std::uint32_t row = 0; row < root.childCount; ++row) {
         const Node& n = c.nodes[root.child(row)];
-        if (n.kind == NodeKind::Tensor) {
-            out.emplace(std::string(n.name), n.tensor);
+        if (n.kind != NodeKind::Tensor) {
+            continue;
+        }
+        SetTensor t{std::string(n.name), shard, n.tensor, c.tensors[n.tensor], {}};
+        if (t.entry.storage.valid()) {
+            t.storage = c.storages[t.entry.storage];
+        }
+        scan.byName.emplace(t.name, std::move(t));
+    }
+    detail::unsafeCodeFindings(c, file, scan.unsafe);
+    return scan;
+}
+
+// The identity of the file a checkpoint was read from: its mapping's, or (read through a
+// compression wrapper, with no mapping kept) the file's as it is now.
+Expected<FileIdentity> identityOfShard(const Checkpoint& c, const std::string& path)
+{
+    if (c.file) {
+        if (auto id = identityOfFd(c.file->fd())) {
+            return *id;
         }
     }
-    return out;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        Error e = makeError(ErrorCode::Io, "cannot stat: " + systemErrorText(errno));
+        e.path = path;
+        return e;
+    }
+    return identityOf(st);
 }
 
 std::string listSome(const std::vector<std::string>& names)
@@ -130,34 +163,47 @@ std::string listSome(const std::vector<std::string>& names)
     return s;
 }
 
-Expected<void> openShards(ShardedSet& set)
+// Reads every shard once, in turn, keeping only its scan: each is closed before the next opens,
+// so neither the descriptor limit nor memory grows with the shard count.
+Expected<std::vector<ShardScan>> scanShards(ShardedSet& set)
 {
     const std::string entry = "weight_map in " + fs::path(set.indexPath).filename().string();
-    for (const auto& file : set.shardFiles) {
+    std::vector<ShardScan> scans(set.shardFiles.size());
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        const auto& file = set.shardFiles[i];
         auto member = detail::memberPath(set.dir, file, entry);
         if (!member) {
             return member.error();
         }
-        const std::string& path = *member;
+        set.shardPaths.push_back(*member);
+        set.shardFormats.push_back(Format::TorchZip);
+        set.shardIdentities.emplace_back();
         std::error_code ec;
-        if (!fs::exists(path, ec)) {
-            set.shards.push_back(nullptr);
+        if (!fs::exists(*member, ec)) {
             set.shardErrors.emplace_back("missing");
             continue;
         }
-        auto ck = openCheckpoint(path);
-        set.shards.push_back(ck ? *ck : nullptr);
-        set.shardErrors.push_back(ck ? std::string() : ck.error().message);
+        auto ck = openCheckpoint(*member);
+        auto identity = ck ? identityOfShard(**ck, *member) : Expected<FileIdentity>(ck.error());
+        if (!identity) {
+            set.shardErrors.push_back(identity.error().message);
+            continue;
+        }
+        set.shardErrors.emplace_back();
+        set.shardFormats.back() = (*ck)->format;
+        set.shardIdentities.back() = *identity;
+        scans[i] = scanShard(**ck, static_cast<std::uint32_t>(i), file);
     }
-    return {};
+    return scans;
 }
 
-void shardFindings(ShardedSet& set, const std::string& indexName)
+void shardFindings(ShardedSet& set, std::vector<ShardScan>& scans, const std::string& indexName)
 {
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
-        if (set.shards[i]) {
-            detail::unsafeCodeFindings(*set.shards[i], set.shardFiles[i], set.findings);
+        if (set.shardRead(i)) {
+            std::move(scans[i].unsafe.begin(), scans[i].unsafe.end(), std::back_inserter(set.findings));
+            scans[i].unsafe.clear();
             continue;
         }
         if (set.shardErrors[i] == "missing") {
@@ -354,8 +400,8 @@ void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::st
     std::string problem;
     if (declared.is_number_unsigned()) {
         set.declaredTotalSize = declared.get<std::uint64_t>();
-        const bool whole =
-            std::all_of(set.shards.begin(), set.shards.end(), [](const auto& c) { return c != nullptr; });
+        const bool whole = std::all_of(set.shardErrors.begin(), set.shardErrors.end(),
+                                       [](const std::string& error) { return error.empty(); });
         const auto tied = set.tiedMap();
         std::uint64_t stored = 0;
         for (const auto& t : set.tensors) {
@@ -382,6 +428,46 @@ void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::st
 }
 
 }  // namespace
+
+Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
+{
+    const std::string& path = shardPaths.at(i);
+    if (!shardRead(i)) {
+        Error e = makeError(ErrorCode::Io, "cannot be read: " + shardErrors[i]);
+        e.path = path;
+        return e;
+    }
+    return openShards->get(i, [&]() -> Expected<CheckpointPtr> {
+        auto ck = openCheckpoint(path);
+        auto identity = ck ? identityOfShard(**ck, path) : Expected<FileIdentity>(ck.error());
+        if (!identity) {
+            return identity.error();
+        }
+        if (auto same = checkSameFile(path, shardIdentities[i], *identity); !same) {
+            return same.error();
+        }
+        return *ck;
+    });
+}
+
+Expected<void> ShardedSet::checkUnchanged() const
+{
+    for (const auto& c : openShards->cached()) {
+        if (auto same = c->checkUnchanged(); !same) {
+            return same;
+        }
+    }
+    // A shard closed since it was read cannot say whether a read of it faulted; a file that shrank
+    // (the only way a read faults) has another size now.
+    for (std::size_t i = 0; i < shardPaths.size(); ++i) {
+        if (shardRead(i)) {
+            if (auto same = checkStillSame(shardPaths[i], shardIdentities[i]); !same) {
+                return same;
+            }
+        }
+    }
+    return {};
+}
 
 std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
 {
@@ -462,30 +548,25 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         }
         wanted.emplace_back(name, it->second);
     }
-    if (auto opened = openShards(set); !opened) {
-        return opened.error();
+    auto scans = scanShards(set);
+    if (!scans) {
+        return scans.error();
     }
     const std::string indexName = fs::path(loc.index).filename().string();
-    shardFindings(set, indexName);
+    shardFindings(set, *scans, indexName);
 
-    std::vector<std::unordered_map<std::string, TensorIndex>> byName(set.shards.size());
-    for (std::size_t i = 0; i < set.shards.size(); ++i) {
-        if (set.shards[i]) {
-            byName[i] = tensorsByName(*set.shards[i]);
-        }
-    }
     std::vector<std::string> absent;
     for (const auto& [name, shard] : wanted) {
-        if (!set.shards[shard]) {
+        if (!set.shardRead(shard)) {
             continue;
         }
-        auto& names = byName[shard];
+        auto& names = (*scans)[shard].byName;
         const auto it = names.find(name);
         if (it == names.end()) {
             absent.push_back(name + " (" + set.shardFiles[shard] + ")");
             continue;
         }
-        set.tensors.push_back({name, shard, it->second});
+        set.tensors.push_back(std::move(it->second));
         names.erase(it);
     }
     restoreTiedNames(set, meta, wanted);
@@ -501,8 +582,8 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
              absent});
     }
     std::vector<std::string> unlisted;
-    for (std::size_t i = 0; i < byName.size(); ++i) {
-        for (const auto& [name, t] : byName[i]) {
+    for (std::size_t i = 0; i < scans->size(); ++i) {
+        for (const auto& [name, t] : (*scans)[i].byName) {
             unlisted.push_back(name + " (" + set.shardFiles[i] + ")");
         }
     }

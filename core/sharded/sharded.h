@@ -2,13 +2,16 @@
 //
 // detectSet() names the format a path belongs to from its files alone (a directory, an index file,
 // or any one shard or rank file). openSet() reads a Hugging Face sharded set as one view: every
-// shard is an ordinary Checkpoint (so each shard's storages keep their own mapping and reader), and
-// the set adds one row per tensor naming the shard that holds it. Formats that are detected but not
+// shard is an ordinary Checkpoint (so each shard's storages keep their own mapping and reader),
+// read once for its tensor rows and opened again when its bytes are needed (members.h: a set may
+// have more shards than a process may open files), and the set adds one row per tensor naming the
+// shard that holds it. Formats that are detected but not
 // read (DeepSpeed ZeRO, DCP, Megatron, FSDP LOCAL_STATE_DICT) are an Unsupported error saying what
 // the set is and what reads it today.
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "sharded/members.h"
 #include "util/error.h"
 
 #include <cstdint>
@@ -64,18 +67,24 @@ struct SetFinding {
 
 struct SetTensor {
     std::string name;         // weight_map key: the consolidated state-dict key
-    std::uint32_t shard = 0;  // index into ShardedSet::shards
-    TensorIndex tensor;       // in that shard's Checkpoint
+    std::uint32_t shard = 0;  // index into ShardedSet::shardFiles
+    TensorIndex tensor;       // in that shard's Checkpoint (ShardedSet::shard)
+    // Copies of its rows in the shard, which is closed between reads: what the set shows and what
+    // a consolidation's pickle is built from. `storage` is default for a storage-less tensor.
+    TensorEntry entry;
+    StorageEntry storage;
 };
 
 struct ShardedSet {
     SetKind kind = SetKind::None;
     std::string dir;
     std::string indexPath;
-    std::vector<std::string> shardFiles;   // as the index names them, in first-use order
-    std::vector<CheckpointPtr> shards;     // null where the shard is missing or unreadable
-    std::vector<std::string> shardErrors;  // "" where read
-    std::vector<SetTensor> tensors;        // in weight_map order, present ones only
+    std::vector<std::string> shardFiles;        // as the index names them, in first-use order
+    std::vector<std::string> shardPaths;        // where each is (memberPath), in the same order
+    std::vector<std::string> shardErrors;       // "" where read, "missing", or why it cannot be read
+    std::vector<Format> shardFormats;           // of each shard read
+    std::vector<FileIdentity> shardIdentities;  // of each shard read, when it was read
+    std::vector<SetTensor> tensors;             // in weight_map order, present ones only
     std::vector<SetFinding> findings;
     std::uint64_t declaredTotalSize = 0;  // metadata.total_size, 0 when absent
     // Names stored once under another (removed, kept), as the index metadata records them or
@@ -84,7 +93,17 @@ struct ShardedSet {
     std::vector<std::pair<std::string, std::string>> tiedNames;
     [[nodiscard]] std::map<std::string, std::string> tiedMap() const { return {tiedNames.begin(), tiedNames.end()}; }
     [[nodiscard]] bool complete() const;  // no finding of severity error
-    [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return shards[t.shard]->tensors[t.tensor]; }
+    [[nodiscard]] const TensorEntry& entry(const SetTensor& t) const { return t.entry; }
+    [[nodiscard]] bool shardRead(std::size_t i) const { return shardErrors[i].empty(); }
+    // Shard `i` (one that was read) as a Checkpoint, opened again unless one of the few kept open:
+    // hold it only while reading it. An Io error when the file changed since the set was read.
+    [[nodiscard]] Expected<CheckpointPtr> shard(std::size_t i) const;
+    // Every shard read is still the file that was read (a consolidation's last check).
+    [[nodiscard]] Expected<void> checkUnchanged() const;
+
+    // Shards kept open between reads: a parsed checkpoint costs more than a mapping, so fewer.
+    static constexpr std::size_t kOpenShards = 8;
+    std::shared_ptr<MemberLru<Checkpoint>> openShards = std::make_shared<MemberLru<Checkpoint>>(kOpenShards);
 };
 
 // Reads the set `loc` names. Unsupported for the formats only detected, naming them.

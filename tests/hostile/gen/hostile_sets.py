@@ -9,6 +9,7 @@ OUTDIR/<name>/ for each case; symlinks and FIFOs are made by the test itself (th
 the test owns). Every file is small: the huge tensors are only declared.
 """
 import collections
+import dataclasses
 import json
 import os
 import io
@@ -290,6 +291,86 @@ def tar_files(out):
             gen_tar_checkpoint.member(tar, name, data)
 
 
+def tar_view_bomb(out):
+    """A tar-era file whose storage view list is one memoized view tuple 5,000,000 times (10 MB of
+    pickle): each view became a storage entry of its own (1.7 GB)."""
+    with tarfile.open(os.path.join(out, "tar_base.pt")) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    storages = io.BytesIO()
+    pickle.dump(1, storages, protocol=2)
+    key = 140234567890112
+    gen_tar_checkpoint.storage_record(storages, key, "cpu", torch.FloatStorage, [0.0] * 16, "f")
+    pickle.dump([(key + 1, key, 0, 16)] * 5000000, storages, protocol=2)
+    members["storages"] = storages.getvalue()
+    with tarfile.open(os.path.join(out, "tar_view_bomb.pt"), "w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in members.items():
+            gen_tar_checkpoint.member(tar, name, data)
+
+
+def many_members(out):
+    """Sets with more member files than `ulimit -n 1024` lets a process hold open: every member was
+    opened (and mapped) up front, so opening them failed with EMFILE. A DCP save of 5,000 ranks, one
+    tensor sharded over all of them; the same save with each rank's own __R.metadata
+    (use_collectives=False), whose merge was quadratic in the ranks; a Hugging Face set of 10,000
+    one-tensor shards (1.9 GB of peak memory before)."""
+    n = 5000
+    full = torch.arange(n, dtype=torch.float32)
+    folder = os.path.join(out, "dcp_many_ranks")
+    gen_dcp.write_dcp(folder, {"w": gen_dcp.shard_dim(full, 0, n)}, world=n, replicated_rank=0, expected=False)
+    torch.save({"w": full}, os.path.join(out, "dcp_many_ranks.expected.pt"))
+    local = os.path.join(out, "dcp_many_rank_metadata")
+    gen_dcp.write_dcp(local, {"w": gen_dcp.shard_dim(full, 0, n)}, world=n, replicated_rank=0, expected=False)
+    md = dcp_metadata(local)
+    tsm = md.state_dict_metadata["w"]
+    for index, info in md.storage_data.items():
+        rank = int(info.relative_path[2:].split("_")[0])
+        chunks = [c for c in tsm.chunks if list(c.offsets) == list(index.offset)]
+        part = dataclasses.replace(md, state_dict_metadata={"w": dataclasses.replace(tsm, chunks=chunks)},
+                                   storage_data={index: info})
+        with open(os.path.join(local, f"__{rank}.metadata"), "wb") as f:
+            pickle.dump(part, f)
+    os.remove(os.path.join(local, ".metadata"))
+    sd = collections.OrderedDict((f"layers.{i}.weight", torch.full((2,), float(i))) for i in range(10000))
+    gen_sharded.write_set(os.path.join(out, "hf_many_shards"), sd, ".safetensors", 8)
+
+
+def dcp_memory_bombs(out):
+    """Small .metadata files that made gigabytes: 4,000 planner_data paths naming one memoized 1 MiB
+    string (each item's path was a copy: 4.0 GB), and list indices of 2^24 - 1 that set_element pads
+    with None (16 million nodes per list: 2.3 GB, then "internal error")."""
+    folder = os.path.join(out, "dcp_path_amplified")
+    write(folder, {"w": torch.zeros(1)})
+    md = dcp_metadata(folder)
+    tsm = md.state_dict_metadata["w"]
+    long = "k" * (1 << 20)  # pickled once, then memo references
+    for i in range(4000):
+        md.state_dict_metadata[f"w{i}"] = tsm
+        md.planner_data[f"w{i}"] = (long, f"x{i}")
+    dump_metadata(folder, md)
+    folder = os.path.join(out, "dcp_planner_index")
+    sd = {f"l{i}": torch.zeros(1) for i in range(64)}
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    for i in range(64):
+        md.planner_data[f"l{i}"] = (f"l{i}", (1 << 24) - 1)
+    dump_metadata(folder, md)
+
+
+def gzip_sparse_hole(out):
+    """A gzip member of 256 MiB of zeros (256 KiB on disk) followed by a sparse 1 GiB hole: the
+    inflate limit was 64x the file's size, hole included, so the member inflated whole (1-2 GB,
+    then "internal error"). Streamed: nothing here holds 256 MiB."""
+    import zlib
+    path = os.path.join(out, "gzip_sparse_hole.pt.gz")
+    z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = bytes(1 << 20)
+    with open(path, "wb") as f:
+        for _ in range(256):
+            f.write(z.compress(block))
+        f.write(z.flush())
+        f.truncate(f.tell() + (1 << 30))
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -305,8 +386,12 @@ def main():
     hostile_code_sets(out)
     getattr_files(out)
     tar_files(out)
+    tar_view_bomb(out)
     control_names(out)
     script_sources_bomb(out)
+    many_members(out)
+    dcp_memory_bombs(out)
+    gzip_sparse_hole(out)
     print("hostile sets written to", out)
 
 

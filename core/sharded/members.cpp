@@ -1,0 +1,95 @@
+#include "sharded/members.h"
+
+#include <cerrno>
+#include <sys/stat.h>
+
+namespace ckpt::sharded {
+
+Expected<void> checkSameFile(const std::string& path, const FileIdentity& first, const FileIdentity& now)
+{
+    if (now == first) {
+        return {};
+    }
+    const bool replaced = now.dev != first.dev || now.ino != first.ino;
+    std::string what = replaced                 ? "was replaced by another file"
+                       : now.size != first.size ? "changed size (" + std::to_string(first.size) +
+                                                      " bytes when first read, " + std::to_string(now.size) + " now)"
+                                                : "was rewritten (its modification time changed)";
+    Error e = makeError(ErrorCode::Io, what + " while the set was being read; nothing read from it can be trusted: "
+                                              "read the set again once it is complete");
+    e.path = path;
+    return e;
+}
+
+Expected<void> checkStillSame(const std::string& path, const FileIdentity& first)
+{
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        Error e = makeError(ErrorCode::Io, "disappeared while the set was being read (" + systemErrorText(errno) + ")");
+        e.path = path;
+        return e;
+    }
+    return checkSameFile(path, first, identityOf(st));
+}
+
+void MemberFiles::add(const std::string& path)
+{
+    Member m;
+    m.path = path;
+    const std::size_t i = state_->members.size();
+    auto mapped = MappedFile::open(path);
+    const auto identity = mapped ? identityOfFd((*mapped)->fd()) : std::nullopt;
+    if (identity) {
+        m.present = true;
+        m.identity = *identity;
+    } else {
+        m.error = mapped ? "cannot stat it" : mapped.error().message;
+    }
+    state_->members.push_back(std::move(m));
+    if (identity) {
+        // Cached as the first one to use: the set's checks read the members in this order.
+        (void)state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> { return *mapped; });
+    }
+}
+
+Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) const
+{
+    const Member& m = state_->members.at(i);
+    if (!m.present) {
+        Error e = makeError(ErrorCode::Io, m.error.empty() ? "cannot be read" : m.error);
+        e.path = m.path;
+        return e;
+    }
+    return state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> {
+        auto mapped = MappedFile::open(m.path);
+        if (!mapped) {
+            return mapped.error();
+        }
+        const auto identity = identityOfFd((*mapped)->fd());
+        if (auto same = checkSameFile(m.path, m.identity, identity.value_or(FileIdentity{})); !same) {
+            return same.error();
+        }
+        return std::shared_ptr<const MappedFile>(*mapped);
+    });
+}
+
+Expected<void> MemberFiles::checkUnchanged() const
+{
+    for (const auto& m : state_->open.cached()) {
+        if (auto same = m->checkUnchanged(); !same) {
+            return same;
+        }
+    }
+    // A member closed since it was read cannot say whether a read of it faulted; a file that shrank
+    // (the only way a read faults) has another size now.
+    for (const auto& m : state_->members) {
+        if (m.present) {
+            if (auto same = checkStillSame(m.path, m.identity); !same) {
+                return same;
+            }
+        }
+    }
+    return {};
+}
+
+}  // namespace ckpt::sharded
