@@ -693,13 +693,10 @@ Expected<CheckpointPtr> readTarMember(Bytes data, const std::string& name, const
     return CheckpointPtr(std::move(c));
 }
 
-// torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
-// checkpoint inside a gzip one, and names the others.
-// Where the bytes of a gzip file end before its trailing zeros, which gunzip ignores: the inflate
-// limit is proportional to this, since a sparse hole of zeros costs no disk and grew the limit
-// (a member followed by a 1 GiB hole could inflate to 64 GiB). The holes of a mapped file are
-// skipped by SEEK_HOLE/SEEK_DATA, never read, so they never become resident either.
-std::size_t endOfData(Bytes data, const MappedFile* file)
+// Where the bytes a gzip file stores end: the start of its trailing sparse hole, found with
+// SEEK_HOLE/SEEK_DATA so the hole is never read (reading it would make its zero pages resident).
+// A hole holds only zeros, which gunzip ignores after the last member.
+std::size_t endOfStoredBytes(Bytes data, const MappedFile* file)
 {
     std::size_t end = data.size();
     // ENXIO: no data at all; another error: a file system that cannot say, read as it is.
@@ -714,12 +711,24 @@ std::size_t endOfData(Bytes data, const MappedFile* file)
         }
         end = std::min(end, static_cast<std::size_t>(lastDataEnd));
     }
-    while (end > 0 && data[end - 1] == std::byte{0}) {
+    return end;
+}
+
+// The bytes the inflate limit is proportional to: the stored bytes less their trailing zeros, so
+// that neither a sparse hole (no disk) nor zero padding (compresses to nothing) grows the limit (a
+// member followed by a 1 GiB hole could inflate to 64 GiB). Only the limit: the zeros stay in what
+// is inflated, since a member's CRC and length may themselves end in zero bytes.
+std::size_t meaningfulBytes(Bytes stored)
+{
+    std::size_t end = stored.size();
+    while (end > 0 && stored[end - 1] == std::byte{0}) {
         --end;
     }
     return end;
 }
 
+// torch.load cannot read a compressed file ("invalid load key, '\x1f'"); ckptscope reads the
+// checkpoint inside a gzip one, and names the others.
 Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, archive::Compression kind,
                                        const std::shared_ptr<const MappedFile>& file)
 {
@@ -736,8 +745,8 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     }
     // Checkpoints compress little (float noise), so 64x the file plus the read budget's base is
     // room for any real one and stops a gzip bomb.
-    const Bytes stored = data.first(endOfData(data, file.get()));
-    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(stored.size());
+    const Bytes stored = data.first(endOfStoredBytes(data, file.get()));
+    const std::uint64_t limit = MemoryBudget::kBase + 64 * static_cast<std::uint64_t>(meaningfulBytes(stored));
     auto inflated = archive::gunzip(stored, limit);
     if (file) {
         if (auto same = file->checkUnchanged(); !same) {
