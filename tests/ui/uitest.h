@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QCoreApplication>
+#include <QFileInfo>
 #include <QStandardPaths>
 #include <QString>
 #include <QtGlobal>
@@ -17,7 +18,10 @@ inline void initMain()
     QCoreApplication::setAttribute(Qt::AA_Use96Dpi);
     QStandardPaths::setTestModeEnabled(true);  // QSettings go to ~/.qttest, not the user's config
     QCoreApplication::setOrganizationName(QStringLiteral("ckptscope-tests"));
-    QCoreApplication::setApplicationName(QStringLiteral("ckptscope-tests"));
+    // One settings file per test program: ctest runs them in parallel, and two programs sharing
+    // one file saw each other's recent files and column widths.
+    QCoreApplication::setApplicationName(QStringLiteral("ckptscope-tests-") +
+                                         QFileInfo(QStringLiteral("/proc/self/exe")).symLinkTarget().section(u'/', -1));
 }
 
 inline QString fixture(const char* name)
