@@ -134,7 +134,7 @@ std::string numpyItemText(const NumpyItem& item)
             std::string t = floatText(d, item.floatBytes);
             return t.ends_with(".0") ? t.substr(0, t.size() - 2) : t;
         };
-        const std::string im = part(item.imag) + "j";
+        std::string im = part(item.imag) + "j";
         if (item.real == 0 && !std::signbit(item.real)) {
             return im;
         }

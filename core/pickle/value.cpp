@@ -221,8 +221,8 @@ std::vector<ValueId> childrenOf(const Arena& a, ValueId id)
     kids.push_back(v.attrs);
     if (v.kind == Kind::Tensor) {
         const TensorInfo& t = tensorOf(a, id);
-        kids.insert(kids.end(), {t.rawArgs, t.storage, t.backwardHooks, t.metadata, t.parameterHooks,
-                                 t.parameterState, t.subclassType, t.subclassState});
+        kids.insert(kids.end(), {t.rawArgs, t.storage, t.backwardHooks, t.metadata, t.parameterHooks, t.parameterState,
+                                 t.subclassType, t.subclassState});
     } else if (v.kind == Kind::Object) {
         const ObjectInfo& o = objectOf(a, id);
         kids.insert(kids.end(), {o.args, o.kwargs, o.state});

@@ -469,7 +469,9 @@ private Q_SLOTS:
         QCOMPARE(nestingDepth(deep, nested->root, 1000), 1001U);
         QCOMPARE(nestingDepth(deep, nested->root, 500000), 199999U);
         Arena self;
-        auto cyclic = run(self, std::string("]q\x00h\x00" "a.", 7));  // l = []; l.append(l)
+        auto cyclic = run(self, std::string("]q\x00h\x00"
+                                            "a.",
+                                            7));  // l = []; l.append(l)
         QVERIFY2(cyclic.ok(), cyclic.ok() ? "" : cyclic.error().describe().c_str());
         QCOMPARE(nestingDepth(self, cyclic->root, 1000), 0U);
     }
