@@ -6,6 +6,7 @@
 #include "mainwindow.h"
 #include "moduletreemodel.h"
 #include "uitest.h"
+#include "window_open.h"
 
 #include <QProcess>
 #include <QSignalSpy>
@@ -17,15 +18,7 @@ using namespace ckpt::ui;
 
 namespace {
 
-DocumentView* openOne(MainWindow& w, const QString& path)
-{
-    QSignalSpy opened(&w, &MainWindow::documentOpened);
-    w.openFiles({path});
-    if (!opened.wait(20000)) {
-        return nullptr;
-    }
-    return w.currentView();
-}
+using uitest::openOne;
 
 // The top-level row named `name` in Model view, or an invalid index.
 QModelIndex topRow(const ModuleTreeModel& m, const QString& name)

@@ -13,6 +13,7 @@
 #include "planmodel.h"
 #include "testloadpanel.h"
 #include "uitest.h"
+#include "window_open.h"
 
 #include <QAction>
 #include <QFile>
@@ -43,15 +44,7 @@ QAction* action(const MainWindow& w, const char* name)
     return w.findChild<QAction*>(QLatin1String(name));
 }
 
-DocumentView* openOne(MainWindow& w, const QString& path)
-{
-    QSignalSpy opened(&w, &MainWindow::documentOpened);
-    w.openFiles({path});
-    if (!opened.wait(20000)) {
-        return nullptr;
-    }
-    return w.currentView();
-}
+using uitest::openOne;
 
 }  // namespace
 
