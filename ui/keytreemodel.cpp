@@ -205,8 +205,10 @@ QVariant KeyTreeModel::display(NodeIndex node, int column) const
         if (t) {
             return qs(tensorShapeText(*m_ck, *t));
         }
-        if (n.kind == NodeKind::Scalar) {
-            return qs(pickle::shortRepr(m_ck->arena, n.value, 60));
+        // The value as inspect prints it: scalars, and leaf objects that stand for one value
+        // (numpy scalars as 0.7, paths as PosixPath('...')), not their reconstruct arguments.
+        if (const auto value = leafValueText(*m_ck, node)) {
+            return qs(*value);
         }
         if (n.childCount > 0) {
             return tr("%n item(s)", nullptr, static_cast<int>(n.childCount));

@@ -116,6 +116,24 @@ private Q_SLOTS:
         QVERIFY(!idx.data(Qt::DecorationRole).value<QIcon>().pixmap(16, 16).isNull());  // the resources are linked in
     }
 
+    // numpy scalars are objects to the pickle; the value column showed nothing for them while
+    // inspect printed 1.5.
+    void numpyScalarsShowTheirValue()
+    {
+        auto doc = load("numpy_namespace.pt");
+        QVERIFY(doc);
+        KeyTreeModel model;
+        model.setDocument(doc);
+        const auto& ck = *doc->checkpoint;
+        for (const auto& [key, text] : {std::pair{"np_float", "1.5"}, std::pair{"np_int", "3"}}) {
+            const auto node = ck.find(key);
+            QVERIFY2(node.valid(), key);
+            const auto idx = model.indexOfNode(node);
+            QCOMPARE(model.index(idx.row(), KeyTreeModel::Shape, idx.parent()).data().toString(),
+                     QString::fromLatin1(text));
+        }
+    }
+
     void stateDictsAndModulesStandOut()
     {
         auto doc = load("whole_model.pt");
