@@ -35,9 +35,16 @@ ColumnFitter::ColumnFitter(QTreeView* tree, int nameColumn, QString settingsKey)
         header->setSectionResizeMode(QHeaderView::Interactive);
         m_byHand = true;
     }
+    m_tree->setItemDelegateForColumn(m_name, new KeyTailDelegate(this));
     connect(header, &QHeaderView::sectionResized, this, &ColumnFitter::onSectionResized);
     m_tree->viewport()->installEventFilter(this);
     header->viewport()->installEventFilter(this);
+}
+
+void KeyTailDelegate::initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const
+{
+    QStyledItemDelegate::initStyleOption(option, index);
+    option->textElideMode = Qt::ElideLeft;
 }
 
 QString ColumnFitter::lastTwoSegments(const QString& key)

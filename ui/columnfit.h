@@ -6,10 +6,19 @@
 
 #include <QObject>
 #include <QString>
+#include <QStyledItemDelegate>
 
 class QTreeView;
 
 namespace ckpt::ui {
+
+// Name elides on the left ("…bn1.running_mean"): the width the fitter keeps is for the last two
+// segments, which are what tell sibling keys apart; the start is shared and the tooltip has it.
+class KeyTailDelegate : public QStyledItemDelegate {
+public:
+    using QStyledItemDelegate::QStyledItemDelegate;
+    void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override;
+};
 
 class ColumnFitter : public QObject {
     Q_OBJECT

@@ -79,6 +79,24 @@ private Q_SLOTS:
         }
     }
 
+    // The name column kept room for the last two segments but cut the middle ("module.bn…ning_mean"),
+    // so the segments it kept room for did not show.
+    void nameKeepsTheEndOfLongKeys()
+    {
+        QStandardItemModel model;
+        fill(model);
+        QTreeView tree;
+        tree.setModel(&model);
+        tree.setTextElideMode(Qt::ElideMiddle);
+        new ColumnFitter(&tree, 0, QStringLiteral("test/header"));
+        auto* delegate = dynamic_cast<KeyTailDelegate*>(tree.itemDelegateForColumn(0));
+        QVERIFY(delegate != nullptr);
+        QStyleOptionViewItem option;
+        delegate->initStyleOption(&option, model.index(0, 0));
+        QCOMPARE(option.textElideMode, Qt::ElideLeft);
+        QCOMPARE(tree.itemDelegateForColumn(1), nullptr);  // values keep the view's own mode
+    }
+
     void widthsDraggedByHandAreKept()
     {
         QStandardItemModel model;
