@@ -7,7 +7,7 @@
 #include <QTreeView>
 
 #include <algorithm>
-#include <numeric>
+#include <cmath>
 #include <utility>
 
 namespace ckpt::ui {
@@ -18,6 +18,7 @@ constexpr int kMaxMeasuredRows = 2000;
 // A column other than Name takes at most this many 'M's; one cut shorter takes at least this.
 constexpr int kValueCapEm = 16;
 constexpr int kValueFloorEm = 5;
+constexpr int kShortColumnEm = 6;  // content this narrow is never elided to make room for Name
 // Name's floor never asks for more than this share of the view (a pathological key).
 constexpr int kMaxNameShareOfView = 2;  // one half
 
@@ -117,26 +118,33 @@ void ColumnFitter::refit()
     }
     const int available = m_tree->viewport()->width();
     const int nameFloor = nameMinimum();
-    // Too narrow for Name's floor: the other columns give way first, the widest first (a long
-    // value before a short type), down to their own floor.
-    int excess = nameFloor + others - available;
-    std::vector<int> widestFirst(static_cast<std::size_t>(columns));
-    std::iota(widestFirst.begin(), widestFirst.end(), 0);
-    std::stable_sort(widestFirst.begin(), widestFirst.end(), [&widths](int a, int b) {
-        return widths[static_cast<std::size_t>(a)] > widths[static_cast<std::size_t>(b)];
-    });
-    for (const int c : widestFirst) {
-        if (excess <= 0) {
-            break;
+    // Too narrow for Name's floor: the other columns give way first, each in proportion to what it
+    // has above its own floor, so a long value gives the most and a short shape ("[16, 3, 3, 3]")
+    // is not cut to "[1…3]" while a type column keeps its whole width.
+    const int excess = nameFloor + others - available;
+    if (excess > 0) {
+        // A column whose whole content is short (a size, a device, a dtype) keeps it: cutting
+        // "21.9 KiB" to "21…iB" saves little and loses the value.
+        auto floorOf = [&](int c) {
+            return std::max(kValueFloorEm * em, std::min(natural[static_cast<std::size_t>(c)], kShortColumnEm * em));
+        };
+        int slack = 0;
+        for (int c = 0; c < columns; ++c) {
+            if (c != m_name && widths[static_cast<std::size_t>(c)] > 0) {
+                slack += std::max(0, widths[static_cast<std::size_t>(c)] - floorOf(c));
+            }
         }
-        auto& w = widths[static_cast<std::size_t>(c)];
-        if (c == m_name || w == 0) {
-            continue;
+        const double share = slack > 0 ? std::min(1.0, static_cast<double>(excess) / slack) : 0.0;
+        for (int c = 0; c < columns; ++c) {
+            auto& w = widths[static_cast<std::size_t>(c)];
+            if (c == m_name || w == 0) {
+                continue;
+            }
+            const int room = std::max(0, w - floorOf(c));
+            const int give = std::min(room, static_cast<int>(std::ceil(share * room)));
+            w -= give;
+            others -= give;
         }
-        const int give = std::min(excess, std::max(0, w - kValueFloorEm * em));
-        w -= give;
-        others -= give;
-        excess -= give;
     }
     // Room to spare once Name has its whole keys: a value cut to the cap is shown whole after all.
     const int nameWhole = std::max(nameFloor, static_cast<const QAbstractItemView*>(m_tree)->sizeHintForColumn(m_name));

@@ -79,6 +79,25 @@ private Q_SLOTS:
         }
     }
 
+    // Making room for Name took everything from the widest column first, so at 1024×700 a shape
+    // "[16, 3, 3, 3]" became "[1…3]" and sizes "21…iB": columns now give in proportion, and a
+    // column whose content is short ("tensor") keeps all of it while the long value gives.
+    void shortColumnsKeepTheirContent()
+    {
+        QStandardItemModel model;
+        fill(model);
+        QTreeView tree;
+        tree.setModel(&model);
+        auto* fitter = new ColumnFitter(&tree, 0, QStringLiteral("test/header"));
+        tree.resize(420, 400);
+        tree.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&tree));
+        fitter->refit();
+        const int kindNeeds = tree.fontMetrics().horizontalAdvance(QStringLiteral("tensor"));
+        QVERIFY2(tree.columnWidth(1) > kindNeeds, qPrintable(QString::number(tree.columnWidth(1))));
+        QVERIFY2(tree.columnWidth(0) >= nameNeeds(tree, kLongKey), qPrintable(QString::number(tree.columnWidth(0))));
+    }
+
     // The name column kept room for the last two segments but cut the middle ("module.bn…ning_mean"),
     // so the segments it kept room for did not show.
     void nameKeepsTheEndOfLongKeys()
