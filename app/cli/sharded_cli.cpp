@@ -78,7 +78,7 @@ void printSetText(const sharded::ShardedSet& set, std::ostream& out)
     std::uint64_t total = 0;
     std::vector<SetRow> rows;
     for (const auto& t : set.tensors) {
-        const auto& e = set.entry(t);
+        const auto& e = t.entry;
         const auto kept = tied.find(t.name);
         total += kept == tied.end() ? e.nbytes : 0;
         rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes,
@@ -111,7 +111,7 @@ void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
     const auto tied = set.tiedMap();
     auto tensors = nlohmann::ordered_json::array();
     for (const auto& t : set.tensors) {
-        const auto& e = set.entry(t);
+        const auto& e = t.entry;
         const auto kept = tied.find(t.name);
         tensors.push_back({{"key", t.name},
                            {"dtype", std::string(dtypeName(e.dtype))},

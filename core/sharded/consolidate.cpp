@@ -36,7 +36,7 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> outIndex;
     std::vector<pickle::ValueId> items;
     for (const auto& t : set.tensors) {
-        const TensorEntry& e = set.entry(t);
+        const TensorEntry& e = t.entry;
         if (e.form != pickle::TensorForm::Strided || !e.storage.valid()) {
             return makeError(ErrorCode::Unsupported,
                              "tensor '" + t.name + "' in " + set.shardFiles[t.shard] +

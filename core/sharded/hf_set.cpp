@@ -405,7 +405,7 @@ void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::st
         const auto tied = set.tiedMap();
         std::uint64_t stored = 0;
         for (const auto& t : set.tensors) {
-            stored += tied.contains(t.name) ? 0 : set.entry(t).nbytes;
+            stored += tied.contains(t.name) ? 0 : t.entry.nbytes;
         }
         if (agree && whole && stored != set.declaredTotalSize) {
             problem = "is " + std::to_string(set.declaredTotalSize) + " bytes, but the shards' tensors hold " +

@@ -148,7 +148,7 @@ Expected<SetListing> listSet(const SetLocation& loc)
     l.rows.reserve(set->tensors.size());
     const auto tied = set->tiedMap();
     for (const auto& t : set->tensors) {
-        const TensorEntry& e = set->entry(t);
+        const TensorEntry& e = t.entry;
         const auto kept = tied.find(t.name);
         l.rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set->shardFiles.at(t.shard),
                           kept == tied.end() ? std::string() : kept->second});

@@ -93,7 +93,6 @@ struct ShardedSet {
     std::vector<std::pair<std::string, std::string>> tiedNames;
     [[nodiscard]] std::map<std::string, std::string> tiedMap() const { return {tiedNames.begin(), tiedNames.end()}; }
     [[nodiscard]] bool complete() const;  // no finding of severity error
-    [[nodiscard]] static const TensorEntry& entry(const SetTensor& t) { return t.entry; }
     [[nodiscard]] bool shardRead(std::size_t i) const { return shardErrors[i].empty(); }
     // Shard `i` (one that was read) as a Checkpoint, opened again unless one of the few kept open:
     // hold it only while reading it. An Io error when the file changed since the set was read.
