@@ -24,6 +24,16 @@ using ckpt::test::runProcess;
 
 namespace {
 
+// Peak RSS under AddressSanitizer counts its shadow memory and its 64 MiB quarantine: the 5,000-rank
+// DCP inspect that peaks at 24.5 MB in release peaks at 300 MB there. The memory targets are held in
+// the release run (scripts/test.sh); the sanitizer run checks the same commands for exit codes,
+// messages and memory errors.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRssIsTheProgramsOwn = false;
+#else
+constexpr bool kRssIsTheProgramsOwn = true;
+#endif
+
 std::string cli()
 {
     const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
@@ -537,7 +547,7 @@ private Q_SLOTS:
             // check exits 1 on the per-rank metadata's own warning (dcp-rank-local-metadata).
             const bool ok = r.rc == 0 || (args.front() == "check" && r.rc == 1 && r.err.isEmpty());
             QVERIFY2(!r.timedOut && ok, qPrintable(what));
-            QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
+            QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
             // Linear: about 1 s alone for 5,000 ranks' metadata (2 s for 10,000); far under this.
             QVERIFY2(r.ms < 30000, qPrintable(what));
         }
@@ -580,7 +590,7 @@ private Q_SLOTS:
             describe(r) + QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
         qInfo("%s %s: %s", qPrintable(set), qPrintable(command), qPrintable(what));
         checkRefused(r);
-        QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
+        QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
         QVERIFY(!QFile::exists(out));
     }
 
@@ -595,7 +605,7 @@ private Q_SLOTS:
         qInfo("gzip before a hole: %s", qPrintable(what));
         checkRefused(r);
         QVERIFY2(r.err.contains("inflates past"), qPrintable(what));
-        QVERIFY2(r.maxRssKiB < 200 * 1024, qPrintable(what));
+        QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < 200 * 1024, qPrintable(what));
     }
 
     // A tar-era file whose view list repeats one memoized view tuple 5,000,000 times (10 MB of
@@ -610,7 +620,7 @@ private Q_SLOTS:
         qInfo("tar views: %s", qPrintable(what));
         checkRefused(r);
         QVERIFY2(r.err.contains("storage views"), qPrintable(what));
-        QVERIFY2(r.maxRssKiB < budgetKiB, qPrintable(what));
+        QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
     }
 
     // ---- output -----------------------------------------------------------------------------------
