@@ -698,20 +698,23 @@ Expected<CheckpointPtr> readTarMember(Bytes data, const std::string& name, const
 // A hole holds only zeros, which gunzip ignores after the last member.
 std::size_t endOfStoredBytes(Bytes data, const MappedFile* file)
 {
-    std::size_t end = data.size();
-    // ENXIO: no data at all; another error: a file system that cannot say, read as it is.
-    if (file != nullptr && file->fd() >= 0 && (::lseek(file->fd(), 0, SEEK_DATA) >= 0 || errno == ENXIO)) {
-        off_t lastDataEnd = 0;
-        for (off_t at = ::lseek(file->fd(), 0, SEEK_DATA); at >= 0; at = ::lseek(file->fd(), lastDataEnd, SEEK_DATA)) {
-            const off_t hole = ::lseek(file->fd(), at, SEEK_HOLE);
-            if (hole <= at) {
-                break;
-            }
-            lastDataEnd = hole;
-        }
-        end = std::min(end, static_cast<std::size_t>(lastDataEnd));
+    if (file == nullptr || file->fd() < 0) {
+        return data.size();
     }
-    return end;
+    off_t at = ::lseek(file->fd(), 0, SEEK_DATA);
+    // ENXIO: no data at all; another error: a file system that cannot say, read as it is.
+    if (at < 0 && errno != ENXIO) {
+        return data.size();
+    }
+    off_t lastDataEnd = 0;
+    for (; at >= 0; at = ::lseek(file->fd(), lastDataEnd, SEEK_DATA)) {
+        const off_t hole = ::lseek(file->fd(), at, SEEK_HOLE);
+        if (hole <= at) {
+            break;
+        }
+        lastDataEnd = hole;
+    }
+    return std::min(data.size(), static_cast<std::size_t>(lastDataEnd));
 }
 
 // The bytes the inflate limit is proportional to: the stored bytes less their trailing zeros, so
