@@ -25,7 +25,8 @@ constexpr int kMaxNameShareOfView = 2;  // one half
 }  // namespace
 
 ColumnFitter::ColumnFitter(QTreeView* tree, int nameColumn, QString settingsKey)
-    : QObject(tree), m_tree(tree), m_name(nameColumn), m_settingsKey(std::move(settingsKey))
+    : QObject(tree), m_tree(tree), m_treeViewport(tree->viewport()), m_headerViewport(tree->header()->viewport()),
+      m_name(nameColumn), m_settingsKey(std::move(settingsKey))
 {
     auto* header = m_tree->header();
     header->setStretchLastSection(false);
@@ -38,8 +39,8 @@ ColumnFitter::ColumnFitter(QTreeView* tree, int nameColumn, QString settingsKey)
     }
     m_tree->setItemDelegateForColumn(m_name, new KeyTailDelegate(this));
     connect(header, &QHeaderView::sectionResized, this, &ColumnFitter::onSectionResized);
-    m_tree->viewport()->installEventFilter(this);
-    header->viewport()->installEventFilter(this);
+    m_treeViewport->installEventFilter(this);
+    m_headerViewport->installEventFilter(this);
 }
 
 void KeyTailDelegate::initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const
@@ -180,9 +181,9 @@ void ColumnFitter::onSectionResized()
 
 bool ColumnFitter::eventFilter(QObject* watched, QEvent* event)
 {
-    if (watched == m_tree->viewport() && (event->type() == QEvent::Resize || event->type() == QEvent::Show)) {
+    if (watched == m_treeViewport && (event->type() == QEvent::Resize || event->type() == QEvent::Show)) {
         refit();
-    } else if (watched == m_tree->header()->viewport()) {
+    } else if (watched == m_headerViewport) {
         // Only a resize while a button is down on the header is the user's (a drag, a double-click).
         if (event->type() == QEvent::MouseButtonPress || event->type() == QEvent::MouseButtonDblClick) {
             m_mouseOnHeader = true;

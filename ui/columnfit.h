@@ -45,6 +45,11 @@ private:
     void onSectionResized();
 
     QTreeView* m_tree;
+    // The two widgets watched, kept from construction: the filter compares against these rather
+    // than asking m_tree, because Qt still delivers events to it while the tree is being destroyed
+    // (its children go in ~QWidget, after ~QTreeView has run).
+    QObject* m_treeViewport;
+    QObject* m_headerViewport;
     int m_name;
     QString m_settingsKey;
     bool m_fitting = false;

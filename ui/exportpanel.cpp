@@ -155,7 +155,8 @@ void ExportPanel::buildUi()
     // Step fits what it shows; the others share the rest as the table resizes (fitPlanColumns), and
     // a user may still widen one. Every cell's tooltip has its whole text.
     m_planTable->horizontalHeader()->setSectionResizeMode(PlanModel::Step, QHeaderView::ResizeToContents);
-    m_planTable->viewport()->installEventFilter(this);
+    m_planViewport = m_planTable->viewport();
+    m_planViewport->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
     for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After}) {
         m_planTable->setItemDelegateForColumn(column, new BreakableKeyDelegate(m_planTable));
@@ -439,7 +440,7 @@ void ExportPanel::computePlan()
 
 bool ExportPanel::eventFilter(QObject* watched, QEvent* event)
 {
-    if (watched == m_planTable->viewport() && event->type() == QEvent::Resize) {
+    if (watched == m_planViewport && event->type() == QEvent::Resize) {
         fitPlanColumns();
     }
     return QWidget::eventFilter(watched, event);

@@ -91,6 +91,8 @@ private:
     QCheckBox* m_multiCard = nullptr;
     QComboBox* m_format = nullptr;
     QTableView* m_planTable = nullptr;
+    // What the resize filter watches, kept so the filter never calls into a table being destroyed.
+    QObject* m_planViewport = nullptr;
     PlanModel* m_planModel = nullptr;
     QLabel* m_planStatus = nullptr;
     QLineEdit* m_output = nullptr;

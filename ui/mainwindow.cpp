@@ -1,5 +1,6 @@
 #include "mainwindow.h"
 
+#include "checkpoint/model_folder.h"
 #include "compareview.h"
 #include "dialogs.h"
 #include "documentview.h"
@@ -331,7 +332,14 @@ void MainWindow::openFiles(const QStringList& paths)
             continue;
         }
         const QString absolute = QFileInfo(path).absoluteFilePath();
-        if (openAsSet(absolute) || (QFileInfo(absolute).isDir() && offerFolder(absolute))) {
+        if (openAsSet(absolute)) {
+            continue;
+        }
+        // A folder holding one model beside a run's state opens that model (model_folder.h), the
+        // model-folder finding saying what the rest is; any other folder lists its checkpoints.
+        const bool isDir = QFileInfo(absolute).isDir();
+        const auto folder = isDir ? readModelFolder(ss(absolute)) : std::nullopt;
+        if (isDir && (!folder || folder->model().empty()) && offerFolder(absolute)) {
             continue;
         }
         openDocument(absolute);

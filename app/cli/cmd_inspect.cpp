@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtensor.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/model_folder.h"
 #include "checkpoint/script_state_dict.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -143,6 +144,10 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     for (const auto& t : c.tensors) {
         heldBytes += dtensor::heldBytes(c.arena, pickle::tensorOf(c.arena, t.value), t.nbytes);
         globalBytes += t.nbytes;
+    }
+    if (c.folder) {
+        out << "opened " << displayText(c.folder->model()) << ", the model of " << displayText(c.folder->layout) << " "
+            << displayText(c.folder->dir) << "; its files: " << displayText(c.folder->memberList()) << "\n\n";
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
         << humanBytes(heldBytes)

@@ -506,6 +506,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         return exitCodeFor(ck.error().code);
     }
+    if ((*ck)->folder) {
+        input = (*ck)->path;  // a folder's model (model_folder.h): the engines open it by its path
+    }
     if (!select.empty() && !(*ck)->find(select).valid()) {
         Error e = makeError(ErrorCode::Usage, "no key path '" + select + "' in this file");
         e.path = file;

@@ -2,6 +2,7 @@
 
 #include "checkpoint/dtensor.h"
 #include "checkpoint/layout.h"
+#include "checkpoint/model_folder.h"
 #include "checkpoint/script_state_dict.h"
 #include "util/printable.h"
 
@@ -154,6 +155,23 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
     out << ",\n \"format\": ";
     out.quoted(formatName(c.format));
     out << ",\n \"file_size\": " << c.fileSize;
+    if (c.folder) {
+        // Opened through its folder (model_folder.h): `file` is the model, and the folder's other
+        // files are named with their roles.
+        out << ",\n \"folder\": {\"path\": ";
+        out.quoted(c.folder->dir);
+        out << ", \"layout\": ";
+        out.quoted(c.folder->layout);
+        out << ", \"members\": [";
+        for (std::size_t i = 0; i < c.folder->members.size(); ++i) {
+            out << (i ? ", " : "") << "{\"name\": ";
+            out.quoted(c.folder->members[i].name);
+            out << ", \"role\": ";
+            out.quoted(c.folder->members[i].role);
+            out << '}';
+        }
+        out << "]}";
+    }
     if (c.format == Format::TorchZip) {
         out << ",\n \"archive_folder\": ";
         out.quoted(c.archiveFolder);

@@ -26,6 +26,8 @@
 
 namespace ckpt {
 
+struct ModelFolder;  // checkpoint/model_folder.h
+
 enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors, TorchTar };
 // "torch-zip", "torch-legacy", "safetensors", "torch-tar" (PyTorch < 0.1.10)
 [[nodiscard]] std::string_view formatName(Format f);
@@ -205,6 +207,10 @@ public:
     // model.tar.gz's `weights.th`): the member's name, shown in place of the archive; empty
     // otherwise. `bytes` then views the member alone (a copy, or the inflated archive).
     std::string archiveMember;
+    // A checkpoint opened through the folder that holds it beside a run's other state (an
+    // accelerate save_state folder, a PEFT adapter, a Trainer checkpoint-N/): that folder, with what
+    // each of its files is; null when the file itself was named. `path` is the model file's.
+    std::shared_ptr<const ModelFolder> folder;
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }
@@ -244,7 +250,8 @@ using CheckpointPtr = std::shared_ptr<const Checkpoint>;
 [[nodiscard]] std::optional<std::string> leafValueText(const Checkpoint& c, NodeIndex node, std::size_t maxLen = 60);
 
 // Opens and maps a file and reads it. The error message names the real cause (truncated download,
-// Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all). A DCP data file
+// Git LFS pointer, HTML page, TorchScript archive, not a checkpoint at all). A folder that holds one
+// model beside its training state (model_folder.h) opens that model, with `folder` set. A DCP data file
 // (`__R_N.distcp`: several torch.save records back to back that only its folder's .metadata
 // locates) is refused as such, Unsupported; its folder is what opens (core/sharded).
 Expected<CheckpointPtr> openCheckpoint(const std::string& path);

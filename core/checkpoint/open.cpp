@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
+#include "checkpoint/model_folder.h"
 #include "pickle/unpickler.h"
 #include "util/printable.h"
 
@@ -861,8 +862,35 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
 
 }  // namespace
 
+namespace {
+
+// A folder named where a checkpoint is taken opens its one model (model_folder.h); errors say
+// which folder and which file, as a tar member's do.
+Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
+{
+    auto model = modelFileOf(folder);
+    if (!model) {
+        return model.error();
+    }
+    auto inner = openCheckpoint(*model);
+    if (!inner) {
+        Error e = inner.error();
+        e.message = "is " + folder.layout + "; its model " + displayText(folder.model()) + ": " + e.message;
+        e.path = folder.dir;
+        return e;
+    }
+    auto c = std::const_pointer_cast<Checkpoint>(*inner);  // built for this call alone
+    c->folder = std::make_shared<const ModelFolder>(folder);
+    return CheckpointPtr(std::move(c));
+}
+
+}  // namespace
+
 Expected<CheckpointPtr> openCheckpoint(const std::string& path)
 {
+    if (auto folder = readModelFolder(path)) {
+        return openModelFolder(*folder);
+    }
     // Read as one zip, a DCP data file fails on its last record's missing ZIP64 locator, which says
     // nothing of what the file is.
     if (std::filesystem::path(path).extension() == ".distcp") {

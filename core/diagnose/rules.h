@@ -17,7 +17,7 @@ void deviceRules(const Checkpoint& ckpt, Findings& out);  // device-pinned, mixe
 void pickleRules(const Checkpoint& ckpt,
                  Findings& out);  // not-weights-only, unsafe-callable, whole-model, undecodable-text,
                                   // dtensor-rank-files
-void storageRules(const Checkpoint& ckpt, Findings& out);  // archive-member, compressed-file, legacy-format,
+void storageRules(const Checkpoint& ckpt, Findings& out);  // archive-member, model-folder, compressed-file, legacy-format,
                                                            // torchscript-archive,
                                                            // storage-bloat, shared-storage,
                                                            // truncated-or-missing-storage, unreadable-storage,

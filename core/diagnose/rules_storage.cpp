@@ -1,6 +1,7 @@
 // Facts about the container and its storages: the legacy stream format, TorchScript archives,
 // storages missing from the file, bytes no tensor reaches, and tensors sharing a storage.
 #include "archive/zip.h"
+#include "checkpoint/model_folder.h"
 #include "diagnose/rules.h"
 #include "util/shape_text.h"
 
@@ -112,6 +113,29 @@ void archiveMember(const Checkpoint& ckpt, Findings& out)
                ckpt.archiveMember + "' (tar -xf FILE " + ckpt.archiveMember +
                "), or convert the file, which writes the checkpoint alone.";
     f.fix = transform::Options{};
+    out.push_back(std::move(f));
+}
+
+// A checkpoint opened through its folder (model_folder.h): which file the model is and what the
+// others are, so a user who named accelerate's save_state folder knows what was shown and that
+// the optimizer, scheduler and RNG state beside it are files of their own. Information, not a
+// problem: each member loads on its own as its writer saved it.
+void modelFolder(const Checkpoint& ckpt, Findings& out)
+{
+    if (!ckpt.folder) {
+        return;
+    }
+    const ModelFolder& folder = *ckpt.folder;
+    Finding f;
+    f.code = "model-folder";
+    f.severity = Severity::Info;
+    f.title = "The folder is " + folder.layout + "; shown is its model, " + folder.model();
+    f.detail = "Each file in it is saved on its own: " + folder.memberList() +
+               ". torch.load (or safetensors) reads the model file, not the folder; inspect, check or convert "
+               "another member by its name.";
+    for (const auto& m : folder.members) {
+        f.paths.push_back(m.name);
+    }
     out.push_back(std::move(f));
 }
 
@@ -484,6 +508,7 @@ void zero3Placeholders(const Checkpoint& ckpt, Findings& out)
 void storageRules(const Checkpoint& ckpt, Findings& out)
 {
     archiveMember(ckpt, out);
+    modelFolder(ckpt, out);
     compressedFile(ckpt, out);
     legacyFormat(ckpt, out);
     torchScript(ckpt, out);

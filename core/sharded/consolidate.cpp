@@ -242,20 +242,15 @@ Error consolidationCancelled()
     return makeError(ErrorCode::Cancelled, "consolidation cancelled; nothing was written");
 }
 
-Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
-                                           const std::vector<CheckpointPtr>& sources, const std::string& outPath)
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors, const MemberCheckpoints& sources,
+                                           const std::string& outPath)
 {
     auto target = write::resolveTarget(outPath);
     if (!target) {
         return target.error();
     }
-    for (const auto& s : sources) {
-        if (!s) {
-            continue;
-        }
-        if (auto r = write::detail::checkTarget(*s, *target); !r) {
-            return r.error();
-        }
+    if (auto r = sources.checkNotMember(*target); !r) {
+        return r.error();
     }
     pickle::Arena a;
     std::vector<std::uint32_t> storageOf(tensors.size());
@@ -348,22 +343,17 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
                 return r;
             }
             for (const auto& p : t.pieces) {
-                if (auto r = writePiece(zw, *sources.at(p.source), p, t.from, t.dtype); !r) {
+                auto src = sources.get(p.source);  // reopened when the cache let it go (members.h)
+                if (!src) {
+                    return src.error();
+                }
+                if (auto r = writePiece(zw, **src, p, t.from, t.dtype); !r) {
                     return r;
                 }
             }
             return zw.endRecord();
         },
-        [&]() -> Expected<void> {
-            for (const auto& s : sources) {
-                if (s) {
-                    if (auto r = s->checkUnchanged(); !r) {
-                        return r;
-                    }
-                }
-            }
-            return {};
-        });
+        [&]() { return sources.checkUnchanged(); });
     if (!size) {
         return size.error();
     }

@@ -16,9 +16,11 @@
 #include "write/targets.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <regex>
 #include <set>
@@ -348,10 +350,26 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
     if (root != nullptr && root->callable.module == kPrototypeModule) {
         return makeError(ErrorCode::Unsupported, prototypeMessage());
     }
-    if (!isClass(root, kMetadataModule, "Metadata")) {
-        return corrupt("is not a pickled torch.distributed.checkpoint Metadata");
-    }
     Metadata md;
+    if (!isClass(root, kMetadataModule, "Metadata")) {
+        // A subclass keeps the base's dataclass fields in its __dict__ beside its own: dcp.load uses
+        // only those, so ckptscope reads them too and names the class and what it adds.
+        if (root == nullptr || !field(a, *root, "state_dict_metadata").valid() ||
+            !field(a, *root, "storage_data").valid()) {
+            return corrupt("is not a pickled torch.distributed.checkpoint Metadata");
+        }
+        md.subclass = root->callable.module + "." + root->callable.name;
+        static constexpr std::array<std::string_view, 4> kBaseFields{"state_dict_metadata", "planner_data",
+                                                                     "storage_data", "storage_meta"};
+        const auto& state = a[root->state].items;
+        for (std::size_t i = 0; i + 1 < state.size(); i += 2) {
+            const auto key = str(a, state[i]);
+            if (key && *key != "version" &&
+                std::find(kBaseFields.begin(), kBaseFields.end(), *key) == kBaseFields.end()) {
+                md.extraFields.push_back(*key);
+            }
+        }
+    }
     if (auto v = str(a, field(a, *root, "version"))) {
         md.version = *v;
     }
@@ -852,7 +870,7 @@ Expected<RankMetadata> readRankMetadata(const fs::path& dir)
     RankMetadata out;
     std::optional<RankMerger> merger;  // over out.meta, once rank 0's (the first) is read
     for (auto& [rank, path] : files) {
-        auto member = sharded::detail::memberPath(dir.string(), path.filename().string(), "the folder");
+        auto member = memberOfFolder(dir.string(), path.filename().string(), "the folder");
         if (!member) {
             return member.error();
         }
@@ -938,11 +956,62 @@ void pickleFindings(Set& set)
 }
 
 // The data files' mappings and the checks, once the plan is known.
+// Megatron-LM's torch_dist save (megatron/core/dist_checkpointing): a DCP folder whose .metadata may
+// be MCoreMetadata, beside common.pt (torch.save of what every rank shares: args, iteration, RNG
+// and optimizer scalars) and metadata.json (the backend and its version). The tensors are the
+// DCP's; the two files are named, with the backend metadata.json records, so a user sees where the
+// rest of the run's state is. Nothing in them is read but metadata.json's two backend fields.
+void megatronFindings(Set& set)
+{
+    const fs::path dir = set.loc.dir.empty() ? fs::path(".") : fs::path(set.loc.dir);
+    std::error_code ec;
+    const bool common = fs::is_regular_file(dir / "common.pt", ec);
+    const bool metaJson = fs::is_regular_file(dir / "metadata.json", ec);
+    if (!common && !metaJson && set.meta.subclass.empty()) {
+        return;
+    }
+    SetFinding f;
+    f.code = "megatron-torch-dist";
+    f.severity = "info";
+    f.title = "A Megatron-LM torch_dist checkpoint: the tensors are its DCP files";
+    std::string backend;
+    if (metaJson) {
+        if (auto text = readSmallFile((dir / "metadata.json").string(), 1U << 20)) {
+            const auto j = nlohmann::json::parse(*text, nullptr, false);
+            if (j.is_object() && j.contains("sharded_backend") && j["sharded_backend"].is_string()) {
+                backend = j["sharded_backend"].get<std::string>();
+                if (j.contains("sharded_backend_version") && j["sharded_backend_version"].is_number_integer()) {
+                    backend += " version " + std::to_string(j["sharded_backend_version"].get<long long>());
+                }
+            }
+        }
+    }
+    f.detail = ".metadata is " + (set.meta.subclass.empty() ? std::string("DCP's Metadata") : set.meta.subclass);
+    if (!set.meta.extraFields.empty()) {
+        std::string extra;
+        for (const auto& x : set.meta.extraFields) {
+            extra += (extra.empty() ? "" : ", ") + x;
+        }
+        f.detail += " (it adds " + extra + ", which dcp.load does not use)";
+    }
+    f.detail += ".";
+    if (common) {
+        f.detail += " common.pt holds the state every rank shares (args, iteration, RNG): a torch.save file "
+                    "of its own, inspect it by name.";
+        f.paths.push_back((dir / "common.pt").string());
+    }
+    if (metaJson) {
+        f.detail += " metadata.json names the backend" + (backend.empty() ? std::string() : " (" + backend + ")") + ".";
+        f.paths.push_back((dir / "metadata.json").string());
+    }
+    set.findings.push_back(std::move(f));
+}
+
 template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 {
     const SetLocation& loc = set.loc;
     for (const auto& f : set.meta.files) {
-        auto member = sharded::detail::memberPath(loc.dir, f, ".metadata's storage_data");
+        auto member = memberOfFolder(loc.dir, f, ".metadata's storage_data");
         if (!member) {
             return fail(member.error());
         }
@@ -971,6 +1040,7 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
     checkFiles(set);
     checkCoverage(set.meta, set.findings);
     pickleFindings(set);
+    megatronFindings(set);
     return set;
 }
 
@@ -1012,7 +1082,7 @@ Expected<Set> open(const SetLocation& loc)
             return finishOpen(std::move(set), fail);
         }
     }
-    auto member = sharded::detail::memberPath(loc.dir, ".metadata", "the folder");
+    auto member = memberOfFolder(loc.dir, ".metadata", "the folder");
     if (!member) {
         return fail(member.error());
     }

@@ -57,6 +57,11 @@ struct Metadata {
     std::vector<Item> items;         // in state_dict_metadata order
     std::vector<std::string> files;  // relative paths storage_data names, in first use
     std::string version;             // "" before PyTorch 2.4's `version`
+    // The pickled class when it is a subclass of DCP's Metadata rather than that class itself
+    // ("megatron.core.dist_checkpointing.mapping.MCoreMetadata"), "" for Metadata; its extra
+    // fields (Megatron's mcore_data) are named in extraFields and otherwise not read.
+    std::string subclass;
+    std::vector<std::string> extraFields;
     bool oldTensorProperties = false;
     bool hasPlannerData = false;
     // The size of the .metadata pickle(s) read: what is built from them (items, paths, the nested
@@ -67,7 +72,9 @@ struct Metadata {
     std::vector<SetFinding> findings;
 };
 
-// Parses `.metadata`'s bytes. Corrupt when it is no DCP Metadata pickle; Unsupported, naming it,
+// Parses `.metadata`'s bytes: a pickled Metadata, or an instance of any class with Metadata's state
+// (state_dict_metadata, storage_data), as Megatron-LM's MCoreMetadata subclass adds mcore_data to
+// it and dcp.load reads it through the base class's fields. Corrupt when it is neither; Unsupported, naming it,
 // for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
 // `name` is the file's, for messages and findings.
 Expected<Metadata> parseMetadata(Bytes data, const std::string& name = ".metadata");

@@ -26,8 +26,6 @@ std::string_view setKindName(SetKind k)
         return "torch.distributed.checkpoint (DCP) directory";
     case SetKind::Megatron:
         return "Megatron-LM checkpoint";
-    case SetKind::TrainerFolder:
-        return "Hugging Face Trainer checkpoint folder";
     case SetKind::FsdpRanks:
         return "FSDP per-rank state dicts";
     case SetKind::None:
@@ -303,95 +301,7 @@ std::optional<SetLocation> accelerateAt(const fs::path& p)
     return loc;
 }
 
-// Trainer's checkpoint-N/ holds several separate files (weights, optimizer.pt, scheduler.pt,
-// rng_state.pth, training_args.bin), not one model split in pieces: say which file is which.
-std::optional<SetLocation> trainerAt(const fs::path& p)
-{
-    if (!isDir(p) || !isFile(p / "trainer_state.json")) {
-        return std::nullopt;
-    }
-    std::string weights;
-    std::string others;
-    for (const auto& e : entries(p)) {
-        const std::string n = e.filename().string();
-        const bool model = endsWith(n, ".safetensors") || n == "pytorch_model.bin" || n == "adapter_model.bin";
-        const bool torchFile = endsWith(n, ".pt") || endsWith(n, ".pth") || endsWith(n, ".bin");
-        if (model) {
-            weights += (weights.empty() ? "" : ", ") + n;
-        } else if (torchFile) {
-            others += (others.empty() ? "" : ", ") + n;
-        }
-    }
-    return SetLocation{SetKind::TrainerFolder, p.string(), (p / "trainer_state.json").string(),
-                       "a Hugging Face Trainer checkpoint folder: the weights are " +
-                           (weights.empty() ? std::string("not in it") : weights) +
-                           (others.empty() ? std::string() : "; the training state is " + others) +
-                           "; inspect each file on its own"};
-}
-
 }  // namespace
-
-namespace {
-
-std::string fileKind(const fs::file_status& st)
-{
-    switch (st.type()) {
-    case fs::file_type::directory:
-        return "a directory";
-    case fs::file_type::fifo:
-        return "a named pipe (FIFO)";
-    case fs::file_type::socket:
-        return "a socket";
-    case fs::file_type::block:
-    case fs::file_type::character:
-        return "a device";
-    default:
-        return "not a regular file";
-    }
-}
-
-// huggingface_hub's cache: snapshots/REV/NAME is a symlink to ../../blobs/HASH.
-bool isHubBlob(const fs::path& home, const fs::path& real)
-{
-    return home.parent_path().filename() == "snapshots" &&
-           real.parent_path() == home.parent_path().parent_path() / "blobs";
-}
-
-}  // namespace
-
-Expected<std::string> detail::memberPath(const std::string& folder, const std::string& name, const std::string& entry)
-{
-    const fs::path dir = folder.empty() ? fs::path(".") : fs::path(folder);
-    auto refuse = [&](const std::string& why) {
-        Error e = makeError(ErrorCode::Corrupt, entry + " names '" + name + "', " + why +
-                                                    ": a set reads only regular files inside its own folder, so "
-                                                    "nothing was read from it");
-        e.path = folder;
-        return e;
-    };
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        name.find('\0') != std::string::npos) {
-        return refuse("which is not a file name in " + dir.string());
-    }
-    const fs::path p = dir / name;
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(p, ec))) {
-        return p.string();
-    }
-    const fs::path real = fs::canonical(p, ec);
-    if (ec) {
-        return p.string();  // a dangling link reads as a missing file
-    }
-    const fs::path home = fs::canonical(dir, ec);
-    if (!ec && real.parent_path() != home && !isHubBlob(home, real)) {
-        return refuse("which resolves to " + real.string() + ", outside " + home.string());
-    }
-    const auto st = fs::status(real, ec);
-    if (!ec && !fs::is_regular_file(st)) {
-        return refuse("which is " + fileKind(st) + ", not a regular file");
-    }
-    return p.string();
-}
 
 std::vector<std::string> memberFiles(const SetLocation& loc)
 {
@@ -473,7 +383,7 @@ SetLocation detectSet(const std::string& path)
     if (!isDir(p) && !isFile(p)) {
         return {};
     }
-    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &accelerateAt, &trainerAt}) {
+    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &accelerateAt}) {
         if (auto loc = probe(p)) {
             return *loc;
         }

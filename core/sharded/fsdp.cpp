@@ -456,8 +456,8 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     bool sharded = false;
     bool dtensors = false;
     for (const auto& p : paths) {
-        auto member = oneFile ? Expected<std::string>(p)
-                              : detail::memberPath(loc.dir, fs::path(p).filename().string(), "the folder");
+        auto member =
+            oneFile ? Expected<std::string>(p) : memberOfFolder(loc.dir, fs::path(p).filename().string(), "the folder");
         auto c = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
         if (!c) {
             return c.error();

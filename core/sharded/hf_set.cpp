@@ -133,24 +133,6 @@ ShardScan scanShard(const Checkpoint& c, std::uint32_t shard, const std::string&
     return scan;
 }
 
-// The identity of the file a checkpoint was read from: its mapping's, or (read through a
-// compression wrapper, with no mapping kept) the file's as it is now.
-Expected<FileIdentity> identityOfShard(const Checkpoint& c, const std::string& path)
-{
-    if (c.file) {
-        if (auto id = identityOfFd(c.file->fd())) {
-            return *id;
-        }
-    }
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        Error e = makeError(ErrorCode::Io, "cannot stat: " + systemErrorText(errno));
-        e.path = path;
-        return e;
-    }
-    return identityOf(st);
-}
-
 std::string listSome(const std::vector<std::string>& names)
 {
     std::string s;
@@ -171,7 +153,7 @@ Expected<std::vector<ShardScan>> scanShards(ShardedSet& set)
     std::vector<ShardScan> scans(set.shardFiles.size());
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
         const auto& file = set.shardFiles[i];
-        auto member = detail::memberPath(set.dir, file, entry);
+        auto member = memberOfFolder(set.dir, file, entry);
         if (!member) {
             return member.error();
         }
@@ -184,7 +166,7 @@ Expected<std::vector<ShardScan>> scanShards(ShardedSet& set)
             continue;
         }
         auto ck = openCheckpoint(*member);
-        auto identity = ck ? identityOfShard(**ck, *member) : Expected<FileIdentity>(ck.error());
+        auto identity = ck ? identityOfCheckpoint(**ck, *member) : Expected<FileIdentity>(ck.error());
         if (!identity) {
             set.shardErrors.push_back(identity.error().message);
             continue;
@@ -439,7 +421,7 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
     }
     return openShards->get(i, [&]() -> Expected<CheckpointPtr> {
         auto ck = openCheckpoint(path);
-        auto identity = ck ? identityOfShard(**ck, path) : Expected<FileIdentity>(ck.error());
+        auto identity = ck ? identityOfCheckpoint(**ck, path) : Expected<FileIdentity>(ck.error());
         if (!identity) {
             return identity.error();
         }
@@ -511,7 +493,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         return e;
     }
 
-    auto indexFile = detail::memberPath(loc.dir, fs::path(loc.index).filename().string(), "the set's index");
+    auto indexFile = memberOfFolder(loc.dir, fs::path(loc.index).filename().string(), "the set's index");
     auto index = indexFile ? readIndex(*indexFile) : Expected<Index>(indexFile.error());
     if (!index) {
         Error e = index.error();

@@ -22,7 +22,7 @@ bool readAsSet(const SetLocation& loc, const std::string& path)
     if (file && loc.kind == SetKind::DeepSpeedZero) {
         return zero::opensAsSet(loc);
     }
-    return loc.kind != SetKind::None && loc.kind != SetKind::TrainerFolder && !(file && loc.kind == SetKind::FsdpRanks);
+    return loc.kind != SetKind::None && !(file && loc.kind == SetKind::FsdpRanks);
 }
 
 bool listsAsSet(SetKind kind)
@@ -88,7 +88,7 @@ std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
     for (const auto f : t.files) {
         std::error_code ec;
         const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
-        names.push_back(set.files[f] + (set.sources[f] ? "" : (there ? " (unreadable)" : " (missing)")));
+        names.push_back(set.files[f] + (set.sources.present(f) ? "" : (there ? " (unreadable)" : " (missing)")));
     }
     std::string s = std::to_string(names.size()) + (names.size() == 1 ? " file: " : " rank files: ");
     for (std::size_t i = 0; i < names.size() && i < 4; ++i) {
@@ -107,8 +107,11 @@ Expected<SetListing> listZero(const SetLocation& loc)
     for (const auto& t : set->tensors) {
         std::string device = "cpu";
         if (!t.pieces.empty()) {
-            const auto& src = set->sources[t.pieces.front().source];
-            device = src->storages[t.pieces.front().storage].location;
+            auto src = set->sources.get(t.pieces.front().source);
+            if (!src) {
+                return src.error();
+            }
+            device = (*src)->storages[t.pieces.front().storage].location;
         }
         std::string where = rankFiles(*set, t);
         if (t.aliasOf) {

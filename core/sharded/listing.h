@@ -36,11 +36,11 @@ struct SetListing {
 };
 
 // Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
-// a Trainer folder (a folder of separate checkpoints), an FSDP rank file, or a ZeRO rank file whose
+// an FSDP rank file, or a ZeRO rank file whose
 // folder zero::opensAsSet() refuses; each of those is a torch.save file of its own.
 [[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
 
-// Whether listSet() reads sets of this kind; the others (Megatron, a Trainer folder) are only named.
+// Whether listSet() reads sets of this kind; the others (Megatron legacy) are only named.
 [[nodiscard]] bool listsAsSet(SetKind kind);
 
 // Errors: the formats openSet refuses, with its message.

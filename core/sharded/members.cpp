@@ -92,4 +92,94 @@ Expected<void> MemberFiles::checkUnchanged() const
     return {};
 }
 
+Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::string& path)
+{
+    if (c.file) {
+        if (auto id = identityOfFd(c.file->fd())) {
+            return *id;
+        }
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        Error e = makeError(ErrorCode::Io, "cannot stat: " + systemErrorText(errno));
+        e.path = path;
+        return e;
+    }
+    return identityOf(st);
+}
+
+void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first)
+{
+    Member m;
+    m.path = path;
+    const std::size_t i = state_->members.size();
+    if (first) {
+        if (auto identity = identityOfCheckpoint(*first, path)) {
+            m.present = true;
+            m.identity = *identity;
+        }
+    }
+    state_->members.push_back(std::move(m));
+    if (state_->members.back().present) {
+        (void)state_->open.get(i, [&]() -> Expected<CheckpointPtr> { return first; });
+    }
+}
+
+Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
+{
+    const Member& m = state_->members.at(i);
+    if (!m.present) {
+        Error e = makeError(ErrorCode::Io, "cannot be read");
+        e.path = m.path;
+        return e;
+    }
+    return state_->open.get(i, [&]() -> Expected<CheckpointPtr> {
+        auto ck = openCheckpoint(m.path);
+        auto identity = ck ? identityOfCheckpoint(**ck, m.path) : Expected<FileIdentity>(ck.error());
+        if (!identity) {
+            return identity.error();
+        }
+        if (auto same = checkSameFile(m.path, m.identity, *identity); !same) {
+            return same.error();
+        }
+        return *ck;
+    });
+}
+
+Expected<void> MemberCheckpoints::checkUnchanged() const
+{
+    for (const auto& c : state_->open.cached()) {
+        if (auto same = c->checkUnchanged(); !same) {
+            return same;
+        }
+    }
+    for (const auto& m : state_->members) {
+        if (m.present) {
+            if (auto same = checkStillSame(m.path, m.identity); !same) {
+                return same;
+            }
+        }
+    }
+    return {};
+}
+
+Expected<void> MemberCheckpoints::checkNotMember(const std::string& target) const
+{
+    struct stat st {};
+    if (::stat(target.c_str(), &st) != 0) {
+        return {};  // not there yet
+    }
+    const FileIdentity out = identityOf(st);
+    for (const auto& m : state_->members) {
+        if (m.present && m.identity.dev == out.dev && m.identity.ino == out.ino) {
+            Error e = makeError(ErrorCode::Usage, "the output is " + m.path +
+                                                      ", a file of the set being read; choose another output "
+                                                      "(the input is never modified)");
+            e.path = target;
+            return e;
+        }
+    }
+    return {};
+}
+
 }  // namespace ckpt::sharded

@@ -10,6 +10,7 @@
 // error, as a file that shrinks under its mapping already is (MappedFile::checkUnchanged).
 #pragma once
 
+#include "checkpoint/checkpoint.h"
 #include "util/bytes.h"
 #include "util/error.h"
 #include "util/file_identity.h"
@@ -91,7 +92,7 @@ class MemberFiles {
 public:
     MemberFiles() : state_(std::make_shared<State>()) {}
 
-    // Adds the member at `path` (already checked by memberPath), mapping it once to learn whether
+    // Adds the member at `path` (already checked by memberOfFolder), mapping it once to learn whether
     // it can be read and what it is; it is closed again unless the cache keeps it.
     void add(const std::string& path);
     [[nodiscard]] std::size_t size() const { return state_->members.size(); }
@@ -115,6 +116,46 @@ private:
     struct State {
         std::vector<Member> members;
         MemberLru<MappedFile> open{kOpenMembers};
+    };
+    std::shared_ptr<State> state_;
+};
+
+// The identity of the file a checkpoint was read from: its mapping's, or (read through a
+// compression wrapper, with no mapping kept) the file's as it is now.
+Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::string& path);
+
+// The torch.save files of a set that are parsed to be read (DeepSpeed ZeRO's rank files), as
+// MemberFiles holds mapped ones: each is read once when added, kept while the cache has room, and
+// read again (its identity checked) when it is needed after that. A parsed rank file costs a few
+// hundred KiB and a descriptor, so 3,000 ranks held at once took 1.5 GB and more descriptors than
+// `ulimit -n` allows. Copies share one cache.
+class MemberCheckpoints {
+public:
+    static constexpr std::size_t kKeepOpen = 64;
+    MemberCheckpoints() : state_(std::make_shared<State>()) {}
+
+    // Adds the member at `path` as read into `first`; null for a member missing or unreadable.
+    void add(const std::string& path, const CheckpointPtr& first);
+    [[nodiscard]] std::size_t size() const { return state_->members.size(); }
+    [[nodiscard]] bool present(std::size_t i) const { return state_->members.at(i).present; }
+    // Present member `i`, read again when the cache dropped it: an Io error when the file changed
+    // since it was added. Hold it only while reading it.
+    [[nodiscard]] Expected<CheckpointPtr> get(std::size_t i) const;
+    // Every present member still the file that was added, and no open mapping faulted.
+    [[nodiscard]] Expected<void> checkUnchanged() const;
+    // A Usage error when the file `target` is one of the members (same inode): writing it would
+    // replace what is being read.
+    [[nodiscard]] Expected<void> checkNotMember(const std::string& target) const;
+
+private:
+    struct Member {
+        std::string path;
+        bool present = false;
+        FileIdentity identity;
+    };
+    struct State {
+        std::vector<Member> members;
+        MemberLru<Checkpoint> open{kKeepOpen};
     };
     std::shared_ptr<State> state_;
 };

@@ -13,6 +13,7 @@
 #include "checkpoint/checkpoint.h"
 #include "sharded/members.h"
 #include "util/error.h"
+#include "util/folder_member.h"
 
 #include <cstdint>
 #include <functional>
@@ -29,7 +30,6 @@ enum class SetKind : std::uint8_t {
     DeepSpeedZero,  // latest + global_stepN/{mp_rank_00,zero_pp_rank_R_mp_rank_00}_*_states.pt
     Dcp,            // .metadata + __R_N.distcp (torch.distributed.checkpoint, Megatron torch_dist)
     Megatron,       // latest_checkpointed_iteration.txt + iter_N/mp_rank_TT/model_optim_rng.pt
-    TrainerFolder,  // transformers Trainer's checkpoint-N/ (trainer_state.json) without a sharded index
     FsdpRanks,      // {stem}rank{R}{ext} pickles of ShardedTensor/DTensor (FSDP SHARDED_STATE_DICT, fsdp.h)
 };
 [[nodiscard]] std::string_view setKindName(SetKind k);
@@ -80,7 +80,7 @@ struct ShardedSet {
     std::string dir;
     std::string indexPath;
     std::vector<std::string> shardFiles;        // as the index names them, in first-use order
-    std::vector<std::string> shardPaths;        // where each is (memberPath), in the same order
+    std::vector<std::string> shardPaths;        // where each is (memberOfFolder), in the same order
     std::vector<std::string> shardErrors;       // "" where read, "missing", or why it cannot be read
     std::vector<Format> shardFormats;           // of each shard read
     std::vector<FileIdentity> shardIdentities;  // of each shard read, when it was read
@@ -122,15 +122,6 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
 // DeepSpeed ZeRO folders are zero.h's.
 
 namespace detail {
-// The path of the member `name` of the set in `folder`. A set reads only regular files inside its
-// own folder after symlinks are resolved, so a crafted folder cannot make it read (and print, or
-// copy into its output) /etc/passwd or a neighbouring set: `name` must be a plain file name, and
-// the file, once resolved, must sit in `folder` (or be a blob of the Hugging Face hub cache, whose
-// snapshots/REV/ files are symlinks to ../../blobs/) and be a regular file. A missing file is
-// returned as it is: each format reports those as its own finding. Corrupt otherwise, saying that
-// `entry` (".metadata's storage_data", "latest") named `name` and where it leads.
-Expected<std::string> memberPath(const std::string& folder, const std::string& name, const std::string& entry);
-
 // Every pickle a set reads goes through the single-file safety scan: `file`'s unsafe-callable
 // findings (diagnose::unsafeCode, the one rule) appended to `out` as set findings, their title
 // naming the member, their paths `file:key/path`. torch.load or dcp.load of the set would run them.
@@ -163,10 +154,10 @@ struct Assembled {
     bool storageOnly = false;
 };
 // One contiguous storage per tensor (or storageOnly entry), each streamed piece by piece from
-// `sources` (null ones are never referenced), pages released behind it so resident memory stays
-// one piece; a piece that is a whole stored record is copied file to file with its own CRC.
-Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors,
-                                           const std::vector<CheckpointPtr>& sources, const std::string& outPath);
+// `sources` (absent ones are never referenced; the others read again when the cache let them go), pages released behind
+// it so resident memory stays one piece; a piece that is a whole stored record is copied file to file with its own CRC.
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors, const MemberCheckpoints& sources,
+                                           const std::string& outPath);
 }  // namespace detail
 
 }  // namespace ckpt::sharded

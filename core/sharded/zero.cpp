@@ -327,9 +327,14 @@ private:
     void addShared();
     Tensor& push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype);
     [[nodiscard]] bool optimComplete() const;
-    [[nodiscard]] const Checkpoint& model0() const { return *s_.sources[modelFiles_.front()]; }
+    [[nodiscard]] const Checkpoint& model0() const { return *model0_; }
+    // Rank file `f`, read again if the set's cache let it go (members.h): hold it while reading it.
+    [[nodiscard]] Expected<CheckpointPtr> source(std::size_t f) const { return s_.sources.get(f); }
 
     Set& s_;
+    // The two files every stage reads from throughout: kept, whatever the cache of the others does.
+    CheckpointPtr model0_;
+    CheckpointPtr optim0_;  // null when rank 0's optimizer states are missing or unreadable
     Weights weights_;
     std::vector<std::size_t> modelFiles_;  // per rank (one for stages 1/2)
     std::vector<std::size_t> optimFiles_;  // per rank
@@ -358,27 +363,26 @@ std::size_t Builder::addFile(const std::string& name)
 {
     const fs::path path = fs::path(s_.loc.index) / name;
     s_.files.push_back(name);
-    s_.sources.emplace_back();
-    if (auto member = detail::memberPath(s_.loc.index, name, "the ZeRO tag folder"); !member) {
+    CheckpointPtr read;
+    if (auto member = memberOfFolder(s_.loc.index, name, "the ZeRO tag folder"); !member) {
         refused_ = refused_.value_or(member.error());
-        return s_.files.size() - 1;
-    }
-    if (isFile(path)) {
+    } else if (isFile(path)) {
         auto ck = openCheckpoint(path.string());
         if (ck && (*ck)->truncation.salvaged) {
             unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
         } else if (ck) {
-            s_.sources.back() = *ck;
+            read = *ck;
         } else {
             unreadable_.push_back(name + ": " + ck.error().message);
         }
     }
+    s_.sources.add(path.string(), read);
     return s_.files.size() - 1;
 }
 
 bool Builder::optimComplete() const
 {
-    return std::all_of(optimFiles_.begin(), optimFiles_.end(), [&](std::size_t f) { return s_.sources[f] != nullptr; });
+    return std::all_of(optimFiles_.begin(), optimFiles_.end(), [&](std::size_t f) { return s_.sources.present(f); });
 }
 
 Tensor& Builder::push(std::string key, std::string role, std::vector<std::int64_t> shape, DType dtype)
@@ -402,13 +406,14 @@ Tensor& Builder::push(std::string key, std::string role, std::vector<std::int64_
 Expected<void> Builder::openFiles(bool stage3Files)
 {
     const fs::path tag(s_.loc.index);
-    auto member = detail::memberPath(s_.loc.index, modelName(stage3Files, 0), "the ZeRO tag folder");
+    auto member = memberOfFolder(s_.loc.index, modelName(stage3Files, 0), "the ZeRO tag folder");
     auto first = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
     if (!first) {
         return first.error();
     }
     s_.files.push_back(modelName(stage3Files, 0));
-    s_.sources.push_back(*first);
+    s_.sources.add(*member, *first);
+    model0_ = *first;
     modelFiles_.push_back(0);
     const auto world = intAt(model0(), "dp_world_size");
     if (!world || *world < 1 || *world > 65536) {
@@ -438,14 +443,14 @@ Expected<void> Builder::openFiles(bool stage3Files)
     std::vector<std::string> missing;
     for (std::int64_t r = 1; stage3Files && r < s_.world; ++r) {
         modelFiles_.push_back(addFile(modelName(true, r)));
-        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
+        if (!s_.sources.present(s_.files.size() - 1) && !isFile(tag / s_.files.back())) {
             missing.push_back(s_.files.back());
         }
     }
     for (std::int64_t r = 0; r < s_.world; ++r) {
         const bool other = isFile(tag / optimName(!s_.bf16, r));
         optimFiles_.push_back(addFile(optimName(other ? !s_.bf16 : s_.bf16, r)));
-        if (!s_.sources.back() && !isFile(tag / s_.files.back())) {
+        if (!s_.sources.present(s_.files.size() - 1) && !isFile(tag / s_.files.back())) {
             missing.push_back(s_.files.back());
         }
     }
@@ -473,7 +478,14 @@ Expected<void> Builder::openFiles(bool stage3Files)
             extra.push_back(n);
         }
     }
-    const Checkpoint* optim0 = s_.sources[optimFiles_.front()].get();
+    if (s_.sources.present(optimFiles_.front())) {
+        auto optim0 = source(optimFiles_.front());
+        if (!optim0) {
+            return optim0.error();
+        }
+        optim0_ = *optim0;
+    }
+    const Checkpoint* optim0 = optim0_.get();
     // -1: no optimizer file to say it.
     const std::int64_t count = optim0 ? partitionCount(*optim0).value_or(-1) : -1;
     if (!extra.empty() || (count >= 0 && count != s_.world)) {
@@ -491,8 +503,12 @@ Expected<void> Builder::openFiles(bool stage3Files)
              extra});
     }
     for (std::size_t f = 0; f < s_.files.size(); ++f) {
-        if (s_.sources[f]) {
-            detail::unsafeCodeFindings(*s_.sources[f], s_.files[f], s_.findings);
+        if (s_.sources.present(f)) {
+            auto c = source(f);
+            if (!c) {
+                return c.error();
+            }
+            detail::unsafeCodeFindings(**c, s_.files[f], s_.findings);
         }
     }
     return {};
@@ -541,7 +557,7 @@ void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& mis
 // file names (per-rank model states) and ds_config say it.
 Expected<void> Builder::detectStage(bool stage3Files)
 {
-    const Checkpoint* optim0 = s_.sources[optimFiles_.front()].get();
+    const Checkpoint* optim0 = optim0_.get();
     if (optim0) {
         const auto stage = intAt(*optim0, "optimizer_state_dict/zero_stage");
         if (!stage) {
@@ -685,11 +701,15 @@ Expected<void> Builder::addFrozen()
         bool all = true;
         for (std::uint64_t r = 0; r < world; ++r) {
             const std::uint64_t want = std::min(per, numel - std::min(numel, r * per));
-            const Checkpoint* rank = s_.sources[modelFiles_[r]].get();
-            if (!rank) {
+            if (!s_.sources.present(modelFiles_[r])) {
                 all = false;
                 continue;
             }
+            auto held = source(modelFiles_[r]);
+            if (!held) {
+                return held.error();
+            }
+            const Checkpoint* rank = held->get();
             const TensorEntry* f = tensorAt(*rank, path);
             if (!f || f->dtype != f0->dtype) {
                 return makeError(ErrorCode::Corrupt, s_.files[modelFiles_[r]] + " holds no " +
@@ -741,7 +761,11 @@ Expected<void> Builder::addParams12()
         std::vector<Span> spans;
         for (std::size_t r = 0; have && r < optimFiles_.size(); ++r) {
             const std::string path = "optimizer_state_dict/single_partition_of_fp32_groups/" + std::to_string(g);
-            const TensorEntry* t = tensorAt(*s_.sources[optimFiles_[r]], path);
+            auto held = source(optimFiles_[r]);
+            if (!held) {
+                return held.error();
+            }
+            const TensorEntry* t = tensorAt(**held, path);
             if (!t || t->dtype != DType::Float32 || t->shape.size() != 1) {
                 return makeError(ErrorCode::Unsupported, s_.files[optimFiles_[r]] + ": no flat float32 " + path +
                                                              " (not a ZeRO stage 1/2 optimizer state)");
@@ -835,7 +859,11 @@ Expected<void> Builder::addParams3()
     const bool have = optimComplete();
     std::vector<std::vector<Span>> ranks;
     for (std::size_t r = 0; have && r < optimFiles_.size(); ++r) {
-        const Checkpoint& c = *s_.sources[optimFiles_[r]];
+        auto held = source(optimFiles_[r]);
+        if (!held) {
+            return held.error();
+        }
+        const Checkpoint& c = **held;
         const NodeIndex list = c.find("optimizer_state_dict/fp32_flat_groups");
         if (!list.valid() || (c.nodes[list].kind != NodeKind::List && c.nodes[list].kind != NodeKind::Tuple)) {
             return makeError(ErrorCode::Unsupported,
@@ -946,7 +974,11 @@ std::string Builder::statePath(const Checkpoint& c, std::size_t k) const
 // state_dict's may still carry the tail padding: only the partition's length is taken.
 Expected<std::vector<Span>> Builder::stateSpans(std::size_t rank, const std::string& key, DType& dtype)
 {
-    const Checkpoint& c = *s_.sources[optimFiles_[rank]];
+    auto held = source(optimFiles_[rank]);
+    if (!held) {
+        return held.error();
+    }
+    const Checkpoint& c = **held;
     const bool three = s_.stage == 3;
     const std::size_t count = three ? subNumel_.at(rank).size() : partNumel_.size();
     std::vector<Span> spans;
@@ -1022,7 +1054,7 @@ Expected<void> Builder::addFlatState(const std::string& key)
 // gets a storage of its own per param: Adam increments it in place.
 Expected<void> Builder::addGroupValue(const std::string& key)
 {
-    const CheckpointPtr src = s_.sources[optimFiles_.front()];
+    const CheckpointPtr src = optim0_;
     for (const auto& slot : slots_) {
         const NodeIndex n = src->find(statePath(*src, slot.group) + "/" + key);
         const std::string param = s_.tensors[slot.tensor].key;
@@ -1064,7 +1096,7 @@ Expected<void> Builder::addGroupValue(const std::string& key)
 // keep no param_groups: none is written then.
 Expected<void> Builder::addParamGroups()
 {
-    const CheckpointPtr src = s_.sources[optimFiles_.front()];
+    const CheckpointPtr src = optim0_;
     const NodeIndex n = src->find(s_.stage == 3 ? "optimizer_state_dict/optimizer_state_dict/param_groups"
                                                 : "optimizer_state_dict/base_optimizer_state/param_groups");
     if (!n.valid()) {
@@ -1165,7 +1197,7 @@ Expected<void> Builder::addOptimizer()
     if (s_.tensors.empty() || slots_.empty() || !optimComplete()) {
         return {};  // nothing located: the findings say why, and consolidate refuses
     }
-    const Checkpoint& c = *s_.sources[optimFiles_.front()];
+    const Checkpoint& c = *optim0_;
     const std::uint64_t first = s_.stage == 3 ? subNumel_.front().front() : partNumel_.front().front();
     const NodeIndex n = c.find(statePath(c, 0));
     std::vector<std::pair<std::string, bool>> keys;  // name, per element

@@ -295,20 +295,28 @@ CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t bytes)
         return INVALID_VALUE;
     }
     const int slot = visible[current];
-    if (fakeGpuUsed(s, slot, 0) + bytes > s->total[slot]) {
+    /* The check and the charge are one step (fakeGpuLock): three ranks each seeing the same last
+     * 8 MiB free would otherwise all get it, more often the slower malloc is (under ASan). */
+    fakeGpuLock(s);
+    struct FakeGpuRow* mine = row(slot);
+    if (!mine || fakeGpuUsed(s, slot, 0) + bytes > s->total[slot]) {
+        fakeGpuUnlock(s);
         return OUT_OF_MEMORY;
     }
+    __atomic_add_fetch(&mine->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
+    fakeGpuUnlock(s);
     struct Allocation* a = malloc(sizeof *a);
-    a->ptr = malloc(bytes);
-    if (!a->ptr) {
+    void* host = a ? malloc(bytes) : NULL;
+    if (!host) {
         free(a);
+        __atomic_sub_fetch(&mine->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
         return OUT_OF_MEMORY;
     }
+    a->ptr = host;
     a->bytes = bytes;
     a->device = slot;
     a->next = allocations;
     allocations = a;
-    __atomic_add_fetch(&row(slot)->bytes, (unsigned long long)bytes, __ATOMIC_SEQ_CST);
     logLine("alloc %d %llu", slot, (unsigned long long)bytes);
     *p = (CUdeviceptr)(size_t)a->ptr;
     return OK;

@@ -29,6 +29,7 @@ struct FakeGpuRow {
 struct FakeGpuState {
     unsigned magic;
     unsigned devices;
+    int allocLock; /* pid of the process between its check and its charge (fakeGpuLock), or 0 */
     unsigned long long total[FAKE_GPU_MAX_DEVICES];
     struct FakeGpuRow rows[FAKE_GPU_MAX_ROWS];
 };
@@ -130,6 +131,29 @@ static inline unsigned long long fakeGpuUsed(const struct FakeGpuState* s, int d
         }
     }
     return sum;
+}
+
+/* Held across an allocation's "does it fit" and its charge, so ranks allocating at once cannot all
+ * pass the check on the same free bytes (the real driver's allocator is one arbiter). A holder that
+ * died is overtaken, as the driver frees a dead process's memory. */
+static inline void fakeGpuLock(struct FakeGpuState* s)
+{
+    const int pid = getpid();
+    for (;;) {
+        int owner = 0;
+        if (__atomic_compare_exchange_n(&s->allocLock, &owner, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            return;
+        }
+        if (!fakeGpuAlive(owner) &&
+            __atomic_compare_exchange_n(&s->allocLock, &owner, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            return;
+        }
+        usleep(50);
+    }
+}
+static inline void fakeGpuUnlock(struct FakeGpuState* s)
+{
+    __atomic_store_n(&s->allocLock, 0, __ATOMIC_SEQ_CST);
 }
 
 #endif

@@ -458,7 +458,7 @@ private Q_SLOTS:
         QTest::newRow("trainer") << QStringList{QStringLiteral("trainer_state.json"),
                                                 QStringLiteral("model.safetensors"), QStringLiteral("optimizer.pt")}
                                  << "."
-                                 << "Trainer checkpoint folder: the weights are model.safetensors";
+                                 << "Trainer checkpoint folder; its model model.safetensors: ";  // model_folder.h
     }
     void otherFormatsAreNamed()
     {

@@ -333,6 +333,33 @@ private Q_SLOTS:
         QCOMPARE(banner->property("kind").toString(), QStringLiteral("error"));  // an error is red again
     }
 
+    // A folder that holds one model beside a run's state (accelerate's save_state here) opens that
+    // model as its document, the model-folder finding naming the other files; no listing is offered.
+    void anAccelerateFolderOpensItsModel()
+    {
+        QTemporaryDir dir;
+        QVERIFY(QFile::copy(uitest::fixture("model.safetensors"), dir.filePath(QStringLiteral("model.safetensors"))));
+        QVERIFY(QFile::copy(uitest::fixture("plain_sd.pt"), dir.filePath(QStringLiteral("optimizer.bin"))));
+        QVERIFY(QFile::copy(uitest::fixture("plain_sd.pt"), dir.filePath(QStringLiteral("random_states_0.pkl"))));
+        MainWindow w;
+        w.show();
+        QSignalSpy offered(&w, &MainWindow::folderOffered);
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({dir.path()});
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+        QCOMPARE(offered.count(), 0);
+        auto* view = w.currentView();
+        QVERIFY(view);
+        QCOMPARE(QString::fromStdString(view->document()->checkpoint->path),
+                 dir.filePath(QStringLiteral("model.safetensors")));
+        QTRY_VERIFY_WITH_TIMEOUT(view->diagnosis(), 20000);
+        const int at = view->findings()->indexOfCode(QStringLiteral("model-folder"));
+        QVERIFY(at >= 0);
+        view->findings()->select(at);
+        QVERIFY2(view->findings()->detailText().contains(QStringLiteral("optimizer.bin (optimizer)")),
+                 qPrintable(view->findings()->detailText()));
+    }
+
     void modelViewIsTheModuleHierarchyOfAPickledModel()
     {
         // torch itself is the oracle: state_dict() keys and shapes, parameters() per named module.

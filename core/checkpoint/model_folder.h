@@ -1,0 +1,45 @@
+// Folders that hold one model beside the rest of a training run's state, each piece a file of its
+// own: accelerate's save_state (model.safetensors or pytorch_model.bin, optimizer.bin,
+// scheduler.bin, random_states_0.pkl), a PEFT adapter (adapter_model.safetensors and
+// adapter_config.json), a Hugging Face Trainer checkpoint-N/ (trainer_state.json beside the weights)
+// and trainer folders of separate torch files (OLMo's model.pt, optim.pt, train.pt). The model file
+// is a checkpoint like any other; what the folder adds is which file that is and what the others
+// are. Naming the folder opens its model wherever a checkpoint path is taken (openCheckpoint), once
+// that choice is unambiguous. Multi-file *sets* of one model (a sharded index, DCP, ZeRO, FSDP rank
+// files) are core/sharded's and are tried first.
+#pragma once
+
+#include "util/error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ckpt {
+
+struct FolderMember {
+    std::string name;  // file name in the folder
+    std::string role;  // "model", "optimizer", "scheduler", "RNG state", "adapter config", ...
+};
+
+struct ModelFolder {
+    std::string dir;
+    std::string layout;                 // "an accelerate save_state folder", "a PEFT adapter folder", ...
+    std::vector<FolderMember> members;  // every file with a known role, in name order
+    std::vector<std::string> models;    // the members whose role is "model"
+    // The one model the folder opens as; empty when it holds none or several (models says which).
+    [[nodiscard]] std::string model() const { return models.size() == 1 ? models.front() : std::string(); }
+    // "model.safetensors (model), optimizer.bin (optimizer), ..." for messages and findings.
+    [[nodiscard]] std::string memberList() const;
+};
+
+// The layout of the folder `dir` from its file names alone (nothing is read): nullopt when it is
+// not a folder, or holds no file whose name says it is one of these layouts' state beside the model
+// (a folder of unrelated checkpoints stays a plain folder).
+[[nodiscard]] std::optional<ModelFolder> readModelFolder(const std::string& dir);
+
+// The file a folder named as a checkpoint opens as: its one model. Usage when the folder holds
+// several models or none, naming its members and what to open instead.
+[[nodiscard]] Expected<std::string> modelFileOf(const ModelFolder& folder);
+
+}  // namespace ckpt
