@@ -475,7 +475,8 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
                 others.push_back((*c)->pathOf(NodeIndex{i}));
             }
         }
-        set.files.push_back({p, *c, std::move(others), fr->rank, fr->world});
+        set.files.push_back({p, std::move(others), fr->rank, fr->world});
+        set.sources.add(*member, *c);
         ranks.insert(fr->rank);
         world = std::max(world, fr->world);
         sharded = sharded || fr->shardedTensor;
@@ -573,7 +574,11 @@ Expected<bool> streamSlabs(const Set& set, const Tensor& t, archive::ZipWriter& 
     });
     const std::uint64_t es = elementSize(t.dtype);
     for (const LocalShard* s : order) {
-        const Checkpoint& c = *set.files[s->file].ckpt;
+        auto held = set.sources.get(s->file);
+        if (!held) {
+            return held.error();
+        }
+        const Checkpoint& c = **held;
         std::uint64_t numel = 1;
         for (const auto d : s->box.sizes) {
             numel *= static_cast<std::uint64_t>(d);
@@ -595,7 +600,11 @@ Expected<void> placeShards(const Set& set, const Tensor& t, std::vector<std::byt
 {
     std::vector<std::byte> scratch;
     for (const auto& s : t.shards) {
-        const Checkpoint& c = *set.files[s.file].ckpt;
+        auto held = set.sources.get(s.file);
+        if (!held) {
+            return held.error();
+        }
+        const Checkpoint& c = **held;
         if (s.tensor.dtype != t.dtype) {
             return corrupt(c.path, "a local shard of '" + t.key + "' is " + std::string(dtypeName(s.tensor.dtype)) +
                                        ", not " + std::string(dtypeName(t.dtype)));
@@ -649,10 +658,8 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!target) {
         return target.error();
     }
-    for (const auto& f : set.files) {
-        if (auto r = write::detail::checkTarget(*f.ckpt, *target); !r) {
-            return r.error();
-        }
+    if (auto r = set.sources.checkNotMember(*target); !r) {
+        return r.error();
     }
     Arena a;
     std::vector<ValueId> items;
@@ -687,14 +694,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeTensor(set, set.tensors[i], zw, record);
         },
-        [&]() -> Expected<void> {
-            for (const auto& f : set.files) {
-                if (auto r = f.ckpt->checkUnchanged(); !r) {
-                    return r;
-                }
-            }
-            return {};
-        });
+        [&]() { return set.sources.checkUnchanged(); });
     if (!size) {
         return size.error();
     }

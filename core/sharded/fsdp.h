@@ -47,8 +47,7 @@ struct Tensor {
 };
 
 struct RankFile {
-    std::string path;
-    CheckpointPtr ckpt;
+    std::string path;                      // its checkpoint: Set::sources, by the same index
     std::vector<std::string> otherValues;  // key paths of values that are no tensor (optimizer steps, ...)
     int rank = -1;                         // ProcessGroupState.global_rank or the DTensor mesh coordinate
     int world = -1;                        // ProcessGroupState.global_world_size or the mesh's size
@@ -58,6 +57,7 @@ struct Set {
     SetLocation loc;
     bool oneFile = false;  // a rank file opened alone: its local shards, not the consolidated view
     std::vector<RankFile> files;
+    MemberCheckpoints sources;  // parallel to files: each read again when the cache let it go
     std::vector<Tensor> tensors;
     std::vector<SetFinding> findings;
     [[nodiscard]] bool complete() const;

@@ -312,7 +312,9 @@ def many_members(out):
     opened (and mapped) up front, so opening them failed with EMFILE. A DCP save of 5,000 ranks, one
     tensor sharded over all of them; the same save with each rank's own __R.metadata
     (use_collectives=False), whose merge was quadratic in the ranks; a Hugging Face set of 10,000
-    one-tensor shards (1.9 GB of peak memory before)."""
+    one-tensor shards (1.9 GB of peak memory before); a ZeRO stage 2 folder of 2,000 ranks (each
+    parsed rank file was held: 3,000 ranks took 1.5 GB)."""
+    gen_zero.write_set(out, "zero_many_ranks", 2, 2000)
     n = 5000
     full = torch.arange(n, dtype=torch.float32)
     folder = os.path.join(out, "dcp_many_ranks")
