@@ -529,7 +529,8 @@ private Q_SLOTS:
         QTest::newRow("dcp 5,000 rank metadata files")
             << "dcp_many_rank_metadata" << QStringList{QStringLiteral("__*.metadata")};
         QTest::newRow("hf 10,000 shards") << "hf_many_shards" << QStringList{QStringLiteral("*.index.json")};
-        QTest::newRow("zero 2,000 ranks") << "zero_many_ranks" << QStringList{};  // 64 MiB: no pickle is large
+        QTest::newRow("zero 2,000 ranks") << "zero_many_ranks" << QStringList{QStringLiteral("latest")};
+        QTest::newRow("fsdp 2,000 rank files") << "fsdp_many_ranks" << QStringList{QStringLiteral("model_rank0.bin")};
     }
     void setsLargerThanTheDescriptorLimit()
     {

@@ -312,9 +312,14 @@ def many_members(out):
     opened (and mapped) up front, so opening them failed with EMFILE. A DCP save of 5,000 ranks, one
     tensor sharded over all of them; the same save with each rank's own __R.metadata
     (use_collectives=False), whose merge was quadratic in the ranks; a Hugging Face set of 10,000
-    one-tensor shards (1.9 GB of peak memory before); a ZeRO stage 2 folder of 2,000 ranks (each
-    parsed rank file was held: 3,000 ranks took 1.5 GB)."""
+    one-tensor shards (1.9 GB of peak memory before); a ZeRO stage 2 folder of 2,000 ranks and 2,000
+    FSDP2 rank files (each parsed rank file was held: 3,000 ZeRO ranks took 1.5 GB)."""
     gen_zero.write_set(out, "zero_many_ranks", 2, 2000)
+    # FSDP2's DTensor rank files (a ShardedTensor's would carry every rank's metadata in each file).
+    full = collections.OrderedDict(w=torch.arange(4000, dtype=torch.float32).reshape(2000, 2))
+    gen_fsdp.write_set(os.path.join(out, "fsdp_many_ranks"), "model", full, 2000,
+                       lambda k, v, r, w: gen_fsdp.dtensor(v, r, w, 0))
+    torch.save(full, os.path.join(out, "fsdp_many_ranks.expected.pt"))
     n = 5000
     full = torch.arange(n, dtype=torch.float32)
     folder = os.path.join(out, "dcp_many_ranks")
