@@ -357,6 +357,13 @@ private Q_SLOTS:
     {
         // [2^32, 2^32] with no chunks: its size wrapped to 0 elements and check found no hole.
         checkRefused(run({"check", s(copyOf(QStringLiteral("dcp_wraps")))}));
+        // A chunk at row 2^63 - 1: its end wraps round to the rows the other chunk leaves, and the
+        // tensor looked whole. Refused by check and by convert, which writes nothing.
+        const QString wraps = copyOf(QStringLiteral("dcp_chunk_wraps"));
+        const QString wrapsOut = m_work.filePath(QStringLiteral("dcp_chunk_wraps.pt"));
+        checkRefused(run({"check", s(wraps)}));
+        checkRefused(run({"convert", s(wraps), "-o", s(wrapsOut)}));
+        QVERIFY(!QFile::exists(wrapsOut));
         // 2^62 float32 elements from a stride-0 chunk: a heap overflow (SIGSEGV) in placeBox; 2^40
         // elements fit the arithmetic and no machine's memory.
         for (const char* set : {"dcp_stride0", "dcp_stride0_4tib"}) {

@@ -101,6 +101,15 @@ def dcp_sets(out):
     md.state_dict_metadata["w"].size = torch.Size([2 ** 32, 2 ** 32])
     md.state_dict_metadata["w"].chunks = []
     dump_metadata(folder, md)
+    # Chunks whose end wraps past 2^63: [2^63 - 1, 0] + [2, 4] would come round to row 0 and cover
+    # the rows the first chunk leaves, so coverage found no hole in a tensor no chunk fills.
+    folder = os.path.join(out, "dcp_chunk_wraps")
+    write(folder, sd)
+    md = dcp_metadata(folder)
+    tsm = md.state_dict_metadata["w"]
+    tsm.chunks = [gen_dcp.ChunkStorageMetadata(torch.Size([0, 0]), torch.Size([1, 4])),
+                  gen_dcp.ChunkStorageMetadata(torch.Size([2 ** 63 - 1, 0]), torch.Size([3, 4]))]
+    dump_metadata(folder, md)
     # A float32 tensor of 2^62 elements whose one chunk is a stride-0 view of one element: the
     # assembly buffer's size (numel * 4) wrapped, and placeBox wrote past it. 2^40 elements (4 TiB)
     # do not overflow, but no machine holds them.
