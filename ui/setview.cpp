@@ -55,7 +55,7 @@ constexpr int kHalf = 500;
 const sharded::SetFinding* firstError(const sharded::SetListing& l)
 {
     const auto it = std::find_if(l.findings.begin(), l.findings.end(),
-                                 [](const sharded::SetFinding& f) { return f.severity == "error"; });
+                                 [](const sharded::SetFinding& f) { return f.severity == diagnose::Severity::Error; });
     return it == l.findings.end() ? nullptr : &*it;
 }
 
@@ -278,9 +278,9 @@ void SetView::fillFindings()
         item->setText(0, QStringLiteral("%1 — %2").arg(qs(f.title), qs(f.detail)));
         item->setToolTip(0, qs(f.code));
         item->setData(0, kFindingRole, QVariant::fromValue<qulonglong>(i));
-        item->setIcon(0, f.severity == "error"     ? icons::severityError()
-                         : f.severity == "warning" ? icons::severityWarning()
-                                                   : icons::severityInfo());
+        item->setIcon(0, f.severity == diagnose::Severity::Error     ? icons::severityError()
+                         : f.severity == diagnose::Severity::Warning ? icons::severityWarning()
+                                                                     : icons::severityInfo());
     }
 }
 

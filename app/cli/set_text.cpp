@@ -15,10 +15,7 @@ std::vector<diagnose::Finding> setFindings(const std::vector<sharded::SetFinding
     std::vector<diagnose::Finding> out;
     out.reserve(found.size());
     for (const auto& f : found) {
-        const auto severity = f.severity == "error"  ? diagnose::Severity::Error
-                              : f.severity == "info" ? diagnose::Severity::Info
-                                                     : diagnose::Severity::Warning;
-        out.push_back({f.code, severity, f.title, f.detail, f.paths, std::nullopt});
+        out.push_back({f.code, f.severity, f.title, f.detail, f.paths, std::nullopt});
     }
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.severity > b.severity; });
     return out;

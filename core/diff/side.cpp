@@ -67,7 +67,7 @@ Expected<Side> openSide(const std::string& path)
         return set.error();
     }
     for (const auto& f : set->findings) {
-        if (f.severity == "error") {
+        if (f.severity == diagnose::Severity::Error) {
             Error e = makeError(ErrorCode::Corrupt, "the sharded set is incomplete: " + f.title + " (ckptscope check " +
                                                         path + " says more)");
             e.path = path;

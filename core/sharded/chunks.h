@@ -35,7 +35,8 @@ namespace ckpt::sharded::detail {
 
 [[nodiscard]] inline bool noErrors(const std::vector<SetFinding>& findings)
 {
-    return std::none_of(findings.begin(), findings.end(), [](const auto& f) { return f.severity == "error"; });
+    return std::none_of(findings.begin(), findings.end(),
+                        [](const auto& f) { return f.severity == diagnose::Severity::Error; });
 }
 
 // Why nothing was written: `what` ("the set is incomplete") and the codes of the findings of
@@ -45,7 +46,7 @@ namespace ckpt::sharded::detail {
 {
     std::string codes;
     for (const auto& f : findings) {
-        codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
+        codes += f.severity == diagnose::Severity::Error ? (codes.empty() ? "" : ", ") + f.code : "";
     }
     Error e = makeError(ErrorCode::Corrupt, what + " (" + codes + "; see `ckptscope check`): nothing was written");
     e.path = path;

@@ -473,7 +473,7 @@ namespace {
 
 SetFinding finding(std::string code, std::string title, std::string detail, std::vector<std::string> paths = {})
 {
-    return {std::move(code), "error", std::move(title), std::move(detail), std::move(paths)};
+    return {std::move(code), diagnose::Severity::Error, std::move(title), std::move(detail), std::move(paths)};
 }
 
 std::uint64_t volume(const std::vector<std::int64_t>& sizes)
@@ -912,7 +912,7 @@ std::string rankList(const std::vector<int>& ranks)
 void rankLocalFindings(const RankMetadata& rm, std::vector<SetFinding>& out)
 {
     out.push_back({"dcp-rank-local-metadata",
-                   "warning",
+                   diagnose::Severity::Warning,
                    "Per-rank metadata: dcp_to_torch_save reads rank 0's only",
                    "The set was saved with use_collectives=False: each rank wrote its own __R.metadata (" +
                        rankList(rm.ranks) +
@@ -928,7 +928,7 @@ void rankLocalFindings(const RankMetadata& rm, std::vector<SetFinding>& out)
         for (const int r : rm.missing) {
             names.push_back("__" + std::to_string(r) + ".metadata");
         }
-        out.push_back({"shard-missing", "error", "A rank's metadata file is missing",
+        out.push_back({"shard-missing", diagnose::Severity::Error, "A rank's metadata file is missing",
                        std::to_string(names.size()) + " rank(s) wrote __R_N.distcp data files but left no metadata (" +
                            listed(names) +
                            " missing), so nothing says where their chunks go: torch.distributed.checkpoint.load on "
@@ -972,7 +972,7 @@ void megatronFindings(Set& set)
     }
     SetFinding f;
     f.code = "megatron-torch-dist";
-    f.severity = "info";
+    f.severity = diagnose::Severity::Info;
     f.title = "A Megatron-LM torch_dist checkpoint: the tensors are its DCP files";
     std::string backend;
     if (metaJson) {

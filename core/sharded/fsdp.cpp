@@ -387,7 +387,7 @@ void addProcessGroupFinding(Set& set)
 {
     std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
-        {"needs-process-group", "warning", "torch.load needs a process group for these files",
+        {"needs-process-group", diagnose::Severity::Warning, "torch.load needs a process group for these files",
          "The rank files hold ShardedTensors, whose __setstate__ refuses to run outside torch.distributed: "
          "torch.load fails with RuntimeError: Need to initialize default process group using \"init_process_group\" "
          "before loading ShardedTensor (torch/distributed/_shard/sharded_tensor/api.py), and inside one it also "
@@ -401,8 +401,9 @@ void addProcessGroupFinding(Set& set)
 // warning about the DeviceMesh; 2.6's default weights_only=True refuses the file.
 void addDTensorFinding(Set& set)
 {
-    set.findings.push_back({std::string(dtensor::kRankFilesCode), "warning", std::string(dtensor::kRankFilesTitle),
-                            std::string(dtensor::kRankFilesDetail), fileNames(set)});
+    set.findings.push_back({std::string(dtensor::kRankFilesCode), diagnose::Severity::Warning,
+                            std::string(dtensor::kRankFilesTitle), std::string(dtensor::kRankFilesDetail),
+                            fileNames(set)});
 }
 
 void checkWorld(Set& set, int world, const std::set<int>& ranks)
@@ -418,7 +419,7 @@ void checkWorld(Set& set, int world, const std::set<int>& ranks)
     }
     std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
-        {"world-size-mismatch", "error", "The rank files disagree with the saved world size",
+        {"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
          "The files were saved by " + std::to_string(world) +
              " ranks (world size in the pickles), but the folder "
              "holds " +

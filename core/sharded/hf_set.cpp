@@ -25,8 +25,9 @@ bool ShardedSet::complete() const
 {
     // A head config.json calls untied is a problem of the model's loading, not of the stored
     // tensors: every one of them can still be consolidated.
-    return std::none_of(findings.begin(), findings.end(),
-                        [](const SetFinding& f) { return f.severity == "error" && f.code != "tied-weight-missing"; });
+    return std::none_of(findings.begin(), findings.end(), [](const SetFinding& f) {
+        return f.severity == diagnose::Severity::Error && f.code != "tied-weight-missing";
+    });
 }
 
 namespace {
@@ -192,7 +193,7 @@ void shardFindings(ShardedSet& set, std::vector<ShardScan>& scans, const std::st
             missing.push_back(set.shardFiles[i]);
         } else {
             set.findings.push_back({"shard-unreadable",
-                                    "error",
+                                    diagnose::Severity::Error,
                                     "A shard of the set cannot be read",
                                     set.shardFiles[i] + ": " + set.shardErrors[i] +
                                         ". Loading the set fails on this shard; download it again.",
@@ -201,7 +202,7 @@ void shardFindings(ShardedSet& set, std::vector<ShardScan>& scans, const std::st
     }
     if (!missing.empty()) {
         set.findings.push_back(
-            {"shard-missing", "error", "Shard files named by the index are missing",
+            {"shard-missing", diagnose::Severity::Error, "Shard files named by the index are missing",
              std::to_string(missing.size()) + " of the " + std::to_string(set.shardFiles.size()) + " shards " +
                  indexName + " names are not in the folder: " + listSome(missing) +
                  ". from_pretrained fails opening them (FileNotFoundError: No such file or directory). Download "
@@ -214,7 +215,7 @@ void shardFindings(ShardedSet& set, std::vector<ShardScan>& scans, const std::st
     }
     if (declared != 0 && declared != set.shardFiles.size()) {
         set.findings.push_back({"shard-count-mismatch",
-                                "warning",
+                                diagnose::Severity::Warning,
                                 "The shard names and the index disagree on the count",
                                 "The shard names say -of-" + std::to_string(declared) + " but " + indexName +
                                     " names " + std::to_string(set.shardFiles.size()) +
@@ -325,7 +326,7 @@ std::vector<TiedPair> tiedWeightFindings(ShardedSet& set)
             present.insert(out);
             set.findings.push_back(
                 {"tied-weight-missing",
-                 "warning",
+                 diagnose::Severity::Warning,
                  "A tied weight is not stored in the set",
                  "'" + out + "' is not in the index: it is tied to '" + in +
                      "' (config.json: tie_word_embeddings true), so it was stored once, as safetensors requires. "
@@ -339,7 +340,7 @@ std::vector<TiedPair> tiedWeightFindings(ShardedSet& set)
         } else {
             set.findings.push_back(
                 {"tied-weight-missing",
-                 "error",
+                 diagnose::Severity::Error,
                  "The LM head is missing and config.json says it is not tied",
                  "'" + out +
                      "' is not in the index and config.json has tie_word_embeddings false, so nothing "
@@ -399,7 +400,7 @@ void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::st
     }
     if (!problem.empty()) {
         set.findings.push_back({"index-total-size",
-                                "info",
+                                diagnose::Severity::Info,
                                 "The index's metadata.total_size is wrong",
                                 "metadata.total_size in " + indexName + " " + problem +
                                     ". Loaders ignore it (transformers and accelerate never read it), so the set "
@@ -555,7 +556,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     restoreConfigTies(set, tiedWeightFindings(set));
     if (!absent.empty()) {
         set.findings.push_back(
-            {"index-missing-tensor", "error", "The index names tensors its shards do not hold",
+            {"index-missing-tensor", diagnose::Severity::Error, "The index names tensors its shards do not hold",
              std::to_string(absent.size()) +
                  " weight_map entries point at a shard without that tensor: " + listSome(absent) +
                  ". transformers loads the shards and leaves these weights at their random initialisation "
@@ -572,11 +573,11 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     std::sort(unlisted.begin(), unlisted.end());
     totalSizeFinding(set, meta, indexName, absent.empty() && unlisted.empty());
     if (!unlisted.empty()) {
-        set.findings.push_back({"index-unlisted-tensor", "warning", "Shards hold tensors the index does not list",
-                                std::to_string(unlisted.size()) +
-                                    " tensors are in a shard but not in weight_map: " + listSome(unlisted) +
-                                    ". Loaders that go by the index never see them; consolidation leaves them out.",
-                                unlisted});
+        set.findings.push_back(
+            {"index-unlisted-tensor", diagnose::Severity::Warning, "Shards hold tensors the index does not list",
+             std::to_string(unlisted.size()) + " tensors are in a shard but not in weight_map: " + listSome(unlisted) +
+                 ". Loaders that go by the index never see them; consolidation leaves them out.",
+             unlisted});
     }
     return set;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "diagnose/diagnose.h"
 #include "sharded/members.h"
 #include "util/error.h"
 #include "util/folder_member.h"
@@ -58,8 +59,8 @@ Expected<void> checkOutputOutsideSet(const SetLocation& loc, const std::string& 
 
 // A set-level problem, reported by `check` with a stable code (docs/findings.md).
 struct SetFinding {
-    std::string code;      // "shard-missing", "index-missing-tensor", ...
-    std::string severity;  // "error" | "warning" | "info" (check exits 1 on the first two)
+    std::string code;                                        // "shard-missing", "index-missing-tensor", ...
+    diagnose::Severity severity = diagnose::Severity::Info;  // check exits 1 on a warning or an error
     std::string title;
     std::string detail;
     std::vector<std::string> paths;

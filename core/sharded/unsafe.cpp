@@ -11,7 +11,7 @@ void unsafeCodeFindings(const Checkpoint& ckpt, const std::string& file, std::ve
     for (auto& f : diagnose::unsafeCode(ckpt)) {
         SetFinding s;
         s.code = std::move(f.code);
-        s.severity = std::string(diagnose::severityName(f.severity));
+        s.severity = f.severity;
         s.title = file + ": " + f.title;
         s.detail = "In " + file + ": " + f.detail;
         for (const auto& p : f.paths) {

@@ -25,8 +25,8 @@ std::uint64_t Tensor::numel() const
 
 bool Set::complete() const
 {
-    const bool errors =
-        std::any_of(findings.begin(), findings.end(), [](const SetFinding& f) { return f.severity == "error"; });
+    const bool errors = std::any_of(findings.begin(), findings.end(),
+                                    [](const SetFinding& f) { return f.severity == diagnose::Severity::Error; });
     const bool located = std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
         return t.aliasOf || t.value || !t.pieces.empty() || t.numel() == 0;
     });
@@ -464,7 +464,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
             names.push_back(u.substr(0, u.find(':')));
         }
         s_.findings.push_back(
-            {"shard-unreadable", "error", "Rank files of the ZeRO checkpoint cannot be read",
+            {"shard-unreadable", diagnose::Severity::Error, "Rank files of the ZeRO checkpoint cannot be read",
              unreadable_.front() +
                  (unreadable_.size() > 1 ? " (and " + std::to_string(unreadable_.size() - 1) + " more)"
                                          : std::string()) +
@@ -491,7 +491,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
     if (!extra.empty() || (count >= 0 && count != s_.world)) {
         const std::int64_t expected = count >= 0 ? count : s_.world;
         s_.findings.push_back(
-            {"world-size-mismatch", "error", "The rank files disagree with the saved world size",
+            {"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
              "dp_world_size is " + std::to_string(s_.world) + ", partition_count " +
                  (count >= 0 ? std::to_string(count) : std::string("unknown")) + ", and " +
                  fs::path(s_.loc.index).filename().string() + " holds " + std::to_string(present.size()) +
@@ -517,7 +517,8 @@ Expected<void> Builder::openFiles(bool stage3Files)
 void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& missing)
 {
     if (!missing.empty()) {
-        s_.findings.push_back({"zero-rank-missing", "error", "Rank files of the ZeRO checkpoint are missing",
+        s_.findings.push_back({"zero-rank-missing", diagnose::Severity::Error,
+                               "Rank files of the ZeRO checkpoint are missing",
                                "dp_world_size is " + std::to_string(s_.world) + " but " +
                                    fs::path(s_.loc.index).filename().string() + " lacks " + listNames(missing) +
                                    ". zero_to_fp32.py needs one *_optim_states.pt per rank (it stops with \"Expected " +
@@ -538,18 +539,18 @@ void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& mis
     if (!paths.empty()) {
         // What torch.load of the model states gives is worth knowing, but with every rank's optimizer
         // states read the set itself consolidates: `check` of a healthy ZeRO-3 folder passes.
-        s_.findings.push_back({"zero3-placeholder-module", optimComplete() ? "info" : "warning",
-                               "The model states hold ZeRO-3 placeholders, not weights",
-                               std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
-                                   " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
-                                   "before saving, so load_state_dict with them fails with size mismatch ... "
-                                   "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
-                                   "the optim states: " +
-                                   (optimComplete() ? std::string("every rank's are here, and ")
-                                                    : std::string("with every rank's optim states present, ")) +
-                                   "`ckptscope convert " + s_.loc.dir +
-                                   " -o model.pt` writes them (as zero_to_fp32.py does).",
-                               paths});
+        s_.findings.push_back(
+            {"zero3-placeholder-module", optimComplete() ? diagnose::Severity::Info : diagnose::Severity::Warning,
+             "The model states hold ZeRO-3 placeholders, not weights",
+             std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
+                 " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
+                 "before saving, so load_state_dict with them fails with size mismatch ... "
+                 "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
+                 "the optim states: " +
+                 (optimComplete() ? std::string("every rank's are here, and ")
+                                  : std::string("with every rank's optim states present, ")) +
+                 "`ckptscope convert " + s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
+             paths});
     }
 }
 
@@ -1340,7 +1341,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
     if (!set.complete()) {
         std::string codes;
         for (const auto& f : set.findings) {
-            codes += f.severity == "error" ? (codes.empty() ? "" : ", ") + f.code : "";
+            codes += f.severity == diagnose::Severity::Error ? (codes.empty() ? "" : ", ") + f.code : "";
         }
         Error e = makeError(ErrorCode::Corrupt, "the ZeRO checkpoint is incomplete (" +
                                                     (codes.empty() ? std::string("rank files missing") : codes) +
