@@ -1,5 +1,6 @@
 #include "cli/cli.h"
 
+#include "checkpoint/extensions.h"
 #include "cli/cmd_check.h"
 #include "cli/cmd_convert.h"
 #include "cli/cmd_diff.h"
@@ -299,6 +300,17 @@ void installProcessHandlers()
 {
     std::set_terminate(&lastResort);
     write::removeTempsOnSignals();
+}
+
+std::string inputKindsHelp()
+{
+    std::string exts;
+    for (const auto ext : kCheckpointFileExtensions) {
+        exts += (exts.empty() ? "" : " ") + std::string(ext);
+    }
+    return "a checkpoint file (" + exts +
+           "), a multi-file set (its folder, index or one of its files), or a folder holding one model beside a "
+           "run's state (accelerate save_state, a PEFT adapter, a Trainer checkpoint-N)";
 }
 
 bool stderrIsTerminal()

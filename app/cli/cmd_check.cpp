@@ -24,7 +24,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     diagnose::CheckOptions opts;
     std::string against;
     std::string select;
-    app.add_option("FILE", file, "checkpoint file (.pt .pth .ckpt .bin .safetensors)")->required();
+    app.add_option("FILE", file, inputKindsHelp())->required();
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");

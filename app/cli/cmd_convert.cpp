@@ -272,7 +272,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                  "is never modified and nothing of it is executed.",
                  "ckptscope convert"};
     Args a;
-    app.add_option("FILE", a.input, "checkpoint to read (.pt .pth .ckpt .bin .safetensors)")->required();
+    app.add_option("FILE", a.input, "what to read: " + inputKindsHelp())->required();
     app.add_option("-o,--output", a.output, "file to write (a temporary file beside it is renamed into place)");
     auto* single = app.add_flag("--single-card", a.singleCard,
                                 "strip module./module.module./_orig_mod., unwrap, weights-only, map all to cpu");

@@ -1,6 +1,7 @@
 #include "cli/cmd_diff.h"
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/extensions.h"
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
@@ -36,12 +37,11 @@ diff::Options selectPaths(const std::string& spec)
 // The checkpoints of a directory in natural order (rank_2 before rank_10), so rank 0 comes first.
 std::vector<std::string> checkpointsIn(const std::string& dir)
 {
-    static const std::vector<std::string> kExtensions{".pt", ".pth", ".ckpt", ".bin", ".safetensors"};
     std::vector<std::string> files;
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        const std::string ext = e.path().extension().string();
-        if (e.is_regular_file(ec) && std::find(kExtensions.begin(), kExtensions.end(), ext) != kExtensions.end()) {
+        // The one list the window's dialogs and folder listings use (checkpoint/extensions.h).
+        if (e.is_regular_file(ec) && hasExtension(e.path().filename().string(), kCheckpointFileExtensions)) {
             files.push_back(e.path().string());
         }
     }
@@ -141,9 +141,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     bool noAlign = false;
     bool listEqual = false;
     unsigned threads = 0;
-    app.add_option("A", fileA,
-                   "first checkpoint (.pt .pth .ckpt .bin .safetensors), a Hugging Face sharded set (folder, index or "
-                   "shard), or a directory of per-rank files")
+    app.add_option("A", fileA, "first: " + inputKindsHelp() + "; or a directory of per-rank files to compare")
         ->required();
     app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
     app.add_option("--select", select,

@@ -215,7 +215,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     bool json = false;
     bool fileOnly = false;
     int depth = -1;
-    app.add_option("FILE", inputs, "checkpoint files (.pt .pth .ckpt .bin .safetensors); globs allowed")->required();
+    app.add_option("FILE", inputs, "one or more of: " + inputKindsHelp() + "; globs allowed")->required();
     app.add_flag("--json", json, "print JSON (schema 1) on stdout");
     app.add_option("--depth", depth, "show the text tree only down to this depth");
     app.add_flag("--file-only", fileOnly,

@@ -21,6 +21,10 @@ void printError(std::ostream& err, const Error& e, const std::string& file = {})
 // SIGINT/SIGTERM/SIGHUP remove temporary outputs before exiting 130/143/129.
 void installProcessHandlers();
 
+// What a command's input may be, for its --help: every checkpoint file extension
+// (checkpoint/extensions.h, the list the window's dialogs use), a set, or a folder holding one model.
+[[nodiscard]] std::string inputKindsHelp();
+
 // Progress goes to stderr only when it is a terminal.
 [[nodiscard]] bool stderrIsTerminal();
 

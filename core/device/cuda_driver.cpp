@@ -1,5 +1,7 @@
 #include "device/cuda_driver.h"
 
+#include "device/dl_error.h"
+
 #include <cstdlib>
 #include <dlfcn.h>
 
@@ -20,8 +22,8 @@ Expected<std::shared_ptr<const CudaDriver>> CudaDriver::load()
     const std::string path = env != nullptr && *env != '\0' ? env : "libcuda.so.1";
     void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-        const char* why = ::dlerror();
-        return unavailable("no NVIDIA driver found (" + std::string(why != nullptr ? why : path) +
+        const std::string why = takeDlError();
+        return unavailable("no NVIDIA driver found (" + (why.empty() ? path : why) +
                            "); a GPU test-load needs the driver's libcuda.so.1");
     }
     std::shared_ptr<CudaDriver> d(new CudaDriver());
@@ -35,6 +37,7 @@ Expected<std::shared_ptr<const CudaDriver>> CudaDriver::load()
         d->cuDeviceGetUuid = reinterpret_cast<decltype(d->cuDeviceGetUuid)>(::dlsym(handle, "cuDeviceGetUuid"));
     }
     // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
+    (void)takeDlError();  // a symbol an older driver lacks left an error record
     std::string missing;
 #define CKPTSCOPE_CUDA_MISSING(member, symbol, type)                                                                   \
     if (d->member == nullptr) {                                                                                        \

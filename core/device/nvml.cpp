@@ -1,5 +1,7 @@
 #include "device/nvml.h"
 
+#include "device/dl_error.h"
+
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -133,12 +135,12 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
     auto impl = std::make_unique<Impl>();
     const char* env = std::getenv("CKPTSCOPE_NVML_LIBRARY");
     impl->path = (env && *env) ? env : kDefaultLibrary;
-    dlerror();
+    (void)takeDlError();
     impl->handle = dlopen(impl->path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!impl->handle) {
-        const char* e = dlerror();
+        const std::string e = takeDlError();
         return makeError(ErrorCode::DeviceUnavailable,
-                         "NVML not available (no NVIDIA driver?): " + std::string(e ? e : impl->path));
+                         "NVML not available (no NVIDIA driver?): " + (e.empty() ? impl->path : e));
     }
     void* h = impl->handle;
     const char* missing = nullptr;
@@ -154,6 +156,7 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
         missing = "nvmlDeviceGetMemoryInfo";
     }
     if (missing) {
+        (void)takeDlError();
         return makeError(ErrorCode::DeviceUnavailable, "NVML not usable: " + impl->path + " has no symbol " + missing);
     }
     // Optional ones: their absence only costs a column.
@@ -172,6 +175,7 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
     } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses", impl->getProcs)) {
         impl->procsVersion = 1;
     }
+    (void)takeDlError();  // an optional symbol this driver lacks left an error record
 
     if (auto r = impl->init(); r != kSuccess) {
         return makeError(ErrorCode::DeviceUnavailable, "NVML could not start (driver not loaded?): " + impl->why(r));

@@ -32,6 +32,31 @@ Expected<void> checkStillSame(const std::string& path, const FileIdentity& first
     return checkSameFile(path, first, identityOf(st));
 }
 
+namespace {
+
+// Every member open now has not faulted (a mapping's SIGBUS guard), and every member read is still
+// the file it was: a member closed since it was read cannot say whether a read of it faulted, but
+// a file that shrank (the only way a read faults) has another size now.
+template <typename Open, typename Members>
+Expected<void> checkMembersUnchanged(const std::vector<std::shared_ptr<const Open>>& open, const Members& members)
+{
+    for (const auto& o : open) {
+        if (auto same = o->checkUnchanged(); !same) {
+            return same;
+        }
+    }
+    for (const auto& m : members) {
+        if (m.present) {
+            if (auto same = checkStillSame(m.path, m.identity); !same) {
+                return same;
+            }
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
 void MemberFiles::add(const std::string& path)
 {
     Member m;
@@ -75,21 +100,7 @@ Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) cons
 
 Expected<void> MemberFiles::checkUnchanged() const
 {
-    for (const auto& m : state_->open.cached()) {
-        if (auto same = m->checkUnchanged(); !same) {
-            return same;
-        }
-    }
-    // A member closed since it was read cannot say whether a read of it faulted; a file that shrank
-    // (the only way a read faults) has another size now.
-    for (const auto& m : state_->members) {
-        if (m.present) {
-            if (auto same = checkStillSame(m.path, m.identity); !same) {
-                return same;
-            }
-        }
-    }
-    return {};
+    return checkMembersUnchanged(state_->open.cached(), state_->members);
 }
 
 Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::string& path)
@@ -148,19 +159,7 @@ Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
 
 Expected<void> MemberCheckpoints::checkUnchanged() const
 {
-    for (const auto& c : state_->open.cached()) {
-        if (auto same = c->checkUnchanged(); !same) {
-            return same;
-        }
-    }
-    for (const auto& m : state_->members) {
-        if (m.present) {
-            if (auto same = checkStillSame(m.path, m.identity); !same) {
-                return same;
-            }
-        }
-    }
-    return {};
+    return checkMembersUnchanged(state_->open.cached(), state_->members);
 }
 
 Expected<void> MemberCheckpoints::checkNotMember(const std::string& target) const

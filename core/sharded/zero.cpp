@@ -372,6 +372,8 @@ std::size_t Builder::addFile(const std::string& name)
             unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
         } else if (ck) {
             read = *ck;
+            // Scanned now, while it is read: the set keeps only a few rank files open.
+            detail::unsafeCodeFindings(*read, name, s_.findings);
         } else {
             unreadable_.push_back(name + ": " + ck.error().message);
         }
@@ -414,6 +416,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
     s_.files.push_back(modelName(stage3Files, 0));
     s_.sources.add(*member, *first);
     model0_ = *first;
+    detail::unsafeCodeFindings(*model0_, s_.files.back(), s_.findings);
     modelFiles_.push_back(0);
     const auto world = intAt(model0(), "dp_world_size");
     if (!world || *world < 1 || *world > 65536) {
@@ -501,15 +504,6 @@ Expected<void> Builder::openFiles(bool stage3Files)
                  " of '*_optim_states.pt' ... but found " + std::to_string(present.size()) +
                  " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
              extra});
-    }
-    for (std::size_t f = 0; f < s_.files.size(); ++f) {
-        if (s_.sources.present(f)) {
-            auto c = source(f);
-            if (!c) {
-                return c.error();
-            }
-            detail::unsafeCodeFindings(**c, s_.files[f], s_.findings);
-        }
     }
     return {};
 }
