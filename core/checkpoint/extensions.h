@@ -3,6 +3,7 @@
 // that none of them hides a kind of file another one opens.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -22,12 +23,7 @@ inline constexpr std::array<std::string_view, 3> kSetFileExtensions{".distcp", "
 template <std::size_t N>
 [[nodiscard]] constexpr bool hasExtension(std::string_view name, const std::array<std::string_view, N>& extensions)
 {
-    for (const auto ext : extensions) {
-        if (name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext) {
-            return true;
-        }
-    }
-    return false;
+    return std::ranges::any_of(extensions, [name](std::string_view ext) { return name.ends_with(ext); });
 }
 
 }  // namespace ckpt

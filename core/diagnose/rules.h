@@ -17,11 +17,10 @@ void deviceRules(const Checkpoint& ckpt, Findings& out);  // device-pinned, mixe
 void pickleRules(const Checkpoint& ckpt,
                  Findings& out);  // not-weights-only, unsafe-callable, whole-model, undecodable-text,
                                   // dtensor-rank-files
-void storageRules(const Checkpoint& ckpt, Findings& out);  // archive-member, model-folder, compressed-file, legacy-format,
-                                                           // torchscript-archive,
-                                                           // storage-bloat, shared-storage,
-                                                           // truncated-or-missing-storage, unreadable-storage,
-                                                           // truncated-archive
+void storageRules(const Checkpoint& ckpt, Findings& out);  // archive-member, model-folder, compressed-file,
+                                                           // legacy-format, torchscript-archive, storage-bloat,
+                                                           // shared-storage, truncated-or-missing-storage,
+                                                           // unreadable-storage, truncated-archive
 // zero3-placeholder-module on one ZeRO-3 rank's model states read alone; run after the other rules,
 // whose fixes it takes away (an export of the file would write its placeholders).
 void zeroRules(const Checkpoint& ckpt, Findings& out);
