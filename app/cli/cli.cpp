@@ -100,7 +100,7 @@ Split splitInputs(const std::string& cmd, const std::vector<std::string>& args)
 }
 
 // `check` and `convert` work on one file; several files (or a glob) run them once per file. JSON
-// documents are gathered as {"schema": 1, "files": [...]}, the exit code is the worst one, and
+// documents are gathered as {"schema": N, "files": [...]}, the exit code is the worst one, and
 // convert writes each output into the directory given with -o.
 int fanOut(Command run, const std::string& cmd, const std::vector<std::string>& args, std::ostream& out,
            std::ostream& err)

@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
@@ -25,7 +26,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::string against;
     std::string select;
     app.add_option("FILE", file, inputKindsHelp())->required();
-    app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_flag("--values", opts.values, "read tensor data too: count NaN/Inf in every floating-point tensor");
@@ -51,8 +52,8 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!select.empty()) {
         opts.againstSelect = select;
     }
-    if (!opts.againstPath && !fileOnly) {
-        if (const auto rc = checkSet(file, json, out, err)) {
+    if (!fileOnly) {
+        if (const auto rc = checkSet(file, json, opts, out, err)) {
             return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
         }
     }

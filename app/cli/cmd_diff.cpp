@@ -156,7 +156,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         "X >= 0");
     app.add_option("--rtol", rtol, "relative tolerance of allclose (default 1e-5)")->check(nonNegative);
     app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(nonNegative);
-    auto* jsonOpt = app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    auto* jsonOpt = app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--summary", summary, "one line for the file pair")->excludes(jsonOpt);
     app.add_flag("--no-align", noAlign, "match keys as written, without taking wrapper prefixes off");
     app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");

@@ -446,7 +446,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                    "pairs cuda:0=cuda:1)");
     app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
     app.add_option("--select", select, "only the tensors at or under this key path");
-    app.add_flag("--json", json, "print JSON (schema 1) on stdout");
+    app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--interval-ms", intervalMs, "memory sampling interval in milliseconds (default 20)")

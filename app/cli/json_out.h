@@ -3,14 +3,19 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "util/json_text.h"
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace ckpt::cli {
 
-inline constexpr int kJsonSchema = 1;
-
 [[nodiscard]] nlohmann::ordered_json errorJson(const Error& e);
+// Every command's --json help, naming the schema it prints.
+[[nodiscard]] inline std::string jsonFlagHelp()
+{
+    return "print JSON (schema " + std::to_string(kJsonSchema) + ") on stdout";
+}
 [[nodiscard]] nlohmann::ordered_json shapeJson(const std::vector<std::int64_t>& dims);
 
 }  // namespace ckpt::cli

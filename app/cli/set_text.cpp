@@ -30,4 +30,22 @@ int printSetFindings(const std::vector<sharded::SetFinding>& found, const std::s
     return diagnose::findingsExitCode(findings);
 }
 
+int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoint& view,
+                  const diagnose::CheckOptions& opts, const std::string& at, bool json, std::ostream& out,
+                  std::ostream& err)
+{
+    auto findings = setFindings(found);
+    auto rules = diagnose::check(view, opts);
+    if (!rules) {
+        printError(err, rules.error(), at);
+        return exitCodeFor(rules.error().code);
+    }
+    // The set's own findings first within each severity, then the rules' (sorted by code).
+    findings.insert(findings.end(), rules->begin(), rules->end());
+    std::stable_sort(findings.begin(), findings.end(),
+                     [](const auto& a, const auto& b) { return a.severity > b.severity; });
+    out << (json ? diagnose::renderJson(findings, at) : diagnose::renderText(findings, at));
+    return diagnose::findingsExitCode(findings);
+}
+
 }  // namespace ckpt::cli

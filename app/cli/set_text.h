@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "diagnose/diagnose.h"
 #include "sharded/sharded.h"
 
 #include <iosfwd>
@@ -16,6 +17,12 @@ namespace ckpt::cli {
 // Prints the findings of the set at `at` as `check` does; returns check's exit code for them.
 int printSetFindings(const std::vector<sharded::SetFinding>& found, const std::string& at, bool json,
                      std::ostream& out);
+
+// `check` of a set opened as one checkpoint (sharded/set_view.h): the set's findings and every
+// single-file rule on `view` (with --values and --against as `opts` asks), errors first.
+int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoint& view,
+                  const diagnose::CheckOptions& opts, const std::string& at, bool json, std::ostream& out,
+                  std::ostream& err);
 
 // A hook's dispatch: nothing when `opened` holds no set of the hook's kind (the input is another
 // reader's), the error's exit code when the set could not be read, else what `use` returns for it.
@@ -31,17 +38,6 @@ std::optional<int> withSet(const std::optional<Expected<Set>>& opened, const std
         return exitCodeFor(opened->error().code);
     }
     return use(**opened);
-}
-
-// inspect's use of a set for withSet: printed as JSON or as text.
-template <class Set>
-auto printedAs(bool json, void (*asJson)(const Set&, std::ostream&), void (*asText)(const Set&, std::ostream&),
-               std::ostream& out)
-{
-    return [json, asJson, asText, &out](const Set& set) {
-        (json ? asJson : asText)(set, out);
-        return kExitOk;
-    };
 }
 
 }  // namespace ckpt::cli

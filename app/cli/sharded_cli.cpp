@@ -6,6 +6,7 @@
 #include "cli/json_out.h"
 #include "cli/set_text.h"
 #include "sharded/listing.h"
+#include "sharded/set_view.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 #include "util/bytes.h"
@@ -14,7 +15,9 @@
 #include "util/shape_text.h"
 
 #include <filesystem>
+#include <map>
 #include <ostream>
+#include <variant>
 
 namespace ckpt::cli {
 
@@ -33,103 +36,6 @@ std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
     return sharded::openSet(loc);
 }
 
-// One row of a set's tensor table: the consolidated tensor and where its bytes are.
-struct SetRow {
-    std::string key;
-    DType dtype = DType::Unknown;
-    std::vector<std::int64_t> shape;
-    std::string location;
-    std::uint64_t nbytes = 0;
-    std::string where;
-};
-
-void printSetTable(const std::vector<SetRow>& rows, const char* whereHeader, std::size_t problems, std::ostream& out)
-{
-    std::size_t wKey = 3;
-    for (const auto& r : rows) {
-        wKey = std::max(wKey, displayText(r.key).size());
-    }
-    auto cell = [&](const std::string& s, std::size_t w) {
-        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
-    };
-    cell("KEY", wKey);
-    cell("DTYPE", 9);
-    cell("SHAPE", 18);
-    cell("DEVICE", 7);
-    cell("SIZE", 10);
-    out << whereHeader << '\n';
-    for (const auto& r : rows) {
-        cell(displayText(r.key), wKey);
-        cell(std::string(dtypeName(r.dtype)), 9);
-        cell(shapeText(r.shape), 18);
-        cell(displayText(r.location), 7);
-        cell(humanBytes(r.nbytes), 10);
-        out << displayText(r.where) << '\n';
-    }
-    if (problems > 0) {
-        out << "\n" << problems << " problem(s) with the set: run `ckptscope check` on it\n";
-    }
-}
-
-// A tied name's bytes are its kept key's: listed as "tied to KEY", counted once in the total.
-void printSetText(const sharded::ShardedSet& set, std::ostream& out)
-{
-    const auto tied = set.tiedMap();
-    std::uint64_t total = 0;
-    std::vector<SetRow> rows;
-    for (const auto& t : set.tensors) {
-        const auto& e = t.entry;
-        const auto kept = tied.find(t.name);
-        total += kept == tied.end() ? e.nbytes : 0;
-        rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes,
-                        kept == tied.end() ? set.shardFiles[t.shard] : "tied to " + kept->second});
-    }
-    out << displayText(set.dir) << ": " << sharded::setKindName(set.kind) << ", index "
-        << displayText(std::filesystem::path(set.indexPath).filename().string()) << ", " << set.shardFiles.size()
-        << " shards, " << set.tensors.size() << " tensors";
-    if (!tied.empty()) {
-        out << " (" << tied.size() << " tied to another)";
-    }
-    out << ", " << humanBytes(total) << " stored\n\n";
-    printSetTable(rows, "FILE", set.findings.size(), out);
-}
-
-void printSetJson(const sharded::ShardedSet& set, std::ostream& out)
-{
-    nlohmann::ordered_json j;
-    j["schema"] = kJsonSchema;
-    j["file"] = set.dir;
-    j["set"] = {{"kind", std::string(sharded::setKindName(set.kind))}, {"index", set.indexPath}};
-    auto shards = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
-        shards.push_back({{"file", set.shardFiles[i]},
-                          {"read", set.shardRead(i)},
-                          {"error", set.shardErrors[i]},
-                          {"format", set.shardRead(i) ? std::string(formatName(set.shardFormats[i])) : ""}});
-    }
-    j["set"]["shards"] = shards;
-    const auto tied = set.tiedMap();
-    auto tensors = nlohmann::ordered_json::array();
-    for (const auto& t : set.tensors) {
-        const auto& e = t.entry;
-        const auto kept = tied.find(t.name);
-        tensors.push_back({{"key", t.name},
-                           {"dtype", std::string(dtypeName(e.dtype))},
-                           {"shape", e.shape},
-                           {"device", e.location},
-                           {"bytes", e.nbytes},
-                           {"file", set.shardFiles[t.shard]},
-                           {"tied_to", kept == tied.end() ? std::string() : kept->second}});
-    }
-    j["tensors"] = tensors;
-    auto codes = nlohmann::ordered_json::array();
-    for (const auto& f : set.findings) {
-        codes.push_back(f.code);
-    }
-    j["finding_codes"] = codes;
-    out << dumpJson(j) << '\n';
-}
-
 // The hidden file beside the output that a set is staged in when it is not written as it stands.
 std::optional<int> stage(const std::string& input, const std::string& output,
                          const sharded::TempConsolidated::Writer& consolidate,
@@ -145,44 +51,6 @@ std::optional<int> stage(const std::string& input, const std::string& output,
     return std::nullopt;
 }
 
-// A set read through listing.h (DeepSpeed ZeRO): global shapes and the files holding each tensor.
-void printListingText(const sharded::SetListing& l, std::ostream& out)
-{
-    out << displayText(l.dir) << ": " << sharded::setKindName(l.kind) << ", "
-        << displayText(std::filesystem::path(l.index).filename().string()) << ", " << l.files.size() << " files, "
-        << l.rows.size() << " tensors, " << humanBytes(l.totalBytes()) << "\n\n";
-    std::vector<SetRow> rows;
-    for (const auto& r : l.rows) {
-        rows.push_back({r.key, r.dtype, r.shape, r.location, r.nbytes, r.storedIn});
-    }
-    printSetTable(rows, "STORED IN", l.findings.size(), out);
-}
-
-void printListingJson(const sharded::SetListing& l, std::ostream& out)
-{
-    nlohmann::ordered_json j;
-    j["schema"] = kJsonSchema;
-    j["file"] = l.dir;
-    j["set"] = {{"kind", std::string(sharded::setKindName(l.kind))}, {"index", l.index}, {"files", l.files}};
-    auto tensors = nlohmann::ordered_json::array();
-    for (const auto& r : l.rows) {
-        tensors.push_back({{"key", r.key},
-                           {"dtype", std::string(dtypeName(r.dtype))},
-                           {"shape", r.shape},
-                           {"device", r.location},
-                           {"bytes", r.nbytes},
-                           {"file", r.storedIn},
-                           {"tied_to", r.tiedTo}});
-    }
-    j["tensors"] = tensors;
-    auto codes = nlohmann::ordered_json::array();
-    for (const auto& f : l.findings) {
-        codes.push_back(f.code);
-    }
-    j["finding_codes"] = codes;
-    out << dumpJson(j) << '\n';
-}
-
 // A ZeRO folder (the tag folder or the save dir with `latest`), or one of its rank files when
 // the folder is a set ckptscope reads (readAsSet); otherwise a rank file stays a file.
 bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
@@ -190,7 +58,170 @@ bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
     return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
 }
 
+// A piece's line under its row: its box of the global tensor, its bytes, and where they are.
+std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, const sharded::SetPiece& p)
+{
+    std::string s = r.pieces.size() == 1 && p.sizes == r.shape
+                        ? std::string("whole")
+                        : "at " + shapeText(p.offsets) + " size " + shapeText(p.sizes);
+    s += "  " + humanBytes(p.bytes) + "  " + displayText(l.files.at(p.file));
+    if (p.fileOffset) {
+        s += " @ " + std::to_string(*p.fileOffset) + " (" + humanBytes(p.fileLength) + ")";
+    }
+    return s;
+}
+
+// Boxes listed under one row at most: a tensor split over thousands of ranks says how many more.
+constexpr std::size_t kPiecesShown = 64;
+
 }  // namespace
+
+void printSetText(const sharded::SetListing& l, const std::string& file, std::ostream& out)
+{
+    std::size_t tied = 0;
+    std::size_t wKey = 3;
+    for (const auto& r : l.rows) {
+        tied += r.tiedTo.empty() ? 0 : 1;
+        wKey = std::max(wKey, displayText(r.key).size());
+    }
+    for (const auto& v : l.values) {
+        wKey = std::max(wKey, displayText(v.key).size());
+    }
+    out << displayText(file) << ": " << sharded::setKindName(l.kind);
+    if (!l.summary.empty()) {
+        out << "; " << displayText(l.summary);
+    }
+    out << ", " << l.files.size() << (l.files.size() == 1 ? " file, " : " files, ") << l.rows.size() << " tensors";
+    if (tied > 0) {
+        out << " (" << tied << " tied to another)";
+    }
+    if (!l.values.empty()) {
+        out << ", " << l.values.size() << " values";
+    }
+    out << ", " << humanBytes(l.totalBytes()) << " stored\n\n";
+    auto cell = [&](const std::string& s, std::size_t w) {
+        out << s << std::string(w + 2 - std::min(w, s.size()), ' ');
+    };
+    cell("KEY", wKey);
+    cell("DTYPE", 9);
+    cell("SHAPE", 18);
+    cell("DEVICE", 7);
+    cell("SIZE", 10);
+    out << "STORED IN\n";
+    for (const auto& r : l.rows) {
+        cell(displayText(r.key), wKey);
+        cell(std::string(dtypeName(r.dtype)), 9);
+        cell(shapeText(r.shape), 18);
+        cell(displayText(r.location), 7);
+        cell(humanBytes(r.nbytes), 10);
+        out << displayText(r.tiedTo.empty() ? r.storedIn : "tied to " + r.tiedTo)
+            << (r.storedAs.empty() ? "" : " (" + r.storedAs + ")") << '\n';
+        for (std::size_t i = 0; i < r.pieces.size() && i < kPiecesShown; ++i) {
+            out << "    " << pieceText(l, r, r.pieces[i]) << '\n';
+        }
+        if (r.pieces.size() > kPiecesShown) {
+            out << "    ... " << r.pieces.size() - kPiecesShown << " more (inspect --json lists them all)\n";
+        }
+    }
+    for (const auto& v : l.values) {
+        cell(displayText(v.key), wKey);
+        out << "= " << displayText(v.value) << '\n';
+    }
+    if (!l.findings.empty()) {
+        out << "\n" << l.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
+    }
+}
+
+void printSetJson(const sharded::SetListing& l, const std::string& file, std::ostream& out)
+{
+    using json = nlohmann::ordered_json;
+    json set;
+    set["kind"] = std::string(sharded::setKindId(l.kind));
+    set["what"] = std::string(sharded::setKindName(l.kind));
+    set["dir"] = l.dir;
+    set["index"] = l.index;
+    for (const auto& [name, fact] : l.facts) {
+        set[name] = std::holds_alternative<bool>(fact) ? json(std::get<bool>(fact)) : json(std::get<std::string>(fact));
+    }
+    auto files = json::array();
+    for (std::size_t i = 0; i < l.files.size(); ++i) {
+        const std::string error = i < l.fileErrors.size() ? l.fileErrors[i] : std::string();
+        files.push_back({{"path", l.files[i]}, {"read", error.empty()}, {"error", error}});
+    }
+    set["files"] = files;
+    auto findings = json::array();
+    for (const auto& f : l.findings) {
+        findings.push_back({{"code", f.code},
+                            {"severity", std::string(diagnose::severityName(f.severity))},
+                            {"title", f.title},
+                            {"detail", f.detail},
+                            {"paths", f.paths}});
+    }
+    set["findings"] = findings;
+
+    json j;
+    j["schema"] = kJsonSchema;
+    j["file"] = file;
+    j["format"] = "set";
+    j["set"] = set;
+    auto tensors = json::array();
+    std::uint64_t tensorBytes = 0;
+    std::map<std::string, std::uint64_t> byLocation;
+    for (const auto& r : l.rows) {
+        json t{{"path", r.key},
+               {"dtype", std::string(dtypeName(r.dtype))},
+               {"shape", r.shape},
+               {"location", r.location},
+               {"nbytes", r.nbytes}};
+        auto storedIn = json::array();
+        for (const auto f : r.storedInFiles) {
+            storedIn.push_back(l.files.at(f));
+        }
+        t["stored_in"] = storedIn;
+        if (!r.storedAs.empty()) {
+            t["stored_as"] = r.storedAs;
+        }
+        if (!r.tiedTo.empty()) {
+            t["tied_to"] = r.tiedTo;
+        } else {
+            byLocation[r.location] += r.nbytes;
+        }
+        if (!r.pieces.empty()) {
+            auto pieces = json::array();
+            for (const auto& p : r.pieces) {
+                json piece{
+                    {"file", l.files.at(p.file)}, {"offsets", p.offsets}, {"sizes", p.sizes}, {"bytes", p.bytes}};
+                if (p.fileOffset) {
+                    piece["file_offset"] = *p.fileOffset;
+                    piece["file_length"] = p.fileLength;
+                }
+                pieces.push_back(std::move(piece));
+            }
+            t["pieces"] = pieces;
+        }
+        tensorBytes += r.nbytes;
+        tensors.push_back(std::move(t));
+    }
+    j["tensors"] = tensors;
+    if (!l.values.empty()) {
+        auto values = json::array();
+        for (const auto& v : l.values) {
+            values.push_back({{"path", v.key},
+                              {"stored_in", v.file ? json::array({l.files.at(*v.file)}) : json::array()},
+                              {"value", v.value}});
+        }
+        j["values"] = values;
+    }
+    json locations = json::object();
+    for (const auto& [loc, n] : byLocation) {
+        locations[loc] = n;
+    }
+    j["totals"] = {{"tensors", l.rows.size()},
+                   {"tensor_bytes", tensorBytes},
+                   {"storage_bytes", l.totalBytes()},
+                   {"by_location", locations}};
+    out << dumpJson(j) << '\n';
+}
 
 void noteSetOfFile(const std::string& input, std::ostream& out)
 {
@@ -215,23 +246,51 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
         return dcp;
     }
     if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
-        return withSet(std::optional(sharded::listSet(loc)), input, err,
-                       printedAs(json, printListingJson, printListingText, out));
+        return withSet(std::optional(sharded::listSet(loc)), input, err, [&](const sharded::SetListing& l) {
+            json ? printSetJson(l, l.dir, out) : printSetText(l, l.dir, out);
+            return kExitOk;
+        });
     }
-    return withSet(openIfSet(input), input, err, printedAs(json, printSetJson, printSetText, out));
+    return withSet(openIfSet(input), input, err, [&](const sharded::ShardedSet& set) {
+        const auto listing = sharded::listingOf(set);
+        json ? printSetJson(listing, set.dir, out) : printSetText(listing, set.dir, out);
+        return kExitOk;
+    });
 }
 
-std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+std::optional<int> checkSet(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
+                            std::ostream& err)
 {
     if (!json) {
         noteSetOfFile(input, out);
     }
-    if (auto dcp = checkDcp(input, json, out, err)) {
-        return dcp;
-    }
+    // Hugging Face and ZeRO sets open as one checkpoint, which every single-file rule reads too.
+    auto withView = [&](const auto& set, const std::vector<sharded::SetFinding>& found, const std::string& at) {
+        auto view = sharded::viewOf(set);
+        if (!view) {
+            printError(err, view.error(), input);
+            return exitCodeFor(view.error().code);
+        }
+        return printSetCheck(found, **view, opts, at, json, out, err);
+    };
     if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
         return withSet(std::optional(sharded::zero::open(loc)), input, err,
-                       [&](const auto& zero) { return printSetFindings(zero.findings, loc.dir, json, out); });
+                       [&](const sharded::zero::Set& zero) { return withView(zero, zero.findings, loc.dir); });
+    }
+    if (auto hf = openIfSet(input); hf && *hf && (*hf)->kind == sharded::SetKind::HuggingFace) {
+        return withView(**hf, (*hf)->findings, (*hf)->dir);
+    }
+    if (opts.values || opts.againstPath) {
+        const auto loc = sharded::detectSet(input);
+        if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
+            err << "ckptscope check: " << displayText(input) << ": --values and --against read Hugging Face and "
+                << "DeepSpeed ZeRO sets in place; a " << sharded::setKindName(loc.kind)
+                << " is not read that way yet (convert it first)\n";
+            return kExitBadInput;
+        }
+    }
+    if (auto dcp = checkDcp(input, json, out, err)) {
+        return dcp;
     }
     return withSet(openIfSet(input), input, err,
                    [&](const sharded::ShardedSet& set) { return printSetFindings(set.findings, set.dir, json, out); });

@@ -2,6 +2,8 @@
 // `input` names a set (a folder, an index, a shard), and nothing when it is an ordinary file.
 #pragma once
 
+#include "diagnose/diagnose.h"
+#include "sharded/listing.h"
 #include "sharded/temp_consolidated.h"
 #include "sharded/zero.h"
 
@@ -12,7 +14,10 @@
 namespace ckpt::cli {
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err);
-std::optional<int> checkSet(const std::string& input, bool json, std::ostream& out, std::ostream& err);
+// `check` of a set: its own findings, and for the sets that open as one checkpoint (Hugging Face,
+// DeepSpeed ZeRO) every single-file rule on the consolidated model, `opts` included.
+std::optional<int> checkSet(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
+                            std::ostream& err);
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no
 // split). Otherwise the set is consolidated into `staged`, a hidden file beside the output, and
 // nothing is returned: the caller converts staged->path() as an ordinary file, so edits,
@@ -21,6 +26,14 @@ std::optional<int> checkSet(const std::string& input, bool json, std::ostream& o
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
                               bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
                               std::ostream& err, const sharded::zero::Options& zero = {}, bool fileOnly = false);
+
+// The one JSON document of a set (`inspect --json`): the fields a file's document has (`path`,
+// `dtype`, `shape`, `location`, `nbytes` per tensor; `totals`), each tensor's `stored_in` files
+// and `pieces`, and a `set` object with the kind, files and findings. `file` is what was named.
+void printSetJson(const sharded::SetListing& l, const std::string& file, std::ostream& out);
+// The same as text: a header line, then a row per tensor (KEY, DTYPE, SHAPE, DEVICE, SIZE, STORED
+// IN) with its boxes under it, the set's values, and how many problems `check` would report.
+void printSetText(const sharded::SetListing& l, const std::string& file, std::ostream& out);
 
 // One line (then a blank one) when `input` is a file that opens as the set it belongs to (a shard,
 // an index, a ZeRO rank file): which set, and that --file-only reads the file alone.

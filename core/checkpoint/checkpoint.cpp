@@ -75,6 +75,9 @@ Expected<void> Checkpoint::checkUnchanged() const
     if (file) {
         return file->checkUnchanged();
     }
+    if (source) {
+        return source->checkUnchanged();
+    }
     return {};
 }
 
@@ -173,10 +176,12 @@ Expected<Bytes> Checkpoint::storageData(StorageIndex storage, std::vector<std::b
     if (!s.present) {
         return onFile(makeError(ErrorCode::Corrupt, "the bytes of storage " + s.key + " are missing"));
     }
-    if (!s.compressed) {
+    if (s.inMapping()) {
         return bytes.subspan(s.fileOffset, s.nbytes);
     }
-    const MemoryBudget budget{s.compressedBytes};
+    // An assembled storage is read whole into memory as an inflated one is: within the budget a
+    // file of its size would have.
+    const MemoryBudget budget{s.assembled ? s.nbytes : s.compressedBytes};
     if (s.nbytes > budget.limit()) {
         Error e = budget.exceeded();
         e.message = "storage " + s.key + " (record " + s.record + ") " + e.message;
@@ -206,6 +211,12 @@ Expected<void> Checkpoint::streamStorage(StorageIndex storage, std::uint64_t off
         return onFile(makeError(ErrorCode::Internal, "bytes " + std::to_string(offset) + ".." +
                                                          std::to_string(offset + length) + " of storage " + s.key +
                                                          ", which holds " + std::to_string(s.nbytes)));
+    }
+    if (s.assembled) {
+        if (!source) {
+            return onFile(makeError(ErrorCode::Internal, "storage " + s.key + " is assembled from no source"));
+        }
+        return source->stream(storage, offset, length, sink, chunk);
     }
     if (!s.compressed) {
         for (std::uint64_t at = offset; at < offset + length;) {

@@ -102,6 +102,29 @@ struct StorageEntry {
     std::uint32_t crc32 = 0;         // zip central-directory CRC, 0 otherwise
     std::uint32_t tensorCount = 0;   // tensors viewing it
     std::uint64_t reachedBytes = 0;  // bytes any tensor can reach (union of view extents)
+    // Its bytes are pieces of other files, read through Checkpoint::source (a set's consolidated
+    // view: sharded/set_view.h); `fileOffset` and `bytes` mean nothing for it.
+    bool assembled = false;
+    // Whether the bytes are `nbytes` at `fileOffset` of the mapping, to be viewed or copied as they
+    // are; otherwise they are read through storageData/streamStorage (inflated, or assembled).
+    [[nodiscard]] bool inMapping() const { return present && !compressed && !assembled; }
+};
+
+// Where an assembled storage's bytes come from (StorageEntry::assembled).
+class StorageSource {
+public:
+    StorageSource() = default;
+    StorageSource(const StorageSource&) = delete;
+    StorageSource& operator=(const StorageSource&) = delete;
+    StorageSource(StorageSource&&) = delete;
+    StorageSource& operator=(StorageSource&&) = delete;
+    virtual ~StorageSource() = default;
+    // Bytes [offset, offset + length) of storage `storage` to `sink` in pieces of at most `chunk`;
+    // `sink` returning false stops with Cancelled.
+    virtual Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                                  const std::function<bool(Bytes)>& sink, std::size_t chunk) const = 0;
+    // Every file read from is still the one that was opened.
+    [[nodiscard]] virtual Expected<void> checkUnchanged() const = 0;
 };
 
 struct TensorEntry {
@@ -211,6 +234,10 @@ public:
     // accelerate save_state folder, a PEFT adapter, a Trainer checkpoint-N/): that folder, with what
     // each of its files is; null when the file itself was named. `path` is the model file's.
     std::shared_ptr<const ModelFolder> folder;
+    // A set opened as one checkpoint (sharded/set_view.h): what its assembled storages read from;
+    // `path` is then the set's folder, and `file` and `bytes` are empty.
+    std::shared_ptr<const StorageSource> source;
+    std::vector<std::string> setFiles;  // the files it is read from, then
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }

@@ -173,7 +173,7 @@ std::string renderText(const std::vector<Finding>& findings, const std::string& 
 std::string renderJson(const std::vector<Finding>& findings, const std::string& file)
 {
     nlohmann::ordered_json j;
-    j["schema"] = 1;
+    j["schema"] = kJsonSchema;
     j["file"] = file;
     j["findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings) {

@@ -18,7 +18,7 @@ namespace ckpt::diagnose {
 // Findings as readable text, one block per finding (severity, code, title, detail, paths, fix).
 [[nodiscard]] std::string renderText(const std::vector<Finding>& findings, const std::string& file);
 
-// {"schema": 1, "file": ..., "findings": [...]} (findingToJson for each), newline-terminated.
+// {"schema": kJsonSchema, "file": ..., "findings": [...]} (findingToJson for each), newline-terminated.
 [[nodiscard]] std::string renderJson(const std::vector<Finding>& findings, const std::string& file);
 
 // 0 when nothing is a warning or an error, 1 otherwise.

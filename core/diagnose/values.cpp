@@ -53,7 +53,7 @@ struct F16 : Ieee<std::uint16_t, 0x7c00, 0x03ff, 0x8000> {
     static double value(Bits u) { return halfToDouble(u); }
 };
 struct BF16 : Ieee<std::uint16_t, 0x7f80, 0x007f, 0x8000> {
-    static double value(Bits u) { return std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16); }
+    static double value(Bits u) { return bfloat16ToFloat(u); }
 };
 
 // One-byte float formats are decoded through 256-entry tables built once.
@@ -863,7 +863,7 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         }
         const StorageEntry& st = ckpt.storages[storage];
         Bytes data;
-        bool haveData = !st.compressed;
+        bool haveData = st.inMapping();
         if (haveData) {
             data = ckpt.bytes.subspan(static_cast<std::size_t>(st.fileOffset), static_cast<std::size_t>(st.nbytes));
         } else if (blocks->prefix.back().total() > 0) {

@@ -693,7 +693,7 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
     for (auto& j : jobs) {
         const bool contiguous = isCContiguous(j.ta->shape, j.ta->stride) && isCContiguous(j.tb->shape, j.tb->stride);
         const bool stored = j.ta->storage.valid() && j.tb->storage.valid() &&
-                            !j.ca->storages[j.ta->storage].compressed && !j.cb->storages[j.tb->storage].compressed;
+                            j.ca->storages[j.ta->storage].inMapping() && j.cb->storages[j.tb->storage].inMapping();
         (contiguous && stored ? direct : gathered).push_back(&j);
         total += j.ta->nbytes;
     }

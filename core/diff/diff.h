@@ -82,15 +82,24 @@ struct Side {
     std::string format;  // "torch-zip", ..., "huggingface set (4 safetensors shards)"
     std::vector<CheckpointPtr> parts;
     [[nodiscard]] const Checkpoint& part(std::uint32_t i) const { return *parts.at(i); }
+    // The files it is read from: a set's members, or 1 per part.
+    [[nodiscard]] std::size_t files() const
+    {
+        std::size_t n = 0;
+        for (const auto& p : parts) {
+            n += p && !p->setFiles.empty() ? p->setFiles.size() : 1;
+        }
+        return n;
+    }
     // A side viewing `c`, which must outlive it when it is not owned elsewhere.
     [[nodiscard]] static Side of(const Checkpoint& c);
     [[nodiscard]] static Side of(CheckpointPtr c);
 };
 
-// Opens what `path` names as a side: a single checkpoint file, or the Hugging Face sharded set a
-// folder, index or shard belongs to (it must be complete). Other multi-file formats (ZeRO, and
-// what else sharded::consolidateSet assembles) are assembled into one temporary file first,
-// unlinked once mapped; a set that cannot be assembled is its error.
+// Opens what `path` names as a side: a single checkpoint file, or the Hugging Face sharded set or
+// DeepSpeed ZeRO folder a folder, index or member belongs to (it must be complete), opened as one
+// checkpoint read in place (sharded/set_view.h). DCP folders and FSDP rank files are assembled
+// into one temporary file first, unlinked once mapped; a set that cannot be assembled is its error.
 Expected<Side> openSide(const std::string& path);
 
 struct Counts {
@@ -140,7 +149,7 @@ struct DiffHistogram {
 Expected<DiffHistogram> differenceHistogram(const Checkpoint& a, TensorIndex ta, const Checkpoint& b, TensorIndex tb,
                                             std::size_t bins = 32, std::stop_token stop = {});
 
-// Reports: text for people, JSON (schema 1) for scripts, one line for a file pair.
+// Reports: text for people, JSON (util/json_text.h kJsonSchema) for scripts, one line for a file pair.
 struct TextOptions {
     bool listEqual = false;  // name every equal key, not only count them
 };

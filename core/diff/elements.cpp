@@ -77,7 +77,7 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
     if (t.numel == 0) {
         return {};
     }
-    if (!s.compressed && isCContiguous(t.shape, t.stride)) {
+    if (s.inMapping() && isCContiguous(t.shape, t.stride)) {
         const std::uint64_t at = s.fileOffset + static_cast<std::uint64_t>(t.storageOffset) * es;
         if (at + t.nbytes > c.bytes.size()) {
             return makeError(ErrorCode::Truncated, "tensor '" + t.path + "' reaches past the end of the file");
@@ -172,9 +172,8 @@ void decode(DType t, Bytes bytes, std::size_t first, std::size_t count, double* 
         decodeWith<std::uint16_t>(bytes, first, count, out, [](auto u) { return halfToDouble(u); });
         break;
     case DType::BFloat16:
-        decodeWith<std::uint16_t>(bytes, first, count, out, [](auto u) {
-            return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16U));
-        });
+        decodeWith<std::uint16_t>(bytes, first, count, out,
+                                  [](auto u) { return static_cast<double>(bfloat16ToFloat(u)); });
         break;
     case DType::Int64:
         decodeWith<std::int64_t>(bytes, first, count, out, asDouble<std::int64_t>);

@@ -263,9 +263,9 @@ std::string renderJson(const Result& r, const Side& a, const Side& b)
         }
         entries.push_back(std::move(j));
     }
-    J doc{{"schema", 1},
-          {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", a.format}, {"files", a.parts.size()}}},
-          {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", b.format}, {"files", b.parts.size()}}},
+    J doc{{"schema", kJsonSchema},
+          {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", a.format}, {"files", a.files()}}},
+          {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", b.format}, {"files", b.files()}}},
           {"equal", r.equal()},
           {"prefixes_aligned", {{"a", r.prefixesA}, {"b", r.prefixesB}}},
           {"counts",

@@ -1,8 +1,9 @@
-// What a diff side is made of: one file, or every file of a Hugging Face sharded set (each of its
-// tensors lives whole in one shard, so the shards together are one key space). Sets whose tensors
-// are pieces spread over files (DCP, ZeRO, FSDP ranks) are assembled first, as convert does.
+// What a diff side is made of: one file, or a set opened as one checkpoint (sharded/set_view.h: a
+// Hugging Face set or a ZeRO folder, read in place). Sets whose tensors are boxes spread over files
+// (DCP, FSDP ranks) are assembled first, as convert does.
 #include "diff/diff.h"
 #include "sharded/listing.h"
+#include "sharded/set_view.h"
 #include "sharded/temp_consolidated.h"
 
 #include <filesystem>
@@ -11,19 +12,61 @@ namespace ckpt::diff {
 
 namespace {
 
-Side ofSet(const std::string& path, sharded::ShardedSet&& set)
+// The first error finding of an incomplete set, which a comparison cannot read whole.
+Expected<void> checkComplete(const std::string& path, const std::vector<sharded::SetFinding>& findings)
 {
-    Side s;
-    s.path = path;
-    const std::string ext = set.shardFiles.empty() ? "" : std::filesystem::path(set.shardFiles.front()).extension();
-    s.format = "huggingface set (" + std::to_string(set.shardFiles.size()) + " shards" +
-               (ext.empty() ? "" : ", " + ext.substr(1)) + ")";
-    // A diff compares every tensor's bytes, so it holds every shard open (the set itself keeps few).
-    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
-        auto shard = set.shardRead(i) ? set.shard(i) : Expected<CheckpointPtr>(CheckpointPtr());
-        s.parts.push_back(shard ? *shard : nullptr);
+    for (const auto& f : findings) {
+        if (f.severity == diagnose::Severity::Error) {
+            Error e = makeError(ErrorCode::Corrupt, "the sharded set is incomplete: " + f.title + " (ckptscope check " +
+                                                        path + " says more)");
+            e.path = path;
+            return e;
+        }
     }
+    return {};
+}
+
+// A set opened as one checkpoint, its bytes read from its files as they are compared.
+Expected<Side> viewSide(const std::string& path, Expected<CheckpointPtr> view, std::string format)
+{
+    if (!view) {
+        Error e = view.error();
+        e.path = e.path.empty() ? path : e.path;
+        return e;
+    }
+    Side s = Side::of(std::move(*view));
+    s.path = path;
+    s.format = std::move(format);
     return s;
+}
+
+Expected<Side> hfSide(const std::string& path, const sharded::SetLocation& loc)
+{
+    auto set = sharded::openSet(loc);
+    if (!set) {
+        return set.error();
+    }
+    if (auto done = checkComplete(path, set->findings); !done) {
+        return done.error();
+    }
+    const std::string ext = set->shardFiles.empty() ? "" : std::filesystem::path(set->shardFiles.front()).extension();
+    return viewSide(path, sharded::viewOf(*set),
+                    "huggingface set (" + std::to_string(set->shardFiles.size()) + " shards" +
+                        (ext.empty() ? "" : ", " + ext.substr(1)) + ")");
+}
+
+Expected<Side> zeroSide(const std::string& path, const sharded::SetLocation& loc)
+{
+    auto set = sharded::zero::open(loc);
+    if (!set) {
+        return set.error();
+    }
+    if (auto done = checkComplete(path, set->findings); !done) {
+        return done.error();
+    }
+    return viewSide(path, sharded::viewOf(*set),
+                    std::string(sharded::setKindName(loc.kind)) + " (" + std::to_string(set->files.size()) +
+                        " files, the fp32 model zero_to_fp32 rebuilds)");
 }
 
 // A set whose tensors are pieces of several files is compared as the one file `convert` writes
@@ -59,22 +102,13 @@ Expected<Side> openSide(const std::string& path)
         }
         return Side::of(std::move(*c));
     }
-    if (loc.kind != sharded::SetKind::HuggingFace) {
-        return consolidatedSide(path, loc);
+    if (loc.kind == sharded::SetKind::HuggingFace) {
+        return hfSide(path, loc);
     }
-    auto set = sharded::openSet(loc);
-    if (!set) {
-        return set.error();
+    if (loc.kind == sharded::SetKind::DeepSpeedZero) {
+        return zeroSide(path, loc);
     }
-    for (const auto& f : set->findings) {
-        if (f.severity == diagnose::Severity::Error) {
-            Error e = makeError(ErrorCode::Corrupt, "the sharded set is incomplete: " + f.title + " (ckptscope check " +
-                                                        path + " says more)");
-            e.path = path;
-            return e;
-        }
-    }
-    return ofSet(path, std::move(*set));
+    return consolidatedSide(path, loc);
 }
 
 }  // namespace ckpt::diff

@@ -21,17 +21,9 @@
 
 namespace ckpt::sharded {
 
-namespace {
+namespace detail {
 
-struct OutStorage {
-    std::uint32_t shard;
-    StorageIndex storage;
-    std::uint64_t nbytes;
-};
-
-// The consolidated pickle: an OrderedDict of plain tensors, storages keyed 0..n-1 in first use.
-// Views of one storage inside a shard (tied weights in a .bin shard) keep sharing it.
-Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, std::vector<OutStorage>& storages)
+Expected<pickle::ValueId> shardSetPickle(const ShardedSet& set, pickle::Arena& a, std::vector<ShardStorage>& storages)
 {
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> outIndex;
     std::vector<pickle::ValueId> items;
@@ -73,9 +65,13 @@ Expected<pickle::ValueId> buildPickle(const ShardedSet& set, pickle::Arena& a, s
     return a.dict(std::move(items), true);
 }
 
+}  // namespace detail
+
+namespace {
+
 // One storage of the consolidated file from its shard: stored bytes go file to file
 // (copy_file_range, a whole torch record keeping its CRC), others stream through.
-Expected<void> writeStorage(const ShardedSet& set, const OutStorage& s, archive::ZipWriter& zw,
+Expected<void> writeStorage(const ShardedSet& set, const detail::ShardStorage& s, archive::ZipWriter& zw,
                             const std::string& record)
 {
     auto opened = set.shard(s.shard);  // the set keeps few shards open: reopened when needed
@@ -144,11 +140,7 @@ ConsolidateProgressScope::~ConsolidateProgressScope()
 
 namespace detail {
 
-namespace {
-
-// One element of `from` as float32, as Tensor.float() converts it (round to nearest for wider
-// types, exact for the 16-bit floats and small integers).
-float toFloat(DType from, const std::byte* p)
+float toFloat32(DType from, const std::byte* p)
 {
     auto load = [p](auto v) {
         std::memcpy(&v, p, sizeof(v));
@@ -160,7 +152,7 @@ float toFloat(DType from, const std::byte* p)
     case DType::Float16:
         return static_cast<float>(halfToDouble(load(std::uint16_t{})));
     case DType::BFloat16:
-        return std::bit_cast<float>(static_cast<std::uint32_t>(load(std::uint16_t{})) << 16U);
+        return bfloat16ToFloat(load(std::uint16_t{}));
     case DType::Int64:
         return static_cast<float>(load(std::int64_t{}));
     case DType::Int32:
@@ -177,6 +169,8 @@ float toFloat(DType from, const std::byte* p)
         return load(float{});
     }
 }
+
+namespace {
 
 // Streams one piece into the open record, cast to float32 when its type differs, and drops the
 // source pages it read from this process's resident set.
@@ -209,7 +203,7 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
         const std::size_t n = piece.size() / inSize;
         converted.resize(n * sizeof(float));
         for (std::size_t i = 0; i < n; ++i) {
-            const float f = toFloat(from, piece.data() + i * inSize);
+            const float f = toFloat32(from, piece.data() + i * inSize);
             std::memcpy(converted.data() + i * sizeof(float), &f, sizeof(float));
         }
         if (auto w = zw.writeChunk(Bytes(converted.data(), converted.size())); !w) {
@@ -242,17 +236,8 @@ Error consolidationCancelled()
     return makeError(ErrorCode::Cancelled, "consolidation cancelled; nothing was written");
 }
 
-Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors, const MemberCheckpoints& sources,
-                                           const std::string& outPath)
+Expected<AssembledPickle> assembledPickle(const std::vector<Assembled>& tensors, pickle::Arena& a)
 {
-    auto target = write::resolveTarget(outPath);
-    if (!target) {
-        return target.error();
-    }
-    if (auto r = sources.checkNotMember(*target); !r) {
-        return r.error();
-    }
-    pickle::Arena a;
     std::vector<std::uint32_t> storageOf(tensors.size());
     std::vector<std::size_t> recorded;  // tensors with a storage record of their own, in storage order
     for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -325,7 +310,26 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         }
         built[l] = a.dict(std::move(items), true);
     }
-    const pickle::ValueId root = built.front();
+    return AssembledPickle{built.front(), std::move(recorded)};
+}
+
+Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors, const MemberCheckpoints& sources,
+                                           const std::string& outPath)
+{
+    auto target = write::resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    if (auto r = sources.checkNotMember(*target); !r) {
+        return r.error();
+    }
+    pickle::Arena a;
+    auto built = assembledPickle(tensors, a);
+    if (!built) {
+        return built.error();
+    }
+    const std::vector<std::size_t>& recorded = built->recorded;
+    const pickle::ValueId root = built->root;
     auto pickled = pickle::picklePersistent(a, root);
     if (!pickled) {
         return pickled.error();
@@ -377,8 +381,8 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
         return r.error();
     }
     pickle::Arena arena;
-    std::vector<OutStorage> storages;
-    auto root = buildPickle(set, arena, storages);
+    std::vector<detail::ShardStorage> storages;
+    auto root = detail::shardSetPickle(set, arena, storages);
     if (!root) {
         return root.error();
     }

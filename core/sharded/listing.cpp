@@ -1,9 +1,11 @@
 #include "sharded/listing.h"
 
+#include "sharded/chunks.h"
 #include "sharded/dcp.h"
 #include "sharded/fsdp.h"
 #include "sharded/zero.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
@@ -31,6 +33,25 @@ bool listsAsSet(SetKind kind)
            kind == SetKind::DeepSpeedZero;
 }
 
+std::string_view setKindId(SetKind k)
+{
+    switch (k) {
+    case SetKind::HuggingFace:
+        return "huggingface";
+    case SetKind::DeepSpeedZero:
+        return "deepspeed-zero";
+    case SetKind::Dcp:
+        return "dcp";
+    case SetKind::Megatron:
+        return "megatron";
+    case SetKind::FsdpRanks:
+        return "fsdp-ranks";
+    case SetKind::None:
+        break;
+    }
+    return "none";
+}
+
 namespace {
 
 std::string chunkFiles(const std::vector<std::string>& names)
@@ -42,53 +63,35 @@ std::string chunkFiles(const std::vector<std::string>& names)
     return names.size() > 4 ? s + ", ..." : s;
 }
 
-Expected<SetListing> listDcp(const SetLocation& loc)
+// Each file of `pieces` once, in first use: the row's stored_in.
+std::vector<std::uint32_t> filesOf(const std::vector<SetPiece>& pieces)
 {
-    auto set = dcp::open(loc);
-    if (!set) {
-        return set.error();
-    }
-    SetListing l{loc.kind, loc.dir, loc.index, set->meta.files, {}, set->findings};
-    for (const auto& t : set->meta.items) {
-        if (!t.isTensor) {
-            continue;
+    std::vector<std::uint32_t> files;
+    for (const auto& p : pieces) {
+        if (std::find(files.begin(), files.end(), p.file) == files.end()) {
+            files.push_back(p.file);
         }
-        std::vector<std::string> names;
-        for (const auto& c : t.chunks) {
-            names.push_back(c.at.found ? set->meta.files[c.at.file] : std::string("?"));
-        }
-        l.rows.push_back({t.fqn, t.dtype, t.size, "cpu", t.numel() * elementSize(t.dtype), chunkFiles(names)});
     }
-    return l;
+    return files;
 }
 
-Expected<SetListing> listFsdp(const SetLocation& loc)
+// "" for a rank file that was read, "unreadable" or "missing" for one that was not.
+std::string zeroFileState(const zero::Set& set, std::size_t f)
 {
-    auto set = fsdp::open(loc, false);
-    if (!set) {
-        return set.error();
+    if (set.sources.present(f)) {
+        return {};
     }
-    SetListing l{loc.kind, loc.dir, loc.index, {}, {}, set->findings};
-    for (const auto& f : set->files) {
-        l.files.push_back(std::filesystem::path(f.path).filename().string());
-    }
-    for (const auto& t : set->tensors) {
-        std::vector<std::string> names;
-        for (const auto& s : t.shards) {
-            names.push_back(l.files[s.file]);
-        }
-        l.rows.push_back({t.key, t.dtype, t.size, t.device, t.numel() * elementSize(t.dtype), chunkFiles(names)});
-    }
-    return l;
+    std::error_code ec;
+    const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
+    return there ? "unreadable" : "missing";
 }
 
 std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
 {
     std::vector<std::string> names;
     for (const auto f : t.files) {
-        std::error_code ec;
-        const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
-        names.push_back(set.files[f] + (set.sources.present(f) ? "" : (there ? " (unreadable)" : " (missing)")));
+        const std::string state = zeroFileState(set, f);
+        names.push_back(set.files[f] + (state.empty() ? "" : " (" + state + ")"));
     }
     std::string s = std::to_string(names.size()) + (names.size() == 1 ? " file: " : " rank files: ");
     for (std::size_t i = 0; i < names.size() && i < 4; ++i) {
@@ -97,66 +100,162 @@ std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
     return names.size() > 4 ? s + ", ..." : s;
 }
 
-Expected<SetListing> listZero(const SetLocation& loc)
+}  // namespace
+
+SetListing listingOf(const dcp::Set& set)
 {
-    auto set = zero::open(loc);
-    if (!set) {
-        return set.error();
+    const auto& loc = set.loc;
+    SetListing l{loc.kind, loc.dir, loc.index, set.meta.files, {}, {}, set.findings, {}, {}};
+    for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
+        l.fileErrors.push_back(set.data.present(i) ? std::string() : set.data.error(i));
     }
-    SetListing l{loc.kind, loc.dir, loc.index, set->files, {}, set->findings};
-    for (const auto& t : set->tensors) {
+    l.summary = (set.meta.version.empty() ? std::string("no version (PyTorch < 2.4)") : "version " + set.meta.version) +
+                (set.meta.oldTensorProperties ? ", TensorProperties under torch.distributed._shard" : "") +
+                (set.meta.subclass.empty() ? "" : ", metadata class " + set.meta.subclass);
+    l.facts.emplace_back("version", set.meta.version);
+    l.facts.emplace_back("old_tensor_properties", set.meta.oldTensorProperties);
+    if (!set.meta.subclass.empty()) {
+        l.facts.emplace_back("metadata_class", set.meta.subclass);
+    }
+    for (const auto& t : set.meta.items) {
+        if (!t.isTensor) {
+            l.values.push_back({t.fqn,
+                                t.bytes.found ? std::optional(static_cast<std::uint32_t>(t.bytes.file)) : std::nullopt,
+                                dcp::valueText(set, t)});
+            continue;
+        }
+        SetRow row{t.fqn, t.dtype, t.size, "cpu", t.numel() * elementSize(t.dtype), {}, {}, {}, {}, {}};
+        std::vector<std::string> names;
+        for (const auto& c : t.chunks) {
+            names.push_back(c.at.found ? set.meta.files[c.at.file] : std::string("?"));
+            if (c.at.found) {
+                row.pieces.push_back({static_cast<std::uint32_t>(c.at.file), c.offsets, c.sizes,
+                                      detail::numelOf(c.sizes) * elementSize(t.dtype), c.at.offset, c.at.length});
+            }
+        }
+        row.storedIn = chunkFiles(names);
+        row.storedInFiles = filesOf(row.pieces);
+        l.rows.push_back(std::move(row));
+    }
+    return l;
+}
+
+SetListing listingOf(const fsdp::Set& set)
+{
+    const auto& loc = set.loc;
+    SetListing l{loc.kind, loc.dir, loc.index, {}, {}, {}, set.findings, {}, {}};
+    for (const auto& f : set.files) {
+        l.files.push_back(std::filesystem::path(f.path).filename().string());
+    }
+    if (set.oneFile) {
+        // One rank's local shards: the set's other files are not read.
+        l.facts.emplace_back("one_file", true);
+        const auto& first = set.files.front();
+        l.summary = "rank " + std::to_string(first.rank) + " of " + std::to_string(first.world) +
+                    " opened alone (its local shards; the folder gives the consolidated tensors)";
+    }
+    for (const auto& t : set.tensors) {
+        SetRow row{t.key, t.dtype, t.size, t.device, t.numel() * elementSize(t.dtype), {}, {}, {}, {}, {}};
+        row.storedAs = t.plain ? "tensor" : (t.dtensor ? "DTensor" : "ShardedTensor");
+        std::vector<std::string> names;
+        for (const auto& s : t.shards) {
+            names.push_back(l.files[s.file]);
+            const std::vector<std::int64_t> local(s.tensor.shape.begin(), s.tensor.shape.end());
+            row.pieces.push_back({static_cast<std::uint32_t>(s.file), s.box.offsets, s.box.sizes,
+                                  detail::numelOf(local) * elementSize(s.tensor.dtype), std::nullopt, 0});
+        }
+        row.storedIn = chunkFiles(names);
+        row.storedInFiles = filesOf(row.pieces);
+        l.rows.push_back(std::move(row));
+    }
+    return l;
+}
+
+Expected<SetListing> listingOf(const zero::Set& set)
+{
+    const auto& loc = set.loc;
+    SetListing l{loc.kind, loc.dir, loc.index, set.files, {}, {}, set.findings, {}, {}};
+    for (std::size_t f = 0; f < set.files.size(); ++f) {
+        l.fileErrors.push_back(zeroFileState(set, f));
+    }
+    for (const auto& t : set.tensors) {
         std::string device = "cpu";
         if (!t.pieces.empty()) {
-            auto src = set->sources.get(t.pieces.front().source);
+            auto src = set.sources.get(t.pieces.front().source);
             if (!src) {
                 return src.error();
             }
             device = (*src)->storages[t.pieces.front().storage].location;
         }
-        std::string where = rankFiles(*set, t);
+        std::string where = rankFiles(set, t);
         if (t.aliasOf) {
-            where = "shares " + set->tensors[*t.aliasOf].key + " (shared_params)";
+            where = "shares " + set.tensors[*t.aliasOf].key + " (shared_params)";
         } else if (t.role == "buffer" && t.from != t.dtype) {
             where += " (" + std::string(dtypeName(t.from)) + " buffer, cast to float32)";
         }
-        l.rows.push_back({t.key, t.dtype, t.shape, device, t.numel() * elementSize(t.dtype), where,
-                          t.aliasOf ? set->tensors[*t.aliasOf].key : std::string()});
+        SetRow row{t.key,
+                   t.dtype,
+                   t.shape,
+                   device,
+                   t.numel() * elementSize(t.dtype),
+                   where,
+                   t.aliasOf ? set.tensors[*t.aliasOf].key : std::string(),
+                   {},
+                   {},
+                   {}};
+        for (const auto f : t.files) {
+            row.storedInFiles.push_back(static_cast<std::uint32_t>(f));
+        }
+        l.rows.push_back(std::move(row));
     }
     return l;
 }
 
-}  // namespace
+SetListing listingOf(const ShardedSet& set)
+{
+    SetListing l;
+    l.kind = set.kind;
+    l.dir = set.dir;
+    l.index = set.indexPath;
+    l.files = set.shardFiles;
+    l.fileErrors = set.shardErrors;
+    l.findings = set.findings;
+    l.summary = "index " + std::filesystem::path(set.indexPath).filename().string();
+    l.rows.reserve(set.tensors.size());
+    const auto tied = set.tiedMap();
+    for (const auto& t : set.tensors) {
+        const TensorEntry& e = t.entry;
+        const auto kept = tied.find(t.name);
+        l.rows.push_back({t.name,
+                          e.dtype,
+                          e.shape,
+                          e.location,
+                          e.nbytes,
+                          set.shardFiles.at(t.shard),
+                          kept == tied.end() ? std::string() : kept->second,
+                          {},
+                          {t.shard},
+                          {}});
+    }
+    return l;
+}
 
 Expected<SetListing> listSet(const SetLocation& loc)
 {
     if (loc.kind == SetKind::Dcp) {
-        return listDcp(loc);
+        auto set = dcp::open(loc);
+        return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
     }
     if (loc.kind == SetKind::FsdpRanks) {
-        return listFsdp(loc);
+        auto set = fsdp::open(loc, false);
+        return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
     }
     if (loc.kind == SetKind::DeepSpeedZero) {
-        return listZero(loc);
+        auto set = zero::open(loc);
+        return set ? listingOf(*set) : Expected<SetListing>(set.error());
     }
     auto set = openSet(loc);
-    if (!set) {
-        return set.error();
-    }
-    SetListing l;
-    l.kind = set->kind;
-    l.dir = set->dir;
-    l.index = set->indexPath;
-    l.files = set->shardFiles;
-    l.findings = set->findings;
-    l.rows.reserve(set->tensors.size());
-    const auto tied = set->tiedMap();
-    for (const auto& t : set->tensors) {
-        const TensorEntry& e = t.entry;
-        const auto kept = tied.find(t.name);
-        l.rows.push_back({t.name, e.dtype, e.shape, e.location, e.nbytes, set->shardFiles.at(t.shard),
-                          kept == tied.end() ? std::string() : kept->second});
-    }
-    return l;
+    return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
 }
 
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,

@@ -7,10 +7,34 @@
 #include "sharded/zero.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 namespace ckpt::sharded {
+
+namespace dcp {
+struct Set;
+}
+namespace fsdp {
+struct Set;
+}
+
+// A box of a tensor's global shape and the file whose bytes hold it: a DCP chunk, an FSDP rank's
+// local shard. Formats that split a tensor by bytes only (a ZeRO flat partition) or not at all (a
+// Hugging Face shard) have none.
+struct SetPiece {
+    std::uint32_t file = 0;  // into SetListing::files
+    std::vector<std::int64_t> offsets;
+    std::vector<std::int64_t> sizes;
+    std::uint64_t bytes = 0;  // the piece's own bytes (its box's elements)
+    // The byte range of the file it is read from, where the format records one (a DCP chunk's
+    // torch.save record); none for an FSDP shard, which is a tensor inside a rank's pickle.
+    std::optional<std::uint64_t> fileOffset;
+    std::uint64_t fileLength = 0;
+};
 
 struct SetRow {
     std::string key;  // the consolidated state-dict key
@@ -22,6 +46,18 @@ struct SetRow {
     // The key whose bytes these are, for a second name of one tensor (a tied head restored from
     // config.json or the index metadata, a ZeRO shared_params alias); "" for a stored tensor.
     std::string tiedTo;
+    // What the writer saved it as, where a format saves more than one kind ("DTensor",
+    // "ShardedTensor", "tensor" in FSDP rank files); "" otherwise.
+    std::string storedAs;
+    std::vector<std::uint32_t> storedInFiles;  // into SetListing::files, each once, in first use
+    std::vector<SetPiece> pieces;
+};
+
+// A value that is no tensor (a DCP BYTE_IO item: a step count, an RNG state), shown by its repr.
+struct SetValue {
+    std::string key;
+    std::optional<std::uint32_t> file;  // into SetListing::files; none when the metadata points nowhere
+    std::string value;
 };
 
 struct SetListing {
@@ -29,11 +65,31 @@ struct SetListing {
     std::string dir;
     std::string index;  // the file that describes the set ("" when none)
     std::vector<std::string> files;
+    // Parallel to files where the format reads each on its own (Hugging Face shards, DCP data
+    // files): why one could not be read, "" when it was; empty when not tracked per file.
+    std::vector<std::string> fileErrors;
     std::vector<SetRow> rows;
     std::vector<SetFinding> findings;
+    std::vector<SetValue> values;
+    // What a person reads after the kind in the text header, where the format says more ("version
+    // 2.4.0", "rank 1 of 2 opened alone ..."); "" otherwise.
+    std::string summary;
+    // Format facts a script may want beside the common fields: a DCP folder's metadata version, an
+    // FSDP rank file opened alone.
+    std::vector<std::pair<std::string, std::variant<bool, std::string>>> facts;
     // Stored bytes: a tied name's are its key's, counted once.
     [[nodiscard]] std::uint64_t totalBytes() const;
 };
+
+// The stable identifier of a set kind in JSON ("huggingface", "deepspeed-zero", "dcp", "megatron",
+// "fsdp-ranks"); setKindName() is the phrase for people.
+[[nodiscard]] std::string_view setKindId(SetKind k);
+
+// The listing of a set already open, for front ends that opened it themselves.
+[[nodiscard]] SetListing listingOf(const ShardedSet& set);
+[[nodiscard]] SetListing listingOf(const dcp::Set& set);
+[[nodiscard]] SetListing listingOf(const fsdp::Set& set);
+Expected<SetListing> listingOf(const zero::Set& set);
 
 // Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
 // an FSDP rank file, or a ZeRO rank file whose

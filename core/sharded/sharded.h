@@ -154,6 +154,29 @@ struct Assembled {
     // group written whole, as zero_to_fp32's narrow(...).view(shape) params leave it.
     bool storageOnly = false;
 };
+// The consolidated pickle of assembled tensors (the storages keyed 0..n-1, nested dicts by
+// `parents`), as writeAssembled writes it and a set's view (set_view.h) reads it: the root and,
+// per storage, the tensor whose pieces fill it.
+struct AssembledPickle {
+    pickle::ValueId root;
+    std::vector<std::size_t> recorded;
+};
+Expected<AssembledPickle> assembledPickle(const std::vector<Assembled>& tensors, pickle::Arena& a);
+
+// One element of `from` as float32, as Tensor.float() converts it (round to nearest for wider
+// types, exact for the 16-bit floats and small integers).
+[[nodiscard]] float toFloat32(DType from, const std::byte* p);
+
+// A Hugging Face set's consolidated pickle: an OrderedDict of plain tensors, storages keyed 0..n-1
+// in first use, each one storage of one shard. Views of one storage inside a shard (tied weights in
+// a .bin shard) keep sharing it.
+struct ShardStorage {
+    std::uint32_t shard;
+    StorageIndex storage;
+    std::uint64_t nbytes;
+};
+Expected<pickle::ValueId> shardSetPickle(const ShardedSet& set, pickle::Arena& a, std::vector<ShardStorage>& storages);
+
 // One contiguous storage per tensor (or storageOnly entry), each streamed piece by piece from
 // `sources` (absent ones are never referenced; the others read again when the cache let them go), pages released behind
 // it so resident memory stays one piece; a piece that is a whole stored record is copied file to file with its own CRC.

@@ -1330,6 +1330,19 @@ bool opensAsSet(const SetLocation& loc)
     return open(loc).ok();
 }
 
+std::vector<detail::Assembled> assembled(const Set& set, bool groupStorages)
+{
+    std::vector<detail::Assembled> out;
+    out.reserve(set.tensors.size() + set.flatGroups.size());
+    for (const auto& t : set.tensors) {
+        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents, t.value});
+    }
+    if (groupStorages) {
+        viewFlatGroups(set, out);
+    }
+    return out;
+}
+
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages)
 {
     if (!set.complete()) {
@@ -1343,15 +1356,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         e.path = set.loc.dir;
         return e;
     }
-    std::vector<detail::Assembled> out;
-    out.reserve(set.tensors.size() + set.flatGroups.size());
-    for (const auto& t : set.tensors) {
-        out.push_back({t.key, t.dtype, t.shape, t.pieces, t.from, t.aliasOf, t.parents, t.value});
-    }
-    if (groupStorages) {
-        viewFlatGroups(set, out);
-    }
-    return detail::writeAssembled(out, set.sources, outPath);
+    return detail::writeAssembled(assembled(set, groupStorages), set.sources, outPath);
 }
 
 }  // namespace ckpt::sharded::zero

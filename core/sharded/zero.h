@@ -75,6 +75,11 @@ Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master
 // torch.save file it is.
 [[nodiscard]] bool opensAsSet(const SetLocation& loc);
 
+// The consolidated tensors with their pieces in the rank files: a storage each (aliases sharing
+// their target's), or with `groupStorages` each stage 1/2 param group one storage its params view
+// (consolidate() below). What consolidate() writes, and what the set's view (set_view.h) reads.
+[[nodiscard]] std::vector<detail::Assembled> assembled(const Set& set, bool groupStorages);
+
 // One torch file, one tensor record at a time (pieces streamed from the rank files); refused before
 // anything is written when the set is incomplete. `groupStorages` writes each stage 1/2 param group
 // as zero_to_fp32's torch.save does: one storage of the ranks' partitions end to end (each copied

@@ -125,7 +125,7 @@ std::uint64_t Plan::droppedCount() const
 std::string Plan::toJson() const
 {
     nlohmann::ordered_json j;
-    j["schema"] = 1;
+    j["schema"] = kJsonSchema;
     j["options"] = nlohmann::ordered_json::parse(options.toJson());
     auto& steps_ = j["steps"] = nlohmann::ordered_json::array();
     for (const auto& s : steps) {

@@ -2,6 +2,7 @@
 // (`float32`), the legacy storage class (`FloatStorage`, docs/format.md §4.2) and safetensors' code (`F32`).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -71,6 +72,13 @@ dtypeFromName(std::string_view name);              // accepts torch attribute al
 // IEEE half-precision bits as the double they hold, exactly; a NaN keeps its sign and payload, as
 // numpy's and c10's conversions keep them.
 [[nodiscard]] double halfToDouble(std::uint16_t bits);
+
+// bfloat16 bits as the float they hold, exactly: its top half (c10::BFloat16's conversion), NaNs
+// and signs kept. The one decoder of bf16 for values, diff and consolidation's .float().
+[[nodiscard]] inline float bfloat16ToFloat(std::uint16_t bits)
+{
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16U);
+}
 
 // One byte of a float8 type (Float8_e5m2, _e4m3fn, _e5m2fnuz, _e4m3fnuz, _e8m0fnu) as the double it
 // holds, exactly, following c10's definitions (e5m2 is half's upper byte; the fn/fnuz kinds have no

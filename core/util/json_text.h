@@ -17,6 +17,10 @@
 
 namespace ckpt {
 
+// The "schema" every JSON document carries (README, JSON). 2 since a set's `inspect --json` speaks
+// a file's dialect (`path`, `location`, `nbytes`, a `set` object and `stored_in`).
+inline constexpr int kJsonSchema = 2;
+
 template <class Json> void makeValidUtf8(Json& j)
 {
     if (j.is_string()) {

@@ -318,7 +318,7 @@ std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform:
         return std::nullopt;
     }
     const StorageEntry& src = in.storages[s.source];
-    if (!in.file || src.compressed) {
+    if (!in.file || !src.inMapping()) {
         return std::nullopt;
     }
     return src.fileOffset + s.byteOffset;

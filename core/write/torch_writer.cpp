@@ -63,7 +63,7 @@ Expected<void> checkPlanConsistent(const transform::Plan& plan)
 std::optional<std::uint32_t> carriedCrc(const Checkpoint& in, const transform::OutStorage& s)
 {
     const StorageEntry& src = in.storages[s.source];
-    if (in.format != Format::TorchZip || src.compressed || s.byteOffset != 0 || s.nbytes != src.storedBytes) {
+    if (in.format != Format::TorchZip || !src.inMapping() || s.byteOffset != 0 || s.nbytes != src.storedBytes) {
         return std::nullopt;
     }
     if (src.crc32 == 0 && s.nbytes != 0) {

@@ -1,6 +1,7 @@
 // The command line in-process (streams injected): output shapes, exit codes, one-line errors.
 // The JSON shape is guarded by golden files: tests/cli/golden/*.schema lists every key path and
 // its JSON type, so a renamed or retyped field fails here before it breaks someone's script.
+#include "cli_json.h"
 #include "cli_run.h"
 
 #include <QFile>
@@ -17,55 +18,11 @@
 namespace {
 
 using ckpt::test::ckptscope;
+using ckpt::test::schemaLines;
 
 std::string fixture(const char* name)
 {
     return std::string(CKPTSCOPE_FIXTURE_DIR) + "/" + name;
-}
-
-QString typeName(const QJsonValue& v)
-{
-    switch (v.type()) {
-    case QJsonValue::Null:
-        return QStringLiteral("null");
-    case QJsonValue::Bool:
-        return QStringLiteral("bool");
-    case QJsonValue::Double:
-        return QStringLiteral("number");
-    case QJsonValue::String:
-        return QStringLiteral("string");
-    case QJsonValue::Array:
-        return QStringLiteral("array");
-    case QJsonValue::Object:
-        return QStringLiteral("object");
-    default:
-        return QStringLiteral("undefined");
-    }
-}
-
-// Every key path with its type; array elements are merged under "[]"; object keys that are data
-// (by_location's device names) are collapsed to "*".
-void schemaOf(const QJsonValue& v, const QString& path, std::set<QString>& out)
-{
-    out.insert(path + QStringLiteral(": ") + typeName(v));
-    if (v.isObject()) {
-        const QJsonObject o = v.toObject();
-        const bool dataKeys = path.endsWith(QStringLiteral("by_location")) || path.endsWith(QStringLiteral("metadata"));
-        for (auto it = o.begin(); it != o.end(); ++it) {
-            schemaOf(it.value(), path + QLatin1Char('.') + (dataKeys ? QStringLiteral("*") : it.key()), out);
-        }
-    } else if (v.isArray()) {
-        for (const auto& e : v.toArray()) {
-            schemaOf(e, path + QStringLiteral("[]"), out);
-        }
-    }
-}
-
-QStringList schemaLines(const std::string& json)
-{
-    std::set<QString> s;
-    schemaOf(QJsonDocument::fromJson(QByteArray::fromStdString(json)).object(), QStringLiteral("$"), s);
-    return QStringList(s.begin(), s.end());
 }
 
 }  // namespace
@@ -142,7 +99,7 @@ void TestCli::inspectJsonMatchesGolden()
     auto r = ckptscope({"inspect", "--json", fixture("train_ckpt.pt")});
     QCOMPARE(r.rc, 0);
     const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-    QCOMPARE(doc.value(QStringLiteral("schema")).toInt(), 1);
+    QCOMPARE(doc.value(QStringLiteral("schema")).toInt(), 2);
     QCOMPARE(doc.value(QStringLiteral("format")).toString(), QStringLiteral("torch-zip"));
     QVERIFY(doc.value(QStringLiteral("tensors")).toArray().size() > 5);
     QVERIFY(doc.value(QStringLiteral("totals"))

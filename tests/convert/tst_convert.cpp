@@ -281,7 +281,7 @@ private Q_SLOTS:
         QCOMPARE(r.rc, 0);
         QVERIFY(!QFile::exists(out));
         const QJsonObject j = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-        QCOMPARE(j.value(QStringLiteral("schema")).toInt(), 1);
+        QCOMPARE(j.value(QStringLiteral("schema")).toInt(), 2);
         QVERIFY(j.value(QStringLiteral("dry_run")).toBool());
         QCOMPARE(j.value(QStringLiteral("steps")).toArray().size(), 11);
         const QStringList left =

@@ -122,7 +122,7 @@ private Q_SLOTS:
         const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out), &pe);
         QVERIFY2(pe.error == QJsonParseError::NoError, qPrintable(pe.errorString()));
         const auto o = doc.object();
-        QCOMPARE(o.value(QStringLiteral("schema")).toInt(), 1);
+        QCOMPARE(o.value(QStringLiteral("schema")).toInt(), 2);
         QCOMPARE(o.value(QStringLiteral("file")).toString().toStdString(), fixture("ddp_sd_cuda0.pt"));
         QStringList codes;
         for (const auto& f : o.value(QStringLiteral("findings")).toArray()) {

@@ -404,7 +404,7 @@ private Q_SLOTS:
         const auto fs = findingsOf("train_ckpt.pt");
         const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(renderJson(fs, "train_ckpt.pt")));
         const auto o = doc.object();
-        QCOMPARE(o.value(QStringLiteral("schema")).toInt(), 1);
+        QCOMPARE(o.value(QStringLiteral("schema")).toInt(), 2);
         const auto arr = o.value(QStringLiteral("findings")).toArray();
         QCOMPARE(arr.size(), qsizetype(fs.size()));
         for (const auto& v : arr) {

@@ -98,7 +98,7 @@ private Q_SLOTS:
         const auto r = diffRun(args);
         QCOMPARE(r.rc, 0);
         QVERIFY(r.doc["equal"].get<bool>());
-        QCOMPARE(r.doc["schema"].get<int>(), 1);
+        QCOMPARE(r.doc["schema"].get<int>(), 2);
         QCOMPARE(r.doc["counts"]["changed"].get<int>(), 0);
         QCOMPARE(r.doc["counts"]["equal"].get<std::size_t>(), r.doc["entries"].size());
         const auto& w = entry(r.doc, select.isEmpty() ? "state_dict/emb.weight" : "emb.weight");
@@ -370,6 +370,15 @@ private Q_SLOTS:
         QCOMPARE(z3.rc, 2);
         QCOMPARE(std::count(z3.err.begin(), z3.err.end(), '\n'), 1);
         QVERIFY(QDir(tmp.path()).entryList(QDir::AllEntries | QDir::Hidden | QDir::NoDotAndDotDot).isEmpty());
+        // ZeRO and Hugging Face sets are read in place (sharded/set_view.h): nothing is written, so
+        // a temporary directory that does not exist changes nothing.
+        qputenv("TMPDIR", QByteArrayLiteral("/nonexistent/ckptscope-tmp"));
+        const auto inPlace = diffRun({dir + "/zero2_w3", dir + "/zero2_complete.expected.pt"});
+        QVERIFY2(inPlace.rc == 0, (inPlace.err + inPlace.out).c_str());
+        QCOMPARE(inPlace.doc["a"]["files"].get<int>(), 4);  // latest's tag folder: 1 model + 3 optimizer rank files
+        const auto hf = diffRun({dir + "/hf_bin", dir + "/hf_bin.expected.pt"});
+        QVERIFY2(hf.rc == 0, (hf.err + hf.out).c_str());
+        QCOMPARE(hf.doc["a"]["files"].get<int>(), 3);
         qunsetenv("TMPDIR");
     }
 

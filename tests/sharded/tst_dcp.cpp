@@ -81,12 +81,12 @@ private Q_SLOTS:
         QCOMPARE(tensors.size(), wantTensors.size());
         for (const auto& t : tensors) {
             const QJsonObject o = t.toObject();
-            const QString key = o.value(QStringLiteral("key")).toString();
+            const QString key = o.value(QStringLiteral("path")).toString();
             QVERIFY2(wantTensors.contains(key), qPrintable(key));
             const QJsonObject w = wantTensors.value(key).toObject();
             QCOMPARE(o.value(QStringLiteral("shape")).toArray(), w.value(QStringLiteral("shape")).toArray());
             QCOMPARE(o.value(QStringLiteral("dtype")).toString(), w.value(QStringLiteral("dtype")).toString());
-            const QJsonArray chunks = o.value(QStringLiteral("chunks")).toArray();
+            const QJsonArray chunks = o.value(QStringLiteral("pieces")).toArray();
             QCOMPARE(chunks.size(), w.value(QStringLiteral("chunks")).toInt());
             for (const auto& c : chunks) {
                 QVERIFY(QFile::exists(
@@ -98,10 +98,10 @@ private Q_SLOTS:
         QCOMPARE(values.size(), wantValues.size());
         for (const auto& v : values) {
             const QJsonObject o = v.toObject();
-            const QString key = o.value(QStringLiteral("key")).toString();
+            const QString key = o.value(QStringLiteral("path")).toString();
             QCOMPARE(o.value(QStringLiteral("value")).toString(), wantValues.value(key).toString());
         }
-        QVERIFY(got.value(QStringLiteral("finding_codes")).toArray().isEmpty());
+        QVERIFY(got.value(QStringLiteral("set")).toObject().value(QStringLiteral("findings")).toArray().isEmpty());
         // The text view names each chunk's box and file.
         const Run text = ckptscope({"inspect", path.toStdString()});
         QCOMPARE(text.rc, 0);

@@ -68,11 +68,12 @@ private Q_SLOTS:
         QCOMPARE(tensors.size(), want.size());
         for (const auto& t : tensors) {
             const QJsonObject o = t.toObject();
-            const QJsonArray w = want.value(o.value(QStringLiteral("key")).toString()).toArray();
+            const QJsonArray w = want.value(o.value(QStringLiteral("path")).toString()).toArray();
             QCOMPARE(o.value(QStringLiteral("dtype")).toString(), w.at(0).toString());
             QCOMPARE(o.value(QStringLiteral("shape")).toArray(), w.at(1).toArray());
-            QCOMPARE(o.value(QStringLiteral("kind")).toString(), kind);
-            QVERIFY(!o.value(QStringLiteral("shards")).toArray().isEmpty());
+            QCOMPARE(o.value(QStringLiteral("stored_as")).toString(), kind);
+            QVERIFY(!o.value(QStringLiteral("pieces")).toArray().isEmpty());
+            QVERIFY(!o.value(QStringLiteral("stored_in")).toArray().isEmpty());
         }
     }
 
@@ -83,9 +84,12 @@ private Q_SLOTS:
         QVERIFY2(r.rc == 0, r.err.c_str());
         const QJsonObject j = jsonOf(r);
         QVERIFY(j.value(QStringLiteral("set")).toObject().value(QStringLiteral("one_file")).toBool());
+        QCOMPARE(j.value(QStringLiteral("set")).toObject().value(QStringLiteral("kind")).toString(),
+                 QStringLiteral("fsdp-ranks"));
         for (const auto& t : j.value(QStringLiteral("tensors")).toArray()) {
-            for (const auto& s : t.toObject().value(QStringLiteral("shards")).toArray()) {
-                QCOMPARE(s.toObject().value(QStringLiteral("rank")).toInt(), 1);
+            for (const auto& s : t.toObject().value(QStringLiteral("pieces")).toArray()) {
+                QCOMPARE(s.toObject().value(QStringLiteral("file")).toString(),
+                         QStringLiteral("pytorch_model_fsdp_0_rank1.bin"));
             }
         }
         const Run check = ckptscope({"check", file.toStdString(), "--json"});

@@ -257,41 +257,64 @@ private Q_SLOTS:
     void inspectListsTheConsolidatedModel_data()
     {
         QTest::addColumn<QString>("entry");
-        QTest::addColumn<QString>("storedIn");
+        QTest::addColumn<QString>("storedIn");  // the text's STORED IN column
+        QTest::addColumn<QString>("rankFile");  // in the JSON's stored_in
+        QTest::addColumn<QString>("fileError");
         QTest::newRow("save dir") << "zero3_w2"
-                                  << "2 rank files: zero_pp_rank_0_mp_rank_00_optim_states.pt";
+                                  << "2 rank files: zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                  << "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                  << "";
         QTest::newRow("tag folder") << "zero3_bf16_w2/global_step3"
-                                    << "2 rank files: bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt";
+                                    << "2 rank files: bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                    << "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                    << "";
         QTest::newRow("missing ranks") << "zero3_no_optim"
-                                       << "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt (missing)";
+                                       << "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt (missing)"
+                                       << "bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+                                       << "missing";
     }
     void inspectListsTheConsolidatedModel()
     {
         QFETCH(QString, entry);
         QFETCH(QString, storedIn);
+        QFETCH(QString, rankFile);
+        QFETCH(QString, fileError);
         const Run r = ckptscope({"inspect", "--json", fixture(entry).toStdString()});
         QVERIFY2(r.rc == 0, r.err.c_str());
-        const QJsonArray tensors = jsonOf(r).value(QStringLiteral("tensors")).toArray();
+        const QJsonObject doc = jsonOf(r);
+        QCOMPARE(doc.value(QStringLiteral("set")).toObject().value(QStringLiteral("kind")).toString(),
+                 QStringLiteral("deepspeed-zero"));
+        const QJsonArray tensors = doc.value(QStringLiteral("tensors")).toArray();
         QCOMPARE(tensors.size(), 11);
         QJsonObject embed;
         QJsonObject steps;
         for (const auto& v : tensors) {
             const QJsonObject t = v.toObject();
-            if (t.value(QStringLiteral("key")).toString() == QStringLiteral("embed.weight")) {
+            if (t.value(QStringLiteral("path")).toString() == QStringLiteral("embed.weight")) {
                 embed = t;
             }
-            if (t.value(QStringLiteral("key")).toString() == QStringLiteral("layers.0.norm.num_batches_tracked")) {
+            if (t.value(QStringLiteral("path")).toString() == QStringLiteral("layers.0.norm.num_batches_tracked")) {
                 steps = t;
             }
         }
         QCOMPARE(embed.value(QStringLiteral("shape")).toArray(), (QJsonArray{50, 16}));
         QCOMPARE(embed.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));
-        QVERIFY2(embed.value(QStringLiteral("file")).toString().contains(storedIn),
-                 qPrintable(embed.value(QStringLiteral("file")).toString()));
+        QCOMPARE(embed.value(QStringLiteral("location")).toString(), QStringLiteral("cpu"));
+        QVERIFY(embed.value(QStringLiteral("stored_in")).toArray().contains(rankFile));
+        bool listed = false;
+        for (const auto& f : doc.value(QStringLiteral("set")).toObject().value(QStringLiteral("files")).toArray()) {
+            if (f.toObject().value(QStringLiteral("path")).toString() == rankFile) {
+                listed = true;
+                QCOMPARE(f.toObject().value(QStringLiteral("error")).toString(), fileError);
+                QCOMPARE(f.toObject().value(QStringLiteral("read")).toBool(), fileError.isEmpty());
+            }
+        }
+        QVERIFY(listed);
         QCOMPARE(steps.value(QStringLiteral("dtype")).toString(), QStringLiteral("float32"));  // .float()
         const Run text = ckptscope({"inspect", fixture(entry).toStdString()});
         QCOMPARE(text.rc, 0);
         QVERIFY(text.out.find("DeepSpeed ZeRO checkpoint") != std::string::npos);
+        QVERIFY2(text.out.find(storedIn.toStdString()) != std::string::npos, text.out.c_str());
     }
 
     // zero3-placeholder-module is info where every rank's optimizer states were read (the set
@@ -303,27 +326,35 @@ private Q_SLOTS:
         QTest::addColumn<int>("rc");
         QTest::addColumn<QString>("names");
         QTest::addColumn<QString>("placeholders");  // the zero3-placeholder-module severity
-        QTest::newRow("stage 2 complete") << "zero2_w3" << QStringList{} << 0 << ""
+        // shared-storage: the consolidated model's param groups are one storage each (zero_to_fp32's
+        // layout), which `check` of the set now sees as `check` of the converted file does.
+        QTest::newRow("stage 2 complete") << "zero2_w3" << QStringList{QStringLiteral("shared-storage")} << 0 << ""
                                           << "";
         QTest::newRow("stage 3 complete")
-            << "zero3_w2" << QStringList{QStringLiteral("zero3-placeholder-module")} << 0 << "module/embed.weight"
+            << "zero3_w2" << QStringList{QStringLiteral("zero3-placeholder-module"), QStringLiteral("shared-storage")}
+            << 0 << "module/embed.weight"
             << "info";
         QTest::newRow("stage 3 complete, from a rank file")
             << "zero3_w3/global_step3/zero_pp_rank_2_mp_rank_00_optim_states.pt"
-            << QStringList{QStringLiteral("zero3-placeholder-module")} << 0 << "module/embed.weight"
+            << QStringList{QStringLiteral("zero3-placeholder-module"), QStringLiteral("shared-storage")} << 0
+            << "module/embed.weight"
             << "info";
         QTest::newRow("no optimizer files")
             << "zero3_no_optim"
-            << QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")} << 1
-            << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"
+            << QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module"),
+                           QStringLiteral("shared-storage")}
+            << 1 << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"
             << "warning";
-        QTest::newRow("stale rank file") << "zero2_stale_rank" << QStringList{QStringLiteral("world-size-mismatch")}
+        QTest::newRow("stale rank file") << "zero2_stale_rank"
+                                         << QStringList{QStringLiteral("world-size-mismatch"),
+                                                        QStringLiteral("shared-storage")}
                                          << 1 << "zero_pp_rank_2_mp_rank_00_optim_states.pt"
                                          << "";
         QTest::newRow("truncated rank file")
             << "zero3_truncated"
-            << QStringList{QStringLiteral("shard-unreadable"), QStringLiteral("zero3-placeholder-module")} << 1
-            << "zero_pp_rank_1_mp_rank_00_optim_states.pt"
+            << QStringList{QStringLiteral("shard-unreadable"), QStringLiteral("zero3-placeholder-module"),
+                           QStringLiteral("shared-storage")}
+            << 1 << "zero_pp_rank_1_mp_rank_00_optim_states.pt"
             << "warning";
     }
     void checkNamesWhatIsBroken()
@@ -503,7 +534,8 @@ private Q_SLOTS:
         const Run check = ckptscope({"check", "--json", dir});
         QCOMPARE(check.rc, 1);
         QCOMPARE(findingCodes(check),
-                 (QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module")}));
+                 (QStringList{QStringLiteral("zero-rank-missing"), QStringLiteral("zero3-placeholder-module"),
+                              QStringLiteral("shared-storage")}));
         QVERIFY(check.out.find("bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt") != std::string::npos);
         QTemporaryDir tmp;
         const Run convert = ckptscope({"convert", dir, "-o", tmp.filePath(QStringLiteral("m.pt")).toStdString()});

@@ -29,12 +29,10 @@ import sys
 import torch
 from torch import nn
 
-USE = {}
+from torch2_cases import Writers, check_cases, run
 
-
-def writer(fn):
-    USE[fn.__name__.removeprefix("write_")] = fn
-    return fn
+USE = Writers()
+writer = USE
 
 
 class Net(nn.Module):
@@ -310,14 +308,6 @@ def dtype_name(dt):
     return str(dt).removeprefix("torch.")
 
 
-def run(*cmd, ok=(0,)):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if r.returncode not in ok:
-        raise RuntimeError(f"{' '.join(os.path.basename(c) for c in cmd[:2])} ... exited {r.returncode}: "
-                           f"{r.stderr.strip()[:300]}")
-    return r
-
-
 def default_load(path):
     """What PyTorch's default torch.load does: (value, None) or (None, the error)."""
     try:
@@ -428,12 +418,11 @@ def check_rank_file(tool, path, work):
     shutil.copy(path, os.path.join(ranked, "rank0.pt"))
     info = json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt")).stdout)
     for t in info["tensors"]:
-        want = local[t["key"]]
-        got = [(s["local_shape"], s["local_bytes"]) for s in t["shards"]]
-        if got != [(list(want.shape), want.numel() * want.element_size())]:
-            errors.append(f"inspect rank0.pt: {t['key']}: local pieces {got}")
-    if "dtensor-rank-files" not in json.loads(run(tool, "inspect", "--json", os.path.join(ranked, "rank0.pt"))
-                                              .stdout)["finding_codes"]:
+        want = local[t["path"]]
+        got = [(s["sizes"], s["bytes"], s["file"]) for s in t["pieces"]]
+        if got != [(list(want.shape), want.numel() * want.element_size(), "rank0.pt")]:
+            errors.append(f"inspect rank0.pt: {t['path']}: local pieces {got}")
+    if "dtensor-rank-files" not in [f["code"] for f in info["set"]["findings"]]:
         errors.append("inspect rank0.pt: no dtensor-rank-files")
     out = os.path.join(ranked, "out.pt")
     r = subprocess.run([tool, "convert", os.path.join(ranked, "rank0.pt"), "--single-card", "-o", out],
@@ -631,21 +620,14 @@ def main():
         for name, fn in USE.items():
             fn(os.path.join(args.out, name + ".pt"))
         return 0
-    failed = 0
-    for name in args.names:
+    work = os.path.join(args.out, "work")
+    os.makedirs(work, exist_ok=True)
+
+    def check(name):
         path = os.path.join(args.out, name)
-        path = path if os.path.isfile(path) else path + ".pt"
-        work = os.path.join(args.out, "work")
-        os.makedirs(work, exist_ok=True)
-        try:
-            errors = CHECKS.get(name, check_file)(args.tool, path, work)
-        except Exception as e:  # noqa: BLE001 - reported as the case's failure
-            errors = [f"{type(e).__name__}: {e}"]
-        for e in errors:
-            print(f"{name}: {e}")
-        print(f"{name}: {'ok' if not errors else str(len(errors)) + ' difference(s)'} (torch {torch.__version__})")
-        failed |= bool(errors)
-    return 1 if failed else 0
+        return CHECKS.get(name, check_file)(args.tool, path if os.path.isfile(path) else path + ".pt", work)
+
+    return check_cases(args.names, check)
 
 
 if __name__ == "__main__":

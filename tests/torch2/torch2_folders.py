@@ -34,18 +34,15 @@ Exit 0 when all holds; each difference is printed otherwise, and the exit code i
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import torch
 from torch import nn
 
-WRITERS = {}
+from torch2_cases import Writers, check_cases, run
 
-
-def writer(fn):
-    WRITERS[fn.__name__.removeprefix("write_")] = fn
-    return fn
+WRITERS = Writers()
+writer = WRITERS
 
 
 class Net(nn.Module):
@@ -192,14 +189,6 @@ def write_megatron_torch_dist(out):
     torch.save(sd, out + ".expected.pt")
 
 
-def run(*cmd, ok=(0,)):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if r.returncode not in ok:
-        raise RuntimeError(f"{' '.join(os.path.basename(c) for c in cmd[:2])} ... exited {r.returncode}: "
-                           f"{r.stderr.strip()[:300]}")
-    return r
-
-
 def model_file(folder):
     for name in ("model.safetensors", "adapter_model.safetensors", "pytorch_model.bin", "model.pt"):
         if os.path.exists(os.path.join(folder, name)):
@@ -316,17 +305,7 @@ def main():
     tool, out = sys.argv[2], sys.argv[3]
     work = os.path.join(out, "work")
     os.makedirs(work, exist_ok=True)
-    failed = False
-    for name in WRITERS:
-        try:
-            errors = CHECKS.get(name, check_folder)(tool, os.path.join(out, name), work)
-        except Exception as e:  # noqa: BLE001 - reported as the case's failure
-            errors = [f"{type(e).__name__}: {e}"]
-        for e in errors:
-            print(f"{name}: {e}")
-        print(f"{name}: {'ok' if not errors else str(len(errors)) + ' difference(s)'}")
-        failed |= bool(errors)
-    return 1 if failed else 0
+    return check_cases(WRITERS, lambda name: CHECKS.get(name, check_folder)(tool, os.path.join(out, name), work))
 
 
 if __name__ == "__main__":

@@ -352,7 +352,7 @@ private Q_SLOTS:
         QVERIFY(c);
         const Plan p = plan(*c, ckpt::transform::singleCardPreset());
         const QJsonObject j = QJsonDocument::fromJson(QByteArray::fromStdString(p.toJson())).object();
-        QCOMPARE(j.value(QStringLiteral("schema")).toInt(), 1);
+        QCOMPARE(j.value(QStringLiteral("schema")).toInt(), 2);
         QCOMPARE(j.value(QStringLiteral("tensors")).toInt(), 9);
         const QJsonArray steps = j.value(QStringLiteral("steps")).toArray();
         QCOMPARE(steps.size(), 11);  // 9 keys + _metadata + one remap

@@ -1,0 +1,185 @@
+#include "sharded/set_view.h"
+
+#include "checkpoint/index.h"
+#include "checkpoint/loaders.h"
+#include "sharded/chunks.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace ckpt::sharded {
+
+namespace {
+
+// The Hugging Face view's bytes: each storage one storage of one shard, streamed from it.
+class ShardStorages final : public StorageSource {
+public:
+    ShardStorages(std::shared_ptr<const ShardedSet> set, std::vector<detail::ShardStorage> storages)
+        : set_(std::move(set)), storages_(std::move(storages))
+    {
+    }
+    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
+    {
+        const auto& s = storages_.at(storage.value());
+        auto shard = set_->shard(s.shard);  // reopened when the set's cache let it go
+        if (!shard) {
+            return shard.error();
+        }
+        return (*shard)->streamStorage(s.storage, offset, length, sink, chunk);
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->checkUnchanged(); }
+
+private:
+    std::shared_ptr<const ShardedSet> set_;
+    std::vector<detail::ShardStorage> storages_;
+};
+
+// An assembled view's bytes: a storage's pieces of member checkpoints end to end, each cast to
+// float32 where the tensor's pieces are of another type (ZeRO's bf16 buffers, as .float() does).
+class PieceStorages final : public StorageSource {
+public:
+    PieceStorages(std::vector<detail::Assembled> tensors, std::vector<std::size_t> recorded, MemberCheckpoints sources)
+        : tensors_(std::move(tensors)), recorded_(std::move(recorded)), sources_(std::move(sources))
+    {
+    }
+    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
+    {
+        const auto& t = tensors_.at(recorded_.at(storage.value()));
+        const bool cast = t.from != t.dtype;
+        const std::uint64_t inSize = std::max<std::uint64_t>(1, elementSize(t.from));
+        const std::uint64_t outSize = std::max<std::uint64_t>(1, elementSize(t.dtype));
+        if (cast && (offset % outSize != 0 || length % outSize != 0)) {
+            return makeError(ErrorCode::Internal, "a cast storage is read in whole elements only");
+        }
+        const std::uint64_t end = offset + length;
+        std::uint64_t at = 0;  // where the piece starts in the storage
+        for (const auto& p : t.pieces) {
+            const std::uint64_t size = cast ? p.bytes / inSize * outSize : p.bytes;
+            if (at + size <= offset || at >= end) {
+                at += size;
+                continue;
+            }
+            const std::uint64_t lo = std::max(offset, at) - at;
+            const std::uint64_t hi = std::min(end, at + size) - at;
+            auto src = sources_.get(p.source);  // reopened when the cache let it go (members.h)
+            if (!src) {
+                return src.error();
+            }
+            auto read =
+                cast ? streamCast(**src, p, t.from, lo / outSize * inSize, (hi - lo) / outSize * inSize, sink, chunk)
+                     : (*src)->streamStorage(p.storage, p.byteOffset + lo, hi - lo, sink, chunk);
+            if (!read) {
+                return read;
+            }
+            at += size;
+        }
+        if (at < end) {
+            // A tensor of an incomplete set: its partitions in rank files that are missing.
+            return makeError(ErrorCode::Truncated, "bytes " + std::to_string(std::max(offset, at)) + ".." +
+                                                       std::to_string(end) + " of '" + t.name +
+                                                       "' are in rank files that are missing or unreadable");
+        }
+        return {};
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return sources_.checkUnchanged(); }
+
+private:
+    // Bytes [from, from + length) of a piece, each element cast to float32. Pieces arrive in slices
+    // that are a multiple of every element size (Checkpoint::streamStorage's chunks).
+    static Expected<void> streamCast(const Checkpoint& src, const detail::Piece& p, DType type, std::uint64_t from,
+                                     std::uint64_t length, const std::function<bool(Bytes)>& sink, std::size_t chunk)
+    {
+        const std::size_t inSize = std::max<std::size_t>(1, elementSize(type));
+        std::vector<std::byte> converted;
+        return src.streamStorage(
+            p.storage, p.byteOffset + from, length,
+            [&](Bytes piece) {
+                const std::size_t n = piece.size() / inSize;
+                converted.resize(n * sizeof(float));
+                for (std::size_t i = 0; i < n; ++i) {
+                    const float f = detail::toFloat32(type, piece.data() + i * inSize);
+                    std::memcpy(converted.data() + i * sizeof(float), &f, sizeof(float));
+                }
+                return sink(Bytes(converted.data(), converted.size()));
+            },
+            std::max<std::size_t>(inSize, chunk / sizeof(float) * inSize));
+    }
+
+    std::vector<detail::Assembled> tensors_;
+    std::vector<std::size_t> recorded_;
+    MemberCheckpoints sources_;
+};
+
+// The checkpoint over `c`'s arena and root (filled by the caller): the storage table of sizes
+// `nbytes`, every storage assembled from `source`, and the tree built as a file's is.
+Expected<CheckpointPtr> finish(std::shared_ptr<Checkpoint> c, const std::vector<std::uint64_t>& nbytes,
+                               std::shared_ptr<const StorageSource> source)
+{
+    c->format = Format::TorchZip;  // what the set's consolidation writes
+    c->archiveFolder = "archive";
+    c->pickleProtocol = 2;
+    if (auto r = ckpt::detail::adoptStorages(*c); !r) {
+        return r.error();
+    }
+    for (std::size_t i = 0; i < c->storages.size() && i < nbytes.size(); ++i) {
+        auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        s.nbytes = nbytes[i];
+        s.storedBytes = nbytes[i];
+        s.present = true;
+        s.assembled = true;
+    }
+    c->source = std::move(source);
+    if (auto r = ckpt::detail::buildIndex(*c); !r) {
+        return r.error();
+    }
+    return CheckpointPtr(std::move(c));
+}
+
+}  // namespace
+
+Expected<CheckpointPtr> viewOf(const ShardedSet& set)
+{
+    auto c = std::make_shared<Checkpoint>();
+    std::vector<detail::ShardStorage> storages;
+    auto root = detail::shardSetPickle(set, c->arena, storages);
+    if (!root) {
+        return root.error();
+    }
+    c->root = *root;
+    c->path = set.dir;
+    c->setFiles = set.shardFiles;
+    std::vector<std::uint64_t> nbytes;
+    for (const auto& s : storages) {
+        nbytes.push_back(s.nbytes);
+        c->fileSize += s.nbytes;
+    }
+    return finish(std::move(c), nbytes,
+                  std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
+}
+
+Expected<CheckpointPtr> viewOf(const zero::Set& set)
+{
+    auto tensors = zero::assembled(set, true);  // as `convert DIR -o` writes it, zero_to_fp32's layout
+    auto c = std::make_shared<Checkpoint>();
+    auto built = detail::assembledPickle(tensors, c->arena);
+    if (!built) {
+        return built.error();
+    }
+    c->root = built->root;
+    c->path = set.loc.dir;
+    c->setFiles = set.files;
+    std::vector<std::uint64_t> nbytes;
+    for (const auto i : built->recorded) {
+        const auto& t = tensors[i];
+        nbytes.push_back(detail::numelOf(t.shape) * elementSize(t.dtype));
+        c->fileSize += nbytes.back();
+    }
+    auto recorded = built->recorded;
+    return finish(std::move(c), nbytes,
+                  std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
+}
+
+}  // namespace ckpt::sharded
