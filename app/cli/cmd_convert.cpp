@@ -354,7 +354,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     a.output = outputPath(a);
     // A file of the set being read (a shard, the index, `latest`, a rank file, a .distcp) is never
     // an output, however the set was named (folder, index, shard) and whatever the edits: the
-    // staged copy hides the set from the input-is-output check below. A folder output (a split, a
+    // input-is-output check below sees only what was named. A folder output (a split, a
     // DCP folder) is checked by the writer: it takes no folder already holding a set's files.
     if (!a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
@@ -362,12 +362,13 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
             return kExitBadInput;
         }
     }
-    // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded: as it
-    // stands straight into the output, or into a staged file that the edits below then read.
+    // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded as it
+    // stands straight into the output; otherwise the edits below read it opened as one checkpoint
+    // (Hugging Face, ZeRO), or a staged file (DCP, FSDP).
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp";
-    std::optional<sharded::TempConsolidated> staged;
+    SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,
                                       a.keepOptimizer};
@@ -377,12 +378,12 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!a.fileOnly && !a.json) {
         noteSetOfFile(a.input, out);
     }
-    if (const auto rc = convertSet(a.input, a.output, format, plainSet, staged, out, err, zero, a.fileOnly)) {
+    if (const auto rc = convertSet(a.input, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
         return *rc;
     }
-    const std::string source = staged ? staged->path() : a.input;
+    const std::string source = setSource.staged ? setSource.staged->path() : a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
-    // (a sharded set's folder is checked by the split itself).
+    // (a sharded set's folder is checked by the split itself, its files above).
     if (!a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = write::checkConversions({{source, a.output}}); !ok) {
             printError(err, ok.error());
@@ -395,7 +396,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
 
-    auto ck = openCheckpoint(source);
+    auto ck = setSource.view ? Expected<CheckpointPtr>(*setSource.view) : openCheckpoint(source);
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);

@@ -58,6 +58,28 @@ bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
     return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
 }
 
+// A set that `convert` reads in place (set_view.h): whole, as consolidate() would refuse it otherwise;
+// a ZeRO folder with a storage per tensor, which an edit, split or export can move alone.
+Expected<CheckpointPtr> hfView(const sharded::ShardedSet& set)
+{
+    if (auto whole = sharded::checkConsolidatable(set); !whole) {
+        return whole.error();
+    }
+    return sharded::viewOf(set);
+}
+
+Expected<CheckpointPtr> zeroView(const sharded::SetLocation& loc, const sharded::zero::Options& options)
+{
+    auto set = sharded::zero::open(loc, options.weights, options.keepOptimizer);
+    if (!set) {
+        return set.error();
+    }
+    if (auto whole = sharded::zero::checkConsolidatable(*set); !whole) {
+        return whole.error();
+    }
+    return sharded::viewOf(*set, false);
+}
+
 // A piece's line under its row: its box of the global tensor, its bytes, and where they are.
 std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, const sharded::SetPiece& p)
 {
@@ -297,9 +319,10 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
 }
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err, const sharded::zero::Options& zeroOptions, bool fileOnly)
+                              bool direct, SetSource& source, std::ostream& out, std::ostream& err,
+                              const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
+    auto& staged = source.staged;
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(input);
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
@@ -342,11 +365,17 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         return zero ? sharded::consolidateSet(loc, target, options) : sharded::consolidateTorch(**set, target);
     };
     if (!direct || !toTorch) {
-        return stage(
-            input, output, [&](const std::string& target) { return consolidate(target, zeroOptions); }, staged, err);
+        // Edits, other formats and splits read the set in place, opened as one checkpoint.
+        auto view = zero ? zeroView(loc, zeroOptions) : hfView(**set);
+        if (!view) {
+            printError(err, view.error(), input);
+            return exitCodeFor(view.error().code);
+        }
+        source.view = std::move(*view);
+        return std::nullopt;
     }
     // Straight into the output, a ZeRO param group is one storage as zero_to_fp32 writes it: the
-    // staged copy above keeps a storage per tensor for the edits, splits and exports that follow.
+    // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
     auto done = consolidate(output, grouped);

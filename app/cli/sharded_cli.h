@@ -18,14 +18,23 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
 // DeepSpeed ZeRO) every single-file rule on the consolidated model, `opts` included.
 std::optional<int> checkSet(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
                             std::ostream& err);
+
+// What `convert` of a set reads when the set is not written as it stands: the set opened as one
+// checkpoint (Hugging Face, ZeRO: read in place, set_view.h), or a staged hidden file beside the
+// output (DCP, FSDP: consolidated first).
+struct SetSource {
+    std::optional<CheckpointPtr> view;
+    std::optional<sharded::TempConsolidated> staged;
+};
+
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no
-// split). Otherwise the set is consolidated into `staged`, a hidden file beside the output, and
-// nothing is returned: the caller converts staged->path() as an ordinary file, so edits,
-// safetensors and re-sharding go through the single-file path unchanged. `zero`: what to take
-// from a ZeRO folder. `fileOnly` (--file-only): `input` is converted as the file it is, never its set.
+// split). Otherwise `source` is filled and nothing is returned: the caller converts it as an
+// ordinary file, so edits, safetensors and re-sharding go through the single-file path unchanged.
+// `zero`: what to take from a ZeRO folder. `fileOnly` (--file-only): `input` is converted as the
+// file it is, never its set.
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool direct, std::optional<sharded::TempConsolidated>& staged, std::ostream& out,
-                              std::ostream& err, const sharded::zero::Options& zero = {}, bool fileOnly = false);
+                              bool direct, SetSource& source, std::ostream& out, std::ostream& err,
+                              const sharded::zero::Options& zero = {}, bool fileOnly = false);
 
 // The one JSON document of a set (`inspect --json`): the fields a file's document has (`path`,
 // `dtype`, `shape`, `location`, `nbytes` per tensor; `totals`), each tensor's `stored_in` files

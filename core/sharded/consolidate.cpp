@@ -368,10 +368,18 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
 
 }  // namespace detail
 
-Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath)
+Expected<void> checkConsolidatable(const ShardedSet& set)
 {
     if (!set.complete()) {
         return detail::incomplete("the set is incomplete", set.findings, set.indexPath);
+    }
+    return {};
+}
+
+Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath)
+{
+    if (auto whole = checkConsolidatable(set); !whole) {
+        return whole.error();
     }
     auto target = write::resolveTarget(outPath);
     if (!target) {

@@ -160,9 +160,9 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
                   std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
 }
 
-Expected<CheckpointPtr> viewOf(const zero::Set& set)
+Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
 {
-    auto tensors = zero::assembled(set, true);  // as `convert DIR -o` writes it, zero_to_fp32's layout
+    auto tensors = zero::assembled(set, groupStorages);
     auto c = std::make_shared<Checkpoint>();
     auto built = detail::assembledPickle(tensors, c->arena);
     if (!built) {

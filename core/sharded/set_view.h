@@ -18,6 +18,8 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set);
 // A DeepSpeed ZeRO folder: the fp32 model zero_to_fp32 rebuilds, laid out as `convert DIR -o`
 // writes it (a stage 1/2 param group one storage its params view), each storage assembled from the
 // ranks' partitions (a bf16 buffer cast to float32 as it is read).
-Expected<CheckpointPtr> viewOf(const zero::Set& set);
+// Without `groupStorages` each tensor has a storage of its own, which an edit, split or export can
+// move alone (what `convert DIR` with edits reads).
+Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages = true);
 
 }  // namespace ckpt::sharded

@@ -119,6 +119,8 @@ struct ConsolidateResult {
     std::size_t files = 0;  // of the set, read for it (shards, DCP data files, rank files)
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
+// The refusal of an incomplete set (Corrupt, naming its error findings), before anything is written.
+Expected<void> checkConsolidatable(const ShardedSet& set);
 
 // DeepSpeed ZeRO folders are zero.h's.
 

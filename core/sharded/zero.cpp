@@ -1343,7 +1343,7 @@ std::vector<detail::Assembled> assembled(const Set& set, bool groupStorages)
     return out;
 }
 
-Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages)
+Expected<void> checkConsolidatable(const Set& set)
 {
     if (!set.complete()) {
         std::string codes;
@@ -1355,6 +1355,14 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
                                                     "; see `ckptscope check`): nothing was written");
         e.path = set.loc.dir;
         return e;
+    }
+    return {};
+}
+
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages)
+{
+    if (auto whole = checkConsolidatable(set); !whole) {
+        return whole.error();
     }
     return detail::writeAssembled(assembled(set, groupStorages), set.sources, outPath);
 }

@@ -86,5 +86,7 @@ Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master
 // file to file, no byte read) with the params as views into it, about twice as fast; without it
 // each tensor has a storage of its own, which a later edit, split or export can move alone.
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath, bool groupStorages = false);
+// The refusal of an incomplete folder (Corrupt, naming its error findings), before anything is written.
+Expected<void> checkConsolidatable(const Set& set);
 
 }  // namespace ckpt::sharded::zero
