@@ -85,6 +85,21 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
         out.bytes = c.bytes.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(t.nbytes));
         return {};
     }
+    // An assembled storage (a set's view, set_view.h) may be a whole ZeRO param group: a contiguous
+    // tensor reads its own bytes only, never the group.
+    if (s.assembled && isCContiguous(t.shape, t.stride)) {
+        out.owned.reserve(static_cast<std::size_t>(t.nbytes));
+        auto read =
+            c.streamStorage(t.storage, static_cast<std::uint64_t>(t.storageOffset) * es, t.nbytes, [&](Bytes b) {
+                out.owned.insert(out.owned.end(), b.begin(), b.end());
+                return true;
+            });
+        if (!read) {
+            return c.withPath(read.error());
+        }
+        out.bytes = out.owned;
+        return {};
+    }
     // A view repeating its storage (stride 0) would be materialised in full: bounded as convert
     // bounds safetensors output, so a hostile shape cannot ask for gigabytes.
     if (t.nbytes > 4 * s.nbytes + kGatherSlack) {
