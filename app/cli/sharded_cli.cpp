@@ -289,6 +289,13 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     // Hugging Face and ZeRO sets open as one checkpoint, which every single-file rule reads too.
     auto withView = [&](const auto& set, const std::vector<sharded::SetFinding>& found, const std::string& at) {
         auto view = sharded::viewOf(set);
+        if (!view && !opts.values && !opts.againstPath) {
+            // A set that cannot be one checkpoint (a shard holding a tensor no consolidation writes)
+            // still gets its own findings; what kept the file rules from running is said on stderr.
+            err << "ckptscope check: " << displayText(input)
+                << ": the single-file rules did not run on the set: " << displayText(view.error().message) << '\n';
+            return printSetFindings(found, at, json, out);
+        }
         if (!view) {
             printError(err, view.error(), input);
             return exitCodeFor(view.error().code);

@@ -40,6 +40,21 @@ Expected<Side> viewSide(const std::string& path, Expected<CheckpointPtr> view, s
     return s;
 }
 
+// A Hugging Face set that is no one checkpoint (a shard holds a tensor no consolidation writes,
+// such as a quantized one): each shard a part of the side, all held open, as each tensor lives
+// whole in one shard.
+Side ofShards(const std::string& path, const sharded::ShardedSet& set, std::string format)
+{
+    Side s;
+    s.path = path;
+    s.format = std::move(format);
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        auto shard = set.shardRead(i) ? set.shard(i) : Expected<CheckpointPtr>(CheckpointPtr());
+        s.parts.push_back(shard ? *shard : nullptr);
+    }
+    return s;
+}
+
 Expected<Side> hfSide(const std::string& path, const sharded::SetLocation& loc)
 {
     auto set = sharded::openSet(loc);
@@ -50,9 +65,13 @@ Expected<Side> hfSide(const std::string& path, const sharded::SetLocation& loc)
         return done.error();
     }
     const std::string ext = set->shardFiles.empty() ? "" : std::filesystem::path(set->shardFiles.front()).extension();
-    return viewSide(path, sharded::viewOf(*set),
-                    "huggingface set (" + std::to_string(set->shardFiles.size()) + " shards" +
-                        (ext.empty() ? "" : ", " + ext.substr(1)) + ")");
+    std::string format = "huggingface set (" + std::to_string(set->shardFiles.size()) + " shards" +
+                         (ext.empty() ? "" : ", " + ext.substr(1)) + ")";
+    auto view = sharded::viewOf(*set);
+    if (!view && view.error().code == ErrorCode::Unsupported) {
+        return ofShards(path, *set, std::move(format));
+    }
+    return viewSide(path, std::move(view), std::move(format));
 }
 
 Expected<Side> zeroSide(const std::string& path, const sharded::SetLocation& loc)

@@ -99,6 +99,25 @@ private Q_SLOTS:
             QDir(fixture(set)).entryList(QDir::Files | QDir::Hidden).filter(QStringLiteral(".ckptscope")).isEmpty());
     }
 
+    // A set that cannot be one checkpoint (a quantized tensor, which no consolidation writes) keeps
+    // its own findings in `check`, with one line on stderr saying why the file rules did not run;
+    // asked for --values, which needs them, it is refused.
+    void checkOfASetThatIsNoCheckpoint()
+    {
+        const std::string set = fixture(QStringLiteral("hf_quantized")).toStdString();
+        const Run r = ckptscope({"check", "--json", set});
+        QVERIFY2(r.rc == 0, (r.out + r.err).c_str());
+        QVERIFY(jsonOf(r).value(QStringLiteral("findings")).isArray());
+        QVERIFY2(r.err.find("the single-file rules did not run on the set") != std::string::npos, r.err.c_str());
+        QCOMPARE(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+        const Run values = ckptscope({"check", "--values", set});
+        QCOMPARE(values.rc, 2);
+        QVERIFY2(values.err.find("layers.0.qweight") != std::string::npos, values.err.c_str());
+        // diff compares it shard by shard, as each tensor lives whole in one shard.
+        const Run same = ckptscope({"diff", set, set});
+        QVERIFY2(same.rc == 0, (same.out + same.err).c_str());
+    }
+
     void checkOfASetIsCheckOfItsConsolidation_data()
     {
         QTest::addColumn<QString>("set");
