@@ -27,6 +27,7 @@
 namespace ckpt {
 
 struct ModelFolder;  // checkpoint/model_folder.h
+class Checkpoint;
 
 enum class Format : std::uint8_t { TorchZip, TorchLegacy, Safetensors, TorchTar };
 // "torch-zip", "torch-legacy", "safetensors", "torch-tar" (PyTorch < 0.1.10)
@@ -125,6 +126,15 @@ public:
                                   const std::function<bool(Bytes)>& sink, std::size_t chunk) const = 0;
     // Every file read from is still the one that was opened.
     [[nodiscard]] virtual Expected<void> checkUnchanged() const = 0;
+    // Where the storage's bytes lie whole in one member's mapping, uncast (a shard's storage, a ZeRO
+    // tensor within one partition), for writers that copy file to file: the member that holds the
+    // file open, the offset there, and the CRC-32 of those bytes when its zip gave it.
+    struct FileSpan {
+        std::shared_ptr<const Checkpoint> member;
+        std::uint64_t offset = 0;
+        std::optional<std::uint32_t> crc;
+    };
+    [[nodiscard]] virtual std::optional<FileSpan> fileSpan(StorageIndex /*storage*/) const { return std::nullopt; }
 };
 
 struct TensorEntry {

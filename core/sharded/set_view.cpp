@@ -12,6 +12,21 @@ namespace ckpt::sharded {
 
 namespace {
 
+// Bytes [offset, offset + length) of a member's storage as a span of its file, when they are in its
+// mapping as they are; with the zip's CRC when they are its whole record.
+std::optional<StorageSource::FileSpan> spanOf(const CheckpointPtr& member, StorageIndex storage, std::uint64_t offset,
+                                              std::uint64_t length)
+{
+    const StorageEntry& se = member->storages[storage];
+    if (!member->file || !se.inMapping() || offset > se.nbytes || length > se.nbytes - offset) {
+        return std::nullopt;
+    }
+    const bool wholeRecord =
+        member->format == Format::TorchZip && offset == 0 && length == se.storedBytes && (se.crc32 != 0 || length == 0);
+    return StorageSource::FileSpan{member, se.fileOffset + offset,
+                                   wholeRecord ? std::optional<std::uint32_t>(se.crc32) : std::nullopt};
+}
+
 // The Hugging Face view's bytes: each storage one storage of one shard, streamed from it.
 class ShardStorages final : public StorageSource {
 public:
@@ -30,6 +45,12 @@ public:
         return (*shard)->streamStorage(s.storage, offset, length, sink, chunk);
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->checkUnchanged(); }
+    [[nodiscard]] std::optional<FileSpan> fileSpan(StorageIndex storage) const override
+    {
+        const auto& s = storages_.at(storage.value());
+        auto shard = set_->shard(s.shard);
+        return shard ? spanOf(*shard, s.storage, 0, s.nbytes) : std::nullopt;
+    }
 
 private:
     std::shared_ptr<const ShardedSet> set_;
@@ -85,6 +106,16 @@ public:
         return {};
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return sources_.checkUnchanged(); }
+    [[nodiscard]] std::optional<FileSpan> fileSpan(StorageIndex storage) const override
+    {
+        const auto& t = tensors_.at(recorded_.at(storage.value()));
+        if (t.from != t.dtype || t.pieces.size() != 1) {
+            return std::nullopt;
+        }
+        const auto& p = t.pieces.front();
+        auto src = sources_.get(p.source);
+        return src ? spanOf(*src, p.storage, p.byteOffset, p.bytes) : std::nullopt;
+    }
 
 private:
     // Bytes [from, from + length) of a piece, each element cast to float32. Pieces arrive in slices

@@ -324,6 +324,27 @@ std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform:
     return src.fileOffset + s.byteOffset;
 }
 
+std::optional<InputSpan> inputSpanOf(const Checkpoint& in, const transform::OutStorage& s)
+{
+    if (auto offset = fileOffsetOf(in, s)) {
+        return InputSpan{in.file->fd(), *offset, std::nullopt, nullptr};
+    }
+    if (s.inlineBytes || !in.source) {
+        return std::nullopt;
+    }
+    const StorageEntry& src = in.storages[s.source];
+    if (!src.assembled) {
+        return std::nullopt;
+    }
+    auto span = in.source->fileSpan(s.source);
+    if (!span || !span->member || !span->member->file) {
+        return std::nullopt;
+    }
+    const bool whole = s.byteOffset == 0 && s.nbytes == src.nbytes;
+    return InputSpan{span->member->file->fd(), span->offset + s.byteOffset, whole ? span->crc : std::nullopt,
+                     span->member};
+}
+
 Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s, std::vector<std::byte>& scratch)
 {
     if (s.inlineBytes) {

@@ -90,6 +90,16 @@ Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s
 // Where a stored (not deflated) source range starts in the input file; nullopt when the bytes are
 // not in the file as they are (deflated member or an input read from memory).
 [[nodiscard]] std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform::OutStorage& s);
+// Where a planned storage's bytes can be copied from file to file: the input's own file (as
+// fileOffsetOf), or for a set read in place the member file that holds them whole (`member` keeps it
+// open); `crc` when known without reading them. None when they must be streamed.
+struct InputSpan {
+    int fd = -1;
+    std::uint64_t offset = 0;
+    std::optional<std::uint32_t> crc;
+    std::shared_ptr<const Checkpoint> member;
+};
+[[nodiscard]] std::optional<InputSpan> inputSpanOf(const Checkpoint& in, const transform::OutStorage& s);
 // Checks the plan's source range lies inside the source storage's bytes.
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s);
 

@@ -363,8 +363,8 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     const transform::OutStorage& s = plan.storages[t.storage];
     const std::uint64_t start = static_cast<std::uint64_t>(t.offset) * elementSize(t.dtype);
     if (t.contiguous && !s.inlineBytes) {
-        if (auto offset = fileOffsetOf(in, s)) {
-            return copyFromInput(in.file->fd(), *offset + start, t.nbytes, fd, target, meter, stop);
+        if (auto span = inputSpanOf(in, s)) {
+            return copyFromInput(span->fd, span->offset + start, t.nbytes, fd, target, meter, stop);
         }
         // A deflated member, inflated a chunk at a time (a strided view below needs it whole,
         // which storageData allows only within the memory budget).

@@ -103,6 +103,10 @@ WriteOrder writeOrder(const Checkpoint& in, const transform::Plan& plan, const s
 Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in, const transform::OutStorage& s,
                                    const std::string& name, const std::stop_token& stop)
 {
+    // A set read in place: a storage whole in one member file is copied from it file to file.
+    if (auto span = inputSpanOf(in, s); span && span->member) {
+        return zip.addRecordFromFile(name, span->fd, span->offset, s.nbytes, span->crc);
+    }
     if (auto ok = zip.beginRecord(name, s.nbytes); !ok) {
         return ok;
     }
