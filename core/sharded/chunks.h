@@ -5,6 +5,7 @@
 #pragma once
 
 #include "archive/zip.h"
+#include "checkpoint/record_crc.h"
 #include "sharded/consolidate_progress.h"
 #include "sharded/sharded.h"
 #include "util/checked.h"
@@ -64,20 +65,6 @@ namespace ckpt::sharded::detail {
         base.erase(dot);
     }
     return base.empty() ? std::string("archive") : base;
-}
-
-// The stored CRC of storage `s` of `c` when its bytes [byteOffset, byteOffset + bytes) are the whole
-// of its stored torch zip record (a record that holds just this storage, as torch.save leaves a
-// shard's tensor, a DCP chunk or a ZeRO partition): such bytes can go file to file with that CRC.
-[[nodiscard]] inline std::optional<std::uint32_t> wholeRecordCrc(const Checkpoint& c, StorageIndex s,
-                                                                 std::uint64_t byteOffset, std::uint64_t bytes)
-{
-    const StorageEntry& se = c.storages[s];
-    if (c.format != Format::TorchZip || se.record.empty() || !se.present || se.compressed || byteOffset != 0 ||
-        se.storedBytes != bytes) {
-        return std::nullopt;
-    }
-    return se.crc32;
 }
 
 // Streams `length` bytes of storage `s` of `c` from `offset` into the record `zw` has open, one

@@ -82,7 +82,7 @@ Expected<void> writeStorage(const ShardedSet& set, const detail::ShardStorage& s
     const StorageEntry& se = shard.storages[s.storage];
     if (shard.file && !se.compressed && se.present) {
         return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes,
-                                    detail::wholeRecordCrc(shard, s.storage, 0, s.nbytes));
+                                    wholeRecordCrc(shard, s.storage, 0, s.nbytes));
     }
     if (auto r = zw.beginRecord(record, s.nbytes); !r) {
         return r;
@@ -140,6 +140,10 @@ ConsolidateProgressScope::~ConsolidateProgressScope()
 
 namespace detail {
 
+namespace {
+
+// One element of `from` as float32, as Tensor.float() converts it (round to nearest for wider
+// types, exact for the 16-bit floats and small integers).
 float toFloat32(DType from, const std::byte* p)
 {
     auto load = [p](auto v) {
@@ -170,6 +174,24 @@ float toFloat32(DType from, const std::byte* p)
     }
 }
 
+}  // namespace
+
+void castToFloat32(DType from, Bytes in, std::vector<std::byte>& out)
+{
+    const std::size_t inSize = std::max<std::size_t>(1, elementSize(from));
+    const std::size_t n = in.size() / inSize;
+    out.resize(n * sizeof(float));
+    for (std::size_t i = 0; i < n; ++i) {
+        const float f = toFloat32(from, in.data() + i * inSize);
+        std::memcpy(out.data() + i * sizeof(float), &f, sizeof(float));
+    }
+}
+
+std::uint64_t assembledBytes(const Assembled& t, const Piece& p)
+{
+    return t.from != t.dtype ? p.bytes / elementSize(t.from) * elementSize(t.dtype) : p.bytes;
+}
+
 namespace {
 
 // Streams one piece into the open record, cast to float32 when its type differs, and drops the
@@ -185,7 +207,6 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
     if (const auto crc = wholeRecordCrc(src, p.storage, p.byteOffset, p.bytes); !cast && src.file && crc) {
         return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, *crc);
     }
-    const std::uint32_t inSize = elementSize(from);
     std::vector<std::byte> converted;
     std::optional<Error> failed;
     auto streamed = src.streamStorage(p.storage, p.byteOffset, p.bytes, [&](Bytes piece) {
@@ -200,12 +221,7 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
             return !failed;
         }
         // Pieces arrive in 4 MiB slices, a multiple of every element size.
-        const std::size_t n = piece.size() / inSize;
-        converted.resize(n * sizeof(float));
-        for (std::size_t i = 0; i < n; ++i) {
-            const float f = toFloat32(from, piece.data() + i * inSize);
-            std::memcpy(converted.data() + i * sizeof(float), &f, sizeof(float));
-        }
+        castToFloat32(from, piece, converted);
         if (auto w = zw.writeChunk(Bytes(converted.data(), converted.size())); !w) {
             failed = w.error();
         }
@@ -338,10 +354,9 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         *target, *pickled, recorded.size(),
         [&](archive::ZipWriter& zw, std::size_t k, const std::string& record) -> Expected<void> {
             const auto& t = tensors[recorded[k]];
-            const bool cast = t.from != t.dtype;
             std::uint64_t bytes = 0;
             for (const auto& p : t.pieces) {
-                bytes += cast ? p.bytes / elementSize(t.from) * elementSize(t.dtype) : p.bytes;
+                bytes += assembledBytes(t, p);
             }
             if (auto r = zw.beginRecord(record, bytes); !r) {
                 return r;

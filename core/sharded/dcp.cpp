@@ -1564,7 +1564,7 @@ Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, arc
     const std::uint64_t es = elementSize(t.dtype);
     const std::uint64_t bytes = e->numel * es;
     const std::uint64_t offset = static_cast<std::uint64_t>(e->storageOffset) * es;
-    const auto crc = sharded::detail::wholeRecordCrc(**ckpt, e->storage, offset, bytes);
+    const auto crc = wholeRecordCrc(**ckpt, e->storage, offset, bytes);
     Expected<void> r;
     if (crc) {
         auto mapped = set.data.map(chunk.at.file);  // the one openItem holds: cached, or still owned by it

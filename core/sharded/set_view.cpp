@@ -5,7 +5,6 @@
 #include "sharded/chunks.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 namespace ckpt::sharded {
@@ -21,10 +20,7 @@ std::optional<StorageSource::FileSpan> spanOf(const CheckpointPtr& member, Stora
     if (!member->file || !se.inMapping() || offset > se.nbytes || length > se.nbytes - offset) {
         return std::nullopt;
     }
-    const bool wholeRecord =
-        member->format == Format::TorchZip && offset == 0 && length == se.storedBytes && (se.crc32 != 0 || length == 0);
-    return StorageSource::FileSpan{member, se.fileOffset + offset,
-                                   wholeRecord ? std::optional<std::uint32_t>(se.crc32) : std::nullopt};
+    return StorageSource::FileSpan{member, se.fileOffset + offset, wholeRecordCrc(*member, storage, offset, length)};
 }
 
 // The Hugging Face view's bytes: each storage one storage of one shard, streamed from it.
@@ -78,7 +74,7 @@ public:
         const std::uint64_t end = offset + length;
         std::uint64_t at = 0;  // where the piece starts in the storage
         for (const auto& p : t.pieces) {
-            const std::uint64_t size = cast ? p.bytes / inSize * outSize : p.bytes;
+            const std::uint64_t size = detail::assembledBytes(t, p);
             if (at + size <= offset || at >= end) {
                 at += size;
                 continue;
@@ -128,12 +124,7 @@ private:
         return src.streamStorage(
             p.storage, p.byteOffset + from, length,
             [&](Bytes piece) {
-                const std::size_t n = piece.size() / inSize;
-                converted.resize(n * sizeof(float));
-                for (std::size_t i = 0; i < n; ++i) {
-                    const float f = detail::toFloat32(type, piece.data() + i * inSize);
-                    std::memcpy(converted.data() + i * sizeof(float), &f, sizeof(float));
-                }
+                detail::castToFloat32(type, piece, converted);
                 return sink(Bytes(converted.data(), converted.size()));
             },
             std::max<std::size_t>(inSize, chunk / sizeof(float) * inSize));

@@ -165,9 +165,11 @@ struct AssembledPickle {
 };
 Expected<AssembledPickle> assembledPickle(const std::vector<Assembled>& tensors, pickle::Arena& a);
 
-// One element of `from` as float32, as Tensor.float() converts it (round to nearest for wider
-// types, exact for the 16-bit floats and small integers).
-[[nodiscard]] float toFloat32(DType from, const std::byte* p);
+// The whole elements of `in` (of type `from`) as float32 into `out`, as Tensor.float() converts
+// them (round to nearest for wider types, exact for the 16-bit floats and small integers).
+void castToFloat32(DType from, Bytes in, std::vector<std::byte>& out);
+// The bytes piece `p` of `t` stands for once consolidated: cast to float32 where `t.from` differs.
+[[nodiscard]] std::uint64_t assembledBytes(const Assembled& t, const Piece& p);
 
 // A Hugging Face set's consolidated pickle: an OrderedDict of plain tensors, storages keyed 0..n-1
 // in first use, each one storage of one shard. Views of one storage inside a shard (tied weights in

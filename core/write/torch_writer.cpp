@@ -3,6 +3,7 @@
 // input file to the output with copy_file_range; only deflated input members pass through memory,
 // one record at a time.
 #include "archive/zip.h"
+#include "checkpoint/record_crc.h"
 #include "pickle/pickler.h"
 #include "write/output_file.h"
 #include "write/writers.h"
@@ -57,21 +58,6 @@ Expected<void> checkPlanConsistent(const transform::Plan& plan)
     return {};
 }
 
-// The input's CRC-32 is still right only for a whole zip record copied unchanged. A CRC of 0 on a
-// non-empty record most likely means the writer skipped CRCs (torch's set_crc32_options(False)),
-// so that one is computed.
-std::optional<std::uint32_t> carriedCrc(const Checkpoint& in, const transform::OutStorage& s)
-{
-    const StorageEntry& src = in.storages[s.source];
-    if (in.format != Format::TorchZip || !src.inMapping() || s.byteOffset != 0 || s.nbytes != src.storedBytes) {
-        return std::nullopt;
-    }
-    if (src.crc32 == 0 && s.nbytes != 0) {
-        return std::nullopt;
-    }
-    return src.crc32;
-}
-
 // Storages whose bytes are a range of the input file are written first, in the input's order, so
 // neighbours can share one copy (torch.save writes keys in string order, "10" before "2", while
 // the plan numbers them in pickle order); the rest follow in plan order. torch.load finds records
@@ -87,7 +73,8 @@ WriteOrder writeOrder(const Checkpoint& in, const transform::Plan& plan, const s
     for (std::size_t i = 0; i < plan.storages.size(); ++i) {
         const auto& s = plan.storages[i];
         if (auto offset = fileOffsetOf(in, s)) {
-            w.fromFile.push_back({folder + "data/" + s.key, *offset, s.nbytes, carriedCrc(in, s)});
+            w.fromFile.push_back(
+                {folder + "data/" + s.key, *offset, s.nbytes, wholeRecordCrc(in, s.source, s.byteOffset, s.nbytes)});
         } else {
             w.fromMemory.push_back(i);
         }
