@@ -53,17 +53,12 @@ int printWritten(const Expected<sharded::ConsolidateResult>& done, const char* f
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
     if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& set) {
-            const auto listing = sharded::listingOf(set);
-            const std::string named = set.oneFile ? set.files.front().path : set.loc.dir;
-            json ? printSetJson(listing, named, out) : printSetText(listing, named, out);
-            return kExitOk;
+            return printSet(sharded::listingOf(set), set.oneFile ? set.files.front().path : set.loc.dir, json, out);
         })) {
         return rc;
     }
     return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
-        const auto listing = sharded::listingOf(set);
-        json ? printSetJson(listing, set.loc.dir, out) : printSetText(listing, set.loc.dir, out);
-        return kExitOk;
+        return printSet(sharded::listingOf(set), set.loc.dir, json, out);
     });
 }
 

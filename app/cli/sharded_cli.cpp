@@ -96,8 +96,6 @@ std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, co
 // Boxes listed under one row at most: a tensor split over thousands of ranks says how many more.
 constexpr std::size_t kPiecesShown = 64;
 
-}  // namespace
-
 void printSetText(const sharded::SetListing& l, const std::string& file, std::ostream& out)
 {
     std::size_t tied = 0;
@@ -245,6 +243,14 @@ void printSetJson(const sharded::SetListing& l, const std::string& file, std::os
     out << dumpJson(j) << '\n';
 }
 
+}  // namespace
+
+int printSet(const sharded::SetListing& l, const std::string& file, bool json, std::ostream& out)
+{
+    json ? printSetJson(l, file, out) : printSetText(l, file, out);
+    return kExitOk;
+}
+
 void noteSetOfFile(const std::string& input, std::ostream& out)
 {
     std::error_code ec;
@@ -268,15 +274,11 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
         return dcp;
     }
     if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
-        return withSet(std::optional(sharded::listSet(loc)), input, err, [&](const sharded::SetListing& l) {
-            json ? printSetJson(l, l.dir, out) : printSetText(l, l.dir, out);
-            return kExitOk;
-        });
+        return withSet(std::optional(sharded::listSet(loc)), input, err,
+                       [&](const sharded::SetListing& l) { return printSet(l, l.dir, json, out); });
     }
     return withSet(openIfSet(input), input, err, [&](const sharded::ShardedSet& set) {
-        const auto listing = sharded::listingOf(set);
-        json ? printSetJson(listing, set.dir, out) : printSetText(listing, set.dir, out);
-        return kExitOk;
+        return printSet(sharded::listingOf(set), set.dir, json, out);
     });
 }
 

@@ -36,13 +36,13 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                               bool direct, SetSource& source, std::ostream& out, std::ostream& err,
                               const sharded::zero::Options& zero = {}, bool fileOnly = false);
 
-// The one JSON document of a set (`inspect --json`): the fields a file's document has (`path`,
-// `dtype`, `shape`, `location`, `nbytes` per tensor; `totals`), each tensor's `stored_in` files
-// and `pieces`, and a `set` object with the kind, files and findings. `file` is what was named.
-void printSetJson(const sharded::SetListing& l, const std::string& file, std::ostream& out);
-// The same as text: a header line, then a row per tensor (KEY, DTYPE, SHAPE, DEVICE, SIZE, STORED
-// IN) with its boxes under it, the set's values, and how many problems `check` would report.
-void printSetText(const sharded::SetListing& l, const std::string& file, std::ostream& out);
+// `inspect` of a set, for every kind: as JSON, the one document of a set (the fields a file's
+// document has: `path`, `dtype`, `shape`, `location`, `nbytes` per tensor, `totals`; each tensor's
+// `stored_in` files and `pieces`, and a `set` object with the kind, files and findings); as text, a
+// header line, then a row per tensor (KEY, DTYPE, SHAPE, DEVICE, SIZE, STORED IN) with its boxes
+// under it, the set's values, and how many problems `check` would report. `file` is what was named.
+// Returns inspect's exit code.
+int printSet(const sharded::SetListing& l, const std::string& file, bool json, std::ostream& out);
 
 // One line (then a blank one) when `input` is a file that opens as the set it belongs to (a shard,
 // an index, a ZeRO rank file): which set, and that --file-only reads the file alone.
