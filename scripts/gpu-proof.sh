@@ -5,6 +5,7 @@
 #                                      bundle: ckptscope and ckptscope-cuda-engine, Release, no Qt, no
 #                                      LibTorch, libstdc++ and libgcc linked statically, so it runs on
 #                                      a bare GPU box with no headers, apt or network;
+#   scripts/gpu-proof.sh sets [OUTDIR] there, alone (about 3 minutes): step 10 below only;
 #   scripts/gpu-proof.sh run [OUTDIR]  there, with gpubin/ beside it and PyTorch 2.x as the oracle:
 #                                      every step below, in under 8 minutes; OUTDIR (default $OUT,
 #                                      else /tmp/gpu-proof) gets proof.log (everything printed) and
@@ -29,7 +30,11 @@
 #   8. kill -9 mid-load: memory back to baseline;
 #   9. the staging ring byte-exact with 1 MiB buffers (many wrap-arounds), 1 and 16 host threads,
 #      then GB/s on 4 GiB against pinned host-to-device bandwidth (best of 3), and the ring's depth
-#      against its buffer size (CKPTSCOPE_CUDA_BUFFERS x CKPTSCOPE_CUDA_BUFFER_KIB).
+#      against its buffer size (CKPTSCOPE_CUDA_BUFFERS x CKPTSCOPE_CUDA_BUFFER_KIB);
+#  10. a set read in place (issue 27): a 4 GiB Hugging Face .bin set, a ZeRO-2 and a DCP folder
+#      (SET_KINDS, SET_MIB) test-loaded with --verify straight from their files, GB/s and the
+#      engine's host memory against the one file convert writes (bench/testload/sets.py), nothing in
+#      $TMPDIR; a 2-rank DDP replay of the HF set, its memory back to baseline.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -202,8 +207,32 @@ PY
     step "done"
 }
 
+sets() {
+    local bin=$root/gpubin py=${PYTHON:-python3}
+    local w=${WORK_DIR:-/tmp/gpu-proof-work} size=${SET_MIB:-4096}
+    mkdir -p "$w"
+    export CKPTSCOPE_CUDA_ENGINE=$bin/ckptscope-cuda-engine
+    local t0=$SECONDS
+    echo "== 10. sets read in place ($size MiB; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1))"
+    "$py" "$root/bench/testload/sets.py" "$bin/ckptscope" "$w" "$size" "${SET_KINDS:-hf,zero2,dcp}"; echo "rc=$?"
+    echo "== 10b. a 2-rank DDP replay of the HF set, read in place ($((SECONDS - t0)) s)"
+    local base
+    base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    if [ -d "$w/hf_${size}m" ]; then
+        "$bin/ckptscope" testload "$w/hf_${size}m" --ddp-ranks 2 | tail -n 4; echo "rc=${PIPESTATUS[0]}"
+    fi
+    sleep 2
+    echo "memory.used MiB: before $base, after $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)"
+    echo "== done ($((SECONDS - t0)) s)"
+}
+
 case "${1:-}" in
 bundle) bundle ;;
 run) shift; run "$@" ;;
-*) echo "usage: scripts/gpu-proof.sh bundle | run [OUTDIR]" >&2; exit 2 ;;
+sets)
+    shift
+    mkdir -p "${1:-${OUT:-/tmp/gpu-proof}}"
+    sets 2>&1 | tee "${1:-${OUT:-/tmp/gpu-proof}}/sets.log"
+    ;;
+*) echo "usage: scripts/gpu-proof.sh bundle | run [OUTDIR] | sets [OUTDIR]" >&2; exit 2 ;;
 esac

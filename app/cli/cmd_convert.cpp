@@ -363,8 +363,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         }
     }
     // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded as it
-    // stands straight into the output; otherwise the edits below read it opened as one checkpoint
-    // (Hugging Face, ZeRO), or a staged file (DCP, FSDP).
+    // stands straight into the output; otherwise the edits below read it opened as one checkpoint,
+    // in place.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp";
@@ -381,7 +381,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (const auto rc = convertSet(a.input, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
         return *rc;
     }
-    const std::string source = setSource.staged ? setSource.staged->path() : a.input;
+    const std::string& source = a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
     // (a sharded set's folder is checked by the split itself, its files above).
     if (!a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {

@@ -11,7 +11,7 @@
 #include "device/sha256.h"
 #include "device/testload.h"
 #include "sharded/listing.h"
-#include "sharded/temp_consolidated.h"
+#include "sharded/set_view.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 
@@ -302,42 +302,30 @@ ojson replayJson(const device::ReplayReport& r)
     return j;
 }
 
-// A multi-file checkpoint is test-loaded as the one file `convert DIR -o OUT` writes from it, put
-// in the temporary directory for the load and removed after (and on SIGINT/SIGTERM/SIGHUP): loading
-// that file puts on the device exactly what loading every shard's tensors together does.
-Expected<sharded::TempConsolidated> consolidateForLoad(const sharded::SetLocation& loc)
+// A set is test-loaded as the one checkpoint `convert DIR -o OUT` writes from it, read in place: the
+// engine opens the same view (sharded::openInput) and reads each storage from the files that hold
+// it, so loading it puts on the device exactly what loading that file would, and nothing is written.
+void printSetNote(std::ostream& out, sharded::SetKind kind, const Checkpoint& view)
 {
-    std::error_code ec;
-    const std::string dir = std::filesystem::temp_directory_path(ec).string();
-    auto whole = sharded::TempConsolidated::write(loc, dir, "testload");
-    if (!whole) {
-        Error e = whole.error();
-        e.message = "cannot consolidate the set for the test-load (" + dir + "): " + e.message;
-        return e;
-    }
-    return whole;
+    out << "(a " << sharded::setKindName(kind) << " of " << view.setFiles.size()
+        << " files: test-loaded as the one " << humanBytes(view.fileSize)
+        << " checkpoint `ckptscope convert` writes from it, each storage read in place from the files that hold it)\n";
 }
 
-void printSetNote(std::ostream& out, sharded::SetKind kind, const sharded::TempConsolidated& whole)
-{
-    out << "(a " << sharded::setKindName(kind) << " of " << whole.result().files << " files: test-loaded as the one "
-        << humanBytes(whole.result().bytes) << " file `ckptscope convert` writes from it, written to "
-        << displayText(whole.path()) << " for the load and removed)\n";
-}
-
-ojson setJson(sharded::SetKind kind, const sharded::TempConsolidated& whole)
+ojson setJson(sharded::SetKind kind, const Checkpoint& view)
 {
     return {{"kind", std::string(sharded::setKindName(kind))},
-            {"files", whole.result().files},
-            {"consolidated_bytes", whole.result().bytes}};
+            {"files", view.setFiles.size()},
+            {"consolidated_bytes", view.fileSize}};
 }
 
-int runReplay(const std::string& file, int ranks, const std::string& mapLocation, const std::string& select,
+int runReplay(const std::string& file, bool set, int ranks, const std::string& mapLocation, const std::string& select,
               int intervalMs, bool json, const std::shared_ptr<const device::Nvml>& nvml, std::ostream& out,
               std::ostream& err)
 {
     device::ReplayRequest req;
     req.path = file;
+    req.set = set;
     req.ranks = ranks;
     req.mapLocation = mapLocation;
     req.select = select;
@@ -398,12 +386,18 @@ std::function<Expected<std::string>(const std::string&)> fileStorageHasher(Check
             if (ck->storages[s].key != key) {
                 continue;
             }
-            std::vector<std::byte> scratch;
-            auto data = ck->storageData(s, scratch);
-            if (!data) {
-                return data.error();
+            // Streamed: a set's storage (read from its member files) or a deflated one is never
+            // held whole.
+            device::Sha256 h;
+            if (auto read = ck->streamStorage(s, 0, ck->storages[s].nbytes,
+                                              [&h](Bytes piece) {
+                                                  h.update(piece);
+                                                  return true;
+                                              });
+                !read) {
+                return read.error();
             }
-            return device::sha256Hex(data->first(std::min<std::size_t>(data->size(), ck->storages[s].nbytes)));
+            return h.hexDigest();
         }
         Error e = makeError(ErrorCode::LoadFailed,
                             "the test-load helper checked a storage '" + key + "' that this file does not have");
@@ -478,27 +472,16 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         return kExitBadInput;
     }
 
-    std::optional<sharded::TempConsolidated> whole;
     std::string input = file;
     const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(file);
-    if (sharded::readAsSet(loc, file)) {
-        if (!json) {
-            noteSetOfFile(file, out);
-        }
-        auto copy = consolidateForLoad(loc);
-        if (!copy) {
-            printError(err, copy.error(), file);
-            if (json) {
-                out << dumpJson(errorJson(copy.error()), 2) << '\n';
-            }
-            return exitCodeFor(copy.error().code);
-        }
-        whole.emplace(std::move(*copy));
-        input = whole->path();
+    const bool set = sharded::readAsSet(loc, file);
+    if (set && !json) {
+        noteSetOfFile(file, out);
     }
 
-    // Read the file here first: an unreadable file is bad input (exit 2) without starting LibTorch.
-    auto ck = openCheckpoint(input);
+    // Read the file (or the set, as the engine will: sharded::openInput) here first: an unreadable
+    // one is bad input (exit 2) without starting an engine.
+    auto ck = sharded::openInput(input, set);
     if (!ck) {
         printError(err, ck.error());
         if (json) {
@@ -506,7 +489,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         return exitCodeFor(ck.error().code);
     }
-    if ((*ck)->folder) {
+    if (!set && (*ck)->folder) {
         input = (*ck)->path;  // a folder's model (model_folder.h): the engines open it by its path
     }
     if (!select.empty() && !(*ck)->find(select).valid()) {
@@ -528,10 +511,10 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     if (ddpRanks > 0) {
-        if (whole && !json) {
-            printSetNote(out, loc.kind, *whole);
+        if (set && !json) {
+            printSetNote(out, loc.kind, **ck);
         }
-        return runReplay(input, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
+        return runReplay(input, set, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
     }
 
     device::TestloadRequest req;
@@ -539,6 +522,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                  : engineText == "torch" ? device::Engine::Torch
                                          : device::Engine::Auto;
     req.path = input;
+    req.set = set;
     req.device = *device;
     req.select = select;
     req.verify = verify;
@@ -597,13 +581,13 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (placement) {
             j["torch_load"] = placementJson(*placement);
         }
-        if (whole) {
-            j["set"] = setJson(loc.kind, *whole);
+        if (set) {
+            j["set"] = setJson(loc.kind, **ck);
         }
         out << dumpJson(j, 2) << '\n';
     } else {
-        if (whole) {
-            printSetNote(out, loc.kind, *whole);
+        if (set) {
+            printSetNote(out, loc.kind, **ck);
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';

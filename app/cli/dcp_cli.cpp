@@ -62,16 +62,20 @@ std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream&
     });
 }
 
-std::optional<int> checkDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err)
+std::optional<int> checkDcp(const std::string& input, bool json, const diagnose::CheckOptions& opts,
+                            std::ostream& out, std::ostream& err)
 {
     if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
-            return printSetFindings(ranks.findings, ranks.oneFile ? ranks.files.front().path : ranks.loc.dir, json,
-                                    out);
+            if (ranks.oneFile) {
+                return printSetFindings(ranks.findings, ranks.files.front().path, json, out);
+            }
+            return checkSetView(input, ranks.findings, sharded::fsdp::view(ranks), opts, ranks.loc.dir, json, out,
+                                err);
         })) {
         return rc;
     }
     return withSet(openIfDcp(input), input, err, [&](const sharded::dcp::Set& set) {
-        return printSetFindings(set.findings, set.loc.dir, json, out);
+        return checkSetView(input, set.findings, sharded::dcp::view(set), opts, set.loc.dir, json, out, err);
     });
 }
 

@@ -2,6 +2,7 @@
 
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
+#include "util/printable.h"
 
 #include <algorithm>
 #include <ostream>
@@ -46,6 +47,22 @@ int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoin
                      [](const auto& a, const auto& b) { return a.severity > b.severity; });
     out << (json ? diagnose::renderJson(findings, at) : diagnose::renderText(findings, at));
     return diagnose::findingsExitCode(findings);
+}
+
+int checkSetView(const std::string& input, const std::vector<sharded::SetFinding>& found,
+                 const Expected<CheckpointPtr>& view, const diagnose::CheckOptions& opts, const std::string& at,
+                 bool json, std::ostream& out, std::ostream& err)
+{
+    if (!view && !opts.values && !opts.againstPath) {
+        err << "ckptscope check: " << displayText(input)
+            << ": the single-file rules did not run on the set: " << displayText(view.error().message) << '\n';
+        return printSetFindings(found, at, json, out);
+    }
+    if (!view) {
+        printError(err, view.error(), input);
+        return exitCodeFor(view.error().code);
+    }
+    return printSetCheck(found, **view, opts, at, json, out, err);
 }
 
 }  // namespace ckpt::cli

@@ -24,6 +24,13 @@ int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoin
                   const diagnose::CheckOptions& opts, const std::string& at, bool json, std::ostream& out,
                   std::ostream& err);
 
+// `check` of a set that opens as `view`, or, when it does not (a shard holding a tensor no
+// consolidation writes, an FSDP rank file with optimizer values), its own findings and one line on
+// stderr saying why the file rules did not run; with --values or --against that is an error.
+int checkSetView(const std::string& input, const std::vector<sharded::SetFinding>& found,
+                 const Expected<CheckpointPtr>& view, const diagnose::CheckOptions& opts, const std::string& at,
+                 bool json, std::ostream& out, std::ostream& err);
+
 // A hook's dispatch: nothing when `opened` holds no set of the hook's kind (the input is another
 // reader's), the error's exit code when the set could not be read, else what `use` returns for it.
 template <class Set, class Use>

@@ -36,21 +36,6 @@ std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
     return sharded::openSet(loc);
 }
 
-// The hidden file beside the output that a set is staged in when it is not written as it stands.
-std::optional<int> stage(const std::string& input, const std::string& output,
-                         const sharded::TempConsolidated::Writer& consolidate,
-                         std::optional<sharded::TempConsolidated>& staged, std::ostream& err)
-{
-    const std::string dir = std::filesystem::path(output).parent_path().string();
-    auto done = sharded::TempConsolidated::write(dir, "set", consolidate);
-    if (!done) {
-        printError(err, done.error(), input);
-        return exitCodeFor(done.error().code);
-    }
-    staged.emplace(std::move(*done));
-    return std::nullopt;
-}
-
 // A ZeRO folder (the tag folder or the save dir with `latest`), or one of its rank files when
 // the folder is a set ckptscope reads (readAsSet); otherwise a rank file stays a file.
 bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
@@ -58,26 +43,14 @@ bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
     return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
 }
 
-// A set that `convert` reads in place (set_view.h): whole, as consolidate() would refuse it otherwise;
-// a ZeRO folder with a storage per tensor, which an edit, split or export can move alone.
+// A Hugging Face set that `convert` reads in place (set_view.h), already open: whole, as
+// consolidate() would refuse it otherwise.
 Expected<CheckpointPtr> hfView(const sharded::ShardedSet& set)
 {
     if (auto whole = sharded::checkConsolidatable(set); !whole) {
         return whole.error();
     }
     return sharded::viewOf(set);
-}
-
-Expected<CheckpointPtr> zeroView(const sharded::SetLocation& loc, const sharded::zero::Options& options)
-{
-    auto set = sharded::zero::open(loc, options.weights, options.keepOptimizer);
-    if (!set) {
-        return set.error();
-    }
-    if (auto whole = sharded::zero::checkConsolidatable(*set); !whole) {
-        return whole.error();
-    }
-    return sharded::viewOf(*set, false);
 }
 
 // A piece's line under its row: its box of the global tensor, its bytes, and where they are.
@@ -288,21 +261,9 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     if (!json) {
         noteSetOfFile(input, out);
     }
-    // Hugging Face and ZeRO sets open as one checkpoint, which every single-file rule reads too.
+    // A set opens as one checkpoint, which every single-file rule reads too.
     auto withView = [&](const auto& set, const std::vector<sharded::SetFinding>& found, const std::string& at) {
-        auto view = sharded::viewOf(set);
-        if (!view && !opts.values && !opts.againstPath) {
-            // A set that cannot be one checkpoint (a shard holding a tensor no consolidation writes)
-            // still gets its own findings; what kept the file rules from running is said on stderr.
-            err << "ckptscope check: " << displayText(input)
-                << ": the single-file rules did not run on the set: " << displayText(view.error().message) << '\n';
-            return printSetFindings(found, at, json, out);
-        }
-        if (!view) {
-            printError(err, view.error(), input);
-            return exitCodeFor(view.error().code);
-        }
-        return printSetCheck(found, **view, opts, at, json, out, err);
+        return checkSetView(input, found, sharded::viewOf(set), opts, at, json, out, err);
     };
     if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
         return withSet(std::optional(sharded::zero::open(loc)), input, err,
@@ -311,16 +272,7 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     if (auto hf = openIfSet(input); hf && *hf && (*hf)->kind == sharded::SetKind::HuggingFace) {
         return withView(**hf, (*hf)->findings, (*hf)->dir);
     }
-    if (opts.values || opts.againstPath) {
-        const auto loc = sharded::detectSet(input);
-        if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
-            err << "ckptscope check: " << displayText(input) << ": --values and --against read Hugging Face and "
-                << "DeepSpeed ZeRO sets in place; a " << sharded::setKindName(loc.kind)
-                << " is not read that way yet (convert it first)\n";
-            return kExitBadInput;
-        }
-    }
-    if (auto dcp = checkDcp(input, json, out, err)) {
+    if (auto dcp = checkDcp(input, json, opts, out, err)) {
         return dcp;
     }
     return withSet(openIfSet(input), input, err,
@@ -331,7 +283,6 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                               bool direct, SetSource& source, std::ostream& out, std::ostream& err,
                               const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
-    auto& staged = source.staged;
     const bool toTorch = format.empty() || format == "torch";
     const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(input);
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
@@ -342,14 +293,18 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                            "its rank files), and this is none\n");
         return kExitBadInput;
     }
-    // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or into the
-    // staged copy the edits and other formats then work on.
+    // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or read in
+    // place as one checkpoint by the edits and other formats.
     if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
         if (!direct || !toTorch) {
             if (sharded::readAsSet(loc, input)) {
-                return stage(
-                    input, output, [&loc](const std::string& path) { return sharded::consolidateSet(loc, path); },
-                    staged, err);
+                auto view = sharded::openView(loc);
+                if (!view) {
+                    printError(err, view.error(), input);
+                    return exitCodeFor(view.error().code);
+                }
+                source.view = std::move(*view);
+                return std::nullopt;
             }
         } else if (auto dcp = convertDcp(input, output, out, err)) {
             return dcp;
@@ -375,7 +330,10 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
     };
     if (!direct || !toTorch) {
         // Edits, other formats and splits read the set in place, opened as one checkpoint.
-        auto view = zero ? zeroView(loc, zeroOptions) : hfView(**set);
+        // A ZeRO folder with a storage per tensor, which an edit, split or export can move alone.
+        sharded::zero::Options perTensor = zeroOptions;
+        perTensor.groupStorages = false;
+        auto view = zero ? sharded::openView(loc, perTensor) : hfView(**set);
         if (!view) {
             printError(err, view.error(), input);
             return exitCodeFor(view.error().code);

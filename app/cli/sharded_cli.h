@@ -4,7 +4,6 @@
 
 #include "diagnose/diagnose.h"
 #include "sharded/listing.h"
-#include "sharded/temp_consolidated.h"
 #include "sharded/zero.h"
 
 #include <iosfwd>
@@ -14,17 +13,15 @@
 namespace ckpt::cli {
 
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err);
-// `check` of a set: its own findings, and for the sets that open as one checkpoint (Hugging Face,
-// DeepSpeed ZeRO) every single-file rule on the consolidated model, `opts` included.
+// `check` of a set: its own findings, and every single-file rule on the consolidated model it opens
+// as (set_view.h), `opts` included.
 std::optional<int> checkSet(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
                             std::ostream& err);
 
 // What `convert` of a set reads when the set is not written as it stands: the set opened as one
-// checkpoint (Hugging Face, ZeRO: read in place, set_view.h), or a staged hidden file beside the
-// output (DCP, FSDP: consolidated first).
+// checkpoint, read in place (set_view.h).
 struct SetSource {
     std::optional<CheckpointPtr> view;
-    std::optional<sharded::TempConsolidated> staged;
 };
 
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no

@@ -2,7 +2,7 @@
 // It links neither LibTorch nor Qt and opens libcuda.so.1 at run time, so it ships in the main
 // package and works wherever the NVIDIA driver is installed. It speaks the helpers' protocol
 // (core/device/testload.h) on stdin and stdout:
-//   {"cmd":"testload","path":..,"device":"cuda:N","select":..,"verify":bool}
+//   {"cmd":"testload","path":..,"device":"cuda:N","select":..,"verify":bool[,"set":true]}
 //       one load onto cuda:N, then start/progress/storage_check/skipped/result or error events;
 //   {"cmd":"replay","path":..,"rank":r,"device":"cuda:R","map_location":"" | SPEC,"select":..}
 //       one DDP rank of a replay: a context on its own GPU, then every storage where
@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cuda_load.h"
 #include "device/helper_protocol.h"
+#include "sharded/set_view.h"
 #include "transform/options.h"
 
 #include <array>
@@ -228,7 +229,7 @@ int run()
     if (!req) {
         return 2;
     }
-    auto opened = openCheckpoint(protocol::textField(*req, "path"));
+    auto opened = sharded::openInput(protocol::textField(*req, "path"), req->value("set", false));
     if (!opened) {
         return fail(opened.error());
     }

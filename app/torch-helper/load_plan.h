@@ -5,6 +5,7 @@
 
 #include "util/bytes.h"
 #include "util/dtype.h"
+#include "util/error.h"
 
 #include <cstdint>
 #include <functional>
@@ -14,9 +15,15 @@
 
 namespace ckpt::helper {
 
+// A storage's bytes [0, nbytes) handed to `sink` in order, in pieces of at most 64 MiB: views of the
+// mapping, inflated a piece at a time, or read from a set's member files (Checkpoint::streamStorage),
+// so the helper never holds more of a storage on the host than one piece.
+using ReadFn = std::function<Expected<void>(const std::function<bool(Bytes)>& sink)>;
+
 struct StoragePlan {
     std::string key;
-    Bytes bytes;                         // nbytes, straight from the mapping (or inflated)
+    std::uint64_t nbytes = 0;
+    ReadFn read;
     std::vector<std::uint32_t> tensors;  // indices into LoadPlan::tensors viewing it
 };
 

@@ -1,11 +1,12 @@
 // ckptscope-torch-helper: the one process that links LibTorch (docs/design.md "LibTorch lives in a
 // helper process"). It reads one JSON request line on stdin, opens the checkpoint itself with the
-// Qt-free reader (no pickle is ever executed), and answers with JSON event lines on stdout; the
+// Qt-free reader (no pickle is ever executed; a set as its view, read from its member files), and answers with JSON event lines on stdout; the
 // protocol is documented in core/device/testload.h.
 #include "checkpoint/checkpoint.h"
 #include "device/helper_protocol.h"
 #include "device/load_selection.h"
 #include "load_plan.h"
+#include "sharded/set_view.h"
 
 #include <algorithm>
 #include <csignal>
@@ -20,19 +21,18 @@ namespace protocol = ckpt::device::protocol;
 
 // The shared selection (which storages, in torch.load's order) with the bytes of each, as the
 // LibTorch half wants them.
-Expected<helper::LoadPlan> makePlan(const Checkpoint& ck, const device::LoadSelection& sel,
-                                    std::vector<std::vector<std::byte>>& scratch)
+helper::LoadPlan makePlan(const Checkpoint& ck, const device::LoadSelection& sel)
 {
+    constexpr std::size_t kPiece = 64U << 20;
     helper::LoadPlan plan;
     for (const auto& s : sel.storages) {
         const StorageEntry& st = ck.storages[s.storage];
-        scratch.emplace_back();
-        auto data = ck.storageData(s.storage, scratch.back());
-        if (!data) {
-            return data.error();
-        }
-        helper::StoragePlan sp{st.key, data->first(std::min<std::size_t>(data->size(), st.nbytes)), {}};
-        plan.totalBytes += sp.bytes.size();
+        helper::StoragePlan sp{st.key, st.nbytes,
+                               [&ck, storage = s.storage, n = st.nbytes](const std::function<bool(Bytes)>& sink) {
+                                   return ck.streamStorage(storage, 0, n, sink, kPiece);
+                               },
+                               {}};
+        plan.totalBytes += sp.nbytes;
         for (const TensorIndex ti : s.tensors) {
             const TensorEntry& t = ck.tensors[ti];
             sp.tensors.push_back(static_cast<std::uint32_t>(plan.tensors.size()));
@@ -54,7 +54,7 @@ int run()
     if (!req) {
         return 2;
     }
-    auto opened = openCheckpoint(protocol::textField(*req, "path"));
+    auto opened = sharded::openInput(protocol::textField(*req, "path"), req->value("set", false));
     if (!opened) {
         return protocol::emitError(opened.error().code, opened.error().describe());
     }
@@ -63,14 +63,10 @@ int run()
     if (!sel) {
         return protocol::emitError(sel.error().code, sel.error().describe());
     }
-    std::vector<std::vector<std::byte>> scratch;
-    auto plan = makePlan(ck, *sel, scratch);
-    if (!plan) {
-        return protocol::emitError(plan.error().code, plan.error().describe());
-    }
-    plan->device = req->value("device", std::string("cpu"));
-    plan->verify = req->value("verify", false);
-    return helper::runLoad(*plan, [&sel](const json& ev) {
+    auto plan = makePlan(ck, *sel);
+    plan.device = req->value("device", std::string("cpu"));
+    plan.verify = req->value("verify", false);
+    return helper::runLoad(plan, [&sel](const json& ev) {
         if (ev.value("event", std::string()) == "result") {
             // One event each, before the result: a result line stays small however many there are.
             for (const auto& s : sel->skipped) {

@@ -1,6 +1,7 @@
 // The LibTorch half of the helper: one host->device copy per storage straight from the mapped file,
 // views rebuilt over the device storage with their sizes, strides and offsets (so storages shared
 // by several tensors stay shared), an optional check of what landed, and freeing at the end.
+#include "device/helper_protocol.h"
 #include "device/sha256.h"
 #include "load_plan.h"
 #include "util/device_name.h"
@@ -163,18 +164,10 @@ std::string shaOfTensor(const at::Tensor& t, const ChunkFn& onChunk)
     return shaOfFlat(t.contiguous().reshape({-1}), onChunk);
 }
 
-// Copies `src` into a host tensor (the CPU "device").
-at::Tensor copyToCpu(Bytes src, const ChunkFn& onChunk)
+// Copies one piece of a storage to `offset` bytes into a host tensor (the CPU "device").
+void copyToCpu(Bytes piece, at::Tensor& dst, std::int64_t offset)
 {
-    at::Tensor dst = at::empty({static_cast<std::int64_t>(src.size())}, at::TensorOptions().dtype(at::kByte));
-    auto* out = static_cast<std::byte*>(dst.data_ptr());
-    for (std::size_t done = 0; done < src.size();) {
-        const std::size_t len = std::min(kChunkBytes, src.size() - done);
-        std::memcpy(out + done, src.data() + done, len);
-        done += len;
-        onChunk(done);
-    }
-    return dst;
+    std::memcpy(static_cast<std::byte*>(dst.data_ptr()) + offset, piece.data(), piece.size());
 }
 
 #ifdef CKPTSCOPE_HELPER_CUDA
@@ -190,7 +183,8 @@ public:
             b = at::empty({kChunk}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
         }
     }
-    void copy(Bytes src, at::Tensor& dst, const ChunkFn& onChunk)
+    // One piece of a storage, to `offset` bytes into `dst`.
+    void copy(Bytes src, at::Tensor& dst, std::int64_t offset)
     {
         auto stream = at::cuda::getCurrentCUDAStream();
         std::int64_t done = 0;
@@ -202,10 +196,9 @@ public:
             const std::int64_t len = std::min(kChunk, total - done);
             parallelMemcpy(static_cast<std::byte*>(buffers_[k].data_ptr()), src.data() + done,
                            static_cast<std::size_t>(len));
-            dst.narrow(0, done, len).copy_(buffers_[k].narrow(0, 0, len), /*non_blocking=*/true);
+            dst.narrow(0, offset + done, len).copy_(buffers_[k].narrow(0, 0, len), /*non_blocking=*/true);
             events_[k].record(stream);
             done += len;
-            onChunk(static_cast<std::uint64_t>(done));
         }
     }
     void finish() { at::cuda::getCurrentCUDAStream().synchronize(); }
@@ -320,7 +313,7 @@ std::uint64_t freeBytesOn(const at::Device& dev)
 void emitChecks(const LoadPlan& plan, const std::vector<at::Tensor>& storages, const std::vector<at::Tensor>& views,
                 const Emit& emit)
 {
-    auto expanded = [&plan](const TensorPlan& t) { return t.nbytes > plan.storages[t.storage].bytes.size(); };
+    auto expanded = [&plan](const TensorPlan& t) { return t.nbytes > plan.storages[t.storage].nbytes; };
     std::uint64_t total = plan.totalBytes;
     for (const auto& t : plan.tensors) {
         total += expanded(t) ? 0 : t.nbytes;
@@ -336,16 +329,16 @@ void emitChecks(const LoadPlan& plan, const std::vector<at::Tensor>& storages, c
         const auto& sp = plan.storages[s];
         emit({{"event", "storage_check"},
               {"storage", sp.key},
-              {"bytes", sp.bytes.size()},
+              {"bytes", sp.nbytes},
               {"sha256", shaOfFlat(storages[s], onChunk)}});
-        finished += sp.bytes.size();
+        finished += sp.nbytes;
     }
     for (std::size_t i = 0; i < plan.tensors.size(); ++i) {
         const auto& t = plan.tensors[i];
         json check = {{"event", "check"}, {"path", t.path}, {"storage", plan.storages[t.storage].key}};
         if (expanded(t)) {
             check["note"] = "expanded view: " + humanBytes(t.nbytes) + " in C order from a " +
-                            humanBytes(plan.storages[t.storage].bytes.size()) +
+                            humanBytes(plan.storages[t.storage].nbytes) +
                             " storage, not hashed; its storage is checked";
         } else {
             check["sha256"] = shaOfTensor(views[i], onChunk);
@@ -410,16 +403,23 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
                     emitProgress(bytes + done);
                 }
             };
+            Expected<void> read;
             try {
-                if (dev.is_cpu()) {
-                    storages[s] = copyToCpu(sp.bytes, onChunk);
-                } else {
+                storages[s] = at::empty({static_cast<std::int64_t>(sp.nbytes)},
+                                        at::TensorOptions().dtype(at::kByte).device(dev));
+                std::int64_t offset = 0;
+                read = sp.read([&](Bytes piece) {
+                    if (dev.is_cpu()) {
+                        copyToCpu(piece, storages[s], offset);
+                    } else {
 #ifdef CKPTSCOPE_HELPER_CUDA
-                    storages[s] = at::empty({static_cast<std::int64_t>(sp.bytes.size())},
-                                            at::TensorOptions().dtype(at::kByte).device(dev));
-                    stager->copy(sp.bytes, storages[s], onChunk);
+                        stager->copy(piece, storages[s], offset);
 #endif
-                }
+                    }
+                    offset += static_cast<std::int64_t>(piece.size());
+                    onChunk(static_cast<std::uint64_t>(offset));
+                    return true;
+                });
             } catch (const std::exception& e) {
                 if (!isOutOfMemory(e.what()) && dynamic_cast<const std::bad_alloc*>(&e) == nullptr) {
                     throw;
@@ -430,11 +430,18 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
                 emit({{"event", "error"},
                       {"code", "OutOfMemory"},
                       {"message", "out of memory on " + plan.device + " loading " + first + " (storage " + sp.key +
-                                      "): it needs " + gib(sp.bytes.size()) + ", " + gib(freeBytesOn(dev)) +
+                                      "): it needs " + gib(sp.nbytes) + ", " + gib(freeBytesOn(dev)) +
                                       " free after " + gib(bytes) + " already loaded"}});
                 return 1;
             }
-            bytes += sp.bytes.size();
+            if (!read) {
+                // The file (or a set's member) changed, vanished or is corrupt under the load.
+                emit({{"event", "error"},
+                      {"code", device::protocol::codeName(read.error().code)},
+                      {"message", read.error().describe()}});
+                return 1;
+            }
+            bytes += sp.nbytes;
             for (auto ti : sp.tensors) {
                 views[ti] = makeView(storages[s], plan.tensors[ti]);
                 ++tensors;

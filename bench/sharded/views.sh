@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A set read in place (issue 27, core/sharded/set_view.h): for a Hugging Face .bin set and a ZeRO-2
-# folder of SIZE MiB (make_set.py), `check --values`, `diff` against the set's own consolidated file
+# A set read in place (issue 27, core/sharded/set_view.h, box_view.h): for a Hugging Face .bin set,
+# a ZeRO-2 folder and a 4-rank DCP folder (dim-0 chunks) of SIZE MiB (make_set.py), `check --values`, `diff` against the set's own consolidated file
 # and `convert` with an edit to safetensors, each on the set beside the same command on the
 # consolidated file (made first by `convert SET -o`, untimed). Printed per command: wall seconds,
 # peak RSS, peak RssAnon and RssFile (MiB, measure.py), CPU seconds, and the set/file ratios of wall
@@ -16,7 +16,7 @@ bin=${CKPTSCOPE:-$here/../../build/app/ckptscope}
 py=/usr/bin/python3
 mkdir -p "$work"
 echo "$(date -u '+%F %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $bin"
-for kind in hf zero2; do
+for kind in hf zero2 dcp; do
     set_dir=$("$py" "$here/make_set.py" "$work" "$size" "$kind")
     whole="$set_dir.pt"
     [ -f "$whole" ] || "$bin" convert "$set_dir" -o "$whole" >/dev/null

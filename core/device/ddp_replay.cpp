@@ -266,6 +266,9 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
         sampler.trackPid(rank.proc->pid());
         json req = {
             {"cmd", "replay"}, {"rank", r}, {"device", rank.info.device}, {"map_location", request.mapLocation}};
+        if (request.set) {
+            req["set"] = true;
+        }
         protocol::setTextField(req, "path", request.path);
         protocol::setTextField(req, "select", request.select);
         rank.proc->writeLine(req.dump(), true);

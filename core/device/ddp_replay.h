@@ -23,6 +23,7 @@ namespace ckpt::device {
 
 struct ReplayRequest {
     std::string path;
+    bool set = false;  // `path` names a set, read in place by each rank (TestloadRequest::set)
     int ranks = 2;
     std::string mapLocation;  // "" = none, as plain torch.load; else a --map-location spec
     std::string select;

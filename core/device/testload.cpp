@@ -485,6 +485,9 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         request.onHelperStarted(proc.pid());
     }
     json req = {{"cmd", "testload"}, {"device", *device}, {"verify", request.verify}};
+    if (request.set) {
+        req["set"] = true;
+    }
     protocol::setTextField(req, "path", request.path);
     protocol::setTextField(req, "select", request.select);
     const bool sent = proc.writeLine(req.dump());

@@ -8,6 +8,8 @@
 // Helper protocol (one request line in, event lines out; every line a few hundred bytes at most
 // apart from key paths, so a line over 1 MiB or more than 64 MiB in all means a runaway helper):
 //   -> {"cmd":"testload","path":"/x.pt","device":"cpu"|"cuda:N","select":"model","verify":false}
+//      ("set":true: the path names a multi-file set, which the engine opens as one checkpoint whose
+//      storages it reads from the member files, sharded::openInput; nothing is consolidated first)
 //   <- {"event":"start","device":"cuda:0","total_bytes":N,"total_tensors":N,
 //       "torch_version":"1.13.1","cuda":false}
 //   <- {"event":"progress","bytes":N,"tensors":N,"total_bytes":N,"seconds":S}   (repeated, also
@@ -48,6 +50,7 @@ enum class Engine { Auto, Cuda, Torch };
 struct TestloadRequest {
     Engine engine = Engine::Auto;
     std::string path;                        // the checkpoint
+    bool set = false;                        // `path` names a set: the engine reads it in place (openInput)
     std::string device = "cpu";              // "cpu" or "cuda:N"
     std::string select;                      // key path: only tensors at or under it ("" = all)
     bool verify = false;                     // the helper hashes what landed (StorageCheck, TensorCheck)

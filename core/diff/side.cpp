@@ -4,7 +4,6 @@
 #include "diff/diff.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
-#include "sharded/temp_consolidated.h"
 
 #include <filesystem>
 
@@ -88,25 +87,12 @@ Expected<Side> zeroSide(const std::string& path, const sharded::SetLocation& loc
                         " files, the fp32 model zero_to_fp32 rebuilds)");
 }
 
-// A set whose tensors are pieces of several files is compared as the one file `convert` writes
-// from it: written to the temporary directory and removed as soon as it is mapped, so nothing is
-// left behind however the comparison ends.
-Expected<Side> consolidatedSide(const std::string& path, const sharded::SetLocation& loc)
+// A set whose tensors are boxes in several files (DCP, FSDP ranks), compared as the state dict
+// `convert` writes from it, each tensor assembled from its boxes as it is read.
+Expected<Side> boxSide(const std::string& path, const sharded::SetLocation& loc)
 {
-    std::error_code ec;
-    auto whole = sharded::TempConsolidated::write(loc, std::filesystem::temp_directory_path(ec).string(), "diff");
-    Expected<CheckpointPtr> opened = whole ? whole->openAndRemove() : Expected<CheckpointPtr>(whole.error());
-    if (!opened) {
-        Error e = opened.error();
-        e.message =
-            "cannot assemble the " + std::string(sharded::setKindName(loc.kind)) + " to compare it: " + e.message;
-        e.path = path;
-        return e;
-    }
-    Side s = Side::of(std::move(*opened));
-    s.path = path;
-    s.format = std::string(sharded::setKindName(loc.kind)) + " (assembled into one state dict)";
-    return s;
+    return viewSide(path, sharded::openView(loc),
+                    std::string(sharded::setKindName(loc.kind)) + " (assembled into one state dict)");
 }
 
 }  // namespace
@@ -127,7 +113,7 @@ Expected<Side> openSide(const std::string& path)
     if (loc.kind == sharded::SetKind::DeepSpeedZero) {
         return zeroSide(path, loc);
     }
-    return consolidatedSide(path, loc);
+    return boxSide(path, loc);
 }
 
 }  // namespace ckpt::diff

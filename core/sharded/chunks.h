@@ -40,8 +40,8 @@ namespace ckpt::sharded::detail {
                         [](const auto& f) { return f.severity == diagnose::Severity::Error; });
 }
 
-// Why nothing was written: `what` ("the set is incomplete") and the codes of the findings of
-// severity error, which `ckptscope check` explains.
+// Why a set is not read as one checkpoint, nor consolidated: `what` ("the set is incomplete") and
+// the codes of the findings of severity error, which `ckptscope check` explains.
 [[nodiscard]] inline Error incomplete(const std::string& what, const std::vector<SetFinding>& findings,
                                       const std::string& path)
 {
@@ -49,7 +49,7 @@ namespace ckpt::sharded::detail {
     for (const auto& f : findings) {
         codes += f.severity == diagnose::Severity::Error ? (codes.empty() ? "" : ", ") + f.code : "";
     }
-    Error e = makeError(ErrorCode::Corrupt, what + " (" + codes + "; see `ckptscope check`): nothing was written");
+    Error e = makeError(ErrorCode::Corrupt, what + " (" + codes + "; see `ckptscope check`)");
     e.path = path;
     return e;
 }

@@ -9,7 +9,9 @@
 #include "checkpoint/index.h"
 #include "pickle/pickler.h"
 #include "pickle/unpickler.h"
+#include "sharded/box_view.h"
 #include "sharded/chunks.h"
+#include "sharded/set_view.h"
 #include "util/budget.h"
 #include "util/checked.h"
 #include "write/output_file.h"
@@ -1669,6 +1671,97 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
 
 }  // namespace
 
+namespace {
+
+// The state dict dcp_to_torch_save writes: `out.arena` and its root, storage i holding tensor
+// item out.tensorItems[i] (C-contiguous, on the CPU).
+Expected<ValueId> statePickle(const Set& set, Output& out)
+{
+    MemoryBudget budget;
+    budget.pickleBytes = set.meta.pickleBytes;
+    // A node costs itself, its slot in its parent's list, and as much again while a vector doubles.
+    Tree tree(budget.limit() / (2 * (sizeof(TreeNode) + sizeof(std::size_t))));
+    std::vector<std::uint32_t> storageOf(set.meta.items.size(), 0);
+    for (std::size_t i = 0; i < set.meta.items.size(); ++i) {
+        if (set.meta.items[i].isTensor) {
+            storageOf[i] = static_cast<std::uint32_t>(out.tensorItems.size());
+            out.tensorItems.push_back(i);
+        }
+        if (auto r = tree.set(set.meta.items[i], i); !r) {
+            return r.error();
+        }
+    }
+    out.arena.storages.resize(out.tensorItems.size());
+    return buildValue(set, tree, 0, out, storageOf, 0);
+}
+
+// A tensor item's chunks, opened one at a time for the view.
+class ChunkFiles final : public sharded::detail::BoxFiles {
+public:
+    ChunkFiles(std::shared_ptr<const Set> set, std::vector<std::size_t> items)
+        : set_(std::move(set)), items_(std::move(items))
+    {
+    }
+    [[nodiscard]] Expected<sharded::detail::OpenedBox> open(std::size_t tensor, std::size_t box) const override
+    {
+        const Item& t = set_->meta.items.at(items_.at(tensor));
+        const Chunk& chunk = t.chunks.at(box);
+        auto c = openItem(*set_, chunk.at, "tensor '" + t.fqn + "'");
+        if (!c) {
+            return c.error();
+        }
+        auto e = chunkTensor(**c, t, chunk);
+        if (!e) {
+            return e.error();
+        }
+        return sharded::detail::OpenedBox{*c, *e};
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
+
+private:
+    std::shared_ptr<const Set> set_;
+    std::vector<std::size_t> items_;
+};
+
+}  // namespace
+
+Expected<CheckpointPtr> view(const Set& set)
+{
+    if (!set.complete()) {
+        return sharded::detail::incomplete("the DCP set is incomplete", set.findings, set.loc.dir);
+    }
+    Output out;
+    auto root = statePickle(set, out);
+    if (!root) {
+        return root.error();
+    }
+    auto c = std::make_shared<Checkpoint>();
+    c->arena = std::move(out.arena);
+    c->root = *root;
+    c->path = set.loc.dir;
+    std::vector<sharded::detail::BoxedTensor> tensors;
+    std::vector<std::uint64_t> nbytes;
+    for (const auto i : out.tensorItems) {
+        const Item& t = set.meta.items[i];
+        sharded::detail::BoxedTensor b{t.fqn, t.dtype, t.size, {}, 0};
+        for (const auto& chunk : t.chunks) {
+            b.boxes.push_back({chunk.offsets, chunk.sizes});
+            b.storedBytes = checkedAdd(b.storedBytes, chunk.at.length, b.storedBytes) ? b.storedBytes : UINT64_MAX;
+        }
+        nbytes.push_back(b.nbytes());
+        c->fileSize += nbytes.back();
+        tensors.push_back(std::move(b));
+    }
+    for (const auto& f : set.meta.files) {
+        c->setFiles.push_back((fs::path(set.loc.dir) / f).string());
+    }
+    return sharded::detail::finishView(
+        std::move(c), nbytes,
+        sharded::detail::boxStorages(std::move(tensors),
+                                     std::make_shared<const ChunkFiles>(std::make_shared<const Set>(set),
+                                                                        std::move(out.tensorItems))));
+}
+
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
 {
     if (!set.complete()) {
@@ -1684,23 +1777,8 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
             return makeError(ErrorCode::Usage, "the output would overwrite a file of the set it is read from");
         }
     }
-    MemoryBudget budget;
-    budget.pickleBytes = set.meta.pickleBytes;
-    // A node costs itself, its slot in its parent's list, and as much again while a vector doubles.
-    Tree tree(budget.limit() / (2 * (sizeof(TreeNode) + sizeof(std::size_t))));
     Output out;
-    std::vector<std::uint32_t> storageOf(set.meta.items.size(), 0);
-    for (std::size_t i = 0; i < set.meta.items.size(); ++i) {
-        if (set.meta.items[i].isTensor) {
-            storageOf[i] = static_cast<std::uint32_t>(out.tensorItems.size());
-            out.tensorItems.push_back(i);
-        }
-        if (auto r = tree.set(set.meta.items[i], i); !r) {
-            return r.error();
-        }
-    }
-    out.arena.storages.resize(out.tensorItems.size());
-    auto root = buildValue(set, tree, 0, out, storageOf, 0);
+    auto root = statePickle(set, out);
     if (!root) {
         return root.error();
     }

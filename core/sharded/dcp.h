@@ -110,6 +110,10 @@ std::string valueText(const Set& set, const Item& item);
 // about the largest tensor. Refuses (Corrupt) an incomplete set before the output exists.
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
 
+// The same state dict as one Checkpoint read in place (sharded/set_view.h, box_view.h): each
+// global tensor a storage assembled from its chunks as it is read. Refuses an incomplete set.
+Expected<CheckpointPtr> view(const Set& set);
+
 namespace detail {
 // What DCP and FSDP share: a global tensor rebuilt from N-d boxes held by separate tensors.
 struct Box {

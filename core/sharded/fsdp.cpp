@@ -6,7 +6,9 @@
 #include "archive/zip.h"
 #include "checkpoint/dtensor.h"
 #include "pickle/pickler.h"
+#include "sharded/box_view.h"
 #include "sharded/chunks.h"
+#include "sharded/set_view.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -633,9 +635,9 @@ Expected<void> writeTensor(const Set& set, const Tensor& t, archive::ZipWriter& 
         [&](std::vector<std::byte>& buffer) { return placeShards(set, t, buffer); });
 }
 
-}  // namespace
-
-Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+// Whether the rank files make one state dict, and the reason not (what consolidate and the view
+// refuse): one rank file alone, an incomplete set, values besides tensors.
+Expected<void> checkWhole(const Set& set)
 {
     if (set.oneFile) {
         return makeError(ErrorCode::Usage, "one rank file holds only its shards: convert the folder of all rank "
@@ -655,14 +657,12 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
             return e;
         }
     }
-    auto target = write::resolveTarget(outPath);
-    if (!target) {
-        return target.error();
-    }
-    if (auto r = set.sources.checkNotMember(*target); !r) {
-        return r.error();
-    }
-    Arena a;
+    return {};
+}
+
+// The flat state dict of every global tensor (C-contiguous, on the CPU), storage i tensor i.
+ValueId statePickle(const Set& set, Arena& a)
+{
     std::vector<ValueId> items;
     for (const auto& t : set.tensors) {
         pickle::StorageRef ref;
@@ -685,7 +685,76 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         items.push_back(a.str(t.key));
         items.push_back(a.tensor(std::move(info)));
     }
-    const ValueId root = a.dict(std::move(items), true);
+    return a.dict(std::move(items), true);
+}
+
+// A global tensor's local shards, from the rank files that hold them.
+class ShardFiles final : public sharded::detail::BoxFiles {
+public:
+    explicit ShardFiles(std::shared_ptr<const Set> set) : set_(std::move(set)) {}
+    [[nodiscard]] Expected<sharded::detail::OpenedBox> open(std::size_t tensor, std::size_t box) const override
+    {
+        const LocalShard& s = set_->tensors.at(tensor).shards.at(box);
+        auto held = set_->sources.get(s.file);
+        if (!held) {
+            return held.error();
+        }
+        return sharded::detail::OpenedBox{*held, &s.tensor};
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->sources.checkUnchanged(); }
+
+private:
+    std::shared_ptr<const Set> set_;
+};
+
+}  // namespace
+
+Expected<CheckpointPtr> view(const Set& set)
+{
+    if (auto whole = checkWhole(set); !whole) {
+        return whole.error();
+    }
+    auto c = std::make_shared<Checkpoint>();
+    c->root = statePickle(set, c->arena);
+    c->path = set.loc.dir;
+    std::vector<sharded::detail::BoxedTensor> tensors;
+    std::vector<std::uint64_t> nbytes;
+    for (const auto& t : set.tensors) {
+        sharded::detail::BoxedTensor b{t.key, t.dtype, t.size, {}, 0};
+        for (const auto& s : t.shards) {
+            b.boxes.push_back(s.box);
+            auto held = set.sources.get(s.file);
+            const std::uint64_t stored =
+                held && s.tensor.storage.valid() ? (*held)->storages[s.tensor.storage].nbytes : 0;
+            b.storedBytes = checkedAdd(b.storedBytes, stored, b.storedBytes) ? b.storedBytes : UINT64_MAX;
+        }
+        nbytes.push_back(b.nbytes());
+        c->fileSize += nbytes.back();
+        tensors.push_back(std::move(b));
+    }
+    for (const auto& f : set.files) {
+        c->setFiles.push_back(f.path);
+    }
+    return sharded::detail::finishView(
+        std::move(c), nbytes,
+        sharded::detail::boxStorages(std::move(tensors),
+                                     std::make_shared<const ShardFiles>(std::make_shared<const Set>(set))));
+}
+
+Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
+{
+    if (auto whole = checkWhole(set); !whole) {
+        return whole.error();
+    }
+    auto target = write::resolveTarget(outPath);
+    if (!target) {
+        return target.error();
+    }
+    if (auto r = set.sources.checkNotMember(*target); !r) {
+        return r.error();
+    }
+    Arena a;
+    const ValueId root = statePickle(set, a);
     auto pickled = pickle::picklePersistent(a, root);
     if (!pickled) {
         return pickled.error();

@@ -68,6 +68,11 @@ struct Set {
 // unflattened without the model.
 Expected<Set> open(const SetLocation& loc, bool oneFile);
 
+// What consolidate writes, as one Checkpoint read in place (sharded/set_view.h, box_view.h): each
+// global tensor a storage assembled from its local shards as it is read. Refuses what consolidate
+// refuses.
+Expected<CheckpointPtr> view(const Set& set);
+
 // The consolidated state dict (an OrderedDict of plain tensors, each assembled from the ranks'
 // boxes and written before the next is read). Refuses an incomplete set, a single rank file, and
 // files holding values besides tensors (optimizer state), which it would otherwise drop.

@@ -3,6 +3,8 @@
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
 #include "sharded/chunks.h"
+#include "sharded/dcp.h"
+#include "sharded/fsdp.h"
 
 #include <algorithm>
 #include <utility>
@@ -135,10 +137,10 @@ private:
     MemberCheckpoints sources_;
 };
 
-// The checkpoint over `c`'s arena and root (filled by the caller): the storage table of sizes
-// `nbytes`, every storage assembled from `source`, and the tree built as a file's is.
-Expected<CheckpointPtr> finish(std::shared_ptr<Checkpoint> c, const std::vector<std::uint64_t>& nbytes,
-                               std::shared_ptr<const StorageSource> source)
+}  // namespace
+
+Expected<CheckpointPtr> detail::finishView(std::shared_ptr<Checkpoint> c, const std::vector<std::uint64_t>& nbytes,
+                                           std::shared_ptr<const StorageSource> source)
 {
     c->format = Format::TorchZip;  // what the set's consolidation writes
     c->archiveFolder = "archive";
@@ -160,7 +162,6 @@ Expected<CheckpointPtr> finish(std::shared_ptr<Checkpoint> c, const std::vector<
     return CheckpointPtr(std::move(c));
 }
 
-}  // namespace
 
 Expected<CheckpointPtr> viewOf(const ShardedSet& set)
 {
@@ -178,7 +179,7 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
         nbytes.push_back(s.nbytes);
         c->fileSize += s.nbytes;
     }
-    return finish(std::move(c), nbytes,
+    return detail::finishView(std::move(c), nbytes,
                   std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
 }
 
@@ -200,8 +201,54 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
         c->fileSize += nbytes.back();
     }
     auto recorded = built->recorded;
-    return finish(std::move(c), nbytes,
+    return detail::finishView(std::move(c), nbytes,
                   std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
+}
+
+bool opensAsView(SetKind kind)
+{
+    return kind == SetKind::HuggingFace || kind == SetKind::DeepSpeedZero || kind == SetKind::Dcp ||
+           kind == SetKind::FsdpRanks;
+}
+
+Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions)
+{
+    if (loc.kind == SetKind::DeepSpeedZero) {
+        auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
+        if (!set) {
+            return set.error();
+        }
+        if (auto whole = zero::checkConsolidatable(*set); !whole) {
+            return whole.error();
+        }
+        return viewOf(*set, zeroOptions.groupStorages);
+    }
+    if (loc.kind == SetKind::Dcp) {
+        auto set = dcp::open(loc);
+        return set ? dcp::view(*set) : Expected<CheckpointPtr>(set.error());
+    }
+    if (loc.kind == SetKind::FsdpRanks) {
+        auto set = fsdp::open(loc, false);
+        return set ? fsdp::view(*set) : Expected<CheckpointPtr>(set.error());
+    }
+    auto set = openSet(loc);  // a Hugging Face set; openSet names why any other kind is not read
+    if (!set) {
+        return set.error();
+    }
+    if (auto whole = checkConsolidatable(*set); !whole) {
+        return whole.error();
+    }
+    return viewOf(*set);
+}
+
+Expected<CheckpointPtr> openInput(const std::string& path, bool asSet)
+{
+    if (asSet) {
+        if (const auto loc = detectSet(path); readAsSet(loc, path)) {
+            return openView(loc);
+        }
+    }
+    return openCheckpoint(path);
 }
 
 }  // namespace ckpt::sharded

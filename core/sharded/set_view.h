@@ -5,6 +5,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "sharded/listing.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
@@ -21,5 +22,28 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set);
 // Without `groupStorages` each tensor has a storage of its own, which an edit, split or export can
 // move alone (what `convert DIR` with edits reads).
 Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages = true);
+
+namespace detail {
+// The view over `c`'s arena and root (filled by the format's reader): the storage table of sizes
+// `nbytes`, every storage read through `source`, and the tree built as a file's is. For the formats
+// that build a view (set_view.cpp, dcp.cpp, fsdp.cpp).
+Expected<CheckpointPtr> finishView(std::shared_ptr<Checkpoint> c, const std::vector<std::uint64_t>& nbytes,
+                                   std::shared_ptr<const StorageSource> source);
+}  // namespace detail
+
+// Whether sets of this kind open as a view: Hugging Face, ZeRO, DCP, FSDP rank files (Megatron's
+// legacy sets are only named).
+[[nodiscard]] bool opensAsView(SetKind kind);
+
+// The set at `loc` opened whole as one Checkpoint, the model `convert DIR -o` writes: an incomplete
+// set is the consolidation's refusal (checkConsolidatable; dcp::view, fsdp::view); a ZeRO folder is read with
+// `zeroOptions` (weights, optimizer, and whether a param group is one storage). Unsupported for a
+// kind opensAsView() refuses.
+Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions = {.groupStorages = true});
+
+// What a path names, opened as one Checkpoint: with `asSet`, the set it stands for (readAsSet) as
+// openView reads it; otherwise, or when it stands for no set, the file itself (openCheckpoint). The
+// test-load engines open what the client hands them through this, so a set is loaded in place.
+Expected<CheckpointPtr> openInput(const std::string& path, bool asSet);
 
 }  // namespace ckpt::sharded

@@ -351,9 +351,9 @@ private Q_SLOTS:
         QCOMPARE(diffRun({fx("hf_bin")}).rc, 2);
     }
 
-    // A set whose tensors are pieces of several files (ZeRO partitions) is assembled first: the
-    // stage-2 folder equals the fp32 model zero_to_fp32 rebuilds (gen_sharded.py's expected file),
-    // and nothing is left in the temporary directory.
+    // A set whose tensors are pieces of several files (ZeRO partitions, DCP chunks, FSDP local
+    // shards) is assembled as it is read: the stage-2 folder equals the fp32 model zero_to_fp32
+    // rebuilds (gen_sharded.py's expected file), and nothing is written to the temporary directory.
     void assembledSets()
     {
         const std::string dir = CKPTSCOPE_SHARDED_FIXTURE_DIR;
@@ -379,6 +379,16 @@ private Q_SLOTS:
         const auto hf = diffRun({dir + "/hf_bin", dir + "/hf_bin.expected.pt"});
         QVERIFY2(hf.rc == 0, (hf.err + hf.out).c_str());
         QCOMPARE(hf.doc["a"]["files"].get<int>(), 3);
+        // So are DCP folders and FSDP rank files, each tensor assembled from its boxes as it is read:
+        // equal to the state dict dcp_to_torch_save (or a full state dict) gives for them.
+        for (const std::string& set : {std::string(CKPTSCOPE_DCP_FIXTURE_DIR "/dcp_basic"),
+                                       std::string(CKPTSCOPE_DCP_FIXTURE_DIR "/dcp_per_item"),
+                                       std::string(CKPTSCOPE_FSDP_FIXTURE_DIR "/fsdp_st"),
+                                       std::string(CKPTSCOPE_FSDP_FIXTURE_DIR "/fsdp_dtensor")}) {
+            const auto boxes = diffRun({set, set + ".expected.pt"});
+            QVERIFY2(boxes.rc == 0, (set + ": " + boxes.err + boxes.out).c_str());
+            QVERIFY(boxes.doc["counts"]["equal"].get<int>() > 0);
+        }
         qunsetenv("TMPDIR");
     }
 

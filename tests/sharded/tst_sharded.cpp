@@ -22,8 +22,15 @@
 
 namespace {
 
+// A set of gen_sharded.py's, or gen_dcp.py's (dcp_*) or gen_fsdp.py's (fsdp_*).
 QString fixture(const QString& name)
 {
+    if (name.startsWith(QStringLiteral("dcp_"))) {
+        return QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + name;
+    }
+    if (name.startsWith(QStringLiteral("fsdp_"))) {
+        return QStringLiteral(CKPTSCOPE_FSDP_FIXTURE_DIR "/") + name;
+    }
     return QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + name;
 }
 
@@ -58,8 +65,8 @@ private Q_SLOTS:
     // `check SET` runs every single-file rule on the set opened as one checkpoint (no consolidated
     // copy is written): finding for finding what `check` of the file `convert SET -o` writes says,
     // with --values and --against too, plus the set's own findings.
-    // convert of a Hugging Face or ZeRO set with edits reads the set in place (set_view.h): no
-    // consolidated copy is staged first. Under a 4 KiB file-size limit (RLIMIT_FSIZE, ulimit -f) a
+    // convert of a set with edits reads the set in place (set_view.h, box_view.h): no consolidated
+    // copy is staged first. Under a 4 KiB file-size limit (RLIMIT_FSIZE, ulimit -f) a
     // staged copy of these sets (tens of KiB) could not be written; the plan is made all the same.
     void convertEditsReadTheSetInPlace_data()
     {
@@ -71,6 +78,10 @@ private Q_SLOTS:
             << "hf_st" << QStringList{QStringLiteral("--drop"), QStringLiteral("head.weight")};
         QTest::newRow("ZeRO-2, to safetensors")
             << "zero2_complete" << QStringList{QStringLiteral("--format"), QStringLiteral("safetensors")};
+        QTest::newRow("DCP, add a prefix")
+            << "dcp_basic" << QStringList{QStringLiteral("--add-prefix"), QStringLiteral("m.")};
+        QTest::newRow("FSDP rank files, to safetensors")
+            << "fsdp_st" << QStringList{QStringLiteral("--format"), QStringLiteral("safetensors")};
     }
     void convertEditsReadTheSetInPlace()
     {
@@ -135,6 +146,15 @@ private Q_SLOTS:
                                                    << QStringList{QStringLiteral("strict-load-ok")};
         QTest::newRow("ZeRO, --against") << "zero2_w3" << QStringList{QStringLiteral("--against")}
                                          << QStringList{QStringLiteral("strict-load-ok")};
+        // Chunk boxes and local shards, assembled as they are read.
+        QTest::newRow("DCP, --values") << "dcp_basic" << QStringList{QStringLiteral("--values")} << QStringList{};
+        QTest::newRow("DCP, one file per item, --against")
+            << "dcp_per_item" << QStringList{QStringLiteral("--against")}
+            << QStringList{QStringLiteral("strict-load-ok")};
+        QTest::newRow("FSDP ShardedTensors, --values")
+            << "fsdp_st" << QStringList{QStringLiteral("--values")} << QStringList{};
+        QTest::newRow("FSDP DTensors, --against") << "fsdp_dtensor" << QStringList{QStringLiteral("--against")}
+                                                  << QStringList{QStringLiteral("strict-load-ok")};
     }
     void checkOfASetIsCheckOfItsConsolidation()
     {
