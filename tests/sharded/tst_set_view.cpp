@@ -2,7 +2,9 @@
 // holds, key for key and byte for byte, what real torch.save wrote as the set's consolidated state
 // dict (the generators' `<set>.expected.pt`), every storage assembled and read in place from the
 // set's files: Hugging Face shards (a storage shared inside a .bin shard stays shared), ZeRO
-// partitions with and without param groups as one storage, bf16 buffers cast to float32.
+// partitions with and without param groups as one storage, bf16 buffers cast to float32, DCP chunk
+// boxes (dim-0 slabs, dim-1 boxes assembled in a buffer, a transposed chunk, a 0-d tensor, values
+// besides tensors) and FSDP local shards (ShardedTensor, DTensor).
 #include "checkpoint/checkpoint.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
@@ -65,6 +67,13 @@ private Q_SLOTS:
         QTest::newRow("ZeRO-2, 3 ranks, a storage per tensor") << sharded + QStringLiteral("zero2_w3") << false;
         QTest::newRow("ZeRO-2 bf16") << zero + QStringLiteral("zero2_bf16_w2") << true;
         QTest::newRow("ZeRO-3 bf16") << zero + QStringLiteral("zero3_bf16_w2") << false;
+        const QString dcp = QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/");
+        const QString fsdp = QStringLiteral(CKPTSCOPE_FSDP_FIXTURE_DIR "/");
+        QTest::newRow("DCP") << dcp + QStringLiteral("dcp_basic") << true;
+        QTest::newRow("DCP before 2.4 (old TensorProperties)") << dcp + QStringLiteral("dcp_old") << true;
+        QTest::newRow("DCP, a file per item") << dcp + QStringLiteral("dcp_per_item") << true;
+        QTest::newRow("FSDP ShardedTensor ranks") << fsdp + QStringLiteral("fsdp_st") << true;
+        QTest::newRow("FSDP DTensor ranks") << fsdp + QStringLiteral("fsdp_dtensor") << true;
     }
     void viewHoldsTheConsolidatedStateDict()
     {
@@ -79,6 +88,10 @@ private Q_SLOTS:
             QVERIFY2(z.ok(), z ? "" : z.error().message.c_str());
             view = ckpt::sharded::viewOf(*z, groups);
             files = z->files.size();
+        } else if (loc.kind == ckpt::sharded::SetKind::Dcp || loc.kind == ckpt::sharded::SetKind::FsdpRanks) {
+            view = ckpt::sharded::openView(loc);
+            files = view ? (*view)->setFiles.size() : 0;
+            QVERIFY(files > 1);
         } else {
             auto hf = ckpt::sharded::openSet(loc);
             QVERIFY2(hf.ok(), hf ? "" : hf.error().message.c_str());

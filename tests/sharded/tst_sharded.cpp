@@ -177,7 +177,15 @@ private Q_SLOTS:
         };
         const Run ofSet = withArgs(fixture(set).toStdString());
         const Run ofFile = withArgs(whole);
-        QVERIFY2(ofSet.rc == ofFile.rc, (ofSet.out + ofSet.err + ofFile.out).c_str());
+        // The same exit code, unless the set's own findings warn (FSDP rank files that torch.load
+        // cannot read alone): then 1.
+        const auto listing = ckpt::sharded::listSet(ckpt::sharded::detectSet(fixture(set).toStdString()));
+        QVERIFY(static_cast<bool>(listing));
+        const bool ownWarning = std::any_of(listing->findings.begin(), listing->findings.end(), [](const auto& f) {
+            return f.severity != ckpt::diagnose::Severity::Info;
+        });
+        QVERIFY2(ofSet.rc == (ownWarning ? std::max(ofFile.rc, 1) : ofFile.rc),
+                 (ofSet.out + ofSet.err + ofFile.out).c_str());
         // Each finding of the file, with the same paths, is one of the set's.
         auto byCode = [](const Run& r) {
             QMap<QString, QJsonArray> out;
@@ -195,8 +203,6 @@ private Q_SLOTS:
             QCOMPARE(setFindings.value(it.key()), it.value());
         }
         // And the set says nothing else but its own findings (documented under "Sharded sets").
-        const auto listing = ckpt::sharded::listSet(ckpt::sharded::detectSet(fixture(set).toStdString()));
-        QVERIFY(static_cast<bool>(listing));
         QStringList own;
         for (const auto& f : listing->findings) {
             own << QString::fromStdString(f.code);
