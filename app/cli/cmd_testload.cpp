@@ -307,8 +307,8 @@ ojson replayJson(const device::ReplayReport& r)
 // it, so loading it puts on the device exactly what loading that file would, and nothing is written.
 void printSetNote(std::ostream& out, sharded::SetKind kind, const Checkpoint& view)
 {
-    out << "(a " << sharded::setKindName(kind) << " of " << view.setFiles.size()
-        << " files: test-loaded as the one " << humanBytes(view.fileSize)
+    out << "(a " << sharded::setKindName(kind) << " of " << view.setFiles.size() << " files: test-loaded as the one "
+        << humanBytes(view.fileSize)
         << " checkpoint `ckptscope convert` writes from it, each storage read in place from the files that hold it)\n";
 }
 

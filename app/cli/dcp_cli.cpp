@@ -62,15 +62,14 @@ std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream&
     });
 }
 
-std::optional<int> checkDcp(const std::string& input, bool json, const diagnose::CheckOptions& opts,
-                            std::ostream& out, std::ostream& err)
+std::optional<int> checkDcp(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
+                            std::ostream& err)
 {
     if (auto rc = withSet(openIfFsdp(input), input, err, [&](const sharded::fsdp::Set& ranks) {
             if (ranks.oneFile) {
                 return printSetFindings(ranks.findings, ranks.files.front().path, json, out);
             }
-            return checkSetView(input, ranks.findings, sharded::fsdp::view(ranks), opts, ranks.loc.dir, json, out,
-                                err);
+            return checkSetView(input, ranks.findings, sharded::fsdp::view(ranks), opts, ranks.loc.dir, json, out, err);
         })) {
         return rc;
     }

@@ -16,8 +16,8 @@ namespace ckpt::cli {
 
 std::optional<int> inspectDcp(const std::string& input, bool json, std::ostream& out, std::ostream& err);
 // `check`: the set's findings and every single-file rule on the state dict it opens as.
-std::optional<int> checkDcp(const std::string& input, bool json, const diagnose::CheckOptions& opts,
-                            std::ostream& out, std::ostream& err);
+std::optional<int> checkDcp(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
+                            std::ostream& err);
 // Consolidates the set as it stands into the torch file `output`, as dcp_to_torch_save does (an edit
 // or another format reads the set in place, sharded_cli's convertSet).
 std::optional<int> convertDcp(const std::string& input, const std::string& output, std::ostream& out,

@@ -1,7 +1,7 @@
 // ckptscope-torch-helper: the one process that links LibTorch (docs/design.md "LibTorch lives in a
 // helper process"). It reads one JSON request line on stdin, opens the checkpoint itself with the
-// Qt-free reader (no pickle is ever executed; a set as its view, read from its member files), and answers with JSON event lines on stdout; the
-// protocol is documented in core/device/testload.h.
+// Qt-free reader (no pickle is ever executed; a set as its view, read from its member files), and answers with JSON
+// event lines on stdout; the protocol is documented in core/device/testload.h.
 #include "checkpoint/checkpoint.h"
 #include "device/helper_protocol.h"
 #include "device/load_selection.h"
@@ -27,7 +27,8 @@ helper::LoadPlan makePlan(const Checkpoint& ck, const device::LoadSelection& sel
     helper::LoadPlan plan;
     for (const auto& s : sel.storages) {
         const StorageEntry& st = ck.storages[s.storage];
-        helper::StoragePlan sp{st.key, st.nbytes,
+        helper::StoragePlan sp{st.key,
+                               st.nbytes,
                                [&ck, storage = s.storage, n = st.nbytes](const std::function<bool(Bytes)>& sink) {
                                    return ck.streamStorage(storage, 0, n, sink, kPiece);
                                },

@@ -405,8 +405,8 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
             };
             Expected<void> read;
             try {
-                storages[s] = at::empty({static_cast<std::int64_t>(sp.nbytes)},
-                                        at::TensorOptions().dtype(at::kByte).device(dev));
+                storages[s] =
+                    at::empty({static_cast<std::int64_t>(sp.nbytes)}, at::TensorOptions().dtype(at::kByte).device(dev));
                 std::int64_t offset = 0;
                 read = sp.read([&](Bytes piece) {
                     if (dev.is_cpu()) {
@@ -430,8 +430,8 @@ int runLoad(const LoadPlan& plan, const Emit& emit)
                 emit({{"event", "error"},
                       {"code", "OutOfMemory"},
                       {"message", "out of memory on " + plan.device + " loading " + first + " (storage " + sp.key +
-                                      "): it needs " + gib(sp.nbytes) + ", " + gib(freeBytesOn(dev)) +
-                                      " free after " + gib(bytes) + " already loaded"}});
+                                      "): it needs " + gib(sp.nbytes) + ", " + gib(freeBytesOn(dev)) + " free after " +
+                                      gib(bytes) + " already loaded"}});
                 return 1;
             }
             if (!read) {

@@ -10,6 +10,7 @@
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
 #include "checkpoint/model_folder.h"
+#include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
 #include "util/printable.h"
 
@@ -611,18 +612,8 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
         const std::uint32_t elem = std::max<std::uint32_t>(1, elementSize(t.dtype));
         ref.numel = (t.end - t.begin) / elem;
         a.storages.push_back(ref);
-        pickle::TensorInfo info;
-        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
-        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
-        info.dtype = t.dtype;
-        info.shape = t.shape;
-        info.stride.resize(t.shape.size());
-        std::int64_t stride = 1;
-        for (std::size_t d = t.shape.size(); d-- > 0;) {
-            info.stride[d] = stride;
-            stride *= std::max<std::int64_t>(1, t.shape[d]);
-        }
-        tensorOf.push_back(a.tensor(std::move(info)));
+        tensorOf.push_back(
+            pickle::contiguousTensor(a, static_cast<std::uint32_t>(a.storages.size() - 1), t.dtype, t.shape));
         items.push_back(a.str(t.name));
         items.push_back(tensorOf.back());
     }

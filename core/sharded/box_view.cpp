@@ -73,8 +73,8 @@ Expected<std::vector<std::byte>> bufferFor(const BoxedTensor& t, std::uint64_t b
 {
     constexpr std::uint64_t kFloor = 64ULL << 20;
     if (bytes > kFloor && bytes / 4 > t.storedBytes) {
-        return makeError(ErrorCode::Limit, "tensor '" + t.name + "' is " + humanBytes(bytes) + " but its pieces store " +
-                                               humanBytes(t.storedBytes) +
+        return makeError(ErrorCode::Limit, "tensor '" + t.name + "' is " + humanBytes(bytes) +
+                                               " but its pieces store " + humanBytes(t.storedBytes) +
                                                ": they repeat elements, which no writer does; not assembled");
     }
     try {
@@ -138,8 +138,9 @@ private:
         const auto& sizes = t.boxes[b].sizes;
         if (e == nullptr || e->form != pickle::TensorForm::Strided || !e->storage.valid() || e->dtype != t.dtype ||
             !std::equal(e->shape.begin(), e->shape.end(), sizes.begin(), sizes.end())) {
-            Error err = makeError(ErrorCode::Corrupt, "a piece of '" + t.name + "' is no " +
-                                                          std::string(dtypeName(t.dtype)) + " tensor of its box's shape");
+            Error err =
+                makeError(ErrorCode::Corrupt, "a piece of '" + t.name + "' is no " + std::string(dtypeName(t.dtype)) +
+                                                  " tensor of its box's shape");
             err.path = opened->holder ? opened->holder->path : std::string();
             return err;
         }
@@ -162,7 +163,8 @@ private:
         Expected<void> r;
         if (isCContiguous({e.shape.begin(), e.shape.end()}, {e.stride.begin(), e.stride.end()}) &&
             e.storageOffset >= 0) {
-            r = c.streamStorage(e.storage, static_cast<std::uint64_t>(e.storageOffset) * es + from, length, sink, chunk);
+            r = c.streamStorage(e.storage, static_cast<std::uint64_t>(e.storageOffset) * es + from, length, sink,
+                                chunk);
         } else {
             const auto& sizes = t.boxes[b].sizes;
             auto buffer = bufferFor(t, numelOf(sizes) * es);
@@ -208,7 +210,8 @@ private:
                 if (!data) {
                     return data.error();
                 }
-                if (auto r = dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[b], *opened->tensor, *data, *buffer);
+                if (auto r =
+                        dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[b], *opened->tensor, *data, *buffer);
                     !r) {
                     Error e = r.error();
                     e.path = opened->holder->path;

@@ -3,6 +3,7 @@
 // memory is one piece, not the model.
 #include "archive/zip.h"
 #include "pickle/pickler.h"
+#include "pickle/tensor_record.h"
 #include "sharded/chunks.h"
 #include "sharded/consolidate_progress.h"
 #include "sharded/dcp.h"
@@ -301,19 +302,10 @@ Expected<AssembledPickle> assembledPickle(const std::vector<Assembled>& tensors,
             t.aliasOffset + numelOf(t.shape) > numelOf(tensors[own].shape)) {
             return makeError(ErrorCode::Internal, "tensor '" + t.name + "' aliases no stored tensor");
         }
-        pickle::TensorInfo info;
-        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
-        info.storage = a.storage(storageOf[own]);
-        info.storageOffset = static_cast<std::int64_t>(t.aliasOffset);
-        info.dtype = tensors[own].dtype;
-        info.shape = t.shape;  // an alias may view the same elements in another shape
-        std::int64_t stride = 1;
-        info.stride.assign(info.shape.size(), 1);
-        for (std::size_t d = info.shape.size(); d-- > 0;) {
-            info.stride[d] = stride;
-            stride *= std::max<std::int64_t>(info.shape[d], 1);
-        }
-        levels[level].entries.emplace_back(t.name, a.tensor(std::move(info)));
+        // An alias may view the same elements in another shape.
+        levels[level].entries.emplace_back(t.name,
+                                           pickle::contiguousTensor(a, storageOf[own], tensors[own].dtype, t.shape,
+                                                                    static_cast<std::int64_t>(t.aliasOffset)));
     }
     // Children always come after their parent in `levels`: build the dicts from the last one up.
     std::vector<pickle::ValueId> built(levels.size());

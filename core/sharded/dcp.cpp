@@ -8,6 +8,7 @@
 #include "archive/zip.h"
 #include "checkpoint/index.h"
 #include "pickle/pickler.h"
+#include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
 #include "sharded/box_view.h"
 #include "sharded/chunks.h"
@@ -1421,18 +1422,7 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
     ref.dtype = item.dtype;
     ref.numel = item.numel();
     a.storages[s] = std::move(ref);
-    pickle::TensorInfo info;
-    info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
-    info.storage = a.storage(s);
-    info.dtype = item.dtype;
-    info.shape = item.size;
-    info.stride.assign(item.size.size(), 1);
-    std::int64_t stride = 1;
-    for (std::size_t d = item.size.size(); d-- > 0;) {
-        info.stride[d] = stride;
-        stride *= std::max<std::int64_t>(item.size[d], 1);
-    }
-    return a.tensor(std::move(info));
+    return pickle::contiguousTensor(a, s, item.dtype, item.size);
 }
 
 }  // namespace
@@ -1757,9 +1747,9 @@ Expected<CheckpointPtr> view(const Set& set)
     }
     return sharded::detail::finishView(
         std::move(c), nbytes,
-        sharded::detail::boxStorages(std::move(tensors),
-                                     std::make_shared<const ChunkFiles>(std::make_shared<const Set>(set),
-                                                                        std::move(out.tensorItems))));
+        sharded::detail::boxStorages(
+            std::move(tensors),
+            std::make_shared<const ChunkFiles>(std::make_shared<const Set>(set), std::move(out.tensorItems))));
 }
 
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)

@@ -6,6 +6,7 @@
 #include "archive/zip.h"
 #include "checkpoint/dtensor.h"
 #include "pickle/pickler.h"
+#include "pickle/tensor_record.h"
 #include "sharded/box_view.h"
 #include "sharded/chunks.h"
 #include "sharded/set_view.h"
@@ -671,19 +672,9 @@ ValueId statePickle(const Set& set, Arena& a)
         ref.dtype = t.dtype;
         ref.numel = t.numel();
         a.storages.push_back(std::move(ref));
-        pickle::TensorInfo info;
-        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
-        info.storage = a.storage(static_cast<std::uint32_t>(a.storages.size() - 1));
-        info.dtype = t.dtype;
-        info.shape = t.size;
-        info.stride.assign(t.size.size(), 1);
-        std::int64_t stride = 1;
-        for (std::size_t d = t.size.size(); d-- > 0;) {
-            info.stride[d] = stride;
-            stride *= std::max<std::int64_t>(t.size[d], 1);
-        }
         items.push_back(a.str(t.key));
-        items.push_back(a.tensor(std::move(info)));
+        items.push_back(
+            pickle::contiguousTensor(a, static_cast<std::uint32_t>(a.storages.size() - 1), t.dtype, t.size));
     }
     return a.dict(std::move(items), true);
 }

@@ -162,7 +162,6 @@ Expected<CheckpointPtr> detail::finishView(std::shared_ptr<Checkpoint> c, const 
     return CheckpointPtr(std::move(c));
 }
 
-
 Expected<CheckpointPtr> viewOf(const ShardedSet& set)
 {
     auto c = std::make_shared<Checkpoint>();
@@ -179,8 +178,9 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
         nbytes.push_back(s.nbytes);
         c->fileSize += s.nbytes;
     }
-    return detail::finishView(std::move(c), nbytes,
-                  std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
+    return detail::finishView(
+        std::move(c), nbytes,
+        std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
 }
 
 Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
@@ -201,8 +201,9 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
         c->fileSize += nbytes.back();
     }
     auto recorded = built->recorded;
-    return detail::finishView(std::move(c), nbytes,
-                  std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
+    return detail::finishView(
+        std::move(c), nbytes,
+        std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
 }
 
 bool opensAsView(SetKind kind)

@@ -6,6 +6,7 @@
 #include "checkpoint/dtensor.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/state_dict.h"
+#include "pickle/tensor_record.h"
 #include "transform/allowlist.h"
 #include "transform/plan_builder.h"
 #include "util/shape_text.h"
@@ -513,16 +514,7 @@ private:
         a_.storages.push_back(ref);
         const auto index = static_cast<std::uint32_t>(a_.storages.size() - 1);
         b_.inlineStorages[index] = std::make_shared<const std::string>(std::move(bytes));
-        pickle::TensorInfo info;
-        info.rebuild = pickle::internGlobal({"torch._utils", "_rebuild_tensor_v2"});
-        info.storage = a_.storage(index);
-        info.dtype = dtype;
-        info.shape = shape;
-        info.stride.assign(shape.size(), 1);
-        for (std::size_t d = shape.size(); d-- > 1;) {
-            info.stride[d - 1] = info.stride[d] * std::max<std::int64_t>(1, shape[d]);
-        }
-        return a_.tensor(std::move(info));
+        return pickle::contiguousTensor(a_, index, dtype, shape);
     }
 
     ValueId int64Tensor(const std::string& key, const std::vector<std::int64_t>& values,

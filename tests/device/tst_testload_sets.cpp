@@ -70,9 +70,9 @@ void checkVerified(const nlohmann::json& doc, const std::string& path, const std
             }
             std::vector<std::byte> image;
             QVERIFY(v.streamStorage(si, 0, v.storages[si].nbytes, [&image](ckpt::Bytes b) {
-                          image.insert(image.end(), b.begin(), b.end());
-                          return true;
-                      }).ok());
+                         image.insert(image.end(), b.begin(), b.end());
+                         return true;
+                     }).ok());
             std::size_t covered = 0;
             for (const auto& t : v.tensors) {
                 if (t.storage != si) {

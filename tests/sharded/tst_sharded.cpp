@@ -148,9 +148,8 @@ private Q_SLOTS:
                                          << QStringList{QStringLiteral("strict-load-ok")};
         // Chunk boxes and local shards, assembled as they are read.
         QTest::newRow("DCP, --values") << "dcp_basic" << QStringList{QStringLiteral("--values")} << QStringList{};
-        QTest::newRow("DCP, one file per item, --against")
-            << "dcp_per_item" << QStringList{QStringLiteral("--against")}
-            << QStringList{QStringLiteral("strict-load-ok")};
+        QTest::newRow("DCP, one file per item, --against") << "dcp_per_item" << QStringList{QStringLiteral("--against")}
+                                                           << QStringList{QStringLiteral("strict-load-ok")};
         QTest::newRow("FSDP ShardedTensors, --values")
             << "fsdp_st" << QStringList{QStringLiteral("--values")} << QStringList{};
         QTest::newRow("FSDP DTensors, --against") << "fsdp_dtensor" << QStringList{QStringLiteral("--against")}
@@ -181,9 +180,8 @@ private Q_SLOTS:
         // cannot read alone): then 1.
         const auto listing = ckpt::sharded::listSet(ckpt::sharded::detectSet(fixture(set).toStdString()));
         QVERIFY(static_cast<bool>(listing));
-        const bool ownWarning = std::any_of(listing->findings.begin(), listing->findings.end(), [](const auto& f) {
-            return f.severity != ckpt::diagnose::Severity::Info;
-        });
+        const bool ownWarning = std::any_of(listing->findings.begin(), listing->findings.end(),
+                                            [](const auto& f) { return f.severity != ckpt::diagnose::Severity::Info; });
         QVERIFY2(ofSet.rc == (ownWarning ? std::max(ofFile.rc, 1) : ofFile.rc),
                  (ofSet.out + ofSet.err + ofFile.out).c_str());
         // Each finding of the file, with the same paths, is one of the set's.
