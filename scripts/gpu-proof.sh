@@ -214,7 +214,7 @@ sets() {
     export CKPTSCOPE_CUDA_ENGINE=$bin/ckptscope-cuda-engine
     local t0=$SECONDS
     echo "== 10. sets read in place ($size MiB; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1))"
-    "$py" "$root/bench/testload/sets.py" "$bin/ckptscope" "$w" "$size" "${SET_KINDS:-hf,zero2,dcp}"; echo "rc=$?"
+    "$py" "$root/bench/testload/sets.py" "$bin/ckptscope" "$w" "$size" "${SET_KINDS:-hf,zero2,dcp,dcp_cols}"; echo "rc=$?"
     echo "== 10b. a 2-rank DDP replay of the HF set, read in place ($((SECONDS - t0)) s)"
     local base
     base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)

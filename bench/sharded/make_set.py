@@ -13,7 +13,9 @@
          `module` in mp_rank_00_model_states.pt. The Adam moments are left out of the optimizer files
          (they would add 2 x SIZE to the disk and to what zero_to_fp32 loads, and nothing to what a
          consolidation reads).
-Prints the set's folder. Usage: make_set.py OUTDIR SIZE_MIB [hf|dcp|zero2]"""
+- dcp_cols: the same DCP folder with each weight sharded along dim 1 (Shard(1), tensor parallel's
+         column split): no chunk is a run of whole rows, so a reader assembles each weight in memory.
+Prints the set's folder. Usage: make_set.py OUTDIR SIZE_MIB [hf|dcp|dcp_cols|zero2]"""
 import collections
 import json
 import os
@@ -46,13 +48,13 @@ def make_hf(folder, size_mib):
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, sort_keys=True)
 
 
-def make_dcp(folder, size_mib):
+def make_dcp(folder, size_mib, dim=0):
     import gen_dcp
 
     g = torch.Generator().manual_seed(13)
     model = {}
     for i in range(layers(size_mib)):
-        model[f"layers.{i}.weight"] = gen_dcp.shard_dim(torch.randn(SIDE, SIDE, generator=g), 0, 4)
+        model[f"layers.{i}.weight"] = gen_dcp.shard_dim(torch.randn(SIDE, SIDE, generator=g), dim, 4)
         model[f"layers.{i}.norm.weight"] = torch.randn(SIDE, generator=g)
     gen_dcp.write_dcp(folder, {"model": model, "step": 1000}, world=4, replicated_rank=1, expected=False)
 
@@ -106,7 +108,7 @@ def make_zero2(folder, size_mib):
 def main():
     out, size_mib = sys.argv[1], int(sys.argv[2])
     kind = sys.argv[3] if len(sys.argv) > 3 else "hf"
-    makers = {"hf": make_hf, "dcp": make_dcp, "zero2": make_zero2}
+    makers = {"hf": make_hf, "dcp": make_dcp, "dcp_cols": lambda f, s: make_dcp(f, s, 1), "zero2": make_zero2}
     folder = os.path.join(out, f"{kind}_{size_mib}m")
     done = folder + ".complete"  # beside the set: a stray file inside would be part of it
     if not os.path.exists(done):

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A set test-loaded in place (issue 27) on a real GPU: for a Hugging Face .bin set, a ZeRO-2 folder
-and a 4-rank DCP folder of SIZE MiB (bench/sharded/make_set.py; KINDS picks some), `ckptscope testload SET --device cuda:0` against the
+and 4-rank DCP folders (dim-0 chunks; dcp_cols: dim-1 chunks, each weight assembled in a buffer) of
+SIZE MiB (bench/sharded/make_set.py; KINDS picks some), `ckptscope testload SET --device cuda:0` against the
 same command on the one file `ckptscope convert SET -o` writes from it, in the same run:
 - --verify: every storage as it sits on the GPU hashes to what the set's files hold (read in place);
 - GB/s of the CUDA engine (best of 3 each), and set/file;
@@ -11,7 +12,7 @@ same command on the one file `ckptscope convert SET -o` writes from it, in the s
 - for the HF set, torch's way to put it on the GPU: each shard torch.load(map_location="cuda:0"),
   wall time and max_memory_reserved, for scale.
 Prints one line per measurement and a JSON summary last. Needs torch with CUDA for the reference.
-Usage: sets.py CKPTSCOPE WORKDIR [SIZE_MIB (default 4096)] [KINDS (default hf,zero2,dcp)]"""
+Usage: sets.py CKPTSCOPE WORKDIR [SIZE_MIB (default 4096)] [KINDS (default hf,zero2,dcp,dcp_cols)]"""
 import glob
 import json
 import os
@@ -86,7 +87,7 @@ def torch_shards(folder):
 def main():
     bin_, work = sys.argv[1], sys.argv[2]
     size = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
-    kinds = sys.argv[4].split(",") if len(sys.argv) > 4 else ["hf", "zero2", "dcp"]
+    kinds = sys.argv[4].split(",") if len(sys.argv) > 4 else ["hf", "zero2", "dcp", "dcp_cols"]
     os.makedirs(work, exist_ok=True)
     summary = {}
     for kind in kinds:
@@ -105,8 +106,7 @@ def main():
         v, _, _ = run_testload(bin_, folder, env, ["--verify"])
         checks = v.get("storage_checks", [])
         exact = bool(checks) and all(c.get("matches_file") for c in checks)
-        print(f"{kind}: --verify: {len(checks)} storages, all match the set's files: {exact}; "
-              f"read_in_place={v.get('set', {}).get('read_in_place')}", flush=True)
+        print(f"{kind}: --verify: {len(checks)} storages, all match the set's files: {exact}", flush=True)
         runs = {"set": [], "file": []}
         for _ in range(3):
             runs["set"].append(run_testload(bin_, folder, env))

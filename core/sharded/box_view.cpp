@@ -67,9 +67,11 @@ std::optional<std::vector<std::size_t>> slabOrder(const BoxedTensor& t)
     return row == t.size[0] ? std::optional(order) : std::nullopt;
 }
 
-// A buffer of `bytes` for tensor `t`, or the reason it is not made: more than 4x what its boxes
-// store (elements repeated, which no writer does) or more memory than there is.
-Expected<std::vector<std::byte>> bufferFor(const BoxedTensor& t, std::uint64_t bytes)
+// `buffer` made `bytes` long for tensor `t` (its old bytes stay: every box placed overwrites its
+// own, and a complete set's boxes cover the tensor; reusing it spares each tensor the page faults of
+// a fresh allocation), or the reason not: more than 4x what its boxes store (elements repeated,
+// which no writer does) or more memory than there is.
+Expected<void> sizeBuffer(const BoxedTensor& t, std::uint64_t bytes, std::vector<std::byte>& buffer)
 {
     constexpr std::uint64_t kFloor = 64ULL << 20;
     if (bytes > kFloor && bytes / 4 > t.storedBytes) {
@@ -78,11 +80,12 @@ Expected<std::vector<std::byte>> bufferFor(const BoxedTensor& t, std::uint64_t b
                                                ": they repeat elements, which no writer does; not assembled");
     }
     try {
-        return std::vector<std::byte>(bytes);
+        buffer.resize(bytes);
     } catch (const std::bad_alloc&) {
         return makeError(ErrorCode::Limit,
                          "tensor '" + t.name + "' needs a buffer of " + humanBytes(bytes) + ", which is not available");
     }
+    return {};
 }
 
 class BoxStorages final : public StorageSource {
@@ -167,9 +170,9 @@ private:
                                 chunk);
         } else {
             const auto& sizes = t.boxes[b].sizes;
-            auto buffer = bufferFor(t, numelOf(sizes) * es);
-            if (!buffer) {
-                return buffer.error();
+            std::vector<std::byte> buffer;
+            if (auto sized = sizeBuffer(t, numelOf(sizes) * es, buffer); !sized) {
+                return sized;
             }
             std::vector<std::byte> scratch;
             auto data = c.storageData(e.storage, scratch);
@@ -177,8 +180,8 @@ private:
                 return data.error();
             }
             const Box whole{std::vector<std::int64_t>(sizes.size(), 0), sizes};
-            if (r = dcp::detail::placeBox(t.name, t.dtype, sizes, whole, e, *data, *buffer); r) {
-                r = sinkSlices(Bytes(*buffer).subspan(from, length), sink, chunk);
+            if (r = dcp::detail::placeBox(t.name, t.dtype, sizes, whole, e, *data, buffer); r) {
+                r = sinkSlices(Bytes(buffer).subspan(from, length), sink, chunk);
             }
         }
         release(c, e);
@@ -193,12 +196,9 @@ private:
         const std::scoped_lock lock(mutex_);
         if (placed_ != i) {
             placed_.reset();
-            buffer_.clear();
-            buffer_.shrink_to_fit();
             const BoxedTensor& t = tensors_[i];
-            auto buffer = bufferFor(t, t.nbytes());
-            if (!buffer) {
-                return buffer.error();
+            if (auto sized = sizeBuffer(t, t.nbytes(), buffer_); !sized) {
+                return sized;
             }
             std::vector<std::byte> scratch;
             for (std::size_t b = 0; b < t.boxes.size(); ++b) {
@@ -211,7 +211,7 @@ private:
                     return data.error();
                 }
                 if (auto r =
-                        dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[b], *opened->tensor, *data, *buffer);
+                        dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[b], *opened->tensor, *data, buffer_);
                     !r) {
                     Error e = r.error();
                     e.path = opened->holder->path;
@@ -219,7 +219,6 @@ private:
                 }
                 release(*opened->holder, *opened->tensor);
             }
-            buffer_ = std::move(*buffer);
             placed_ = i;
         }
         return sinkSlices(Bytes(buffer_).subspan(offset, length), sink, chunk);
