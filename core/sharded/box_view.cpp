@@ -184,7 +184,7 @@ private:
                 r = sinkSlices(Bytes(buffer).subspan(from, length), sink, chunk);
             }
         }
-        release(c, e);
+        release(*opened);
         return r;
     }
 
@@ -217,7 +217,7 @@ private:
                     e.path = opened->holder->path;
                     return e;
                 }
-                release(*opened->holder, *opened->tensor);
+                release(*opened);
             }
             placed_ = i;
         }
@@ -225,9 +225,10 @@ private:
     }
 
     // The pages of a storage just read leave this process's resident set (they stay cached).
-    static void release(const Checkpoint& c, const TensorEntry& e)
+    static void release(const OpenedBox& box)
     {
-        if (const auto& st = c.storages[e.storage]; c.file && st.inMapping()) {
+        const Checkpoint& c = *box.holder;
+        if (const auto& st = c.storages[box.tensor->storage]; box.mapped && st.inMapping()) {
             dcp::detail::releasePages(c.bytes.subspan(st.fileOffset, st.nbytes));
         }
     }

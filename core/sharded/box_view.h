@@ -32,10 +32,12 @@ struct BoxedTensor {
 };
 
 // A box's tensor, opened: the member checkpoint that holds it (kept while it is read) and the
-// tensor there.
+// tensor there. `mapped`: the holder's bytes are a read-only file mapping (its own, or a range of a
+// DCP data file's), whose pages are dropped from the resident set once read (they stay cached).
 struct OpenedBox {
     CheckpointPtr holder;
     const TensorEntry* tensor = nullptr;
+    bool mapped = false;
 };
 
 // What a format gives its view: opening one box, and whether its files are still those opened.

@@ -1704,7 +1704,7 @@ public:
         if (!e) {
             return e.error();
         }
-        return sharded::detail::OpenedBox{*c, *e};
+        return sharded::detail::OpenedBox{*c, *e, true};  // an item is a range of its data file's mapping
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
 

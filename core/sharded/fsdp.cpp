@@ -690,7 +690,7 @@ public:
         if (!held) {
             return held.error();
         }
-        return sharded::detail::OpenedBox{*held, &s.tensor};
+        return sharded::detail::OpenedBox{*held, &s.tensor, (*held)->file != nullptr};
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->sources.checkUnchanged(); }
 
