@@ -2,6 +2,7 @@
 
 #include "sharded/chunks.h"
 #include "sharded/dcp.h"
+#include "sharded/formats.h"
 #include "sharded/fsdp.h"
 #include "sharded/zero.h"
 
@@ -29,8 +30,7 @@ bool readAsSet(const SetLocation& loc, const std::string& path)
 
 bool listsAsSet(SetKind kind)
 {
-    return kind == SetKind::HuggingFace || kind == SetKind::Dcp || kind == SetKind::FsdpRanks ||
-           kind == SetKind::DeepSpeedZero;
+    return setFormat(kind) != nullptr;
 }
 
 std::string_view setKindId(SetKind k)
@@ -242,20 +242,11 @@ SetListing listingOf(const ShardedSet& set)
 
 Expected<SetListing> listSet(const SetLocation& loc)
 {
-    if (loc.kind == SetKind::Dcp) {
-        auto set = dcp::open(loc);
-        return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
+    if (const auto* f = setFormat(loc.kind)) {
+        return f->list(loc);
     }
-    if (loc.kind == SetKind::FsdpRanks) {
-        auto set = fsdp::open(loc, false);
-        return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
-    }
-    if (loc.kind == SetKind::DeepSpeedZero) {
-        auto set = zero::open(loc);
-        return set ? listingOf(*set) : Expected<SetListing>(set.error());
-    }
-    auto set = openSet(loc);
-    return set ? Expected<SetListing>(listingOf(*set)) : Expected<SetListing>(set.error());
+    auto refused = openSet(loc);  // names why a kind that is only detected is not read
+    return refused ? Expected<SetListing>(listingOf(*refused)) : Expected<SetListing>(refused.error());
 }
 
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
@@ -264,24 +255,11 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
     if (auto outside = checkOutputOutsideSet(loc, outPath); !outside) {
         return outside.error();
     }
-    if (loc.kind == SetKind::DeepSpeedZero) {
-        auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
-        return set ? zero::consolidate(*set, outPath, zeroOptions.groupStorages)
-                   : Expected<ConsolidateResult>(set.error());
+    if (const auto* f = setFormat(loc.kind)) {
+        return f->consolidate(loc, outPath, zeroOptions);
     }
-    if (loc.kind == SetKind::Dcp) {
-        auto set = dcp::open(loc);
-        return set ? dcp::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
-    }
-    if (loc.kind == SetKind::FsdpRanks) {
-        auto set = fsdp::open(loc, false);
-        return set ? fsdp::consolidate(*set, outPath) : Expected<ConsolidateResult>(set.error());
-    }
-    auto set = openSet(loc);
-    if (!set) {
-        return set.error();
-    }
-    return consolidateTorch(*set, outPath);
+    auto refused = openSet(loc);
+    return refused ? consolidateTorch(*refused, outPath) : Expected<ConsolidateResult>(refused.error());
 }
 
 }  // namespace ckpt::sharded

@@ -3,8 +3,7 @@
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
 #include "sharded/chunks.h"
-#include "sharded/dcp.h"
-#include "sharded/fsdp.h"
+#include "sharded/formats.h"
 
 #include <algorithm>
 #include <utility>
@@ -206,40 +205,13 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
         std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
 }
 
-bool opensAsView(SetKind kind)
-{
-    return kind == SetKind::HuggingFace || kind == SetKind::DeepSpeedZero || kind == SetKind::Dcp ||
-           kind == SetKind::FsdpRanks;
-}
-
 Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions)
 {
-    if (loc.kind == SetKind::DeepSpeedZero) {
-        auto set = zero::open(loc, zeroOptions.weights, zeroOptions.keepOptimizer);
-        if (!set) {
-            return set.error();
-        }
-        if (auto whole = zero::checkConsolidatable(*set); !whole) {
-            return whole.error();
-        }
-        return viewOf(*set, zeroOptions.groupStorages);
+    if (const auto* f = setFormat(loc.kind)) {
+        return f->open(loc, zeroOptions);
     }
-    if (loc.kind == SetKind::Dcp) {
-        auto set = dcp::open(loc);
-        return set ? dcp::view(*set) : Expected<CheckpointPtr>(set.error());
-    }
-    if (loc.kind == SetKind::FsdpRanks) {
-        auto set = fsdp::open(loc, false);
-        return set ? fsdp::view(*set) : Expected<CheckpointPtr>(set.error());
-    }
-    auto set = openSet(loc);  // a Hugging Face set; openSet names why any other kind is not read
-    if (!set) {
-        return set.error();
-    }
-    if (auto whole = checkConsolidatable(*set); !whole) {
-        return whole.error();
-    }
-    return viewOf(*set);
+    auto refused = openSet(loc);  // names why a kind that is only detected is not read
+    return refused ? viewOf(*refused) : Expected<CheckpointPtr>(refused.error());
 }
 
 Expected<CheckpointPtr> openInput(const std::string& path, bool asSet)

@@ -31,14 +31,10 @@ Expected<CheckpointPtr> finishView(std::shared_ptr<Checkpoint> c, const std::vec
                                    std::shared_ptr<const StorageSource> source);
 }  // namespace detail
 
-// Whether sets of this kind open as a view: Hugging Face, ZeRO, DCP, FSDP rank files (Megatron's
-// legacy sets are only named).
-[[nodiscard]] bool opensAsView(SetKind kind);
-
-// The set at `loc` opened whole as one Checkpoint, the model `convert DIR -o` writes: an incomplete
-// set is the consolidation's refusal (checkConsolidatable; dcp::view, fsdp::view); a ZeRO folder is read with
-// `zeroOptions` (weights, optimizer, and whether a param group is one storage). Unsupported for a
-// kind opensAsView() refuses.
+// The set at `loc` opened whole as one Checkpoint, the model `convert DIR -o` writes (its format's
+// SetFormat::open, formats.h): an incomplete set is the consolidation's refusal; a ZeRO folder is
+// read with `zeroOptions` (weights, optimizer, and whether a param group is one storage). A kind
+// that is only detected (Megatron's legacy sets) is refused with the reason.
 Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions = {.groupStorages = true});
 
 // What a path names, opened as one Checkpoint: with `asSet`, the set it stands for (readAsSet) as

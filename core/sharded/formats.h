@@ -1,0 +1,30 @@
+// The set formats ckptscope reads (SHARDED.md), one entry each: what every front end asks of a set
+// whatever its kind, so listing, opening in place and consolidating choose a format in one place.
+// Adding a format: its reader in a file of its own (with its detection in detect.cpp), one entry in
+// formats.cpp, a section in docs/format.md and a fixture generator (docs/design.md).
+#pragma once
+
+#include "sharded/listing.h"
+#include "sharded/sharded.h"
+#include "sharded/zero.h"
+
+#include <string>
+
+namespace ckpt::sharded {
+
+struct SetFormat {
+    SetKind kind = SetKind::None;
+    // Every tensor with its files and the set's findings (inspect, the window's set tab).
+    Expected<SetListing> (*list)(const SetLocation& loc) = nullptr;
+    // The whole set as one Checkpoint read in place (set_view.h); `options` are ZeRO's.
+    Expected<CheckpointPtr> (*open)(const SetLocation& loc, const zero::Options& options) = nullptr;
+    // The whole set written as one torch file, as `convert DIR -o OUT` does.
+    Expected<ConsolidateResult> (*consolidate)(const SetLocation& loc, const std::string& outPath,
+                                               const zero::Options& options) = nullptr;
+};
+
+// The entry for `kind`; nullptr for None and for a kind that is only named (Megatron's legacy
+// tensor-parallel sets), which openSet refuses with the reason.
+[[nodiscard]] const SetFormat* setFormat(SetKind kind);
+
+}  // namespace ckpt::sharded
