@@ -1,12 +1,15 @@
 #include "diff/elements.h"
 
 #include "checkpoint/tensor_bytes.h"
+#include "util/bytes.h"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <optional>
 
 namespace ckpt::diff::detail {
 namespace {
@@ -87,13 +90,28 @@ Expected<void> readTensorBytes(const Checkpoint& c, const TensorEntry& t, Tensor
     }
     // An assembled storage (a set's view, set_view.h) may be a whole ZeRO param group: a contiguous
     // tensor reads its own bytes only, never the group.
+    // Its memory is reserved once the first bytes arrive: a tensor its set cannot assemble (chunks
+    // that repeat elements, set_view.h) is refused by the read before anything is allocated, and one
+    // larger than memory is a Limit error, not an abort.
     if (s.assembled && isCContiguous(t.shape, t.stride)) {
-        out.owned.reserve(static_cast<std::size_t>(t.nbytes));
+        std::optional<Error> failed;
         auto read =
             c.streamStorage(t.storage, static_cast<std::uint64_t>(t.storageOffset) * es, t.nbytes, [&](Bytes b) {
+                if (out.owned.capacity() < t.nbytes) {
+                    try {
+                        out.owned.reserve(static_cast<std::size_t>(t.nbytes));
+                    } catch (const std::bad_alloc&) {
+                        failed = makeError(ErrorCode::Limit, "tensor '" + t.path + "' is " + humanBytes(t.nbytes) +
+                                                                 ", more than this machine can hold to compare");
+                        return false;
+                    }
+                }
                 out.owned.insert(out.owned.end(), b.begin(), b.end());
                 return true;
             });
+        if (failed) {
+            return *failed;
+        }
         if (!read) {
             return c.withPath(read.error());
         }

@@ -373,6 +373,14 @@ private Q_SLOTS:
             QVERIFY(!QFile::exists(out));
             QVERIFY(
                 QDir(m_work.path()).entryList({QStringLiteral(".*ckptscope-*")}, QDir::Hidden | QDir::Files).isEmpty());
+            // Read in place (box_view.h) the same tensor asks the same buffer: refused there too,
+            // before anything is allocated (diff reserved the tensor's 4 TiB first and aborted).
+            checkRefused(run({"convert", s(dir), "-o", s(out), "--add-prefix", "m."}));
+            QVERIFY(!QFile::exists(out));
+            checkRefused(run({"diff", s(dir), s(dir)}));
+            // The value scan leaves a storage it cannot read out of its count, as for a file.
+            const auto values = run({"check", "--values", s(dir)});
+            QVERIFY2(!values.timedOut && (values.rc == 0 || values.rc == 2), qPrintable(describe(values)));
         }
         // A ZeRO param of [2^62, 4]: signed overflow, the tensor written over 0 bytes, exit 0.
         const QString out = m_work.filePath(QStringLiteral("zero_huge.pt"));
