@@ -8,6 +8,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <thread>
 #include <utility>
 
 namespace ckpt::sharded::detail {
@@ -20,6 +21,9 @@ std::uint64_t BoxedTensor::nbytes() const
 namespace {
 
 using dcp::detail::Box;
+
+// The most boxes placed at once, each on a thread.
+constexpr std::size_t kMaxPlacers = 16;
 
 // Slices of `bytes` to `sink`, at most `chunk` each; Cancelled when it says stop.
 Expected<void> sinkSlices(Bytes bytes, const std::function<bool(Bytes)>& sink, std::size_t chunk)
@@ -200,24 +204,47 @@ private:
             if (auto sized = sizeBuffer(t, t.nbytes(), buffer_); !sized) {
                 return sized;
             }
-            std::vector<std::byte> scratch;
-            for (std::size_t b = 0; b < t.boxes.size(); ++b) {
-                auto opened = openBox(i, b);
-                if (!opened) {
-                    return opened.error();
+            // Boxes are placed a wave at a time, each on a thread of its own (they fill disjoint
+            // parts of the buffer): one thread copying a column split's short rows out of the
+            // mappings held a set to 0.12x its file's load speed on the lent H100.
+            const std::size_t wave = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, kMaxPlacers);
+            for (std::size_t first = 0; first < t.boxes.size(); first += wave) {
+                const std::size_t n = std::min(wave, t.boxes.size() - first);
+                std::vector<OpenedBox> opened;
+                std::vector<Bytes> data;
+                std::vector<std::vector<std::byte>> scratch(n);  // a deflated chunk is inflated here
+                for (std::size_t k = 0; k < n; ++k) {
+                    auto box = openBox(i, first + k);
+                    if (!box) {
+                        return box.error();
+                    }
+                    auto bytes = box->holder->storageData(box->tensor->storage, scratch[k]);
+                    if (!bytes) {
+                        return bytes.error();
+                    }
+                    opened.push_back(std::move(*box));
+                    data.push_back(*bytes);
                 }
-                auto data = opened->holder->storageData(opened->tensor->storage, scratch);
-                if (!data) {
-                    return data.error();
+                std::vector<Expected<void>> placed(n);
+                {
+                    auto place = [&](std::size_t k) {
+                        placed[k] = dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[first + k],
+                                                          *opened[k].tensor, data[k], buffer_);
+                    };
+                    std::vector<std::jthread> threads;
+                    for (std::size_t k = 1; k < n; ++k) {
+                        threads.emplace_back(place, k);
+                    }
+                    place(0);
                 }
-                if (auto r =
-                        dcp::detail::placeBox(t.name, t.dtype, t.size, t.boxes[b], *opened->tensor, *data, buffer_);
-                    !r) {
-                    Error e = r.error();
-                    e.path = opened->holder->path;
-                    return e;
+                for (std::size_t k = 0; k < n; ++k) {
+                    if (!placed[k]) {
+                        Error e = placed[k].error();
+                        e.path = opened[k].holder->path;
+                        return e;
+                    }
+                    release(opened[k]);
                 }
-                release(*opened);
             }
             placed_ = i;
         }
