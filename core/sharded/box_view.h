@@ -4,8 +4,9 @@
 // - boxes that are whole-row slabs (FSDP's dim-0 chunks, Shard(0), one whole chunk) follow one
 //   another in the tensor's bytes: each is streamed in turn, a contiguous one straight from its
 //   file, any other through a buffer of that box;
-// - any other layout is placed into a buffer of the whole tensor (placeBox), the most a read holds,
-//   kept for the next read of the same tensor, as a diff or a hash reads a tensor in ranges.
+// - any other layout is placed into a buffer of the whole tensor (placeBox, a thread per box, up to
+//   16 at once), the most a read holds, kept for the next read of the same tensor, as a diff or a
+//   hash reads a tensor in ranges, and reused for the next tensor.
 #pragma once
 
 #include "checkpoint/checkpoint.h"
