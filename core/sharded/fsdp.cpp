@@ -5,6 +5,7 @@
 
 #include "archive/zip.h"
 #include "checkpoint/dtensor.h"
+#include "checkpoint/tensor_bytes.h"
 #include "pickle/pickler.h"
 #include "pickle/tensor_record.h"
 #include "sharded/box_view.h"
@@ -714,9 +715,12 @@ Expected<CheckpointPtr> view(const Set& set)
         sharded::detail::BoxedTensor b{t.key, t.dtype, t.size, {}, 0};
         for (const auto& s : t.shards) {
             b.boxes.push_back(s.box);
-            auto held = set.sources.get(s.file);
-            const std::uint64_t stored =
-                held && s.tensor.storage.valid() ? (*held)->storages[s.tensor.storage].nbytes : 0;
+            // What the local tensor reaches in its storage, from its view alone: opening each rank
+            // file for its storage table would reopen files tensor by tensor past the cache.
+            const std::vector<std::int64_t> shape(s.tensor.shape.begin(), s.tensor.shape.end());
+            const std::vector<std::int64_t> stride(s.tensor.stride.begin(), s.tensor.stride.end());
+            const auto reach = viewByteExtent(s.tensor.dtype, s.tensor.storageOffset, shape, stride);
+            const std::uint64_t stored = reach.end - std::min(reach.begin, reach.end);
             b.storedBytes = checkedAdd(b.storedBytes, stored, b.storedBytes) ? b.storedBytes : UINT64_MAX;
         }
         nbytes.push_back(b.nbytes());
