@@ -822,7 +822,8 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         bool approximate;
     };
     std::vector<Hit> hits;
-    std::vector<std::string> unreadable;
+    std::vector<std::string> unreadable;       // "path (why)", for the detail
+    std::vector<std::string> unreadablePaths;  // the key paths, for the finding's paths
     std::uint64_t scanned = 0;
     // Tensors grouped by what is scanned once: a storage read as one dtype.
     std::map<std::pair<StorageIndex, DType>, std::vector<TensorIndex>> groups;
@@ -836,6 +837,7 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         }
         if (!ckpt.storages[t.storage].present) {
             unreadable.push_back(t.path + " (its storage is missing from the file)");
+            unreadablePaths.push_back(t.path);
             continue;
         }
         auto& g = groups[{t.storage, t.dtype}];
@@ -858,6 +860,7 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
             }
             for (auto i : members) {
                 unreadable.push_back(ckpt.tensors[i].path + " (" + blocks.error().message + ")");
+                unreadablePaths.push_back(ckpt.tensors[i].path);
             }
             continue;
         }
@@ -889,6 +892,21 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         }
     }
     std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.tensor < b.tensor; });
+    if (!unreadable.empty()) {
+        // Asked for values, a tensor left out must not read as a clean bill: "no findings" said so
+        // of a DCP tensor its set cannot assemble.
+        Finding u;
+        u.code = "values-unscanned";
+        u.severity = Severity::Warning;
+        u.title = plural(unreadable.size(), "tensor's values were", "tensors' values were") + " not scanned";
+        u.detail = "Their bytes could not be read, so --values says nothing about them: " + unreadable.front() +
+                   (unreadable.size() > 1 ? " and " + std::to_string(unreadable.size() - 1) + " more" : "") +
+                   ". Loading them fails the same way.";
+        for (const auto& path : unreadablePaths) {
+            u.paths.push_back(path);
+        }
+        out.push_back(std::move(u));
+    }
     if (hits.empty()) {
         return {};
     }
@@ -921,10 +939,6 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
     }
     f.detail += ". The checkpoint loads, but these weights poison every output they touch: training diverged or "
                 "an overflow (often float16) was saved; resume from an earlier checkpoint.";
-    if (!unreadable.empty()) {
-        f.detail += " Not scanned: " + unreadable.front() +
-                    (unreadable.size() > 1 ? " and " + std::to_string(unreadable.size() - 1) + " more" : "") + ".";
-    }
     out.push_back(std::move(f));
     return {};
 }

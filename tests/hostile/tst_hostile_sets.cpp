@@ -378,9 +378,15 @@ private Q_SLOTS:
             checkRefused(run({"convert", s(dir), "-o", s(out), "--add-prefix", "m."}));
             QVERIFY(!QFile::exists(out));
             checkRefused(run({"diff", s(dir), s(dir)}));
-            // The value scan leaves a storage it cannot read out of its count, as for a file.
+            // The value scan cannot read it either, and says so rather than "no findings" (2^62
+            // elements are refused as the .metadata is read, 2^40 when the bytes are).
             const auto values = run({"check", "--values", s(dir)});
-            QVERIFY2(!values.timedOut && (values.rc == 0 || values.rc == 2), qPrintable(describe(values)));
+            if (std::string_view(set) == "dcp_stride0") {
+                checkRefused(values);
+            } else {
+                QVERIFY2(!values.timedOut && values.rc == 1, qPrintable(describe(values)));
+                QVERIFY2(values.out.contains("values-unscanned"), qPrintable(describe(values)));
+            }
         }
         // A ZeRO param of [2^62, 4]: signed overflow, the tensor written over 0 bytes, exit 0.
         const QString out = m_work.filePath(QStringLiteral("zero_huge.pt"));
