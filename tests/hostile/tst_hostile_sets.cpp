@@ -15,6 +15,7 @@
 #include <QtTest>
 
 #include <cstdlib>
+#include <string_view>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
