@@ -43,16 +43,6 @@ bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
     return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
 }
 
-// A Hugging Face set that `convert` reads in place (set_view.h), already open: whole, as
-// consolidate() would refuse it otherwise.
-Expected<CheckpointPtr> hfView(const sharded::ShardedSet& set)
-{
-    if (auto whole = sharded::checkConsolidatable(set); !whole) {
-        return whole.error();
-    }
-    return sharded::viewOf(set);
-}
-
 // A piece's line under its row: its box of the global tensor, its bytes, and where they are.
 std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, const sharded::SetPiece& p)
 {
@@ -293,20 +283,22 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                            "its rank files), and this is none\n");
         return kExitBadInput;
     }
-    // DCP folders and FSDP rank files: consolidated as dcp_to_torch_save does, directly, or read in
-    // place as one checkpoint by the edits and other formats.
-    if (loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) {
-        if (!direct || !toTorch) {
-            if (sharded::readAsSet(loc, input)) {
-                auto view = sharded::openView(loc);
-                if (!view) {
-                    printError(err, view.error(), input);
-                    return exitCodeFor(view.error().code);
-                }
-                source.view = std::move(*view);
-                return std::nullopt;
-            }
-        } else if (auto dcp = convertDcp(input, output, out, err)) {
+    if ((!direct || !toTorch) && sharded::readAsSet(loc, input)) {
+        // Edits, other formats and splits read the set in place, opened as one checkpoint; a ZeRO
+        // folder with a storage per tensor, which an edit, split or export can move alone.
+        sharded::zero::Options perTensor = zeroOptions;
+        perTensor.groupStorages = false;
+        auto view = sharded::openView(loc, perTensor);
+        if (!view) {
+            printError(err, view.error(), input);
+            return exitCodeFor(view.error().code);
+        }
+        source.view = std::move(*view);
+        return std::nullopt;
+    }
+    // DCP folders and FSDP rank files as they stand: consolidated as dcp_to_torch_save does.
+    if ((loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) && direct && toTorch) {
+        if (auto dcp = convertDcp(input, output, out, err)) {
             return dcp;
         }
     }
@@ -329,16 +321,8 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         return zero ? sharded::consolidateSet(loc, target, options) : sharded::consolidateTorch(**set, target);
     };
     if (!direct || !toTorch) {
-        // Edits, other formats and splits read the set in place, opened as one checkpoint.
-        // A ZeRO folder with a storage per tensor, which an edit, split or export can move alone.
-        sharded::zero::Options perTensor = zeroOptions;
-        perTensor.groupStorages = false;
-        auto view = zero ? sharded::openView(loc, perTensor) : hfView(**set);
-        if (!view) {
-            printError(err, view.error(), input);
-            return exitCodeFor(view.error().code);
-        }
-        source.view = std::move(*view);
+        // Not reached: a set read with edits returned its view above. Kept so that no path can
+        // write the set as it stands when edits or another format were asked for.
         return std::nullopt;
     }
     // Straight into the output, a ZeRO param group is one storage as zero_to_fp32 writes it: the

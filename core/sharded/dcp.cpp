@@ -1663,6 +1663,15 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
 
 namespace {
 
+// Whether the set makes one state dict (what the view and consolidate refuse otherwise).
+Expected<void> checkWhole(const Set& set)
+{
+    if (!set.complete()) {
+        return sharded::detail::incomplete("the DCP set is incomplete", set.findings, set.loc.dir);
+    }
+    return {};
+}
+
 // The state dict dcp_to_torch_save writes: `out.arena` and its root, storage i holding tensor
 // item out.tensorItems[i] (C-contiguous, on the CPU).
 Expected<ValueId> statePickle(const Set& set, Output& out)
@@ -1717,8 +1726,8 @@ private:
 
 Expected<CheckpointPtr> view(const Set& set)
 {
-    if (!set.complete()) {
-        return sharded::detail::incomplete("the DCP set is incomplete", set.findings, set.loc.dir);
+    if (auto whole = checkWhole(set); !whole) {
+        return whole.error();
     }
     Output out;
     auto root = statePickle(set, out);
@@ -1754,8 +1763,8 @@ Expected<CheckpointPtr> view(const Set& set)
 
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
 {
-    if (!set.complete()) {
-        return sharded::detail::incomplete("the DCP set is incomplete", set.findings, set.loc.dir);
+    if (auto whole = checkWhole(set); !whole) {
+        return whole.error();
     }
     auto target = write::resolveTarget(outPath);
     if (!target) {

@@ -82,6 +82,17 @@ const std::array<SetFormat, 4> kFormats{{
 
 }  // namespace
 
+Error notRead(const SetLocation& loc)
+{
+    auto set = openSet(loc);
+    if (set) {
+        Error e = makeError(ErrorCode::Internal, std::string(setKindName(loc.kind)) + " has no reader entry");
+        e.path = loc.dir;
+        return e;
+    }
+    return set.error();
+}
+
 const SetFormat* setFormat(SetKind kind)
 {
     for (const auto& f : kFormats) {

@@ -24,7 +24,10 @@ struct SetFormat {
 };
 
 // The entry for `kind`; nullptr for None and for a kind that is only named (Megatron's legacy
-// tensor-parallel sets), which openSet refuses with the reason.
+// tensor-parallel sets).
 [[nodiscard]] const SetFormat* setFormat(SetKind kind);
+
+// Why the set at `loc`, of a kind with no entry, is not read (openSet's refusal, naming the kind).
+[[nodiscard]] Error notRead(const SetLocation& loc);
 
 }  // namespace ckpt::sharded

@@ -245,8 +245,7 @@ Expected<SetListing> listSet(const SetLocation& loc)
     if (const auto* f = setFormat(loc.kind)) {
         return f->list(loc);
     }
-    auto refused = openSet(loc);  // names why a kind that is only detected is not read
-    return refused ? Expected<SetListing>(listingOf(*refused)) : Expected<SetListing>(refused.error());
+    return notRead(loc);
 }
 
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
@@ -258,8 +257,7 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
     if (const auto* f = setFormat(loc.kind)) {
         return f->consolidate(loc, outPath, zeroOptions);
     }
-    auto refused = openSet(loc);
-    return refused ? consolidateTorch(*refused, outPath) : Expected<ConsolidateResult>(refused.error());
+    return notRead(loc);
 }
 
 }  // namespace ckpt::sharded

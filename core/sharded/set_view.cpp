@@ -210,8 +210,7 @@ Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& ze
     if (const auto* f = setFormat(loc.kind)) {
         return f->open(loc, zeroOptions);
     }
-    auto refused = openSet(loc);  // names why a kind that is only detected is not read
-    return refused ? viewOf(*refused) : Expected<CheckpointPtr>(refused.error());
+    return notRead(loc);
 }
 
 Expected<CheckpointPtr> openInput(const std::string& path, bool asSet)
