@@ -3,6 +3,7 @@
 // loaded 2-core CI machine) but the quadratic readers took 40 s and more on these files.
 #include "archive/zip.h"
 #include "checkpoint/checkpoint.h"
+#include "time_bound.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -19,7 +20,7 @@ using namespace ckpt;
 
 namespace {
 
-constexpr qint64 kBoundMs = 10000;
+const qint64 kBoundMs = ckpt::test::timeBoundMs(10000);
 
 float floatAt(const Checkpoint& c, const StorageEntry& s)
 {

@@ -3,6 +3,7 @@
 // damaged files are named as damaged. Limits are loose, for a loaded 2-core CI machine; each case
 // failed on the code before the reliability fixes (run with CKPTSCOPE_HOSTILE_CLI=<old binary>).
 #include "process_run.h"
+#include "time_bound.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -420,8 +421,8 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains("--allow-expand"), r.err.constData());
         QVERIFY(!QFile::exists(QString::fromStdString(out)));
         QVERIFY(tempsIn(dir).isEmpty());
-        r = runProcess({cli(), "check", "--values", file("stride0.pt")}, 30000);
-        QVERIFY2(r.rc == 0 && !r.timedOut && r.ms < 10000, qPrintable(describe(r)));
+        r = runProcess({cli(), "check", "--values", file("stride0.pt")}, static_cast<int>(ckpt::test::timeBoundMs(30000)));
+        QVERIFY2(r.rc == 0 && !r.timedOut && r.ms < ckpt::test::timeBoundMs(10000), qPrintable(describe(r)));
     }
 
     // 9000 nested lists: read and checked fine, but convert's sanitizer recursed once per level and

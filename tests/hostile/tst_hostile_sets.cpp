@@ -4,6 +4,7 @@
 // a deep index does not crash and a FIFO does not hang. Every case failed on the code before
 // (run with CKPTSCOPE_HOSTILE_CLI=<old binary>). Each case works on its own copy of a set.
 #include "process_run.h"
+#include "time_bound.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -72,10 +73,11 @@ void checkRefused(const ProcessResult& r)
     QVERIFY2(r.err.count('\n') == 1, qPrintable(describe(r)));
 }
 
+// The kill limit is a release-run bound, scaled like every other (time_bound.h).
 ProcessResult run(std::vector<std::string> args, int timeoutMs = 60000)
 {
     args.insert(args.begin(), cli());
-    return runProcess(args, timeoutMs);
+    return runProcess(args, static_cast<int>(ckpt::test::timeBoundMs(timeoutMs)));
 }
 
 std::string s(const QString& q)
@@ -514,7 +516,7 @@ private Q_SLOTS:
         for (const char* cmd : {"check", "inspect"}) {
             const auto r = run({cmd, s(dir)}, 30000);
             QVERIFY2(!r.timedOut && (r.rc == 0 || r.rc == 1), qPrintable(describe(r)));
-            QVERIFY2(r.ms < 20000, qPrintable(describe(r)));
+            QVERIFY2(r.ms < ckpt::test::timeBoundMs(20000), qPrintable(describe(r)));
         }
     }
 
@@ -523,7 +525,7 @@ private Q_SLOTS:
     void manyDcpChunksAreFast()
     {
         const auto r = run({"check", s(copyOf(QStringLiteral("dcp_many_chunks")))}, 30000);
-        QVERIFY2(!r.timedOut && r.rc == 0 && r.ms < 20000, qPrintable(describe(r)));
+        QVERIFY2(!r.timedOut && r.rc == 0 && r.ms < ckpt::test::timeBoundMs(20000), qPrintable(describe(r)));
     }
 
     // code/ sources had a cap each but none in total: 500 deflated 16 MiB ones were 8 GiB to
@@ -573,7 +575,7 @@ private Q_SLOTS:
             QVERIFY2(!r.timedOut && ok, qPrintable(what));
             QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
             // Linear: about 1 s alone for 5,000 ranks' metadata (2 s for 10,000); far under this.
-            QVERIFY2(r.ms < 30000, qPrintable(what));
+            QVERIFY2(r.ms < ckpt::test::timeBoundMs(30000), qPrintable(what));
         }
         // What convert wrote holds what the set does (diff exits 0 on equal tensors).
         const QString expected =
