@@ -130,6 +130,13 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
     rows += row(tr("Elements"), QString::number(t.numel));
     rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
     rows += row(tr("Saved on"), qs(t.location));
+    // A set's tensor: the file(s) of the set its bytes are read from.
+    if (m_doc->set) {
+        if (const auto it = m_doc->set->storedIn.find(std::string(t.path.view()));
+            it != m_doc->set->storedIn.end() && !it->second.empty()) {
+            rows += row(tr("Stored in"), qs(it->second));
+        }
+    }
     if (t.requiresGrad) {
         rows += row(tr("requires_grad"), tr("yes"));
     }

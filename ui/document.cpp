@@ -1,5 +1,9 @@
 #include "document.h"
 
+#include "sharded/formats.h"
+#include "sharded/set_check.h"
+#include "sharded/set_view.h"
+
 #include <chrono>
 
 namespace ckpt::ui {
@@ -52,11 +56,48 @@ Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop
     return DocumentPtr(std::move(doc));
 }
 
+Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    auto read = sharded::readSet(loc);
+    if (!read) {
+        return read.error();
+    }
+    if (stop.stop_requested()) {
+        return makeError(ErrorCode::Cancelled, "opening cancelled");
+    }
+    auto part = std::make_shared<SetPart>();
+    part->location = loc;
+    part->listing = std::move(read->listing);
+    CheckpointPtr checkpoint = std::move(read->view);
+    if (!checkpoint) {
+        part->notWhole = read->notWhole ? read->notWhole->message : "the set cannot be read whole";
+        auto listed = sharded::listingView(part->listing,
+                                           read->notWhole.value_or(makeError(ErrorCode::Unsupported, part->notWhole)));
+        if (!listed) {
+            return listed.error();
+        }
+        checkpoint = std::move(*listed);
+    }
+    for (const auto& row : part->listing.rows) {
+        part->storedIn.emplace(row.key, row.storedIn);
+    }
+    auto doc = makeDocument(std::move(checkpoint), stop);
+    doc->set = std::move(part);
+    doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return DocumentPtr(std::move(doc));
+}
+
 FindingsPtr diagnoseDocument(const Document& doc, std::stop_token stop)
 {
     const auto t0 = std::chrono::steady_clock::now();
     auto out = std::make_shared<Findings>();
-    auto found = diagnose::check(*doc.checkpoint, {}, stop);
+    // A set: its own findings, and the single-file rules when it reads whole (an incomplete set's
+    // listing has no bytes, so the rules would only repeat that).
+    auto found = !doc.set ? diagnose::check(*doc.checkpoint, {}, stop)
+                 : doc.set->notWhole.empty()
+                     ? sharded::checkSet(doc.set->listing.findings, *doc.checkpoint, {}, stop)
+                     : Expected<std::vector<diagnose::Finding>>(sharded::setFindings(doc.set->listing.findings));
     if (found) {
         out->list = std::move(*found);
     } else {

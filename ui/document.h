@@ -5,13 +5,28 @@
 
 #include "checkpoint/checkpoint.h"
 #include "diagnose/diagnose.h"
+#include "sharded/listing.h"
+#include "sharded/sharded.h"
 
 #include <memory>
 #include <stop_token>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace ckpt::ui {
+
+// What a document opened from a multi-file checkpoint (a sharded set, a ZeRO or DCP folder, FSDP
+// rank files) has beside its checkpoint, which is the set read in place as one (sharded/set_view.h).
+struct SetPart {
+    sharded::SetLocation location;
+    sharded::SetListing listing;  // its files and its own findings
+    // Why the set cannot be read whole (a shard missing): the checkpoint then lists its tensors
+    // only (sharded::listingView), every read of their bytes refused; "" when it reads whole.
+    std::string notWhole;
+    // The file(s) holding each key's bytes, as the format names them ("model-00001-of-00002...").
+    std::unordered_map<std::string, std::string> storedIn;
+};
 
 struct Document {
     CheckpointPtr checkpoint;
@@ -20,6 +35,7 @@ struct Document {
     double openSeconds = 0;  // reading + indexing, for the status bar
     // For each storage, the tensors that view it (a tensor's "shares storage with").
     std::vector<std::vector<TensorIndex>> storageTensors;
+    std::shared_ptr<const SetPart> set;  // null for a file
 };
 
 using DocumentPtr = std::shared_ptr<const Document>;
@@ -35,6 +51,9 @@ using FindingsPtr = std::shared_ptr<const Findings>;
 
 // Reads and indexes `path`. Blocks: call it from a worker.
 Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop = {});
+// Reads the set at `loc` once (sharded::readSet) and indexes it as a document with its SetPart; an
+// incomplete set opens from its listing. Blocks: call it from a worker.
+Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop = {});
 // The same over an already-open checkpoint (tests build documents from memory).
 std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop = {});
 // Runs diagnose over an indexed document. Blocks: call it from a worker.

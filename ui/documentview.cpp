@@ -9,6 +9,7 @@
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
 #include "moduletreemodel.h"
+#include "setfilespanel.h"
 #include "setmembership.h"
 #include "testloadpanel.h"
 #include "text.h"
@@ -16,11 +17,13 @@
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
 #include <QShortcut>
@@ -191,6 +194,30 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_sideTabs->setTabToolTip(0, tr("What will go wrong when this file is loaded (Ctrl+1)"));
     m_sideTabs->setTabToolTip(1, tr("Load it on a device while watching memory (Ctrl+2)"));
     m_sideTabs->setTabToolTip(2, tr("Write a fixed copy (Ctrl+3 or Ctrl+E)"));
+    if (m_doc->set) {
+        m_setFiles = new SetFilesPanel(this);
+        m_setFiles->setDocument(m_doc);
+        m_sideTabs->addTab(m_setFiles, tr("Files (%1)").arg(m_setFiles->count()));
+        m_sideTabs->setTabToolTip(3, tr("The files of this set, and each one opened alone (Ctrl+4)"));
+        connect(m_setFiles, &SetFilesPanel::openFileRequested, this, &DocumentView::openFileAloneRequested);
+        if (!m_doc->set->notWhole.empty()) {
+            // Its tensors are listed, but no byte can be read: nothing to load or write.
+            m_unreadable = new QLabel(this);
+            m_unreadable->setObjectName(QStringLiteral("unreadableSetBar"));
+            m_unreadable->setWordWrap(true);
+            m_unreadable->setTextFormat(Qt::RichText);
+            m_unreadable->setAutoFillBackground(true);
+            m_unreadable->setStyleSheet(
+                QStringLiteral("QLabel { background: #fbe3e3; color: #7a1010; padding: 6px; border-radius: 3px; }"));
+            m_unreadable->setText(tr("<b>This set cannot be read whole:</b> %1<br>Its tensors are listed from what "
+                                     "could be read; test load and export need every file (see Findings and Files).")
+                                      .arg(qs(m_doc->set->notWhole).toHtmlEscaped()));
+            for (int tab : {1, 2}) {
+                m_sideTabs->setTabEnabled(tab, false);
+                m_sideTabs->setTabToolTip(tab, tr("The set cannot be read whole"));
+            }
+        }
+    }
 
     m_rightSplit = new QSplitter(Qt::Vertical, this);
     m_rightSplit->setObjectName(QStringLiteral("rightSplitter"));
@@ -219,19 +246,42 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_partOf);
+    if (m_unreadable != nullptr) {
+        layout->addWidget(m_unreadable);
+    }
     layout->addWidget(m_mainSplit, 1);
-    connect(m_partOf, &SetMembershipBar::activated, this, &DocumentView::openWholeSetRequested);
+    // The bar offers the whole set on a file's tab, the file alone on a set's.
+    connect(m_partOf, &SetMembershipBar::activated, this, [this] {
+        if (m_openedFile.isEmpty()) {
+            Q_EMIT openWholeSetRequested();
+        } else {
+            Q_EMIT openFileAloneRequested(m_openedFile);
+        }
+    });
     startDiagnosis();
 }
 
 bool DocumentView::offersWholeSet() const
 {
-    return !m_partOf->isHidden();
+    return !m_partOf->isHidden() && m_openedFile.isEmpty();  // a set's own bar offers the file instead
 }
 
 void DocumentView::offerWholeSet(const QString& sentence)
 {
     m_partOf->offer(sentence, tr("Open the Whole Set"));
+}
+
+void DocumentView::offerFileAlone(const QString& file)
+{
+    if (!m_doc->set) {
+        return;
+    }
+    m_openedFile = file;
+    const QString name = QFileInfo(file).fileName();
+    m_partOf->offer(tr("Opened as part of %1<br>You opened <b>%2</b>, one of its files.")
+                        .arg(setPhrase(m_doc->set->location).toHtmlEscaped(), name.toHtmlEscaped()),
+                    tr("Open This File Alone"));
+    m_partOf->button()->setToolTip(tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(name));
 }
 
 DocumentView::~DocumentView()
@@ -277,6 +327,13 @@ void DocumentView::showFindings()
 void DocumentView::showTestLoad()
 {
     m_sideTabs->setCurrentIndex(1);
+}
+
+void DocumentView::showFiles()
+{
+    if (m_setFiles != nullptr) {
+        m_sideTabs->setCurrentWidget(m_setFiles);
+    }
 }
 
 bool DocumentView::modelViewShown() const

@@ -1,5 +1,5 @@
-// One opened file in its tab: the filterable key tree on the left; on the right the details of the
-// selection above the Findings, Test load and Export panels.
+// One opened file or set in its tab: the filterable key tree on the left; on the right the details of
+// the selection above the Findings, Test load and Export panels, and a set's Files panel.
 #pragma once
 
 #include "document.h"
@@ -28,6 +28,7 @@ class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
 class ModuleTreeModel;
+class SetFilesPanel;
 class SetMembershipBar;
 class TestLoadPanel;
 
@@ -62,11 +63,20 @@ public:
     void offerWholeSet(const QString& sentence);
     [[nodiscard]] SetMembershipBar* membershipBar() const { return m_partOf; }
     [[nodiscard]] bool offersWholeSet() const;
+    // A set's document opened from one of its files (a shard, a rank file): the bar above the tree
+    // says so and its button asks for that file alone (openFileAloneRequested).
+    void offerFileAlone(const QString& file);
+    [[nodiscard]] const QString& openedFile() const { return m_openedFile; }
+    // A set's Files panel; null for a file.
+    [[nodiscard]] SetFilesPanel* setFiles() const { return m_setFiles; }
+    // The red strip above the tree of a set that cannot be read whole; null otherwise.
+    [[nodiscard]] QLabel* unreadableSetBar() const { return m_unreadable; }
 
     void focusFilter();
     void showExport();
     void showFindings();
     void showTestLoad();
+    void showFiles();  // a set's Files panel; nothing for a file
     // Selects the node at this key path (expanding its ancestors); false when it is filtered out.
     bool selectPath(const QString& path);
     // "5 of 46 keys", or that nothing matches; empty without a filter.
@@ -85,6 +95,7 @@ Q_SIGNALS:
     // The diagnosis finished and the Findings panel shows its result.
     void findingsReady();
     void openWholeSetRequested();
+    void openFileAloneRequested(const QString& file);
 
 private:
     void applyFilter();
@@ -131,6 +142,9 @@ private:
     FindingsPanel* m_findings;
     TestLoadPanel* m_testLoad;
     ExportPanel* m_export;
+    SetFilesPanel* m_setFiles = nullptr;
+    QLabel* m_unreadable = nullptr;
+    QString m_openedFile;
     FindingsPtr m_diagnosis;
     std::unique_ptr<JobTracker> m_diagnoseJob;  // stops and joins its worker when the tab closes
 };

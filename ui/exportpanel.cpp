@@ -366,13 +366,15 @@ void ExportPanel::fieldsToOptions()
 QString ExportPanel::defaultOutputFor(const QString& input) const
 {
     const QFileInfo info(input);
-    QString ext = info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
+    // A set's path is its folder: the one file it becomes goes beside it, named after it.
+    const bool folder = info.isDir();
+    QString ext = folder || info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
     if (m_options.format == transform::OutputFormat::Safetensors) {
         ext = QStringLiteral("safetensors");
     } else if (ext == QLatin1String("safetensors")) {
         ext = QStringLiteral("pt");
     }
-    return info.dir().filePath(info.completeBaseName() + QStringLiteral(".fixed.") + ext);
+    return info.dir().filePath((folder ? info.fileName() : info.completeBaseName()) + QStringLiteral(".fixed.") + ext);
 }
 
 void ExportPanel::schedulePlan()

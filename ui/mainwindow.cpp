@@ -9,7 +9,6 @@
 #include "icons.h"
 #include "jobtracker.h"
 #include "setmembership.h"
-#include "setview.h"
 #include "sharded/listing.h"
 #include "testloadpanel.h"
 #include "text.h"
@@ -238,8 +237,8 @@ void MainWindow::buildMenus()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
     m_fileAloneAction = file->addAction(tr("Open This File &Alone"), this, [this] {
-        if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget()); set && !set->openedFile().isEmpty()) {
-            openFileAlone(set->openedFile());
+        if (auto* v = currentView(); v && !v->openedFile().isEmpty()) {
+            openFileAlone(v->openedFile());
         }
     });
     m_fileAloneAction->setObjectName(QStringLiteral("openFileAloneAction"));
@@ -266,8 +265,6 @@ void MainWindow::buildMenus()
     auto* filter = view->addAction(tr("&Filter Keys"), this, [this] {
         if (auto* v = currentView()) {
             v->focusFilter();
-        } else if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget())) {
-            set->focusFilter();
         }
     });
     filter->setObjectName(QStringLiteral("filterAction"));
@@ -294,6 +291,13 @@ void MainWindow::buildMenus()
     });
     exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
     m_fileTabActions << exportAction;
+    m_filesAction = view->addAction(tr("Files of the &Set"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showFiles();
+        }
+    });
+    m_filesAction->setObjectName(QStringLiteral("setFilesAction"));
+    m_filesAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_4));
 
     auto* run = menuBar()->addMenu(tr("&Run"));
     auto* load = run->addAction(tr("Test &Load on the Chosen Device"), this, [this] {
@@ -386,8 +390,9 @@ void MainWindow::openWholeSet(const sharded::SetLocation& loc)
 {
     const QString dir = QFileInfo(qs(loc.dir)).absoluteFilePath();
     for (int i = 0; i < m_tabs->count(); ++i) {
-        if (auto* set = setView(i);
-            set && set->location().kind == loc.kind && QFileInfo(qs(set->location().dir)).absoluteFilePath() == dir) {
+        const auto* v = documentView(i);
+        const auto& set = v != nullptr ? v->document()->set : nullptr;
+        if (set && set->location.kind == loc.kind && QFileInfo(qs(set->location.dir)).absoluteFilePath() == dir) {
             m_tabs->setCurrentIndex(i);
             return;
         }
@@ -411,11 +416,11 @@ void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
     const int order = m_nextOpenOrder++;
     statusBar()->showMessage(tr("Opening %1…").arg(path));
     auto tracker = std::make_unique<JobTracker>(this);
-    tracker->start([loc](std::stop_token, const ProgressFn&) { return sharded::listSet(loc); },
-                   [this, path, loc, order](Expected<sharded::SetListing> listing) {
+    tracker->start([loc](std::stop_token stop, const ProgressFn&) { return loadSetDocument(loc, stop); },
+                   [this, path, loc, order](Expected<DocumentPtr> doc) {
                        statusBar()->clearMessage();
-                       if (!listing) {
-                           const auto message = qs(listing.error().describe());
+                       if (!doc) {
+                           const auto message = qs(doc.error().describe());
                            if (opensAlone(loc, path)) {
                                showErrorOfSetFile(message, path);
                            } else {
@@ -424,27 +429,15 @@ void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
                            Q_EMIT openFailed(path, message);
                            return;
                        }
-                       m_banner->hide();
-                       auto shared = std::make_shared<const sharded::SetListing>(std::move(*listing));
-                       auto* view = new SetView(loc, shared, m_tabs);
+                       auto* view = addDocument(*doc, order);
                        if (opensAlone(loc, path)) {
                            view->offerFileAlone(path);
-                           connect(view, &SetView::openFileAloneRequested, this, &MainWindow::openFileAlone);
+                           updateSetActions();
                        }
-                       const QFileInfo dir(qs(shared->dir));
-                       const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(dir.fileName()));
-                       m_tabs->setTabToolTip(index, dir.absoluteFilePath());
-                       m_tabs->setCurrentIndex(index);
-                       updateChrome();
                        rememberRecent(path);
                        Q_EMIT setOpened(path);
                    });
     m_openJobs.push_back(std::move(tracker));
-}
-
-SetView* MainWindow::setView(int i) const
-{
-    return qobject_cast<SetView*>(m_tabs->widget(i));
 }
 
 bool MainWindow::isOpening() const
@@ -452,17 +445,18 @@ bool MainWindow::isOpening() const
     return std::any_of(m_openJobs.begin(), m_openJobs.end(), [](const auto& j) { return j->isRunning(); });
 }
 
-void MainWindow::addDocument(const DocumentPtr& doc, int order)
+DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
 {
     m_banner->hide();
     auto* view = new DocumentView(doc, m_tabs);
+    connect(view, &DocumentView::openFileAloneRequested, this, &MainWindow::openFileAlone);
     // Run > Export writes without showing the panel's result first: the status bar says where.
     connect(view->exportPanel(), &ExportPanel::exportFinished, this, [this](bool ok, const QString& pathOrError) {
         statusBar()->showMessage(ok ? tr("Wrote %1").arg(pathOrError) : tr("Export failed: %1").arg(pathOrError),
                                  15000);
     });
     const QFileInfo info(qs(doc->checkpoint->path));
-    if (const auto set = wholeSetOf(info.absoluteFilePath())) {
+    if (const auto set = doc->set ? std::nullopt : wholeSetOf(info.absoluteFilePath())) {
         view->offerWholeSet(
             tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
                "files of %2.")
@@ -473,6 +467,7 @@ void MainWindow::addDocument(const DocumentPtr& doc, int order)
     m_tabs->setTabToolTip(index, info.absoluteFilePath());
     m_tabs->setCurrentIndex(index);
     updateChrome();
+    return view;
 }
 
 int MainWindow::tabIndexFor(QWidget* tab, int order) const
@@ -582,15 +577,6 @@ void MainWindow::updateChrome()
     auto* view = currentView();
     m_stack->setCurrentIndex(m_tabs->count() > 0 ? 1 : 0);
     updateSetActions();
-    if (auto* set = qobject_cast<SetView*>(m_tabs->currentWidget())) {
-        const auto& l = set->listing();
-        setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(l.dir)).fileName()));
-        m_formatLabel->setText(
-            tr("%1, %n file(s)", nullptr, static_cast<int>(l.files.size())).arg(qs(sharded::setKindName(l.kind))));
-        m_tensorsLabel->setText(tr("%n tensor(s)", nullptr, static_cast<int>(l.rows.size())));
-        m_devicesLabel->setText(humanSize(l.totalBytes()));
-        return;
-    }
     if (!view) {
         setWindowTitle(QStringLiteral("ckptscope"));
         m_formatLabel->clear();
@@ -601,7 +587,11 @@ void MainWindow::updateChrome()
     const auto& ck = *view->document()->checkpoint;
     setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(ck.path)).fileName()));
     QString format = qs(formatName(ck.format));
-    if (ck.format != Format::Safetensors && ck.pickleProtocol > 0) {
+    if (const auto& set = view->document()->set) {
+        // A set's view is the torch file its consolidation writes: the set's own kind says more.
+        format = tr("%1, %n file(s)", nullptr, static_cast<int>(set->listing.files.size()))
+                     .arg(qs(sharded::setKindName(set->location.kind)));
+    } else if (ck.format != Format::Safetensors && ck.pickleProtocol > 0) {
         format += tr(", pickle protocol %1").arg(ck.pickleProtocol);
     }
     m_formatLabel->setText(format);
@@ -616,17 +606,22 @@ void MainWindow::updateChrome()
 
 void MainWindow::updateSetActions()
 {
-    const auto* set = qobject_cast<SetView*>(m_tabs->currentWidget());
-    const QString alone = set ? set->openedFile() : QString();
+    const auto* doc = currentView();
+    const QString alone = doc != nullptr ? doc->openedFile() : QString();
     m_fileAloneAction->setEnabled(!alone.isEmpty());
     m_fileAloneAction->setText(alone.isEmpty() ? tr("Open This File &Alone")
                                                : tr("Open %1 &Alone").arg(QFileInfo(alone).fileName()));
-    const auto* doc = currentView();
     m_wholeSetAction->setEnabled(doc != nullptr && doc->offersWholeSet());
-    // A set tab has no test load, export or compare of its own (it has Consolidate): the menus
-    // must not offer what would do nothing there.
     for (auto* action : std::as_const(m_fileTabActions)) {
         action->setEnabled(doc != nullptr);
+    }
+    const auto& set = doc != nullptr ? doc->document()->set : nullptr;
+    m_filesAction->setEnabled(set != nullptr);
+    // A set that cannot be read whole has no bytes to load or write: the menus do not offer it.
+    if (set && !set->notWhole.empty()) {
+        for (const char* name : {"testLoadAction", "exportNowAction"}) {
+            findChild<QAction*>(QLatin1String(name))->setEnabled(false);
+        }
     }
 }
 

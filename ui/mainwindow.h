@@ -21,7 +21,6 @@ namespace ckpt::ui {
 
 class DocumentView;
 class JobTracker;
-class SetView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -37,8 +36,6 @@ public:
     [[nodiscard]] int documentCount() const;
     [[nodiscard]] DocumentView* documentView(int i) const;
     [[nodiscard]] DocumentView* currentView() const;
-    // The tab of a multi-file checkpoint (a sharded set's folder, index or shard), or null.
-    [[nodiscard]] SetView* setView(int i) const;
     [[nodiscard]] QString errorText() const;
     [[nodiscard]] bool isOpening() const;
 
@@ -59,7 +56,7 @@ Q_SIGNALS:
     void openFailed(const QString& path, const QString& message);
     // A folder with checkpoint files was opened: the banner lists them to open one.
     void folderOffered(const QString& folder, const QStringList& files);
-    // A multi-file checkpoint was opened as one tab.
+    // A multi-file checkpoint was opened as one tab (a DocumentView whose document has a SetPart).
     void setOpened(const QString& path);
 
 protected:
@@ -87,7 +84,7 @@ private:
     // The error, and a link that opens `file` alone (a file whose set cannot be read as one).
     void showErrorOfSetFile(const QString& message, const QString& file);
     // `order`: when it was asked for (m_nextOpenOrder), which places its tab; -1 places it last.
-    void addDocument(const DocumentPtr& doc, int order = -1);
+    DocumentView* addDocument(const DocumentPtr& doc, int order = -1);
     // Where a new tab asked for as `order` goes, so tabs keep the order of the paths opened.
     [[nodiscard]] int tabIndexFor(QWidget* tab, int order) const;
     void closeTab(int index);
@@ -108,6 +105,7 @@ private:
     QMenu* m_recentMenu = nullptr;
     QAction* m_fileAloneAction = nullptr;
     QAction* m_wholeSetAction = nullptr;
+    QAction* m_filesAction = nullptr;  // a set's Files panel
     QList<QAction*> m_fileTabActions;  // enabled only on a file's tab (a set tab has none of them)
     int m_nextOpenOrder = 0;
     std::vector<std::unique_ptr<JobTracker>> m_openJobs;  // one per file being opened

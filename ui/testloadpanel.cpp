@@ -335,6 +335,7 @@ void TestLoadPanel::startLoad()
 
     device::TestloadRequest request;
     request.path = m_doc->checkpoint->path;
+    request.set = m_doc->set != nullptr;  // the engine reads the set in place, as the window does
     request.device = deviceId;
     QPointer<TestLoadPanel> self(this);
     m_loadJobs.start(
@@ -386,6 +387,7 @@ void TestLoadPanel::startReplay()
     setBusy(true);
     device::ReplayRequest request;
     request.path = m_doc->checkpoint->path;
+    request.set = m_doc->set != nullptr;
     request.ranks = ranks;
     request.mapLocation = m_mapLocation->currentData().toString().toStdString();
     request.hold = std::chrono::milliseconds(1500);  // long enough to see the plateau on the chart

@@ -247,7 +247,9 @@ public:
     // A set opened as one checkpoint (sharded/set_view.h): what its assembled storages read from;
     // `path` is then the set's folder, and `file` and `bytes` are empty.
     std::shared_ptr<const StorageSource> source;
-    std::vector<std::string> setFiles;  // the files it is read from, then
+    // Every file of the set (sharded::memberFiles: shards, index, rank files, metadata), as paths;
+    // a write refuses each as its target (write::detail::checkTarget).
+    std::vector<std::string> setFiles;
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }

@@ -20,23 +20,56 @@ template <class Read, class Use> auto then(const Read& read, const Use& use) -> 
     return use(*set);
 }
 
+// The listing and the view of one opened set: the view's refusal is kept beside the listing.
+template <class Set, class List, class View>
+Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& view)
+{
+    if (!set) {
+        return set.error();
+    }
+    Expected<SetListing> listing = list(*set);
+    if (!listing) {
+        return listing.error();
+    }
+    ReadSet r;
+    r.listing = std::move(*listing);
+    if (auto v = view(*set)) {
+        r.view = std::move(*v);
+    } else {
+        r.notWhole = v.error();
+    }
+    return r;
+}
+
+Expected<CheckpointPtr> hfView(const ShardedSet& s)
+{
+    if (auto whole = checkConsolidatable(s); !whole) {
+        return whole.error();
+    }
+    return viewOf(s);
+}
+
+Expected<CheckpointPtr> zeroView(const zero::Set& s, bool groupStorages)
+{
+    if (auto whole = zero::checkConsolidatable(s); !whole) {
+        return whole.error();
+    }
+    return viewOf(s, groupStorages);
+}
+
 const std::array<SetFormat, 4> kFormats{{
     {SetKind::HuggingFace,
      [](const SetLocation& loc) {
          return then([&] { return openSet(loc); },
                      [](const ShardedSet& s) { return Expected<SetListing>(listingOf(s)); });
      },
-     [](const SetLocation& loc, const zero::Options&) {
-         return then([&] { return openSet(loc); },
-                     [](const ShardedSet& s) -> Expected<CheckpointPtr> {
-                         if (auto whole = checkConsolidatable(s); !whole) {
-                             return whole.error();
-                         }
-                         return viewOf(s);
-                     });
-     },
+     [](const SetLocation& loc, const zero::Options&) { return then([&] { return openSet(loc); }, hfView); },
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return openSet(loc); }, [&](const ShardedSet& s) { return consolidateTorch(s, out); });
+     },
+     [](const SetLocation& loc, const zero::Options&) {
+         return both(
+             openSet(loc), [](const ShardedSet& s) { return Expected<SetListing>(listingOf(s)); }, hfView);
      }},
     {SetKind::DeepSpeedZero,
      [](const SetLocation& loc) {
@@ -44,16 +77,16 @@ const std::array<SetFormat, 4> kFormats{{
      },
      [](const SetLocation& loc, const zero::Options& o) {
          return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
-                     [&](const zero::Set& s) -> Expected<CheckpointPtr> {
-                         if (auto whole = zero::checkConsolidatable(s); !whole) {
-                             return whole.error();
-                         }
-                         return viewOf(s, o.groupStorages);
-                     });
+                     [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
      },
      [](const SetLocation& loc, const std::string& out, const zero::Options& o) {
          return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
                      [&](const zero::Set& s) { return zero::consolidate(s, out, o.groupStorages); });
+     },
+     [](const SetLocation& loc, const zero::Options& o) {
+         return both(
+             zero::open(loc, o.weights, o.keepOptimizer), [](const zero::Set& s) { return listingOf(s); },
+             [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
      }},
     {SetKind::Dcp,
      [](const SetLocation& loc) {
@@ -65,6 +98,10 @@ const std::array<SetFormat, 4> kFormats{{
      },
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return dcp::open(loc); }, [&](const dcp::Set& s) { return dcp::consolidate(s, out); });
+     },
+     [](const SetLocation& loc, const zero::Options&) {
+         return both(
+             dcp::open(loc), [](const dcp::Set& s) { return Expected<SetListing>(listingOf(s)); }, dcp::view);
      }},
     {SetKind::FsdpRanks,
      [](const SetLocation& loc) {
@@ -77,6 +114,10 @@ const std::array<SetFormat, 4> kFormats{{
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return fsdp::open(loc, false); },
                      [&](const fsdp::Set& s) { return fsdp::consolidate(s, out); });
+     },
+     [](const SetLocation& loc, const zero::Options&) {
+         return both(
+             fsdp::open(loc, false), [](const fsdp::Set& s) { return Expected<SetListing>(listingOf(s)); }, fsdp::view);
      }},
 }};
 
@@ -91,6 +132,14 @@ Error notRead(const SetLocation& loc)
         return e;
     }
     return set.error();
+}
+
+Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options)
+{
+    if (const auto* f = setFormat(loc.kind)) {
+        return f->read(loc, options);
+    }
+    return notRead(loc);
 }
 
 const SetFormat* setFormat(SetKind kind)

@@ -8,9 +8,19 @@
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
+#include <optional>
 #include <string>
 
 namespace ckpt::sharded {
+
+// A set read once for a front end that shows it whole (the window): its listing (files, rows,
+// findings) and the set opened as one Checkpoint in place, or why it cannot be (an incomplete set
+// still lists).
+struct ReadSet {
+    SetListing listing;
+    CheckpointPtr view;
+    std::optional<Error> notWhole;
+};
 
 struct SetFormat {
     SetKind kind = SetKind::None;
@@ -21,11 +31,16 @@ struct SetFormat {
     // The whole set written as one torch file, as `convert DIR -o OUT` does.
     Expected<ConsolidateResult> (*consolidate)(const SetLocation& loc, const std::string& outPath,
                                                const zero::Options& options) = nullptr;
+    // The listing and the view from one read of the set's files.
+    Expected<ReadSet> (*read)(const SetLocation& loc, const zero::Options& options) = nullptr;
 };
 
 // The entry for `kind`; nullptr for None and for a kind that is only named (Megatron's legacy
 // tensor-parallel sets).
 [[nodiscard]] const SetFormat* setFormat(SetKind kind);
+
+// The set at `loc` read once as ReadSet (its format's `read`); a kind with no entry is notRead.
+Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options = {.groupStorages = true});
 
 // Why the set at `loc`, of a kind with no entry, is not read (openSet's refusal, naming the kind).
 [[nodiscard]] Error notRead(const SetLocation& loc);

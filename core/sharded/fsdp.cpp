@@ -727,9 +727,7 @@ Expected<CheckpointPtr> view(const Set& set)
         c->fileSize += nbytes.back();
         tensors.push_back(std::move(b));
     }
-    for (const auto& f : set.files) {
-        c->setFiles.push_back(f.path);
-    }
+    c->setFiles = memberFiles(set.loc);
     return sharded::detail::finishView(
         std::move(c), nbytes,
         sharded::detail::boxStorages(std::move(tensors),

@@ -6,6 +6,7 @@
 #include "sharded/formats.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 namespace ckpt::sharded {
@@ -136,6 +137,21 @@ private:
     MemberCheckpoints sources_;
 };
 
+// An incomplete set's listing view: there are no bytes to read, and each read says why.
+class RefusedStorages final : public StorageSource {
+public:
+    explicit RefusedStorages(Error why) : why_(std::move(why)) {}
+    Expected<void> stream(StorageIndex /*storage*/, std::uint64_t /*offset*/, std::uint64_t /*length*/,
+                          const std::function<bool(Bytes)>& /*sink*/, std::size_t /*chunk*/) const override
+    {
+        return why_;
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return {}; }
+
+private:
+    Error why_;
+};
+
 }  // namespace
 
 Expected<CheckpointPtr> detail::finishView(std::shared_ptr<Checkpoint> c, const std::vector<std::uint64_t>& nbytes,
@@ -171,7 +187,7 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
     }
     c->root = *root;
     c->path = set.dir;
-    c->setFiles = set.shardFiles;
+    c->setFiles = memberFiles({set.kind, set.dir, set.indexPath, ""});
     std::vector<std::uint64_t> nbytes;
     for (const auto& s : storages) {
         nbytes.push_back(s.nbytes);
@@ -192,7 +208,7 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
     }
     c->root = built->root;
     c->path = set.loc.dir;
-    c->setFiles = set.files;
+    c->setFiles = memberFiles(set.loc);
     std::vector<std::uint64_t> nbytes;
     for (const auto i : built->recorded) {
         const auto& t = tensors[i];
@@ -203,6 +219,55 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
     return detail::finishView(
         std::move(c), nbytes,
         std::make_shared<const PieceStorages>(std::move(tensors), std::move(recorded), set.sources));
+}
+
+Expected<CheckpointPtr> listingView(const SetListing& listing, const Error& why)
+{
+    std::vector<detail::Assembled> tensors;
+    std::map<std::string, std::size_t, std::less<>> byKey;
+    std::vector<std::string> locations;  // parallel to tensors
+    for (const auto& row : listing.rows) {
+        if (elementSize(row.dtype) == 0) {
+            continue;  // nothing to describe a tensor by (a row of a file that could not be read)
+        }
+        detail::Assembled t;
+        t.name = row.key;
+        t.dtype = row.dtype;
+        t.shape = row.shape;
+        if (const auto kept = byKey.find(row.tiedTo);
+            !row.tiedTo.empty() && kept != byKey.end() && !tensors[kept->second].aliasOf &&
+            detail::numelOf(row.shape) <= detail::numelOf(tensors[kept->second].shape)) {
+            t.aliasOf = kept->second;
+        }
+        byKey.emplace(row.key, tensors.size());
+        tensors.push_back(std::move(t));
+        locations.push_back(row.location);
+    }
+    for (const auto& v : listing.values) {
+        detail::Assembled t;
+        t.name = v.key;
+        t.value = [text = v.value](pickle::Arena& a) { return a.str(text); };
+        tensors.push_back(std::move(t));
+        locations.emplace_back();
+    }
+    auto c = std::make_shared<Checkpoint>();
+    auto built = detail::assembledPickle(tensors, c->arena);
+    if (!built) {
+        return built.error();
+    }
+    c->root = built->root;
+    c->path = listing.dir;
+    std::vector<std::uint64_t> nbytes;
+    for (std::size_t k = 0; k < built->recorded.size(); ++k) {
+        const std::size_t i = built->recorded[k];
+        nbytes.push_back(detail::numelOf(tensors[i].shape) * elementSize(tensors[i].dtype));
+        c->fileSize += nbytes.back();
+        // The saved device the listing read (the pickle says cpu, as a consolidation writes).
+        if (!locations[i].empty()) {
+            c->arena.storages[k].location = locations[i];
+        }
+    }
+    return detail::finishView(std::move(c), nbytes, std::make_shared<const RefusedStorages>(why));
 }
 
 Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions)

@@ -31,6 +31,11 @@ Expected<CheckpointPtr> finishView(std::shared_ptr<Checkpoint> c, const std::vec
                                    std::shared_ptr<const StorageSource> source);
 }  // namespace detail
 
+// A set that cannot be read whole (a shard missing), as one Checkpoint made from its listing: every
+// tensor it lists with its dtype, shape and saved device, and each read of their bytes refused with
+// `why`. What the window shows of an incomplete set, so its tree and findings are there to read.
+Expected<CheckpointPtr> listingView(const SetListing& listing, const Error& why);
+
 // The set at `loc` opened whole as one Checkpoint, the model `convert DIR -o` writes (its format's
 // SetFormat::open, formats.h): an incomplete set is the consolidation's refusal; a ZeRO folder is
 // read with `zeroOptions` (weights, optimizer, and whether a param group is one storage). A kind

@@ -49,8 +49,8 @@ private:
     int signalSlot_ = -1;
 };
 
-// Refuses a target that is the input itself (same device and inode, so hard links and symlinks
-// count). `target` is already resolved (resolveTarget).
+// Refuses a target that is the input itself or, for a set read in place, one of its files (same
+// device and inode, so hard links and symlinks count). `target` is already resolved (resolveTarget).
 Expected<void> checkTarget(const Checkpoint& in, const std::string& target);
 
 // "<what>: <strerror(err)>" as a WriteFailed error on the target.

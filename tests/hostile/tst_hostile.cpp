@@ -421,7 +421,8 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains("--allow-expand"), r.err.constData());
         QVERIFY(!QFile::exists(QString::fromStdString(out)));
         QVERIFY(tempsIn(dir).isEmpty());
-        r = runProcess({cli(), "check", "--values", file("stride0.pt")}, static_cast<int>(ckpt::test::timeBoundMs(30000)));
+        r = runProcess({cli(), "check", "--values", file("stride0.pt")},
+                       static_cast<int>(ckpt::test::timeBoundMs(30000)));
         QVERIFY2(r.rc == 0 && !r.timedOut && r.ms < ckpt::test::timeBoundMs(10000), qPrintable(describe(r)));
     }
 

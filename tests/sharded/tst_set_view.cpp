@@ -6,14 +6,22 @@
 // boxes (dim-0 slabs, dim-1 boxes assembled in a buffer, a transposed chunk, a 0-d tensor, values
 // besides tensors) and FSDP local shards (ShardedTensor, DTensor).
 #include "checkpoint/checkpoint.h"
+#include "sharded/formats.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
+#include "transform/transform.h"
+#include "write/write.h"
 
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
 #include <QString>
+#include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -100,7 +108,9 @@ private Q_SLOTS:
         }
         QVERIFY2(view.ok(), view ? "" : view.error().message.c_str());
         const Checkpoint& v = **view;
-        QCOMPARE(v.setFiles.size(), files);
+        // Every file of the set as a path (what a write refuses as its target), the read ones among them.
+        QCOMPARE(v.setFiles, ckpt::sharded::memberFiles(loc));
+        QVERIFY(v.setFiles.size() >= files);
         QVERIFY(v.file == nullptr && v.bytes.empty());
         for (const auto& s : v.storages) {
             QVERIFY(s.assembled && s.present && !s.inMapping());
@@ -151,6 +161,68 @@ private Q_SLOTS:
         QCOMPARE(seen, n);
         auto stopped = v.streamStorage(first, 0, n, [](Bytes) { return false; });
         QVERIFY(!stopped.ok());
+    }
+
+    // readSet reads a set once for both its listing and its view; an incomplete set keeps its
+    // listing, says why it is not whole, and its listing view refuses every read with that reason.
+    void readSetListsAndOpensOnce()
+    {
+        const auto whole = ckpt::sharded::readSet(ckpt::sharded::detectSet(CKPTSCOPE_SHARDED_FIXTURE_DIR "/hf_st"));
+        QVERIFY2(whole.ok(), whole ? "" : whole.error().message.c_str());
+        QVERIFY(whole->view != nullptr && !whole->notWhole);
+        QCOMPARE(whole->view->tensors.size(), whole->listing.rows.size());
+
+        const auto loc = ckpt::sharded::detectSet(CKPTSCOPE_SHARDED_FIXTURE_DIR "/hf_missing_shard");
+        const auto part = ckpt::sharded::readSet(loc);
+        QVERIFY2(part.ok(), part ? "" : part.error().message.c_str());
+        QVERIFY(part->view == nullptr && part->notWhole.has_value());
+        QVERIFY(!part->listing.rows.empty());
+        auto listed = ckpt::sharded::listingView(part->listing, *part->notWhole);
+        QVERIFY2(listed.ok(), listed ? "" : listed.error().message.c_str());
+        const Checkpoint& v = **listed;
+        QCOMPARE(v.tensors.size(), part->listing.rows.size());
+        for (const auto& row : part->listing.rows) {
+            const auto t = std::find_if(v.tensors.begin(), v.tensors.end(),
+                                        [&](const ckpt::TensorEntry& e) { return e.path.view() == row.key; });
+            QVERIFY2(t != v.tensors.end(), row.key.c_str());
+            QCOMPARE(t->dtype, row.dtype);
+            QVERIFY(std::vector<std::int64_t>(t->shape.begin(), t->shape.end()) == row.shape);
+            QCOMPARE(std::string(t->location.view()), row.location);
+        }
+        std::vector<std::byte> scratch;
+        const auto read = v.storageData(ckpt::StorageIndex{0}, scratch);
+        QVERIFY(!read.ok());
+        QCOMPARE(read.error().message, part->notWhole->message);
+    }
+
+    // A write whose target is one of the files the set is read from (a shard, the index) would
+    // rename the copy over a file it is still reading: refused before anything is written.
+    void writingOntoAFileOfTheSetIsRefused()
+    {
+        QTemporaryDir tmp;
+        const QDir from(QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/hf_st"));
+        const QDir dir(tmp.path());
+        for (const auto& f : from.entryList(QDir::Files)) {
+            QVERIFY(QFile::copy(from.filePath(f), dir.filePath(f)));
+        }
+        auto view = ckpt::sharded::openView(ckpt::sharded::detectSet(tmp.path().toStdString()));
+        QVERIFY2(view.ok(), view ? "" : view.error().message.c_str());
+        auto plan = ckpt::transform::makePlan(**view, {});
+        QVERIFY(plan.ok());
+        for (const auto& f : dir.entryList(QDir::Files)) {
+            QFile file(dir.filePath(f));
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            const QByteArray before = QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256);
+            file.close();
+            const auto wrote = ckpt::write::writeCheckpoint(**view, *plan, dir.filePath(f).toStdString());
+            QVERIFY2(!wrote.ok(), qPrintable(f));
+            QCOMPARE(wrote.error().code, ckpt::ErrorCode::Usage);
+            QVERIFY2(wrote.error().message.find("a file of the set") != std::string::npos,
+                     wrote.error().message.c_str());
+            QVERIFY(file.open(QIODevice::ReadOnly));
+            QCOMPARE(QCryptographicHash::hash(file.readAll(), QCryptographicHash::Sha256), before);
+        }
+        QCOMPARE(dir.entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot), from.entryList(QDir::Files));
     }
 };
 

@@ -8,8 +8,8 @@
 #include "documentview.h"
 #include "keytreemodel.h"
 #include "mainwindow.h"
+#include "set_tab.h"
 #include "setmembership.h"
-#include "setview.h"
 #include "uitest.h"
 
 #include <QAction>
@@ -35,6 +35,7 @@
 namespace {
 
 using ckpt::ui::MainWindow;
+using ckpt::uitest::setTab;
 
 const QString kRankFile =
     QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt");
@@ -114,9 +115,9 @@ private Q_SLOTS:
         QSignalSpy fileOpened(&w, &MainWindow::documentOpened);
         dropFile(w, kRankFile);
         QVERIFY(setOpened.wait(20000));
-        auto* set = w.setView(0);
+        auto* set = setTab(w, 0);
         QVERIFY(set != nullptr);
-        QVERIFY(w.currentView() == nullptr);
+        QVERIFY(w.currentView() == set);
 
         // The set tab says where it came from and offers the file alone, in the tab and the menu.
         QVERIFY(barShown(set->membershipBar()));
@@ -130,7 +131,7 @@ private Q_SLOTS:
         QVERIFY(action(w, "openFileAloneAction")->isEnabled());
         QVERIFY(!action(w, "openWholeSetAction")->isEnabled());
         // The set's tree is the consolidated model: no optimizer keys of its own.
-        QVERIFY(std::none_of(set->listing().rows.begin(), set->listing().rows.end(),
+        QVERIFY(std::none_of(set->document()->set->listing.rows.begin(), set->document()->set->listing.rows.end(),
                              [](const auto& r) { return r.key.rfind("optimizer_state_dict", 0) == 0; }));
 
         // CKPTSCOPE_SETFILE_SCREENSHOT=FILE.png saves the set tab with its bar, and FILE-alone.png the
@@ -198,7 +199,7 @@ private Q_SLOTS:
             QVERIFY(fileOpened.wait(20000));
             QCOMPARE(setOpened.size(), 0);
             QCOMPARE(w.documentCount(), 1);
-            QVERIFY(w.setView(0) == nullptr);
+            QVERIFY(setTab(w, 0) == nullptr);
 
             // Opened as its set now, the same path is a set again in the list.
             dropFile(w, rank);
@@ -211,7 +212,7 @@ private Q_SLOTS:
         QCOMPARE(entries[0]->text(), MainWindow::recentTitle(rank));
         entries[0]->trigger();
         QVERIFY(setOpened.wait(20000));
-        QVERIFY(w.setView(0) != nullptr);
+        QVERIFY(setTab(w, 0) != nullptr);
     }
 
     void folderOpensTheSetWithoutTheOffer()
@@ -220,12 +221,12 @@ private Q_SLOTS:
         QSignalSpy setOpened(&w, &MainWindow::setOpened);
         w.openFiles({QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3")});
         QVERIFY(setOpened.wait(20000));
-        QVERIFY(!barShown(w.setView(0)->membershipBar()));
+        QVERIFY(!barShown(setTab(w, 0)->membershipBar()));
         QVERIFY(!action(w, "openFileAloneAction")->isEnabled());
         // `latest` opens the set too, and is no checkpoint to open alone.
         w.openFiles({QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3/latest")});
         QVERIFY(setOpened.wait(20000));
-        QVERIFY(!barShown(w.setView(1)->membershipBar()));
+        QVERIFY(!barShown(setTab(w, 1)->membershipBar()));
     }
 
     // Any shard of a set is offered alone; a DCP data file (several torch.save records back to back)
@@ -250,7 +251,7 @@ private Q_SLOTS:
         QSignalSpy setOpened(&w, &MainWindow::setOpened);
         w.openFiles({path});
         QVERIFY(setOpened.wait(20000));
-        QCOMPARE(barShown(w.setView(0)->membershipBar()), offered);
+        QCOMPARE(barShown(setTab(w, 0)->membershipBar()), offered);
         QCOMPARE(action(w, "openFileAloneAction")->isEnabled(), offered);
     }
 
@@ -269,10 +270,10 @@ private Q_SLOTS:
         action(w, "openWholeSetAction")->trigger();
         QVERIFY(setOpened.wait(20000));
         QCOMPARE(w.documentCount(), 2);
-        auto* set = w.setView(1);
+        auto* set = setTab(w, 1);
         QVERIFY(set != nullptr);
-        QCOMPARE(set->location().kind, ckpt::sharded::SetKind::FsdpRanks);
-        QVERIFY(!set->listing().rows.empty());
+        QCOMPARE(set->document()->set->location.kind, ckpt::sharded::SetKind::FsdpRanks);
+        QVERIFY(!set->document()->set->listing.rows.empty());
     }
 
     void loneDcpDataFileIsNamed()

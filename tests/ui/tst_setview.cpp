@@ -1,43 +1,55 @@
-// A multi-file checkpoint in the window (issue 13): dropping a Hugging Face sharded set's folder,
-// or opening its index or one shard, gives one tab with the consolidated tree, the set's findings
-// and a Consolidate button whose file holds every tensor. Fixtures: tests/fixtures/gen_sharded.py.
+// A multi-file checkpoint in the window (issues 13 and 27): dropping a Hugging Face sharded set's
+// folder, or opening its index or one shard, gives one ordinary document tab: the set read in place
+// as one checkpoint, with the key tree, details saying which file holds each tensor, the set's
+// findings beside every single-file rule, Test load, Export and a Files panel. A set that cannot be
+// read whole still opens from its listing, and says so. Fixtures: tests/fixtures/gen_sharded.py.
 #include "checkpoint/checkpoint.h"
+#include "detailspanel.h"
 #include "dialogs.h"
+#include "documentview.h"
+#include "exportpanel.h"
 #include "mainwindow.h"
-#include "setview.h"
-#include "sharded/listing.h"
-#include "text.h"
+#include "set_tab.h"
+#include "setfilespanel.h"
 #include "uitest.h"
 
 #include <QAction>
 #include <QApplication>
+#include <QCryptographicHash>
 #include <QDir>
-#include <QElapsedTimer>
+#include <QFile>
 #include <QLabel>
 #include <QLineEdit>
-#include <QProgressBar>
 #include <QPushButton>
-#include <QSemaphore>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QThreadPool>
+#include <QTextBrowser>
 #include <QTreeView>
 #include <QTreeWidget>
 
-#include <atomic>
-#include <cstdint>
-#include <functional>
+#include <algorithm>
+#include <vector>
 
 namespace {
+
+using ckpt::ui::DocumentView;
+using ckpt::ui::MainWindow;
+using ckpt::uitest::setTab;
 
 QString set(const char* name)
 {
     return QStringLiteral(CKPTSCOPE_SHARDED_FIXTURE_DIR "/") + QLatin1String(name);
 }
 
-// Tensors in the set's shard files, each opened on its own: what the tab must list.
+QString firstShard(const QString& folder)
+{
+    const QDir dir(folder);
+    return dir.filePath(dir.entryList({QStringLiteral("*-of-*")}, QDir::Files).front());
+}
+
+// Tensors in the set's shard files, each opened on its own: what the tab must hold.
 std::size_t tensorsInShards(const QString& folder)
 {
     std::size_t n = 0;
@@ -51,71 +63,74 @@ std::size_t tensorsInShards(const QString& folder)
     return n;
 }
 
-int leafRows(const QAbstractItemModel* m, const QModelIndex& parent = {})
+DocumentView* openSet(MainWindow& w, const QString& path)
 {
-    int n = 0;
-    for (int r = 0; r < m->rowCount(parent); ++r) {
-        const QModelIndex i = m->index(r, 0, parent);
-        n += m->rowCount(i) == 0 ? 1 : leafRows(m, i);
-    }
-    return n;
-}
-
-int collapsedFolders(const QTreeView& tree, const QModelIndex& parent = {})
-{
-    int n = 0;
-    const auto* m = tree.model();
-    for (int r = 0; r < m->rowCount(parent); ++r) {
-        const QModelIndex i = m->index(r, 0, parent);
-        if (m->rowCount(i) > 0) {
-            n += (tree.isExpanded(i) ? 0 : 1) + collapsedFolders(tree, i);
-        }
-    }
-    return n;
-}
-
-ckpt::ui::SetView* openSet(ckpt::ui::MainWindow& w, const QString& path)
-{
-    QSignalSpy opened(&w, &ckpt::ui::MainWindow::setOpened);
+    QSignalSpy opened(&w, &MainWindow::setOpened);
     w.openFiles({path});
     if (!opened.wait(20000)) {
         return nullptr;
     }
-    return w.setView(w.documentCount() - 1);
+    return setTab(w, w.findChild<QTabWidget*>(QStringLiteral("documentTabs"))->currentIndex());
 }
 
-// Holds a consolidation's worker at its first progress report past 1 % of the set, until the
-// test lets it go on (SetView's test seam); `reached` says it is held.
-struct HeldConsolidation {
-    QSemaphore reached;
-    QSemaphore proceed;
-    std::atomic<bool> held{false};
-
-    explicit HeldConsolidation(std::uint64_t total)
-    {
-        ckpt::ui::SetView::setConsolidateObserverForTest([this, total](std::uint64_t written) {
-            if (written * 100 >= total && !held.exchange(true)) {
-                reached.release();
-                proceed.tryAcquire(1, 30000);  // never forever, even when the test failed
-            }
-        });
+bool waitForFindings(DocumentView* v)
+{
+    if (v->diagnosis()) {
+        return true;
     }
-    ~HeldConsolidation() { ckpt::ui::SetView::setConsolidateObserverForTest({}); }
-    HeldConsolidation(const HeldConsolidation&) = delete;
-    HeldConsolidation& operator=(const HeldConsolidation&) = delete;
-    HeldConsolidation(HeldConsolidation&&) = delete;
-    HeldConsolidation& operator=(HeldConsolidation&&) = delete;
-};
+    QSignalSpy ready(v, &DocumentView::findingsReady);
+    return ready.wait(20000);
+}
+
+QStringList findingCodes(const DocumentView& v)
+{
+    QStringList codes;
+    for (const auto& f : v.diagnosis()->list) {
+        codes << QString::fromStdString(f.code);
+    }
+    return codes;
+}
+
+QAction* action(const MainWindow& w, const char* name)
+{
+    return w.findChild<QAction*>(QLatin1String(name));
+}
+
+QByteArray sha256(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    QCryptographicHash h(QCryptographicHash::Sha256);
+    h.addData(&f);
+    return h.result();
+}
+
+// Exports the document to `out` with the panel's default options; the panel's result.
+QPair<bool, QString> exportTo(DocumentView* v, const QString& out)
+{
+    auto* panel = v->exportPanel();
+    QSignalSpy planned(panel, &ckpt::ui::ExportPanel::planReady);
+    auto* edit = panel->findChild<QLineEdit*>(QStringLiteral("outputEdit"));
+    edit->setText(out);
+    Q_EMIT edit->textEdited(out);
+    auto* button = panel->findChild<QPushButton*>(QStringLiteral("exportButton"));
+    if (!button->isEnabled() && !planned.wait(20000)) {
+        return {false, QStringLiteral("no plan")};
+    }
+    QSignalSpy finished(panel, &ckpt::ui::ExportPanel::exportFinished);
+    button->click();
+    if (!finished.wait(60000)) {
+        return {false, QStringLiteral("no result")};
+    }
+    return {finished.at(0).at(0).toBool(), finished.at(0).at(1).toString()};
+}
 
 // Every file in `dir`, dot files (a writer's temporary file) included.
 QStringList filesIn(const QString& dir)
 {
     return QDir(dir).entryList(QDir::Files | QDir::Hidden | QDir::NoDotAndDotDot);
-}
-
-QAction* action(const ckpt::ui::MainWindow& w, const char* name)
-{
-    return w.findChild<QAction*>(QLatin1String(name));
 }
 
 }  // namespace
@@ -133,236 +148,224 @@ private Q_SLOTS:
         QTest::newRow("bin folder") << set("hf_bin");
         QTest::newRow("safetensors folder") << set("hf_st");
         QTest::newRow("index") << set("hf_bin/pytorch_model.bin.index.json");
-        const QDir st(set("hf_st"));
-        QTest::newRow("a shard") << st.filePath(st.entryList({QStringLiteral("*-of-*")}, QDir::Files).front());
+        QTest::newRow("a shard") << firstShard(set("hf_st"));
     }
 
     void folderIndexOrShardOpensTheSet()
     {
         QFETCH(QString, path);
-        ckpt::ui::MainWindow w;
-        auto* view = openSet(w, path);
-        QVERIFY(view != nullptr);
+        MainWindow w;
+        auto* v = openSet(w, path);
+        QVERIFY(v != nullptr);
         const QString folder = QFileInfo(path).isDir() ? path : QFileInfo(path).absolutePath();
         const std::size_t want = tensorsInShards(folder);
         QVERIFY(want > 0);
-        QCOMPARE(view->listing().rows.size(), want);
-        QCOMPARE(static_cast<std::size_t>(leafRows(view->tree()->model())), want);
-        // A set this small opens with every folder expanded: each tensor row is in view.
-        QCOMPARE(collapsedFolders(*view->tree()), 0);
+        const auto& doc = *v->document();
+        QCOMPARE(doc.set->listing.rows.size(), want);
+        QCOMPARE(doc.checkpoint->tensors.size(), want);
+        QVERIFY(doc.set->notWhole.empty());
+        QVERIFY(v->unreadableSetBar() == nullptr);
         QVERIFY(w.windowTitle().startsWith(QFileInfo(folder).fileName()));
-        QCOMPARE(view->findingsList()->topLevelItemCount(), 1);  // "No problems found"
-        QVERIFY(view->consolidateButton()->isEnabled());
-        QVERIFY(view->findingsList()->topLevelItem(0)->toolTip(0).isEmpty());
-    }
-
-    void findingsOfAnIncompleteSet()
-    {
-        ckpt::ui::MainWindow w;
-        auto* view = openSet(w, set("hf_missing_shard"));
-        QVERIFY(view != nullptr);
-        bool missing = false;
-        for (int i = 0; i < view->findingsList()->topLevelItemCount(); ++i) {
-            missing = missing || view->findingsList()->topLevelItem(i)->toolTip(0) == QStringLiteral("shard-missing");
+        QVERIFY(w.findChild<QLabel*>(QStringLiteral("formatLabel"))->text().contains(QStringLiteral("Hugging Face")));
+        // Every file of the set is listed, each read.
+        QVERIFY(v->setFiles() != nullptr);
+        QCOMPARE(static_cast<std::size_t>(v->setFiles()->count()), doc.set->listing.files.size());
+        for (int i = 0; i < v->setFiles()->count(); ++i) {
+            QCOMPARE(v->setFiles()->list()->topLevelItem(i)->text(ckpt::ui::SetFilesPanel::State),
+                     QStringLiteral("read"));
         }
-        QVERIFY(missing);
-        // The button does not offer a write that can only fail, and says why.
-        QVERIFY(!view->consolidateButton()->isEnabled());
-        QVERIFY2(view->consolidateButton()->toolTip().contains(QStringLiteral("cannot be consolidated")),
-                 qPrintable(view->consolidateButton()->toolTip()));
-        // Consolidating refuses an incomplete set and writes nothing.
-        QTemporaryDir tmp;
-        const QString out = tmp.filePath(QStringLiteral("whole.pt"));
-        QSignalSpy failed(view, &ckpt::ui::SetView::failed);
-        view->consolidateTo(out);
-        QVERIFY(failed.wait(20000));
-        QVERIFY(!QFileInfo::exists(out));
+        // The findings are the single-file rules on the whole model plus the set's own: none here.
+        QVERIFY(waitForFindings(v));
+        QVERIFY2(std::none_of(v->diagnosis()->list.begin(), v->diagnosis()->list.end(),
+                              [](const auto& f) { return f.severity == ckpt::diagnose::Severity::Error; }),
+                 qPrintable(findingCodes(*v).join(u',')));
+        // Opened from a shard, the tab says so and offers that file alone.
+        const bool fromShard = path.contains(QStringLiteral("-of-"));
+        QCOMPARE(v->openedFile().isEmpty(), !fromShard);
+        QCOMPARE(action(w, "openFileAloneAction")->isEnabled(), fromShard);
+        // Everything a file's tab offers, a set's does; and its Files panel.
+        for (const char* name : {"exportNowAction", "testLoadAction", "compareAction", "setFilesAction"}) {
+            QVERIFY2(action(w, name)->isEnabled(), name);
+        }
     }
 
-    // A head restored from config.json is labelled as its input's second name, and neither its
-    // folder nor the set header counts its bytes again.
-    void tiedHeadIsLabelledInTheTree()
+    // The details of a tensor say which file of the set holds its bytes.
+    void detailsNameTheFileHoldingATensor()
     {
-        const auto loc = ckpt::sharded::detectSet(set("hf_tied_dropped").toStdString());
-        auto listing = ckpt::sharded::listSet(loc);
-        QVERIFY(static_cast<bool>(listing));
-        const auto shared = std::make_shared<const ckpt::sharded::SetListing>(std::move(*listing));
-        ckpt::ui::SetView view(loc, shared);
-        const auto* model = view.tree()->model();
-        QModelIndex head;
-        for (int r = 0; r < model->rowCount(); ++r) {
-            if (model->index(r, 0).data().toString() == QStringLiteral("lm_head")) {
-                head = model->index(r, 0);
+        MainWindow w;
+        auto* v = openSet(w, set("hf_st"));
+        QVERIFY(v != nullptr);
+        const auto& doc = *v->document();
+        const auto& row = doc.set->listing.rows.front();
+        QVERIFY(!row.storedIn.empty());
+        QVERIFY(v->selectPath(QString::fromStdString(row.key)));
+        const QString html = v->details()->findChild<QTextBrowser*>()->toPlainText();
+        QVERIFY2(html.contains(QStringLiteral("Stored in")) && html.contains(QString::fromStdString(row.storedIn)),
+                 qPrintable(html));
+    }
+
+    // A shard missing: the set still opens from its index and the shards present, with a red strip
+    // saying why, the shard-missing finding, the missing file in Files, and no test load or export.
+    void anIncompleteSetOpensFromItsListing()
+    {
+        MainWindow w;
+        auto* v = openSet(w, set("hf_missing_shard"));
+        QVERIFY(v != nullptr);
+        const auto& doc = *v->document();
+        QVERIFY(!doc.set->notWhole.empty());
+        QVERIFY(v->unreadableSetBar() != nullptr);
+        QVERIFY(v->unreadableSetBar()->text().contains(QStringLiteral("cannot be read whole")));
+        QVERIFY(!doc.checkpoint->tensors.empty());
+        QVERIFY(waitForFindings(v));
+        QVERIFY2(findingCodes(*v).contains(QStringLiteral("shard-missing")), qPrintable(findingCodes(*v).join(u',')));
+        bool missingListed = false;
+        for (int i = 0; i < v->setFiles()->count(); ++i) {
+            missingListed = missingListed || v->setFiles()->list()->topLevelItem(i)->text(
+                                                 ckpt::ui::SetFilesPanel::State) == QStringLiteral("missing");
+        }
+        QVERIFY(missingListed);
+        QVERIFY(!v->sideTabs()->isTabEnabled(1));
+        QVERIFY(!v->sideTabs()->isTabEnabled(2));
+        QVERIFY(!action(w, "testLoadAction")->isEnabled());
+        QVERIFY(!action(w, "exportNowAction")->isEnabled());
+        // Statistics read bytes: refused with the reason, never a crash.
+        const auto& t = doc.checkpoint->tensors[ckpt::TensorIndex{0}];
+        std::vector<std::byte> scratch;
+        QVERIFY(!doc.checkpoint->storageData(t.storage, scratch));
+    }
+
+    // A head restored from config.json is the embedding's second name: one storage, viewed twice.
+    void tiedHeadSharesItsStorage()
+    {
+        MainWindow w;
+        auto* v = openSet(w, set("hf_tied_dropped"));
+        QVERIFY(v != nullptr);
+        const auto& ck = *v->document()->checkpoint;
+        const ckpt::TensorEntry* head = nullptr;
+        const ckpt::TensorEntry* embed = nullptr;
+        for (const auto& t : ck.tensors) {
+            if (t.path.view() == "lm_head.weight") {
+                head = &t;
+            } else if (t.path.view() == "model.embed_tokens.weight") {
+                embed = &t;
             }
         }
-        QVERIFY(head.isValid());
-        QCOMPARE(model->index(0, 0, head).data().toString(), QStringLiteral("weight"));
-        QCOMPARE(model->index(0, 5, head).data().toString(), QStringLiteral("tied to model.embed_tokens.weight"));
-        QCOMPARE(model->index(head.row(), 4).data().toString(), ckpt::ui::humanSize(0));
-        bool headerHasTotal = false;
-        for (const auto* label : view.findChildren<QLabel*>()) {
-            headerHasTotal = headerHasTotal || label->text().contains(ckpt::ui::humanSize(shared->totalBytes()));
-        }
-        QVERIFY(headerHasTotal);
+        QVERIFY(head != nullptr && embed != nullptr);
+        QVERIFY(head->storage == embed->storage);
     }
 
-    // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a set open.
-    void consolidateWritesEveryTensor()
+    // Export writes the whole set as one file torch.load reads, every tensor in it.
+    void exportWritesEveryTensor()
     {
-        ckpt::ui::MainWindow w;
-        auto* view = openSet(w, set("hf_st"));
-        QVERIFY(view != nullptr);
+        MainWindow w;
+        auto* v = openSet(w, set("hf_st"));
+        QVERIFY(v != nullptr);
         QTemporaryDir tmp;
         const QString out = tmp.filePath(QStringLiteral("whole.pt"));
-        QSignalSpy done(view, &ckpt::ui::SetView::consolidated);
-        view->consolidateTo(out);
-        QVERIFY(done.wait(60000));
+        const auto [ok, result] = exportTo(v, out);
+        QVERIFY2(ok, qPrintable(result));
         auto c = ckpt::openCheckpoint(out.toStdString());
         QVERIFY2(static_cast<bool>(c), c ? "" : c.error().describe().c_str());
-        QCOMPARE((*c)->tensors.size(), view->listing().rows.size());
-        QVERIFY(view->statusText().startsWith(QStringLiteral("Wrote whole.pt")));
+        QCOMPARE((*c)->tensors.size(), v->document()->set->listing.rows.size());
+        QCOMPARE(filesIn(tmp.path()), QStringList{QStringLiteral("whole.pt")});
+        // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with the set open.
         const QString shot = qEnvironmentVariable("CKPTSCOPE_SET_SCREENSHOT");
         if (!shot.isEmpty()) {
             w.resize(1280, 760);
             w.show();
+            v->showFiles();
             QVERIFY(QTest::qWaitForWindowExposed(&w));
             QVERIFY(w.grab().save(shot));
+        }
+    }
+
+    // An export onto one of the set's own files would replace a shard while reading it: refused,
+    // and the shard is untouched.
+    void exportOntoAFileOfTheSetIsRefused()
+    {
+        QTemporaryDir tmp;
+        const QString copy = tmp.filePath(QStringLiteral("hf_st"));
+        QVERIFY(QDir().mkpath(copy));
+        for (const auto& f : QDir(set("hf_st")).entryList(QDir::Files)) {
+            QVERIFY(QFile::copy(QDir(set("hf_st")).filePath(f), QDir(copy).filePath(f)));
+        }
+        MainWindow w;
+        auto* v = openSet(w, copy);
+        QVERIFY(v != nullptr);
+        const QString shard = firstShard(copy);
+        const QByteArray before = sha256(shard);
+        ckpt::ui::dialogs::setNextConfirm(true);  // "replace it?": yes, and the write still refuses
+        const auto [ok, result] = exportTo(v, shard);
+        QVERIFY(!ok);
+        QVERIFY2(result.contains(QStringLiteral("a file of the set")), qPrintable(result));
+        QCOMPARE(sha256(shard), before);
+        QCOMPARE(filesIn(copy), QDir(set("hf_st")).entryList(QDir::Files));
+    }
+
+    // The Files panel opens a shard by itself in a tab of its own.
+    void filesPanelOpensAShardAlone()
+    {
+        MainWindow w;
+        auto* v = openSet(w, set("hf_st"));
+        QVERIFY(v != nullptr);
+        action(w, "setFilesAction")->trigger();
+        QCOMPARE(v->sideTabs()->currentWidget(), static_cast<QWidget*>(v->setFiles()));
+        auto* list = v->setFiles()->list();
+        QTreeWidgetItem* shard = nullptr;
+        for (int i = 0; i < list->topLevelItemCount(); ++i) {
+            if (list->topLevelItem(i)->text(0).contains(QStringLiteral("-of-"))) {
+                shard = list->topLevelItem(i);
+            }
+        }
+        QVERIFY(shard != nullptr);
+        list->setCurrentItem(shard);
+        QVERIFY(v->setFiles()->openAloneButton()->isEnabled());
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        v->setFiles()->openAloneButton()->click();
+        QVERIFY(opened.wait(20000));
+        QCOMPARE(w.documentCount(), 2);
+        QVERIFY(w.currentView()->document()->set == nullptr);
+        QCOMPARE(QFileInfo(QString::fromStdString(w.currentView()->document()->checkpoint->path)).fileName(),
+                 shard->text(0));
+        // The index is no checkpoint of its own.
+        for (int i = 0; i < list->topLevelItemCount(); ++i) {
+            if (list->topLevelItem(i)->text(0).endsWith(QStringLiteral(".index.json"))) {
+                list->setCurrentItem(list->topLevelItem(i));
+                QVERIFY(!v->setFiles()->openAloneButton()->isEnabled());
+            }
         }
     }
 
     // File > Open Folder… opens a set, which File > Open's file dialog cannot pick.
     void openFolderOpensTheSet()
     {
-        ckpt::ui::MainWindow w;
-        QSignalSpy opened(&w, &ckpt::ui::MainWindow::setOpened);
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::setOpened);
         w.show();
         ckpt::ui::dialogs::setNextOpenFolder(set("hf_st"));
         QVERIFY(action(w, "openFolderAction") != nullptr);
-        // The empty window offers it beside Open a file….
         auto* button = w.findChild<QPushButton*>(QStringLiteral("emptyOpenFolderButton"));
         QVERIFY(button != nullptr && button->isVisible());
         QTest::mouseClick(button, Qt::LeftButton);
         QVERIFY(opened.wait(20000));
-        QVERIFY(w.setView(0) != nullptr);
+        QVERIFY(setTab(w, 0) != nullptr);
     }
 
-    // A set tab has no test load, export or compare: the menus do not offer them there, and do
-    // again on a file's tab.
-    void setTabMenusOfferOnlyWhatWorks()
-    {
-        ckpt::ui::MainWindow w;
-        QVERIFY(openSet(w, set("hf_st")) != nullptr);
-        const char* fileOnly[] = {"exportNowAction", "testLoadAction", "compareAction"};
-        for (const char* name : fileOnly) {
-            QVERIFY2(!action(w, name)->isEnabled(), name);
-        }
-        QSignalSpy opened(&w, &ckpt::ui::MainWindow::documentOpened);
-        w.openFiles({ckpt::uitest::fixture("plain_sd.pt")});
-        QVERIFY(opened.wait(20000));
-        for (const char* name : fileOnly) {
-            QVERIFY2(action(w, name)->isEnabled(), name);
-        }
-        w.findChild<QTabWidget*>(QStringLiteral("documentTabs"))->setCurrentIndex(0);
-        for (const char* name : fileOnly) {
-            QVERIFY2(!action(w, name)->isEnabled(), name);
-        }
-    }
-
-    // Ctrl+F on a set tab goes to its filter, which keeps only the matching keys.
+    // Ctrl+F on a set's tab goes to its filter, which keeps only the matching keys.
     void filterKeysOnASetTab()
     {
-        ckpt::ui::MainWindow w;
+        MainWindow w;
         w.show();
         QVERIFY(QTest::qWaitForWindowActive(&w));
-        auto* view = openSet(w, set("hf_st"));
-        QVERIFY(view != nullptr);
+        auto* v = openSet(w, set("hf_st"));
+        QVERIFY(v != nullptr);
         action(w, "filterAction")->trigger();
-        QTRY_COMPARE(QApplication::focusWidget(), view->filterEdit());
-        const int all = leafRows(view->tree()->model());
-        QTest::keyClicks(view->filterEdit(), QStringLiteral("bias"));
-        const int kept = leafRows(view->tree()->model());
-        QVERIFY(kept > 0);
-        QVERIFY(kept < all);
-        const auto* m = view->tree()->model();
-        std::function<void(const QModelIndex&)> check = [&](const QModelIndex& parent) {
-            for (int r = 0; r < m->rowCount(parent); ++r) {
-                const QModelIndex i = m->index(r, 0, parent);
-                if (m->rowCount(i) == 0) {
-                    QVERIFY(i.data(Qt::ToolTipRole).toString().contains(QStringLiteral("bias")));
-                }
-                check(i);
-            }
-        };
-        check({});
-    }
-
-    // A finding's explanation is readable in full, not cut at one line with only its code as a
-    // tooltip: the details beside the list wrap the selected one's whole text.
-    void findingTextIsReadableInFull()
-    {
-        ckpt::ui::MainWindow w;
-        w.resize(1024, 700);
-        w.show();
-        auto* view = openSet(w, set("hf_missing_shard"));
-        QVERIFY(view != nullptr);
-        QVERIFY(!view->listing().findings.empty());
-        auto* list = view->findingsList();
-        for (int i = 0; i < list->topLevelItemCount(); ++i) {
-            list->setCurrentItem(list->topLevelItem(i));
-            const auto& f = view->listing().findings.at(static_cast<std::size_t>(i));
-            const QString shown = view->findingDetails()->text();
-            QVERIFY2(shown.contains(QString::fromStdString(f.detail).toHtmlEscaped()), qPrintable(shown));
-            QVERIFY(shown.contains(QString::fromStdString(f.code)));
-        }
-        QVERIFY(view->findingDetails()->wordWrap());
-        QVERIFY(view->findingDetails()->isVisible());
-    }
-
-    // Consolidate's progress moves while it writes, and Cancel stops it leaving no file behind.
-    void consolidateShowsProgressAndCancels()
-    {
-        ckpt::ui::MainWindow w;
-        w.show();
-        auto* view = openSet(w, set("hf_st"));
-        QVERIFY(view != nullptr);
-        QTemporaryDir tmp;
-        const QString out = tmp.filePath(QStringLiteral("whole.pt"));
-        HeldConsolidation hold(view->listing().totalBytes());
-        QSignalSpy failed(view, &ckpt::ui::SetView::failed);
-        view->consolidateTo(out);
-        QVERIFY(hold.reached.tryAcquire(1, 20000));
-        QVERIFY(view->cancelButton()->isVisible());
-        QTRY_VERIFY(view->progressBar()->value() > 0);
-        QTest::mouseClick(view->cancelButton(), Qt::LeftButton);
-        hold.proceed.release();
-        QVERIFY(failed.wait(20000));
-        QVERIFY2(failed.at(0).at(0).toString().contains(QStringLiteral("Cancelled")),
-                 qPrintable(failed.at(0).at(0).toString()));
-        QVERIFY(!view->isConsolidating());
-        QVERIFY(view->consolidateButton()->isEnabled());
-        QCOMPARE(filesIn(tmp.path()), QStringList());
-    }
-
-    // Closing the tab mid-write neither waits for the writer (it is held here: a close that
-    // waited would not return) nor leaves its file.
-    void closingTheTabStopsConsolidateWithoutWaiting()
-    {
-        ckpt::ui::MainWindow w;
-        w.show();
-        auto* view = openSet(w, set("hf_st"));
-        QVERIFY(view != nullptr);
-        QTemporaryDir tmp;
-        HeldConsolidation hold(view->listing().totalBytes());
-        view->consolidateTo(tmp.filePath(QStringLiteral("whole.pt")));
-        QVERIFY(hold.reached.tryAcquire(1, 20000));
-        QElapsedTimer closing;
-        closing.start();
-        Q_EMIT w.findChild<QTabWidget*>(QStringLiteral("documentTabs"))->tabCloseRequested(0);
-        QVERIFY2(closing.elapsed() < 5000, "closing the tab waited for the consolidation");
-        QCOMPARE(w.documentCount(), 0);
-        hold.proceed.release();
-        QVERIFY(QThreadPool::globalInstance()->waitForDone(20000));
-        QCOMPARE(filesIn(tmp.path()), QStringList());
+        auto* filter = v->findChild<QLineEdit*>(QStringLiteral("filterEdit"));
+        QTRY_COMPARE(QApplication::focusWidget(), static_cast<QWidget*>(filter));
+        QSignalSpy applied(v, &DocumentView::filterApplied);
+        QTest::keyClicks(filter, QStringLiteral("bias"));
+        QVERIFY(applied.wait(5000));
+        QVERIFY2(v->filterStatus().contains(QStringLiteral(" of ")), qPrintable(v->filterStatus()));
     }
 };
 

@@ -1,0 +1,41 @@
+#include "sharded/set_check.h"
+
+#include <algorithm>
+
+namespace ckpt::sharded {
+
+namespace {
+
+void mostSevereFirst(std::vector<diagnose::Finding>& findings)
+{
+    std::stable_sort(findings.begin(), findings.end(),
+                     [](const auto& a, const auto& b) { return a.severity > b.severity; });
+}
+
+}  // namespace
+
+std::vector<diagnose::Finding> setFindings(const std::vector<SetFinding>& found)
+{
+    std::vector<diagnose::Finding> out;
+    out.reserve(found.size());
+    for (const auto& f : found) {
+        out.push_back({f.code, f.severity, f.title, f.detail, f.paths, std::nullopt});
+    }
+    mostSevereFirst(out);
+    return out;
+}
+
+Expected<std::vector<diagnose::Finding>> checkSet(const std::vector<SetFinding>& found, const Checkpoint& view,
+                                                  const diagnose::CheckOptions& opts, std::stop_token stop)
+{
+    auto rules = diagnose::check(view, opts, std::move(stop));
+    if (!rules) {
+        return rules.error();
+    }
+    auto findings = setFindings(found);
+    findings.insert(findings.end(), rules->begin(), rules->end());
+    mostSevereFirst(findings);
+    return findings;
+}
+
+}  // namespace ckpt::sharded

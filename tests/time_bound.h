@@ -1,0 +1,22 @@
+// A time bound in a test catches a quadratic regression (seconds that became minutes); it is not a
+// benchmark (those live in bench/ and print ratios). Under AddressSanitizer the same command takes
+// two to four times as long, and CI's sanitizer run shares two cores with `ctest -j2`: a 10,000-shard
+// convert that takes 9 s in release took 33 s there. Bounds are written for the release run and
+// scaled here, once.
+#pragma once
+
+namespace ckpt::test {
+
+#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+inline constexpr long long kTimeScale = 4;
+#else
+inline constexpr long long kTimeScale = 1;
+#endif
+
+// The bound for a check written as `releaseMs` in an optimised build without sanitizers.
+constexpr long long timeBoundMs(long long releaseMs)
+{
+    return releaseMs * kTimeScale;
+}
+
+}  // namespace ckpt::test

@@ -1,0 +1,156 @@
+#include "setfilespanel.h"
+
+#include "setmembership.h"
+#include "text.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QColor>
+#include <QTreeWidget>
+#include <QVBoxLayout>
+
+#include <vector>
+
+namespace ckpt::ui {
+
+namespace {
+
+constexpr int kPathRole = Qt::UserRole + 1;
+
+}  // namespace
+
+QString setFilePath(const SetPart& set, std::size_t i)
+{
+    const QString name = qs(set.listing.files.at(i));
+    if (QFileInfo(name).isAbsolute()) {
+        return name;
+    }
+    // A listing names a file relative to the set's folder, or (ZeRO) to the tag folder it points to.
+    QStringList bases{qs(set.listing.dir), qs(set.location.dir)};
+    if (QFileInfo(qs(set.location.index)).isDir()) {
+        bases.prepend(qs(set.location.index));
+    }
+    for (const auto& base : bases) {
+        const QString path = QDir(base).filePath(name);
+        if (QFileInfo::exists(path)) {
+            return QFileInfo(path).absoluteFilePath();
+        }
+    }
+    return QDir(bases.back()).filePath(name);
+}
+
+SetFilesPanel::SetFilesPanel(QWidget* parent)
+    : QWidget(parent), m_header(new QLabel(this)), m_list(new QTreeWidget(this)),
+      m_openAlone(new QPushButton(tr("Open Alone"), this))
+{
+    setObjectName(QStringLiteral("setFilesPanel"));
+    m_header->setWordWrap(true);
+    m_header->setTextFormat(Qt::RichText);
+    m_list->setObjectName(QStringLiteral("setFilesList"));
+    m_list->setHeaderLabels({tr("File"), tr("Size"), tr("Tensors"), tr("State")});
+    m_list->setRootIsDecorated(false);
+    m_list->setAlternatingRowColors(true);
+    m_list->setUniformRowHeights(true);
+    m_list->setSortingEnabled(true);
+    m_list->setTextElideMode(Qt::ElideMiddle);
+    m_list->header()->setStretchLastSection(true);
+    m_openAlone->setObjectName(QStringLiteral("openFileAloneButton"));
+    m_openAlone->setEnabled(false);
+    auto* buttons = new QHBoxLayout;
+    buttons->addStretch(1);
+    buttons->addWidget(m_openAlone);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addWidget(m_header);
+    layout->addWidget(m_list, 1);
+    layout->addLayout(buttons);
+    connect(m_list, &QTreeWidget::currentItemChanged, this, &SetFilesPanel::selectionChanged);
+    connect(m_list, &QTreeWidget::itemDoubleClicked, this, &SetFilesPanel::openSelected);
+    connect(m_openAlone, &QPushButton::clicked, this, &SetFilesPanel::openSelected);
+}
+
+int SetFilesPanel::count() const
+{
+    return m_list->topLevelItemCount();
+}
+
+void SetFilesPanel::setDocument(const DocumentPtr& doc)
+{
+    m_doc = doc;
+    m_list->clear();
+    if (!doc || !doc->set) {
+        return;
+    }
+    const auto& set = *doc->set;
+    const auto& l = set.listing;
+    std::vector<int> tensors(l.files.size(), 0);
+    for (const auto& row : l.rows) {
+        for (const auto f : row.storedInFiles) {
+            if (f < tensors.size()) {
+                ++tensors[f];
+            }
+        }
+    }
+    QList<QTreeWidgetItem*> items;
+    qint64 total = 0;
+    for (std::size_t i = 0; i < l.files.size(); ++i) {
+        const QString path = setFilePath(set, i);
+        const QFileInfo info(path);
+        const QString error = i < l.fileErrors.size() ? qs(l.fileErrors[i]) : QString();
+        auto* item = new QTreeWidgetItem;
+        item->setText(File, qs(l.files[i]));
+        item->setToolTip(File, path);
+        item->setData(File, kPathRole, path);
+        if (info.exists()) {
+            item->setText(Size, humanSize(static_cast<std::uint64_t>(info.size())));
+            item->setData(Size, Qt::UserRole, info.size());
+            total += info.size();
+        }
+        item->setTextAlignment(Size, Qt::AlignRight | Qt::AlignVCenter);
+        item->setData(Tensors, Qt::DisplayRole, tensors[i]);
+        item->setTextAlignment(Tensors, Qt::AlignRight | Qt::AlignVCenter);
+        item->setText(State, !info.exists() ? tr("missing") : error.isEmpty() ? tr("read") : error);
+        item->setToolTip(State, item->text(State));
+        if (!info.exists() || !error.isEmpty()) {
+            item->setForeground(State, QColor(0xb0, 0x1c, 0x1c));
+        }
+        items << item;
+    }
+    m_list->addTopLevelItems(items);
+    m_list->sortByColumn(File, Qt::AscendingOrder);
+    for (int c = 0; c < State; ++c) {
+        m_list->resizeColumnToContents(c);
+    }
+    m_header->setText(tr("%n file(s) of %1, %2 on disk.", nullptr, static_cast<int>(l.files.size()))
+                          .arg(setPhrase(set.location).toHtmlEscaped(), humanSize(static_cast<std::uint64_t>(total))));
+    if (!items.isEmpty()) {
+        m_list->setCurrentItem(m_list->topLevelItem(0));
+    }
+}
+
+void SetFilesPanel::selectionChanged()
+{
+    const auto* item = m_list->currentItem();
+    const QString path = item ? item->data(File, kPathRole).toString() : QString();
+    const bool alone = m_doc && m_doc->set && !path.isEmpty() && QFileInfo::exists(path) &&
+                       opensAlone(m_doc->set->location, path);
+    m_openAlone->setEnabled(alone);
+    m_openAlone->setToolTip(alone ? tr("Show %1's own contents, as ckptscope inspect --file-only lists them")
+                                        .arg(QFileInfo(path).fileName())
+                                  : tr("This file is no checkpoint of its own (an index, a pointer or a DCP "
+                                       "data file): it is read as part of the set"));
+}
+
+void SetFilesPanel::openSelected()
+{
+    if (!m_openAlone->isEnabled() || m_list->currentItem() == nullptr) {
+        return;
+    }
+    Q_EMIT openFileRequested(m_list->currentItem()->data(File, kPathRole).toString());
+}
+
+}  // namespace ckpt::ui
