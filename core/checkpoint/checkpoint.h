@@ -247,9 +247,10 @@ public:
     // A set opened as one checkpoint (sharded/set_view.h): what its assembled storages read from;
     // `path` is then the set's folder, and `file` and `bytes` are empty.
     std::shared_ptr<const StorageSource> source;
-    // Every file of the set (sharded::memberFiles: shards, index, rank files, metadata), as paths;
-    // a write refuses each as its target (write::detail::checkTarget).
-    std::vector<std::string> setFiles;
+    std::vector<std::string> setFiles;  // the files its bytes are read from, as its format names them
+    // Every file of the set (sharded::memberFiles: those, and its index, `latest`, metadata), as
+    // paths: a write refuses each as its target (write::detail::checkTarget).
+    std::vector<std::string> setMembers;
 
     [[nodiscard]] std::string pathOf(NodeIndex node) const;
     [[nodiscard]] const Node& node(NodeIndex i) const { return nodes[i]; }

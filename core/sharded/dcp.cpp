@@ -1751,7 +1751,10 @@ Expected<CheckpointPtr> view(const Set& set)
         c->fileSize += nbytes.back();
         tensors.push_back(std::move(b));
     }
-    c->setFiles = sharded::memberFiles(set.loc);
+    for (const auto& f : set.meta.files) {
+        c->setFiles.push_back((fs::path(set.loc.dir) / f).string());
+    }
+    c->setMembers = sharded::memberFiles(set.loc);
     return sharded::detail::finishView(
         std::move(c), nbytes,
         sharded::detail::boxStorages(

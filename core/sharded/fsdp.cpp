@@ -727,7 +727,10 @@ Expected<CheckpointPtr> view(const Set& set)
         c->fileSize += nbytes.back();
         tensors.push_back(std::move(b));
     }
-    c->setFiles = memberFiles(set.loc);
+    for (const auto& f : set.files) {
+        c->setFiles.push_back(f.path);
+    }
+    c->setMembers = memberFiles(set.loc);
     return sharded::detail::finishView(
         std::move(c), nbytes,
         sharded::detail::boxStorages(std::move(tensors),

@@ -187,7 +187,8 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
     }
     c->root = *root;
     c->path = set.dir;
-    c->setFiles = memberFiles({set.kind, set.dir, set.indexPath, ""});
+    c->setFiles = set.shardFiles;
+    c->setMembers = memberFiles({set.kind, set.dir, set.indexPath, ""});
     std::vector<std::uint64_t> nbytes;
     for (const auto& s : storages) {
         nbytes.push_back(s.nbytes);
@@ -208,7 +209,8 @@ Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
     }
     c->root = built->root;
     c->path = set.loc.dir;
-    c->setFiles = memberFiles(set.loc);
+    c->setFiles = set.files;
+    c->setMembers = memberFiles(set.loc);
     std::vector<std::uint64_t> nbytes;
     for (const auto i : built->recorded) {
         const auto& t = tensors[i];

@@ -203,8 +203,8 @@ Expected<void> checkTarget(const Checkpoint& in, const std::string& target)
     }
     // A set read in place (sharded/set_view.h): the rename would replace one of the files the copy
     // is still reading (a shard, the index, a rank file), whatever the edits.
-    if (const auto hit = sameFileAs(target, in.setFiles)) {
-        return onTarget(makeError(ErrorCode::Usage, "the output is " + in.setFiles[*hit] +
+    if (const auto hit = sameFileAs(target, in.setMembers)) {
+        return onTarget(makeError(ErrorCode::Usage, "the output is " + in.setMembers[*hit] +
                                                         ", a file of the set it is read from, which it would "
                                                         "replace; choose another output (inputs are never modified)"),
                         target);

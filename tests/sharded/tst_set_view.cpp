@@ -108,9 +108,10 @@ private Q_SLOTS:
         }
         QVERIFY2(view.ok(), view ? "" : view.error().message.c_str());
         const Checkpoint& v = **view;
-        // Every file of the set as a path (what a write refuses as its target), the read ones among them.
-        QCOMPARE(v.setFiles, ckpt::sharded::memberFiles(loc));
-        QVERIFY(v.setFiles.size() >= files);
+        QCOMPARE(v.setFiles.size(), files);
+        // Every file of the set as a path, what a write refuses as its target.
+        QCOMPARE(v.setMembers, ckpt::sharded::memberFiles(loc));
+        QVERIFY(v.setMembers.size() >= files);
         QVERIFY(v.file == nullptr && v.bytes.empty());
         for (const auto& s : v.storages) {
             QVERIFY(s.assembled && s.present && !s.inMapping());
