@@ -3,13 +3,13 @@
 #include "setmembership.h"
 #include "text.h"
 
+#include <QColor>
 #include <QDir>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
-#include <QColor>
 #include <QTreeWidget>
 #include <QVBoxLayout>
 
@@ -136,13 +136,14 @@ void SetFilesPanel::selectionChanged()
 {
     const auto* item = m_list->currentItem();
     const QString path = item ? item->data(File, kPathRole).toString() : QString();
-    const bool alone = m_doc && m_doc->set && !path.isEmpty() && QFileInfo::exists(path) &&
-                       opensAlone(m_doc->set->location, path);
+    const bool alone =
+        m_doc && m_doc->set && !path.isEmpty() && QFileInfo::exists(path) && opensAlone(m_doc->set->location, path);
     m_openAlone->setEnabled(alone);
-    m_openAlone->setToolTip(alone ? tr("Show %1's own contents, as ckptscope inspect --file-only lists them")
-                                        .arg(QFileInfo(path).fileName())
-                                  : tr("This file is no checkpoint of its own (an index, a pointer or a DCP "
-                                       "data file): it is read as part of the set"));
+    m_openAlone->setToolTip(
+        alone
+            ? tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(QFileInfo(path).fileName())
+            : tr("This file is no checkpoint of its own (an index, a pointer or a DCP "
+                 "data file): it is read as part of the set"));
 }
 
 void SetFilesPanel::openSelected()

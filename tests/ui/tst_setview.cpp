@@ -268,15 +268,27 @@ private Q_SLOTS:
         QVERIFY2(static_cast<bool>(c), c ? "" : c.error().describe().c_str());
         QCOMPARE((*c)->tensors.size(), v->document()->set->listing.rows.size());
         QCOMPARE(filesIn(tmp.path()), QStringList{QStringLiteral("whole.pt")});
-        // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with the set open.
+    }
+
+    // The README's picture: CKPTSCOPE_SET_SCREENSHOT=FILE.png saves the window with a DDP set open,
+    // a tensor's details naming its shard and the single-file rules' findings on the whole set.
+    void readmePicture()
+    {
         const QString shot = qEnvironmentVariable("CKPTSCOPE_SET_SCREENSHOT");
-        if (!shot.isEmpty()) {
-            w.resize(1280, 760);
-            w.show();
-            v->showFiles();
-            QVERIFY(QTest::qWaitForWindowExposed(&w));
-            QVERIFY(w.grab().save(shot));
+        if (shot.isEmpty()) {
+            QSKIP("CKPTSCOPE_SET_SCREENSHOT is not set");
         }
+        MainWindow w;
+        w.resize(1280, 760);
+        w.show();
+        auto* v = openSet(w, set("hf_ddp_cuda"));
+        QVERIFY(v != nullptr);
+        QVERIFY(waitForFindings(v));
+        QVERIFY(findingCodes(*v).contains(QStringLiteral("device-pinned")));
+        QVERIFY(v->selectPath(QStringLiteral("module.layers.0.attn.weight")));
+        v->showFindings();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(w.grab().save(shot));
     }
 
     // An export onto one of the set's own files would replace a shard while reading it: refused,
