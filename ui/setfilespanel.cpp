@@ -25,7 +25,7 @@ constexpr int kPathRole = Qt::UserRole + 1;
 
 QString setFilePath(const SetPart& set, std::size_t i)
 {
-    const QString name = qs(set.listing.files.at(i));
+    QString name = qs(set.listing.files.at(i));
     if (QFileInfo(name).isAbsolute()) {
         return name;
     }
