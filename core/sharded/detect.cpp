@@ -1,7 +1,9 @@
 // Which multi-file format a path belongs to, from file names alone (SHARDED.md §7): nothing is
 // parsed here except a Hugging Face index, to learn which index lists a given shard.
 #include "sharded/dcp.h"
+#include "sharded/formats.h"
 #include "sharded/fsdp.h"
+#include "sharded/probes.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "write/targets.h"
@@ -104,6 +106,18 @@ std::optional<fs::path> indexListing(const fs::path& dir, const std::string& sha
     return std::nullopt;
 }
 
+bool isZeroFile(const std::string& n)
+{
+    static const std::regex re(
+        R"(^((bf16_)?zero_pp_rank_[0-9]+_mp_rank_[0-9]+_(optim|model)_states|mp_rank_[0-9]+_model_states)\.pt$)");
+    return std::regex_match(n, re);
+}
+
+// A DeepSpeed save_dir (with `latest`), or one of its tag folders, or a file in one.
+}  // namespace
+
+namespace detail {
+
 std::optional<SetLocation> hfAt(const fs::path& p)
 {
     if (isDir(p)) {
@@ -129,14 +143,6 @@ std::optional<SetLocation> hfAt(const fs::path& p)
     return std::nullopt;
 }
 
-bool isZeroFile(const std::string& n)
-{
-    static const std::regex re(
-        R"(^((bf16_)?zero_pp_rank_[0-9]+_mp_rank_[0-9]+_(optim|model)_states|mp_rank_[0-9]+_model_states)\.pt$)");
-    return std::regex_match(n, re);
-}
-
-// A DeepSpeed save_dir (with `latest`), or one of its tag folders, or a file in one.
 std::optional<SetLocation> deepspeedAt(const fs::path& p)
 {
     fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));
@@ -301,7 +307,7 @@ std::optional<SetLocation> accelerateAt(const fs::path& p)
     return loc;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<std::string> memberFiles(const SetLocation& loc)
 {
@@ -383,8 +389,9 @@ SetLocation detectSet(const std::string& path)
     if (!isDir(p) && !isFile(p)) {
         return {};
     }
-    for (auto* probe : {&hfAt, &deepspeedAt, &dcpAt, &megatronAt, &fsdpAt, &accelerateAt}) {
-        if (auto loc = probe(p)) {
+    // Each format's probe, in the registry's order (formats.cpp).
+    for (const auto& format : setFormats()) {
+        if (auto loc = format.probe(p)) {
             return *loc;
         }
     }

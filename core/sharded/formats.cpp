@@ -2,6 +2,7 @@
 
 #include "sharded/dcp.h"
 #include "sharded/fsdp.h"
+#include "sharded/probes.h"
 #include "sharded/set_view.h"
 
 #include <array>
@@ -57,7 +58,10 @@ Expected<CheckpointPtr> zeroView(const zero::Set& s, bool groupStorages)
     return viewOf(s, groupStorages);
 }
 
-const std::array<SetFormat, 4> kFormats{{
+// In probe order: a Hugging Face index or shard first, then ZeRO's `latest` and tag folders, DCP's
+// .metadata, Megatron's iteration dirs (named only), FSDP rank files, and last an accelerate folder,
+// whose DCP folders inside are only found by looking into it.
+const std::array<SetFormat, 6> kFormats{{
     {SetKind::HuggingFace,
      [](const SetLocation& loc) {
          return then([&] { return openSet(loc); },
@@ -70,7 +74,8 @@ const std::array<SetFormat, 4> kFormats{{
      [](const SetLocation& loc, const zero::Options&) {
          return both(
              openSet(loc), [](const ShardedSet& s) { return Expected<SetListing>(listingOf(s)); }, hfView);
-     }},
+     },
+     detail::hfAt},
     {SetKind::DeepSpeedZero,
      [](const SetLocation& loc) {
          return then([&] { return zero::open(loc); }, [](const zero::Set& s) { return listingOf(s); });
@@ -87,7 +92,8 @@ const std::array<SetFormat, 4> kFormats{{
          return both(
              zero::open(loc, o.weights, o.keepOptimizer), [](const zero::Set& s) { return listingOf(s); },
              [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
-     }},
+     },
+     detail::deepspeedAt},
     {SetKind::Dcp,
      [](const SetLocation& loc) {
          return then([&] { return dcp::open(loc); },
@@ -102,7 +108,9 @@ const std::array<SetFormat, 4> kFormats{{
      [](const SetLocation& loc, const zero::Options&) {
          return both(
              dcp::open(loc), [](const dcp::Set& s) { return Expected<SetListing>(listingOf(s)); }, dcp::view);
-     }},
+     },
+     detail::dcpAt},
+    {SetKind::Megatron, nullptr, nullptr, nullptr, nullptr, detail::megatronAt},
     {SetKind::FsdpRanks,
      [](const SetLocation& loc) {
          return then([&] { return fsdp::open(loc, false); },
@@ -118,7 +126,9 @@ const std::array<SetFormat, 4> kFormats{{
      [](const SetLocation& loc, const zero::Options&) {
          return both(
              fsdp::open(loc, false), [](const fsdp::Set& s) { return Expected<SetListing>(listingOf(s)); }, fsdp::view);
-     }},
+     },
+     detail::fsdpAt},
+    {SetKind::Dcp, nullptr, nullptr, nullptr, nullptr, detail::accelerateAt},
 }};
 
 }  // namespace
@@ -142,10 +152,15 @@ Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options)
     return notRead(loc);
 }
 
+std::span<const SetFormat> setFormats()
+{
+    return kFormats;
+}
+
 const SetFormat* setFormat(SetKind kind)
 {
     for (const auto& f : kFormats) {
-        if (f.kind == kind) {
+        if (f.kind == kind && f.read != nullptr) {
             return &f;
         }
     }

@@ -1,6 +1,6 @@
 // The set formats ckptscope reads (SHARDED.md), one entry each: what every front end asks of a set
 // whatever its kind, so listing, opening in place and consolidating choose a format in one place.
-// Adding a format: its reader in a file of its own (with its detection in detect.cpp), one entry in
+// Adding a format: its reader in a file of its own, its probe (probes.h, detect.cpp), one entry in
 // formats.cpp, a section in docs/format.md and a fixture generator (docs/design.md).
 #pragma once
 
@@ -8,7 +8,9 @@
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
+#include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 
 namespace ckpt::sharded {
@@ -33,11 +35,18 @@ struct SetFormat {
                                                const zero::Options& options) = nullptr;
     // The listing and the view from one read of the set's files.
     Expected<ReadSet> (*read)(const SetLocation& loc, const zero::Options& options) = nullptr;
+    // Whether `path` (a folder, an index, any one member) stands for a set of this format, and
+    // where it is (detectSet asks each entry in turn). An entry with a probe alone names a set
+    // ckptscope does not read (Megatron's legacy tensor-parallel dirs), or another place a format's
+    // sets are found (accelerate's save_state folder around DCP folders).
+    std::optional<SetLocation> (*probe)(const std::filesystem::path& path) = nullptr;
 };
 
-// The entry for `kind`; nullptr for None and for a kind that is only named (Megatron's legacy
+// The entry that reads `kind`; nullptr for None and for a kind that is only named (Megatron's legacy
 // tensor-parallel sets).
 [[nodiscard]] const SetFormat* setFormat(SetKind kind);
+// Every entry, in the order detectSet probes them.
+[[nodiscard]] std::span<const SetFormat> setFormats();
 
 // The set at `loc` read once as ReadSet (its format's `read`); a kind with no entry is notRead.
 Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options = {.groupStorages = true});
