@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
@@ -38,8 +39,11 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
                    "key path of the state dict to compare (default: the root if it is one, else state_dict, model, "
                    "model_state_dict or net)")
         ->needs(againstOpt);
+    RemoteSession remote;
+    remote.addOptions(app);
     app.footer("Examples:\n"
                "  ckptscope check model.pt\n"
+               "  ckptscope check hf://ORG/REPO/pytorch_model.bin   (fetches only the pickle)\n"
                "  ckptscope check --json --values model.pt\n"
                "  ckptscope check last.ckpt --against model_keys.txt --select state_dict\n"
                "Exit codes: 0 nothing to warn about, 1 warnings or errors found, 2 a file could not be read.");
@@ -48,17 +52,26 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     if (!against.empty()) {
         opts.againstPath = against;
+        if (RemoteSession::isRemote(against)) {
+            auto ref = remote.open(against);
+            if (!ref) {
+                printError(err, ref.error(), against);
+                return kExitBadInput;
+            }
+            opts.againstCheckpoint = *ref;
+        }
     }
     if (!select.empty()) {
         opts.againstSelect = select;
     }
-    if (!fileOnly) {
+    const bool isRemote = RemoteSession::isRemote(file);
+    if (!fileOnly && !isRemote) {
         if (const auto rc = checkSet(file, json, opts, out, err)) {
             return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
         }
     }
 
-    auto ck = openCheckpoint(file);
+    auto ck = isRemote ? remote.open(file) : openCheckpoint(file);
     if (!ck) {
         printError(err, ck.error());
         return kExitBadInput;
@@ -68,7 +81,12 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         printError(err, findings.error(), file);
         return exitCodeFor(findings.error().code);
     }
-    out << (json ? diagnose::renderJson(*findings, file) : diagnose::renderText(*findings, file));
+    if (json) {
+        out << remote.withJson(diagnose::renderJson(*findings, file));
+    } else {
+        out << diagnose::renderText(*findings, file);
+        remote.report(err);
+    }
     return diagnose::findingsExitCode(*findings);
 }
 

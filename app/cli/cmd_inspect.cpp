@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <sstream>
 
 namespace ckpt::cli {
 namespace {
@@ -220,8 +222,11 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_option("--depth", depth, "show the text tree only down to this depth");
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
+    RemoteSession remote;
+    remote.addOptions(app);
     app.footer("Examples:\n"
                "  ckptscope inspect model.pt\n"
+               "  ckptscope inspect hf://openai-community/gpt2/model.safetensors   (reads only the header)\n"
                "  ckptscope inspect --json model.pt | jq '.totals.by_location'\n"
                "  ckptscope inspect --depth 1 'runs/*.ckpt'\n"
                "Exit codes: 0 read, 2 a file could not be read.");
@@ -237,12 +242,13 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     bool first = true;
     for (const auto& file : files) {
-        if (!several && !fileOnly) {
+        const bool isRemote = RemoteSession::isRemote(file);
+        if (!several && !fileOnly && !isRemote) {
             if (const auto setRc = inspectSet(file, json, out, err)) {
                 return *setRc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
             }
         }
-        auto ck = openCheckpoint(file);
+        auto ck = isRemote ? remote.open(file) : openCheckpoint(file);
         if (!ck) {
             printError(err, ck.error());
             rc = kExitBadInput;
@@ -256,6 +262,10 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
         first = false;
         if (!ck) {
             out << dumpJson(errorJson(ck.error()));
+        } else if (json && isRemote) {
+            std::ostringstream one;
+            writeInspectJson(**ck, one);
+            out << remote.withJson(one.str());
         } else if (json) {
             writeInspectJson(**ck, out);
         } else {
@@ -264,6 +274,8 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (json) {
         out << (several ? "\n]}\n" : (first ? "" : "\n"));
+    } else {
+        remote.report(err);
     }
     return rc;
 }

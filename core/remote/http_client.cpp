@@ -422,8 +422,11 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
             return makeError(ErrorCode::Corrupt,
                              "the server's Content-Range '" + e.header("content-range") + "' is not a byte range");
         }
-        const std::uint64_t want = range.kind == ByteRange::Kind::Suffix ? std::min(range.length, got->total)
-                                                                          : range.length;
+        // A span past the end is answered up to the end (the first request knows no size yet).
+        const std::uint64_t want =
+            range.kind == ByteRange::Kind::Suffix
+                ? std::min(range.length, got->total)
+                : std::min(range.length, got->total > range.offset ? got->total - range.offset : range.length);
         const std::uint64_t first = range.kind == ByteRange::Kind::Suffix ? got->total - want : range.offset;
         if (got->first != first || got->last - got->first + 1 != want) {
             return makeError(ErrorCode::Corrupt, "the server answered " + rangeText(range) + " with bytes " +

@@ -1,0 +1,65 @@
+#include "cli/remote_cli.h"
+
+#include "remote/location.h"
+#include "remote/open_remote.h"
+#include "util/bytes.h"
+
+namespace ckpt::cli {
+
+void RemoteSession::addOptions(CLI::App& app)
+{
+    app.add_option("--header", headers_,
+                   "an HTTP header for a URL input's own host, 'Name: value' (e.g. 'Authorization: Bearer TOKEN'); "
+                   "repeatable. Hub inputs (hf://) use HF_TOKEN or the `huggingface-cli login` token");
+}
+
+bool RemoteSession::isRemote(const std::string& input)
+{
+    return remote::isRemote(input);
+}
+
+Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
+{
+    used_ = true;
+    remote::RemoteOptions options;
+    options.stats = stats_;
+    auto c = remote::openRemoteInput(input, headers_, options);
+    if (c) {
+        remoteBytes_ += (*c)->fileSize;
+    }
+    return c;
+}
+
+void RemoteSession::report(std::ostream& err) const
+{
+    if (!used_) {
+        return;
+    }
+    const auto n = requests();
+    err << "remote: " << n << (n == 1 ? " request, " : " requests, ") << humanBytes(bytesRead()) << " read";
+    if (remoteBytes_ > 0) {
+        err << " of " << humanBytes(remoteBytes_);
+    }
+    err << '\n';
+}
+
+std::string RemoteSession::withJson(std::string json) const
+{
+    if (!used_) {
+        return json;
+    }
+    const auto close = json.rfind('}');
+    if (close == std::string::npos) {
+        return json;
+    }
+    std::size_t last = close;  // the object's last character before its closing brace
+    while (last > 0 && (json[last - 1] == '\n' || json[last - 1] == ' ')) {
+        --last;
+    }
+    const std::string member = ",\n \"remote\": {\"bytes_read\": " + std::to_string(bytesRead()) +
+                               ", \"requests\": " + std::to_string(requests()) + "}\n";
+    json.replace(last, close - last, member);
+    return json;
+}
+
+}  // namespace ckpt::cli
