@@ -26,13 +26,14 @@ Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
     auto c = remote::openRemoteInput(input, headers_, options);
     if (c) {
         remoteBytes_ += (*c)->fileSize;
+        opened_ = true;
     }
     return c;
 }
 
 void RemoteSession::report(std::ostream& err) const
 {
-    if (!used_) {
+    if (!opened_) {  // a failure is its one error line alone
         return;
     }
     const auto n = requests();

@@ -25,7 +25,7 @@ public:
     [[nodiscard]] bool used() const { return used_; }
     [[nodiscard]] std::uint64_t bytesRead() const { return stats_->bytesRead.load(); }
     [[nodiscard]] std::uint64_t requests() const { return stats_->requests.load(); }
-    // "remote: 3 requests, 81.2 KiB read of 1.0 GiB" on `err`, when a remote input was opened.
+    // "remote: 3 requests, 81.2 KiB read of 1.0 GiB" on `err`, once a remote input was opened.
     void report(std::ostream& err) const;
     // One JSON object's text with a "remote" member ({"bytes_read", "requests"}) added as its last,
     // when a remote input was opened; unchanged otherwise.
@@ -36,6 +36,7 @@ private:
     std::shared_ptr<remote::TransferStats> stats_ = std::make_shared<remote::TransferStats>();
     std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
     bool used_ = false;
+    bool opened_ = false;
 };
 
 }  // namespace ckpt::cli
