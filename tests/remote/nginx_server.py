@@ -7,7 +7,7 @@ Serves ROOT with range requests on two free ports:
          /ORG/REPO/resolve/REV/PATH         302 to PORT2 /cdn/ORG/REPO/REV/PATH (the Hub's redirect to its CDN)
          /gated/REPO/resolve/REV/PATH       401 with the Hub's X-Error-Message unless `Bearer hf_secret`
          /api/models/ORG/REPO/revision/REV  ROOT/api/models/ORG/REPO/revision/REV (JSON)
-  PORT2  /cdn/...                           ROOT/cdn/...
+  PORT2  /cdn/...                           ROOT/cdn/..., 400 to any request carrying Authorization
 Prints "PORT PORT2" on stdout once nginx answers, then runs until stdin closes or SIGTERM; nginx,
 its config, pid, logs and temp dirs go with it. --delay-ms adds that latency to every request
 (a proxy in front of nginx, for the bench); the printed PORT is then the proxy's.
@@ -72,7 +72,10 @@ http {{
     server {{
         listen 127.0.0.1:{port2};
         root {root};
-        location /cdn/ {{ }}
+        # The CDN is another host: a client that forwards the Hub's Authorization here is wrong.
+        location /cdn/ {{
+            if ($http_authorization != "") {{ return 400; }}
+        }}
     }}
 }}
 """
