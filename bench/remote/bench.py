@@ -40,8 +40,8 @@ def make_files(root):
             hdr, off = {}, 0
             for t in range(8):
                 key = "layers.%d.mlp.w%d" % (s, t)
-                hdr[key] = {"dtype": "F32", "shape": [512, 1024], "data_offsets": [off, off + 2 << 20]}
-                off += 2 << 20
+                hdr[key] = {"dtype": "F32", "shape": [512, 1024], "data_offsets": [off, off + (2 << 20)]}
+                off += (2 << 20)
                 weight_map[key] = name
             h = json.dumps(hdr).encode()
             h += b" " * ((8 - len(h) % 8) % 8)
