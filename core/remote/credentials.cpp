@@ -32,9 +32,8 @@ Expected<Header> parseHeader(std::string_view text)
         return makeError(ErrorCode::Usage, "--header takes 'Name: value' (e.g. 'Authorization: Bearer TOKEN')");
     }
     Header h{trimmed(std::string(text.substr(0, colon))), trimmed(std::string(text.substr(colon + 1)))};
-    const bool token = std::all_of(h.name.begin(), h.name.end(), [](unsigned char c) {
-        return std::isalnum(c) != 0 || c == '-' || c == '_';
-    });
+    const bool token = std::all_of(h.name.begin(), h.name.end(),
+                                   [](unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '_'; });
     if (h.name.empty() || !token || h.value.find_first_of("\r\n") != std::string::npos) {
         return makeError(ErrorCode::Usage, "--header takes 'Name: value' on one line");
     }

@@ -2,13 +2,12 @@
 
 #include "remote/location.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <curl/curl.h>
 #include <set>
 #include <thread>
 #include <vector>
@@ -162,9 +161,8 @@ std::size_t onHeader(char* data, std::size_t size, std::size_t n, void* user)
     if (line.starts_with("HTTP/")) {  // a new reply (after 100 Continue, or a proxy's CONNECT)
         x.headers.clear();
         const auto sp = line.find(' ');
-        x.status = sp == std::string_view::npos
-                       ? 0
-                       : static_cast<long>(parseNumber(line.substr(sp + 1, 3)).value_or(0));
+        x.status =
+            sp == std::string_view::npos ? 0 : static_cast<long>(parseNumber(line.substr(sp + 1, 3)).value_or(0));
         return size * n;
     }
     const auto colon = line.find(':');
@@ -208,8 +206,8 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         }
     }
     if (len > x.bodyLimit - x.delivered) {
-        x.abort = makeError(ErrorCode::Corrupt, "the server sent more bytes than the " + std::to_string(x.bodyLimit) +
-                                                    " asked for");
+        x.abort = makeError(ErrorCode::Corrupt,
+                            "the server sent more bytes than the " + std::to_string(x.bodyLimit) + " asked for");
         return 0;
     }
     x.delivered += len;
@@ -386,10 +384,11 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
     ErrorCode code = ErrorCode::Io;
     if (x.status == kStatusUnauthorized || x.status == kStatusForbidden) {
         if (originOf(url) == credentials_.hubOrigin) {
-            message += credentials_.hubToken ? " (the token in HF_TOKEN or the login file was sent and refused: a gated "
-                                               "repository needs its access granted on the Hub first)"
-                                             : " (a gated or private repository: log in with `huggingface-cli login`, "
-                                               "or set HF_TOKEN)";
+            message += credentials_.hubToken
+                           ? " (the token in HF_TOKEN or the login file was sent and refused: a gated "
+                             "repository needs its access granted on the Hub first)"
+                           : " (a gated or private repository: log in with `huggingface-cli login`, "
+                             "or set HF_TOKEN)";
         } else {
             message += " (pass credentials with --header 'Authorization: Bearer TOKEN')";
         }
@@ -435,10 +434,9 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
         }
         const std::string etag = e.header("etag");
         if (identity && (got->total != identity->size || etag != identity->etag)) {
-            return makeError(ErrorCode::Io,
-                             "the file changed on the server while it was read (it was " +
-                                 std::to_string(identity->size) + " bytes, ETag " + identity->etag + "; now " +
-                                 std::to_string(got->total) + " bytes, ETag " + etag + ")");
+            return makeError(ErrorCode::Io, "the file changed on the server while it was read (it was " +
+                                                std::to_string(identity->size) + " bytes, ETag " + identity->etag +
+                                                "; now " + std::to_string(got->total) + " bytes, ETag " + etag + ")");
         }
         if (!identity) {
             identity = FileIdentity{got->total, etag};

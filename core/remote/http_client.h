@@ -67,8 +67,8 @@ public:
     // GETs `range` of `url` and hands the body to `sink` in pieces, in order (`sink` returning false
     // stops with Cancelled). `identity`: unset on the first request of a file, which it then
     // receives; set, every reply must agree with it. Returns where the body starts in the file.
-    Expected<std::uint64_t> getRange(const std::string& url, const ByteRange& range, std::optional<FileIdentity>& identity,
-                                     const std::function<bool(Bytes)>& sink);
+    Expected<std::uint64_t> getRange(const std::string& url, const ByteRange& range,
+                                     std::optional<FileIdentity>& identity, const std::function<bool(Bytes)>& sink);
     // GETs a small document whole (the Hub API's JSON), at most `maxBytes`.
     Expected<std::string> getText(const std::string& url, std::size_t maxBytes);
 

@@ -5,12 +5,11 @@
 #include "remote/location.h"
 #include "remote/remote_file.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 namespace ckpt::remote {
@@ -206,10 +205,10 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     }
     for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
         if (has(f)) {
-            return makeError(ErrorCode::Unsupported,
-                             "is a sharded set (" + std::string(f) +
-                                 "); sets are not read over HTTP yet: open one shard, hf://" + loc.repo +
-                                 (loc.revision == "main" ? "" : "@" + loc.revision) + "/FILE");
+            return makeError(ErrorCode::Unsupported, "is a sharded set (" + std::string(f) +
+                                                         "); sets are not read over HTTP yet: open one shard, hf://" +
+                                                         loc.repo + (loc.revision == "main" ? "" : "@" + loc.revision) +
+                                                         "/FILE");
         }
     }
     std::vector<std::string> weights;
@@ -224,15 +223,15 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
         return weights.front();
     }
     if (weights.empty()) {
-        return makeError(ErrorCode::NotCheckpoint, "the repository holds no checkpoint file (" +
-                                                       std::to_string(files.size()) + " files)");
+        return makeError(ErrorCode::NotCheckpoint,
+                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
     }
     std::string list;
     for (const auto& w : weights) {
         list += (list.empty() ? "" : ", ") + w;
     }
-    return makeError(ErrorCode::Usage, "the repository holds several checkpoint files (" + list +
-                                           "): name one, hf://" + loc.repo + "/FILE");
+    return makeError(ErrorCode::Usage, "the repository holds several checkpoint files (" + list + "): name one, hf://" +
+                                           loc.repo + "/FILE");
 }
 
 // Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
@@ -360,8 +359,8 @@ Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vec
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
     }
     const bool safetensorsName = fileNameOf(loc->url).ends_with(".safetensors");
-    auto opened = RemoteFile::open(client, loc->url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail,
-                                   kFirstBytes);
+    auto opened = RemoteFile::open(client, loc->url,
+                                   safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
     if (!opened) {
         return named(opened.error(), input, redactor);
     }

@@ -6,8 +6,8 @@
 
 namespace ckpt::remote {
 
-Expected<std::shared_ptr<RemoteFile>> RemoteFile::open(std::shared_ptr<HttpClient> client, std::string url,
-                                                       First first, std::uint64_t firstBytes)
+Expected<std::shared_ptr<RemoteFile>> RemoteFile::open(std::shared_ptr<HttpClient> client, std::string url, First first,
+                                                       std::uint64_t firstBytes)
 {
     std::shared_ptr<RemoteFile> f(new RemoteFile());  // NOLINT(cppcoreguidelines-owning-memory): private constructor
     f->client_ = std::move(client);
@@ -38,7 +38,8 @@ Expected<std::shared_ptr<RemoteFile>> RemoteFile::open(std::shared_ptr<HttpClien
         return e;
     }
     f->image_ = static_cast<std::byte*>(p);
-    std::memcpy(f->image_ + *at, firstBody.data(), firstBody.size());  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    std::memcpy(f->image_ + *at, firstBody.data(),
+                firstBody.size());  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
     f->markHeld(*at, *at + firstBody.size());
     return f;
 }

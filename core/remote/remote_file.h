@@ -26,8 +26,8 @@ class RemoteFile {
 public:
     enum class First : std::uint8_t { Head, Tail };
     // Opens `url` with one request of `firstBytes` from its head or its tail.
-    static Expected<std::shared_ptr<RemoteFile>> open(std::shared_ptr<HttpClient> client, std::string url,
-                                                      First first, std::uint64_t firstBytes);
+    static Expected<std::shared_ptr<RemoteFile>> open(std::shared_ptr<HttpClient> client, std::string url, First first,
+                                                      std::uint64_t firstBytes);
     RemoteFile(const RemoteFile&) = delete;
     RemoteFile& operator=(const RemoteFile&) = delete;
     RemoteFile(RemoteFile&&) = delete;
@@ -51,7 +51,7 @@ public:
     // One more request for the file's size and ETag, compared with the first reply's.
     Expected<void> checkUnchanged();
 
-    static constexpr std::uint64_t kBlock = std::uint64_t{1} << 20;        // cache block and "small read"
+    static constexpr std::uint64_t kBlock = std::uint64_t{1} << 20;         // cache block and "small read"
     static constexpr std::uint64_t kCacheLimit = std::uint64_t{256} << 20;  // cached small reads, at most
 
 private:
@@ -66,7 +66,7 @@ private:
     std::byte* image_ = nullptr;
     std::size_t mapped_ = 0;
     std::map<std::uint64_t, std::uint64_t> held_;  // start -> end of the ranges the image holds
-    std::uint64_t cached_ = 0;                      // bytes the block cache added
+    std::uint64_t cached_ = 0;                     // bytes the block cache added
     mutable std::mutex mutex_;
 };
 

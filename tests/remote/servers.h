@@ -95,8 +95,9 @@ inline bool makeServedTree(const QString& root, const QStringList& files)
     for (const char* rev : {"main", "v1"}) {
         QFile api(root + QStringLiteral("/api/models/org/repo/revision/") + QString::fromLatin1(rev));
         ok = ok && api.open(QIODevice::WriteOnly) &&
-             api.write(R"({"id": "org/repo", "siblings": [{"rfilename": ".gitattributes"}, {"rfilename": "config.json"},)"
-                       R"( {"rfilename": "model.safetensors"}]})") > 0;
+             api.write(
+                 R"({"id": "org/repo", "siblings": [{"rfilename": ".gitattributes"}, {"rfilename": "config.json"},)"
+                 R"( {"rfilename": "model.safetensors"}]})") > 0;
     }
     return ok;
 }

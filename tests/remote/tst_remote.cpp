@@ -2,12 +2,11 @@
 // a Hub-shaped redirect to another port, a token check, the Hub API) and the tests' own
 // misbehaving server. Every fixture read over HTTP must give what reading it from disk gives,
 // storage bytes included, with the request counts issue 28 sets.
-#include "servers.h"
-
 #include "checkpoint/checkpoint.h"
 #include "remote/credentials.h"
 #include "remote/location.h"
 #include "remote/open_remote.h"
+#include "servers.h"
 
 #include <QDir>
 #include <QTemporaryDir>
@@ -278,8 +277,8 @@ private Q_SLOTS:
                 read = c.checkUnchanged();
             }
         }
-        const std::string message = o.checkpoint ? (read ? std::string() : read.error().describe())
-                                                 : o.checkpoint.error().describe();
+        const std::string message =
+            o.checkpoint ? (read ? std::string() : read.error().describe()) : o.checkpoint.error().describe();
         QVERIFY2(message.find(says.toStdString()) != std::string::npos, message.c_str());
         QVERIFY(message.find('\n') == std::string::npos);
         // Bounded: an endless body costs at most what was asked for.

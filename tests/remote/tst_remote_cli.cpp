@@ -86,12 +86,16 @@ private Q_SLOTS:
             const QString name = QFileInfo(f).fileName();
             const QString u = url(QStringLiteral("/files/") + name);
             for (const QStringList& extra : {QStringList{}, QStringList{QStringLiteral("--values")}}) {
-                const auto local = cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{f});
-                const auto remote = cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{u});
-                QVERIFY2(remote.rc == local.rc, qPrintable(name + QStringLiteral(": ") + QString::fromUtf8(remote.err)));
+                const auto local =
+                    cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{f});
+                const auto remote =
+                    cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{u});
+                QVERIFY2(remote.rc == local.rc,
+                         qPrintable(name + QStringLiteral(": ") + QString::fromUtf8(remote.err)));
                 QCOMPARE(findings(remote.out, u), findings(local.out, f));
                 if (remote.rc != 2) {
-                    const auto r = QJsonDocument::fromJson(remote.out).object().value(QStringLiteral("remote")).toObject();
+                    const auto r =
+                        QJsonDocument::fromJson(remote.out).object().value(QStringLiteral("remote")).toObject();
                     QVERIFY2(r.value(QStringLiteral("requests")).toInt() >= 1, qPrintable(name));
                 }
             }
@@ -118,8 +122,8 @@ private Q_SLOTS:
         QTest::newRow("torch zip") << url(QStringLiteral("/files/big.pt")) << big_ + QStringLiteral("/big.pt");
         QTest::newRow("safetensors") << url(QStringLiteral("/files/big.safetensors"))
                                      << big_ + QStringLiteral("/big.safetensors");
-        QTest::newRow("hf:// through the redirect") << QStringLiteral("hf://org/model/big.pt")
-                                                    << big_ + QStringLiteral("/big.pt");
+        QTest::newRow("hf:// through the redirect")
+            << QStringLiteral("hf://org/model/big.pt") << big_ + QStringLiteral("/big.pt");
         QTest::newRow("legacy fixture") << url(QStringLiteral("/files/legacy_sd.pt"))
                                         << QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/legacy_sd.pt");
     }
@@ -141,8 +145,8 @@ private Q_SLOTS:
 
     void checkAgainstUrl()
     {
-        const auto r = cli({QStringLiteral("check"), url(QStringLiteral("/files/ddp_sd.pt")), QStringLiteral("--against"),
-                            url(QStringLiteral("/files/plain_sd.pt"))});
+        const auto r = cli({QStringLiteral("check"), url(QStringLiteral("/files/ddp_sd.pt")),
+                            QStringLiteral("--against"), url(QStringLiteral("/files/plain_sd.pt"))});
         const auto l = cli({QStringLiteral("check"), QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/ddp_sd.pt"),
                             QStringLiteral("--against"), QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/plain_sd.pt")});
         QCOMPARE(r.rc, l.rc);
@@ -179,15 +183,17 @@ private Q_SLOTS:
         QCOMPARE(g.rc, 2);
         QVERIFY(!g.err.contains("hf_supersecret_value") && !g.out.contains("hf_supersecret_value"));
         qputenv("HF_TOKEN", "hf_secret");
-        const auto ok = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://gated/model/big.pt")});
+        const auto ok =
+            cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://gated/model/big.pt")});
         QVERIFY2(ok.rc != 2, ok.err.constData());
         QVERIFY(!ok.out.contains("hf_secret") && !ok.err.contains("hf_secret"));
         qunsetenv("HF_TOKEN");
         const auto gated = cli({QStringLiteral("check"), QStringLiteral("hf://gated/model/big.pt")});
         QVERIFY(gated.err.contains("huggingface-cli login") && gated.err.contains("restricted"));
 
-        const auto h = cli({QStringLiteral("inspect"), QStringLiteral("--header"),
-                            QStringLiteral("Authorization: Bearer wrongsecret"), url(QStringLiteral("/private/big.pt"))});
+        const auto h =
+            cli({QStringLiteral("inspect"), QStringLiteral("--header"),
+                 QStringLiteral("Authorization: Bearer wrongsecret"), url(QStringLiteral("/private/big.pt"))});
         QCOMPARE(h.rc, 2);
         QVERIFY(!h.err.contains("wrongsecret"));
         const auto hok = cli({QStringLiteral("inspect"), QStringLiteral("--header"),
