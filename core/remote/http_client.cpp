@@ -116,6 +116,14 @@ HttpOptions HttpOptions::fromEnvironment()
     o.lowSpeedTimeS = envLong("CKPTSCOPE_HTTP_TIMEOUT", o.lowSpeedTimeS);
     o.connectTimeoutS = std::min(o.connectTimeoutS, envLong("CKPTSCOPE_HTTP_TIMEOUT", o.connectTimeoutS));
     o.retries = static_cast<int>(envLong("CKPTSCOPE_HTTP_RETRIES", o.retries));
+    // As the curl tool reads them (libcurl itself reads neither).
+    for (const char* name : {"CURL_CA_BUNDLE", "SSL_CERT_FILE"}) {
+        const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+        if (v != nullptr && *v != '\0') {
+            o.caBundle = v;
+            break;
+        }
+    }
     return o;
 }
 
@@ -279,6 +287,9 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
         curl_easy_setopt(c, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+        if (!options_.caBundle.empty()) {
+            curl_easy_setopt(c, CURLOPT_CAINFO, options_.caBundle.c_str());
+        }
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connectTimeoutS);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, kLowSpeedBytes);
         curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.lowSpeedTimeS);
@@ -295,9 +306,7 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         long status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         x.status = status;
-        if (x.successStatus == kStatusPartial && x.status == kStatusPartial && x.sink != nullptr) {
-            stats_->bytesRead.fetch_add(x.delivered, std::memory_order_relaxed);
-        } else if (x.status == x.successStatus) {
+        if (x.status == x.successStatus) {
             stats_->bytesRead.fetch_add(x.delivered, std::memory_order_relaxed);
         }
         if (x.redirect() && rc == CURLE_OK) {

@@ -31,7 +31,9 @@ struct HttpOptions {
     int retries = 3;          // after the first try, on 429/5xx and failed connections
     long backoffMs = 250;     // doubled at each retry
     int maxRedirects = 10;
-    // From the environment: CKPTSCOPE_HTTP_TIMEOUT (seconds, both timeouts), CKPTSCOPE_HTTP_RETRIES.
+    std::string caBundle;  // CA certificates to trust instead of the system's ($CURL_CA_BUNDLE, $SSL_CERT_FILE)
+    // From the environment: CKPTSCOPE_HTTP_TIMEOUT (seconds, both timeouts), CKPTSCOPE_HTTP_RETRIES,
+    // CURL_CA_BUNDLE or SSL_CERT_FILE.
     [[nodiscard]] static HttpOptions fromEnvironment();
 };
 

@@ -103,12 +103,13 @@ Expected<void> RemoteFile::fetchSpan(std::uint64_t offset, std::uint64_t length)
     return {};
 }
 
-Expected<void> RemoteFile::fetch(std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges, std::uint64_t mergeGap)
+Expected<void> RemoteFile::fetch(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges,
+                                 std::uint64_t mergeGap)
 {
     const std::lock_guard lock(mutex_);
     // What is missing of each range, clipped to the file, in order.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> missing;  // start, end
-    for (auto [off, len] : ranges) {
+    for (const auto& [off, len] : ranges) {
         std::uint64_t start = std::min(off, size());
         const std::uint64_t end = std::min(size(), off + std::min(len, size()));
         auto it = held_.upper_bound(start);

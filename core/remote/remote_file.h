@@ -43,7 +43,7 @@ public:
 
     // Fetches `ranges` (offset, length) into the image, skipping what it holds, merging ranges less
     // than `mergeGap` apart into one request.
-    Expected<void> fetch(std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges, std::uint64_t mergeGap);
+    Expected<void> fetch(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges, std::uint64_t mergeGap);
     // Bytes [offset, offset + length) to `sink` in pieces of at most `chunk`: from the image or the
     // block cache for small reads, streamed from the server for large ones.
     Expected<void> read(std::uint64_t offset, std::uint64_t length, const std::function<bool(Bytes)>& sink,

@@ -8,7 +8,8 @@ Serves ROOT with range requests on two free ports:
          /gated/REPO/resolve/REV/PATH       401 with the Hub's X-Error-Message unless `Bearer hf_secret`
          /api/models/ORG/REPO/revision/REV  ROOT/api/models/ORG/REPO/revision/REV (JSON)
   PORT2  /cdn/...                           ROOT/cdn/..., 400 to any request carrying Authorization
-Prints "PORT PORT2" on stdout once nginx answers, then runs until stdin closes or SIGTERM; nginx,
+  PORT3  /files/NAME over TLS with HTTP/2, a self-signed certificate for 127.0.0.1 (TMP/cert.pem)
+Prints "PORT PORT2 PORT3 CERT" on stdout once nginx answers, then runs until stdin closes or SIGTERM; nginx,
 its config, pid, logs and temp dirs go with it. --delay-ms adds that latency to every request
 (a proxy in front of nginx, for the bench); the printed PORT is then the proxy's.
 """
@@ -70,6 +71,13 @@ http {{
         }}
     }}
     server {{
+        listen 127.0.0.1:{port3} ssl http2;
+        ssl_certificate {tmp}/cert.pem;
+        ssl_certificate_key {tmp}/key.pem;
+        root {root};
+        location /files/ {{ }}
+    }}
+    server {{
         listen 127.0.0.1:{port2};
         root {root};
         # The CDN is another host: a client that forwards the Hub's Authorization here is wrong.
@@ -127,9 +135,12 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=0)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ckptscope-nginx-")
-    port, port2 = free_port(), free_port()
+    port, port2, port3 = free_port(), free_port(), free_port()
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", os.path.join(tmp, "key.pem"),
+                    "-out", os.path.join(tmp, "cert.pem")], check=True, capture_output=True)
     with open(os.path.join(tmp, "nginx.conf"), "w") as f:
-        f.write(CONFIG.format(tmp=tmp, root=os.path.abspath(args.root), port=port, port2=port2))
+        f.write(CONFIG.format(tmp=tmp, root=os.path.abspath(args.root), port=port, port2=port2, port3=port3))
     proc = subprocess.Popen([args.nginx, "-e", os.path.join(tmp, "error.log"), "-p", tmp, "-c",
                              os.path.join(tmp, "nginx.conf")], stdin=subprocess.DEVNULL)
     stop = threading.Event()
@@ -162,7 +173,7 @@ def main():
         shown = free_port()
         threading.Thread(target=delaying_proxy, args=(shown, port, args.delay_ms / 1000, stop), daemon=True).start()
         time.sleep(0.2)
-    print(shown, port2, flush=True)
+    print(shown, port2, port3, os.path.join(tmp, "cert.pem"), flush=True)
     try:
         sys.stdin.read()
     except (OSError, ValueError):

@@ -46,7 +46,11 @@ public:
         }
         const QByteArray line = proc_->readLine().trimmed();
         for (const auto& p : line.split(' ')) {
-            ports_.push_back(p.toInt());
+            if (p.startsWith('/')) {
+                certificate_ = QString::fromUtf8(p);
+            } else {
+                ports_.push_back(p.toInt());
+            }
         }
         return !ports_.empty() && ports_.front() > 0;
     }
@@ -64,6 +68,8 @@ public:
         }
     }
     [[nodiscard]] int port(int i = 0) const { return ports_.value(i); }
+    // nginx's self-signed certificate for its TLS port (port(2)).
+    [[nodiscard]] const QString& certificate() const { return certificate_; }
     [[nodiscard]] QString url(const QString& path, int i = 0) const
     {
         return QStringLiteral("http://127.0.0.1:%1%2").arg(port(i)).arg(path);
@@ -72,6 +78,7 @@ public:
 private:
     std::unique_ptr<QProcess> proc_;
     QList<int> ports_;
+    QString certificate_;
 };
 
 // The files nginx serves: every fixture under files/, the same under a Hub layout (cdn/ORG/REPO/

@@ -201,6 +201,26 @@ private Q_SLOTS:
         QCOMPARE(hok.rc, 0);
     }
 
+    // https with HTTP/2 (nginx's self-signed certificate): refused as a TLS error, in one line,
+    // until the certificate is trusted through CURL_CA_BUNDLE.
+    void tls()
+    {
+        const QString u = QStringLiteral("https://127.0.0.1:%1/files/big.pt").arg(nginx_.port(2));
+        const auto refused = cli({QStringLiteral("inspect"), u});
+        QCOMPARE(refused.rc, 2);
+        QVERIFY2(refused.err.contains("TLS error") && lines(refused.err) == 1, refused.err.constData());
+        qputenv("CURL_CA_BUNDLE", nginx_.certificate().toUtf8());
+        const auto ok = cli({QStringLiteral("inspect"), QStringLiteral("--json"), u});
+        qunsetenv("CURL_CA_BUNDLE");
+        QVERIFY2(ok.rc == 0, ok.err.constData());
+        const auto remote = QJsonDocument::fromJson(ok.out).object().value(QStringLiteral("remote")).toObject();
+        QVERIFY(remote.value(QStringLiteral("requests")).toInt() <= 4);
+        // libcurl negotiated HTTP/2 with nginx (ALPN): its access log says so.
+        QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        QVERIFY(log.readAll().contains("\"GET /files/big.pt HTTP/2.0\""));
+    }
+
     void wholeRepository()
     {
         const auto r = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/repo")});
