@@ -230,7 +230,7 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
 }  // namespace
 
 HttpClient::HttpClient(Credentials credentials, HttpOptions options, std::shared_ptr<TransferStats> stats)
-    : credentials_(std::move(credentials)), options_(options), stats_(std::move(stats))
+    : credentials_(std::move(credentials)), options_(std::move(options)), stats_(std::move(stats))
 {
     static const CurlGlobal global;
     if (!stats_) {

@@ -10,6 +10,7 @@ Serves FILE (a real checkpoint) under paths that each break one rule:
   /etag/F          a new ETag on every reply
   /grow/F          the size in Content-Range grows by one on every reply
   /stall/F         good for the first reply; then headers and a few bytes, and silence
+  /stall-big/F     the same for every range of 1 MiB or more (storage bytes), good for the rest
   /truncated/F     Content-Length as asked, half the bytes, then the connection closes
   /status-500/F    always 500;  /status-429/F: 429 twice, then good
   /need-token/F    401 unless `Authorization: Bearer secret`; logs every Authorization it saw
@@ -110,8 +111,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif kind == "grow":
             n = self.count("grow")
             self.send_range(total=len(DATA) + n - 1)
-        elif kind == "stall":
-            if self.count("stall") == 1:
+        elif kind in ("stall", "stall-big"):
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            small = r[1] - r[0] + 1 < (1 << 20)
+            if (kind == "stall" and self.count("stall") == 1) or (kind == "stall-big" and small):
                 self.send_range()
                 return
             r = self.range(len(DATA)) or (0, len(DATA) - 1)

@@ -176,6 +176,23 @@ private Q_SLOTS:
         QVERIFY2(c.maxRssKiB < 400 * 1024, qPrintable(QString::number(c.maxRssKiB)));
     }
 
+    // Ctrl-C while a transfer hangs: exit 130 at once, and the temporary output is gone.
+    void interrupted()
+    {
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        QTemporaryDir out;
+        ckpt::test::Process p;
+        QVERIFY(p.start({CKPTSCOPE_TEST_CLI, "convert", bad.url(QStringLiteral("/stall-big/big.pt")).toStdString(),
+                         "-o", out.filePath(QStringLiteral("o.pt")).toStdString()}));
+        QTest::qSleep(1500);  // past the metadata, the output begun, into the first storage's stalled read
+        QVERIFY(!QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());  // the temporary output
+        p.signal(SIGINT);
+        const auto r = p.wait(10000);
+        QCOMPARE(r.rc, 130);
+        QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+    }
+
     void credentialsNeverShown()
     {
         qputenv("HF_TOKEN", "hf_supersecret_value");
