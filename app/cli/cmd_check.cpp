@@ -6,11 +6,13 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/remote_cli.h"
+#include "cli/set_text.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 
 #include <ostream>
+#include <sstream>
 
 namespace ckpt::cli {
 
@@ -71,7 +73,22 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         }
     }
 
-    auto ck = isRemote ? remote.open(file) : openCheckpoint(file);
+    Expected<CheckpointPtr> ck = CheckpointPtr();
+    if (isRemote) {
+        auto in = remote.openInput(file);
+        if (in && in->set) {  // a sharded set over HTTP: its own findings and its view's, as a local set's
+            std::ostringstream report;
+            const int rc = checkSetView(file, in->set->findings, in->checkpoint, opts, in->set->dir, json, report, err);
+            out << (json ? remote.withJson(report.str()) : report.str());
+            if (!json && rc != kExitBadInput) {
+                remote.report(err);
+            }
+            return rc;
+        }
+        ck = in ? in->checkpoint : Expected<CheckpointPtr>(in.error());
+    } else {
+        ck = openCheckpoint(file);
+    }
     if (!ck) {
         printError(err, ck.error());
         return kExitBadInput;

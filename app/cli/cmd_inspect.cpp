@@ -11,6 +11,7 @@
 #include "cli/parse.h"
 #include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
+#include "sharded/listing.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 #include "util/shape_text.h"
@@ -248,7 +249,22 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
                 return *setRc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
             }
         }
-        auto ck = isRemote ? remote.open(file) : openCheckpoint(file);
+        Expected<CheckpointPtr> ck = CheckpointPtr();
+        if (isRemote) {
+            auto in = remote.openInput(file);
+            if (in && in->set && !several) {  // a sharded set over HTTP: listed as a local set is
+                std::ostringstream listing;
+                printSet(sharded::listingOf(*in->set), file, json, listing);
+                out << (json ? remote.withJson(listing.str()) : listing.str());
+                if (!json) {
+                    remote.report(err);
+                }
+                return kExitOk;
+            }
+            ck = in ? in->checkpoint : Expected<CheckpointPtr>(in.error());
+        } else {
+            ck = openCheckpoint(file);
+        }
         if (!ck) {
             printError(err, ck.error());
             rc = kExitBadInput;

@@ -18,17 +18,26 @@ bool RemoteSession::isRemote(const std::string& input)
     return remote::isRemote(input);
 }
 
-Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
+Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
 {
     used_ = true;
     remote::RemoteOptions options;
     options.stats = stats_;
-    auto c = remote::openRemoteInput(input, headers_, options);
-    if (c) {
-        remoteBytes_ += (*c)->fileSize;
+    auto r = remote::openRemote(input, headers_, options);
+    if (r) {
+        remoteBytes_ += r->checkpoint ? (*r->checkpoint)->fileSize : 0;
         opened_ = true;
     }
-    return c;
+    return r;
+}
+
+Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
+{
+    auto r = openInput(input);
+    if (!r) {
+        return r.error();
+    }
+    return r->checkpoint;
 }
 
 void RemoteSession::report(std::ostream& err) const

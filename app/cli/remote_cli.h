@@ -5,6 +5,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "remote/http_client.h"
+#include "remote/open_remote.h"
 #include "util/error.h"
 
 #include <CLI/CLI.hpp>
@@ -20,7 +21,9 @@ public:
     // Adds the repeatable --header option to a command.
     void addOptions(CLI::App& app);
     [[nodiscard]] static bool isRemote(const std::string& input);
-    // Opens a remote input (isRemote) as a checkpoint.
+    // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
+    Expected<remote::RemoteInput> openInput(const std::string& input);
+    // openInput()'s checkpoint (a set's view).
     Expected<CheckpointPtr> open(const std::string& input);
     [[nodiscard]] bool used() const { return used_; }
     [[nodiscard]] std::uint64_t bytesRead() const { return stats_->bytesRead.load(); }

@@ -4,10 +4,12 @@
 #include "archive/zip.h"
 #include "remote/location.h"
 #include "remote/remote_file.h"
+#include "sharded/set_view.h"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -205,10 +207,7 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     }
     for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
         if (has(f)) {
-            return makeError(ErrorCode::Unsupported, "is a sharded set (" + std::string(f) +
-                                                         "); sets are not read over HTTP yet: open one shard, hf://" +
-                                                         loc.repo + (loc.revision == "main" ? "" : "@" + loc.revision) +
-                                                         "/FILE");
+            return std::string(f);  // a sharded set
         }
     }
     std::vector<std::string> weights;
@@ -318,51 +317,16 @@ Expected<void> prepareSafetensors(RemoteFile& file)
     return file.fetch({{0, 8 + n}}, 0);
 }
 
-}  // namespace
-
-Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                        const RemoteOptions& options)
+// One file at `url`, shown as `shown`.
+Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                 const std::string& shown, const RemoteOptions& options)
 {
-    const std::string endpoint = hubEndpoint();
-    auto loc = parseLocation(input, endpoint);
-    if (!loc) {
-        return loc.error();
-    }
-    Credentials creds;
-    creds.hubOrigin = originOf(endpoint);
-    creds.hubToken = findHubToken();
-    if (creds.hubToken) {
-        creds.redactor.add(*creds.hubToken);
-    }
-    for (const auto& line : extraHeaders) {
-        auto h = parseHeader(line);
-        if (!h) {
-            return h.error();
-        }
-        creds.redactor.add(h->value);
-        // "Bearer TOKEN": the token alone is the secret too, wherever it would show.
-        if (const auto sp = h->value.rfind(' '); sp != std::string::npos) {
-            creds.redactor.add(h->value.substr(sp + 1));
-        }
-        creds.headers.push_back(std::move(*h));
-    }
-    creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
-    const Redactor redactor = creds.redactor;
-    auto client = std::make_shared<HttpClient>(std::move(creds), options.http, options.stats);
-
-    if (loc->scheme == Scheme::HubRepo) {
-        auto name = repositoryFile(*client, *loc);
-        if (!name) {
-            return named(name.error(), input, redactor);
-        }
-        loc->path = *name;
-        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
-    }
-    const bool safetensorsName = fileNameOf(loc->url).ends_with(".safetensors");
-    auto opened = RemoteFile::open(client, loc->url,
-                                   safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+    const Redactor& redactor = client->redactor();
+    const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
+    auto opened =
+        RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
     if (!opened) {
-        return named(opened.error(), input, redactor);
+        return named(opened.error(), shown, redactor);
     }
     std::shared_ptr<RemoteFile> file = *opened;
     const std::uint64_t size = file->size();
@@ -396,11 +360,11 @@ Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vec
         return file->fetch({{0, size}}, 0);
     }();
     if (!prepared) {
-        return named(prepared.error(), input, redactor);
+        return named(prepared.error(), shown, redactor);
     }
-    auto read = readCheckpoint(file->image(), redactor.apply(input));
+    auto read = readCheckpoint(file->image(), redactor.apply(shown));
     if (!read) {
-        return named(read.error(), input, redactor);
+        return named(read.error(), shown, redactor);
     }
     auto c = std::const_pointer_cast<Checkpoint>(*read);  // built for this call alone
     std::vector<RemoteStorages::Entry> entries(c->storages.size());
@@ -417,6 +381,145 @@ Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vec
     // The source keeps the image (which `bytes` views) alive, and reads the storages.
     c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
     return CheckpointPtr(std::move(c));
+}
+
+bool notFound(const Error& e)
+{
+    return e.message.starts_with("HTTP 404");
+}
+
+// A sharded set's files beside its index: `base` is the index's URL up to its last '/'.
+class RemoteSetFiles final : public sharded::SetFiles {
+public:
+    RemoteSetFiles(std::shared_ptr<HttpClient> client, std::string base, std::string shownBase, RemoteOptions options)
+        : client_(std::move(client)), base_(std::move(base)), shownBase_(std::move(shownBase)),
+          options_(std::move(options))
+    {
+    }
+
+    [[nodiscard]] Expected<std::optional<std::string>> readText(const std::string& name,
+                                                                std::uint64_t maxBytes) const override
+    {
+        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        if (!text) {
+            if (notFound(text.error())) {
+                return std::optional<std::string>();
+            }
+            return named(text.error(), pathOf(name), client_->redactor());
+        }
+        return std::optional<std::string>(std::move(*text));
+    }
+
+    [[nodiscard]] Expected<std::optional<CheckpointPtr>> open(const std::string& name) const override
+    {
+        const std::lock_guard lock(mutex_);
+        if (auto it = opened_.find(name); it != opened_.end()) {
+            return it->second;
+        }
+        auto c = openFile(client_, base_ + name, pathOf(name), options_);
+        Expected<std::optional<CheckpointPtr>> result = std::optional<CheckpointPtr>();
+        if (c) {
+            result = std::optional<CheckpointPtr>(*c);
+        } else if (!notFound(c.error())) {
+            result = c.error();
+        }
+        opened_.emplace(name, result);
+        return result;
+    }
+
+    [[nodiscard]] std::string pathOf(const std::string& name) const override { return shownBase_ + name; }
+
+private:
+    std::shared_ptr<HttpClient> client_;
+    std::string base_;
+    std::string shownBase_;
+    RemoteOptions options_;
+    mutable std::mutex mutex_;
+    // Each shard is opened once: its metadata stays in its image, and its storages read from there.
+    mutable std::map<std::string, Expected<std::optional<CheckpointPtr>>> opened_;
+};
+
+std::string parentOf(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+}  // namespace
+
+Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                 const RemoteOptions& options)
+{
+    const std::string endpoint = hubEndpoint();
+    auto loc = parseLocation(input, endpoint);
+    if (!loc) {
+        return loc.error();
+    }
+    Credentials creds;
+    creds.hubOrigin = originOf(endpoint);
+    creds.hubToken = findHubToken();
+    if (creds.hubToken) {
+        creds.redactor.add(*creds.hubToken);
+    }
+    for (const auto& line : extraHeaders) {
+        auto h = parseHeader(line);
+        if (!h) {
+            return h.error();
+        }
+        creds.redactor.add(h->value);
+        // "Bearer TOKEN": the token alone is the secret too, wherever it would show.
+        if (const auto sp = h->value.rfind(' '); sp != std::string::npos) {
+            creds.redactor.add(h->value.substr(sp + 1));
+        }
+        creds.headers.push_back(std::move(*h));
+    }
+    creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
+    const Redactor redactor = creds.redactor;
+    auto client = std::make_shared<HttpClient>(std::move(creds), options.http, options.stats);
+
+    std::string shown = input;
+    if (loc->scheme == Scheme::HubRepo) {
+        auto name = repositoryFile(*client, *loc);
+        if (!name) {
+            return named(name.error(), input, redactor);
+        }
+        loc->path = *name;
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
+        shown = input + "/" + *name;
+    }
+    RemoteInput out;
+    if (fileNameOf(loc->url).ends_with(".index.json")) {
+        // A sharded set: the shards lie beside the index.
+        const std::string base = loc->scheme == Scheme::Http
+                                     ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
+                                     : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
+        auto files = std::make_shared<RemoteSetFiles>(client, base, redactor.apply(parentOf(shown)), options);
+        auto set = sharded::openSet(files, fileNameOf(loc->url), redactor.apply(input));
+        if (!set) {
+            return named(set.error(), input, redactor);
+        }
+        auto view = sharded::viewOf(*set);
+        out.checkpoint =
+            view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+        out.set = std::move(*set);
+        return out;
+    }
+    auto c = openFile(client, loc->url, shown, options);
+    if (!c) {
+        return c.error();
+    }
+    out.checkpoint = *c;
+    return out;
+}
+
+Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                        const RemoteOptions& options)
+{
+    auto r = openRemote(input, extraHeaders, options);
+    if (!r) {
+        return r.error();
+    }
+    return r->checkpoint;
 }
 
 }  // namespace ckpt::remote

@@ -6,6 +6,7 @@
 //   that is no storage (`data.pkl`, `byteorder`, `.format_version`, ...) in merged ranges;
 // - safetensors: a head range (the 8-byte length and, usually, the header), then the rest of the
 //   header if it is longer;
+// - a sharded set: its index, then each shard as above;
 // - any other format (legacy, tar, gzip-wrapped): the whole file, up to RemoteOptions::wholeFileLimit.
 //
 // The format readers then parse the sparse image (remote_file.h) as they parse a mapped file. A
@@ -17,8 +18,10 @@
 
 #include "checkpoint/checkpoint.h"
 #include "remote/http_client.h"
+#include "sharded/sharded.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,8 +33,21 @@ struct RemoteOptions {
     std::uint64_t wholeFileLimit = std::uint64_t{4} << 30;
 };
 
+// What a remote input opened as: one file, or a Hugging Face sharded set (a repository whose
+// weights are sharded, or a `*.index.json` named), whose index is fetched, then each shard's header
+// or directory; `checkpoint` is then the set opened as one (sharded/set_view.h).
+struct RemoteInput {
+    // A set that reads but cannot be opened as one checkpoint (a tensor no consolidation writes)
+    // holds the reason here, as sharded::viewOf gives it.
+    Expected<CheckpointPtr> checkpoint = CheckpointPtr();
+    std::optional<sharded::ShardedSet> set;
+};
+
 // Opens `input` (see location.h); `extraHeaders` are --header lines ("Name: value"), sent to the
 // input's own host only. Errors are one line naming the input, credentials redacted.
+Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                 const RemoteOptions& options);
+// openRemote()'s checkpoint.
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
                                         const RemoteOptions& options);
 

@@ -7,4 +7,4 @@ ckptscope_core_library(ckptscope_remote
 # The one path from a remote input to a Checkpoint (open_remote.h).
 ckptscope_core_library(ckptscope_remote_open
     SOURCES remote/open_remote.cpp
-    DEPS ckptscope_remote ckptscope_checkpoint ckptscope_archive nlohmann_json::nlohmann_json)
+    DEPS ckptscope_remote ckptscope_checkpoint ckptscope_archive ckptscope_sharded nlohmann_json::nlohmann_json)

@@ -99,6 +99,24 @@ inline bool makeServedTree(const QString& root, const QStringList& files)
                  QFile::link(f, root + QStringLiteral("/cdn/org/repo/v1/model.safetensors"));
         }
     }
+    // Every Hugging Face sharded set of the fixtures under files/sets/NAME/, and hf_st as the
+    // repository org/sharded (whose API listing names its index and shards).
+    const QDir sets(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/sharded"));
+    ok = ok && d.mkpath(QStringLiteral("files/sets")) && d.mkpath(QStringLiteral("cdn/org/sharded")) &&
+         d.mkpath(QStringLiteral("api/models/org/sharded/revision"));
+    for (const auto& name : sets.entryList({QStringLiteral("hf_*")}, QDir::Dirs | QDir::NoDotAndDotDot)) {
+        ok = ok && QFile::link(sets.filePath(name), root + QStringLiteral("/files/sets/") + name);
+    }
+    ok = ok && QFile::link(sets.filePath(QStringLiteral("hf_st")), root + QStringLiteral("/cdn/org/sharded/main"));
+    {
+        QByteArray listing = R"({"id": "org/sharded", "siblings": [)";
+        const auto names = QDir(sets.filePath(QStringLiteral("hf_st"))).entryList(QDir::Files);
+        for (int i = 0; i < names.size(); ++i) {
+            listing += (i ? ", " : "") + QByteArray(R"({"rfilename": ")") + names[i].toUtf8() + "\"}";
+        }
+        QFile api(root + QStringLiteral("/api/models/org/sharded/revision/main"));
+        ok = ok && api.open(QIODevice::WriteOnly) && api.write(listing + "]}") > 0;
+    }
     for (const char* rev : {"main", "v1"}) {
         QFile api(root + QStringLiteral("/api/models/org/repo/revision/") + QString::fromLatin1(rev));
         ok = ok && api.open(QIODevice::WriteOnly) &&

@@ -102,6 +102,52 @@ private Q_SLOTS:
         }
     }
 
+    // Every Hugging Face sharded set of the fixtures, named by its index's URL: check's findings
+    // (the set's own and the consolidated model's) as for the set on disk, at most 2 requests per
+    // shard plus the index and config.json.
+    void setsEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/sharded"));
+        const auto names = sets.entryList({QStringLiteral("hf_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 5);
+        for (const auto& name : names) {
+            const QDir dir(sets.filePath(name));
+            const auto index = dir.entryList({QStringLiteral("*.index.json")}, QDir::Files).value(0);
+            const auto shards = dir.entryList({QStringLiteral("*.bin"), QStringLiteral("*.safetensors")}, QDir::Files);
+            const QString u = url(QStringLiteral("/files/sets/") + name + QStringLiteral("/") + index);
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir.filePath(index)});
+            const auto remote = cli({QStringLiteral("check"), QStringLiteral("--json"), u});
+            QVERIFY2(remote.rc == local.rc, qPrintable(name + QStringLiteral(": ") + QString::fromUtf8(remote.err)));
+            QByteArray l = local.out;
+            l.replace(dir.filePath(index).toUtf8(), "INDEX").replace(dir.path().toUtf8(), "SET");
+            QByteArray r = remote.out;
+            r.replace(u.toUtf8(), "INDEX").replace(url(QStringLiteral("/files/sets/") + name).toUtf8(), "SET");
+            const auto lf = QJsonDocument::fromJson(l).object().value(QStringLiteral("findings")).toArray();
+            const auto rf = QJsonDocument::fromJson(r).object().value(QStringLiteral("findings")).toArray();
+            QVERIFY2(rf == lf, qPrintable(name + QStringLiteral("\n") + QString::fromUtf8(r)));
+            if (remote.rc != 2) {
+                const auto requests = QJsonDocument::fromJson(remote.out)
+                                          .object()
+                                          .value(QStringLiteral("remote"))
+                                          .toObject()
+                                          .value(QStringLiteral("requests"))
+                                          .toInt();
+                QVERIFY2(requests <= 2 * static_cast<int>(shards.size()) + 2, qPrintable(name));
+            }
+        }
+        // A repository whose weights are sharded opens as its set, through the Hub API.
+        const auto repo = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/sharded")});
+        QVERIFY2(repo.rc == 0, repo.err.constData());
+        QVERIFY(repo.out.contains("sharded checkpoint"));
+        QTemporaryDir out;
+        const auto w = cli({QStringLiteral("convert"), QStringLiteral("hf://org/sharded"), QStringLiteral("-o"),
+                            out.filePath(QStringLiteral("o.pt"))});
+        QVERIFY2(w.rc == 0, w.err.constData());
+        const auto d =
+            cli({QStringLiteral("diff"), out.filePath(QStringLiteral("o.pt")), sets.filePath(QStringLiteral("hf_st"))});
+        QVERIFY2(d.rc == 0, d.out.constData());
+    }
+
     void inspectRequests()
     {
         const auto r = cli({QStringLiteral("inspect"), QStringLiteral("--json"), url(QStringLiteral("/files/big.pt"))});
