@@ -3,8 +3,9 @@
 
 Writes, once, under WORKDIR: a 1 GiB torch zip (512 float32 tensors of 2 MiB, as torch.save
 writes it) and a 20-shard safetensors set (16 MiB per shard, with its index). Then measures:
-  - bytes and requests of `inspect`, `check` and `check --values` of the 1 GiB file, and of
-    `check` of each of the 20 shards (the `remote` member of --json);
+  - bytes and requests of `inspect`, `check` and `check --values` of the 1 GiB file, of `check`
+    of each of the 20 shards, and of `check`/`inspect` of the set by its index URL (the `remote`
+    member of --json);
   - wall time of the same with 50 ms added to every request (a delaying proxy in front of nginx),
     against downloading the whole file first with `curl -o` through the same proxy.
 Usage: bench.py BUILD_DIR [WORKDIR]   (prints a Markdown table and the ratios)
@@ -108,6 +109,10 @@ def main():
             wall, b, r = remote_of(cli, ["check", n.url("set/" + s)])
             tb, tr, worst, wall_all = tb + b, tr + r, max(worst, r), wall_all + wall
         rows.append(("check each of 20 shards", tb, tr, shard_bytes, wall_all))
+        wall, b, r = remote_of(cli, ["check", n.url("set/model.safetensors.index.json")])
+        rows.append(("check the 20-shard set (its index URL)", b, r, shard_bytes, wall))
+        wall, b, r = remote_of(cli, ["inspect", n.url("set/model.safetensors.index.json")])
+        rows.append(("inspect the 20-shard set", b, r, shard_bytes, wall))
     finally:
         n.close()
 
@@ -132,6 +137,7 @@ def main():
 
         t_curl = best(download_then_inspect, 2)
         t_shards = best(lambda: sum(run([cli, "check", d.url("set/" + s)])[0] for s in shards), 2)
+        t_set = best(lambda: run([cli, "check", d.url("set/model.safetensors.index.json")])[0])
 
         def download_shards():
             total = 0.0
@@ -154,6 +160,8 @@ def main():
     print("| check 1 GiB torch zip | %.3f s | %.3f s | %.0fx |" % (t_check, t_curl, t_curl / t_check))
     print("| check 20 shards one by one | %.3f s | %.3f s (download only) | %.1fx |"
           % (t_shards, t_curl_shards, t_curl_shards / t_shards))
+    print("| check the 20-shard set | %.3f s | %.3f s (download only) | %.1fx |"
+          % (t_set, t_curl_shards, t_curl_shards / t_set))
 
 
 def fmt(n):
