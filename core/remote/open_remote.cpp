@@ -59,7 +59,6 @@ public:
     struct Entry {
         std::uint64_t dataOffset = 0;
         std::uint64_t localHeader = 0;
-        std::uint64_t nameLength = 0;
         bool zip = false;  // the offset is assumed until the local header is read
     };
     RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries)
@@ -372,7 +371,6 @@ Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, cons
         auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
         entries[i].dataOffset = s.fileOffset;
         entries[i].localHeader = s.localHeader;
-        entries[i].nameLength = s.record.size();
         entries[i].zip = c->format == Format::TorchZip && !s.record.empty() && !file->holds(s.localHeader, kLocalSize);
         if (assemble && s.present && !s.compressed) {
             s.assembled = true;

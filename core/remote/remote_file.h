@@ -12,6 +12,7 @@
 #include "util/bytes.h"
 #include "util/error.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -66,7 +67,7 @@ private:
     std::byte* image_ = nullptr;
     std::size_t mapped_ = 0;
     std::map<std::uint64_t, std::uint64_t> held_;  // start -> end of the ranges the image holds
-    std::uint64_t cached_ = 0;                     // bytes the block cache added
+    std::atomic<std::uint64_t> cached_{0};         // bytes the block cache added
     mutable std::mutex mutex_;
 };
 
