@@ -14,6 +14,8 @@ Serves FILE (a real checkpoint) under paths that each break one rule:
   /truncated/F     Content-Length as asked, half the bytes, then the connection closes
   /status-500/F    always 500;  /status-429/F: 429 twice, then good
   /need-token/F    401 unless `Authorization: Bearer secret`; logs every Authorization it saw
+  http://127.0.0.1:PORT/...  as a forward proxy (absolute-form requests), to loopback only,
+                   logging each URL to $HOSTILE_PROXY_LOG
 Prints its port on stdout, then serves until stdin closes.
 """
 import http.server
@@ -72,12 +74,39 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body if body_cut is None else body[:body_cut])
 
     def do_GET(self):
+        if self.path.startswith("http://"):
+            return self.proxy()
         parts = self.path.split("/")
         kind = parts[1] if len(parts) > 1 else ""
         try:
             self.route(kind)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def proxy(self):
+        """A forward proxy for http://127.0.0.1 only (the tests set http_proxy to it); logs each URL."""
+        import urllib.request
+        with open(os.environ.get("HOSTILE_PROXY_LOG", os.devnull), "a") as f:
+            f.write(self.path + "\n")
+        if not self.path.startswith("http://127.0.0.1:"):
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        req = urllib.request.Request(self.path, headers={k: v for k, v in self.headers.items()
+                                                         if k.lower() in ("range", "authorization")})
+        try:
+            resp = urllib.request.urlopen(req)
+        except urllib.error.HTTPError as e:
+            resp = e
+        body = resp.read()
+        self.send_response(resp.status if hasattr(resp, "status") else resp.code)
+        for k in ("Content-Range", "ETag", "Location"):
+            if resp.headers.get(k):
+                self.send_header(k, resp.headers[k])
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def route(self, kind):
         if kind == "good":

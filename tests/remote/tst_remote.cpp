@@ -79,6 +79,10 @@ private Q_SLOTS:
         qunsetenv("HF_TOKEN");
         qputenv("HF_HOME", tmp_.filePath(QStringLiteral("hf-home")).toUtf8());  // no login token
         qputenv("CKPTSCOPE_HTTP_TIMEOUT", "3");
+        // A proxy from the environment would take loopback requests elsewhere.
+        for (const char* v : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+            qunsetenv(v);
+        }
     }
 
     void locations()

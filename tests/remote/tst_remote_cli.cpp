@@ -75,6 +75,10 @@ private Q_SLOTS:
         qunsetenv("HF_TOKEN");
         qputenv("HF_HOME", tmp_.filePath(QStringLiteral("hf-home")).toUtf8());
         qputenv("CKPTSCOPE_HTTP_TIMEOUT", "3");
+        // A proxy from the environment would take loopback requests elsewhere.
+        for (const char* v : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+            qunsetenv(v);
+        }
     }
 
     void checkEqualsOnDisk()
@@ -281,6 +285,23 @@ private Q_SLOTS:
         QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
         QVERIFY(log.open(QIODevice::ReadOnly));
         QVERIFY(log.readAll().contains("\"GET /files/big.pt HTTP/2.0\""));
+    }
+
+    // http_proxy is honoured as curl honours it: every request goes through the proxy.
+    void proxyFromEnvironment()
+    {
+        LoopbackServer proxy;
+        const QString log = tmp_.filePath(QStringLiteral("proxy.log"));
+        qputenv("HOSTILE_PROXY_LOG", log.toUtf8());
+        QVERIFY(proxy.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        qputenv("http_proxy", proxy.url(QString()).toUtf8());
+        const auto r = cli({QStringLiteral("check"), url(QStringLiteral("/files/big.pt"))});
+        qunsetenv("http_proxy");
+        qunsetenv("HOSTILE_PROXY_LOG");
+        QVERIFY2(r.rc == 0, r.err.constData());
+        QFile f(log);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains(url(QStringLiteral("/files/big.pt")).toUtf8()));
     }
 
     void wholeRepository()
