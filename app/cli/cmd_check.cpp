@@ -52,6 +52,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (const auto done = parseCommand(app, args, "check", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
     if (!against.empty()) {
         opts.againstPath = against;
         if (RemoteSession::isRemote(against)) {

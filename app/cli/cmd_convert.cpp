@@ -338,6 +338,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (const auto done = parseCommand(app, args, "convert", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
     const bool isRemote = RemoteSession::isRemote(a.input);
     a.addPrefixGiven = app.count("--add-prefix") > 0;
     a.selectGiven = app.count("--select") > 0;

@@ -179,6 +179,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
     diff::Options opts = selectPaths(select);
     opts.rtol = rtol;
     opts.atol = atol;

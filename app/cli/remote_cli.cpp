@@ -1,10 +1,49 @@
 #include "cli/remote_cli.h"
 
+#include "cli/common.h"
 #include "remote/location.h"
 #include "remote/open_remote.h"
 #include "util/bytes.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <string_view>
+
 namespace ckpt::cli {
+
+// The progress line's state: shown after the first second, at most ten times a second.
+struct RemoteSession::Progress {
+    std::ostream* err = nullptr;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last;
+    std::mutex mutex;
+    bool shown = false;
+};
+
+void RemoteSession::showProgress(std::ostream& err)
+{
+    const char* force = std::getenv("CKPTSCOPE_PROGRESS");  // NOLINT(concurrency-mt-unsafe): before any thread
+    if (!stderrIsTerminal() && !(force != nullptr && std::string_view(force) == "1")) {
+        return;
+    }
+    progress_ = std::make_shared<Progress>();
+    progress_->err = &err;
+    stats_->progress = [p = progress_, stats = stats_.get()](std::uint64_t received) {
+        using namespace std::chrono_literals;
+        const auto now = std::chrono::steady_clock::now();
+        const std::lock_guard lock(p->mutex);
+        if (now - p->start < 1s || now - p->last < 100ms) {
+            return;
+        }
+        p->last = now;
+        p->shown = true;
+        // The cursor goes back to the line's start, so whatever is printed next (the summary, an
+        // error) writes over the progress line.
+        *p->err << "remote: " << humanBytes(received) << " read, " << stats->requests.load() << " requests"
+                << "\x1b[K\r" << std::flush;
+    };
+}
 
 void RemoteSession::addOptions(CLI::App& app)
 {
@@ -42,6 +81,9 @@ Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
 
 void RemoteSession::report(std::ostream& err) const
 {
+    if (progress_ && progress_->shown) {
+        err << "\x1b[K";
+    }
     if (!opened_) {  // a failure is its one error line alone
         return;
     }

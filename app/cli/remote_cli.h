@@ -20,6 +20,9 @@ class RemoteSession {
 public:
     // Adds the repeatable --header option to a command.
     void addOptions(CLI::App& app);
+    // A progress line on `err` (rewritten in place) once transfers pass a second: when stderr is a
+    // terminal, or CKPTSCOPE_PROGRESS=1 says to anyway. report() clears it.
+    void showProgress(std::ostream& err);
     [[nodiscard]] static bool isRemote(const std::string& input);
     // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
     Expected<remote::RemoteInput> openInput(const std::string& input);
@@ -40,6 +43,8 @@ private:
     std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
     bool used_ = false;
     bool opened_ = false;
+    struct Progress;
+    std::shared_ptr<Progress> progress_;
 };
 
 }  // namespace ckpt::cli

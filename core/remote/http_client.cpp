@@ -131,6 +131,8 @@ HttpOptions HttpOptions::fromEnvironment()
 struct HttpClient::Exchange {
     // Request side.
     const std::function<bool(Bytes)>* sink = nullptr;
+    const std::function<void(std::uint64_t)>* progress = nullptr;
+    std::uint64_t received = 0;  // the run's bytes before this exchange, then with its own
     long successStatus = kStatusPartial;
     // Checks the reply's status and headers before its first body byte; sets bodyLimit.
     std::function<std::optional<Error>(Exchange&)> onHeaders;
@@ -219,6 +221,10 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         return 0;
     }
     x.delivered += len;
+    if (x.progress != nullptr && *x.progress) {
+        x.received += len;
+        (*x.progress)(x.received);
+    }
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): curl's char buffer as bytes
     if (x.sink != nullptr && !(*x.sink)(Bytes(reinterpret_cast<const std::byte*>(data), len))) {
         x.abort = makeError(ErrorCode::Cancelled, "cancelled");
@@ -417,6 +423,8 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
     const std::lock_guard lock(mutex_);
     Exchange x;
     x.sink = &sink;
+    x.progress = &stats_->progress;
+    x.received = stats_->bytesRead.load(std::memory_order_relaxed);
     x.successStatus = kStatusPartial;
     std::optional<ContentRange> got;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {

@@ -4,6 +4,7 @@
 Serves ROOT with range requests on two free ports:
   PORT   /files/NAME                        ROOT/files/NAME
          /private/NAME                      ROOT/files/NAME, only with `Authorization: Bearer secret`
+         /slow/NAME                         ROOT/files/NAME at 16 MB/s
          /ORG/REPO/resolve/REV/PATH         302 to PORT2 /cdn/ORG/REPO/REV/PATH (the Hub's redirect to its CDN)
          /gated/REPO/resolve/REV/PATH       401 with the Hub's X-Error-Message unless `Bearer hf_secret`
          /api/models/ORG/REPO/revision/REV  ROOT/api/models/ORG/REPO/revision/REV (JSON)
@@ -53,6 +54,11 @@ http {{
         listen 127.0.0.1:{port};
         root {root};
         location /files/ {{ }}
+        # 16 MB/s: a storage read that lasts past a second (the progress line)
+        location /slow/ {{
+            limit_rate 16m;
+            alias {root}/files/;
+        }}
         location /private/ {{
             if ($http_authorization != "Bearer secret") {{ return 401; }}
             alias {root}/files/;

@@ -304,6 +304,21 @@ private Q_SLOTS:
         QVERIFY(f.readAll().contains(url(QStringLiteral("/files/big.pt")).toUtf8()));
     }
 
+    // A transfer past a second shows a progress line (forced here: stderr is no terminal), which
+    // the summary then writes over.
+    void progressLine()
+    {
+        qputenv("CKPTSCOPE_PROGRESS", "1");
+        const auto r = cli({QStringLiteral("check"), QStringLiteral("--values"), url(QStringLiteral("/slow/big.pt"))});
+        qunsetenv("CKPTSCOPE_PROGRESS");
+        QCOMPARE(r.rc, 1);  // the NaN
+        QVERIFY2(r.err.contains(" read, ") && r.err.contains("\x1b[K\r"), r.err.constData());
+        QVERIFY(r.err.contains("\r\x1b[Kremote: ") && r.err.count('\n') == 1);  // one line in the end
+        const auto quiet =
+            cli({QStringLiteral("check"), QStringLiteral("--values"), url(QStringLiteral("/files/big.pt"))});
+        QVERIFY(!quiet.err.contains('\r'));  // not a terminal, not asked for
+    }
+
     void wholeRepository()
     {
         const auto r = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/repo")});
