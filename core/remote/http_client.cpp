@@ -132,6 +132,7 @@ struct HttpClient::Exchange {
     // Request side.
     const std::function<bool(Bytes)>* sink = nullptr;
     const std::function<void(std::uint64_t)>* progress = nullptr;
+    const std::stop_token* stop = nullptr;
     std::uint64_t received = 0;  // the run's bytes before this exchange, then with its own
     long successStatus = kStatusPartial;
     // Checks the reply's status and headers before its first body byte; sets bodyLimit.
@@ -233,6 +234,18 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
     return len;
 }
 
+// curl's progress callback, several times a second even while nothing arrives: a stop request
+// aborts the transfer.
+int onProgress(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/, curl_off_t /*ulnow*/)
+{
+    auto& x = *static_cast<HttpClient::Exchange*>(user);  // NOLINT: curl's void* contract
+    if (x.stop != nullptr && x.stop->stop_requested()) {
+        x.abort = makeError(ErrorCode::Cancelled, "cancelled");
+        return 1;
+    }
+    return 0;
+}
+
 }  // namespace
 
 HttpClient::HttpClient(Credentials credentials, HttpOptions options, std::shared_ptr<TransferStats> stats)
@@ -268,7 +281,11 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         return fail(ErrorCode::Internal, url, "libcurl could not be initialised");
     }
     long backoff = options_.backoffMs;
+    x.stop = &options_.stop;
     for (int attempt = 0;; ++attempt) {
+        if (options_.stop.stop_requested()) {
+            return fail(ErrorCode::Cancelled, url, "cancelled");
+        }
         x.reset();
         curl_easy_reset(c);
         std::array<char, CURL_ERROR_SIZE> errbuf{};
@@ -306,6 +323,11 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, onBody);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+        if (options_.stop.stop_possible()) {
+            curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, onProgress);
+            curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+        }
         stats_->requests.fetch_add(1, std::memory_order_relaxed);
         const CURLcode rc = curl_easy_perform(c);
         curl_slist_free_all(headers);

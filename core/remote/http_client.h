@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 namespace ckpt::remote {
@@ -32,6 +33,7 @@ struct HttpOptions {
     long backoffMs = 250;     // doubled at each retry
     int maxRedirects = 10;
     std::string caBundle;  // CA certificates to trust instead of the system's ($CURL_CA_BUNDLE, $SSL_CERT_FILE)
+    std::stop_token stop;  // a stop request ends the transfer in progress with Cancelled (the window's Cancel)
     // From the environment: CKPTSCOPE_HTTP_TIMEOUT (seconds, both timeouts), CKPTSCOPE_HTTP_RETRIES,
     // CURL_CA_BUNDLE or SSL_CERT_FILE.
     [[nodiscard]] static HttpOptions fromEnvironment();

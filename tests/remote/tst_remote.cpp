@@ -9,11 +9,15 @@
 #include "servers.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <stop_token>
+#include <thread>
 
 using ckpt::test::LoopbackServer;
 
@@ -285,6 +289,28 @@ private Q_SLOTS:
         QVERIFY(message.find('\n') == std::string::npos);
         // Bounded: an endless body costs at most what was asked for.
         QVERIFY2(o.stats->bytesRead.load() < (64U << 20), qPrintable(QString::number(o.stats->bytesRead.load())));
+    }
+
+    // A stop request (the window's Cancel) ends a stalled transfer at once with Cancelled.
+    void cancel()
+    {
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {tmp_.filePath(QStringLiteral("big/big.pt"))}));
+        std::stop_source stop;
+        ckpt::remote::RemoteOptions o;
+        o.http.lowSpeedTimeS = 60;
+        o.http.stop = stop.get_token();
+        QElapsedTimer t;
+        t.start();
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            stop.request_stop();
+        });
+        auto c = ckpt::remote::openRemoteInput(bad.url(QStringLiteral("/stall/big.pt")).toStdString(), {}, o);
+        canceller.join();
+        QVERIFY(!c);
+        QCOMPARE(c.error().code, ckpt::ErrorCode::Cancelled);
+        QVERIFY2(t.elapsed() < 5000, qPrintable(QString::number(t.elapsed())));
     }
 
     void retriesOn429()
