@@ -53,6 +53,12 @@ std::string relativeName(const std::string& name)
     return slash == std::string::npos ? name : name.substr(slash + 1);
 }
 
+// A stored record under data/: a storage, whose bytes are fetched only when read.
+bool storageRecord(const archive::ZipRecord& r)
+{
+    return relativeName(r.name).starts_with("data/") && r.method == 0;
+}
+
 // A storage's bytes, fetched when read.
 class RemoteStorages final : public StorageSource {
 public:
@@ -135,7 +141,10 @@ private:
             const std::uint64_t from = before < skip ? skip - before : 0;
             return sink(b.subspan(static_cast<std::size_t>(from)));
         };
-        auto r = file_->read(e.localHeader, headerLength + offset + length, together, chunk);
+        // Small pieces, so that a header that is not where assumed stops the request after its
+        // first piece rather than after the whole storage.
+        constexpr std::size_t kFirstPieces = std::size_t{64} << 10;
+        auto r = file_->read(e.localHeader, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
         if (r) {
             markChecked(storage);
             return true;
@@ -255,8 +264,7 @@ Expected<void> prepareZip(RemoteFile& file)
     }
     std::vector<std::pair<std::uint64_t, std::uint64_t>> wanted;
     for (const auto& r : zip->records()) {
-        const bool storage = relativeName(r.name).starts_with("data/") && r.method == 0;
-        if (!storage) {
+        if (!storageRecord(r)) {
             // The header, its name and extra (at most 64 KiB each), and the payload.
             const std::uint64_t slack = r.dataOffset - r.localHeaderOffset + kAlignment;
             wanted.emplace_back(r.localHeaderOffset, slack + r.compressedSize);
@@ -270,6 +278,17 @@ Expected<void> prepareZip(RemoteFile& file)
     auto again = archive::ZipReader::parse(file.image(), -1, assumed);
     if (!again) {
         return again.error();
+    }
+    // The fetched headers give the payloads' real offsets: a header longer than torch writes (a
+    // zip from another writer) moves its payload past what was fetched, which is fetched now.
+    wanted.clear();
+    for (const auto& r : again->records()) {
+        if (!storageRecord(r)) {
+            wanted.emplace_back(r.dataOffset, r.compressedSize);
+        }
+    }
+    if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
+        return ok;
     }
     auto* image = const_cast<std::byte*>(file.image().data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
     for (const auto& r : again->records()) {

@@ -128,7 +128,9 @@ inline bool makeServedTree(const QString& root, const QStringList& files)
 }
 
 // A 24 MiB torch zip (12 tensors of 2 MiB, one NaN) and a safetensors file of the same size,
-// written by real PyTorch, so that reads are partial (the fixtures are mostly under 64 KiB).
+// written by real PyTorch, so that reads are partial (the fixtures are mostly under 64 KiB); and
+// the zip rewritten by Python's zipfile (big_rezipped.pt: no 64-byte alignment, so no payload is
+// where a torch writer would put it).
 inline bool makeBigFiles(const QString& dir)
 {
     const QString script = QStringLiteral(R"(
@@ -146,6 +148,11 @@ for k, v in sd.items():
 h = json.dumps(hdr).encode()
 h += b' ' * ((8 - len(h) % 8) % 8)
 open(sys.argv[1] + '/big.safetensors', 'wb').write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+import zipfile
+with zipfile.ZipFile(sys.argv[1] + '/big.pt') as zin, \
+        zipfile.ZipFile(sys.argv[1] + '/big_rezipped.pt', 'w', zipfile.ZIP_STORED) as zout:
+    for info in zin.infolist():
+        zout.writestr(info.filename, zin.read(info.filename))
 )");
     QProcess p;
     p.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"), script, dir});

@@ -76,7 +76,8 @@ private Q_SLOTS:
         }
         QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
         QStringList served = fixtures_;
-        served << big + QStringLiteral("/big.pt") << big + QStringLiteral("/big.safetensors");
+        served << big + QStringLiteral("/big.pt") << big + QStringLiteral("/big.safetensors")
+               << big + QStringLiteral("/big_rezipped.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
@@ -188,6 +189,7 @@ private Q_SLOTS:
         QTest::addColumn<int>("maxRequests");
         QTest::newRow("torch zip") << QStringLiteral("big.pt") << 4;
         QTest::newRow("safetensors") << QStringLiteral("big.safetensors") << 2;
+        QTest::newRow("zip from Python's zipfile") << QStringLiteral("big_rezipped.pt") << 4;
     }
     void partialReads()
     {

@@ -68,7 +68,8 @@ private Q_SLOTS:
         }
         QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
         QStringList served = fixtures_;
-        served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors");
+        served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
+               << big_ + QStringLiteral("/big_rezipped.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
@@ -84,7 +85,8 @@ private Q_SLOTS:
     void checkEqualsOnDisk()
     {
         QStringList files = fixtures_;
-        files << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors");
+        files << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
+              << big_ + QStringLiteral("/big_rezipped.pt");
         for (const auto& f : std::as_const(files)) {
             const QString name = QFileInfo(f).fileName();
             const QString u = url(QStringLiteral("/files/") + name);
@@ -171,6 +173,8 @@ private Q_SLOTS:
         QTest::newRow("torch zip") << url(QStringLiteral("/files/big.pt")) << big_ + QStringLiteral("/big.pt");
         QTest::newRow("safetensors") << url(QStringLiteral("/files/big.safetensors"))
                                      << big_ + QStringLiteral("/big.safetensors");
+        QTest::newRow("zip from Python's zipfile")
+            << url(QStringLiteral("/files/big_rezipped.pt")) << big_ + QStringLiteral("/big_rezipped.pt");
         QTest::newRow("hf:// through the redirect")
             << QStringLiteral("hf://org/model/big.pt") << big_ + QStringLiteral("/big.pt");
         QTest::newRow("legacy fixture") << url(QStringLiteral("/files/legacy_sd.pt"))
