@@ -5,11 +5,14 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
+#include "cli/set_text.h"
 #include "cli/sharded_cli.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/report.h"
 
 #include <ostream>
+#include <sstream>
 
 namespace ckpt::cli {
 
@@ -38,27 +41,55 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
                    "key path of the state dict to compare (default: the root if it is one, else state_dict, model, "
                    "model_state_dict or net)")
         ->needs(againstOpt);
+    RemoteSession remote;
+    remote.addOptions(app);
     app.footer("Examples:\n"
                "  ckptscope check model.pt\n"
+               "  ckptscope check hf://ORG/REPO/pytorch_model.bin   (fetches only the pickle)\n"
                "  ckptscope check --json --values model.pt\n"
                "  ckptscope check last.ckpt --against model_keys.txt --select state_dict\n"
                "Exit codes: 0 nothing to warn about, 1 warnings or errors found, 2 a file could not be read.");
     if (const auto done = parseCommand(app, args, "check", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
     if (!against.empty()) {
         opts.againstPath = against;
+        if (RemoteSession::isRemote(against)) {
+            auto ref = remote.open(against);
+            if (!ref) {
+                printError(err, ref.error(), against);
+                return kExitBadInput;
+            }
+            opts.againstCheckpoint = *ref;
+        }
     }
     if (!select.empty()) {
         opts.againstSelect = select;
     }
-    if (!fileOnly) {
+    const bool isRemote = RemoteSession::isRemote(file);
+    if (!fileOnly && !isRemote) {
         if (const auto rc = checkSet(file, json, opts, out, err)) {
             return *rc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
         }
     }
 
-    auto ck = openCheckpoint(file);
+    Expected<CheckpointPtr> ck = CheckpointPtr();
+    if (isRemote) {
+        auto in = remote.openInput(file);
+        if (in && in->set) {  // a sharded set over HTTP: its own findings and its view's, as a local set's
+            std::ostringstream report;
+            const int rc = checkSetView(file, in->set->findings, in->checkpoint, opts, in->set->dir, json, report, err);
+            out << (json ? remote.withJson(report.str()) : report.str());
+            if (!json && rc != kExitBadInput) {
+                remote.report(err);
+            }
+            return rc;
+        }
+        ck = in ? in->checkpoint : Expected<CheckpointPtr>(in.error());
+    } else {
+        ck = openCheckpoint(file);
+    }
     if (!ck) {
         printError(err, ck.error());
         return kExitBadInput;
@@ -68,7 +99,12 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         printError(err, findings.error(), file);
         return exitCodeFor(findings.error().code);
     }
-    out << (json ? diagnose::renderJson(*findings, file) : diagnose::renderText(*findings, file));
+    if (json) {
+        out << remote.withJson(diagnose::renderJson(*findings, file));
+    } else {
+        out << diagnose::renderText(*findings, file);
+        remote.report(err);
+    }
     return diagnose::findingsExitCode(*findings);
 }
 

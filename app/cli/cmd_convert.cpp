@@ -6,6 +6,7 @@
 #include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "sharded/dcp_write.h"
 #include "sharded/split.h"
@@ -332,9 +333,13 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
+    RemoteSession remote;
+    remote.addOptions(app);
     if (const auto done = parseCommand(app, args, "convert", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
+    const bool isRemote = RemoteSession::isRemote(a.input);
     a.addPrefixGiven = app.count("--add-prefix") > 0;
     a.selectGiven = app.count("--select") > 0;
     if (a.output.empty() && !a.dryRun) {
@@ -356,7 +361,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // an output, however the set was named (folder, index, shard) and whatever the edits: the
     // input-is-output check below sees only what was named. A folder output (a split, a
     // DCP folder) is checked by the writer: it takes no folder already holding a set's files.
-    if (!a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
+    if (!isRemote && !a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
             printError(err, ok.error());
             return kExitBadInput;
@@ -375,11 +380,13 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // `-o model.safetensors` asks for safetensors as --format does (makeOptions reads it the same).
     const std::string format =
         a.format.empty() && a.output.ends_with(".safetensors") ? std::string("safetensors") : a.format;
-    if (!a.fileOnly && !a.json) {
+    if (!isRemote && !a.fileOnly && !a.json) {
         noteSetOfFile(a.input, out);
     }
-    if (const auto rc = convertSet(a.input, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
-        return *rc;
+    if (!isRemote) {
+        if (const auto rc = convertSet(a.input, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
+            return *rc;
+        }
     }
     const std::string& source = a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
@@ -396,7 +403,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
 
-    auto ck = setSource.view ? Expected<CheckpointPtr>(*setSource.view) : openCheckpoint(source);
+    auto ck = setSource.view ? Expected<CheckpointPtr>(*setSource.view)
+                             : (isRemote ? remote.open(source) : openCheckpoint(source));
     if (!ck) {
         printError(err, ck.error());
         return exitCodeFor(ck.error().code);
@@ -463,12 +471,16 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (a.json) {
         doc["output"] = {{"path", written->path}, {"bytes", written->bytes}, {"notes", written->notes}};
+        if (remote.used()) {
+            doc["remote"] = {{"bytes_read", remote.bytesRead()}, {"requests", remote.requests()}};
+        }
         out << dumpJson(doc, 1) << '\n';
     } else {
         for (const auto& n : written->notes) {
             out << "note: " << displayText(n) << '\n';
         }
         out << "wrote " << displayText(written->path) << " (" << humanBytes(written->bytes) << ")\n";
+        remote.report(err);
     }
     return kExitOk;
 }

@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
 #include "diff/diff.h"
 #include "sharded/sharded.h"
 #include "util/json_text.h"
@@ -162,8 +163,11 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");
     app.add_option("--threads", threads, "threads comparing tensors (default: one per core)")
         ->check(CLI::Range(1U, 256U));
+    RemoteSession remote;
+    remote.addOptions(app);
     app.footer("Examples:\n"
                "  ckptscope diff epoch10.pt epoch20.pt\n"
+               "  ckptscope diff model.safetensors https://example.org/model.safetensors   (either side may be a URL)\n"
                "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
                "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --json\n"
                "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
@@ -175,6 +179,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
     diff::Options opts = selectPaths(select);
     opts.rtol = rtol;
     opts.atol = atol;
@@ -183,7 +188,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
     std::error_code ec;
     if (fileB.empty()) {
-        if (sharded::detectSet(fileA).kind != sharded::SetKind::None) {
+        if (!RemoteSession::isRemote(fileA) && sharded::detectSet(fileA).kind != sharded::SetKind::None) {
             err << "ckptscope diff: " << displayText(fileA)
                 << " is one sharded checkpoint; give a second checkpoint to compare it with\n";
             return kExitBadInput;
@@ -195,12 +200,22 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         }
         return diffRanks(fileA, opts, json, out, err);
     }
-    auto a = diff::openSide(fileA);
+    auto openSide = [&](const std::string& path) -> Expected<diff::Side> {
+        if (!RemoteSession::isRemote(path)) {
+            return diff::openSide(path);
+        }
+        auto c = remote.open(path);
+        if (!c) {
+            return c.error();
+        }
+        return diff::Side::of(std::move(*c));
+    };
+    auto a = openSide(fileA);
     if (!a) {
         printError(err, a.error(), fileA);
         return kExitBadInput;
     }
-    auto b = diff::openSide(fileB);
+    auto b = openSide(fileB);
     if (!b) {
         printError(err, b.error(), fileB);
         return kExitBadInput;
@@ -211,11 +226,14 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         return kExitBadInput;
     }
     if (json) {
-        out << diff::renderJson(*r, *a, *b);
+        out << remote.withJson(diff::renderJson(*r, *a, *b));
     } else if (summary) {
         out << diff::renderSummary(*r);
     } else {
         out << diff::renderText(*r, *a, *b, {.listEqual = listEqual});
+    }
+    if (!json) {
+        remote.report(err);
     }
     // Bytes that cannot be read make the answer unknown, not "different": a bad input.
     if (r->counts.unreadable > 0) {

@@ -9,13 +9,16 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
+#include "sharded/listing.h"
 #include "util/json_text.h"
 #include "util/printable.h"
 #include "util/shape_text.h"
 
 #include <algorithm>
 #include <ostream>
+#include <sstream>
 
 namespace ckpt::cli {
 namespace {
@@ -220,14 +223,18 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_option("--depth", depth, "show the text tree only down to this depth");
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
+    RemoteSession remote;
+    remote.addOptions(app);
     app.footer("Examples:\n"
                "  ckptscope inspect model.pt\n"
+               "  ckptscope inspect hf://openai-community/gpt2/model.safetensors   (reads only the header)\n"
                "  ckptscope inspect --json model.pt | jq '.totals.by_location'\n"
                "  ckptscope inspect --depth 1 'runs/*.ckpt'\n"
                "Exit codes: 0 read, 2 a file could not be read.");
     if (const auto done = parseCommand(app, args, "inspect", out, err)) {
         return *done;
     }
+    remote.showProgress(err);
 
     const auto files = expandInputs(inputs);
     const bool several = files.size() > 1;
@@ -237,12 +244,28 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     bool first = true;
     for (const auto& file : files) {
-        if (!several && !fileOnly) {
+        const bool isRemote = RemoteSession::isRemote(file);
+        if (!several && !fileOnly && !isRemote) {
             if (const auto setRc = inspectSet(file, json, out, err)) {
                 return *setRc;  // a folder, index or shard of a multi-file checkpoint (core/sharded)
             }
         }
-        auto ck = openCheckpoint(file);
+        Expected<CheckpointPtr> ck = CheckpointPtr();
+        if (isRemote) {
+            auto in = remote.openInput(file);
+            if (in && in->set && !several) {  // a sharded set over HTTP: listed as a local set is
+                std::ostringstream listing;
+                printSet(sharded::listingOf(*in->set), file, json, listing);
+                out << (json ? remote.withJson(listing.str()) : listing.str());
+                if (!json) {
+                    remote.report(err);
+                }
+                return kExitOk;
+            }
+            ck = in ? in->checkpoint : Expected<CheckpointPtr>(in.error());
+        } else {
+            ck = openCheckpoint(file);
+        }
         if (!ck) {
             printError(err, ck.error());
             rc = kExitBadInput;
@@ -256,6 +279,10 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
         first = false;
         if (!ck) {
             out << dumpJson(errorJson(ck.error()));
+        } else if (json && isRemote) {
+            std::ostringstream one;
+            writeInspectJson(**ck, one);
+            out << remote.withJson(one.str());
         } else if (json) {
             writeInspectJson(**ck, out);
         } else {
@@ -264,6 +291,8 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (json) {
         out << (several ? "\n]}\n" : (first ? "" : "\n"));
+    } else {
+        remote.report(err);
     }
     return rc;
 }

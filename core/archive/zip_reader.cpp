@@ -386,6 +386,20 @@ LocalScan scanLocalRecord(Bytes f, std::uint64_t at)
 
 Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
 {
+    return parse(file, fd, DataOffsetHook{});
+}
+
+Expected<ZipReader::Directory> ZipReader::directory(Bytes file)
+{
+    auto end = readEnd(file);
+    if (!end) {
+        return std::move(end.error());
+    }
+    return Directory{end->cdOffset, end->cdSize, end->entries};
+}
+
+Expected<ZipReader> ZipReader::parse(Bytes file, int fd, const DataOffsetHook& dataOffset)
+{
     auto end = readEnd(file);
     if (!end) {
         if (end.error().code == ErrorCode::Truncated) {
@@ -435,12 +449,16 @@ Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
         if (!fits(lh, kLocalSize, info.cdOffset)) {
             return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
         }
-        const auto local = localHeaderAt(file, fd, lh, previousHeader);
-        const Bytes l(local.data(), local.size());
-        if (u32(l, 0) != kLocalSig) {
-            return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
+        if (const auto given = dataOffset ? dataOffset(r) : std::nullopt) {
+            r.dataOffset = *given;
+        } else {
+            const auto local = localHeaderAt(file, fd, lh, previousHeader);
+            const Bytes l(local.data(), local.size());
+            if (u32(l, 0) != kLocalSig) {
+                return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
+            }
+            r.dataOffset = lh + kLocalSize + u16(l, 26) + u16(l, 28);
         }
-        r.dataOffset = lh + kLocalSize + u16(l, 26) + u16(l, 28);
         if (!fits(r.dataOffset, r.compressedSize, info.cdOffset)) {
             return corrupt("data of \"" + r.name + "\" (" + std::to_string(r.compressedSize) +
                                " bytes) runs past the start of the central directory",

@@ -41,6 +41,8 @@ struct Reference {
 // carrying "path"/"key" and "shape", or an object mapping keys to shapes), or text lines
 // `key shape` (`fc.weight 4,3`, `fc.weight [4, 3]`, `fc.weight torch.Size([4, 3])`).
 Expected<Reference> loadReference(const std::string& path);
+// A checkpoint opened already (a remote one, core/remote) as the reference, named `path`.
+Expected<Reference> referenceOf(const Checkpoint& ckpt, const std::string& path);
 
 // The state dict of a checkpoint: `select` when given, else the root when it is state-dict-like,
 // else `state_dict`, `model`, `model_state_dict` or `net` under the root, else a pickled module's

@@ -43,7 +43,8 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
         }
     }
     if (opts.againstPath) {
-        auto ref = loadReference(*opts.againstPath);
+        auto ref = opts.againstCheckpoint ? referenceOf(*opts.againstCheckpoint, *opts.againstPath)
+                                          : loadReference(*opts.againstPath);
         if (!ref) {
             return ref.error();
         }

@@ -5,6 +5,7 @@
 #include "checkpoint/checkpoint.h"
 #include "transform/options.h"
 
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -27,6 +28,8 @@ struct Finding {
 struct CheckOptions {
     bool values = false;                     // read tensor data (nonfinite-values)
     std::optional<std::string> againstPath;  // --against REF
+    // --against a checkpoint opened by the caller (a remote one); `againstPath` names it then.
+    std::shared_ptr<const Checkpoint> againstCheckpoint;
     std::optional<std::string> againstSelect;
 };
 

@@ -351,6 +351,19 @@ Expected<KeySet> stateDictKeys(const Checkpoint& ckpt, const std::optional<std::
                  {}};
 }
 
+Expected<Reference> referenceOf(const Checkpoint& ckpt, const std::string& path)
+{
+    auto keys = stateDictKeys(ckpt, std::nullopt);
+    if (!keys) {
+        return keys.error();
+    }
+    Reference ref;
+    ref.path = path;
+    ref.kind = ReferenceKind::Checkpoint;
+    ref.keys = std::move(*keys);
+    return ref;
+}
+
 Expected<Reference> loadReference(const std::string& path)
 {
     auto mapped = MappedFile::open(path);
@@ -379,13 +392,7 @@ Expected<Reference> loadReference(const std::string& path)
     }
     auto ckpt = openCheckpoint(path);
     if (ckpt) {
-        auto keys = stateDictKeys(**ckpt, std::nullopt);
-        if (!keys) {
-            return keys.error();
-        }
-        ref.kind = ReferenceKind::Checkpoint;
-        ref.keys = std::move(*keys);
-        return ref;
+        return referenceOf(**ckpt, path);
     }
     const auto head = text.substr(0, 4096);
     if (head.find('\0') != std::string_view::npos || text.empty()) {

@@ -47,12 +47,19 @@ struct Index {           // NOLINT(bugprone-exception-escape)
     std::vector<std::pair<std::string, nlohmann::json>> weightMap;
 };
 
+Expected<Index> parseIndex(const std::string& text);
+
 Expected<Index> readIndex(const std::string& path)
 {
     auto text = readSmallFile(path, kMaxIndexBytes);
     if (!text) {
         return text.error();
     }
+    return parseIndex(*text);
+}
+
+Expected<Index> parseIndex(const std::string& text)
+{
     using Event = nlohmann::json::parse_event_t;
     Index index;
     bool inMap = false;  // reading the top-level "weight_map"'s members
@@ -77,7 +84,7 @@ Expected<Index> readIndex(const std::string& path)
         }
         return true;
     };
-    auto parsed = parseJsonText<nlohmann::json>(*text, "the index", takeWeightMap);
+    auto parsed = parseJsonText<nlohmann::json>(text, "the index", takeWeightMap);
     if (!parsed) {
         return parsed.error();
     }
@@ -154,6 +161,22 @@ Expected<std::vector<ShardScan>> scanShards(ShardedSet& set)
     std::vector<ShardScan> scans(set.shardFiles.size());
     for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
         const auto& file = set.shardFiles[i];
+        if (set.files) {
+            set.shardPaths.push_back(set.files->pathOf(file));
+            set.shardFormats.push_back(Format::TorchZip);
+            set.shardIdentities.emplace_back();
+            auto ck = set.files->open(file);
+            if (!ck) {
+                set.shardErrors.push_back(ck.error().message);
+            } else if (!*ck) {
+                set.shardErrors.emplace_back("missing");
+            } else {
+                set.shardErrors.emplace_back();
+                set.shardFormats.back() = (**ck)->format;
+                scans[i] = scanShard(***ck, static_cast<std::uint32_t>(i), file);
+            }
+            continue;
+        }
         auto member = memberOfFolder(set.dir, file, entry);
         if (!member) {
             return member.error();
@@ -269,9 +292,18 @@ struct HeadConfig {
     bool hasHead = false;
     bool tied = true;
 };
-std::optional<HeadConfig> headConfig(const std::string& dir)
+std::optional<HeadConfig> headConfig(const ShardedSet& set)
 {
-    auto text = readSmallFile((fs::path(dir) / "config.json").string(), kMaxIndexBytes);
+    Expected<std::string> text = std::string();
+    if (set.files) {
+        auto remote = set.files->readText("config.json", kMaxIndexBytes);
+        if (!remote || !*remote) {
+            return std::nullopt;
+        }
+        text = std::move(**remote);
+    } else {
+        text = readSmallFile((fs::path(set.dir) / "config.json").string(), kMaxIndexBytes);
+    }
     auto parsed = text ? parseJsonText<nlohmann::json>(*text, "config.json") : Expected<nlohmann::json>(text.error());
     if (!parsed || !parsed->is_object()) {
         return std::nullopt;
@@ -307,7 +339,7 @@ std::vector<TiedPair> tiedWeightFindings(ShardedSet& set)
     if (!safetensors) {
         return tied;
     }
-    const auto config = headConfig(set.dir);
+    const auto config = headConfig(set);
     if (!config || !config->hasHead) {
         return tied;
     }
@@ -420,6 +452,18 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
         e.path = path;
         return e;
     }
+    if (files) {
+        auto ck = files->open(shardFiles.at(i));
+        if (!ck) {
+            return ck.error();
+        }
+        if (!*ck) {
+            Error e = makeError(ErrorCode::Io, "is gone");
+            e.path = path;
+            return e;
+        }
+        return **ck;
+    }
     return openShards->get(i, [&]() -> Expected<CheckpointPtr> {
         auto ck = openCheckpoint(path);
         auto identity = ck ? identityOfCheckpoint(**ck, path) : Expected<FileIdentity>(ck.error());
@@ -435,6 +479,21 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
 
 Expected<void> ShardedSet::checkUnchanged() const
 {
+    if (files) {
+        for (std::size_t i = 0; i < shardFiles.size(); ++i) {
+            if (!shardRead(i)) {
+                continue;
+            }
+            auto c = shard(i);
+            if (!c) {
+                return c.error();
+            }
+            if (auto same = (*c)->checkUnchanged(); !same) {
+                return same;
+            }
+        }
+        return {};
+    }
     for (const auto& c : openShards->cached()) {
         if (auto same = c->checkUnchanged(); !same) {
             return same;
@@ -467,6 +526,10 @@ std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
     }
     return names;
 }
+
+namespace {
+Expected<ShardedSet> readSet(ShardedSet set, const Index& parsed);
+}  // namespace
 
 Expected<ShardedSet> openSet(const SetLocation& loc)
 {
@@ -505,6 +568,44 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     set.kind = loc.kind;
     set.dir = loc.dir;
     set.indexPath = loc.index;
+    return readSet(std::move(set), *index);
+}
+
+Expected<ShardedSet> openSet(std::shared_ptr<const SetFiles> files, const std::string& indexName,
+                             const std::string& dir)
+{
+    const std::string indexPath = files->pathOf(indexName);
+    auto named = [&](Error e) {
+        e.path = indexPath;
+        return e;
+    };
+    auto text = files->readText(indexName, kMaxIndexBytes);
+    if (!text) {
+        return named(text.error());
+    }
+    if (!*text) {
+        return named(makeError(ErrorCode::Io, "does not exist"));
+    }
+    auto index = parseIndex(**text);
+    if (!index) {
+        return named(index.error());
+    }
+    ShardedSet set;
+    set.kind = SetKind::HuggingFace;
+    set.dir = dir;
+    set.indexPath = indexPath;
+    set.files = std::move(files);
+    return readSet(std::move(set), *index);
+}
+
+namespace {
+
+// The set an index describes, its shards read: the part of openSet() after the index, whichever
+// way its files are read.
+Expected<ShardedSet> readSet(ShardedSet set, const Index& parsed)
+{
+    const SetLocation loc{set.kind, set.dir, set.indexPath, {}};
+    const Index* index = &parsed;
     // A reference, never a copy: copying a JSON value recurses once per level of its nesting.
     static const nlohmann::json kNoMetadata;
     const auto found = index->doc.find("metadata");
@@ -581,5 +682,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     }
     return set;
 }
+
+}  // namespace
 
 }  // namespace ckpt::sharded

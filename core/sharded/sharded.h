@@ -76,6 +76,27 @@ struct SetTensor {
     StorageEntry storage;
 };
 
+// Where a Hugging Face set's files come from when they are not files of a local folder (a set
+// over HTTP, core/remote): its small text files (the index, config.json) and its shards, by the
+// names the index gives them.
+class SetFiles {
+public:
+    SetFiles() = default;
+    SetFiles(const SetFiles&) = delete;
+    SetFiles& operator=(const SetFiles&) = delete;
+    SetFiles(SetFiles&&) = delete;
+    SetFiles& operator=(SetFiles&&) = delete;
+    virtual ~SetFiles() = default;
+    // A file's text; nothing when it does not exist.
+    [[nodiscard]] virtual Expected<std::optional<std::string>> readText(const std::string& name,
+                                                                        std::uint64_t maxBytes) const = 0;
+    // A shard opened as a checkpoint, the same one each time it is asked for; nothing when it does
+    // not exist.
+    [[nodiscard]] virtual Expected<std::optional<CheckpointPtr>> open(const std::string& name) const = 0;
+    // How a file is named in messages and listings.
+    [[nodiscard]] virtual std::string pathOf(const std::string& name) const = 0;
+};
+
 struct ShardedSet {
     SetKind kind = SetKind::None;
     std::string dir;
@@ -104,10 +125,15 @@ struct ShardedSet {
     // Shards kept open between reads: a parsed checkpoint costs more than a mapping, so fewer.
     static constexpr std::size_t kOpenShards = 8;
     std::shared_ptr<MemberLru<Checkpoint>> openShards = std::make_shared<MemberLru<Checkpoint>>(kOpenShards);
+    // Set when the set's files are read through SetFiles rather than from `dir`.
+    std::shared_ptr<const SetFiles> files;
 };
 
 // Reads the set `loc` names. Unsupported for the formats only detected, naming them.
 Expected<ShardedSet> openSet(const SetLocation& loc);
+// Reads the Hugging Face set whose index is `indexName` among `files`; `dir` names the set.
+Expected<ShardedSet> openSet(std::shared_ptr<const SetFiles> files, const std::string& indexName,
+                             const std::string& dir);
 
 // Writes the consolidated state dict as one torch zip (what torch.save(dict) writes), streaming
 // one storage at a time from its shard. Refuses (Corrupt) an incomplete set before writing.

@@ -1,0 +1,50 @@
+// What every subcommand does with remote inputs (http(s) URLs, hf:// Hub locations): one session
+// per run that opens them through core/remote's one path (openRemoteInput), takes --header, and
+// says what the run fetched: one line on stderr, or a "remote" member in --json output.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "remote/http_client.h"
+#include "remote/open_remote.h"
+#include "util/error.h"
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace ckpt::cli {
+
+class RemoteSession {
+public:
+    // Adds the repeatable --header option to a command.
+    void addOptions(CLI::App& app);
+    // A progress line on `err` (rewritten in place) once transfers pass a second: when stderr is a
+    // terminal, or CKPTSCOPE_PROGRESS=1 says to anyway. report() clears it.
+    void showProgress(std::ostream& err);
+    [[nodiscard]] static bool isRemote(const std::string& input);
+    // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
+    Expected<remote::RemoteInput> openInput(const std::string& input);
+    // openInput()'s checkpoint (a set's view).
+    Expected<CheckpointPtr> open(const std::string& input);
+    [[nodiscard]] bool used() const { return used_; }
+    [[nodiscard]] std::uint64_t bytesRead() const { return stats_->bytesRead.load(); }
+    [[nodiscard]] std::uint64_t requests() const { return stats_->requests.load(); }
+    // "remote: 3 requests, 81.2 KiB read of 1.0 GiB" on `err`, once a remote input was opened.
+    void report(std::ostream& err) const;
+    // One JSON object's text with a "remote" member ({"bytes_read", "requests"}) added as its last,
+    // when a remote input was opened; unchanged otherwise.
+    [[nodiscard]] std::string withJson(std::string json) const;
+
+private:
+    std::vector<std::string> headers_;
+    std::shared_ptr<remote::TransferStats> stats_ = std::make_shared<remote::TransferStats>();
+    std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
+    bool used_ = false;
+    bool opened_ = false;
+    struct Progress;
+    std::shared_ptr<Progress> progress_;
+};
+
+}  // namespace ckpt::cli

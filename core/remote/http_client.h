@@ -1,0 +1,102 @@
+// The HTTP side of reading a remote file: range GETs with libcurl (HTTP/2 where the server offers
+// it, connections kept between requests), redirects followed one hop at a time (so credentials are
+// scoped to each hop's host, and a loop is seen), timeouts (connect, and a stall: below 1 KiB/s for
+// the low-speed time), retries with backoff on 429/5xx and failed connections, and proxies from the
+// environment as curl reads them.
+//
+// Every reply to a range request is checked before its bytes are trusted: 206 with a Content-Range
+// that is exactly the range asked for, the total size and ETag the first reply gave, and no more
+// and no fewer body bytes than the range; a server that ignores Range (200 and the whole body) is
+// cut off at once. Errors are one line, with every credential redacted.
+#pragma once
+
+#include "remote/credentials.h"
+#include "util/bytes.h"
+#include "util/error.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+namespace ckpt::remote {
+
+struct HttpOptions {
+    long connectTimeoutS = 20;
+    long lowSpeedTimeS = 30;  // a transfer under 1 KiB/s this long is a stall
+    int retries = 3;          // after the first try, on 429/5xx and failed connections
+    long backoffMs = 250;     // doubled at each retry
+    int maxRedirects = 10;
+    std::string caBundle;  // CA certificates to trust instead of the system's ($CURL_CA_BUNDLE, $SSL_CERT_FILE)
+    std::stop_token stop;  // a stop request ends the transfer in progress with Cancelled (the window's Cancel)
+    // From the environment: CKPTSCOPE_HTTP_TIMEOUT (seconds, both timeouts), CKPTSCOPE_HTTP_RETRIES,
+    // CURL_CA_BUNDLE or SSL_CERT_FILE.
+    [[nodiscard]] static HttpOptions fromEnvironment();
+};
+
+// What a run sent and received: one request per HTTP exchange (a redirect hop is one), and the
+// body bytes of the replies that carried the file's bytes.
+struct TransferStats {
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> bytesRead{0};
+    // Called as body bytes arrive (several times a second at most is the caller's to decide), with
+    // the bytes received so far by this run: the command line's progress line.
+    std::function<void(std::uint64_t)> progress;
+};
+
+struct ByteRange {
+    enum class Kind : std::uint8_t { Span, Suffix };
+    Kind kind = Kind::Span;
+    std::uint64_t offset = 0;  // Span
+    std::uint64_t length = 0;  // Span: bytes from offset; Suffix: the last `length` bytes
+};
+
+// What a file looked like in the first reply: its size (Content-Range total) and ETag.
+struct FileIdentity {
+    std::uint64_t size = 0;
+    std::string etag;  // empty when the server sends none
+};
+
+class HttpClient {
+public:
+    HttpClient(Credentials credentials, HttpOptions options, std::shared_ptr<TransferStats> stats);
+    HttpClient(const HttpClient&) = delete;
+    HttpClient& operator=(const HttpClient&) = delete;
+    HttpClient(HttpClient&&) = delete;
+    HttpClient& operator=(HttpClient&&) = delete;
+    ~HttpClient();
+
+    // GETs `range` of `url` and hands the body to `sink` in pieces, in order (`sink` returning false
+    // stops with Cancelled). `identity`: unset on the first request of a file, which it then
+    // receives; set, every reply must agree with it. Returns where the body starts in the file.
+    Expected<std::uint64_t> getRange(const std::string& url, const ByteRange& range,
+                                     std::optional<FileIdentity>& identity, const std::function<bool(Bytes)>& sink);
+    // GETs a small document whole (the Hub API's JSON), at most `maxBytes`.
+    Expected<std::string> getText(const std::string& url, std::size_t maxBytes);
+
+    [[nodiscard]] const Redactor& redactor() const { return credentials_.redactor; }
+    [[nodiscard]] const std::shared_ptr<TransferStats>& stats() const { return stats_; }
+
+    struct Exchange;  // one exchange's state, shared with curl's callbacks (http_client.cpp)
+
+private:
+    Expected<void> perform(const std::string& url, const std::optional<ByteRange>& range, Exchange& x);
+    Expected<void> fetch(const std::string& url, const std::optional<ByteRange>& range, Exchange& x);
+    [[nodiscard]] Error fail(ErrorCode code, const std::string& url, const std::string& message) const;
+
+    Credentials credentials_;
+    HttpOptions options_;
+    std::shared_ptr<TransferStats> stats_;
+    void* curl_ = nullptr;  // CURL*, reused so connections are kept
+    std::mutex mutex_;      // one transfer at a time on the handle
+    // Where a URL was last redirected to (the Hub's resolve URL to its CDN): later ranges of the same
+    // file go there directly.
+    std::map<std::string, std::string> redirected_;
+};
+
+}  // namespace ckpt::remote

@@ -1,0 +1,46 @@
+// What a remote input names: an http(s) URL, one file of a Hugging Face Hub repository
+// (`hf://ORG/REPO[@REVISION]/PATH`, the form huggingface_hub's HfFileSystem uses), or a whole
+// repository (`hf://ORG/REPO[@REVISION]`). Hub forms resolve against $HF_ENDPOINT (default
+// https://huggingface.co), so mirrors and the tests' loopback server work the same way.
+#pragma once
+
+#include "util/error.h"
+
+#include <string>
+#include <string_view>
+
+namespace ckpt::remote {
+
+enum class Scheme : std::uint8_t { Http, HubFile, HubRepo };
+
+struct Location {
+    Scheme scheme = Scheme::Http;
+    std::string input;     // as typed
+    std::string url;       // what is fetched: the URL itself, or the Hub's resolve URL of the file
+    std::string endpoint;  // Hub forms: the endpoint, without a trailing '/'
+    std::string repo;      // Hub forms: ORG/REPO
+    std::string revision;  // Hub forms: "main" unless given
+    std::string path;      // HubFile: the file's path in the repository
+};
+
+// Whether `input` is a remote form at all (http://, https://, hf://): the one test every command
+// makes before treating it as a path.
+[[nodiscard]] bool isRemote(std::string_view input);
+
+// $HF_ENDPOINT without its trailing '/', or https://huggingface.co.
+[[nodiscard]] std::string hubEndpoint();
+
+// Parses `input`; a malformed form is a Usage error that says what is expected.
+[[nodiscard]] Expected<Location> parseLocation(std::string_view input, const std::string& endpoint = hubEndpoint());
+
+// The Hub's download URL of `path` in `repo` at `revision`: ENDPOINT/REPO/resolve/REVISION/PATH.
+[[nodiscard]] std::string resolveUrl(const std::string& endpoint, const std::string& repo, const std::string& revision,
+                                     const std::string& path);
+
+// "scheme://host[:port]" of a URL, lowercased: the unit credentials are scoped to.
+[[nodiscard]] std::string originOf(std::string_view url);
+
+// The last path component of a URL, without query or fragment ("model.safetensors").
+[[nodiscard]] std::string fileNameOf(std::string_view url);
+
+}  // namespace ckpt::remote

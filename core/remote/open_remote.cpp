@@ -1,0 +1,542 @@
+#include "remote/open_remote.h"
+
+#include "archive/safetensors.h"
+#include "archive/zip.h"
+#include "remote/location.h"
+#include "remote/remote_file.h"
+#include "sharded/set_view.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+namespace ckpt::remote {
+namespace {
+
+constexpr std::uint64_t kFirstBytes = std::uint64_t{64} << 10;  // the first request: head or tail
+constexpr std::uint64_t kMergeGap = std::uint64_t{256} << 10;   // ranges closer than this share a request
+constexpr std::uint64_t kLocalSize = 30;
+constexpr std::uint32_t kLocalSig = 0x04034b50;
+constexpr std::uint64_t kAlignment = 64;
+constexpr std::uint64_t kOverflow32 = 0xFFFFFFFFU;
+constexpr std::size_t kApiReplyLimit = std::size_t{16} << 20;
+
+std::uint32_t le(Bytes b, std::size_t at, std::size_t n)
+{
+    std::uint32_t v = 0;
+    for (std::size_t i = n; i-- > 0;) {
+        v = (v << 8U) | std::to_integer<std::uint32_t>(b[at + i]);
+    }
+    return v;
+}
+
+// Where torch's writer (and ckptscope's, zip.h) puts a record's payload: after a local header
+// whose extra field ("FB" padding, ZIP64 sizes where they overflow) ends on a 64-byte boundary.
+std::uint64_t torchDataOffset(const archive::ZipRecord& r)
+{
+    std::uint64_t start = r.localHeaderOffset + kLocalSize + r.name.size() + 4;
+    if (r.size >= kOverflow32 || r.localHeaderOffset >= kOverflow32) {
+        start += 4;
+        start += r.size >= kOverflow32 ? 16 : 0;
+        start += r.localHeaderOffset >= kOverflow32 ? 8 : 0;
+    }
+    return (start + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+std::string relativeName(const std::string& name)
+{
+    const auto slash = name.find('/');
+    return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+// A stored record under data/: a storage, whose bytes are fetched only when read.
+bool storageRecord(const archive::ZipRecord& r)
+{
+    return relativeName(r.name).starts_with("data/") && r.method == 0;
+}
+
+// A storage's bytes, fetched when read.
+class RemoteStorages final : public StorageSource {
+public:
+    struct Entry {
+        std::uint64_t dataOffset = 0;
+        std::uint64_t localHeader = 0;
+        bool zip = false;  // the offset is assumed until the local header is read
+    };
+    RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries)
+        : file_(std::move(file)), entries_(std::move(entries))
+    {
+    }
+
+    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
+    {
+        if (storage.value() >= entries_.size()) {
+            return makeError(ErrorCode::Internal, "no remote storage " + std::to_string(storage.value()));
+        }
+        Entry e = entryOf(storage);
+        read_ = true;
+        if (e.zip) {
+            auto checked = checkLocalHeader(storage, e, offset, length, sink, chunk);
+            if (!checked) {
+                return checked.error();
+            }
+            if (*checked) {
+                return {};  // the bytes went to `sink` with the header
+            }
+            e = entryOf(storage);
+        }
+        return file_->read(e.dataOffset + offset, length, sink, chunk);
+    }
+
+    [[nodiscard]] Expected<void> checkUnchanged() const override
+    {
+        // Every reply is checked against the first one's size and ETag as it comes; once storage
+        // bytes were read, one more request makes sure the file did not change after the last.
+        if (!read_) {
+            return {};
+        }
+        read_ = false;
+        return file_->checkUnchanged();
+    }
+
+private:
+    [[nodiscard]] Entry entryOf(StorageIndex s) const
+    {
+        const std::lock_guard lock(mutex_);
+        return entries_[s.value()];
+    }
+
+    // Reads the storage's local header, with its bytes in the same request when they follow at the
+    // assumed offset. Returns whether the bytes went to `sink` too; corrects the entry otherwise.
+    Expected<bool> checkLocalHeader(StorageIndex storage, const Entry& e, std::uint64_t offset, std::uint64_t length,
+                                    const std::function<bool(Bytes)>& sink, std::size_t chunk) const
+    {
+        const std::uint64_t headerLength = e.dataOffset - e.localHeader;
+        std::array<std::byte, kLocalSize> h{};
+        std::uint64_t seen = 0;
+        bool wrong = false;
+        auto together = [&](Bytes b) {
+            if (seen < kLocalSize) {
+                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kLocalSize - seen, b.size()));
+                std::memcpy(h.data() + seen, b.data(), n);
+                if (seen + n == kLocalSize) {
+                    const Bytes hb(h.data(), h.size());
+                    wrong = le(hb, 0, 4) != kLocalSig || kLocalSize + le(hb, 26, 2) + le(hb, 28, 2) != headerLength;
+                    if (wrong) {
+                        return false;
+                    }
+                }
+            }
+            const std::uint64_t skip = headerLength + offset;
+            const std::uint64_t before = seen;
+            seen += b.size();
+            if (seen <= skip) {
+                return true;
+            }
+            const std::uint64_t from = before < skip ? skip - before : 0;
+            return sink(b.subspan(static_cast<std::size_t>(from)));
+        };
+        // Small pieces, so that a header that is not where assumed stops the request after its
+        // first piece rather than after the whole storage.
+        constexpr std::size_t kFirstPieces = std::size_t{64} << 10;
+        auto r = file_->read(e.localHeader, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
+        if (r) {
+            markChecked(storage);
+            return true;
+        }
+        if (!wrong) {
+            return r.error();
+        }
+        // Not where a torch writer puts it: the header says where the bytes start.
+        const Bytes hb(h.data(), h.size());
+        if (le(hb, 0, 4) != kLocalSig) {
+            return makeError(ErrorCode::Corrupt, "the local header of storage record at byte " +
+                                                     std::to_string(e.localHeader) + " is missing");
+        }
+        {
+            const std::lock_guard lock(mutex_);
+            auto& entry = entries_[storage.value()];
+            entry.dataOffset = e.localHeader + kLocalSize + le(hb, 26, 2) + le(hb, 28, 2);
+            entry.zip = false;
+        }
+        return false;
+    }
+
+    void markChecked(StorageIndex storage) const
+    {
+        const std::lock_guard lock(mutex_);
+        entries_[storage.value()].zip = false;
+    }
+
+    std::shared_ptr<RemoteFile> file_;
+    mutable std::vector<Entry> entries_;
+    mutable std::mutex mutex_;
+    mutable std::atomic<bool> read_{false};
+};
+
+Error named(Error e, const std::string& input, const Redactor& redactor)
+{
+    e.message = redactor.apply(e.message);
+    e.path = redactor.apply(input);
+    return e;
+}
+
+// The file a whole repository opens as: its single weights file, by the names transformers saves.
+Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
+{
+    std::string rev = loc.revision;
+    for (std::size_t at = 0; (at = rev.find('/', at)) != std::string::npos;) {
+        rev.replace(at, 1, "%2F");
+    }
+    auto text = client.getText(loc.endpoint + "/api/models/" + loc.repo + "/revision/" + rev, kApiReplyLimit);
+    if (!text) {
+        return text.error();
+    }
+    auto doc = nlohmann::json::parse(*text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("siblings") || !doc["siblings"].is_array()) {
+        return makeError(ErrorCode::Io, "the Hub API's reply for " + loc.repo + " lists no files");
+    }
+    std::vector<std::string> files;
+    for (const auto& s : doc["siblings"]) {
+        if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
+            files.push_back(s["rfilename"].get<std::string>());
+        }
+    }
+    auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
+    for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
+        if (has(f)) {
+            return std::string(f);
+        }
+    }
+    for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+        if (has(f)) {
+            return std::string(f);  // a sharded set
+        }
+    }
+    std::vector<std::string> weights;
+    for (const auto& f : files) {
+        for (const std::string_view ext : {".safetensors", ".bin", ".pt", ".pth", ".ckpt"}) {
+            if (f.ends_with(ext)) {
+                weights.push_back(f);
+            }
+        }
+    }
+    if (weights.size() == 1) {
+        return weights.front();
+    }
+    if (weights.empty()) {
+        return makeError(ErrorCode::NotCheckpoint,
+                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
+    }
+    std::string list;
+    for (const auto& w : weights) {
+        list += (list.empty() ? "" : ", ") + w;
+    }
+    return makeError(ErrorCode::Usage, "the repository holds several checkpoint files (" + list + "): name one, hf://" +
+                                           loc.repo + "/FILE");
+}
+
+// Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
+// storage record whose own header was not fetched.
+Expected<void> prepareZip(RemoteFile& file)
+{
+    auto dir = archive::ZipReader::directory(file.image());
+    if (!dir) {
+        return dir.error();
+    }
+    if (auto ok = file.fetch({{dir->offset, dir->size}}, 0); !ok) {
+        return ok;
+    }
+    const auto assumed = [&](const archive::ZipRecord& r) -> std::optional<std::uint64_t> {
+        if (file.holds(r.localHeaderOffset, kLocalSize)) {
+            return std::nullopt;
+        }
+        return torchDataOffset(r);
+    };
+    auto zip = archive::ZipReader::parse(file.image(), -1, assumed);
+    if (!zip) {
+        return zip.error();
+    }
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> wanted;
+    for (const auto& r : zip->records()) {
+        if (!storageRecord(r)) {
+            // The header, its name and extra (at most 64 KiB each), and the payload.
+            const std::uint64_t slack = r.dataOffset - r.localHeaderOffset + kAlignment;
+            wanted.emplace_back(r.localHeaderOffset, slack + r.compressedSize);
+        }
+    }
+    if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
+        return ok;
+    }
+    // A torch-shaped local header where none was fetched: the zip reader takes the payload's
+    // offset from it as it would from the file's own (checked when the bytes are read).
+    auto again = archive::ZipReader::parse(file.image(), -1, assumed);
+    if (!again) {
+        return again.error();
+    }
+    // The fetched headers give the payloads' real offsets: a header longer than torch writes (a
+    // zip from another writer) moves its payload past what was fetched, which is fetched now.
+    wanted.clear();
+    for (const auto& r : again->records()) {
+        if (!storageRecord(r)) {
+            wanted.emplace_back(r.dataOffset, r.compressedSize);
+        }
+    }
+    if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
+        return ok;
+    }
+    auto* image = const_cast<std::byte*>(file.image().data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+    for (const auto& r : again->records()) {
+        const std::uint64_t lh = r.localHeaderOffset;
+        if (file.holds(lh, kLocalSize)) {
+            continue;
+        }
+        const std::uint64_t extra = r.dataOffset - lh - kLocalSize - r.name.size();
+        std::array<std::byte, kLocalSize> h{};
+        auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
+            for (std::size_t i = 0; i < n; ++i) {
+                h[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xFFU);
+            }
+        };
+        put(0, kLocalSig, 4);
+        put(8, r.method, 2);
+        put(14, r.crc32, 4);
+        put(18, std::min(r.compressedSize, kOverflow32), 4);
+        put(22, std::min(r.size, kOverflow32), 4);
+        put(26, r.name.size(), 2);
+        put(28, extra, 2);
+        std::memcpy(image + lh, h.data(), h.size());  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    }
+    return {};
+}
+
+Expected<void> prepareSafetensors(RemoteFile& file)
+{
+    if (!file.holds(0, 8)) {
+        if (auto ok = file.fetch({{0, kFirstBytes}}, 0); !ok) {
+            return ok;
+        }
+    }
+    const Bytes b = file.image();
+    std::uint64_t n = 0;
+    for (std::size_t i = 8; i-- > 0;) {
+        n = (n << 8U) | std::to_integer<std::uint64_t>(b[i]);
+    }
+    constexpr std::uint64_t kLongestHeader = std::uint64_t{100} << 20;  // the safetensors crate's own limit
+    if (n > kLongestHeader || n > file.size() - 8) {
+        return makeError(ErrorCode::Corrupt, "the safetensors header length (" + std::to_string(n) +
+                                                 ") is beyond the file or the format's 100 MB limit");
+    }
+    return file.fetch({{0, 8 + n}}, 0);
+}
+
+// One file at `url`, shown as `shown`.
+Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                 const std::string& shown, const RemoteOptions& options)
+{
+    const Redactor& redactor = client->redactor();
+    const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
+    auto opened =
+        RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+    if (!opened) {
+        return named(opened.error(), shown, redactor);
+    }
+    std::shared_ptr<RemoteFile> file = *opened;
+    const std::uint64_t size = file->size();
+    bool assemble = false;
+    auto prepared = [&]() -> Expected<void> {
+        if (file->holds(0, size)) {
+            return {};
+        }
+        if (archive::ZipReader::directory(file->image())) {
+            assemble = true;
+            return prepareZip(*file);
+        }
+        if (!file->holds(0, std::min<std::uint64_t>(size, kFirstBytes))) {
+            if (auto ok = file->fetch({{0, kFirstBytes}}, 0); !ok) {
+                return ok;
+            }
+        }
+        if (archive::looksLikeSafetensors(file->image())) {
+            assemble = true;
+            return prepareSafetensors(*file);
+        }
+        // Legacy streams walk their storages one after another, tars and gzip wrappers are read
+        // as a whole: the whole file.
+        if (size > options.wholeFileLimit) {
+            return makeError(ErrorCode::Unsupported,
+                             "is " + humanBytes(size) +
+                                 " in a format that is read whole (not a torch zip or safetensors), more than "
+                                 "ckptscope reads over HTTP (" +
+                                 humanBytes(options.wholeFileLimit) + "); download it first");
+        }
+        return file->fetch({{0, size}}, 0);
+    }();
+    if (!prepared) {
+        return named(prepared.error(), shown, redactor);
+    }
+    auto read = readCheckpoint(file->image(), redactor.apply(shown));
+    if (!read) {
+        return named(read.error(), shown, redactor);
+    }
+    auto c = std::const_pointer_cast<Checkpoint>(*read);  // built for this call alone
+    std::vector<RemoteStorages::Entry> entries(c->storages.size());
+    for (std::size_t i = 0; i < c->storages.size(); ++i) {
+        auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        entries[i].dataOffset = s.fileOffset;
+        entries[i].localHeader = s.localHeader;
+        entries[i].zip = c->format == Format::TorchZip && !s.record.empty() && !file->holds(s.localHeader, kLocalSize);
+        if (assemble && s.present && !s.compressed) {
+            s.assembled = true;
+        }
+    }
+    // The source keeps the image (which `bytes` views) alive, and reads the storages.
+    c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
+    return CheckpointPtr(std::move(c));
+}
+
+bool notFound(const Error& e)
+{
+    return e.message.starts_with("HTTP 404");
+}
+
+// A sharded set's files beside its index: `base` is the index's URL up to its last '/'.
+class RemoteSetFiles final : public sharded::SetFiles {
+public:
+    RemoteSetFiles(std::shared_ptr<HttpClient> client, std::string base, std::string shownBase, RemoteOptions options)
+        : client_(std::move(client)), base_(std::move(base)), shownBase_(std::move(shownBase)),
+          options_(std::move(options))
+    {
+    }
+
+    [[nodiscard]] Expected<std::optional<std::string>> readText(const std::string& name,
+                                                                std::uint64_t maxBytes) const override
+    {
+        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        if (!text) {
+            if (notFound(text.error())) {
+                return std::optional<std::string>();
+            }
+            return named(text.error(), pathOf(name), client_->redactor());
+        }
+        return std::optional<std::string>(std::move(*text));
+    }
+
+    [[nodiscard]] Expected<std::optional<CheckpointPtr>> open(const std::string& name) const override
+    {
+        const std::lock_guard lock(mutex_);
+        if (auto it = opened_.find(name); it != opened_.end()) {
+            return it->second;
+        }
+        auto c = openFile(client_, base_ + name, pathOf(name), options_);
+        Expected<std::optional<CheckpointPtr>> result = std::optional<CheckpointPtr>();
+        if (c) {
+            result = std::optional<CheckpointPtr>(*c);
+        } else if (!notFound(c.error())) {
+            result = c.error();
+        }
+        opened_.emplace(name, result);
+        return result;
+    }
+
+    [[nodiscard]] std::string pathOf(const std::string& name) const override { return shownBase_ + name; }
+
+private:
+    std::shared_ptr<HttpClient> client_;
+    std::string base_;
+    std::string shownBase_;
+    RemoteOptions options_;
+    mutable std::mutex mutex_;
+    // Each shard is opened once: its metadata stays in its image, and its storages read from there.
+    mutable std::map<std::string, Expected<std::optional<CheckpointPtr>>> opened_;
+};
+
+std::string parentOf(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+}  // namespace
+
+Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                 const RemoteOptions& options)
+{
+    const std::string endpoint = hubEndpoint();
+    auto loc = parseLocation(input, endpoint);
+    if (!loc) {
+        return loc.error();
+    }
+    Credentials creds;
+    creds.hubOrigin = originOf(endpoint);
+    creds.hubToken = findHubToken();
+    if (creds.hubToken) {
+        creds.redactor.add(*creds.hubToken);
+    }
+    for (const auto& line : extraHeaders) {
+        auto h = parseHeader(line);
+        if (!h) {
+            return h.error();
+        }
+        creds.redactor.add(h->value);
+        // "Bearer TOKEN": the token alone is the secret too, wherever it would show.
+        if (const auto sp = h->value.rfind(' '); sp != std::string::npos) {
+            creds.redactor.add(h->value.substr(sp + 1));
+        }
+        creds.headers.push_back(std::move(*h));
+    }
+    creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
+    const Redactor redactor = creds.redactor;
+    auto client = std::make_shared<HttpClient>(std::move(creds), options.http, options.stats);
+
+    std::string shown = input;
+    if (loc->scheme == Scheme::HubRepo) {
+        auto name = repositoryFile(*client, *loc);
+        if (!name) {
+            return named(name.error(), input, redactor);
+        }
+        loc->path = *name;
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
+        shown = input + "/" + *name;
+    }
+    RemoteInput out;
+    if (fileNameOf(loc->url).ends_with(".index.json")) {
+        // A sharded set: the shards lie beside the index.
+        const std::string base = loc->scheme == Scheme::Http
+                                     ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
+                                     : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
+        auto files = std::make_shared<RemoteSetFiles>(client, base, redactor.apply(parentOf(shown)), options);
+        auto set = sharded::openSet(files, fileNameOf(loc->url), redactor.apply(input));
+        if (!set) {
+            return named(set.error(), input, redactor);
+        }
+        auto view = sharded::viewOf(*set);
+        out.checkpoint =
+            view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+        out.set = std::move(*set);
+        return out;
+    }
+    auto c = openFile(client, loc->url, shown, options);
+    if (!c) {
+        return c.error();
+    }
+    out.checkpoint = *c;
+    return out;
+}
+
+Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                        const RemoteOptions& options)
+{
+    auto r = openRemote(input, extraHeaders, options);
+    if (!r) {
+        return r.error();
+    }
+    return r->checkpoint;
+}
+
+}  // namespace ckpt::remote

@@ -1,0 +1,54 @@
+// The one path from a remote input (an http(s) URL, hf://ORG/REPO[@REV]/PATH, hf://ORG/REPO[@REV])
+// to a Checkpoint, for every command: only the bytes that answer the question are fetched.
+//
+// - torch zip: a suffix range (end of central directory, usually the directory itself and the
+//   trailing `version` record), the central directory if it lies further back, then every record
+//   that is no storage (`data.pkl`, `byteorder`, `.format_version`, ...) in merged ranges;
+// - safetensors: a head range (the 8-byte length and, usually, the header), then the rest of the
+//   header if it is longer;
+// - a sharded set: its index, then each shard as above;
+// - any other format (legacy, tar, gzip-wrapped): the whole file, up to RemoteOptions::wholeFileLimit.
+//
+// The format readers then parse the sparse image (remote_file.h) as they parse a mapped file. A
+// storage record's local header is read only when its bytes are (a torch zip puts the bytes at the
+// 64-byte boundary after it, which is assumed until then and checked when the bytes are read). The
+// storages are "assembled" (checkpoint.h): their bytes are fetched when something reads them
+// (--values, diff by value, convert), small ones through the block cache, large ones streamed.
+#pragma once
+
+#include "checkpoint/checkpoint.h"
+#include "remote/http_client.h"
+#include "sharded/sharded.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ckpt::remote {
+
+struct RemoteOptions {
+    HttpOptions http = HttpOptions::fromEnvironment();
+    std::shared_ptr<TransferStats> stats;  // counted into when given
+    std::uint64_t wholeFileLimit = std::uint64_t{4} << 30;
+};
+
+// What a remote input opened as: one file, or a Hugging Face sharded set (a repository whose
+// weights are sharded, or a `*.index.json` named), whose index is fetched, then each shard's header
+// or directory; `checkpoint` is then the set opened as one (sharded/set_view.h).
+struct RemoteInput {
+    // A set that reads but cannot be opened as one checkpoint (a tensor no consolidation writes)
+    // holds the reason here, as sharded::viewOf gives it.
+    Expected<CheckpointPtr> checkpoint = CheckpointPtr();
+    std::optional<sharded::ShardedSet> set;
+};
+
+// Opens `input` (see location.h); `extraHeaders` are --header lines ("Name: value"), sent to the
+// input's own host only. Errors are one line naming the input, credentials redacted.
+Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                 const RemoteOptions& options);
+// openRemote()'s checkpoint.
+Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                        const RemoteOptions& options);
+
+}  // namespace ckpt::remote

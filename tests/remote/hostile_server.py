@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""A misbehaving HTTP server on 127.0.0.1 for the remote tests (python3 stdlib only).
+
+Serves FILE (a real checkpoint) under paths that each break one rule:
+  /good/F          ranges as they should be (the baseline)
+  /ignore-range/F  answers every Range with 200 and the whole body, followed by endless zeros
+  /endless/F       answers with 206 and a correct Content-Range, then never stops sending
+  /redirect-loop/F 302 to /redirect-loop2/F, which redirects back
+  /wrong-range/F   206 with a Content-Range that is not the range asked for
+  /etag/F          a new ETag on every reply
+  /grow/F          the size in Content-Range grows by one on every reply
+  /stall/F         good for the first reply; then headers and a few bytes, and silence
+  /stall-big/F     the same for every range of 1 MiB or more (storage bytes), good for the rest
+  /truncated/F     Content-Length as asked, half the bytes, then the connection closes
+  /status-500/F    always 500;  /status-429/F: 429 twice, then good
+  /need-token/F    401 unless `Authorization: Bearer secret`; logs every Authorization it saw
+  http://127.0.0.1:PORT/...  as a forward proxy (absolute-form requests), to loopback only,
+                   logging each URL to $HOSTILE_PROXY_LOG
+Prints its port on stdout, then serves until stdin closes.
+"""
+import http.server
+import itertools
+import os
+import re
+import socketserver
+import sys
+import threading
+import time
+
+DATA = b""
+COUNTS = {}
+LOCK = threading.Lock()
+ETAGS = itertools.count()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def count(self, key):
+        with LOCK:
+            COUNTS[key] = COUNTS.get(key, 0) + 1
+            return COUNTS[key]
+
+    def range(self, size):
+        m = re.match(r"bytes=(\d*)-(\d*)$", self.headers.get("Range", ""))
+        if not m:
+            return None
+        if m.group(1) == "":
+            n = int(m.group(2))
+            return max(0, size - n), size - 1
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) else size - 1
+        return first, min(last, size - 1)
+
+    def send_range(self, etag='"fixed"', total=None, body_cut=None, content_range=None):
+        size = len(DATA)
+        r = self.range(size)
+        if r is None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            self.wfile.write(DATA)
+            return
+        first, last = r
+        body = DATA[first:last + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", content_range or "bytes %d-%d/%d" % (first, last, total or size))
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.end_headers()
+        self.wfile.write(body if body_cut is None else body[:body_cut])
+
+    def do_GET(self):
+        if self.path.startswith("http://"):
+            return self.proxy()
+        parts = self.path.split("/")
+        kind = parts[1] if len(parts) > 1 else ""
+        try:
+            self.route(kind)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def proxy(self):
+        """A forward proxy for http://127.0.0.1 only (the tests set http_proxy to it); logs each URL."""
+        import urllib.request
+        with open(os.environ.get("HOSTILE_PROXY_LOG", os.devnull), "a") as f:
+            f.write(self.path + "\n")
+        if not self.path.startswith("http://127.0.0.1:"):
+            self.send_response(403)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        req = urllib.request.Request(self.path, headers={k: v for k, v in self.headers.items()
+                                                         if k.lower() in ("range", "authorization")})
+        try:
+            resp = urllib.request.urlopen(req)
+        except urllib.error.HTTPError as e:
+            resp = e
+        body = resp.read()
+        self.send_response(resp.status if hasattr(resp, "status") else resp.code)
+        for k in ("Content-Range", "ETag", "Location"):
+            if resp.headers.get(k):
+                self.send_header(k, resp.headers[k])
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def route(self, kind):
+        if kind == "good":
+            self.send_range()
+        elif kind == "ignore-range":
+            self.send_response(200)
+            self.end_headers()  # no length: the body runs until the connection closes
+            self.wfile.write(DATA)
+            while True:
+                self.wfile.write(b"\0" * 65536)
+        elif kind == "endless":
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            while True:
+                self.wfile.write(b"\0" * 65536)
+        elif kind in ("redirect-loop", "redirect-loop2"):
+            other = "redirect-loop2" if kind == "redirect-loop" else "redirect-loop"
+            self.send_response(302)
+            self.send_header("Location", "/" + other + "/" + self.path.split("/", 2)[2])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif kind == "wrong-range":
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            shifted = "bytes %d-%d/%d" % (r[0] + 1, r[1], len(DATA)) if r[0] + 1 <= r[1] else "bytes 5-4/3"
+            self.send_range(content_range=shifted)
+        elif kind == "etag":
+            self.send_range(etag='"v%d"' % next(ETAGS))
+        elif kind == "grow":
+            n = self.count("grow")
+            self.send_range(total=len(DATA) + n - 1)
+        elif kind in ("stall", "stall-big"):
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            small = r[1] - r[0] + 1 < (1 << 20)
+            if (kind == "stall" and self.count("stall") == 1) or (kind == "stall-big" and small):
+                self.send_range()
+                return
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
+            self.send_header("Content-Length", str(r[1] - r[0] + 1))
+            self.send_header("ETag", '"fixed"')
+            self.end_headers()
+            self.wfile.write(DATA[r[0]:r[0] + 10])
+            self.wfile.flush()
+            time.sleep(120)
+        elif kind == "truncated":
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            body = DATA[r[0]:r[1] + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", '"fixed"')
+            self.end_headers()
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+        elif kind == "status-500":
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif kind == "status-429":
+            if self.count("429") <= 2:
+                self.send_response(429)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_range()
+        elif kind == "need-token":
+            auth = self.headers.get("Authorization", "")
+            with open(os.environ.get("HOSTILE_AUTH_LOG", os.devnull), "a") as f:
+                f.write(auth + "\n")
+            if auth != "Bearer secret":
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_range()
+        else:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up on purpose (the tests' whole point) is no error here
+
+
+def main():
+    global DATA
+    DATA = open(sys.argv[1], "rb").read()
+    srv = Server(("127.0.0.1", 0), Handler)
+    print(srv.server_address[1], flush=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        sys.stdin.read()
+    except (OSError, ValueError):
+        pass
+    srv.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+// The real `ckptscope` binary on URLs served from loopback: `check` of every fixture over HTTP
+// equals its `check` on disk, finding for finding; inspect's request count; convert from a URL
+// writes what the file holds (diff exits 0) and leaves nothing behind when the server misbehaves;
+// every failure is one line on stderr and exit 2; credentials never appear in any output.
+#include "process_run.h"
+#include "servers.h"
+
+#include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cstdio>
+
+using ckpt::test::LoopbackServer;
+using ckpt::test::ProcessResult;
+using ckpt::test::runProcess;
+
+namespace {
+
+ProcessResult cli(const QStringList& args, int timeoutMs = 120000)
+{
+    std::vector<std::string> argv{CKPTSCOPE_TEST_CLI};
+    for (const auto& a : args) {
+        argv.push_back(a.toStdString());
+    }
+    return runProcess(argv, timeoutMs);
+}
+
+// check --json's findings with the file's name taken out.
+QJsonArray findings(const QByteArray& json, const QString& name)
+{
+    QByteArray text = json;
+    text.replace(name.toUtf8(), "FILE");
+    const auto doc = QJsonDocument::fromJson(text);
+    return doc.object().value(QStringLiteral("findings")).toArray();
+}
+
+int lines(const QByteArray& text)
+{
+    return static_cast<int>(text.trimmed().split('\n').size());
+}
+
+}  // namespace
+
+class TestRemoteCli : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir tmp_;
+    LoopbackServer nginx_;
+    QStringList fixtures_;
+    QString big_;
+
+    QString url(const QString& path) const { return nginx_.url(path); }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(tmp_.isValid());
+        big_ = tmp_.filePath(QStringLiteral("big"));
+        QVERIFY(QDir().mkpath(big_));
+        QVERIFY2(ckpt::test::makeBigFiles(big_), "python3 with torch could not write the big files");
+        QDir fx(QStringLiteral(CKPTSCOPE_FIXTURE_DIR));
+        for (const auto& f : fx.entryList({QStringLiteral("*.pt"), QStringLiteral("*.safetensors")}, QDir::Files)) {
+            fixtures_ << fx.filePath(f);
+        }
+        QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
+        QStringList served = fixtures_;
+        served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
+               << big_ + QStringLiteral("/big_rezipped.pt");
+        QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
+        QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
+        qputenv("HF_ENDPOINT", url(QString()).toUtf8());
+        qunsetenv("HF_TOKEN");
+        qputenv("HF_HOME", tmp_.filePath(QStringLiteral("hf-home")).toUtf8());
+        qputenv("CKPTSCOPE_HTTP_TIMEOUT", "3");
+        // A proxy from the environment would take loopback requests elsewhere.
+        for (const char* v : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+            qunsetenv(v);
+        }
+    }
+
+    void checkEqualsOnDisk()
+    {
+        QStringList files = fixtures_;
+        files << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
+              << big_ + QStringLiteral("/big_rezipped.pt");
+        for (const auto& f : std::as_const(files)) {
+            const QString name = QFileInfo(f).fileName();
+            const QString u = url(QStringLiteral("/files/") + name);
+            for (const QStringList& extra : {QStringList{}, QStringList{QStringLiteral("--values")}}) {
+                const auto local =
+                    cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{f});
+                const auto remote =
+                    cli(QStringList{QStringLiteral("check"), QStringLiteral("--json")} + extra + QStringList{u});
+                QVERIFY2(remote.rc == local.rc,
+                         qPrintable(name + QStringLiteral(": ") + QString::fromUtf8(remote.err)));
+                QCOMPARE(findings(remote.out, u), findings(local.out, f));
+                if (remote.rc != 2) {
+                    const auto r =
+                        QJsonDocument::fromJson(remote.out).object().value(QStringLiteral("remote")).toObject();
+                    QVERIFY2(r.value(QStringLiteral("requests")).toInt() >= 1, qPrintable(name));
+                }
+            }
+        }
+    }
+
+    // Every Hugging Face sharded set of the fixtures, named by its index's URL: check's findings
+    // (the set's own and the consolidated model's) as for the set on disk, at most 2 requests per
+    // shard plus the index and config.json.
+    void setsEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/sharded"));
+        const auto names = sets.entryList({QStringLiteral("hf_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 5);
+        for (const auto& name : names) {
+            const QDir dir(sets.filePath(name));
+            const auto index = dir.entryList({QStringLiteral("*.index.json")}, QDir::Files).value(0);
+            const auto shards = dir.entryList({QStringLiteral("*.bin"), QStringLiteral("*.safetensors")}, QDir::Files);
+            const QString u = url(QStringLiteral("/files/sets/") + name + QStringLiteral("/") + index);
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir.filePath(index)});
+            const auto remote = cli({QStringLiteral("check"), QStringLiteral("--json"), u});
+            QVERIFY2(remote.rc == local.rc, qPrintable(name + QStringLiteral(": ") + QString::fromUtf8(remote.err)));
+            QByteArray l = local.out;
+            l.replace(dir.filePath(index).toUtf8(), "INDEX").replace(dir.path().toUtf8(), "SET");
+            QByteArray r = remote.out;
+            r.replace(u.toUtf8(), "INDEX").replace(url(QStringLiteral("/files/sets/") + name).toUtf8(), "SET");
+            const auto lf = QJsonDocument::fromJson(l).object().value(QStringLiteral("findings")).toArray();
+            const auto rf = QJsonDocument::fromJson(r).object().value(QStringLiteral("findings")).toArray();
+            QVERIFY2(rf == lf, qPrintable(name + QStringLiteral("\n") + QString::fromUtf8(r)));
+            if (remote.rc != 2) {
+                const auto requests = QJsonDocument::fromJson(remote.out)
+                                          .object()
+                                          .value(QStringLiteral("remote"))
+                                          .toObject()
+                                          .value(QStringLiteral("requests"))
+                                          .toInt();
+                QVERIFY2(requests <= 2 * static_cast<int>(shards.size()) + 2, qPrintable(name));
+            }
+        }
+        // A repository whose weights are sharded opens as its set, through the Hub API.
+        const auto repo = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/sharded")});
+        QVERIFY2(repo.rc == 0, repo.err.constData());
+        QVERIFY(repo.out.contains("sharded checkpoint"));
+        QTemporaryDir out;
+        const auto w = cli({QStringLiteral("convert"), QStringLiteral("hf://org/sharded"), QStringLiteral("-o"),
+                            out.filePath(QStringLiteral("o.pt"))});
+        QVERIFY2(w.rc == 0, w.err.constData());
+        const auto d =
+            cli({QStringLiteral("diff"), out.filePath(QStringLiteral("o.pt")), sets.filePath(QStringLiteral("hf_st"))});
+        QVERIFY2(d.rc == 0, d.out.constData());
+    }
+
+    void inspectRequests()
+    {
+        const auto r = cli({QStringLiteral("inspect"), QStringLiteral("--json"), url(QStringLiteral("/files/big.pt"))});
+        QCOMPARE(r.rc, 0);
+        const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+        QVERIFY(remote.value(QStringLiteral("requests")).toInt() <= 4);
+        QVERIFY(remote.value(QStringLiteral("bytes_read")).toDouble() < (1U << 20) + (64U << 10));
+        // Text: the counts are one line on stderr.
+        const auto t = cli({QStringLiteral("inspect"), url(QStringLiteral("/files/big.pt"))});
+        QCOMPARE(t.rc, 0);
+        QVERIFY2(t.err.startsWith("remote: ") && lines(t.err) == 1, t.err.constData());
+    }
+
+    void convertThenDiff_data()
+    {
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<QString>("local");
+        QTest::newRow("torch zip") << url(QStringLiteral("/files/big.pt")) << big_ + QStringLiteral("/big.pt");
+        QTest::newRow("safetensors") << url(QStringLiteral("/files/big.safetensors"))
+                                     << big_ + QStringLiteral("/big.safetensors");
+        QTest::newRow("zip from Python's zipfile")
+            << url(QStringLiteral("/files/big_rezipped.pt")) << big_ + QStringLiteral("/big_rezipped.pt");
+        QTest::newRow("hf:// through the redirect")
+            << QStringLiteral("hf://org/model/big.pt") << big_ + QStringLiteral("/big.pt");
+        QTest::newRow("legacy fixture") << url(QStringLiteral("/files/legacy_sd.pt"))
+                                        << QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/legacy_sd.pt");
+    }
+    void convertThenDiff()
+    {
+        QFETCH(QString, input);
+        QFETCH(QString, local);
+        QTemporaryDir out;
+        const QString o = out.filePath(QStringLiteral("out.pt"));
+        const auto w = cli({QStringLiteral("convert"), input, QStringLiteral("-o"), o});
+        QVERIFY2(w.rc == 0, w.err.constData());
+        const auto d = cli({QStringLiteral("diff"), o, local});
+        QVERIFY2(d.rc == 0, d.out.constData());
+        QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("out.pt")});
+        // diff over HTTP on both sides, by value.
+        const auto both = cli({QStringLiteral("diff"), input, input});
+        QVERIFY2(both.rc == 0, both.err.constData());
+    }
+
+    void checkAgainstUrl()
+    {
+        const auto r = cli({QStringLiteral("check"), url(QStringLiteral("/files/ddp_sd.pt")),
+                            QStringLiteral("--against"), url(QStringLiteral("/files/plain_sd.pt"))});
+        const auto l = cli({QStringLiteral("check"), QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/ddp_sd.pt"),
+                            QStringLiteral("--against"), QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/plain_sd.pt")});
+        QCOMPARE(r.rc, l.rc);
+        QVERIFY(r.out.contains("module."));
+    }
+
+    void hostile_data()
+    {
+        QTest::addColumn<QString>("kind");
+        for (const char* k : {"ignore-range", "endless", "redirect-loop", "wrong-range", "etag", "grow", "stall",
+                              "truncated", "status-500", "need-token"}) {
+            QTest::newRow(k) << QString::fromLatin1(k);
+        }
+    }
+    // One line, exit 2, and for convert no output and no temporary file left.
+    void hostile()
+    {
+        QFETCH(QString, kind);
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        const QString u = bad.url(QStringLiteral("/") + kind + QStringLiteral("/big.pt"));
+        QTemporaryDir out;
+        const auto c = cli({QStringLiteral("convert"), u, QStringLiteral("-o"), out.filePath(QStringLiteral("o.pt"))});
+        QVERIFY2(c.rc == 2, qPrintable(QString::number(c.rc) + QStringLiteral(" ") + QString::fromUtf8(c.err)));
+        QVERIFY2(lines(c.err) == 1, c.err.constData());
+        QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+        QVERIFY2(c.maxRssKiB < 400 * 1024, qPrintable(QString::number(c.maxRssKiB)));
+    }
+
+    // Ctrl-C while a transfer hangs: exit 130 at once, and the temporary output is gone.
+    void interrupted()
+    {
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        QTemporaryDir out;
+        ckpt::test::Process p;
+        QVERIFY(p.start({CKPTSCOPE_TEST_CLI, "convert", bad.url(QStringLiteral("/stall-big/big.pt")).toStdString(),
+                         "-o", out.filePath(QStringLiteral("o.pt")).toStdString()}));
+        QTest::qSleep(1500);  // past the metadata, the output begun, into the first storage's stalled read
+        QVERIFY(!QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());  // the temporary output
+        p.signal(SIGINT);
+        const auto r = p.wait(10000);
+        QCOMPARE(r.rc, 130);
+        QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+    }
+
+    void credentialsNeverShown()
+    {
+        qputenv("HF_TOKEN", "hf_supersecret_value");
+        const auto g = cli({QStringLiteral("inspect"), QStringLiteral("hf://gated/model/big.pt")});
+        QCOMPARE(g.rc, 2);
+        QVERIFY(!g.err.contains("hf_supersecret_value") && !g.out.contains("hf_supersecret_value"));
+        qputenv("HF_TOKEN", "hf_secret");
+        const auto ok =
+            cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://gated/model/big.pt")});
+        QVERIFY2(ok.rc != 2, ok.err.constData());
+        QVERIFY(!ok.out.contains("hf_secret") && !ok.err.contains("hf_secret"));
+        qunsetenv("HF_TOKEN");
+        const auto gated = cli({QStringLiteral("check"), QStringLiteral("hf://gated/model/big.pt")});
+        QVERIFY(gated.err.contains("huggingface-cli login") && gated.err.contains("restricted"));
+
+        const auto h =
+            cli({QStringLiteral("inspect"), QStringLiteral("--header"),
+                 QStringLiteral("Authorization: Bearer wrongsecret"), url(QStringLiteral("/private/big.pt"))});
+        QCOMPARE(h.rc, 2);
+        QVERIFY(!h.err.contains("wrongsecret"));
+        const auto hok = cli({QStringLiteral("inspect"), QStringLiteral("--header"),
+                              QStringLiteral("Authorization: Bearer secret"), url(QStringLiteral("/private/big.pt"))});
+        QCOMPARE(hok.rc, 0);
+    }
+
+    // https with HTTP/2 (nginx's self-signed certificate): refused as a TLS error, in one line,
+    // until the certificate is trusted through CURL_CA_BUNDLE.
+    void tls()
+    {
+        const QString u = QStringLiteral("https://127.0.0.1:%1/files/big.pt").arg(nginx_.port(2));
+        const auto refused = cli({QStringLiteral("inspect"), u});
+        QCOMPARE(refused.rc, 2);
+        QVERIFY2(refused.err.contains("TLS error") && lines(refused.err) == 1, refused.err.constData());
+        qputenv("CURL_CA_BUNDLE", nginx_.certificate().toUtf8());
+        const auto ok = cli({QStringLiteral("inspect"), QStringLiteral("--json"), u});
+        qunsetenv("CURL_CA_BUNDLE");
+        QVERIFY2(ok.rc == 0, ok.err.constData());
+        const auto remote = QJsonDocument::fromJson(ok.out).object().value(QStringLiteral("remote")).toObject();
+        QVERIFY(remote.value(QStringLiteral("requests")).toInt() <= 4);
+        // libcurl negotiated HTTP/2 with nginx (ALPN): its access log says so.
+        QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        QVERIFY(log.readAll().contains("\"GET /files/big.pt HTTP/2.0\""));
+    }
+
+    // http_proxy is honoured as curl honours it: every request goes through the proxy.
+    void proxyFromEnvironment()
+    {
+        LoopbackServer proxy;
+        const QString log = tmp_.filePath(QStringLiteral("proxy.log"));
+        qputenv("HOSTILE_PROXY_LOG", log.toUtf8());
+        QVERIFY(proxy.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        qputenv("http_proxy", proxy.url(QString()).toUtf8());
+        const auto r = cli({QStringLiteral("check"), url(QStringLiteral("/files/big.pt"))});
+        qunsetenv("http_proxy");
+        qunsetenv("HOSTILE_PROXY_LOG");
+        QVERIFY2(r.rc == 0, r.err.constData());
+        QFile f(log);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY(f.readAll().contains(url(QStringLiteral("/files/big.pt")).toUtf8()));
+    }
+
+    // A transfer past a second shows a progress line (forced here: stderr is no terminal), which
+    // the summary then writes over.
+    void progressLine()
+    {
+        qputenv("CKPTSCOPE_PROGRESS", "1");
+        const auto r = cli({QStringLiteral("check"), QStringLiteral("--values"), url(QStringLiteral("/slow/big.pt"))});
+        qunsetenv("CKPTSCOPE_PROGRESS");
+        QCOMPARE(r.rc, 1);  // the NaN
+        QVERIFY2(r.err.contains(" read, ") && r.err.contains("\x1b[K\r"), r.err.constData());
+        QVERIFY(r.err.contains("\r\x1b[Kremote: ") && r.err.count('\n') == 1);  // one line in the end
+        const auto quiet =
+            cli({QStringLiteral("check"), QStringLiteral("--values"), url(QStringLiteral("/files/big.pt"))});
+        QVERIFY(!quiet.err.contains('\r'));  // not a terminal, not asked for
+    }
+
+    void wholeRepository()
+    {
+        const auto r = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/repo")});
+        QVERIFY2(r.rc == 0, r.err.constData());
+        QVERIFY(r.out.contains("safetensors"));
+        const auto missing = cli({QStringLiteral("inspect"), QStringLiteral("hf://org/absent")});
+        QCOMPARE(missing.rc, 2);
+        QCOMPARE(lines(missing.err), 1);
+    }
+};
+
+// Without nginx the suite is "not run" (exit 77, SKIP_RETURN_CODE in CMake), never passed.
+int main(int argc, char** argv)
+{
+    if (ckpt::test::nginxPath().isEmpty()) {
+        std::fputs("nginx is not installed (apt-get install nginx-light): the remote tests need it\n", stderr);
+        return 77;  // NOLINT(readability-magic-numbers): ctest's skip code
+    }
+    QCoreApplication app(argc, argv);
+    TestRemoteCli t;
+    return QTest::qExec(&t, argc, argv);
+}
+#include "tst_remote_cli.moc"
