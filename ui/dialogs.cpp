@@ -3,6 +3,8 @@
 #include "checkpoint/extensions.h"
 
 #include <QFileDialog>
+#include <QInputDialog>
+#include <QLineEdit>
 #include <QMessageBox>
 
 #include <optional>
@@ -25,6 +27,12 @@ QString& openFilter()
     static QString v;
     return v;
 }
+std::optional<QString>& nextUrl()
+{
+    static std::optional<QString> v;
+    return v;
+}
+
 std::optional<QString>& nextSave()
 {
     static std::optional<QString> v;
@@ -115,6 +123,22 @@ QString saveFileName(QWidget* parent, const QString& title, const QString& sugge
     return QFileDialog::getSaveFileName(parent, title, suggested, filter);
 }
 
+QString openUrl(QWidget* parent, const QString& suggested)
+{
+    if (auto& n = nextUrl()) {
+        auto answer = *n;
+        n.reset();
+        return answer;
+    }
+    bool ok = false;
+    const QString url = QInputDialog::getText(
+        parent, QObject::tr("Open URL"),
+        QObject::tr("An http(s) URL or a Hugging Face location: hf://ORG/REPO/FILE, or hf://ORG/REPO for its "
+                    "weights.\nOnly the bytes that describe the checkpoint are downloaded."),
+        QLineEdit::Normal, suggested, &ok);
+    return ok ? url.trimmed() : QString();
+}
+
 void error(QWidget* parent, const QString& title, const QString& text)
 {
     if (errorLog().record) {
@@ -160,6 +184,10 @@ QString lastOpenFilter()
 void setNextSaveFileName(const QString& name)
 {
     nextSave() = name;
+}
+void setNextOpenUrl(const QString& url)
+{
+    nextUrl() = url;
 }
 void setRecordErrors(bool on)
 {

@@ -23,6 +23,9 @@ QStringList openFileNames(QWidget* parent, const QString& title, const QString& 
 QString openFolder(QWidget* parent, const QString& title);
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter);
 void error(QWidget* parent, const QString& title, const QString& text);
+// File > Open URL: an http(s) URL or hf:// location, `suggested` filled in (a URL on the clipboard);
+// empty when cancelled.
+QString openUrl(QWidget* parent, const QString& suggested);
 // A yes/no question (Yes is not the default: the questions asked are about destroying something).
 bool confirm(QWidget* parent, const QString& title, const QString& text);
 
@@ -32,6 +35,7 @@ void setNextOpenFolder(const QString& folder);
 // The filter the last openFileNames() was given (also when a hook answered it).
 QString lastOpenFilter();
 void setNextSaveFileName(const QString& name);
+void setNextOpenUrl(const QString& url);
 // The next confirm() answers this; the question it was asked is kept for the test to read.
 void setNextConfirm(bool answer);
 QString lastConfirmText();

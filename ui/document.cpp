@@ -1,5 +1,6 @@
 #include "document.h"
 
+#include "remote/open_remote.h"
 #include "sharded/formats.h"
 #include "sharded/set_check.h"
 #include "sharded/set_view.h"
@@ -84,6 +85,28 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
     }
     auto doc = makeDocument(std::move(checkpoint), stop);
     doc->set = std::move(part);
+    doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return DocumentPtr(std::move(doc));
+}
+
+Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    remote::RemoteOptions options;
+    options.http.stop = stop;
+    auto stats = std::make_shared<remote::TransferStats>();
+    options.stats = stats;
+    auto opened = remote::openRemoteInput(input, {}, options);
+    if (!opened) {
+        return opened.error();
+    }
+    auto doc = makeDocument(std::move(*opened), stop);
+    auto part = std::make_shared<RemotePart>();
+    part->input = input;
+    // Aliases of the run's counters, which go on counting as the document's bytes are read.
+    part->requests = std::shared_ptr<const std::atomic<std::uint64_t>>(stats, &stats->requests);
+    part->bytesRead = std::shared_ptr<const std::atomic<std::uint64_t>>(stats, &stats->bytesRead);
+    doc->remote = std::move(part);
     doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return DocumentPtr(std::move(doc));
 }

@@ -8,6 +8,8 @@
 #include "sharded/listing.h"
 #include "sharded/sharded.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -28,6 +30,14 @@ struct SetPart {
     std::unordered_map<std::string, std::string> storedIn;
 };
 
+// What a document opened from a URL (an http(s) URL, an hf:// location) has beside its checkpoint:
+// where it came from and what reading it has cost so far (its bytes are fetched when read).
+struct RemotePart {
+    std::string input;  // as given; it never holds a token (those come from HF_TOKEN or headers)
+    std::shared_ptr<const std::atomic<std::uint64_t>> requests;
+    std::shared_ptr<const std::atomic<std::uint64_t>> bytesRead;
+};
+
 struct Document {
     CheckpointPtr checkpoint;
     // Per node: its key path, lower-cased (ASCII), for the case-insensitive filter.
@@ -35,7 +45,8 @@ struct Document {
     double openSeconds = 0;  // reading + indexing, for the status bar
     // For each storage, the tensors that view it (a tensor's "shares storage with").
     std::vector<std::vector<TensorIndex>> storageTensors;
-    std::shared_ptr<const SetPart> set;  // null for a file
+    std::shared_ptr<const SetPart> set;        // null for a file
+    std::shared_ptr<const RemotePart> remote;  // null for a local file or set
 };
 
 using DocumentPtr = std::shared_ptr<const Document>;
@@ -54,6 +65,10 @@ Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop
 // Reads the set at `loc` once (sharded::readSet) and indexes it as a document with its SetPart; an
 // incomplete set opens from its listing. Blocks: call it from a worker.
 Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop = {});
+// Opens a remote input with HTTP range requests (remote/open_remote.h): only the bytes that describe
+// it are fetched, the rest when something reads them. Blocks: call it from a worker; a stop request
+// ends a transfer in progress.
+Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop = {});
 // The same over an already-open checkpoint (tests build documents from memory).
 std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop = {});
 // Runs diagnose over an indexed document. Blocks: call it from a worker.

@@ -194,6 +194,12 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_sideTabs->setTabToolTip(0, tr("What will go wrong when this file is loaded (Ctrl+1)"));
     m_sideTabs->setTabToolTip(1, tr("Load it on a device while watching memory (Ctrl+2)"));
     m_sideTabs->setTabToolTip(2, tr("Write a fixed copy (Ctrl+3 or Ctrl+E)"));
+    if (m_doc->remote) {
+        // The engines read local files; a URL is exported (or downloaded) first.
+        m_sideTabs->setTabEnabled(1, false);
+        m_sideTabs->setTabToolTip(1, tr("Test load reads a local file: export this checkpoint (or download it) "
+                                        "and open the copy"));
+    }
     if (m_doc->set) {
         m_setFiles = new SetFilesPanel(this);
         m_setFiles->setDocument(m_doc);

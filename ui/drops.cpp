@@ -19,4 +19,37 @@ QStringList localFiles(const QMimeData* mime)
     return files;
 }
 
+bool isRemoteInput(const QString& input)
+{
+    return input.startsWith(QLatin1String("http://"), Qt::CaseInsensitive) ||
+           input.startsWith(QLatin1String("https://"), Qt::CaseInsensitive) ||
+           input.startsWith(QLatin1String("hf://"), Qt::CaseInsensitive);
+}
+
+QStringList droppedInputs(const QMimeData* mime)
+{
+    QStringList inputs;
+    if (mime == nullptr) {
+        return inputs;
+    }
+    if (mime->hasUrls()) {
+        for (const auto& url : mime->urls()) {
+            if (url.isLocalFile()) {
+                inputs << url.toLocalFile();
+            } else if (isRemoteInput(url.toString())) {
+                inputs << url.toString(QUrl::FullyEncoded);
+            }
+        }
+        return inputs;
+    }
+    if (mime->hasText()) {
+        for (const auto& line : mime->text().split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+            if (isRemoteInput(line.trimmed())) {
+                inputs << line.trimmed();
+            }
+        }
+    }
+    return inputs;
+}
+
 }  // namespace ckpt::ui

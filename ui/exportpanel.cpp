@@ -24,9 +24,11 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QStyledItemDelegate>
 #include <QTableView>
 #include <QTimer>
+#include <QUrl>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
@@ -365,7 +367,16 @@ void ExportPanel::fieldsToOptions()
 
 QString ExportPanel::defaultOutputFor(const QString& input) const
 {
-    const QFileInfo info(input);
+    QFileInfo info(input);
+    // A URL's copy goes to the downloads folder, named after the file it was read from.
+    if (m_doc && m_doc->remote) {
+        const QString name = QUrl(qs(m_doc->remote->input)).fileName();
+        QString dir = QStandardPaths::writableLocation(QStandardPaths::DownloadLocation);
+        if (dir.isEmpty() || !QFileInfo(dir).isDir()) {
+            dir = QDir::homePath();
+        }
+        info = QFileInfo(QDir(dir).filePath(name.isEmpty() ? QStringLiteral("checkpoint.pt") : name));
+    }
     // A set's path is its folder: the one file it becomes goes beside it, named after it.
     const bool folder = info.isDir();
     QString ext = folder || info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();

@@ -15,6 +15,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QDir>
 #include <QDragEnterEvent>
@@ -98,6 +99,12 @@ QString MainWindow::recentTitle(const QString& path)
 {
     // Every rank file is model_states.pt and every Trainer folder checkpoint-N: the folder it is
     // in tells them apart.
+    if (isRemoteInput(path)) {
+        const QUrl url(path);
+        const QString name = url.fileName();
+        return name.isEmpty() ? path
+                              : QStringLiteral("%1 — %2").arg(name, url.adjusted(QUrl::RemoveFilename).toString());
+    }
     const QFileInfo info(path);
     return QStringLiteral("%1 — %2").arg(info.fileName(), QDir::toNativeSeparators(info.absolutePath()));
 }
@@ -234,6 +241,16 @@ void MainWindow::buildMenus()
     });
     openFolder->setObjectName(QStringLiteral("openFolderAction"));
     openFolder->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+    // A checkpoint on a web server or the Hugging Face Hub, read with range requests.
+    auto* openUrl = file->addAction(tr("Open &URL…"), this, [this] {
+        const QString clip = QApplication::clipboard()->text().trimmed();
+        const QString url = dialogs::openUrl(this, isRemoteInput(clip) ? clip : QString());
+        if (!url.isEmpty()) {
+            openFiles({url});
+        }
+    });
+    openUrl->setObjectName(QStringLiteral("openUrlAction"));
+    openUrl->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_U));
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     m_recentMenu->setObjectName(QStringLiteral("recentMenu"));
     m_fileAloneAction = file->addAction(tr("Open This File &Alone"), this, [this] {
@@ -335,6 +352,10 @@ void MainWindow::openFiles(const QStringList& paths)
         if (path.isEmpty()) {
             continue;
         }
+        if (isRemoteInput(path)) {
+            openRemoteDocument(path);
+            continue;
+        }
         const QString absolute = QFileInfo(path).absoluteFilePath();
         if (openAsSet(absolute)) {
             continue;
@@ -369,6 +390,31 @@ void MainWindow::openDocument(const QString& absolute, bool alone)
             rememberRecent(absolute, alone);
             Q_EMIT documentOpened(absolute);
         });
+    m_openJobs.push_back(std::move(tracker));
+}
+
+void MainWindow::openRemoteDocument(const QString& url)
+{
+    const int order = m_nextOpenOrder++;
+    statusBar()->showMessage(tr("Reading %1 over HTTP…").arg(url));
+    auto tracker = std::make_unique<JobTracker>(this);
+    tracker->start([input = url.toStdString()](std::stop_token stop,
+                                               const ProgressFn&) { return loadRemoteDocument(input, stop); },
+                   [this, url, order](Expected<DocumentPtr> doc) {
+                       statusBar()->clearMessage();
+                       if (!doc) {
+                           const auto message = qs(doc.error().describe());
+                           showError(message);
+                           Q_EMIT openFailed(url, message);
+                           return;
+                       }
+                       addDocument(*doc, order);
+                       // A URL with a query (a pre-signed object-store link) carries its signature: not kept.
+                       if (!QUrl(url).hasQuery()) {
+                           rememberRecent(url);
+                       }
+                       Q_EMIT documentOpened(url);
+                   });
     m_openJobs.push_back(std::move(tracker));
 }
 
@@ -455,6 +501,15 @@ DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
         statusBar()->showMessage(ok ? tr("Wrote %1").arg(pathOrError) : tr("Export failed: %1").arg(pathOrError),
                                  15000);
     });
+    if (doc->remote) {
+        const QUrl url(qs(doc->remote->input));
+        const QString name = url.fileName().isEmpty() ? qs(doc->remote->input) : url.fileName();
+        const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(name));
+        m_tabs->setTabToolTip(index, url.adjusted(QUrl::RemoveQuery | QUrl::RemoveUserInfo).toString());
+        m_tabs->setCurrentIndex(index);
+        updateChrome();
+        return view;
+    }
     const QFileInfo info(qs(doc->checkpoint->path));
     if (const auto set = doc->set ? std::nullopt : wholeSetOf(info.absoluteFilePath())) {
         view->offerWholeSet(
@@ -585,7 +640,9 @@ void MainWindow::updateChrome()
         return;
     }
     const auto& ck = *view->document()->checkpoint;
-    setWindowTitle(QStringLiteral("%1 — ckptscope").arg(QFileInfo(qs(ck.path)).fileName()));
+    const auto& remote = view->document()->remote;
+    setWindowTitle(QStringLiteral("%1 — ckptscope")
+                       .arg(remote ? m_tabs->tabText(m_tabs->currentIndex()) : QFileInfo(qs(ck.path)).fileName()));
     QString format = qs(formatName(ck.format));
     if (const auto& set = view->document()->set) {
         // A set's view is the torch file its consolidation writes: the set's own kind says more.
@@ -601,7 +658,13 @@ void MainWindow::updateChrome()
         perDevice << QStringLiteral("%1 %2").arg(qs(location), humanSize(bytes));
     }
     m_devicesLabel->setText(perDevice.join(QStringLiteral(" · ")));
-    statusBar()->showMessage(tr("Opened in %1 ms").arg(view->document()->openSeconds * 1000.0, 0, 'f', 0), 4000);
+    QString opened = tr("Opened in %1 ms").arg(view->document()->openSeconds * 1000.0, 0, 'f', 0);
+    if (remote) {
+        // What reading it has cost so far: the bytes that describe it, and any tensor read since.
+        opened += tr(", %1 read over HTTP in %n request(s)", nullptr, static_cast<int>(remote->requests->load()))
+                      .arg(humanSize(remote->bytesRead->load()));
+    }
+    statusBar()->showMessage(opened, remote ? 15000 : 4000);
 }
 
 void MainWindow::updateSetActions()
@@ -622,6 +685,9 @@ void MainWindow::updateSetActions()
         for (const char* name : {"testLoadAction", "exportNowAction"}) {
             findChild<QAction*>(QLatin1String(name))->setEnabled(false);
         }
+    }
+    if (doc != nullptr && doc->document()->remote) {
+        findChild<QAction*>(QStringLiteral("testLoadAction"))->setEnabled(false);  // the engines read local files
     }
 }
 
@@ -667,14 +733,15 @@ void MainWindow::rebuildRecentMenu()
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* event)
 {
-    if (!localFiles(event->mimeData()).isEmpty()) {
+    if (!droppedInputs(event->mimeData()).isEmpty()) {
         event->acceptProposedAction();
     }
 }
 
+// Files from a file manager, and links dragged from a browser (the Hub's "download" link, a URL).
 void MainWindow::dropEvent(QDropEvent* event)
 {
-    const auto files = localFiles(event->mimeData());
+    const auto files = droppedInputs(event->mimeData());
     if (files.isEmpty()) {
         return;
     }

@@ -28,7 +28,8 @@ public:
     explicit MainWindow(QWidget* parent = nullptr);
     ~MainWindow() override;
 
-    // Opens each file in a worker; each success adds a tab, each failure shows the error banner.
+    // Opens each file, folder or URL (http(s)://, hf://) in a worker; each success adds a tab, each
+    // failure shows the error banner.
     void openFiles(const QStringList& paths);
     // Opens `path` as the one file it is, never the multi-file checkpoint it is part of (what
     // `ckptscope inspect --file-only` reads); switches to its tab when it is open alone already.
@@ -79,6 +80,8 @@ private:
     void openSetAt(const sharded::SetLocation& loc, const QString& path);
     // The tab of the set a file tab belongs to: switched to when open, else opened.
     void openWholeSet(const sharded::SetLocation& loc);
+    // An http(s) URL or hf:// location, read in a worker with range requests; its tab when it opens.
+    void openRemoteDocument(const QString& url);
     // `alone`: a file of a set opened by itself (Open This File Alone), remembered so in Open Recent.
     void openDocument(const QString& absolute, bool alone = false);
     // The error, and a link that opens `file` alone (a file whose set cannot be read as one).
