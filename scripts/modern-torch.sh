@@ -13,6 +13,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=torch2-common.sh
 . "$here/torch2-common.sh"
 packages=(python3-torch python3-transformers python3-accelerate python3-safetensors)
+# What ckptscope itself links at run time beyond minbase (the torch2 tests run the host's build inside
+# the root): libcurl for remote inputs. A root made before one was added here gets it on the next run.
+runtime_packages=(libcurl4t64)
+apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
 
 print_version() {
     "$here/torch2-python.sh" -c 'import torch, transformers, accelerate, safetensors
@@ -20,7 +24,33 @@ print("torch", torch.__version__, "| transformers", transformers.__version__,
       "| accelerate", accelerate.__version__, "| safetensors", safetensors.__version__)'
 }
 
+# The runtime packages an existing root lacks, installed into it (from the mirror it was made from).
+top_up() {
+    local missing=() p
+    for p in "${runtime_packages[@]}"; do
+        chroot "$torch2_root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return 0
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "modern-torch.sh: the root lacks ${missing[*]} and adding it needs root"
+        return 77
+    fi
+    echo "modern-torch.sh: adding ${missing[*]} to $torch2_root" >&2
+    exec 9>"$torch2_lock"
+    flock 9
+    torch2_mounts "$torch2_root"
+    local rc=0
+    chroot "$torch2_root" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update >&2 &&
+        chroot "$torch2_root" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${missing[@]}" >&2 &&
+        chroot "$torch2_root" apt-get clean || rc=$?
+    torch2_unmount "$torch2_root"
+    exec 9>&-
+    return $rc
+}
+
 if [[ -f $torch2_stamp ]]; then
+    top_up
     print_version
     exit 0
 fi
@@ -78,10 +108,10 @@ t0=$SECONDS
 echo "modern-torch.sh: debootstrap $torch2_suite from $mirror into $build" >&2
 debootstrap --variant=minbase "$torch2_suite" "$build" "$mirror" /usr/share/debootstrap/scripts/sid >&2
 torch2_mounts "$build"
-echo "modern-torch.sh: installing ${packages[*]}" >&2
-apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
+echo "modern-torch.sh: installing ${packages[*]} ${runtime_packages[*]}" >&2
 chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update >&2
-chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${packages[@]}" >&2
+chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${packages[@]}" \
+    "${runtime_packages[@]}" >&2
 chroot "$build" apt-get clean
 torch2_unmount "$build"
 date -u +"made %Y-%m-%dT%H:%M:%SZ from $mirror $torch2_suite in $((SECONDS - t0)) s" >"$build/.ckptscope-torch2-ready"
