@@ -9,13 +9,17 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <unistd.h>
 #include <unordered_map>
 
 namespace ckpt::remote {
@@ -339,6 +343,47 @@ Expected<void> prepareSafetensors(RemoteFile& file)
     return file.fetch({{0, 8 + n}}, 0);
 }
 
+// The whole file at `url` downloaded into an unlinked temporary file, then read as a local file
+// is (mapped; its storages copied from it): --download, for servers without range requests.
+Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url, const std::string& shown,
+                                     const RemoteOptions& options)
+{
+    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+    const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-vararg): open(2)
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return makeError(ErrorCode::Io,
+                         "cannot make a temporary file in " + dir + " for --download: " + systemErrorText(errno));
+    }
+    std::optional<Error> writeError;
+    auto got = client.getWhole(url, options.downloadLimit, [&](Bytes b) {
+        while (!b.empty()) {
+            const ssize_t n = ::write(fd, b.data(), b.size());
+            if (n <= 0) {
+                writeError =
+                    makeError(ErrorCode::Io, "cannot write the download to " + dir + ": " + systemErrorText(errno));
+                return false;
+            }
+            b = b.subspan(static_cast<std::size_t>(n));
+        }
+        return true;
+    });
+    if (!got || writeError) {
+        ::close(fd);
+        return writeError ? *writeError : got.error();
+    }
+    // The magic link opens the unlinked file again, for the mapping that outlives this descriptor.
+    auto c = openCheckpoint("/proc/self/fd/" + std::to_string(fd));
+    ::close(fd);
+    if (!c) {
+        return c.error();
+    }
+    auto owned = std::const_pointer_cast<Checkpoint>(*c);  // built for this call alone
+    owned->path = shown;
+    return CheckpointPtr(std::move(owned));
+}
+
 // One file at `url`, shown as `shown`.
 Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
                                  const std::string& shown, const RemoteOptions& options)
@@ -347,6 +392,13 @@ Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, cons
     const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
     auto opened =
         RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+    if (!opened && options.download && opened.error().message.starts_with(kNoRangesMessage)) {
+        auto whole = downloadFile(*client, url, shown, options);
+        if (!whole) {
+            return named(whole.error(), shown, redactor);
+        }
+        return whole;
+    }
     if (!opened) {
         return named(opened.error(), shown, redactor);
     }
