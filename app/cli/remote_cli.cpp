@@ -50,6 +50,9 @@ void RemoteSession::addOptions(CLI::App& app)
     app.add_option("--header", headers_,
                    "an HTTP header for a URL input's own host, 'Name: value' (e.g. 'Authorization: Bearer TOKEN'); "
                    "repeatable. Hub inputs (hf://) use HF_TOKEN or the `huggingface-cli login` token");
+    app.add_flag("--download", download_,
+                 "a URL whose server does not support range requests is downloaded whole into a temporary "
+                 "file (unlinked: nothing is left behind) instead of refused");
 }
 
 bool RemoteSession::isRemote(const std::string& input)
@@ -62,6 +65,7 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
     used_ = true;
     remote::RemoteOptions options;
     options.stats = stats_;
+    options.download = download_;
     auto r = remote::openRemote(input, headers_, options);
     if (r) {
         remoteBytes_ += r->checkpoint ? (*r->checkpoint)->fileSize : 0;

@@ -18,7 +18,7 @@ namespace ckpt::cli {
 
 class RemoteSession {
 public:
-    // Adds the repeatable --header option to a command.
+    // Adds the repeatable --header option and --download to a command.
     void addOptions(CLI::App& app);
     // A progress line on `err` (rewritten in place) once transfers pass a second: when stderr is a
     // terminal, or CKPTSCOPE_PROGRESS=1 says to anyway. report() clears it.
@@ -39,6 +39,7 @@ public:
 
 private:
     std::vector<std::string> headers_;
+    bool download_ = false;
     std::shared_ptr<remote::TransferStats> stats_ = std::make_shared<remote::TransferStats>();
     std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
     bool used_ = false;

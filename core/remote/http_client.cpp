@@ -452,8 +452,9 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (e.status == kStatusOk) {
             return makeError(ErrorCode::Unsupported,
-                             "the server does not support range requests (it answered " + rangeText(range) +
-                                 " with the whole file); ckptscope reads remote files only from servers that do");
+                             std::string(kNoRangesMessage) + " (it answered " + rangeText(range) +
+                                 " with the whole file); ckptscope reads remote files only from servers that do, "
+                                 "or whole with --download");
         }
         got = parseContentRange(e.header("content-range"));
         if (!got) {
@@ -521,6 +522,37 @@ Expected<std::string> HttpClient::getText(const std::string& url, std::size_t ma
         return done.error();
     }
     return body;
+}
+
+Expected<std::uint64_t> HttpClient::getWhole(const std::string& url, std::uint64_t maxBytes,
+                                             const std::function<bool(Bytes)>& sink)
+{
+    const std::lock_guard lock(mutex_);
+    Exchange x;
+    x.sink = &sink;
+    x.progress = &stats_->progress;
+    x.received = stats_->bytesRead.load(std::memory_order_relaxed);
+    x.successStatus = kStatusOk;
+    x.bodyLimit = maxBytes;
+    x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
+        if (const auto length = parseNumber(e.header("content-length"))) {
+            if (*length > maxBytes) {
+                return makeError(ErrorCode::Limit, "the file is " + std::to_string(*length) + " bytes, more than the " +
+                                                       std::to_string(maxBytes) + " a download may take");
+            }
+            e.bodyLimit = *length;
+        }
+        return std::nullopt;
+    };
+    if (auto done = fetch(url, std::nullopt, x); !done) {
+        return done.error();
+    }
+    if (const auto length = parseNumber(x.header("content-length")); length && x.delivered != *length) {
+        return fail(ErrorCode::Truncated, url,
+                    "the download ended after " + std::to_string(x.delivered) + " of its " + std::to_string(*length) +
+                        " bytes (truncated)");
+    }
+    return x.delivered;
 }
 
 }  // namespace ckpt::remote

@@ -23,6 +23,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <string_view>
 
 namespace ckpt::remote {
 
@@ -48,6 +49,10 @@ struct TransferStats {
     // the bytes received so far by this run: the command line's progress line.
     std::function<void(std::uint64_t)> progress;
 };
+
+// The start of the message a server that ignores Range gets (core/remote falls back on a whole
+// download with --download).
+inline constexpr std::string_view kNoRangesMessage = "the server does not support range requests";
 
 struct ByteRange {
     enum class Kind : std::uint8_t { Span, Suffix };
@@ -78,6 +83,10 @@ public:
                                      std::optional<FileIdentity>& identity, const std::function<bool(Bytes)>& sink);
     // GETs a small document whole (the Hub API's JSON), at most `maxBytes`.
     Expected<std::string> getText(const std::string& url, std::size_t maxBytes);
+    // GETs a whole file (no Range) to `sink`, at most `maxBytes`, and exactly its Content-Length
+    // when the server gives one: the --download path for servers without ranges.
+    Expected<std::uint64_t> getWhole(const std::string& url, std::uint64_t maxBytes,
+                                     const std::function<bool(Bytes)>& sink);
 
     [[nodiscard]] const Redactor& redactor() const { return credentials_.redactor; }
     [[nodiscard]] const std::shared_ptr<TransferStats>& stats() const { return stats_; }

@@ -8,10 +8,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <unistd.h>
 #include <unordered_map>
 
 namespace ckpt::remote {
@@ -335,6 +343,47 @@ Expected<void> prepareSafetensors(RemoteFile& file)
     return file.fetch({{0, 8 + n}}, 0);
 }
 
+// The whole file at `url` downloaded into an unlinked temporary file, then read as a local file
+// is (mapped; its storages copied from it): --download, for servers without range requests.
+Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url, const std::string& shown,
+                                     const RemoteOptions& options)
+{
+    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+    const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-vararg): open(2)
+    const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return makeError(ErrorCode::Io,
+                         "cannot make a temporary file in " + dir + " for --download: " + systemErrorText(errno));
+    }
+    std::optional<Error> writeError;
+    auto got = client.getWhole(url, options.downloadLimit, [&](Bytes b) {
+        while (!b.empty()) {
+            const ssize_t n = ::write(fd, b.data(), b.size());
+            if (n <= 0) {
+                writeError =
+                    makeError(ErrorCode::Io, "cannot write the download to " + dir + ": " + systemErrorText(errno));
+                return false;
+            }
+            b = b.subspan(static_cast<std::size_t>(n));
+        }
+        return true;
+    });
+    if (!got || writeError) {
+        ::close(fd);
+        return writeError ? *writeError : got.error();
+    }
+    // The magic link opens the unlinked file again, for the mapping that outlives this descriptor.
+    auto c = openCheckpoint("/proc/self/fd/" + std::to_string(fd));
+    ::close(fd);
+    if (!c) {
+        return c.error();
+    }
+    auto owned = std::const_pointer_cast<Checkpoint>(*c);  // built for this call alone
+    owned->path = shown;
+    return CheckpointPtr(std::move(owned));
+}
+
 // One file at `url`, shown as `shown`.
 Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
                                  const std::string& shown, const RemoteOptions& options)
@@ -343,6 +392,13 @@ Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, cons
     const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
     auto opened =
         RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+    if (!opened && options.download && opened.error().message.starts_with(kNoRangesMessage)) {
+        auto whole = downloadFile(*client, url, shown, options);
+        if (!whole) {
+            return named(whole.error(), shown, redactor);
+        }
+        return whole;
+    }
     if (!opened) {
         return named(opened.error(), shown, redactor);
     }
@@ -405,56 +461,117 @@ bool notFound(const Error& e)
     return e.message.starts_with("HTTP 404");
 }
 
-// A sharded set's files beside its index: `base` is the index's URL up to its last '/'.
+// A sharded set's files beside its index: `base` is the index's URL up to its last '/'. Shards
+// are opened once each (their metadata stays in their images, their storages are read from
+// there), several at a time when prefetched: a set of 20 shards then waits for about three round
+// trips rather than twenty.
 class RemoteSetFiles final : public sharded::SetFiles {
 public:
-    RemoteSetFiles(std::shared_ptr<HttpClient> client, std::string base, std::string shownBase, RemoteOptions options)
-        : client_(std::move(client)), base_(std::move(base)), shownBase_(std::move(shownBase)),
-          options_(std::move(options))
+    using NewClient = std::function<std::shared_ptr<HttpClient>()>;
+    RemoteSetFiles(std::shared_ptr<HttpClient> client, NewClient newClient, std::string base, std::string shownBase,
+                   RemoteOptions options)
+        : client_(std::move(client)), newClient_(std::move(newClient)), base_(std::move(base)),
+          shownBase_(std::move(shownBase)), options_(std::move(options))
     {
     }
 
     [[nodiscard]] Expected<std::optional<std::string>> readText(const std::string& name,
                                                                 std::uint64_t maxBytes) const override
     {
-        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
-        if (!text) {
-            if (notFound(text.error())) {
-                return std::optional<std::string>();
-            }
-            return named(text.error(), pathOf(name), client_->redactor());
+        const std::lock_guard lock(mutex_);
+        if (auto it = texts_.find(name); it != texts_.end()) {
+            return it->second;
         }
-        return std::optional<std::string>(std::move(*text));
+        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        Expected<std::optional<std::string>> result = std::optional<std::string>();
+        if (text) {
+            result = std::optional<std::string>(std::move(*text));
+        } else if (!notFound(text.error())) {
+            result = named(text.error(), pathOf(name), client_->redactor());
+        }
+        texts_.emplace(name, result);
+        return result;
     }
 
     [[nodiscard]] Expected<std::optional<CheckpointPtr>> open(const std::string& name) const override
     {
+        {
+            const std::lock_guard lock(mutex_);
+            if (auto it = opened_.find(name); it != opened_.end()) {
+                return it->second;
+            }
+        }
+        auto result = openOne(client_, name);
         const std::lock_guard lock(mutex_);
-        if (auto it = opened_.find(name); it != opened_.end()) {
-            return it->second;
-        }
-        auto c = openFile(client_, base_ + name, pathOf(name), options_);
-        Expected<std::optional<CheckpointPtr>> result = std::optional<CheckpointPtr>();
-        if (c) {
-            result = std::optional<CheckpointPtr>(*c);
-        } else if (!notFound(c.error())) {
-            result = c.error();
-        }
-        opened_.emplace(name, result);
-        return result;
+        return opened_.emplace(name, std::move(result)).first->second;
     }
 
     [[nodiscard]] std::string pathOf(const std::string& name) const override { return shownBase_ + name; }
 
+    // Opens `names` ahead of open(), kParallel at a time, each worker with its own connection.
+    void prefetch(const std::vector<std::string>& names) const
+    {
+        constexpr std::size_t kParallel = 8;
+        std::atomic<std::size_t> next{0};
+        auto work = [&]() {
+            const auto client = newClient_();
+            for (std::size_t k = next++; k < names.size(); k = next++) {
+                auto result = openOne(client, names[k]);
+                const std::lock_guard lock(mutex_);
+                opened_.emplace(names[k], std::move(result));
+            }
+        };
+        std::vector<std::thread> workers;
+        for (std::size_t i = 0; i < std::min(kParallel, names.size()); ++i) {
+            workers.emplace_back(work);
+        }
+        for (auto& w : workers) {
+            w.join();
+        }
+    }
+
 private:
+    [[nodiscard]] Expected<std::optional<CheckpointPtr>> openOne(const std::shared_ptr<HttpClient>& client,
+                                                                 const std::string& name) const
+    {
+        auto c = openFile(client, base_ + name, pathOf(name), options_);
+        if (c) {
+            return std::optional<CheckpointPtr>(*c);
+        }
+        if (notFound(c.error())) {
+            return std::optional<CheckpointPtr>();
+        }
+        return c.error();
+    }
+
     std::shared_ptr<HttpClient> client_;
+    NewClient newClient_;
     std::string base_;
     std::string shownBase_;
     RemoteOptions options_;
     mutable std::mutex mutex_;
-    // Each shard is opened once: its metadata stays in its image, and its storages read from there.
+    mutable std::map<std::string, Expected<std::optional<std::string>>> texts_;
     mutable std::map<std::string, Expected<std::optional<CheckpointPtr>>> opened_;
 };
+
+// The shard names an index's weight_map gives, each once, in order; none when it is no index
+// (openSet then says what is wrong with it).
+std::vector<std::string> shardNamesOf(const std::string& indexText)
+{
+    std::vector<std::string> names;
+    const auto doc = nlohmann::json::parse(indexText, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
+        return names;
+    }
+    std::set<std::string> seen;
+    for (const auto& [key, file] : doc["weight_map"].items()) {
+        if (file.is_string() && file.get_ref<const std::string&>().find('/') == std::string::npos &&
+            seen.insert(file.get<std::string>()).second) {
+            names.push_back(file.get<std::string>());
+        }
+    }
+    return names;
+}
 
 std::string parentOf(const std::string& path)
 {
@@ -492,7 +609,8 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     }
     creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
     const Redactor redactor = creds.redactor;
-    auto client = std::make_shared<HttpClient>(std::move(creds), options.http, options.stats);
+    auto newClient = [creds, options]() { return std::make_shared<HttpClient>(creds, options.http, options.stats); };
+    auto client = newClient();
 
     std::string shown = input;
     if (loc->scheme == Scheme::HubRepo) {
@@ -510,7 +628,12 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
         const std::string base = loc->scheme == Scheme::Http
                                      ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
                                      : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-        auto files = std::make_shared<RemoteSetFiles>(client, base, redactor.apply(parentOf(shown)), options);
+        auto files =
+            std::make_shared<RemoteSetFiles>(client, newClient, base, redactor.apply(parentOf(shown)), options);
+        constexpr std::uint64_t kIndexLimit = std::uint64_t{64} << 20;  // as core/sharded reads an index
+        if (auto text = files->readText(fileNameOf(loc->url), kIndexLimit); text && *text) {
+            files->prefetch(shardNamesOf(**text));
+        }
         auto set = sharded::openSet(files, fileNameOf(loc->url), redactor.apply(input));
         if (!set) {
             return named(set.error(), input, redactor);

@@ -31,6 +31,10 @@ struct RemoteOptions {
     HttpOptions http = HttpOptions::fromEnvironment();
     std::shared_ptr<TransferStats> stats;  // counted into when given
     std::uint64_t wholeFileLimit = std::uint64_t{4} << 30;
+    // --download: a server without range requests is read by downloading the whole file into an
+    // unlinked temporary file (in $TMPDIR, gone when the process is), at most `downloadLimit`.
+    bool download = false;
+    std::uint64_t downloadLimit = std::uint64_t{1} << 40;
 };
 
 // What a remote input opened as: one file, or a Hugging Face sharded set (a repository whose

@@ -4,6 +4,7 @@
 Serves FILE (a real checkpoint) under paths that each break one rule:
   /good/F          ranges as they should be (the baseline)
   /ignore-range/F  answers every Range with 200 and the whole body, followed by endless zeros
+  /no-ranges/F     answers every request with 200 and the whole file (a server without ranges)
   /endless/F       answers with 206 and a correct Content-Range, then never stops sending
   /redirect-loop/F 302 to /redirect-loop2/F, which redirects back
   /wrong-range/F   206 with a Content-Range that is not the range asked for
@@ -117,6 +118,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(DATA)
             while True:
                 self.wfile.write(b"\0" * 65536)
+        elif kind == "no-ranges":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(DATA)))
+            self.end_headers()
+            self.wfile.write(DATA)
         elif kind == "endless":
             r = self.range(len(DATA)) or (0, len(DATA) - 1)
             self.send_response(206)

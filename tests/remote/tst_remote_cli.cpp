@@ -229,6 +229,32 @@ private Q_SLOTS:
         QVERIFY2(c.maxRssKiB < 400 * 1024, qPrintable(QString::number(c.maxRssKiB)));
     }
 
+    // A server without range requests: refused, or with --download read whole from an unlinked
+    // temporary file, which nothing outlives.
+    void download()
+    {
+        LoopbackServer plain;
+        QVERIFY(plain.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        const QString u = plain.url(QStringLiteral("/no-ranges/big.pt"));
+        const auto refused = cli({QStringLiteral("inspect"), u});
+        QCOMPARE(refused.rc, 2);
+        QVERIFY(refused.err.contains("does not support range requests") && refused.err.contains("--download"));
+        QTemporaryDir tmp;
+        qputenv("TMPDIR", tmp.path().toUtf8());
+        QTemporaryDir out;
+        const QString o = out.filePath(QStringLiteral("o.pt"));
+        const auto w = cli({QStringLiteral("convert"), QStringLiteral("--download"), u, QStringLiteral("-o"), o});
+        qunsetenv("TMPDIR");
+        QVERIFY2(w.rc == 0, w.err.constData());
+        QVERIFY(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+        const auto d = cli({QStringLiteral("diff"), o, big_ + QStringLiteral("/big.pt")});
+        QVERIFY2(d.rc == 0, d.out.constData());
+        const auto c = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--download"), u});
+        const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), big_ + QStringLiteral("/big.pt")});
+        QCOMPARE(c.rc, l.rc);
+        QCOMPARE(findings(c.out, u), findings(l.out, big_ + QStringLiteral("/big.pt")));
+    }
+
     // Ctrl-C while a transfer hangs: exit 130 at once, and the temporary output is gone.
     void interrupted()
     {
