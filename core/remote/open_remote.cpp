@@ -28,6 +28,7 @@ namespace {
 constexpr std::uint64_t kFirstBytes = std::uint64_t{64} << 10;  // the first request: head or tail
 constexpr std::uint64_t kMergeGap = std::uint64_t{256} << 10;   // ranges closer than this share a request
 constexpr std::uint64_t kLocalSize = 30;
+constexpr std::uint64_t kHeaderExtraFetched = 4096;
 constexpr std::uint32_t kLocalSig = 0x04034b50;
 constexpr std::uint64_t kAlignment = 64;
 constexpr std::uint64_t kOverflow32 = 0xFFFFFFFFU;
@@ -260,13 +261,45 @@ Expected<void> prepareZip(RemoteFile& file)
     if (auto ok = file.fetch({{dir->offset, dir->size}}, 0); !ok) {
         return ok;
     }
+    // First the records' names and places, each payload assumed to start right after its header's
+    // name (no payload starts earlier in a valid zip, so no bound the reader checks can fail here).
+    const auto earliest = [&](const archive::ZipRecord& r) -> std::optional<std::uint64_t> {
+        if (file.holds(r.localHeaderOffset, kLocalSize)) {
+            return std::nullopt;
+        }
+        return r.localHeaderOffset + kLocalSize + r.name.size();
+    };
+    auto zip = archive::ZipReader::parse(file.image(), -1, earliest);
+    if (!zip) {
+        return zip.error();
+    }
+    // Where torch's writer would put a payload (after a header padded to 64 bytes) is assumed for a
+    // header not fetched, and checked when the payload is read. A payload assumed to run into the
+    // central directory is another writer's (a Python zipfile copy with ZIP64 extras: its last
+    // payload ended 44 bytes inside the directory), which the reader refuses: that header is fetched.
+    {
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> headers;
+        for (const auto& r : zip->records()) {
+            if (!file.holds(r.localHeaderOffset, kLocalSize) && torchDataOffset(r) + r.compressedSize > dir->offset) {
+                // The fixed header, its name and 4 KiB of extra field (ZIP64's is 20 bytes), up to
+                // the directory.
+                const std::uint64_t end = std::min<std::uint64_t>(dir->offset, r.localHeaderOffset + kLocalSize +
+                                                                                   r.name.size() + kHeaderExtraFetched);
+                headers.emplace_back(r.localHeaderOffset,
+                                     std::max(end, r.localHeaderOffset + kLocalSize) - r.localHeaderOffset);
+            }
+        }
+        if (auto ok = file.fetch(headers, kMergeGap); !ok) {
+            return ok;
+        }
+    }
     const auto assumed = [&](const archive::ZipRecord& r) -> std::optional<std::uint64_t> {
         if (file.holds(r.localHeaderOffset, kLocalSize)) {
             return std::nullopt;
         }
         return torchDataOffset(r);
     };
-    auto zip = archive::ZipReader::parse(file.image(), -1, assumed);
+    zip = archive::ZipReader::parse(file.image(), -1, assumed);
     if (!zip) {
         return zip.error();
     }

@@ -130,7 +130,8 @@ inline bool makeServedTree(const QString& root, const QStringList& files)
 // A 24 MiB torch zip (12 tensors of 2 MiB, one NaN) and a safetensors file of the same size,
 // written by real PyTorch, so that reads are partial (the fixtures are mostly under 64 KiB); and
 // the zip rewritten by Python's zipfile (big_rezipped.pt: no 64-byte alignment, so no payload is
-// where a torch writer would put it).
+// where a torch writer would put it; big_zip64.pt: with ZIP64 extras too, so a payload assumed where
+// torch puts it would run into the next header, and the last into the central directory).
 inline bool makeBigFiles(const QString& dir)
 {
     const QString script = QStringLiteral(R"(
@@ -153,6 +154,11 @@ with zipfile.ZipFile(sys.argv[1] + '/big.pt') as zin, \
         zipfile.ZipFile(sys.argv[1] + '/big_rezipped.pt', 'w', zipfile.ZIP_STORED) as zout:
     for info in zin.infolist():
         zout.writestr(info.filename, zin.read(info.filename))
+with zipfile.ZipFile(sys.argv[1] + '/big.pt') as zin, \
+        zipfile.ZipFile(sys.argv[1] + '/big_zip64.pt', 'w', zipfile.ZIP_STORED) as zout:
+    for info in zin.infolist():
+        with zout.open(zipfile.ZipInfo(info.filename), 'w', force_zip64=True) as out:
+            out.write(zin.read(info.filename))
 )");
     QProcess p;
     p.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"), script, dir});

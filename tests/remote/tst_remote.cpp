@@ -77,7 +77,7 @@ private Q_SLOTS:
         QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
         QStringList served = fixtures_;
         served << big + QStringLiteral("/big.pt") << big + QStringLiteral("/big.safetensors")
-               << big + QStringLiteral("/big_rezipped.pt");
+               << big + QStringLiteral("/big_rezipped.pt") << big + QStringLiteral("/big_zip64.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
@@ -190,6 +190,8 @@ private Q_SLOTS:
         QTest::newRow("torch zip") << QStringLiteral("big.pt") << 4;
         QTest::newRow("safetensors") << QStringLiteral("big.safetensors") << 2;
         QTest::newRow("zip from Python's zipfile") << QStringLiteral("big_rezipped.pt") << 4;
+        // The last storage's header too: assumed where torch puts it, it would end in the directory.
+        QTest::newRow("zip with ZIP64 extras") << QStringLiteral("big_zip64.pt") << 5;
     }
     void partialReads()
     {

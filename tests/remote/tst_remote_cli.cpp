@@ -69,7 +69,7 @@ private Q_SLOTS:
         QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
         QStringList served = fixtures_;
         served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
-               << big_ + QStringLiteral("/big_rezipped.pt");
+               << big_ + QStringLiteral("/big_rezipped.pt") << big_ + QStringLiteral("/big_zip64.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
@@ -86,7 +86,7 @@ private Q_SLOTS:
     {
         QStringList files = fixtures_;
         files << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
-              << big_ + QStringLiteral("/big_rezipped.pt");
+              << big_ + QStringLiteral("/big_rezipped.pt") << big_ + QStringLiteral("/big_zip64.pt");
         for (const auto& f : std::as_const(files)) {
             const QString name = QFileInfo(f).fileName();
             const QString u = url(QStringLiteral("/files/") + name);
