@@ -141,7 +141,8 @@ const QString MainWindow::kDropHint = QObject::tr("Drop a .pt/.pth/.ckpt/.bin/.s
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
       m_bannerText(new QLabel(m_banner)), m_bannerIcon(new QLabel(m_banner)), m_formatLabel(new QLabel(this)),
-      m_tensorsLabel(new QLabel(this)), m_devicesLabel(new QLabel(this))
+      m_tensorsLabel(new QLabel(this)), m_devicesLabel(new QLabel(this)),
+      m_cancelOpen(new QPushButton(tr("Cancel"), this))
 {
     setObjectName(QStringLiteral("mainWindow"));
     setWindowTitle(QStringLiteral("ckptscope"));
@@ -204,6 +205,12 @@ MainWindow::MainWindow(QWidget* parent)
     for (auto* label : {m_formatLabel, m_tensorsLabel, m_devicesLabel}) {
         label->setContentsMargins(10, 0, 10, 0);
     }
+    // Stops every open in progress (a large set, a slow server); shown only while one runs.
+    m_cancelOpen->setObjectName(QStringLiteral("cancelOpenButton"));
+    m_cancelOpen->setToolTip(tr("Stop opening: a transfer in progress ends at once, a set after the file it reads"));
+    m_cancelOpen->hide();
+    connect(m_cancelOpen, &QPushButton::clicked, this, &MainWindow::cancelOpening);
+    statusBar()->addPermanentWidget(m_cancelOpen);
     statusBar()->addPermanentWidget(m_formatLabel);
     statusBar()->addPermanentWidget(m_tensorsLabel);
     statusBar()->addPermanentWidget(m_devicesLabel);
@@ -371,51 +378,72 @@ void MainWindow::openFiles(const QStringList& paths)
     }
 }
 
-void MainWindow::openDocument(const QString& absolute, bool alone)
+void MainWindow::startOpen(const QString& shown, std::function<Expected<DocumentPtr>(std::stop_token)> load,
+                           std::function<void(const DocumentPtr&, int)> opened,
+                           std::function<void(const QString&)> failed)
 {
     const int order = m_nextOpenOrder++;
-    statusBar()->showMessage(tr("Opening %1…").arg(absolute));
+    statusBar()->showMessage(tr("Opening %1…").arg(shown));
     auto tracker = std::make_unique<JobTracker>(this);
-    tracker->start(
-        [file = absolute.toStdString()](std::stop_token stop, const ProgressFn&) { return loadDocument(file, stop); },
-        [this, absolute, alone, order](Expected<DocumentPtr> doc) {
-            statusBar()->clearMessage();
-            if (!doc) {
-                const auto message = qs(doc.error().describe());
-                showError(message);
-                Q_EMIT openFailed(absolute, message);
-                return;
-            }
-            addDocument(*doc, order);
+    tracker->start([load = std::move(load)](std::stop_token stop, const ProgressFn&) { return load(stop); },
+                   [this, order, opened = std::move(opened), failed = std::move(failed)](Expected<DocumentPtr> doc) {
+                       statusBar()->clearMessage();
+                       showOpening();
+                       if (doc) {
+                           opened(*doc, order);
+                       } else if (doc.error().code == ErrorCode::Cancelled) {
+                           statusBar()->showMessage(tr("Opening cancelled"), 4000);  // asked for: no banner
+                       } else {
+                           failed(qs(doc.error().describe()));
+                       }
+                   });
+    m_openJobs.push_back(std::move(tracker));
+    showOpening();
+}
+
+void MainWindow::showOpening()
+{
+    m_cancelOpen->setVisible(isOpening());
+}
+
+void MainWindow::cancelOpening()
+{
+    for (auto& job : m_openJobs) {
+        job->requestStop();
+    }
+}
+
+void MainWindow::openDocument(const QString& absolute, bool alone)
+{
+    startOpen(
+        absolute, [file = absolute.toStdString()](std::stop_token stop) { return loadDocument(file, stop); },
+        [this, absolute, alone](const DocumentPtr& doc, int order) {
+            addDocument(doc, order);
             rememberRecent(absolute, alone);
             Q_EMIT documentOpened(absolute);
+        },
+        [this, absolute](const QString& message) {
+            showError(message);
+            Q_EMIT openFailed(absolute, message);
         });
-    m_openJobs.push_back(std::move(tracker));
 }
 
 void MainWindow::openRemoteDocument(const QString& url)
 {
-    const int order = m_nextOpenOrder++;
-    statusBar()->showMessage(tr("Reading %1 over HTTP…").arg(url));
-    auto tracker = std::make_unique<JobTracker>(this);
-    tracker->start([input = url.toStdString()](std::stop_token stop,
-                                               const ProgressFn&) { return loadRemoteDocument(input, stop); },
-                   [this, url, order](Expected<DocumentPtr> doc) {
-                       statusBar()->clearMessage();
-                       if (!doc) {
-                           const auto message = qs(doc.error().describe());
-                           showError(message);
-                           Q_EMIT openFailed(url, message);
-                           return;
-                       }
-                       addDocument(*doc, order);
-                       // A URL with a query (a pre-signed object-store link) carries its signature: not kept.
-                       if (!QUrl(url).hasQuery()) {
-                           rememberRecent(url);
-                       }
-                       Q_EMIT documentOpened(url);
-                   });
-    m_openJobs.push_back(std::move(tracker));
+    startOpen(
+        url, [input = url.toStdString()](std::stop_token stop) { return loadRemoteDocument(input, stop); },
+        [this, url](const DocumentPtr& doc, int order) {
+            addDocument(doc, order);
+            // A URL with a query (a pre-signed object-store link) carries its signature: not kept.
+            if (!QUrl(url).hasQuery()) {
+                rememberRecent(url);
+            }
+            Q_EMIT documentOpened(url);
+        },
+        [this, url](const QString& message) {
+            showError(message);
+            Q_EMIT openFailed(url, message);
+        });
 }
 
 void MainWindow::openFileAlone(const QString& path)
@@ -459,31 +487,25 @@ bool MainWindow::openAsSet(const QString& path)
 
 void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
 {
-    const int order = m_nextOpenOrder++;
-    statusBar()->showMessage(tr("Opening %1…").arg(path));
-    auto tracker = std::make_unique<JobTracker>(this);
-    tracker->start([loc](std::stop_token stop, const ProgressFn&) { return loadSetDocument(loc, stop); },
-                   [this, path, loc, order](Expected<DocumentPtr> doc) {
-                       statusBar()->clearMessage();
-                       if (!doc) {
-                           const auto message = qs(doc.error().describe());
-                           if (opensAlone(loc, path)) {
-                               showErrorOfSetFile(message, path);
-                           } else {
-                               showError(message);
-                           }
-                           Q_EMIT openFailed(path, message);
-                           return;
-                       }
-                       auto* view = addDocument(*doc, order);
-                       if (opensAlone(loc, path)) {
-                           view->offerFileAlone(path);
-                           updateSetActions();
-                       }
-                       rememberRecent(path);
-                       Q_EMIT setOpened(path);
-                   });
-    m_openJobs.push_back(std::move(tracker));
+    startOpen(
+        path, [loc](std::stop_token stop) { return loadSetDocument(loc, stop); },
+        [this, loc, path](const DocumentPtr& doc, int order) {
+            auto* view = addDocument(doc, order);
+            if (opensAlone(loc, path)) {
+                view->offerFileAlone(path);
+                updateSetActions();
+            }
+            rememberRecent(path);
+            Q_EMIT setOpened(path);
+        },
+        [this, loc, path](const QString& message) {
+            if (opensAlone(loc, path)) {
+                showErrorOfSetFile(message, path);
+            } else {
+                showError(message);
+            }
+            Q_EMIT openFailed(path, message);
+        });
 }
 
 bool MainWindow::isOpening() const

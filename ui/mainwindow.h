@@ -8,12 +8,15 @@
 
 #include <QMainWindow>
 
+#include <functional>
 #include <memory>
+#include <stop_token>
 #include <vector>
 
 class QAction;
 class QLabel;
 class QMenu;
+class QPushButton;
 class QStackedWidget;
 class QTabWidget;
 
@@ -39,6 +42,8 @@ public:
     [[nodiscard]] DocumentView* currentView() const;
     [[nodiscard]] QString errorText() const;
     [[nodiscard]] bool isOpening() const;
+    // Stops every open in progress: no tab and no error banner follow ("Opening cancelled").
+    void cancelOpening();
 
     static const QString kDropHint;
     static constexpr QSize kPreferredSize{1280, 800};
@@ -80,6 +85,12 @@ private:
     void openSetAt(const sharded::SetLocation& loc, const QString& path);
     // The tab of the set a file tab belongs to: switched to when open, else opened.
     void openWholeSet(const sharded::SetLocation& loc);
+    // Runs `load` in a worker as one of the opens in progress (the status bar's Cancel stops them);
+    // `opened` gets the document and its tab order on the GUI thread, `failed` the error's message.
+    void startOpen(const QString& shown, std::function<Expected<DocumentPtr>(std::stop_token)> load,
+                   std::function<void(const DocumentPtr&, int)> opened, std::function<void(const QString&)> failed);
+    // The status bar's Cancel while an open runs.
+    void showOpening();
     // An http(s) URL or hf:// location, read in a worker with range requests; its tab when it opens.
     void openRemoteDocument(const QString& url);
     // `alone`: a file of a set opened by itself (Open This File Alone), remembered so in Open Recent.
@@ -105,6 +116,7 @@ private:
     QLabel* m_formatLabel;
     QLabel* m_tensorsLabel;
     QLabel* m_devicesLabel;
+    QPushButton* m_cancelOpen;
     QMenu* m_recentMenu = nullptr;
     QAction* m_fileAloneAction = nullptr;
     QAction* m_wholeSetAction = nullptr;

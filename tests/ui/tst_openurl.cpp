@@ -15,6 +15,7 @@
 #include <QApplication>
 #include <QDragEnterEvent>
 #include <QDropEvent>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
@@ -179,6 +180,37 @@ private Q_SLOTS:
         auto copy = ckpt::openCheckpoint(out.toStdString());
         QVERIFY(copy.ok());
         QCOMPARE((*copy)->tensors.size(), tensorsOnDisk("plain_sd.pt"));
+    }
+
+    // Cancel in the status bar ends an open whose server went silent: at once, with no tab and no
+    // error banner (the stall would otherwise last the low-speed timeout, here a minute).
+    void cancelStopsAStalledOpen()
+    {
+        ckpt::test::LoopbackServer stalling;
+        QVERIFY(stalling.start(ckpt::test::scriptPath("hostile_server.py"), {ckpt::uitest::fixture("big40k.pt")}));
+        qputenv("CKPTSCOPE_HTTP_TIMEOUT", "60");
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        QSignalSpy failed(&w, &MainWindow::openFailed);
+        w.openFiles({stalling.url(QStringLiteral("/stall/big40k.pt"))});
+        auto* cancel = w.findChild<QPushButton*>(QStringLiteral("cancelOpenButton"));
+        QVERIFY(cancel != nullptr);
+        QTRY_VERIFY(cancel->isVisible());
+        QTest::qWait(500);  // into the stalled second request
+        QVERIFY(w.isOpening());
+        QElapsedTimer t;
+        t.start();
+        QTest::mouseClick(cancel, Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.isOpening(), 10000);
+        QVERIFY2(t.elapsed() < 10000, qPrintable(QString::number(t.elapsed())));
+        qputenv("CKPTSCOPE_HTTP_TIMEOUT", "3");
+        QVERIFY(!cancel->isVisible());
+        QCOMPARE(w.documentCount(), 0);
+        QCOMPARE(opened.size(), 0);
+        QCOMPARE(failed.size(), 0);
+        QVERIFY(w.errorText().isEmpty());
+        QVERIFY(w.statusBar()->currentMessage().contains(QStringLiteral("cancelled")));
     }
 
 private:
