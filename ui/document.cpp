@@ -6,6 +6,7 @@
 #include "sharded/set_view.h"
 
 #include <chrono>
+#include <optional>
 
 namespace ckpt::ui {
 namespace {
@@ -57,6 +58,41 @@ Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop
     return DocumentPtr(std::move(doc));
 }
 
+namespace {
+
+// A set's document from what one read of it gave: its view, or (a set that cannot be read whole)
+// its listing's view, whose every read is refused with `notWhole`.
+Expected<std::shared_ptr<Document>> setDocument(sharded::SetLocation loc, sharded::SetListing listing,
+                                                CheckpointPtr view, const std::optional<Error>& notWhole,
+                                                std::stop_token stop)
+{
+    auto part = std::make_shared<SetPart>();
+    part->location = std::move(loc);
+    part->listing = std::move(listing);
+    if (!view) {
+        part->notWhole = notWhole ? notWhole->message : "the set cannot be read whole";
+        auto listed =
+            sharded::listingView(part->listing, notWhole.value_or(makeError(ErrorCode::Unsupported, part->notWhole)));
+        if (!listed) {
+            return listed.error();
+        }
+        view = std::move(*listed);
+    }
+    for (const auto& row : part->listing.rows) {
+        part->storedIn.emplace(row.key, row.storedIn);
+    }
+    auto doc = makeDocument(std::move(view), std::move(stop));
+    doc->set = std::move(part);
+    return doc;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -67,26 +103,12 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
     if (stop.stop_requested()) {
         return makeError(ErrorCode::Cancelled, "opening cancelled");
     }
-    auto part = std::make_shared<SetPart>();
-    part->location = loc;
-    part->listing = std::move(read->listing);
-    CheckpointPtr checkpoint = std::move(read->view);
-    if (!checkpoint) {
-        part->notWhole = read->notWhole ? read->notWhole->message : "the set cannot be read whole";
-        auto listed = sharded::listingView(part->listing,
-                                           read->notWhole.value_or(makeError(ErrorCode::Unsupported, part->notWhole)));
-        if (!listed) {
-            return listed.error();
-        }
-        checkpoint = std::move(*listed);
+    auto doc = setDocument(loc, std::move(read->listing), std::move(read->view), read->notWhole, stop);
+    if (!doc) {
+        return doc.error();
     }
-    for (const auto& row : part->listing.rows) {
-        part->storedIn.emplace(row.key, row.storedIn);
-    }
-    auto doc = makeDocument(std::move(checkpoint), stop);
-    doc->set = std::move(part);
-    doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return DocumentPtr(std::move(doc));
+    (*doc)->openSeconds = secondsSince(t0);
+    return DocumentPtr(std::move(*doc));
 }
 
 Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop)
@@ -96,19 +118,34 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     options.http.stop = stop;
     auto stats = std::make_shared<remote::TransferStats>();
     options.stats = stats;
-    auto opened = remote::openRemoteInput(input, {}, options);
+    auto opened = remote::openRemote(input, {}, options);
     if (!opened) {
         return opened.error();
     }
-    auto doc = makeDocument(std::move(*opened), stop);
+    Expected<std::shared_ptr<Document>> doc = makeError(ErrorCode::Internal, "not opened");
+    if (opened->set) {
+        // A Hugging Face sharded set over HTTP: a set's document, its files named as the index does.
+        const auto& set = *opened->set;
+        const std::optional<Error> notWhole =
+            opened->checkpoint ? std::nullopt : std::optional<Error>(opened->checkpoint.error());
+        doc = setDocument({set.kind, set.dir, set.indexPath, ""}, sharded::listingOf(set),
+                          opened->checkpoint ? *opened->checkpoint : CheckpointPtr(), notWhole, stop);
+    } else if (opened->checkpoint) {
+        doc = makeDocument(*opened->checkpoint, stop);
+    } else {
+        return opened->checkpoint.error();
+    }
+    if (!doc) {
+        return doc.error();
+    }
     auto part = std::make_shared<RemotePart>();
     part->input = input;
     // Aliases of the run's counters, which go on counting as the document's bytes are read.
     part->requests = std::shared_ptr<const std::atomic<std::uint64_t>>(stats, &stats->requests);
     part->bytesRead = std::shared_ptr<const std::atomic<std::uint64_t>>(stats, &stats->bytesRead);
-    doc->remote = std::move(part);
-    doc->openSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return DocumentPtr(std::move(doc));
+    (*doc)->remote = std::move(part);
+    (*doc)->openSeconds = secondsSince(t0);
+    return DocumentPtr(std::move(*doc));
 }
 
 FindingsPtr diagnoseDocument(const Document& doc, std::stop_token stop)

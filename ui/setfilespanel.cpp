@@ -1,6 +1,7 @@
 #include "setfilespanel.h"
 
 #include "setmembership.h"
+#include "sharded/sharded.h"
 #include "text.h"
 
 #include <QColor>
@@ -95,15 +96,17 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
             }
         }
     }
+    // A set over HTTP (a Hub repository, an index URL): its files are read there, not on disk.
+    const bool remote = doc->remote != nullptr;
     QList<QTreeWidgetItem*> items;
     qint64 total = 0;
     for (std::size_t i = 0; i < l.files.size(); ++i) {
-        const QString path = setFilePath(set, i);
+        const QString path = remote ? QString() : setFilePath(set, i);
         const QFileInfo info(path);
         const QString error = i < l.fileErrors.size() ? qs(l.fileErrors[i]) : QString();
         auto* item = new QTreeWidgetItem;
         item->setText(File, qs(l.files[i]));
-        item->setToolTip(File, path);
+        item->setToolTip(File, remote ? qs(l.files[i]) : path);
         item->setData(File, kPathRole, path);
         if (info.exists()) {
             item->setText(Size, humanSize(static_cast<std::uint64_t>(info.size())));
@@ -113,9 +116,13 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
         item->setTextAlignment(Size, Qt::AlignRight | Qt::AlignVCenter);
         item->setData(Tensors, Qt::DisplayRole, tensors[i]);
         item->setTextAlignment(Tensors, Qt::AlignRight | Qt::AlignVCenter);
-        item->setText(State, !info.exists() ? tr("missing") : error.isEmpty() ? tr("read") : error);
+        const bool missing = !remote && !info.exists();
+        item->setText(State, missing            ? tr("missing")
+                             : !error.isEmpty() ? error
+                             : remote           ? tr("read over HTTP")
+                                                : tr("read"));
         item->setToolTip(State, item->text(State));
-        if (!info.exists() || !error.isEmpty()) {
+        if (missing || !error.isEmpty()) {
             item->setForeground(State, QColor(0xb0, 0x1c, 0x1c));
         }
         items << item;
@@ -125,8 +132,15 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
     for (int c = 0; c < State; ++c) {
         m_list->resizeColumnToContents(c);
     }
-    m_header->setText(tr("%n file(s) of %1, %2 on disk.", nullptr, static_cast<int>(l.files.size()))
-                          .arg(setPhrase(set.location).toHtmlEscaped(), humanSize(static_cast<std::uint64_t>(total))));
+    if (remote) {
+        m_header->setText(tr("%n file(s) of the %1 at %2, read over HTTP.", nullptr, static_cast<int>(l.files.size()))
+                              .arg(qs(sharded::setKindName(set.location.kind)).toHtmlEscaped(),
+                                   qs(doc->remote->input).toHtmlEscaped()));
+    } else {
+        m_header->setText(
+            tr("%n file(s) of %1, %2 on disk.", nullptr, static_cast<int>(l.files.size()))
+                .arg(setPhrase(set.location).toHtmlEscaped(), humanSize(static_cast<std::uint64_t>(total))));
+    }
     if (!items.isEmpty()) {
         m_list->setCurrentItem(m_list->topLevelItem(0));
     }
@@ -139,6 +153,10 @@ void SetFilesPanel::selectionChanged()
     const bool alone =
         m_doc && m_doc->set && !path.isEmpty() && QFileInfo::exists(path) && opensAlone(m_doc->set->location, path);
     m_openAlone->setEnabled(alone);
+    if (m_doc && m_doc->remote) {
+        m_openAlone->setToolTip(tr("A file of a set over HTTP opens alone by its own URL (File > Open URL)"));
+        return;
+    }
     m_openAlone->setToolTip(
         alone
             ? tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(QFileInfo(path).fileName())

@@ -9,6 +9,7 @@
 #include "exportpanel.h"
 #include "mainwindow.h"
 #include "servers.h"
+#include "setfilespanel.h"
 #include "uitest.h"
 
 #include <QAction>
@@ -27,6 +28,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTreeWidget>
 
 #include <cstdio>
 
@@ -117,6 +119,34 @@ private Q_SLOTS:
         w.openFiles({QStringLiteral("hf://org/model/plain_sd.pt")});
         QVERIFY2(opened.wait(20000), qPrintable(w.errorText()));
         QCOMPARE(w.currentView()->document()->checkpoint->tensors.size(), tensorsOnDisk("plain_sd.pt"));
+    }
+
+    // A sharded repository is a set's document: its files listed (read over HTTP), the set's
+    // findings beside the single-file rules, each tensor's shard in its details.
+    void hubShardedRepositoryIsASet()
+    {
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({QStringLiteral("hf://org/sharded")});
+        QVERIFY2(opened.wait(20000), qPrintable(w.errorText()));
+        auto* v = w.currentView();
+        const auto& doc = *v->document();
+        QVERIFY(doc.remote != nullptr && doc.set != nullptr);
+        QVERIFY(doc.set->notWhole.empty());
+        QCOMPARE(doc.checkpoint->tensors.size(), doc.set->listing.rows.size());
+        QVERIFY(v->setFiles() != nullptr);
+        QVERIFY(v->setFiles()->count() >= 2);
+        for (int i = 0; i < v->setFiles()->count(); ++i) {
+            QCOMPARE(v->setFiles()->list()->topLevelItem(i)->text(ckpt::ui::SetFilesPanel::State),
+                     QStringLiteral("read over HTTP"));
+        }
+        QVERIFY(!v->setFiles()->openAloneButton()->isEnabled());
+        QVERIFY(!doc.set->storedIn.empty());
+        if (!v->diagnosis()) {
+            QSignalSpy ready(v, &ckpt::ui::DocumentView::findingsReady);
+            QVERIFY(ready.wait(20000));
+        }
+        QVERIFY(v->diagnosis()->error.empty());
     }
 
     // A link dragged from a browser opens as the URL it names; plain text holding one does too.
