@@ -165,6 +165,23 @@ struct HttpClient::Exchange {
 
 namespace {
 
+// An exchange whose body goes to `sink` and counts on from the run's bytes so far (its progress
+// line's total), answered by `successStatus` (206 for a range, 200 for a whole file).
+HttpClient::Exchange exchangeInto(const TransferStats& stats, const std::function<bool(Bytes)>& sink,
+                                  long successStatus)
+{
+    HttpClient::Exchange x;
+    x.sink = &sink;
+    x.progress = &stats.progress;
+    x.received = stats.bytesRead.load(std::memory_order_relaxed);
+    x.successStatus = successStatus;
+    return x;
+}
+
+}  // namespace
+
+namespace {
+
 std::size_t onHeader(char* data, std::size_t size, std::size_t n, void* user)
 {
     auto& x = *static_cast<HttpClient::Exchange*>(user);  // NOLINT: curl's void* contract
@@ -443,11 +460,7 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
                                              const std::function<bool(Bytes)>& sink)
 {
     const std::lock_guard lock(mutex_);
-    Exchange x;
-    x.sink = &sink;
-    x.progress = &stats_->progress;
-    x.received = stats_->bytesRead.load(std::memory_order_relaxed);
-    x.successStatus = kStatusPartial;
+    Exchange x = exchangeInto(*stats_, sink, kStatusPartial);
     std::optional<ContentRange> got;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (e.status == kStatusOk) {
@@ -528,11 +541,7 @@ Expected<std::uint64_t> HttpClient::getWhole(const std::string& url, std::uint64
                                              const std::function<bool(Bytes)>& sink)
 {
     const std::lock_guard lock(mutex_);
-    Exchange x;
-    x.sink = &sink;
-    x.progress = &stats_->progress;
-    x.received = stats_->bytesRead.load(std::memory_order_relaxed);
-    x.successStatus = kStatusOk;
+    Exchange x = exchangeInto(*stats_, sink, kStatusOk);
     x.bodyLimit = maxBytes;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (const auto length = parseNumber(e.header("content-length"))) {
