@@ -113,7 +113,6 @@ bool isZeroFile(const std::string& n)
     return std::regex_match(n, re);
 }
 
-// A DeepSpeed save_dir (with `latest`), or one of its tag folders, or a file in one.
 }  // namespace
 
 namespace detail {
@@ -143,6 +142,7 @@ std::optional<SetLocation> hfAt(const fs::path& p)
     return std::nullopt;
 }
 
+// A DeepSpeed save_dir (with `latest`), or one of its tag folders, or a file in one.
 std::optional<SetLocation> deepspeedAt(const fs::path& p)
 {
     fs::path dir = isDir(p) ? p : (p.has_parent_path() ? p.parent_path() : fs::path("."));

@@ -42,6 +42,12 @@ Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& v
     return r;
 }
 
+// A set's listing (listing.h), as every entry's `list` and `read` give it.
+template <class Set> Expected<SetListing> listed(const Set& s)
+{
+    return listingOf(s);
+}
+
 Expected<CheckpointPtr> hfView(const ShardedSet& s)
 {
     if (auto whole = checkConsolidatable(s); !whole) {
@@ -63,23 +69,15 @@ Expected<CheckpointPtr> zeroView(const zero::Set& s, bool groupStorages)
 // whose DCP folders inside are only found by looking into it.
 const std::array<SetFormat, 6> kFormats{{
     {SetKind::HuggingFace,
-     [](const SetLocation& loc) {
-         return then([&] { return openSet(loc); },
-                     [](const ShardedSet& s) { return Expected<SetListing>(listingOf(s)); });
-     },
+     [](const SetLocation& loc) { return then([&] { return openSet(loc); }, listed<ShardedSet>); },
      [](const SetLocation& loc, const zero::Options&) { return then([&] { return openSet(loc); }, hfView); },
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return openSet(loc); }, [&](const ShardedSet& s) { return consolidateTorch(s, out); });
      },
-     [](const SetLocation& loc, const zero::Options&) {
-         return both(
-             openSet(loc), [](const ShardedSet& s) { return Expected<SetListing>(listingOf(s)); }, hfView);
-     },
+     [](const SetLocation& loc, const zero::Options&) { return both(openSet(loc), listed<ShardedSet>, hfView); },
      detail::hfAt},
     {SetKind::DeepSpeedZero,
-     [](const SetLocation& loc) {
-         return then([&] { return zero::open(loc); }, [](const zero::Set& s) { return listingOf(s); });
-     },
+     [](const SetLocation& loc) { return then([&] { return zero::open(loc); }, listed<zero::Set>); },
      [](const SetLocation& loc, const zero::Options& o) {
          return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
                      [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
@@ -89,43 +87,29 @@ const std::array<SetFormat, 6> kFormats{{
                      [&](const zero::Set& s) { return zero::consolidate(s, out, o.groupStorages); });
      },
      [](const SetLocation& loc, const zero::Options& o) {
-         return both(
-             zero::open(loc, o.weights, o.keepOptimizer), [](const zero::Set& s) { return listingOf(s); },
-             [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
+         return both(zero::open(loc, o.weights, o.keepOptimizer), listed<zero::Set>,
+                     [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
      },
      detail::deepspeedAt},
-    {SetKind::Dcp,
-     [](const SetLocation& loc) {
-         return then([&] { return dcp::open(loc); },
-                     [](const dcp::Set& s) { return Expected<SetListing>(listingOf(s)); });
-     },
-     [](const SetLocation& loc, const zero::Options&) {
-         return then([&] { return dcp::open(loc); }, [](const dcp::Set& s) { return dcp::view(s); });
-     },
+    {SetKind::Dcp, [](const SetLocation& loc) { return then([&] { return dcp::open(loc); }, listed<dcp::Set>); },
+     [](const SetLocation& loc, const zero::Options&) { return then([&] { return dcp::open(loc); }, dcp::view); },
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return dcp::open(loc); }, [&](const dcp::Set& s) { return dcp::consolidate(s, out); });
      },
-     [](const SetLocation& loc, const zero::Options&) {
-         return both(
-             dcp::open(loc), [](const dcp::Set& s) { return Expected<SetListing>(listingOf(s)); }, dcp::view);
-     },
+     [](const SetLocation& loc, const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, dcp::view); },
      detail::dcpAt},
     {SetKind::Megatron, nullptr, nullptr, nullptr, nullptr, detail::megatronAt},
     {SetKind::FsdpRanks,
-     [](const SetLocation& loc) {
-         return then([&] { return fsdp::open(loc, false); },
-                     [](const fsdp::Set& s) { return Expected<SetListing>(listingOf(s)); });
-     },
+     [](const SetLocation& loc) { return then([&] { return fsdp::open(loc, false); }, listed<fsdp::Set>); },
      [](const SetLocation& loc, const zero::Options&) {
-         return then([&] { return fsdp::open(loc, false); }, [](const fsdp::Set& s) { return fsdp::view(s); });
+         return then([&] { return fsdp::open(loc, false); }, fsdp::view);
      },
      [](const SetLocation& loc, const std::string& out, const zero::Options&) {
          return then([&] { return fsdp::open(loc, false); },
                      [&](const fsdp::Set& s) { return fsdp::consolidate(s, out); });
      },
      [](const SetLocation& loc, const zero::Options&) {
-         return both(
-             fsdp::open(loc, false), [](const fsdp::Set& s) { return Expected<SetListing>(listingOf(s)); }, fsdp::view);
+         return both(fsdp::open(loc, false), listed<fsdp::Set>, fsdp::view);
      },
      detail::fsdpAt},
     {SetKind::Dcp, nullptr, nullptr, nullptr, nullptr, detail::accelerateAt},

@@ -528,7 +528,7 @@ std::vector<std::string> detail::indexShardNames(const std::string& indexPath)
 }
 
 namespace {
-Expected<ShardedSet> readSet(ShardedSet set, const Index& parsed);
+Expected<ShardedSet> readIndexedSet(ShardedSet set, const Index& parsed);
 }  // namespace
 
 Expected<ShardedSet> openSet(const SetLocation& loc)
@@ -568,7 +568,7 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
     set.kind = loc.kind;
     set.dir = loc.dir;
     set.indexPath = loc.index;
-    return readSet(std::move(set), *index);
+    return readIndexedSet(std::move(set), *index);
 }
 
 Expected<ShardedSet> openSet(std::shared_ptr<const SetFiles> files, const std::string& indexName,
@@ -595,14 +595,14 @@ Expected<ShardedSet> openSet(std::shared_ptr<const SetFiles> files, const std::s
     set.dir = dir;
     set.indexPath = indexPath;
     set.files = std::move(files);
-    return readSet(std::move(set), *index);
+    return readIndexedSet(std::move(set), *index);
 }
 
 namespace {
 
 // The set an index describes, its shards read: the part of openSet() after the index, whichever
 // way its files are read.
-Expected<ShardedSet> readSet(ShardedSet set, const Index& parsed)
+Expected<ShardedSet> readIndexedSet(ShardedSet set, const Index& parsed)
 {
     const SetLocation loc{set.kind, set.dir, set.indexPath, {}};
     const Index* index = &parsed;
