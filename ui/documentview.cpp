@@ -48,6 +48,10 @@ constexpr std::size_t kMaxExpandedHighlights = 64;
 // broad filter over 40k keys would otherwise build a 40k-row expanded view per keystroke).
 constexpr int kMaxExpandAllMatches = 5000;
 
+// The side tabs, in the order they are added: Findings, Test load, Export (and a set's Files).
+constexpr int kTestLoadTab = 1;
+constexpr int kExportTab = 2;
+
 // A Model view of at most this many rows opens fully expanded.
 constexpr int kMaxExpandedModelRows = 40;
 
@@ -196,9 +200,10 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_sideTabs->setTabToolTip(2, tr("Write a fixed copy (Ctrl+3 or Ctrl+E)"));
     if (m_doc->remote) {
         // The engines read local files; a URL is exported (or downloaded) first.
-        m_sideTabs->setTabEnabled(1, false);
-        m_sideTabs->setTabToolTip(1, tr("Test load reads a local file: export this checkpoint (or download it) "
-                                        "and open the copy"));
+        m_sideTabs->setTabEnabled(kTestLoadTab, false);
+        m_sideTabs->setTabToolTip(kTestLoadTab,
+                                  tr("Test load reads a local file: export this checkpoint (or download it) "
+                                     "and open the copy"));
     }
     if (m_doc->set) {
         m_setFiles = new SetFilesPanel(this);
@@ -218,7 +223,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
             m_unreadable->setText(tr("<b>This set cannot be read whole:</b> %1<br>Its tensors are listed from what "
                                      "could be read; test load and export need every file (see Findings and Files).")
                                       .arg(qs(m_doc->set->notWhole).toHtmlEscaped()));
-            for (int tab : {1, 2}) {
+            for (int tab : {kTestLoadTab, kExportTab}) {
                 m_sideTabs->setTabEnabled(tab, false);
                 m_sideTabs->setTabToolTip(tab, tr("The set cannot be read whole"));
             }
@@ -322,7 +327,7 @@ void DocumentView::focusFilter()
 
 void DocumentView::showExport()
 {
-    m_sideTabs->setCurrentIndex(2);
+    m_sideTabs->setCurrentIndex(kExportTab);
 }
 
 void DocumentView::showFindings()
@@ -332,7 +337,17 @@ void DocumentView::showFindings()
 
 void DocumentView::showTestLoad()
 {
-    m_sideTabs->setCurrentIndex(1);
+    m_sideTabs->setCurrentIndex(kTestLoadTab);
+}
+
+bool DocumentView::offersTestLoad() const
+{
+    return m_sideTabs->isTabEnabled(kTestLoadTab);
+}
+
+bool DocumentView::offersExport() const
+{
+    return m_sideTabs->isTabEnabled(kExportTab);
 }
 
 void DocumentView::showFiles()

@@ -55,6 +55,10 @@ public:
     [[nodiscard]] TestLoadPanel* testLoad() const { return m_testLoad; }
     [[nodiscard]] ExportPanel* exportPanel() const { return m_export; }
     [[nodiscard]] QTabWidget* sideTabs() const { return m_sideTabs; }
+    // Whether its Test load and Export panels are offered: not for a URL's test load (the engines
+    // read local files), nor for a set that cannot be read whole.
+    [[nodiscard]] bool offersTestLoad() const;
+    [[nodiscard]] bool offersExport() const;
     // Null until the diagnosis has finished.
     [[nodiscard]] const FindingsPtr& diagnosis() const { return m_diagnosis; }
 

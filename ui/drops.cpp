@@ -1,5 +1,7 @@
 #include "drops.h"
 
+#include "remote/location.h"
+
 #include <QMimeData>
 #include <QUrl>
 
@@ -21,9 +23,7 @@ QStringList localFiles(const QMimeData* mime)
 
 bool isRemoteInput(const QString& input)
 {
-    return input.startsWith(QLatin1String("http://"), Qt::CaseInsensitive) ||
-           input.startsWith(QLatin1String("https://"), Qt::CaseInsensitive) ||
-           input.startsWith(QLatin1String("hf://"), Qt::CaseInsensitive);
+    return remote::isRemote(input.toStdString());  // the command line's test, so both take the same inputs
 }
 
 QStringList droppedInputs(const QMimeData* mime)

@@ -523,25 +523,27 @@ DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
         statusBar()->showMessage(ok ? tr("Wrote %1").arg(pathOrError) : tr("Export failed: %1").arg(pathOrError),
                                  15000);
     });
+    QString title;
+    QString tip;
     if (doc->remote) {
+        // Named after the file it reads; the tooltip never shows a query (a pre-signed signature).
         const QUrl url(qs(doc->remote->input));
-        const QString name = url.fileName().isEmpty() ? qs(doc->remote->input) : url.fileName();
-        const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(name));
-        m_tabs->setTabToolTip(index, url.adjusted(QUrl::RemoveQuery | QUrl::RemoveUserInfo).toString());
-        m_tabs->setCurrentIndex(index);
-        updateChrome();
-        return view;
+        title = url.fileName().isEmpty() ? qs(doc->remote->input) : url.fileName();
+        tip = url.adjusted(QUrl::RemoveQuery | QUrl::RemoveUserInfo).toString();
+    } else {
+        const QFileInfo info(qs(doc->checkpoint->path));
+        title = info.fileName();
+        tip = info.absoluteFilePath();
+        if (const auto set = doc->set ? std::nullopt : wholeSetOf(tip)) {
+            view->offerWholeSet(
+                tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
+                   "files of %2.")
+                    .arg(title.toHtmlEscaped(), setPhrase(*set).toHtmlEscaped()));
+            connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
+        }
     }
-    const QFileInfo info(qs(doc->checkpoint->path));
-    if (const auto set = doc->set ? std::nullopt : wholeSetOf(info.absoluteFilePath())) {
-        view->offerWholeSet(
-            tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
-               "files of %2.")
-                .arg(info.fileName().toHtmlEscaped(), setPhrase(*set).toHtmlEscaped()));
-        connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
-    }
-    const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(info.fileName()));
-    m_tabs->setTabToolTip(index, info.absoluteFilePath());
+    const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(title));
+    m_tabs->setTabToolTip(index, tip);
     m_tabs->setCurrentIndex(index);
     updateChrome();
     return view;
@@ -702,15 +704,10 @@ void MainWindow::updateSetActions()
     }
     const auto& set = doc != nullptr ? doc->document()->set : nullptr;
     m_filesAction->setEnabled(set != nullptr);
-    // A set that cannot be read whole has no bytes to load or write: the menus do not offer it.
-    if (set && !set->notWhole.empty()) {
-        for (const char* name : {"testLoadAction", "exportNowAction"}) {
-            findChild<QAction*>(QLatin1String(name))->setEnabled(false);
-        }
-    }
-    if (doc != nullptr && doc->document()->remote) {
-        findChild<QAction*>(QStringLiteral("testLoadAction"))->setEnabled(false);  // the engines read local files
-    }
+    // What the tab does not offer (a URL's test load, an incomplete set's load and export), the
+    // menus do not either.
+    findChild<QAction*>(QStringLiteral("testLoadAction"))->setEnabled(doc != nullptr && doc->offersTestLoad());
+    findChild<QAction*>(QStringLiteral("exportNowAction"))->setEnabled(doc != nullptr && doc->offersExport());
 }
 
 // A file of a set opened by itself is listed apart (recentFilesAlone), so that Open Recent opens it
