@@ -5,7 +5,9 @@
 #include "sharded/set_check.h"
 #include "sharded/set_view.h"
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <optional>
 
 namespace ckpt::ui {
@@ -93,10 +95,22 @@ double secondsSince(std::chrono::steady_clock::time_point t0)
 
 }  // namespace
 
-Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop)
+Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop,
+                                      const OpenProgress& progress)
 {
     const auto t0 = std::chrono::steady_clock::now();
-    auto read = sharded::readSet(loc);
+    sharded::OpenControl control;
+    control.stop = stop;
+    if (progress) {
+        control.progress = [&](std::size_t index, std::size_t total, const std::string& path) {
+            const std::string name = std::filesystem::path(path).filename().string();
+            progress(total > 0 ? static_cast<double>(index) / static_cast<double>(total) : -1.0,
+                     total > 0
+                         ? "reading file " + std::to_string(index + 1) + " of " + std::to_string(total) + ": " + name
+                         : "reading " + name);
+        };
+    }
+    auto read = sharded::readSet(loc, {.groupStorages = true}, control);
     if (!read) {
         return read.error();
     }
@@ -111,12 +125,25 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
     return DocumentPtr(std::move(*doc));
 }
 
-Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop)
+Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop, const OpenProgress& progress)
 {
     const auto t0 = std::chrono::steady_clock::now();
     remote::RemoteOptions options;
     options.http.stop = stop;
     auto stats = std::make_shared<remote::TransferStats>();
+    if (progress) {
+        // Called as bytes arrive, on the transfers' threads (a set's shards are opened 8 at a time).
+        auto lastMs = std::make_shared<std::atomic<std::int64_t>>(-1);
+        stats->progress = [progress, lastMs, t0](std::uint64_t bytes) {
+            constexpr std::int64_t kEveryMs = 100;
+            const auto ms =
+                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+            std::int64_t last = lastMs->load();
+            if ((last < 0 || ms - last >= kEveryMs) && lastMs->compare_exchange_strong(last, ms)) {
+                progress(-1.0, humanBytes(bytes) + " read over HTTP");
+            }
+        };
+    }
     options.stats = stats;
     auto opened = remote::openRemote(input, {}, options);
     if (!opened) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -60,15 +61,22 @@ struct Findings {
 
 using FindingsPtr = std::shared_ptr<const Findings>;
 
+// What an open in progress says, from the worker: the fraction done (negative while unknown, as
+// for a transfer) and a line for the status bar.
+using OpenProgress = std::function<void(double fraction, const std::string& text)>;
+
 // Reads and indexes `path`. Blocks: call it from a worker.
 Expected<DocumentPtr> loadDocument(const std::string& path, std::stop_token stop = {});
 // Reads the set at `loc` once (sharded::readSet) and indexes it as a document with its SetPart; an
 // incomplete set opens from its listing. Blocks: call it from a worker.
-Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop = {});
+// `progress` is told of each member file read.
+Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop_token stop = {},
+                                      const OpenProgress& progress = {});
 // Opens a remote input with HTTP range requests (remote/open_remote.h): only the bytes that describe
 // it are fetched, the rest when something reads them. Blocks: call it from a worker; a stop request
-// ends a transfer in progress.
-Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop = {});
+// ends a transfer in progress; `progress` is told the bytes read, a few times a second at most.
+Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop = {},
+                                         const OpenProgress& progress = {});
 // The same over an already-open checkpoint (tests build documents from memory).
 std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop = {});
 // Runs diagnose over an indexed document. Blocks: call it from a worker.

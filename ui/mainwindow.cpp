@@ -26,6 +26,7 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScreen>
 #include <QSettings>
@@ -142,7 +143,7 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_stack(new QStackedWidget(this)), m_tabs(new QTabWidget(this)), m_banner(new QWidget(this)),
       m_bannerText(new QLabel(m_banner)), m_bannerIcon(new QLabel(m_banner)), m_formatLabel(new QLabel(this)),
       m_tensorsLabel(new QLabel(this)), m_devicesLabel(new QLabel(this)),
-      m_cancelOpen(new QPushButton(tr("Cancel"), this))
+      m_cancelOpen(new QPushButton(tr("Cancel"), this)), m_openProgress(new QProgressBar(this))
 {
     setObjectName(QStringLiteral("mainWindow"));
     setWindowTitle(QStringLiteral("ckptscope"));
@@ -210,6 +211,13 @@ MainWindow::MainWindow(QWidget* parent)
     m_cancelOpen->setToolTip(tr("Stop opening: a transfer in progress ends at once, a set after the file it reads"));
     m_cancelOpen->hide();
     connect(m_cancelOpen, &QPushButton::clicked, this, &MainWindow::cancelOpening);
+    // How far an open that has run a second is: the files of a set read, or (a transfer, whose
+    // end is not known) busy, with the bytes read in the message beside it.
+    m_openProgress->setObjectName(QStringLiteral("openProgress"));
+    m_openProgress->setMaximumWidth(fontMetrics().horizontalAdvance(QLatin1Char('x')) * 24);
+    m_openProgress->setTextVisible(false);
+    m_openProgress->hide();
+    statusBar()->addPermanentWidget(m_openProgress);
     statusBar()->addPermanentWidget(m_cancelOpen);
     statusBar()->addPermanentWidget(m_formatLabel);
     statusBar()->addPermanentWidget(m_tensorsLabel);
@@ -378,25 +386,34 @@ void MainWindow::openFiles(const QStringList& paths)
     }
 }
 
-void MainWindow::startOpen(const QString& shown, std::function<Expected<DocumentPtr>(std::stop_token)> load,
-                           std::function<void(const DocumentPtr&, int)> opened,
+void MainWindow::startOpen(const QString& shown, OpenLoad load, std::function<void(const DocumentPtr&, int)> opened,
                            std::function<void(const QString&)> failed)
 {
     const int order = m_nextOpenOrder++;
+    if (!isOpening()) {
+        m_openingFor.start();
+    }
     statusBar()->showMessage(tr("Opening %1…").arg(shown));
     auto tracker = std::make_unique<JobTracker>(this);
-    tracker->start([load = std::move(load)](std::stop_token stop, const ProgressFn&) { return load(stop); },
-                   [this, order, opened = std::move(opened), failed = std::move(failed)](Expected<DocumentPtr> doc) {
-                       statusBar()->clearMessage();
-                       showOpening();
-                       if (doc) {
-                           opened(*doc, order);
-                       } else if (doc.error().code == ErrorCode::Cancelled) {
-                           statusBar()->showMessage(tr("Opening cancelled"), 4000);  // asked for: no banner
-                       } else {
-                           failed(qs(doc.error().describe()));
-                       }
-                   });
+    tracker->setProgressHandler(
+        [this, shown](double fraction, const QString& text) { showOpenProgress(shown, fraction, text); });
+    tracker->start(
+        [load = std::move(load)](std::stop_token stop, const ProgressFn& progress) {
+            return load(stop, [&progress](double fraction, const std::string& text) {
+                progress(fraction, QString::fromStdString(text));
+            });
+        },
+        [this, order, opened = std::move(opened), failed = std::move(failed)](Expected<DocumentPtr> doc) {
+            statusBar()->clearMessage();
+            showOpening();
+            if (doc) {
+                opened(*doc, order);
+            } else if (doc.error().code == ErrorCode::Cancelled) {
+                statusBar()->showMessage(tr("Opening cancelled"), 4000);  // asked for: no banner
+            } else {
+                failed(qs(doc.error().describe()));
+            }
+        });
     m_openJobs.push_back(std::move(tracker));
     showOpening();
 }
@@ -404,6 +421,26 @@ void MainWindow::startOpen(const QString& shown, std::function<Expected<Document
 void MainWindow::showOpening()
 {
     m_cancelOpen->setVisible(isOpening());
+    if (!isOpening()) {
+        m_openProgress->hide();
+    }
+}
+
+void MainWindow::showOpenProgress(const QString& shown, double fraction, const QString& text)
+{
+    constexpr qint64 kQuietMs = 1000;  // a quick open shows no bar
+    if (!isOpening() || m_openingFor.elapsed() < kQuietMs) {
+        return;
+    }
+    if (fraction < 0) {
+        m_openProgress->setRange(0, 0);  // busy
+    } else {
+        constexpr int kSteps = 1000;
+        m_openProgress->setRange(0, kSteps);
+        m_openProgress->setValue(static_cast<int>(fraction * kSteps));
+    }
+    m_openProgress->show();
+    statusBar()->showMessage(tr("Opening %1: %2").arg(QFileInfo(shown).fileName(), text));
 }
 
 void MainWindow::cancelOpening()
@@ -416,7 +453,8 @@ void MainWindow::cancelOpening()
 void MainWindow::openDocument(const QString& absolute, bool alone)
 {
     startOpen(
-        absolute, [file = absolute.toStdString()](std::stop_token stop) { return loadDocument(file, stop); },
+        absolute,
+        [file = absolute.toStdString()](std::stop_token stop, const OpenProgress&) { return loadDocument(file, stop); },
         [this, absolute, alone](const DocumentPtr& doc, int order) {
             addDocument(doc, order);
             rememberRecent(absolute, alone);
@@ -431,7 +469,10 @@ void MainWindow::openDocument(const QString& absolute, bool alone)
 void MainWindow::openRemoteDocument(const QString& url)
 {
     startOpen(
-        url, [input = url.toStdString()](std::stop_token stop) { return loadRemoteDocument(input, stop); },
+        url,
+        [input = url.toStdString()](std::stop_token stop, const OpenProgress& progress) {
+            return loadRemoteDocument(input, stop, progress);
+        },
         [this, url](const DocumentPtr& doc, int order) {
             addDocument(doc, order);
             // A URL with a query (a pre-signed object-store link) carries its signature: not kept.
@@ -448,6 +489,17 @@ void MainWindow::openRemoteDocument(const QString& url)
 
 void MainWindow::openFileAlone(const QString& path)
 {
+    if (isRemoteInput(path)) {
+        for (int i = 0; i < m_tabs->count(); ++i) {
+            if (auto* v = documentView(i); v && v->document()->remote && qs(v->document()->remote->input) == path) {
+                m_tabs->setCurrentIndex(i);
+                return;
+            }
+        }
+        std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
+        openRemoteDocument(path);
+        return;
+    }
     const QString absolute = QFileInfo(path).absoluteFilePath();
     for (int i = 0; i < m_tabs->count(); ++i) {
         if (auto* v = documentView(i);
@@ -488,7 +540,8 @@ bool MainWindow::openAsSet(const QString& path)
 void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
 {
     startOpen(
-        path, [loc](std::stop_token stop) { return loadSetDocument(loc, stop); },
+        path,
+        [loc](std::stop_token stop, const OpenProgress& progress) { return loadSetDocument(loc, stop, progress); },
         [this, loc, path](const DocumentPtr& doc, int order) {
             auto* view = addDocument(doc, order);
             if (opensAlone(loc, path)) {

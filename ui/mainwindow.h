@@ -6,6 +6,7 @@
 #include "document.h"
 #include "sharded/sharded.h"
 
+#include <QElapsedTimer>
 #include <QMainWindow>
 
 #include <functional>
@@ -16,6 +17,7 @@
 class QAction;
 class QLabel;
 class QMenu;
+class QProgressBar;
 class QPushButton;
 class QStackedWidget;
 class QTabWidget;
@@ -87,10 +89,13 @@ private:
     void openWholeSet(const sharded::SetLocation& loc);
     // Runs `load` in a worker as one of the opens in progress (the status bar's Cancel stops them);
     // `opened` gets the document and its tab order on the GUI thread, `failed` the error's message.
-    void startOpen(const QString& shown, std::function<Expected<DocumentPtr>(std::stop_token)> load,
-                   std::function<void(const DocumentPtr&, int)> opened, std::function<void(const QString&)> failed);
-    // The status bar's Cancel while an open runs.
+    // `load` may tell its progress, which the status bar shows once an open has run a second.
+    using OpenLoad = std::function<Expected<DocumentPtr>(std::stop_token, const OpenProgress&)>;
+    void startOpen(const QString& shown, OpenLoad load, std::function<void(const DocumentPtr&, int)> opened,
+                   std::function<void(const QString&)> failed);
+    // The status bar's Cancel and progress while an open runs.
     void showOpening();
+    void showOpenProgress(const QString& shown, double fraction, const QString& text);
     // An http(s) URL or hf:// location, read in a worker with range requests; its tab when it opens.
     void openRemoteDocument(const QString& url);
     // `alone`: a file of a set opened by itself (Open This File Alone), remembered so in Open Recent.
@@ -117,6 +122,8 @@ private:
     QLabel* m_tensorsLabel;
     QLabel* m_devicesLabel;
     QPushButton* m_cancelOpen;
+    QProgressBar* m_openProgress;
+    QElapsedTimer m_openingFor;  // since the first of the opens in progress started
     QMenu* m_recentMenu = nullptr;
     QAction* m_fileAloneAction = nullptr;
     QAction* m_wholeSetAction = nullptr;

@@ -98,15 +98,18 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
     }
     // A set over HTTP (a Hub repository, an index URL): its files are read there, not on disk.
     const bool remote = doc->remote != nullptr;
+    // Its files lie beside its index, each a remote input of its own.
+    const QString index = qs(set.location.index);
+    const QString remoteBase = index.left(index.lastIndexOf(QLatin1Char('/')) + 1);
     QList<QTreeWidgetItem*> items;
     qint64 total = 0;
     for (std::size_t i = 0; i < l.files.size(); ++i) {
-        const QString path = remote ? QString() : setFilePath(set, i);
-        const QFileInfo info(path);
+        const QString path = remote ? remoteBase + qs(l.files[i]) : setFilePath(set, i);
+        const QFileInfo info(remote ? QString() : path);
         const QString error = i < l.fileErrors.size() ? qs(l.fileErrors[i]) : QString();
         auto* item = new QTreeWidgetItem;
         item->setText(File, qs(l.files[i]));
-        item->setToolTip(File, remote ? qs(l.files[i]) : path);
+        item->setToolTip(File, path);
         item->setData(File, kPathRole, path);
         if (info.exists()) {
             item->setText(Size, humanSize(static_cast<std::uint64_t>(info.size())));
@@ -150,11 +153,15 @@ void SetFilesPanel::selectionChanged()
 {
     const auto* item = m_list->currentItem();
     const QString path = item ? item->data(File, kPathRole).toString() : QString();
-    const bool alone =
-        m_doc && m_doc->set && !path.isEmpty() && QFileInfo::exists(path) && opensAlone(m_doc->set->location, path);
+    // A shard over HTTP opens alone by its own URL (only Hugging Face sets are read over HTTP,
+    // and each of their shards is a checkpoint of its own).
+    const bool remote = m_doc && m_doc->remote;
+    const bool alone = m_doc && m_doc->set && !path.isEmpty() &&
+                       (remote ? path != qs(m_doc->set->location.index)
+                               : QFileInfo::exists(path) && opensAlone(m_doc->set->location, path));
     m_openAlone->setEnabled(alone);
-    if (m_doc && m_doc->remote) {
-        m_openAlone->setToolTip(tr("A file of a set over HTTP opens alone by its own URL (File > Open URL)"));
+    if (remote) {
+        m_openAlone->setToolTip(alone ? tr("Open %1 by itself, over HTTP").arg(path) : QString());
         return;
     }
     m_openAlone->setToolTip(

@@ -298,4 +298,20 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path);
 // Reads from memory (fuzzing, tests); `name` is used in messages.
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name);
 
+// Where the storage records of a legacy torch.save stream lie, as its pickles declare them, read
+// from `prefix`, the file's first bytes: a remote file fetches only its pickles (core/remote). Each
+// record is an 8-byte element count, then count x element size bytes; `count` is the size the
+// pickle declares for it, none for a key no tensor names (its own count must be read to step over
+// it). None when `prefix` does not start like a pickle; Truncated when it ends inside the pickles;
+// otherwise readCheckpoint's error for the same stream.
+struct LegacyLayout {
+    struct Record {
+        std::optional<std::uint64_t> count;
+        std::uint64_t elementBytes = 1;
+    };
+    std::uint64_t storagesStart = 0;  // the first record's count
+    std::vector<Record> records;      // in the order they follow
+};
+Expected<std::optional<LegacyLayout>> legacyLayout(Bytes prefix);
+
 }  // namespace ckpt

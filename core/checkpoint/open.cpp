@@ -452,12 +452,14 @@ bool isLegacyMagic(const Arena& a, ValueId v)
            std::all_of(val.text.begin() + kLegacyMagic.size(), val.text.end(), [](char ch) { return ch == 0; });
 }
 
-Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
+// A legacy stream's five pickles (magic number, protocol, sys info, the object, the storage keys),
+// read from the start of `c.bytes`: the key list, and in `pos` where the storage records start.
+Expected<ValueId> readLegacyPickles(Checkpoint& c, MemoryBudget& budget, std::uint64_t& pos)
 {
     c.format = Format::TorchLegacy;
     budget.pickleBytes = c.bytes.size();  // the pickles' end is known only once they are read
     Bytes rest = c.bytes;
-    std::uint64_t pos = 0;
+    pos = 0;
     auto next = [&](bool legacyIds) -> Expected<ValueId> {
         std::size_t used = 0;
         Arena& a = c.arena;
@@ -513,12 +515,25 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
         return keys.error();
     }
     if (auto r = adoptStorages(c); !r) {
-        return r;
+        return r.error();
     }
-    const auto& keyList = c.arena[*keys];
-    if (keyList.kind != Kind::List && keyList.kind != Kind::Tuple) {
+    if (c.arena[*keys].kind != Kind::List && c.arena[*keys].kind != Kind::Tuple) {
         return fail(ErrorCode::Corrupt, "legacy stream: the storage key list is not a list", pos);
     }
+    return *keys;
+}
+
+// A storage record of a legacy stream as its walk finds it: its key, its storage (none for a key
+// no tensor names) and the bytes of one element (1 for such a key).
+struct LegacyRecord {
+    std::string key;
+    StorageEntry* storage = nullptr;
+    std::uint64_t elementBytes = 1;
+};
+
+// The storage records in key-list order.
+std::vector<LegacyRecord> legacyRecords(Checkpoint& c, ValueId keys)
+{
     // Keys are looked up in a hash map: a search of the storage table per key was quadratic
     // (180k storages took minutes). The first storage with a key wins, as the search's did.
     std::unordered_map<std::string_view, std::size_t> byKey;
@@ -526,18 +541,43 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
     for (std::uint32_t i = 0; i < c.storages.size(); ++i) {
         byKey.emplace(c.storages[StorageIndex{i}].key, i);
     }
+    std::vector<LegacyRecord> records;
+    records.reserve(c.arena[keys].items.size());
+    for (ValueId k : c.arena[keys].items) {
+        LegacyRecord r;
+        r.key = pickle::keyText(c.arena, k);
+        if (const auto found = byKey.find(r.key); found != byKey.end()) {
+            r.storage = &c.storages[StorageIndex{static_cast<std::uint32_t>(found->second)}];
+            r.elementBytes = std::max<std::uint64_t>(1, elementSize(r.storage->dtype));
+        }
+        records.push_back(std::move(r));
+    }
+    return records;
+}
+
+// A legacy stream's first pickle (the magic number) starts with PROTO, or with MARK, a LONG or
+// INT opcode, or LONG1 at protocol 0-1.
+bool startsLikeLegacyStream(Bytes data)
+{
+    const auto b = std::to_integer<unsigned>(data[0]);
+    return b == 0x80 || b == '(' || b == 'L' || b == 'I' || b == 0x8a;
+}
+
+Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
+{
+    std::uint64_t pos = 0;
+    auto keys = readLegacyPickles(c, budget, pos);
+    if (!keys) {
+        return keys.error();
+    }
+    Bytes rest = c.bytes.subspan(static_cast<std::size_t>(pos));
     // Storages follow in key-list order: u64 element count, then count x element size bytes.
-    for (ValueId k : keyList.items) {
-        const std::string key = pickle::keyText(c.arena, k);
-        const auto found = byKey.find(key);
-        const auto it =
-            found == byKey.end() ? c.storages.end() : c.storages.begin() + static_cast<std::ptrdiff_t>(found->second);
+    for (const auto& [key, it, elem] : legacyRecords(c, *keys)) {
         if (rest.size() < 8) {
             return fail(ErrorCode::Truncated, "legacy stream ends before storage " + key + ": the file is truncated",
                         pos);
         }
         const std::uint64_t count = loadLE(rest, 0, 8);
-        const std::uint64_t elem = it != c.storages.end() ? std::max<std::uint32_t>(1, elementSize(it->dtype)) : 1;
         if (count > (rest.size() - 8) / elem) {
             return fail(ErrorCode::Truncated,
                         "legacy stream: storage " + key + " declares " + std::to_string(count) +
@@ -545,7 +585,7 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
                         pos);
         }
         const std::uint64_t n = count * elem;
-        if (it != c.storages.end()) {
+        if (it != nullptr) {
             it->fileOffset = pos + 8;
             it->storedBytes = n;
             it->present = true;
@@ -818,9 +858,7 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         loaded = loadSafetensors(*c, budget);
     } else if (tar) {
         loaded = detail::loadTorchTar(*c, budget);
-    } else if (std::to_integer<unsigned>(data[0]) == 0x80 || std::to_integer<unsigned>(data[0]) == '(' ||
-               std::to_integer<unsigned>(data[0]) == 'L' || std::to_integer<unsigned>(data[0]) == 'I' ||
-               std::to_integer<unsigned>(data[0]) == 0x8a) {
+    } else if (startsLikeLegacyStream(data)) {
         loaded = loadLegacy(*c, budget);
     } else {
         // The first bytes help with a file the user named; an item inside a file (a DCP chunk at a
@@ -900,6 +938,25 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path)
     }
     const Bytes b = (*m)->bytes();
     return readImpl(b, path, *m);
+}
+
+Expected<std::optional<LegacyLayout>> legacyLayout(Bytes prefix)
+{
+    if (prefix.empty() || !startsLikeLegacyStream(prefix)) {
+        return std::optional<LegacyLayout>();
+    }
+    Checkpoint c;
+    c.bytes = prefix;
+    MemoryBudget budget;
+    LegacyLayout out;
+    auto keys = readLegacyPickles(c, budget, out.storagesStart);
+    if (!keys) {
+        return keys.error();
+    }
+    for (const auto& r : legacyRecords(c, *keys)) {
+        out.records.push_back({r.storage != nullptr ? std::optional(r.storage->numel) : std::nullopt, r.elementBytes});
+    }
+    return std::optional(std::move(out));
 }
 
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name)

@@ -1,11 +1,13 @@
 #include "remote/http_client.h"
 
 #include "remote/location.h"
+#include "remote/reply_parse.h"
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <curl/curl.h>
 #include <set>
@@ -51,44 +53,6 @@ long envLong(const char* name, long fallback)
     return ec == std::errc() && end == s.data() + s.size() && out >= 0 ? out : fallback;
 }
 
-std::optional<std::uint64_t> parseNumber(std::string_view s)
-{
-    std::uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
-        return std::nullopt;
-    }
-    return v;
-}
-
-struct ContentRange {
-    std::uint64_t first = 0;
-    std::uint64_t last = 0;
-    std::uint64_t total = 0;
-};
-
-// "bytes FIRST-LAST/TOTAL"; an unknown total ("*") is refused: the file's size is what every
-// later range is checked against.
-std::optional<ContentRange> parseContentRange(std::string_view v)
-{
-    if (!v.starts_with("bytes ")) {
-        return std::nullopt;
-    }
-    v.remove_prefix(6);
-    const auto dash = v.find('-');
-    const auto slash = v.find('/');
-    if (dash == std::string_view::npos || slash == std::string_view::npos || dash > slash) {
-        return std::nullopt;
-    }
-    auto first = parseNumber(v.substr(0, dash));
-    auto last = parseNumber(v.substr(dash + 1, slash - dash - 1));
-    auto total = parseNumber(v.substr(slash + 1));
-    if (!first || !last || !total || *first > *last || *last >= *total) {
-        return std::nullopt;
-    }
-    return ContentRange{*first, *last, *total};
-}
-
 std::string rangeText(const ByteRange& r)
 {
     if (r.kind == ByteRange::Kind::Suffix) {
@@ -106,6 +70,21 @@ bool retryableCurl(CURLcode c)
 {
     return c == CURLE_COULDNT_CONNECT || c == CURLE_GOT_NOTHING || c == CURLE_SEND_ERROR || c == CURLE_RECV_ERROR ||
            c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM;
+}
+
+// Sleeps `wait`, or less when a stop is requested; whether it slept the whole time.
+bool sleepUnlessStopped(std::chrono::milliseconds wait, const std::stop_token& stop)
+{
+    constexpr auto kStep = std::chrono::milliseconds(50);
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (!stop.stop_requested()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) {
+            return true;
+        }
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(kStep, until - now));
+    }
+    return false;
 }
 
 }  // namespace
@@ -363,7 +342,21 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         const bool retry = x.delivered == 0 && attempt < options_.retries &&
                            ((rc == CURLE_OK && retryableStatus(x.status)) || retryableCurl(rc));
         if (retry) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(backoff));
+            // The server's Retry-After, where it gives one, else the backoff; a server that asks
+            // for longer than a user would wait at a prompt gets its answer said instead.
+            auto wait = std::chrono::milliseconds(backoff);
+            if (const auto after = retryAfterSeconds(x.header("retry-after"))) {
+                if (*after > options_.longestRetryAfterS) {
+                    return fail(ErrorCode::Io, url,
+                                "HTTP " + std::to_string(x.status) + ": the server asks to be asked again in " +
+                                    std::to_string(*after) + " s (Retry-After), longer than ckptscope waits (" +
+                                    std::to_string(options_.longestRetryAfterS) + " s)");
+                }
+                wait = std::max(wait, std::chrono::milliseconds(*after * 1000));
+            }
+            if (!sleepUnlessStopped(wait, options_.stop)) {
+                return fail(ErrorCode::Cancelled, url, "cancelled");
+            }
             backoff *= 2;
             continue;
         }
@@ -527,14 +520,21 @@ Expected<std::string> HttpClient::getText(const std::string& url, std::size_t ma
     Exchange x;
     x.sink = &sink;
     x.successStatus = kStatusOk;
-    x.bodyLimit = maxBytes;
-    if (auto done = fetch(url, std::nullopt, x); !done) {
-        if (x.abort && x.abort->message.starts_with("the server sent more")) {
-            return fail(ErrorCode::Limit, url, "the reply is larger than " + std::to_string(maxBytes) + " bytes");
-        }
+    if (auto done = fetchAtMost(url, x, maxBytes); !done) {
         return done.error();
     }
     return body;
+}
+
+Expected<void> HttpClient::fetchAtMost(const std::string& url, Exchange& x, std::uint64_t maxBytes)
+{
+    x.bodyLimit = maxBytes;
+    auto done = fetch(url, std::nullopt, x);
+    // A body past the caller's bound (not past a length the server declared, which onHeaders set).
+    if (!done && x.abort && x.abort->message.starts_with("the server sent more") && x.bodyLimit == maxBytes) {
+        return fail(ErrorCode::Limit, url, "the reply is larger than " + std::to_string(maxBytes) + " bytes");
+    }
+    return done;
 }
 
 Expected<std::uint64_t> HttpClient::getWhole(const std::string& url, std::uint64_t maxBytes,
@@ -542,7 +542,6 @@ Expected<std::uint64_t> HttpClient::getWhole(const std::string& url, std::uint64
 {
     const std::lock_guard lock(mutex_);
     Exchange x = exchangeInto(*stats_, sink, kStatusOk);
-    x.bodyLimit = maxBytes;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (const auto length = parseNumber(e.header("content-length"))) {
             if (*length > maxBytes) {
@@ -553,7 +552,7 @@ Expected<std::uint64_t> HttpClient::getWhole(const std::string& url, std::uint64
         }
         return std::nullopt;
     };
-    if (auto done = fetch(url, std::nullopt, x); !done) {
+    if (auto done = fetchAtMost(url, x, maxBytes); !done) {
         return done.error();
     }
     if (const auto length = parseNumber(x.header("content-length")); length && x.delivered != *length) {

@@ -1,8 +1,8 @@
 // The HTTP side of reading a remote file: range GETs with libcurl (HTTP/2 where the server offers
 // it, connections kept between requests), redirects followed one hop at a time (so credentials are
 // scoped to each hop's host, and a loop is seen), timeouts (connect, and a stall: below 1 KiB/s for
-// the low-speed time), retries with backoff on 429/5xx and failed connections, and proxies from the
-// environment as curl reads them.
+// the low-speed time), retries with backoff (or the server's Retry-After) on 429/5xx and failed connections, and
+// proxies from the environment as curl reads them.
 //
 // Every reply to a range request is checked before its bytes are trusted: 206 with a Content-Range
 // that is exactly the range asked for, the total size and ETag the first reply gave, and no more
@@ -29,9 +29,10 @@ namespace ckpt::remote {
 
 struct HttpOptions {
     long connectTimeoutS = 20;
-    long lowSpeedTimeS = 30;  // a transfer under 1 KiB/s this long is a stall
-    int retries = 3;          // after the first try, on 429/5xx and failed connections
-    long backoffMs = 250;     // doubled at each retry
+    long lowSpeedTimeS = 30;               // a transfer under 1 KiB/s this long is a stall
+    int retries = 3;                       // after the first try, on 429/5xx and failed connections
+    long backoffMs = 250;                  // doubled at each retry, unless the server's Retry-After says longer
+    std::int64_t longestRetryAfterS = 60;  // a longer Retry-After ends the request with the server's answer
     int maxRedirects = 10;
     std::string caBundle;  // CA certificates to trust instead of the system's ($CURL_CA_BUNDLE, $SSL_CERT_FILE)
     std::stop_token stop;  // a stop request ends the transfer in progress with Cancelled (the window's Cancel)
@@ -74,13 +75,15 @@ public:
     HttpClient& operator=(const HttpClient&) = delete;
     HttpClient(HttpClient&&) = delete;
     HttpClient& operator=(HttpClient&&) = delete;
-    ~HttpClient();
+    virtual ~HttpClient();
 
     // GETs `range` of `url` and hands the body to `sink` in pieces, in order (`sink` returning false
     // stops with Cancelled). `identity`: unset on the first request of a file, which it then
     // receives; set, every reply must agree with it. Returns where the body starts in the file.
-    Expected<std::uint64_t> getRange(const std::string& url, const ByteRange& range,
-                                     std::optional<FileIdentity>& identity, const std::function<bool(Bytes)>& sink);
+    // Virtual for the fuzzer's client that serves a file from memory (tests/fuzz/fuzz_remote.cpp).
+    virtual Expected<std::uint64_t> getRange(const std::string& url, const ByteRange& range,
+                                             std::optional<FileIdentity>& identity,
+                                             const std::function<bool(Bytes)>& sink);
     // GETs a small document whole (the Hub API's JSON), at most `maxBytes`.
     Expected<std::string> getText(const std::string& url, std::size_t maxBytes);
     // GETs a whole file (no Range) to `sink`, at most `maxBytes`, and exactly its Content-Length
@@ -96,6 +99,8 @@ public:
 private:
     Expected<void> perform(const std::string& url, const std::optional<ByteRange>& range, Exchange& x);
     Expected<void> fetch(const std::string& url, const std::optional<ByteRange>& range, Exchange& x);
+    // A whole GET; a body past `maxBytes` ends it, Limit.
+    Expected<void> fetchAtMost(const std::string& url, Exchange& x, std::uint64_t maxBytes);
     [[nodiscard]] Error fail(ErrorCode code, const std::string& url, const std::string& message) const;
 
     Credentials credentials_;

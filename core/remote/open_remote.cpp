@@ -4,6 +4,7 @@
 #include "archive/zip.h"
 #include "remote/location.h"
 #include "remote/remote_file.h"
+#include "remote/reply_parse.h"
 #include "sharded/set_view.h"
 
 #include <algorithm>
@@ -16,8 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
-#include <set>
+#include <sys/statvfs.h>
 #include <thread>
 #include <unistd.h>
 #include <unordered_map>
@@ -39,6 +39,15 @@ std::uint32_t le(Bytes b, std::size_t at, std::size_t n)
     std::uint32_t v = 0;
     for (std::size_t i = n; i-- > 0;) {
         v = (v << 8U) | std::to_integer<std::uint32_t>(b[at + i]);
+    }
+    return v;
+}
+
+std::uint64_t le64(Bytes b, std::size_t at)
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 8; i-- > 0;) {
+        v = (v << 8U) | std::to_integer<std::uint64_t>(b[at + i]);
     }
     return v;
 }
@@ -71,10 +80,18 @@ bool storageRecord(const archive::ZipRecord& r)
 // A storage's bytes, fetched when read.
 class RemoteStorages final : public StorageSource {
 public:
+    // What the image holds in place of a record header that was not fetched, checked when the
+    // storage's bytes are read (with them, in the same request).
+    enum class Assumed : std::uint8_t {
+        None,
+        ZipHeader,    // a torch-shaped local header: the bytes at the 64-byte boundary after it
+        LegacyCount,  // a legacy record's element count, as the pickle declares it
+    };
     struct Entry {
         std::uint64_t dataOffset = 0;
-        std::uint64_t localHeader = 0;
-        bool zip = false;  // the offset is assumed until the local header is read
+        std::uint64_t header = 0;  // where the record's header starts
+        Assumed assumed = Assumed::None;
+        std::uint64_t count = 0;  // LegacyCount: the declared element count
     };
     RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries)
         : file_(std::move(file)), entries_(std::move(entries))
@@ -89,8 +106,8 @@ public:
         }
         Entry e = entryOf(storage);
         read_ = true;
-        if (e.zip) {
-            auto checked = checkLocalHeader(storage, e, offset, length, sink, chunk);
+        if (e.assumed != Assumed::None) {
+            auto checked = checkHeader(storage, e, offset, length, sink, chunk);
             if (!checked) {
                 return checked.error();
             }
@@ -120,22 +137,32 @@ private:
         return entries_[s.value()];
     }
 
-    // Reads the storage's local header, with its bytes in the same request when they follow at the
-    // assumed offset. Returns whether the bytes went to `sink` too; corrects the entry otherwise.
-    Expected<bool> checkLocalHeader(StorageIndex storage, const Entry& e, std::uint64_t offset, std::uint64_t length,
-                                    const std::function<bool(Bytes)>& sink, std::size_t chunk) const
+    // Whether the first bytes of a record header are what was assumed.
+    static bool asAssumed(const Entry& e, Bytes h)
     {
-        const std::uint64_t headerLength = e.dataOffset - e.localHeader;
+        if (e.assumed == Assumed::LegacyCount) {
+            return le64(h, 0) == e.count;
+        }
+        return le(h, 0, 4) == kLocalSig && kLocalSize + le(h, 26, 2) + le(h, 28, 2) == e.dataOffset - e.header;
+    }
+
+    // Reads the storage's record header, with its bytes in the same request when they follow at
+    // the assumed offset. Returns whether the bytes went to `sink` too; corrects a zip entry whose
+    // header puts them elsewhere (another writer's zip), refuses a legacy record of another size.
+    Expected<bool> checkHeader(StorageIndex storage, const Entry& e, std::uint64_t offset, std::uint64_t length,
+                               const std::function<bool(Bytes)>& sink, std::size_t chunk) const
+    {
+        const std::uint64_t headerLength = e.dataOffset - e.header;
+        const std::uint64_t checked = e.assumed == Assumed::LegacyCount ? 8 : kLocalSize;
         std::array<std::byte, kLocalSize> h{};
         std::uint64_t seen = 0;
         bool wrong = false;
         auto together = [&](Bytes b) {
-            if (seen < kLocalSize) {
-                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kLocalSize - seen, b.size()));
+            if (seen < checked) {
+                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(checked - seen, b.size()));
                 std::memcpy(h.data() + seen, b.data(), n);
-                if (seen + n == kLocalSize) {
-                    const Bytes hb(h.data(), h.size());
-                    wrong = le(hb, 0, 4) != kLocalSig || kLocalSize + le(hb, 26, 2) + le(hb, 28, 2) != headerLength;
+                if (seen + n == checked) {
+                    wrong = !asAssumed(e, Bytes(h.data(), static_cast<std::size_t>(checked)));
                     if (wrong) {
                         return false;
                     }
@@ -150,10 +177,10 @@ private:
             const std::uint64_t from = before < skip ? skip - before : 0;
             return sink(b.subspan(static_cast<std::size_t>(from)));
         };
-        // Small pieces, so that a header that is not where assumed stops the request after its
-        // first piece rather than after the whole storage.
+        // Small pieces, so that a header that is not as assumed stops the request after its first
+        // piece rather than after the whole storage.
         constexpr std::size_t kFirstPieces = std::size_t{64} << 10;
-        auto r = file_->read(e.localHeader, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
+        auto r = file_->read(e.header, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
         if (r) {
             markChecked(storage);
             return true;
@@ -161,17 +188,24 @@ private:
         if (!wrong) {
             return r.error();
         }
-        // Not where a torch writer puts it: the header says where the bytes start.
         const Bytes hb(h.data(), h.size());
+        if (e.assumed == Assumed::LegacyCount) {
+            return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(e.header) + " holds " +
+                                                     std::to_string(le64(hb, 0)) + " elements, not the " +
+                                                     std::to_string(e.count) +
+                                                     " its pickle declares: the stream is not laid out as "
+                                                     "torch.save writes it, or the file changed");
+        }
+        // Not where a torch writer puts it: the header says where the bytes start.
         if (le(hb, 0, 4) != kLocalSig) {
-            return makeError(ErrorCode::Corrupt, "the local header of storage record at byte " +
-                                                     std::to_string(e.localHeader) + " is missing");
+            return makeError(ErrorCode::Corrupt,
+                             "the local header of storage record at byte " + std::to_string(e.header) + " is missing");
         }
         {
             const std::lock_guard lock(mutex_);
             auto& entry = entries_[storage.value()];
-            entry.dataOffset = e.localHeader + kLocalSize + le(hb, 26, 2) + le(hb, 28, 2);
-            entry.zip = false;
+            entry.dataOffset = e.header + kLocalSize + le(hb, 26, 2) + le(hb, 28, 2);
+            entry.assumed = Assumed::None;
         }
         return false;
     }
@@ -179,7 +213,7 @@ private:
     void markChecked(StorageIndex storage) const
     {
         const std::lock_guard lock(mutex_);
-        entries_[storage.value()].zip = false;
+        entries_[storage.value()].assumed = Assumed::None;
     }
 
     std::shared_ptr<RemoteFile> file_;
@@ -195,7 +229,7 @@ Error named(Error e, const std::string& input, const Redactor& redactor)
     return e;
 }
 
-// The file a whole repository opens as: its single weights file, by the names transformers saves.
+// The file a whole repository opens as (reply_parse.h), from the Hub API's listing of it.
 Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
 {
     std::string rev = loc.revision;
@@ -206,48 +240,7 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     if (!text) {
         return text.error();
     }
-    auto doc = nlohmann::json::parse(*text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("siblings") || !doc["siblings"].is_array()) {
-        return makeError(ErrorCode::Io, "the Hub API's reply for " + loc.repo + " lists no files");
-    }
-    std::vector<std::string> files;
-    for (const auto& s : doc["siblings"]) {
-        if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
-            files.push_back(s["rfilename"].get<std::string>());
-        }
-    }
-    auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
-    for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
-        if (has(f)) {
-            return std::string(f);
-        }
-    }
-    for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
-        if (has(f)) {
-            return std::string(f);  // a sharded set
-        }
-    }
-    std::vector<std::string> weights;
-    for (const auto& f : files) {
-        for (const std::string_view ext : {".safetensors", ".bin", ".pt", ".pth", ".ckpt"}) {
-            if (f.ends_with(ext)) {
-                weights.push_back(f);
-            }
-        }
-    }
-    if (weights.size() == 1) {
-        return weights.front();
-    }
-    if (weights.empty()) {
-        return makeError(ErrorCode::NotCheckpoint,
-                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
-    }
-    std::string list;
-    for (const auto& w : weights) {
-        list += (list.empty() ? "" : ", ") + w;
-    }
-    return makeError(ErrorCode::Usage, "the repository holds several checkpoint files (" + list + "): name one, hf://" +
-                                           loc.repo + "/FILE");
+    return repositoryFileOf(*text, loc.repo);
 }
 
 // Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
@@ -331,7 +324,6 @@ Expected<void> prepareZip(RemoteFile& file)
     if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
         return ok;
     }
-    auto* image = const_cast<std::byte*>(file.image().data());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
     for (const auto& r : again->records()) {
         const std::uint64_t lh = r.localHeaderOffset;
         if (file.holds(lh, kLocalSize)) {
@@ -351,7 +343,7 @@ Expected<void> prepareZip(RemoteFile& file)
         put(22, std::min(r.size, kOverflow32), 4);
         put(26, r.name.size(), 2);
         put(28, extra, 2);
-        std::memcpy(image + lh, h.data(), h.size());  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        file.assume(lh, Bytes(h.data(), h.size()));
     }
     return {};
 }
@@ -363,17 +355,90 @@ Expected<void> prepareSafetensors(RemoteFile& file)
             return ok;
         }
     }
-    const Bytes b = file.image();
-    std::uint64_t n = 0;
-    for (std::size_t i = 8; i-- > 0;) {
-        n = (n << 8U) | std::to_integer<std::uint64_t>(b[i]);
-    }
+    const std::uint64_t n = le64(file.image(), 0);
     constexpr std::uint64_t kLongestHeader = std::uint64_t{100} << 20;  // the safetensors crate's own limit
     if (n > kLongestHeader || n > file.size() - 8) {
         return makeError(ErrorCode::Corrupt, "the safetensors header length (" + std::to_string(n) +
                                                  ") is beyond the file or the format's 100 MB limit");
     }
     return file.fetch({{0, 8 + n}}, 0);
+}
+
+// A legacy stream's pickles are fetched (the first bytes, four times as many each time the pickles
+// run past them), and each storage record's element count is stood in the image where the pickle
+// declares it, so that the reader walks the records without fetching them. Returns the counts it
+// stood by offset, each checked when that storage's bytes are read; none when the file is to be
+// read whole: no legacy stream, pickles the reader refuses (it says why, on the whole file), a
+// truncated one, or records the pickle does not declare.
+using StoodCounts = std::map<std::uint64_t, std::uint64_t>;
+Expected<std::optional<StoodCounts>> prepareLegacy(RemoteFile& file, std::uint64_t limit)
+{
+    const std::uint64_t size = file.size();
+    std::uint64_t n = std::min(size, kFirstBytes);
+    Expected<std::optional<LegacyLayout>> layout = std::optional<LegacyLayout>();
+    for (;;) {
+        if (auto ok = file.fetch({{0, n}}, 0); !ok) {
+            return ok.error();
+        }
+        layout = legacyLayout(file.image().first(static_cast<std::size_t>(n)));
+        if (layout || layout.error().code != ErrorCode::Truncated || n == size) {
+            break;
+        }
+        if (n >= limit) {
+            return makeError(ErrorCode::Unsupported, "its pickles run past the first " + humanBytes(limit) +
+                                                         ", more than ckptscope reads over HTTP; download it first");
+        }
+        n = std::min({size, n * 4, limit});
+    }
+    if (!layout || !*layout) {
+        return std::optional<StoodCounts>();
+    }
+    constexpr int kUndeclaredFetched = 16;  // each is a request of 8 bytes
+    int undeclared = 0;
+    StoodCounts stood;
+    std::uint64_t pos = (*layout)->storagesStart;
+    for (const auto& r : (*layout)->records) {
+        if (pos > size || size - pos < 8) {
+            break;  // the reader says the stream is truncated
+        }
+        std::uint64_t count = 0;
+        if (r.count && !file.holds(pos, 8)) {
+            count = *r.count;
+            std::array<std::byte, 8> b{};
+            for (std::size_t i = 0; i < b.size(); ++i) {
+                b[i] = static_cast<std::byte>((count >> (8 * i)) & 0xFFU);
+            }
+            file.assume(pos, Bytes(b.data(), b.size()));
+            stood.emplace(pos, count);
+        } else {
+            if (!file.holds(pos, 8) && ++undeclared > kUndeclaredFetched) {
+                return std::optional<StoodCounts>();
+            }
+            if (auto ok = file.fetch({{pos, 8}}, 0); !ok) {
+                return ok.error();
+            }
+            count = le64(file.image(), static_cast<std::size_t>(pos));
+        }
+        if (count > (size - pos - 8) / r.elementBytes) {
+            break;
+        }
+        pos += 8 + count * r.elementBytes;
+    }
+    return std::optional(std::move(stood));
+}
+
+constexpr std::uint64_t kKeptFree = std::uint64_t{1} << 30;
+
+// What a download may write into the filesystem of `fd`: its free space less a tenth of it, at most
+// kKeptFree.
+std::uint64_t roomFor(int fd)
+{
+    struct statvfs fs {};
+    if (::fstatvfs(fd, &fs) != 0) {
+        return UINT64_MAX;  // the writes themselves say when it is full
+    }
+    const std::uint64_t avail = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+    return avail - std::min(kKeptFree, avail / 10);
 }
 
 // The whole file at `url` downloaded into an unlinked temporary file, then read as a local file
@@ -389,8 +454,12 @@ Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url,
         return makeError(ErrorCode::Io,
                          "cannot make a temporary file in " + dir + " for --download: " + systemErrorText(errno));
     }
+    // A body without end (or larger than the disk) stops while the temporary file's filesystem
+    // still has room for others: it is often /tmp, shared by every job on the node.
+    const std::uint64_t room = roomFor(fd);
+    const std::uint64_t limit = std::min(options.downloadLimit, room);
     std::optional<Error> writeError;
-    auto got = client.getWhole(url, options.downloadLimit, [&](Bytes b) {
+    auto got = client.getWhole(url, limit, [&](Bytes b) {
         while (!b.empty()) {
             const ssize_t n = ::write(fd, b.data(), b.size());
             if (n <= 0) {
@@ -404,6 +473,11 @@ Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url,
     });
     if (!got || writeError) {
         ::close(fd);
+        if (!writeError && got.error().code == ErrorCode::Limit && limit == room) {
+            return makeError(ErrorCode::Limit, "--download stopped: the file is larger than the " + humanBytes(room) +
+                                                   " " + dir + " has room for (a tenth of its free space, up to " +
+                                                   humanBytes(kKeptFree) + ", is left free)");
+        }
         return writeError ? *writeError : got.error();
     }
     // The magic link opens the unlinked file again, for the mapping that outlives this descriptor.
@@ -415,78 +489,6 @@ Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url,
     auto owned = std::const_pointer_cast<Checkpoint>(*c);  // built for this call alone
     owned->path = shown;
     return CheckpointPtr(std::move(owned));
-}
-
-// One file at `url`, shown as `shown`.
-Expected<CheckpointPtr> openFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
-                                 const std::string& shown, const RemoteOptions& options)
-{
-    const Redactor& redactor = client->redactor();
-    const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
-    auto opened =
-        RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
-    if (!opened && options.download && opened.error().message.starts_with(kNoRangesMessage)) {
-        auto whole = downloadFile(*client, url, shown, options);
-        if (!whole) {
-            return named(whole.error(), shown, redactor);
-        }
-        return whole;
-    }
-    if (!opened) {
-        return named(opened.error(), shown, redactor);
-    }
-    std::shared_ptr<RemoteFile> file = *opened;
-    const std::uint64_t size = file->size();
-    bool assemble = false;
-    auto prepared = [&]() -> Expected<void> {
-        if (file->holds(0, size)) {
-            return {};
-        }
-        if (archive::ZipReader::directory(file->image())) {
-            assemble = true;
-            return prepareZip(*file);
-        }
-        if (!file->holds(0, std::min<std::uint64_t>(size, kFirstBytes))) {
-            if (auto ok = file->fetch({{0, kFirstBytes}}, 0); !ok) {
-                return ok;
-            }
-        }
-        if (archive::looksLikeSafetensors(file->image())) {
-            assemble = true;
-            return prepareSafetensors(*file);
-        }
-        // Legacy streams walk their storages one after another, tars and gzip wrappers are read
-        // as a whole: the whole file.
-        if (size > options.wholeFileLimit) {
-            return makeError(ErrorCode::Unsupported,
-                             "is " + humanBytes(size) +
-                                 " in a format that is read whole (not a torch zip or safetensors), more than "
-                                 "ckptscope reads over HTTP (" +
-                                 humanBytes(options.wholeFileLimit) + "); download it first");
-        }
-        return file->fetch({{0, size}}, 0);
-    }();
-    if (!prepared) {
-        return named(prepared.error(), shown, redactor);
-    }
-    auto read = readCheckpoint(file->image(), redactor.apply(shown));
-    if (!read) {
-        return named(read.error(), shown, redactor);
-    }
-    auto c = std::const_pointer_cast<Checkpoint>(*read);  // built for this call alone
-    std::vector<RemoteStorages::Entry> entries(c->storages.size());
-    for (std::size_t i = 0; i < c->storages.size(); ++i) {
-        auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
-        entries[i].dataOffset = s.fileOffset;
-        entries[i].localHeader = s.localHeader;
-        entries[i].zip = c->format == Format::TorchZip && !s.record.empty() && !file->holds(s.localHeader, kLocalSize);
-        if (assemble && s.present && !s.compressed) {
-            s.assembled = true;
-        }
-    }
-    // The source keeps the image (which `bytes` views) alive, and reads the storages.
-    c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
-    return CheckpointPtr(std::move(c));
 }
 
 bool notFound(const Error& e)
@@ -567,7 +569,7 @@ private:
     [[nodiscard]] Expected<std::optional<CheckpointPtr>> openOne(const std::shared_ptr<HttpClient>& client,
                                                                  const std::string& name) const
     {
-        auto c = openFile(client, base_ + name, pathOf(name), options_);
+        auto c = openRemoteFile(client, base_ + name, pathOf(name), options_);
         if (c) {
             return std::optional<CheckpointPtr>(*c);
         }
@@ -587,25 +589,6 @@ private:
     mutable std::map<std::string, Expected<std::optional<CheckpointPtr>>> opened_;
 };
 
-// The shard names an index's weight_map gives, each once, in order; none when it is no index
-// (openSet then says what is wrong with it).
-std::vector<std::string> shardNamesOf(const std::string& indexText)
-{
-    std::vector<std::string> names;
-    const auto doc = nlohmann::json::parse(indexText, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
-        return names;
-    }
-    std::set<std::string> seen;
-    for (const auto& [key, file] : doc["weight_map"].items()) {
-        if (file.is_string() && file.get_ref<const std::string&>().find('/') == std::string::npos &&
-            seen.insert(file.get<std::string>()).second) {
-            names.push_back(file.get<std::string>());
-        }
-    }
-    return names;
-}
-
 std::string parentOf(const std::string& path)
 {
     const auto slash = path.rfind('/');
@@ -613,6 +596,95 @@ std::string parentOf(const std::string& path)
 }
 
 }  // namespace
+
+Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                       const std::string& shown, const RemoteOptions& options)
+{
+    const Redactor& redactor = client->redactor();
+    const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
+    auto opened =
+        RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+    if (!opened && options.download && opened.error().message.starts_with(kNoRangesMessage)) {
+        auto whole = downloadFile(*client, url, shown, options);
+        if (!whole) {
+            return named(whole.error(), shown, redactor);
+        }
+        return whole;
+    }
+    if (!opened) {
+        return named(opened.error(), shown, redactor);
+    }
+    std::shared_ptr<RemoteFile> file = *opened;
+    const std::uint64_t size = file->size();
+    bool assemble = false;
+    StoodCounts stood;
+    auto prepared = [&]() -> Expected<void> {
+        if (file->holds(0, size)) {
+            return {};
+        }
+        if (archive::ZipReader::directory(file->image())) {
+            assemble = true;
+            return prepareZip(*file);
+        }
+        if (!file->holds(0, std::min<std::uint64_t>(size, kFirstBytes))) {
+            if (auto ok = file->fetch({{0, kFirstBytes}}, 0); !ok) {
+                return ok;
+            }
+        }
+        if (archive::looksLikeSafetensors(file->image())) {
+            assemble = true;
+            return prepareSafetensors(*file);
+        }
+        auto legacy = prepareLegacy(*file, options.wholeFileLimit);
+        if (!legacy) {
+            return legacy.error();
+        }
+        if (*legacy) {
+            assemble = true;
+            stood = std::move(**legacy);
+            return {};
+        }
+        // Tars and gzip wrappers are read as a whole, and a stream the reader refuses, for its
+        // message: the whole file.
+        if (size > options.wholeFileLimit) {
+            return makeError(ErrorCode::Unsupported,
+                             "is " + humanBytes(size) +
+                                 " in a format that is read whole (not a torch zip, safetensors or legacy stream), "
+                                 "more than ckptscope reads over HTTP (" +
+                                 humanBytes(options.wholeFileLimit) + "); download it first");
+        }
+        return file->fetch({{0, size}}, 0);
+    }();
+    if (!prepared) {
+        return named(prepared.error(), shown, redactor);
+    }
+    auto read = readCheckpoint(file->image(), redactor.apply(shown));
+    if (!read) {
+        return named(read.error(), shown, redactor);
+    }
+    auto c = std::const_pointer_cast<Checkpoint>(*read);  // built for this call alone
+    std::vector<RemoteStorages::Entry> entries(c->storages.size());
+    for (std::size_t i = 0; i < c->storages.size(); ++i) {
+        auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        auto& e = entries[i];
+        e.dataOffset = s.fileOffset;
+        if (c->format == Format::TorchZip && !s.record.empty() && !file->holds(s.localHeader, kLocalSize)) {
+            e.header = s.localHeader;
+            e.assumed = RemoteStorages::Assumed::ZipHeader;
+        }
+        if (const auto it = stood.find(s.fileOffset - 8); c->format == Format::TorchLegacy && it != stood.end()) {
+            e.header = it->first;
+            e.assumed = RemoteStorages::Assumed::LegacyCount;
+            e.count = it->second;
+        }
+        if (assemble && s.present && !s.compressed) {
+            s.assembled = true;
+        }
+    }
+    // The source keeps the image (which `bytes` views) alive, and reads the storages.
+    c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
+    return CheckpointPtr(std::move(c));
+}
 
 Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
                                  const RemoteOptions& options)
@@ -677,7 +749,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
         out.set = std::move(*set);
         return out;
     }
-    auto c = openFile(client, loc->url, shown, options);
+    auto c = openRemoteFile(client, loc->url, shown, options);
     if (!c) {
         return c.error();
     }

@@ -51,6 +51,10 @@ struct RemoteInput {
 // input's own host only. Errors are one line naming the input, credentials redacted.
 Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
                                  const RemoteOptions& options);
+// One file at `url` through `client` (shown as `shown`): what openRemote does for a file once it
+// has its client. Also the fuzzer's way in, with a client that serves bytes from memory.
+Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                       const std::string& shown, const RemoteOptions& options);
 // openRemote()'s checkpoint.
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
                                         const RemoteOptions& options);

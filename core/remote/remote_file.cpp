@@ -70,6 +70,16 @@ bool RemoteFile::holds(std::uint64_t offset, std::uint64_t length) const
     return it->first <= offset && it->second >= offset + length;
 }
 
+void RemoteFile::assume(std::uint64_t offset, Bytes bytes)
+{
+    if (offset > size() || bytes.size() > size() - offset || holds(offset, bytes.size())) {
+        return;
+    }
+    const std::lock_guard lock(mutex_);
+    std::memcpy(image_ + offset, bytes.data(),
+                bytes.size());  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+}
+
 void RemoteFile::markHeld(std::uint64_t offset, std::uint64_t end)
 {
     if (end <= offset) {

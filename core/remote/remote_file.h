@@ -45,6 +45,10 @@ public:
     // Fetches `ranges` (offset, length) into the image, skipping what it holds, merging ranges less
     // than `mergeGap` apart into one request.
     Expected<void> fetch(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges, std::uint64_t mergeGap);
+    // Writes `bytes` at `offset` of the image where the file's own are not held: what a format
+    // reader takes them for until they are fetched (a torch-shaped zip local header, a legacy
+    // record's element count), checked by whoever reads the bytes behind them.
+    void assume(std::uint64_t offset, Bytes bytes);
     // Bytes [offset, offset + length) to `sink` in pieces of at most `chunk`: from the image or the
     // block cache for small reads, streamed from the server for large ones.
     Expected<void> read(std::uint64_t offset, std::uint64_t length, const std::function<bool(Bytes)>& sink,

@@ -128,12 +128,22 @@ Error notRead(const SetLocation& loc)
     return set.error();
 }
 
-Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options)
+Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options, const OpenControl& control)
 {
-    if (const auto* f = setFormat(loc.kind)) {
-        return f->read(loc, options);
+    const auto* f = setFormat(loc.kind);
+    if (f == nullptr) {
+        return notRead(loc);
     }
-    return notRead(loc);
+    const ScopedOpenControl scope(control);
+    auto read = f->read(loc, options);
+    // A format takes a member that did not open for a finding (an unreadable shard): the stop is
+    // said here, whatever the format made of it.
+    if (control.stop.stop_requested()) {
+        Error e = makeError(ErrorCode::Cancelled, "opening cancelled");
+        e.path = loc.dir;
+        return e;
+    }
+    return read;
 }
 
 std::span<const SetFormat> setFormats()

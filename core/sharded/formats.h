@@ -5,6 +5,7 @@
 #pragma once
 
 #include "sharded/listing.h"
+#include "sharded/open_control.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
@@ -49,7 +50,9 @@ struct SetFormat {
 [[nodiscard]] std::span<const SetFormat> setFormats();
 
 // The set at `loc` read once as ReadSet (its format's `read`); a kind with no entry is notRead.
-Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options = {.groupStorages = true});
+// `control` is told of each member file read, and a stop it is asked for ends the read, Cancelled.
+Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options = {.groupStorages = true},
+                          const OpenControl& control = {});
 
 // Why the set at `loc`, of a kind with no entry, is not read (openSet's refusal, naming the kind).
 [[nodiscard]] Error notRead(const SetLocation& loc);

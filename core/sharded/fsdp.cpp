@@ -10,6 +10,7 @@
 #include "pickle/tensor_record.h"
 #include "sharded/box_view.h"
 #include "sharded/chunks.h"
+#include "sharded/open_control.h"
 #include "sharded/set_view.h"
 #include "write/output_file.h"
 #include "write/targets.h"
@@ -460,10 +461,11 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     int world = -1;
     bool sharded = false;
     bool dtensors = false;
-    for (const auto& p : paths) {
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        const auto& p = paths[i];
         auto member =
             oneFile ? Expected<std::string>(p) : memberOfFolder(loc.dir, fs::path(p).filename().string(), "the folder");
-        auto c = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
+        auto c = member ? openMember(*member, i, paths.size()) : Expected<CheckpointPtr>(member.error());
         if (!c) {
             return c.error();
         }

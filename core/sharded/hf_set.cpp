@@ -1,6 +1,7 @@
 // A Hugging Face sharded set (SHARDED.md §4) as one view: each shard is read as the single file it
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
+#include "sharded/open_control.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
@@ -189,7 +190,7 @@ Expected<std::vector<ShardScan>> scanShards(ShardedSet& set)
             set.shardErrors.emplace_back("missing");
             continue;
         }
-        auto ck = openCheckpoint(*member);
+        auto ck = openMember(*member, i, set.shardFiles.size());
         auto identity = ck ? identityOfCheckpoint(**ck, *member) : Expected<FileIdentity>(ck.error());
         if (!identity) {
             set.shardErrors.push_back(identity.error().message);

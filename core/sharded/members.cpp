@@ -1,5 +1,7 @@
 #include "sharded/members.h"
 
+#include "sharded/open_control.h"
+
 #include <cerrno>
 #include <sys/stat.h>
 
@@ -145,7 +147,7 @@ Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
         return e;
     }
     return state_->open.get(i, [&]() -> Expected<CheckpointPtr> {
-        auto ck = openCheckpoint(m.path);
+        auto ck = openMember(m.path, i, state_->members.size());
         auto identity = ck ? identityOfCheckpoint(**ck, m.path) : Expected<FileIdentity>(ck.error());
         if (!identity) {
             return identity.error();

@@ -5,4 +5,5 @@ ckptscope_core_library(ckptscope_sharded
             sharded/listing.cpp sharded/dcp.cpp sharded/fsdp.cpp
             sharded/out_dir.cpp sharded/dcp_write.cpp sharded/unsafe.cpp sharded/members.cpp
             sharded/set_view.cpp sharded/box_view.cpp sharded/formats.cpp sharded/set_check.cpp
+            sharded/open_control.cpp
     DEPS ckptscope_checkpoint ckptscope_diagnose ckptscope_write ckptscope_archive ckptscope_pickle nlohmann_json::nlohmann_json)

@@ -2,6 +2,7 @@
 // plan of pieces: no tensor's bytes are read until consolidate() streams them into the output.
 #include "sharded/zero.h"
 
+#include "sharded/open_control.h"
 #include "util/checked.h"
 #include "util/shape_text.h"
 
@@ -338,6 +339,7 @@ private:
     Weights weights_;
     std::vector<std::size_t> modelFiles_;  // per rank (one for stages 1/2)
     std::vector<std::size_t> optimFiles_;  // per rank
+    std::size_t fileCount_ = 0;            // the rank files to read, once rank 0's says the world size
     std::map<std::string, std::size_t, std::less<>> byKey_;
     std::vector<std::string> unreadable_;  // "name: the reader's message"
     std::optional<Error> refused_;         // a rank file that leads outside the tag folder
@@ -367,7 +369,7 @@ std::size_t Builder::addFile(const std::string& name)
     if (auto member = memberOfFolder(s_.loc.index, name, "the ZeRO tag folder"); !member) {
         refused_ = refused_.value_or(member.error());
     } else if (isFile(path)) {
-        auto ck = openCheckpoint(path.string());
+        auto ck = openMember(path.string(), s_.files.size() - 1, fileCount_);
         if (ck && (*ck)->truncation.salvaged) {
             unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
         } else if (ck) {
@@ -409,7 +411,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
 {
     const fs::path tag(s_.loc.index);
     auto member = memberOfFolder(s_.loc.index, modelName(stage3Files, 0), "the ZeRO tag folder");
-    auto first = member ? openCheckpoint(*member) : Expected<CheckpointPtr>(member.error());
+    auto first = member ? openMember(*member, 0, 0) : Expected<CheckpointPtr>(member.error());
     if (!first) {
         return first.error();
     }
@@ -426,6 +428,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
         return e;
     }
     s_.world = *world;
+    fileCount_ = static_cast<std::size_t>(stage3Files ? 2 * s_.world : s_.world + 1);
     // Tensor-parallel ranks (mp_rank_01, ...) split tensors along a layer-dependent dimension;
     // zero_to_fp32.py reads mp_rank_00 only and stops on the surplus files.
     if (const auto mp = intAt(model0(), "mp_world_size"); mp && *mp > 1) {

@@ -13,7 +13,12 @@ Serves FILE (a real checkpoint) under paths that each break one rule:
   /stall/F         good for the first reply; then headers and a few bytes, and silence
   /stall-big/F     the same for every range of 1 MiB or more (storage bytes), good for the rest
   /truncated/F     Content-Length as asked, half the bytes, then the connection closes
+  /trickle/F       ranges as they should be, sent 4 KiB every 20 ms (about 200 KiB/s): an open
+                   that lasts seconds while bytes keep coming (the window's progress)
   /status-500/F    always 500;  /status-429/F: 429 twice, then good
+  /retry-after/F   429 with `Retry-After: 2` on the first request, and again (with the seconds
+                   left) to any request before those 2 s have passed; then good
+  /retry-after-long/F  429 with `Retry-After: 3600`, always
   /need-token/F    401 unless `Authorization: Bearer secret`; logs every Authorization it saw
   http://127.0.0.1:PORT/...  as a forward proxy (absolute-form requests), to loopback only,
                    logging each URL to $HOSTILE_PROXY_LOG
@@ -161,6 +166,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(DATA[r[0]:r[0] + 10])
             self.wfile.flush()
             time.sleep(120)
+        elif kind == "trickle":
+            r = self.range(len(DATA)) or (0, len(DATA) - 1)
+            body = DATA[r[0]:r[1] + 1]
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("ETag", '"fixed"')
+            self.end_headers()
+            for at in range(0, len(body), 4096):
+                self.wfile.write(body[at:at + 4096])
+                self.wfile.flush()
+                time.sleep(0.02)
         elif kind == "truncated":
             r = self.range(len(DATA)) or (0, len(DATA) - 1)
             body = DATA[r[0]:r[1] + 1]
@@ -183,6 +200,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.end_headers()
             else:
                 self.send_range()
+        elif kind == "retry-after":
+            with LOCK:
+                until = COUNTS.setdefault("retry-after-until", time.monotonic() + 2)
+            left = until - time.monotonic()
+            if left > 0:
+                self.send_response(429)
+                self.send_header("Retry-After", str(max(1, round(left))))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_range()
+        elif kind == "retry-after-long":
+            self.send_response(429)
+            self.send_header("Retry-After", "3600")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif kind == "need-token":
             auth = self.headers.get("Authorization", "")
             with open(os.environ.get("HOSTILE_AUTH_LOG", os.devnull), "a") as f:

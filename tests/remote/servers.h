@@ -159,6 +159,26 @@ with zipfile.ZipFile(sys.argv[1] + '/big.pt') as zin, \
     for info in zin.infolist():
         with zout.open(zipfile.ZipInfo(info.filename), 'w', force_zip64=True) as out:
             out.write(zin.read(info.filename))
+torch.save(sd, sys.argv[1] + '/big_legacy.pt', _use_new_zipfile_serialization=False)
+# The same stream with the second record's element count one short of what its pickle declares
+# (the first one's lies in the head that is fetched with the pickles).
+import pickle
+data = bytearray(open(sys.argv[1] + '/big_legacy.pt', 'rb').read())
+with open(sys.argv[1] + '/big_legacy.pt', 'rb') as f:
+    for _ in range(3):
+        pickle.load(f)
+    class Skip(pickle.Unpickler):
+        def find_class(self, module, name):
+            return (lambda *a: None) if name.startswith('_rebuild') else super().find_class(module, name)
+        def persistent_load(self, pid):
+            return None
+    Skip(f).load()
+    pickle.load(f)
+    at = f.tell()
+at += 8 + struct.unpack_from('<q', data, at)[0] * 4
+count = struct.unpack_from('<q', data, at)[0]
+struct.pack_into('<q', data, at, count - 1)
+open(sys.argv[1] + '/big_legacy_short.pt', 'wb').write(bytes(data))
 )");
     QProcess p;
     p.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"), script, dir});

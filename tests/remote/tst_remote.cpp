@@ -13,9 +13,11 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <stop_token>
 #include <thread>
 
@@ -77,7 +79,8 @@ private Q_SLOTS:
         QVERIFY2(fixtures_.size() > 10, "the fixtures were not generated");
         QStringList served = fixtures_;
         served << big + QStringLiteral("/big.pt") << big + QStringLiteral("/big.safetensors")
-               << big + QStringLiteral("/big_rezipped.pt") << big + QStringLiteral("/big_zip64.pt");
+               << big + QStringLiteral("/big_rezipped.pt") << big + QStringLiteral("/big_zip64.pt")
+               << big + QStringLiteral("/big_legacy.pt") << big + QStringLiteral("/big_legacy_short.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
@@ -192,6 +195,8 @@ private Q_SLOTS:
         QTest::newRow("zip from Python's zipfile") << QStringLiteral("big_rezipped.pt") << 4;
         // The last storage's header too: assumed where torch puts it, it would end in the directory.
         QTest::newRow("zip with ZIP64 extras") << QStringLiteral("big_zip64.pt") << 5;
+        // The tail (taken for a zip's), then the head with the pickles: no storage record is read.
+        QTest::newRow("legacy stream") << QStringLiteral("big_legacy.pt") << 2;
     }
     void partialReads()
     {
@@ -210,6 +215,29 @@ private Q_SLOTS:
         QVERIFY(c.checkUnchanged());
         // The whole file once, give or take the metadata and a header per storage.
         QVERIFY(o.stats->bytesRead.load() < c.fileSize + (2U << 20));
+    }
+
+    // A legacy stream's record counts are assumed as its pickle declares them: a record of another
+    // size is refused when its bytes are read, never read from the wrong offset.
+    void legacyRecordOfAnotherSize()
+    {
+        auto o = openUrl(url(QStringLiteral("/files/big_legacy_short.pt")));
+        QVERIFY2(o.checkpoint, o.checkpoint ? "" : o.checkpoint.error().describe().c_str());
+        QVERIFY(!ckpt::openCheckpoint(tmp_.filePath(QStringLiteral("big/big_legacy_short.pt")).toStdString()));
+        const auto& c = **o.checkpoint;
+        // The second record in the file (records follow the key list, not the storage table).
+        std::vector<std::uint32_t> byOffset(c.storages.size());
+        std::iota(byOffset.begin(), byOffset.end(), 0);
+        std::sort(byOffset.begin(), byOffset.end(), [&](std::uint32_t a, std::uint32_t b) {
+            return c.storages[ckpt::StorageIndex{a}].fileOffset < c.storages[ckpt::StorageIndex{b}].fileOffset;
+        });
+        QVERIFY(storageBytes(c, ckpt::StorageIndex{byOffset[0]}).size() ==
+                c.storages[ckpt::StorageIndex{byOffset[0]}].nbytes);
+        auto r = c.streamStorage(ckpt::StorageIndex{byOffset[1]}, 0, 16, [](ckpt::Bytes) { return true; });
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ckpt::ErrorCode::Corrupt);
+        QVERIFY2(r.error().message.find("not laid out as torch.save writes it") != std::string::npos,
+                 r.error().message.c_str());
     }
 
     void hub()
@@ -323,6 +351,44 @@ private Q_SLOTS:
         QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {tmp_.filePath(QStringLiteral("big/big.pt"))}));
         auto o = openUrl(bad.url(QStringLiteral("/status-429/big.pt")));
         QVERIFY2(o.checkpoint, o.checkpoint ? "" : o.checkpoint.error().describe().c_str());
+    }
+
+    // --download of a body without end stops at the limit (the free space of $TMPDIR, less some, by
+    // default), and leaves nothing behind.
+    void downloadOfEndlessBody()
+    {
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {tmp_.filePath(QStringLiteral("big/big.pt"))}));
+        QTemporaryDir dir;
+        qputenv("TMPDIR", dir.path().toUtf8());
+        ckpt::remote::RemoteOptions o;
+        o.download = true;
+        o.downloadLimit = std::uint64_t{40} << 20;  // more than the file, which the zeros then pass
+        auto c = ckpt::remote::openRemoteInput(bad.url(QStringLiteral("/ignore-range/big.pt")).toStdString(), {}, o);
+        qunsetenv("TMPDIR");
+        QVERIFY(!c);
+        QVERIFY2(c.error().code == ckpt::ErrorCode::Limit, c.error().describe().c_str());
+        QVERIFY(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+    }
+
+    // The server's Retry-After is waited for: the backoff alone (0.25 + 0.5 + 1 s) asks again
+    // too early for this server, which keeps answering 429 until its 2 s have passed. One that
+    // asks for an hour gets its answer said, at once.
+    void retryAfter()
+    {
+        LoopbackServer bad;
+        QVERIFY(bad.start(ckpt::test::scriptPath("hostile_server.py"), {tmp_.filePath(QStringLiteral("big/big.pt"))}));
+        auto o = openUrl(bad.url(QStringLiteral("/retry-after/big.pt")));
+        QVERIFY2(o.checkpoint, o.checkpoint ? "" : o.checkpoint.error().describe().c_str());
+        QElapsedTimer t;
+        t.start();
+        auto longer = openUrl(bad.url(QStringLiteral("/retry-after-long/big.pt")));
+        QVERIFY(!longer.checkpoint);
+        QVERIFY2(longer.checkpoint.error().message.find("asks to be asked again in 3600 s (Retry-After)") !=
+                     std::string::npos,
+                 longer.checkpoint.error().message.c_str());
+        QCOMPARE(longer.requests, std::uint64_t{1});
+        QVERIFY(t.elapsed() < 10000);
     }
 };
 

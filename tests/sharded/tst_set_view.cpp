@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stop_token>
 #include <vector>
 
 namespace {
@@ -194,6 +195,49 @@ private Q_SLOTS:
         const auto read = v.storageData(ckpt::StorageIndex{0}, scratch);
         QVERIFY(!read.ok());
         QCOMPARE(read.error().message, part->notWhole->message);
+    }
+
+    // Reading a set tells each member file once, in order, of how many; a stop asked for while one
+    // is told ends the read there, Cancelled (the window's progress and Cancel).
+    void readSetTellsEachFileAndStops_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::newRow("Hugging Face shards") << QStringLiteral("hf_st");
+        QTest::newRow("ZeRO-2 rank files") << QStringLiteral("zero2_w3");
+    }
+    void readSetTellsEachFileAndStops()
+    {
+        QFETCH(QString, name);
+        const auto loc = ckpt::sharded::detectSet(CKPTSCOPE_SHARDED_FIXTURE_DIR "/" + name.toStdString());
+        std::vector<std::pair<std::size_t, std::size_t>> told;
+        ckpt::sharded::OpenControl control;
+        control.progress = [&](std::size_t index, std::size_t total, const std::string&) {
+            told.emplace_back(index, total);
+        };
+        const auto read = ckpt::sharded::readSet(loc, {.groupStorages = true}, control);
+        QVERIFY2(read.ok(), read ? "" : read.error().message.c_str());
+        QVERIFY(told.size() >= 3);
+        const std::size_t total = told.back().second;
+        QCOMPARE(told.size(), total);
+        for (std::size_t k = 0; k < told.size(); ++k) {
+            QCOMPARE(told[k].first, k);
+            // ZeRO's rank-0 file is read before it says how many ranks there are.
+            QVERIFY(told[k].second == total || (k == 0 && told[k].second == 0));
+        }
+
+        std::stop_source stop;
+        ckpt::sharded::OpenControl stopping;
+        stopping.stop = stop.get_token();
+        std::size_t seen = 0;
+        stopping.progress = [&](std::size_t, std::size_t, const std::string&) {
+            if (++seen == 2) {
+                stop.request_stop();
+            }
+        };
+        const auto cancelled = ckpt::sharded::readSet(loc, {.groupStorages = true}, stopping);
+        QVERIFY(!cancelled.ok());
+        QCOMPARE(cancelled.error().code, ckpt::ErrorCode::Cancelled);
+        QCOMPARE(seen, std::size_t{2});
     }
 
     // A write whose target is one of the files the set is read from (a shard, the index) would

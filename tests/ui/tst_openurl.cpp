@@ -21,6 +21,7 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMimeData>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -140,8 +141,28 @@ private Q_SLOTS:
             QCOMPARE(v->setFiles()->list()->topLevelItem(i)->text(ckpt::ui::SetFilesPanel::State),
                      QStringLiteral("read over HTTP"));
         }
-        QVERIFY(!v->setFiles()->openAloneButton()->isEnabled());
         QVERIFY(!doc.set->storedIn.empty());
+        // Each shard opens alone by its own location; the index is no checkpoint.
+        auto* list = v->setFiles()->list();
+        QTreeWidgetItem* shard = nullptr;
+        for (int i = 0; i < list->topLevelItemCount(); ++i) {
+            list->setCurrentItem(list->topLevelItem(i));
+            const QString name = list->topLevelItem(i)->text(ckpt::ui::SetFilesPanel::File);
+            QCOMPARE(v->setFiles()->openAloneButton()->isEnabled(), !name.endsWith(QStringLiteral(".index.json")));
+            if (!name.endsWith(QStringLiteral(".index.json"))) {
+                shard = list->topLevelItem(i);
+            }
+        }
+        QVERIFY(shard != nullptr);
+        list->setCurrentItem(shard);
+        const QString shardName = shard->text(ckpt::ui::SetFilesPanel::File);
+        QTest::mouseClick(v->setFiles()->openAloneButton(), Qt::LeftButton);
+        QVERIFY2(opened.wait(20000), qPrintable(w.errorText()));
+        QCOMPARE(opened.last().at(0).toString(), QStringLiteral("hf://org/sharded/") + shardName);
+        const auto& alone = *w.currentView()->document();
+        QVERIFY(alone.remote != nullptr && alone.set == nullptr);
+        QVERIFY(alone.checkpoint->tensors.size() > 0);
+        QCOMPARE(w.documentCount(), 2);
         if (!v->diagnosis()) {
             QSignalSpy ready(v, &ckpt::ui::DocumentView::findingsReady);
             QVERIFY(ready.wait(20000));
@@ -214,6 +235,28 @@ private Q_SLOTS:
 
     // Cancel in the status bar ends an open whose server went silent: at once, with no tab and no
     // error banner (the stall would otherwise last the low-speed timeout, here a minute).
+    // A transfer that lasts past a second shows a busy bar and the bytes read so far, gone when
+    // the open ends.
+    void slowTransferShowsProgress()
+    {
+        ckpt::test::LoopbackServer trickling;
+        QVERIFY(trickling.start(ckpt::test::scriptPath("hostile_server.py"), {ckpt::uitest::fixture("big40k.pt")}));
+        MainWindow w;
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({trickling.url(QStringLiteral("/trickle/big40k.pt"))});
+        auto* bar = w.findChild<QProgressBar*>(QStringLiteral("openProgress"));
+        QVERIFY(bar != nullptr);
+        QVERIFY(!bar->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(bar->isVisible(), 10000);
+        QVERIFY(w.isOpening());
+        QCOMPARE(bar->maximum(), 0);  // busy: a transfer's end is not known
+        QVERIFY2(w.statusBar()->currentMessage().contains(QStringLiteral("read over HTTP")),
+                 qPrintable(w.statusBar()->currentMessage()));
+        QVERIFY2(opened.wait(60000), qPrintable(w.errorText()));
+        QVERIFY(!bar->isVisible());
+    }
+
     void cancelStopsAStalledOpen()
     {
         ckpt::test::LoopbackServer stalling;

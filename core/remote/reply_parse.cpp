@@ -1,0 +1,122 @@
+#include "remote/reply_parse.h"
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+#include <curl/curl.h>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace ckpt::remote {
+
+std::optional<std::uint64_t> parseNumber(std::string_view s)
+{
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+        return std::nullopt;
+    }
+    return v;
+}
+
+std::optional<ContentRange> parseContentRange(std::string_view v)
+{
+    if (!v.starts_with("bytes ")) {
+        return std::nullopt;
+    }
+    v.remove_prefix(6);
+    const auto dash = v.find('-');
+    const auto slash = v.find('/');
+    if (dash == std::string_view::npos || slash == std::string_view::npos || dash > slash) {
+        return std::nullopt;
+    }
+    auto first = parseNumber(v.substr(0, dash));
+    auto last = parseNumber(v.substr(dash + 1, slash - dash - 1));
+    auto total = parseNumber(v.substr(slash + 1));
+    if (!first || !last || !total || *first > *last || *last >= *total) {
+        return std::nullopt;
+    }
+    return ContentRange{*first, *last, *total};
+}
+
+std::optional<std::int64_t> retryAfterSeconds(const std::string& value)
+{
+    if (value.empty()) {
+        return std::nullopt;
+    }
+    std::int64_t seconds = 0;
+    const auto* end = value.data() + value.size();  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    if (auto [p, ec] = std::from_chars(value.data(), end, seconds); ec == std::errc() && p == end) {
+        return std::max<std::int64_t>(seconds, 0);
+    }
+    const time_t at = curl_getdate(value.c_str(), nullptr);
+    if (at < 0) {
+        return std::nullopt;
+    }
+    return std::max<std::int64_t>(at - std::time(nullptr), 0);
+}
+
+Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo)
+{
+    auto doc = nlohmann::json::parse(apiReply, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("siblings") || !doc["siblings"].is_array()) {
+        return makeError(ErrorCode::Io, "the Hub API's reply for " + repo + " lists no files");
+    }
+    std::vector<std::string> files;
+    for (const auto& s : doc["siblings"]) {
+        if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
+            files.push_back(s["rfilename"].get<std::string>());
+        }
+    }
+    auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
+    for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
+        if (has(f)) {
+            return std::string(f);
+        }
+    }
+    for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
+        if (has(f)) {
+            return std::string(f);  // a sharded set
+        }
+    }
+    std::vector<std::string> weights;
+    for (const auto& f : files) {
+        for (const std::string_view ext : {".safetensors", ".bin", ".pt", ".pth", ".ckpt"}) {
+            if (f.ends_with(ext)) {
+                weights.push_back(f);
+            }
+        }
+    }
+    if (weights.size() == 1) {
+        return weights.front();
+    }
+    if (weights.empty()) {
+        return makeError(ErrorCode::NotCheckpoint,
+                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
+    }
+    std::string list;
+    for (const auto& w : weights) {
+        list += (list.empty() ? "" : ", ") + w;
+    }
+    return makeError(ErrorCode::Usage,
+                     "the repository holds several checkpoint files (" + list + "): name one, hf://" + repo + "/FILE");
+}
+
+std::vector<std::string> shardNamesOf(std::string_view indexText)
+{
+    std::vector<std::string> names;
+    const auto doc = nlohmann::json::parse(indexText, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
+        return names;
+    }
+    std::set<std::string> seen;
+    for (const auto& [key, file] : doc["weight_map"].items()) {
+        if (file.is_string() && file.get_ref<const std::string&>().find('/') == std::string::npos &&
+            seen.insert(file.get<std::string>()).second) {
+            names.push_back(file.get<std::string>());
+        }
+    }
+    return names;
+}
+
+}  // namespace ckpt::remote

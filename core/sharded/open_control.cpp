@@ -1,0 +1,35 @@
+#include "sharded/open_control.h"
+
+namespace ckpt::sharded {
+namespace {
+
+thread_local const OpenControl* t_control = nullptr;
+
+}  // namespace
+
+ScopedOpenControl::ScopedOpenControl(const OpenControl& control) : previous_(t_control)
+{
+    t_control = &control;
+}
+
+ScopedOpenControl::~ScopedOpenControl()
+{
+    t_control = previous_;
+}
+
+Expected<CheckpointPtr> openMember(const std::string& path, std::size_t index, std::size_t total)
+{
+    if (t_control != nullptr) {
+        if (t_control->stop.stop_requested()) {
+            Error e = makeError(ErrorCode::Cancelled, "opening cancelled");
+            e.path = path;
+            return e;
+        }
+        if (t_control->progress) {
+            t_control->progress(index, total, path);
+        }
+    }
+    return openCheckpoint(path);
+}
+
+}  // namespace ckpt::sharded

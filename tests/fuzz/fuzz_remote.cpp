@@ -1,0 +1,126 @@
+// libFuzzer over what core/remote makes of a server's bytes, without a network: the input is
+// served by an in-memory client that answers range requests exactly (as nginx does), so the whole
+// remote open runs over it (the first suffix or head range, the zip's directory and the records
+// fetched in merged ranges with torch-shaped local headers assumed, the safetensors header, a
+// legacy stream's pickles with its record counts assumed), then every storage is read through the
+// header checks. Where the input reads as a torch zip or safetensors file from memory too, every
+// storage both read must give the same bytes. The same bytes, as text, go through the parsers of
+// reply headers, the Hub API's reply and an index's shard names.
+#include "checkpoint/checkpoint.h"
+#include "remote/open_remote.h"
+#include "remote/reply_parse.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+class MemoryClient final : public ckpt::remote::HttpClient {
+public:
+    explicit MemoryClient(ckpt::Bytes file)
+        : HttpClient({}, {}, std::make_shared<ckpt::remote::TransferStats>()), file_(file)
+    {
+    }
+
+    ckpt::Expected<std::uint64_t> getRange(const std::string& /*url*/, const ckpt::remote::ByteRange& range,
+                                           std::optional<ckpt::remote::FileIdentity>& identity,
+                                           const std::function<bool(ckpt::Bytes)>& sink) override
+    {
+        const std::uint64_t size = file_.size();
+        if (!identity) {
+            identity = ckpt::remote::FileIdentity{size, "\"fuzz\""};
+        }
+        std::uint64_t first = 0;
+        std::uint64_t end = 0;
+        if (range.kind == ckpt::remote::ByteRange::Kind::Suffix) {
+            first = size - std::min(size, range.length);
+            end = size;
+        } else {
+            if (range.offset >= size || range.length == 0) {
+                return ckpt::makeError(ckpt::ErrorCode::Io, "HTTP 416");
+            }
+            first = range.offset;
+            end = first + std::min(range.length, size - first);
+        }
+        constexpr std::uint64_t kPiece = 16384;
+        for (std::uint64_t at = first; at < end; at += kPiece) {
+            const auto n = static_cast<std::size_t>(std::min(kPiece, end - at));
+            if (!sink(file_.subspan(static_cast<std::size_t>(at), n))) {
+                return ckpt::makeError(ckpt::ErrorCode::Cancelled, "stopped");
+            }
+        }
+        return first;
+    }
+
+private:
+    ckpt::Bytes file_;
+};
+
+std::vector<std::byte> readAll(const ckpt::Checkpoint& c, ckpt::StorageIndex s, bool& ok)
+{
+    std::vector<std::byte> out;
+    auto r = c.streamStorage(s, 0, c.storages[s].nbytes, [&](ckpt::Bytes b) {
+        out.insert(out.end(), b.begin(), b.end());
+        return true;
+    });
+    ok = static_cast<bool>(r);
+    return out;
+}
+
+void parseAsText(std::string_view text)
+{
+    (void)ckpt::remote::parseContentRange(text);
+    (void)ckpt::remote::parseNumber(text);
+    (void)ckpt::remote::retryAfterSeconds(std::string(text));
+    (void)ckpt::remote::repositoryFileOf(text, "org/repo");
+    (void)ckpt::remote::shardNamesOf(text);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    const ckpt::Bytes bytes(reinterpret_cast<const std::byte*>(data), size);   // NOLINT
+    parseAsText(std::string_view(reinterpret_cast<const char*>(data), size));  // NOLINT
+    if (size == 0) {
+        return 0;
+    }
+    auto client = std::make_shared<MemoryClient>(bytes);
+    ckpt::remote::RemoteOptions options;
+    options.wholeFileLimit = std::uint64_t{8} << 20;
+    // The name picks the first request: a head range for a .safetensors name, a suffix otherwise.
+    const std::string url = (size % 2 == 0) ? "http://127.0.0.1/f.pt" : "http://127.0.0.1/f.safetensors";
+    auto remote = ckpt::remote::openRemoteFile(client, url, "f", options);
+    if (!remote) {
+        return 0;
+    }
+    const auto local = ckpt::readCheckpoint(bytes, "f");
+    const bool compare =
+        local && (*local)->format == (*remote)->format && (*remote)->storages.size() == (*local)->storages.size() &&
+        ((*remote)->format == ckpt::Format::TorchZip || (*remote)->format == ckpt::Format::Safetensors);
+    std::uint64_t budget = std::uint64_t{64} << 20;
+    for (std::uint32_t i = 0; i < (*remote)->storages.size(); ++i) {
+        const ckpt::StorageIndex s{i};
+        if (!(*remote)->storages[s].present || (*remote)->storages[s].nbytes > budget) {
+            continue;
+        }
+        budget -= (*remote)->storages[s].nbytes;
+        bool remoteOk = false;
+        const auto got = readAll(**remote, s, remoteOk);
+        if (!compare || !remoteOk || !(*local)->storages[s].present) {
+            continue;
+        }
+        bool localOk = false;
+        const auto want = readAll(**local, s, localOk);
+        if (localOk && got != want) {
+            std::abort();  // the remote read gave other bytes than the file holds
+        }
+    }
+    return 0;
+}
