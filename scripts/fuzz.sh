@@ -71,11 +71,19 @@ for name in $targets; do
   corpus="$build/corpus-$name"
   mkdir -p "$corpus"
   seeds=("$corpus")
+  maxlen=4194304
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
+    # It parses each input twice (over its in-memory server and from memory, to compare the
+    # storages): inputs up to 1 MiB, past the remote reader's 64 KiB first range and merge gaps,
+    # keep both parses and libFuzzer's corpus inside the memory limit.
+    fuzz_remote)
+      seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats")
+      maxlen=1048576
+      ;;
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;
   esac
   # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.
@@ -86,7 +94,7 @@ for name in $targets; do
     fi
   done
   echo "fuzz: $name for ${secs}s" >&2
-  if ! "$fz" -max_total_time="$secs" -rss_limit_mb=512 -max_len=4194304 -timeout=10 \
+  if ! "$fz" -max_total_time="$secs" -rss_limit_mb=512 -max_len="$maxlen" -timeout=10 \
        -artifact_prefix="$build/crashes/$name-" -print_final_stats=1 "${seeds[@]}" \
        >"$build/$name.log" 2>&1; then
     echo "fuzz: $name FAILED, see $build/$name.log and $build/crashes/" >&2

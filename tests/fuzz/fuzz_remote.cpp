@@ -104,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool compare =
         local && (*local)->format == (*remote)->format && (*remote)->storages.size() == (*local)->storages.size() &&
         ((*remote)->format == ckpt::Format::TorchZip || (*remote)->format == ckpt::Format::Safetensors);
-    std::uint64_t budget = std::uint64_t{64} << 20;
+    std::uint64_t budget = std::uint64_t{8} << 20;
     for (std::uint32_t i = 0; i < (*remote)->storages.size(); ++i) {
         const ckpt::StorageIndex s{i};
         if (!(*remote)->storages[s].present || (*remote)->storages[s].nbytes > budget) {
