@@ -61,6 +61,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         last = int(m.group(2)) if m.group(2) else size - 1
         return first, min(last, size - 1)
 
+    def start_good_range(self):
+        """The headers of a correct reply to the Range asked for (the whole file without one);
+        returns the body they announce, for the caller to send as it misbehaves."""
+        r = self.range(len(DATA)) or (0, len(DATA) - 1)
+        body = DATA[r[0]:r[1] + 1]
+        self.send_response(206)
+        self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", '"fixed"')
+        self.end_headers()
+        return body
+
     def send_range(self, etag='"fixed"', total=None, body_cut=None, content_range=None):
         size = len(DATA)
         r = self.range(size)
@@ -157,35 +169,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if (kind == "stall" and self.count("stall") == 1) or (kind == "stall-big" and small):
                 self.send_range()
                 return
-            r = self.range(len(DATA)) or (0, len(DATA) - 1)
-            self.send_response(206)
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
-            self.send_header("Content-Length", str(r[1] - r[0] + 1))
-            self.send_header("ETag", '"fixed"')
-            self.end_headers()
-            self.wfile.write(DATA[r[0]:r[0] + 10])
+            body = self.start_good_range()
+            self.wfile.write(body[:10])
             self.wfile.flush()
             time.sleep(120)
         elif kind == "trickle":
-            r = self.range(len(DATA)) or (0, len(DATA) - 1)
-            body = DATA[r[0]:r[1] + 1]
-            self.send_response(206)
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", '"fixed"')
-            self.end_headers()
+            body = self.start_good_range()
             for at in range(0, len(body), 4096):
                 self.wfile.write(body[at:at + 4096])
                 self.wfile.flush()
                 time.sleep(0.02)
         elif kind == "truncated":
-            r = self.range(len(DATA)) or (0, len(DATA) - 1)
-            body = DATA[r[0]:r[1] + 1]
-            self.send_response(206)
-            self.send_header("Content-Range", "bytes %d-%d/%d" % (r[0], r[1], len(DATA)))
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", '"fixed"')
-            self.end_headers()
+            body = self.start_good_range()
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
