@@ -1355,7 +1355,8 @@ Expected<void> checkConsolidatable(const Set& set)
         }
         Error e = makeError(ErrorCode::Corrupt, "the ZeRO checkpoint is incomplete (" +
                                                     (codes.empty() ? std::string("rank files missing") : codes) +
-                                                    "; see `ckptscope check`): nothing was written");
+                                                    "; its findings name the rank files missing or unreadable): it "
+                                                    "is not read as one model, and nothing is written from it");
         e.path = set.loc.dir;
         return e;
     }
