@@ -146,6 +146,9 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     }
     options.stats = stats;
     auto opened = remote::openRemote(input, {}, options);
+    // `progress` is the open's (the caller's worker holds what it calls only while this runs); the
+    // counters go on counting the document's later reads, without it. No transfer runs now.
+    stats->progress = nullptr;
     if (!opened) {
         return opened.error();
     }
