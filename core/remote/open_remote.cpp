@@ -34,24 +34,6 @@ constexpr std::uint64_t kAlignment = 64;
 constexpr std::uint64_t kOverflow32 = 0xFFFFFFFFU;
 constexpr std::size_t kApiReplyLimit = std::size_t{16} << 20;
 
-std::uint32_t le(Bytes b, std::size_t at, std::size_t n)
-{
-    std::uint32_t v = 0;
-    for (std::size_t i = n; i-- > 0;) {
-        v = (v << 8U) | std::to_integer<std::uint32_t>(b[at + i]);
-    }
-    return v;
-}
-
-std::uint64_t le64(Bytes b, std::size_t at)
-{
-    std::uint64_t v = 0;
-    for (std::size_t i = 8; i-- > 0;) {
-        v = (v << 8U) | std::to_integer<std::uint64_t>(b[at + i]);
-    }
-    return v;
-}
-
 // Where torch's writer (and ckptscope's, zip.h) puts a record's payload: after a local header
 // whose extra field ("FB" padding, ZIP64 sizes where they overflow) ends on a 64-byte boundary.
 std::uint64_t torchDataOffset(const archive::ZipRecord& r)
@@ -141,9 +123,10 @@ private:
     static bool asAssumed(const Entry& e, Bytes h)
     {
         if (e.assumed == Assumed::LegacyCount) {
-            return le64(h, 0) == e.count;
+            return loadLE(h, 0, 8) == e.count;
         }
-        return le(h, 0, 4) == kLocalSig && kLocalSize + le(h, 26, 2) + le(h, 28, 2) == e.dataOffset - e.header;
+        return loadLE(h, 0, 4) == kLocalSig &&
+               kLocalSize + loadLE(h, 26, 2) + loadLE(h, 28, 2) == e.dataOffset - e.header;
     }
 
     // Reads the storage's record header, with its bytes in the same request when they follow at
@@ -191,20 +174,20 @@ private:
         const Bytes hb(h.data(), h.size());
         if (e.assumed == Assumed::LegacyCount) {
             return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(e.header) + " holds " +
-                                                     std::to_string(le64(hb, 0)) + " elements, not the " +
+                                                     std::to_string(loadLE(hb, 0, 8)) + " elements, not the " +
                                                      std::to_string(e.count) +
                                                      " its pickle declares: the stream is not laid out as "
                                                      "torch.save writes it, or the file changed");
         }
         // Not where a torch writer puts it: the header says where the bytes start.
-        if (le(hb, 0, 4) != kLocalSig) {
+        if (loadLE(hb, 0, 4) != kLocalSig) {
             return makeError(ErrorCode::Corrupt,
                              "the local header of storage record at byte " + std::to_string(e.header) + " is missing");
         }
         {
             const std::lock_guard lock(mutex_);
             auto& entry = entries_[storage.value()];
-            entry.dataOffset = e.header + kLocalSize + le(hb, 26, 2) + le(hb, 28, 2);
+            entry.dataOffset = e.header + kLocalSize + loadLE(hb, 26, 2) + loadLE(hb, 28, 2);
             entry.assumed = Assumed::None;
         }
         return false;
@@ -331,18 +314,13 @@ Expected<void> prepareZip(RemoteFile& file)
         }
         const std::uint64_t extra = r.dataOffset - lh - kLocalSize - r.name.size();
         std::array<std::byte, kLocalSize> h{};
-        auto put = [&](std::size_t at, std::uint64_t v, std::size_t n) {
-            for (std::size_t i = 0; i < n; ++i) {
-                h[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xFFU);
-            }
-        };
-        put(0, kLocalSig, 4);
-        put(8, r.method, 2);
-        put(14, r.crc32, 4);
-        put(18, std::min(r.compressedSize, kOverflow32), 4);
-        put(22, std::min(r.size, kOverflow32), 4);
-        put(26, r.name.size(), 2);
-        put(28, extra, 2);
+        storeLE(h, 0, kLocalSig, 4);
+        storeLE(h, 8, r.method, 2);
+        storeLE(h, 14, r.crc32, 4);
+        storeLE(h, 18, std::min(r.compressedSize, kOverflow32), 4);
+        storeLE(h, 22, std::min(r.size, kOverflow32), 4);
+        storeLE(h, 26, r.name.size(), 2);
+        storeLE(h, 28, extra, 2);
         file.assume(lh, Bytes(h.data(), h.size()));
     }
     return {};
@@ -355,7 +333,7 @@ Expected<void> prepareSafetensors(RemoteFile& file)
             return ok;
         }
     }
-    const std::uint64_t n = le64(file.image(), 0);
+    const std::uint64_t n = loadLE(file.image(), 0, 8);
     constexpr std::uint64_t kLongestHeader = std::uint64_t{100} << 20;  // the safetensors crate's own limit
     if (n > kLongestHeader || n > file.size() - 8) {
         return makeError(ErrorCode::Corrupt, "the safetensors header length (" + std::to_string(n) +
@@ -405,9 +383,7 @@ Expected<std::optional<StoodCounts>> prepareLegacy(RemoteFile& file, std::uint64
         if (r.count && !file.holds(pos, 8)) {
             count = *r.count;
             std::array<std::byte, 8> b{};
-            for (std::size_t i = 0; i < b.size(); ++i) {
-                b[i] = static_cast<std::byte>((count >> (8 * i)) & 0xFFU);
-            }
+            storeLE(b, 0, count, b.size());
             file.assume(pos, Bytes(b.data(), b.size()));
             stood.emplace(pos, count);
         } else {
@@ -417,7 +393,7 @@ Expected<std::optional<StoodCounts>> prepareLegacy(RemoteFile& file, std::uint64
             if (auto ok = file.fetch({{pos, 8}}, 0); !ok) {
                 return ok.error();
             }
-            count = le64(file.image(), static_cast<std::size_t>(pos));
+            count = loadLE(file.image(), static_cast<std::size_t>(pos), 8);
         }
         if (count > (size - pos - 8) / r.elementBytes) {
             break;

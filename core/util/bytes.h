@@ -37,6 +37,14 @@ inline std::uint64_t loadLE(Bytes b, std::size_t at, std::size_t width)
     return v;
 }
 
+// The little-endian store that loadLE reads back: `width` bytes of `v` at `at` of `out`.
+inline void storeLE(std::span<std::byte> out, std::size_t at, std::uint64_t v, std::size_t width)
+{
+    for (std::size_t i = 0; i < width; ++i) {
+        out[at + i] = static_cast<std::byte>((v >> (8 * i)) & 0xFFU);
+    }
+}
+
 // A 64-bit hash of bytes (not cryptographic): diff's candidate moved tensors (then compared byte
 // for byte) and a quantizer's scale tensors named by content.
 [[nodiscard]] std::uint64_t hashBytes(Bytes b);
