@@ -132,17 +132,8 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     options.http.stop = stop;
     auto stats = std::make_shared<remote::TransferStats>();
     if (progress) {
-        // Called as bytes arrive, on the transfers' threads (a set's shards are opened 8 at a time).
-        auto lastMs = std::make_shared<std::atomic<std::int64_t>>(-1);
-        stats->progress = [progress, lastMs, t0](std::uint64_t bytes) {
-            constexpr std::int64_t kEveryMs = 100;
-            const auto ms =
-                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-            std::int64_t last = lastMs->load();
-            if ((last < 0 || ms - last >= kEveryMs) && lastMs->compare_exchange_strong(last, ms)) {
-                progress(-1.0, humanBytes(bytes) + " read over HTTP");
-            }
-        };
+        stats->progress = remote::throttledProgress(
+            [progress](std::uint64_t bytes) { progress(-1.0, humanBytes(bytes) + " read over HTTP"); });
     }
     options.stats = stats;
     auto opened = remote::openRemote(input, {}, options);

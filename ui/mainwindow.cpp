@@ -489,27 +489,26 @@ void MainWindow::openRemoteDocument(const QString& url)
 
 void MainWindow::openFileAlone(const QString& path)
 {
-    if (isRemoteInput(path)) {
-        for (int i = 0; i < m_tabs->count(); ++i) {
-            if (auto* v = documentView(i); v && v->document()->remote && qs(v->document()->remote->input) == path) {
-                m_tabs->setCurrentIndex(i);
-                return;
-            }
-        }
-        std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
-        openRemoteDocument(path);
-        return;
-    }
-    const QString absolute = QFileInfo(path).absoluteFilePath();
+    // A file by its absolute path; a remote input (a shard of a set over HTTP) by the input a
+    // remote document was opened from.
+    const bool remote = isRemoteInput(path);
+    const QString wanted = remote ? path : QFileInfo(path).absoluteFilePath();
     for (int i = 0; i < m_tabs->count(); ++i) {
-        if (auto* v = documentView(i);
-            v && QFileInfo(qs(v->document()->checkpoint->path)).absoluteFilePath() == absolute) {
+        const auto* v = documentView(i);
+        if (v == nullptr) {
+            continue;
+        }
+        const auto& doc = *v->document();
+        const QString open = !remote      ? QFileInfo(qs(doc.checkpoint->path)).absoluteFilePath()
+                             : doc.remote ? qs(doc.remote->input)
+                                          : QString();
+        if (open == wanted) {
             m_tabs->setCurrentIndex(i);
             return;
         }
     }
     std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
-    openDocument(absolute, true);
+    remote ? openRemoteDocument(wanted) : openDocument(wanted, true);
 }
 
 void MainWindow::openWholeSet(const sharded::SetLocation& loc)

@@ -5,19 +5,14 @@
 #include "remote/open_remote.h"
 #include "util/bytes.h"
 
-#include <chrono>
 #include <cstdlib>
-#include <mutex>
 #include <string_view>
 
 namespace ckpt::cli {
 
-// The progress line's state: shown after the first second, at most ten times a second.
+// The progress line's state (remote::throttledProgress says when it is written).
 struct RemoteSession::Progress {
     std::ostream* err = nullptr;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point last;
-    std::mutex mutex;
     bool shown = false;
 };
 
@@ -29,20 +24,13 @@ void RemoteSession::showProgress(std::ostream& err)
     }
     progress_ = std::make_shared<Progress>();
     progress_->err = &err;
-    stats_->progress = [p = progress_, stats = stats_.get()](std::uint64_t received) {
-        using namespace std::chrono_literals;
-        const auto now = std::chrono::steady_clock::now();
-        const std::lock_guard lock(p->mutex);
-        if (now - p->start < 1s || now - p->last < 100ms) {
-            return;
-        }
-        p->last = now;
+    stats_->progress = remote::throttledProgress([p = progress_, stats = stats_.get()](std::uint64_t received) {
         p->shown = true;
         // The cursor goes back to the line's start, so whatever is printed next (the summary, an
         // error) writes over the progress line.
         *p->err << "remote: " << humanBytes(received) << " read, " << stats->requests.load() << " requests"
                 << "\x1b[K\r" << std::flush;
-    };
+    });
 }
 
 void RemoteSession::addOptions(CLI::App& app)

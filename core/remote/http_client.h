@@ -51,6 +51,11 @@ struct TransferStats {
     std::function<void(std::uint64_t)> progress;
 };
 
+// `show` as TransferStats::progress calls it: with the run's bytes so far, once the run has lasted a
+// second, then at most ten times a second (the command line's progress line, the window's bar).
+// Calls from several transfers' threads are serialised.
+[[nodiscard]] std::function<void(std::uint64_t)> throttledProgress(std::function<void(std::uint64_t)> show);
+
 // The start of the message a server that ignores Range gets (core/remote falls back on a whole
 // download with --download).
 inline constexpr std::string_view kNoRangesMessage = "the server does not support range requests";

@@ -139,9 +139,7 @@ Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options, 
     // A format takes a member that did not open for a finding (an unreadable shard): the stop is
     // said here, whatever the format made of it.
     if (control.stop.stop_requested()) {
-        Error e = makeError(ErrorCode::Cancelled, "opening cancelled");
-        e.path = loc.dir;
-        return e;
+        return openCancelled(loc.dir);
     }
     return read;
 }

@@ -17,13 +17,18 @@ ScopedOpenControl::~ScopedOpenControl()
     t_control = previous_;
 }
 
+Error openCancelled(const std::string& path)
+{
+    Error e = makeError(ErrorCode::Cancelled, "opening cancelled");
+    e.path = path;
+    return e;
+}
+
 Expected<CheckpointPtr> openMember(const std::string& path, std::size_t index, std::size_t total)
 {
     if (t_control != nullptr) {
         if (t_control->stop.stop_requested()) {
-            Error e = makeError(ErrorCode::Cancelled, "opening cancelled");
-            e.path = path;
-            return e;
+            return openCancelled(path);
         }
         if (t_control->progress) {
             t_control->progress(index, total, path);

@@ -1,6 +1,6 @@
 // Stop and progress for reading a set's member files, which is what takes time when a set opens
-// (hundreds of shards, rank files of optimizer state on a slow disk). The front end that reads a
-// set (readSet, openView) installs an OpenControl for its thread while it runs; each format opens
+// (hundreds of shards, rank files of optimizer state on a slow disk). readSet installs the caller's
+// OpenControl for its thread while it runs (openView does not take one yet); each format opens
 // its member files through openMember, which says which file it reads and ends the read with
 // Cancelled once a stop is requested. Without a control installed, openMember is openCheckpoint.
 #pragma once
@@ -33,6 +33,9 @@ public:
 private:
     const OpenControl* previous_;
 };
+
+// The error of an open ended by a stop request, naming `path`.
+[[nodiscard]] Error openCancelled(const std::string& path);
 
 // Opens member file `index` of `total` of a set: Cancelled when a stop was requested, otherwise
 // openCheckpoint(path) after telling the installed control's progress.
