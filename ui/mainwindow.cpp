@@ -528,11 +528,12 @@ void MainWindow::openWholeSet(const sharded::SetLocation& loc)
 
 bool MainWindow::openAsSet(const QString& path)
 {
-    const auto loc = sharded::detectSet(ss(path));
-    if (!sharded::readAsSet(loc, ss(path))) {
+    // A file read alone (an FSDP rank file) opens as the file it is, its set offered beside it.
+    const auto loc = sharded::wholeSetInput(ss(path));
+    if (!loc) {
         return false;
     }
-    openSetAt(loc, path);
+    openSetAt(*loc, path);
     return true;
 }
 

@@ -38,16 +38,12 @@ bool opensAlone(const sharded::SetLocation& loc, const QString& path)
 
 std::optional<sharded::SetLocation> wholeSetOf(const QString& file)
 {
-    const std::string path = ss(file);
-    auto loc = sharded::detectSet(path);
-    if (!sharded::listsAsSet(loc.kind)) {
+    // A rank file that is read alone (FSDP's) still belongs to the set its folder opens as.
+    auto loc = sharded::setInput(ss(file));
+    if (!loc || !sharded::listsAsSet(loc->kind)) {
         return std::nullopt;
     }
-    // A rank file of FSDP's stands alone even where its folder opens as a set; a ZeRO rank file
-    // stands alone only where its folder does not open as one.
-    if (loc.kind != sharded::SetKind::FsdpRanks && !sharded::readAsSet(loc, path)) {
-        return std::nullopt;
-    }
+    loc->alone = false;
     return loc;
 }
 

@@ -2,7 +2,7 @@
 // .distcp file) opens its whole set, as `ckptscope inspect FILE` does; `--file-only` reads it alone.
 // The window offers the same two views: a set tab opened from one of its files says so and opens
 // that file alone, and a file tab whose file belongs to a set the window reads opens that set.
-// Which set a file belongs to is core's answer (sharded::detectSet, sharded::readAsSet), never
+// Which set a file belongs to is core's answer (sharded::setInput), never
 // decided here again.
 #pragma once
 

@@ -3,7 +3,6 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/remote_cli.h"

@@ -8,6 +8,7 @@
 #include "cli/parse.h"
 #include "cli/remote_cli.h"
 #include "diff/diff.h"
+#include "sharded/listing.h"
 #include "sharded/sharded.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -188,7 +189,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
     std::error_code ec;
     if (fileB.empty()) {
-        if (!RemoteSession::isRemote(fileA) && sharded::detectSet(fileA).kind != sharded::SetKind::None) {
+        if (!RemoteSession::isRemote(fileA) && sharded::setInput(fileA)) {
             err << "ckptscope diff: " << displayText(fileA)
                 << " is one sharded checkpoint; give a second checkpoint to compare it with\n";
             return kExitBadInput;

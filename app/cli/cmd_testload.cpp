@@ -473,8 +473,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     std::string input = file;
-    const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(file);
-    const bool set = sharded::readAsSet(loc, file);
+    const auto loc = fileOnly ? std::nullopt : sharded::wholeSetInput(file);
+    const bool set = loc.has_value();
     if (set && !json) {
         noteSetOfFile(file, out);
     }
@@ -512,7 +512,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
 
     if (ddpRanks > 0) {
         if (set && !json) {
-            printSetNote(out, loc.kind, **ck);
+            printSetNote(out, loc->kind, **ck);
         }
         return runReplay(input, set, ddpRanks, mapLocation, select, intervalMs, json, nvml, out, err);
     }
@@ -582,12 +582,12 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
             j["torch_load"] = placementJson(*placement);
         }
         if (set) {
-            j["set"] = setJson(loc.kind, **ck);
+            j["set"] = setJson(loc->kind, **ck);
         }
         out << dumpJson(j, 2) << '\n';
     } else {
         if (set) {
-            printSetNote(out, loc.kind, **ck);
+            printSetNote(out, loc->kind, **ck);
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';

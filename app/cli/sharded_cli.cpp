@@ -2,9 +2,9 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/dcp_cli.h"
 #include "cli/json_out.h"
 #include "cli/set_text.h"
+#include "sharded/formats.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
 #include "sharded/sharded.h"
@@ -22,26 +22,6 @@
 namespace ckpt::cli {
 
 namespace {
-
-// Opens the set `input` names; nothing when it is no set, else the set or the exit code.
-std::optional<Expected<sharded::ShardedSet>> openIfSet(const std::string& input)
-{
-    const auto loc = sharded::detectSet(input);
-    std::error_code ec;
-    // A ZeRO rank file is a torch.save file of its own: while the set is not read, open it as one.
-    if (loc.kind == sharded::SetKind::None ||
-        (loc.kind == sharded::SetKind::DeepSpeedZero && std::filesystem::is_regular_file(input, ec))) {
-        return std::nullopt;
-    }
-    return sharded::openSet(loc);
-}
-
-// A ZeRO folder (the tag folder or the save dir with `latest`), or one of its rank files when
-// the folder is a set ckptscope reads (readAsSet); otherwise a rank file stays a file.
-bool readsZeroSet(const sharded::SetLocation& loc, const std::string& input)
-{
-    return loc.kind == sharded::SetKind::DeepSpeedZero && sharded::readAsSet(loc, input);
-}
 
 // A piece's line under its row: its box of the global tensor, its bytes, and where they are.
 std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, const sharded::SetPiece& p)
@@ -220,53 +200,68 @@ void noteSetOfFile(const std::string& input, std::ostream& out)
     if (!std::filesystem::is_regular_file(input, ec)) {
         return;
     }
-    const auto loc = sharded::detectSet(input);
-    if (!sharded::readAsSet(loc, input)) {
+    const auto loc = sharded::wholeSetInput(input);
+    if (!loc) {
         return;
     }
-    out << "opened as part of the " << sharded::setKindName(loc.kind) << " in " << displayText(loc.dir)
+    out << "opened as part of the " << sharded::setKindName(loc->kind) << " in " << displayText(loc->dir)
         << " (--file-only reads " << displayText(std::filesystem::path(input).filename().string()) << " alone)\n\n";
 }
 
+namespace {
+
+// A set's error as every subcommand reports it: one line, and the exit code for it.
+int failed(const Error& e, const std::string& input, std::ostream& err)
+{
+    printError(err, e, input);
+    return exitCodeFor(e.code);
+}
+
+// What a set is named by in a report: its folder, or the one member file read alone.
+std::string setName(const sharded::SetLocation& loc, const sharded::SetListing& l)
+{
+    return loc.alone ? loc.index : l.dir;
+}
+
+}  // namespace
+
 std::optional<int> inspectSet(const std::string& input, bool json, std::ostream& out, std::ostream& err)
 {
+    const auto loc = sharded::setInput(input);
+    if (!loc) {
+        return std::nullopt;
+    }
     if (!json) {
         noteSetOfFile(input, out);
     }
-    if (auto dcp = inspectDcp(input, json, out, err)) {
-        return dcp;
+    auto listing = sharded::listSet(*loc);
+    if (!listing) {
+        return failed(listing.error(), input, err);
     }
-    if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
-        return withSet(std::optional(sharded::listSet(loc)), input, err,
-                       [&](const sharded::SetListing& l) { return printSet(l, l.dir, json, out); });
-    }
-    return withSet(openIfSet(input), input, err, [&](const sharded::ShardedSet& set) {
-        return printSet(sharded::listingOf(set), set.dir, json, out);
-    });
+    return printSet(*listing, setName(*loc, *listing), json, out);
 }
 
 std::optional<int> checkSet(const std::string& input, bool json, const diagnose::CheckOptions& opts, std::ostream& out,
                             std::ostream& err)
 {
+    const auto loc = sharded::setInput(input);
+    if (!loc) {
+        return std::nullopt;
+    }
     if (!json) {
         noteSetOfFile(input, out);
     }
-    // A set opens as one checkpoint, which every single-file rule reads too.
-    auto withView = [&](const auto& set, const std::vector<sharded::SetFinding>& found, const std::string& at) {
-        return checkSetView(input, found, sharded::viewOf(set), opts, at, json, out, err);
-    };
-    if (const auto loc = sharded::detectSet(input); readsZeroSet(loc, input)) {
-        return withSet(std::optional(sharded::zero::open(loc)), input, err,
-                       [&](const sharded::zero::Set& zero) { return withView(zero, zero.findings, loc.dir); });
+    // A set opens as one checkpoint, which every single-file rule reads too; an incomplete one as
+    // far as its files were read, where its format builds that; one that cannot (a rank file
+    // alone, a quantized shard) keeps its own findings and says why.
+    auto set = sharded::readSet(*loc);
+    if (!set) {
+        return failed(set.error(), input, err);
     }
-    if (auto hf = openIfSet(input); hf && *hf && (*hf)->kind == sharded::SetKind::HuggingFace) {
-        return withView(**hf, (*hf)->findings, (*hf)->dir);
-    }
-    if (auto dcp = checkDcp(input, json, opts, out, err)) {
-        return dcp;
-    }
-    return withSet(openIfSet(input), input, err,
-                   [&](const sharded::ShardedSet& set) { return printSetFindings(set.findings, set.dir, json, out); });
+    const CheckpointPtr checked = set->view ? set->view : set->partial;
+    const Expected<CheckpointPtr> view =
+        checked ? Expected<CheckpointPtr>(checked) : Expected<CheckpointPtr>(*set->notWhole);
+    return checkSetView(input, set->listing.findings, view, opts, setName(*loc, set->listing), json, out, err);
 }
 
 std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
@@ -274,72 +269,42 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                               const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
     const bool toTorch = format.empty() || format == "torch";
-    const auto loc = fileOnly ? sharded::SetLocation{} : sharded::detectSet(input);
+    const auto loc = fileOnly ? std::nullopt : sharded::setInput(input);
+    const auto* setFormat = loc && !loc->alone ? sharded::setFormat(loc->kind) : nullptr;
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
-    if (zeroOnly && !readsZeroSet(loc, input)) {
+    if (zeroOnly && (setFormat == nullptr || !setFormat->takesZeroOptions)) {
         err << "ckptscope convert: " << displayText(input)
             << (fileOnly ? ": --zero-weights module and --keep-optimizer read a DeepSpeed ZeRO set, not --file-only\n"
                          : ": --zero-weights module and --keep-optimizer are for a DeepSpeed ZeRO folder (or one of "
                            "its rank files), and this is none\n");
         return kExitBadInput;
     }
-    if ((!direct || !toTorch) && sharded::readAsSet(loc, input)) {
+    if (!loc) {
+        return std::nullopt;
+    }
+    if (!direct || !toTorch) {
         // Edits, other formats and splits read the set in place, opened as one checkpoint; a ZeRO
         // folder with a storage per tensor, which an edit, split or export can move alone.
         sharded::zero::Options perTensor = zeroOptions;
         perTensor.groupStorages = false;
-        auto view = sharded::openView(loc, perTensor);
+        auto view = sharded::openView(*loc, perTensor);
         if (!view) {
-            printError(err, view.error(), input);
-            return exitCodeFor(view.error().code);
+            return failed(view.error(), input, err);
         }
         source.view = std::move(*view);
-        return std::nullopt;
-    }
-    // DCP folders and FSDP rank files as they stand: consolidated as dcp_to_torch_save does.
-    if ((loc.kind == sharded::SetKind::Dcp || loc.kind == sharded::SetKind::FsdpRanks) && direct && toTorch) {
-        if (auto dcp = convertDcp(input, output, out, err)) {
-            return dcp;
-        }
-    }
-    const bool zero = readsZeroSet(loc, input);
-    if (fileOnly) {
-        return std::nullopt;
-    }
-    std::optional<Expected<sharded::ShardedSet>> set;
-    if (!zero) {
-        set = openIfSet(input);
-        if (!set) {
-            return std::nullopt;
-        }
-        if (!*set) {
-            printError(err, set->error(), input);
-            return exitCodeFor(set->error().code);
-        }
-    }
-    auto consolidate = [&](const std::string& target, const sharded::zero::Options& options) {
-        return zero ? sharded::consolidateSet(loc, target, options) : sharded::consolidateTorch(**set, target);
-    };
-    if (!direct || !toTorch) {
-        // Not reached: a set read with edits returned its view above. Kept so that no path can
-        // write the set as it stands when edits or another format were asked for.
         return std::nullopt;
     }
     // Straight into the output, a ZeRO param group is one storage as zero_to_fp32 writes it: the
     // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
-    auto done = consolidate(output, grouped);
+    auto done = sharded::consolidateSet(*loc, output, grouped);
     if (!done) {
-        printError(err, done.error(), input);
-        return exitCodeFor(done.error().code);
+        return failed(done.error(), input, err);
     }
-    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors;
-    if (zero) {
-        out << " tensors rebuilt from the ZeRO rank files as zero_to_fp32.py does)\n";
-    } else {
-        out << " tensors from " << (*set)->shardFiles.size() << " shards)\n";
-    }
+    out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
+        << " tensors assembled from " << done->files << " " << (setFormat != nullptr ? setFormat->members : "files")
+        << ")\n";
     return kExitOk;
 }
 

@@ -79,7 +79,7 @@ struct Entry {
 // Entry are into the part it names.
 struct Side {
     std::string path;    // as the user named it
-    std::string format;  // "torch-zip", ..., "huggingface set (4 safetensors shards)"
+    std::string format;  // "torch-zip", ..., "Hugging Face sharded checkpoint (4 files, assembled ...)"
     std::vector<CheckpointPtr> parts;
     [[nodiscard]] const Checkpoint& part(std::uint32_t i) const { return *parts.at(i); }
     // The files it is read from: a set's members, or 1 per part.

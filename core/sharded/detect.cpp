@@ -17,25 +17,6 @@ namespace ckpt::sharded {
 
 namespace fs = std::filesystem;
 
-std::string_view setKindName(SetKind k)
-{
-    switch (k) {
-    case SetKind::HuggingFace:
-        return "Hugging Face sharded checkpoint";
-    case SetKind::DeepSpeedZero:
-        return "DeepSpeed ZeRO checkpoint";
-    case SetKind::Dcp:
-        return "torch.distributed.checkpoint (DCP) directory";
-    case SetKind::Megatron:
-        return "Megatron-LM checkpoint";
-    case SetKind::FsdpRanks:
-        return "FSDP per-rank state dicts";
-    case SetKind::None:
-        break;
-    }
-    return "single file";
-}
-
 namespace {
 
 // `latest` holds a tag name; a file far beyond that is not one.

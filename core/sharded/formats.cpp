@@ -5,7 +5,10 @@
 #include "sharded/probes.h"
 #include "sharded/set_view.h"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
+#include <type_traits>
 
 namespace ckpt::sharded {
 
@@ -21,9 +24,10 @@ template <class Read, class Use> auto then(const Read& read, const Use& use) -> 
     return use(*set);
 }
 
-// The listing and the view of one opened set: the view's refusal is kept beside the listing.
-template <class Set, class List, class View>
-Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& view)
+// The listing and the view of one opened set: the view's refusal is kept beside the listing, and
+// where `partial` (a view built without the completeness check) can be built, it is kept too.
+template <class Set, class List, class View, class Partial = std::nullptr_t>
+Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& view, const Partial& partial = nullptr)
 {
     if (!set) {
         return set.error();
@@ -38,6 +42,11 @@ Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& v
         r.view = std::move(*v);
     } else {
         r.notWhole = v.error();
+        if constexpr (!std::is_null_pointer_v<Partial>) {
+            if (auto p = partial(*set)) {
+                r.partial = std::move(*p);
+            }
+        }
     }
     return r;
 }
@@ -64,56 +73,119 @@ Expected<CheckpointPtr> zeroView(const zero::Set& s, bool groupStorages)
     return viewOf(s, groupStorages);
 }
 
+// A Hugging Face set's shards, each held open (SetFormat::parts).
+Expected<std::vector<CheckpointPtr>> hfParts(const SetLocation& loc)
+{
+    auto set = openSet(loc);
+    if (!set) {
+        return set.error();
+    }
+    if (auto whole = checkConsolidatable(*set); !whole) {
+        return whole.error();
+    }
+    std::vector<CheckpointPtr> parts;
+    for (std::size_t i = 0; i < set->shardFiles.size(); ++i) {
+        auto shard = set->shard(i);
+        if (!shard) {
+            return shard.error();
+        }
+        parts.push_back(std::move(*shard));
+    }
+    return parts;
+}
+
 // In probe order: a Hugging Face index or shard first, then ZeRO's `latest` and tag folders, DCP's
 // .metadata, Megatron's iteration dirs (named only), FSDP rank files, and last an accelerate folder,
 // whose DCP folders inside are only found by looking into it.
 const std::array<SetFormat, 6> kFormats{{
-    {SetKind::HuggingFace,
-     [](const SetLocation& loc) { return then([&] { return openSet(loc); }, listed<ShardedSet>); },
-     [](const SetLocation& loc, const zero::Options&) { return then([&] { return openSet(loc); }, hfView); },
-     [](const SetLocation& loc, const std::string& out, const zero::Options&) {
-         return then([&] { return openSet(loc); }, [&](const ShardedSet& s) { return consolidateTorch(s, out); });
-     },
-     [](const SetLocation& loc, const zero::Options&) { return both(openSet(loc), listed<ShardedSet>, hfView); },
-     detail::hfAt},
-    {SetKind::DeepSpeedZero,
-     [](const SetLocation& loc) { return then([&] { return zero::open(loc); }, listed<zero::Set>); },
-     [](const SetLocation& loc, const zero::Options& o) {
-         return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
-                     [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
-     },
-     [](const SetLocation& loc, const std::string& out, const zero::Options& o) {
-         return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
-                     [&](const zero::Set& s) { return zero::consolidate(s, out, o.groupStorages); });
-     },
-     [](const SetLocation& loc, const zero::Options& o) {
-         return both(zero::open(loc, o.weights, o.keepOptimizer), listed<zero::Set>,
-                     [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
-     },
-     detail::deepspeedAt},
-    {SetKind::Dcp, [](const SetLocation& loc) { return then([&] { return dcp::open(loc); }, listed<dcp::Set>); },
-     [](const SetLocation& loc, const zero::Options&) { return then([&] { return dcp::open(loc); }, dcp::view); },
-     [](const SetLocation& loc, const std::string& out, const zero::Options&) {
-         return then([&] { return dcp::open(loc); }, [&](const dcp::Set& s) { return dcp::consolidate(s, out); });
-     },
-     [](const SetLocation& loc, const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, dcp::view); },
-     detail::dcpAt},
-    {SetKind::Megatron, nullptr, nullptr, nullptr, nullptr, detail::megatronAt},
-    {SetKind::FsdpRanks,
-     [](const SetLocation& loc) { return then([&] { return fsdp::open(loc, false); }, listed<fsdp::Set>); },
-     [](const SetLocation& loc, const zero::Options&) {
-         return then([&] { return fsdp::open(loc, false); }, fsdp::view);
-     },
-     [](const SetLocation& loc, const std::string& out, const zero::Options&) {
-         return then([&] { return fsdp::open(loc, false); },
-                     [&](const fsdp::Set& s) { return fsdp::consolidate(s, out); });
-     },
-     [](const SetLocation& loc, const zero::Options&) {
-         return both(fsdp::open(loc, false), listed<fsdp::Set>, fsdp::view);
-     },
-     detail::fsdpAt},
-    {SetKind::Dcp, nullptr, nullptr, nullptr, nullptr, detail::accelerateAt},
+    {.kind = SetKind::HuggingFace,
+     .id = "huggingface",
+     .name = "Hugging Face sharded checkpoint",
+     .list = [](const SetLocation& loc) { return then([&] { return openSet(loc); }, listed<ShardedSet>); },
+     .open = [](const SetLocation& loc, const zero::Options&) { return then([&] { return openSet(loc); }, hfView); },
+     .consolidate =
+         [](const SetLocation& loc, const std::string& out, const zero::Options&) {
+             return then([&] { return openSet(loc); }, [&](const ShardedSet& s) { return consolidateTorch(s, out); });
+         },
+     .read =
+         [](const SetLocation& loc, const zero::Options&) {
+             return both(openSet(loc), listed<ShardedSet>, hfView, [](const ShardedSet& s) { return viewOf(s); });
+         },
+     .probe = detail::hfAt,
+     .members = "shards",
+     .parts = hfParts},
+    {.kind = SetKind::DeepSpeedZero,
+     .id = "deepspeed-zero",
+     .name = "DeepSpeed ZeRO checkpoint",
+     .list = [](const SetLocation& loc) { return then([&] { return zero::open(loc); }, listed<zero::Set>); },
+     .open =
+         [](const SetLocation& loc, const zero::Options& o) {
+             return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
+                         [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
+         },
+     .consolidate =
+         [](const SetLocation& loc, const std::string& out, const zero::Options& o) {
+             return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
+                         [&](const zero::Set& s) { return zero::consolidate(s, out, o.groupStorages); });
+         },
+     .read =
+         [](const SetLocation& loc, const zero::Options& o) {
+             return both(
+                 zero::open(loc, o.weights, o.keepOptimizer), listed<zero::Set>,
+                 [&](const zero::Set& s) { return zeroView(s, o.groupStorages); },
+                 [&](const zero::Set& s) { return viewOf(s, o.groupStorages); });
+         },
+     .probe = detail::deepspeedAt,
+     .members = "ZeRO rank files (as zero_to_fp32.py rebuilds the model)",
+     .takesZeroOptions = true,
+     // A rank file is a torch.save file of its own where its folder is no set zero::open reads.
+     .member = [](const SetLocation& loc) { return zero::opensAsSet(loc) ? MemberOpens::TheSet : MemberOpens::File; }},
+    {.kind = SetKind::Dcp,
+     .id = "dcp",
+     .name = "torch.distributed.checkpoint (DCP) directory",
+     .list = [](const SetLocation& loc) { return then([&] { return dcp::open(loc); }, listed<dcp::Set>); },
+     .open = [](const SetLocation& loc,
+                const zero::Options&) { return then([&] { return dcp::open(loc); }, dcp::view); },
+     .consolidate =
+         [](const SetLocation& loc, const std::string& out, const zero::Options&) {
+             return then([&] { return dcp::open(loc); }, [&](const dcp::Set& s) { return dcp::consolidate(s, out); });
+         },
+     .read = [](const SetLocation& loc,
+                const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, dcp::view); },
+     .probe = detail::dcpAt,
+     .members = "DCP data files"},
+    // Named, not read: openSet's refusal says why.
+    {.kind = SetKind::Megatron, .id = "megatron", .name = "Megatron-LM checkpoint", .probe = detail::megatronAt},
+    {.kind = SetKind::FsdpRanks,
+     .id = "fsdp-ranks",
+     .name = "FSDP per-rank state dicts",
+     .list = [](const SetLocation& loc) { return then([&] { return fsdp::open(loc, loc.alone); }, listed<fsdp::Set>); },
+     .open = [](const SetLocation& loc,
+                const zero::Options&) { return then([&] { return fsdp::open(loc, loc.alone); }, fsdp::view); },
+     .consolidate =
+         [](const SetLocation& loc, const std::string& out, const zero::Options&) {
+             return then([&] { return fsdp::open(loc, loc.alone); },
+                         [&](const fsdp::Set& s) { return fsdp::consolidate(s, out); });
+         },
+     .read = [](const SetLocation& loc,
+                const zero::Options&) { return both(fsdp::open(loc, loc.alone), listed<fsdp::Set>, fsdp::view); },
+     .probe = detail::fsdpAt,
+     .members = "FSDP rank files",
+     // One rank file is listed as its rank's shards: no tensor of it is whole.
+     .member = [](const SetLocation&) { return MemberOpens::Alone; }},
+    // accelerate's save_state folder around DCP folders: another place DCP sets are found.
+    {.kind = SetKind::Dcp,
+     .id = "dcp",
+     .name = "torch.distributed.checkpoint (DCP) directory",
+     .probe = detail::accelerateAt},
 }};
+
+// The first entry of `kind` (a probe-only one too): where its name is written.
+const SetFormat* entryOf(SetKind kind)
+{
+    const auto it = std::ranges::find(kFormats, kind, &SetFormat::kind);
+    return it == kFormats.end() ? nullptr : &*it;
+}
 
 }  // namespace
 
@@ -128,20 +200,64 @@ Error notRead(const SetLocation& loc)
     return set.error();
 }
 
-Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options, const OpenControl& control)
+namespace {
+
+// `call(format)` for the format that reads `loc`, with `control` installed for this thread while
+// it runs (each format opens its member files through openMember); Cancelled once a stop was
+// asked, whatever the format made of the files it was refused (it takes a member that did not open
+// for a finding). A kind with no entry is notRead.
+template <class Call>
+auto controlled(const SetLocation& loc, const OpenControl& control, const Call& call)
+    -> decltype(call(std::declval<const SetFormat&>()))
 {
     const auto* f = setFormat(loc.kind);
     if (f == nullptr) {
         return notRead(loc);
     }
     const ScopedOpenControl scope(control);
-    auto read = f->read(loc, options);
-    // A format takes a member that did not open for a finding (an unreadable shard): the stop is
-    // said here, whatever the format made of it.
+    auto done = call(*f);
     if (control.stop.stop_requested()) {
         return openCancelled(loc.dir);
     }
-    return read;
+    return done;
+}
+
+}  // namespace
+
+Expected<ReadSet> readSet(const SetLocation& loc, const zero::Options& options, const OpenControl& control)
+{
+    return controlled(loc, control, [&](const SetFormat& f) { return f.read(loc, options); });
+}
+
+Expected<SetListing> listSet(const SetLocation& loc, const OpenControl& control)
+{
+    return controlled(loc, control, [&](const SetFormat& f) { return f.list(loc); });
+}
+
+Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions, const OpenControl& control)
+{
+    return controlled(loc, control, [&](const SetFormat& f) { return f.open(loc, zeroOptions); });
+}
+
+Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
+                                           const zero::Options& zeroOptions, const OpenControl& control)
+{
+    if (auto outside = checkOutputOutsideSet(loc, outPath); !outside) {
+        return outside.error();
+    }
+    return controlled(loc, control, [&](const SetFormat& f) { return f.consolidate(loc, outPath, zeroOptions); });
+}
+
+std::string_view setKindName(SetKind k)
+{
+    const auto* f = entryOf(k);
+    return f == nullptr ? SetFormat{}.name : f->name;
+}
+
+std::string_view setKindId(SetKind k)
+{
+    const auto* f = entryOf(k);
+    return f == nullptr ? SetFormat{}.id : f->id;
 }
 
 std::span<const SetFormat> setFormats()

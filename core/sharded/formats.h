@@ -1,7 +1,8 @@
 // The set formats ckptscope reads (SHARDED.md), one entry each: what every front end asks of a set
 // whatever its kind, so listing, opening in place and consolidating choose a format in one place.
-// Adding a format: its reader in a file of its own, its probe (probes.h, detect.cpp), one entry in
-// formats.cpp, a section in docs/format.md and a fixture generator (docs/design.md).
+// Adding a format: its reader in a file of its own, its probe (probes.h, detect.cpp), a SetKind
+// value, one entry in formats.cpp (its names, calls and member policy), a section in
+// docs/format.md and a fixture generator (docs/design.md).
 #pragma once
 
 #include "sharded/listing.h"
@@ -9,10 +10,12 @@
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ckpt::sharded {
 
@@ -23,10 +26,25 @@ struct ReadSet {
     SetListing listing;
     CheckpointPtr view;
     std::optional<Error> notWhole;
+    // With notWhole, where the format can build one: the set as far as its files were read (a
+    // Hugging Face set's present shards, a ZeRO folder's tensors with the rank files present), whose
+    // reads of a missing file's bytes are refused. `check` runs the rules that need no such byte on
+    // it; nothing opens it for a write or a load.
+    CheckpointPtr partial;
+};
+
+// What one member file of a set opens as when it is named alone (setInput, listing.h).
+enum class MemberOpens : std::uint8_t {
+    TheSet,  // the whole set it belongs to (a shard, a .distcp, an index)
+    Alone,   // itself, read by the format (an FSDP rank file: its rank's shards)
+    File,    // the ordinary file it also is (a ZeRO rank file of a folder that is no set)
 };
 
 struct SetFormat {
     SetKind kind = SetKind::None;
+    // Its stable identifier in JSON (setKindId) and its phrase for people (setKindName).
+    const char* id = "none";
+    const char* name = "single file";
     // Every tensor with its files and the set's findings (inspect, the window's set tab).
     Expected<SetListing> (*list)(const SetLocation& loc) = nullptr;
     // The whole set as one Checkpoint read in place (set_view.h); `options` are ZeRO's.
@@ -41,6 +59,18 @@ struct SetFormat {
     // ckptscope does not read (Megatron's legacy tensor-parallel dirs), or another place a format's
     // sets are found (accelerate's save_state folder around DCP folders).
     std::optional<SetLocation> (*probe)(const std::filesystem::path& path) = nullptr;
+    // What its member files are called in messages ("shards", "rank files").
+    const char* members = "files";
+    // Whether `open`, `consolidate` and `read` heed zero::Options' weights and optimizer choice: a
+    // command that asks for them on a set of another format is refused rather than ignoring them.
+    bool takesZeroOptions = false;
+    // For a set that is no one checkpoint (`open` refused it as Unsupported: a quantized tensor no
+    // consolidation writes) whose tensors each live whole in one member file: those files, opened,
+    // for diff to compare part by part. Null where a tensor spans files.
+    Expected<std::vector<CheckpointPtr>> (*parts)(const SetLocation& loc) = nullptr;
+    // What the member file `loc.index` (which `probe` found) opens as when it is named alone; null:
+    // the whole set.
+    MemberOpens (*member)(const SetLocation& loc) = nullptr;
 };
 
 // The entry that reads `kind`; nullptr for None and for a kind that is only named (Megatron's legacy

@@ -18,38 +18,41 @@ std::uint64_t SetListing::totalBytes() const
                            [](std::uint64_t sum, const SetRow& r) { return sum + (r.tiedTo.empty() ? r.nbytes : 0); });
 }
 
-bool readAsSet(const SetLocation& loc, const std::string& path)
+std::optional<SetLocation> setInput(const std::string& path)
 {
-    std::error_code ec;
-    const bool file = std::filesystem::is_regular_file(path, ec);
-    if (file && loc.kind == SetKind::DeepSpeedZero) {
-        return zero::opensAsSet(loc);
+    auto loc = detectSet(path);
+    if (loc.kind == SetKind::None) {
+        return std::nullopt;
     }
-    return loc.kind != SetKind::None && !(file && loc.kind == SetKind::FsdpRanks);
+    std::error_code ec;
+    const auto* f = setFormat(loc.kind);
+    if (!std::filesystem::is_regular_file(path, ec) || f == nullptr || f->member == nullptr) {
+        return loc;
+    }
+    switch (f->member(loc)) {
+    case MemberOpens::TheSet:
+        break;
+    case MemberOpens::Alone:
+        loc.alone = true;
+        break;
+    case MemberOpens::File:
+        return std::nullopt;
+    }
+    return loc;
+}
+
+std::optional<SetLocation> wholeSetInput(const std::string& path)
+{
+    auto loc = setInput(path);
+    if (loc && loc->alone) {
+        return std::nullopt;
+    }
+    return loc;
 }
 
 bool listsAsSet(SetKind kind)
 {
     return setFormat(kind) != nullptr;
-}
-
-std::string_view setKindId(SetKind k)
-{
-    switch (k) {
-    case SetKind::HuggingFace:
-        return "huggingface";
-    case SetKind::DeepSpeedZero:
-        return "deepspeed-zero";
-    case SetKind::Dcp:
-        return "dcp";
-    case SetKind::Megatron:
-        return "megatron";
-    case SetKind::FsdpRanks:
-        return "fsdp-ranks";
-    case SetKind::None:
-        break;
-    }
-    return "none";
 }
 
 namespace {
@@ -238,26 +241,6 @@ SetListing listingOf(const ShardedSet& set)
                           {}});
     }
     return l;
-}
-
-Expected<SetListing> listSet(const SetLocation& loc)
-{
-    if (const auto* f = setFormat(loc.kind)) {
-        return f->list(loc);
-    }
-    return notRead(loc);
-}
-
-Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
-                                           const zero::Options& zeroOptions)
-{
-    if (auto outside = checkOutputOutsideSet(loc, outPath); !outside) {
-        return outside.error();
-    }
-    if (const auto* f = setFormat(loc.kind)) {
-        return f->consolidate(loc, outPath, zeroOptions);
-    }
-    return notRead(loc);
 }
 
 }  // namespace ckpt::sharded

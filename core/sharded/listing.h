@@ -3,6 +3,7 @@
 // bytes are stored, and the set's findings.
 #pragma once
 
+#include "sharded/open_control.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
@@ -91,22 +92,27 @@ struct SetListing {
 [[nodiscard]] SetListing listingOf(const fsdp::Set& set);
 Expected<SetListing> listingOf(const zero::Set& set);
 
-// Whether `path` (which detectSet placed at `loc`) is read as its whole set: not for a single file,
-// an FSDP rank file, or a ZeRO rank file whose
-// folder zero::opensAsSet() refuses; each of those is a torch.save file of its own.
-[[nodiscard]] bool readAsSet(const SetLocation& loc, const std::string& path);
+// What a front end opens when it is given `path`: the set it stands for (a folder, an index, a
+// shard, a ZeRO rank file whose folder opens as a set), one member read alone (`alone`: an FSDP
+// rank file, its rank's local shards), or nothing: an ordinary file, or a ZeRO rank file whose
+// folder zero::opensAsSet() refuses, which is a torch.save file of its own. The one place that
+// choice is made for the command line, diff, testload and the window.
+[[nodiscard]] std::optional<SetLocation> setInput(const std::string& path);
+// setInput(path) when it is a whole set: what openInput, diff's sides and testload read as one.
+[[nodiscard]] std::optional<SetLocation> wholeSetInput(const std::string& path);
 
 // Whether listSet() reads sets of this kind; the others (Megatron legacy) are only named.
 [[nodiscard]] bool listsAsSet(SetKind kind);
 
 // Errors: the formats openSet refuses, with its message.
-Expected<SetListing> listSet(const SetLocation& loc);
+// `control`, as readSet takes it (formats.h): told of each member file, and a stop ends the read.
+Expected<SetListing> listSet(const SetLocation& loc, const OpenControl& control = {});
 
 // Writes the set as one torch file, as `ckptscope convert DIR -o OUT` does: a Hugging Face set
 // streamed storage by storage, a ZeRO folder as zero_to_fp32.py rebuilds it (or, with
 // Weights::Module, the 16-bit weights of a stage 1/2 `module`; or with its optimizer state). Errors: the set is
 // incomplete (nothing is written), or its format is not consolidated.
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
-                                           const zero::Options& zeroOptions = {});
+                                           const zero::Options& zeroOptions = {}, const OpenControl& control = {});
 
 }  // namespace ckpt::sharded

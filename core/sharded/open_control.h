@@ -1,6 +1,6 @@
 // Stop and progress for reading a set's member files, which is what takes time when a set opens
-// (hundreds of shards, rank files of optimizer state on a slow disk). readSet installs the caller's
-// OpenControl for its thread while it runs (openView does not take one yet); each format opens
+// (hundreds of shards, rank files of optimizer state on a slow disk). readSet, listSet, openView and
+// consolidateSet install the caller's OpenControl for their thread while they run; each format opens
 // its member files through openMember, which says which file it reads and ends the read with
 // Cancelled once a stop is requested. Without a control installed, openMember is openCheckpoint.
 #pragma once

@@ -272,19 +272,11 @@ Expected<CheckpointPtr> listingView(const SetListing& listing, const Error& why)
     return detail::finishView(std::move(c), nbytes, std::make_shared<const RefusedStorages>(why));
 }
 
-Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions)
-{
-    if (const auto* f = setFormat(loc.kind)) {
-        return f->open(loc, zeroOptions);
-    }
-    return notRead(loc);
-}
-
 Expected<CheckpointPtr> openInput(const std::string& path, bool asSet)
 {
     if (asSet) {
-        if (const auto loc = detectSet(path); readAsSet(loc, path)) {
-            return openView(loc);
+        if (const auto loc = wholeSetInput(path)) {
+            return openView(*loc);
         }
     }
     return openCheckpoint(path);

@@ -40,9 +40,11 @@ Expected<CheckpointPtr> listingView(const SetListing& listing, const Error& why)
 // SetFormat::open, formats.h): an incomplete set is the consolidation's refusal; a ZeRO folder is
 // read with `zeroOptions` (weights, optimizer, and whether a param group is one storage). A kind
 // that is only detected (Megatron's legacy sets) is refused with the reason.
-Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions = {.groupStorages = true});
+// `control`, as readSet takes it (formats.h): told of each member file, and a stop ends the read.
+Expected<CheckpointPtr> openView(const SetLocation& loc, const zero::Options& zeroOptions = {.groupStorages = true},
+                                 const OpenControl& control = {});
 
-// What a path names, opened as one Checkpoint: with `asSet`, the set it stands for (readAsSet) as
+// What a path names, opened as one Checkpoint: with `asSet`, the set it stands for (wholeSetInput, listing.h) as
 // openView reads it; otherwise, or when it stands for no set, the file itself (openCheckpoint). The
 // test-load engines open what the client hands them through this, so a set is loaded in place.
 Expected<CheckpointPtr> openInput(const std::string& path, bool asSet);

@@ -40,6 +40,9 @@ struct SetLocation {
     std::string dir;    // the set's folder
     std::string index;  // HF: the index file; DeepSpeed: the tag folder; DCP: .metadata
     std::string what;   // one line naming what was found, for messages
+    // `index` is one member file read alone, not the set: an FSDP rank file, which holds its rank's
+    // local shards and no consolidated tensor (setInput, listing.h).
+    bool alone = false;
 };
 
 // Never fails: a path that is no set (or cannot be read) is SetKind::None, and the single-file

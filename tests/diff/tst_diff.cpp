@@ -330,7 +330,7 @@ private Q_SLOTS:
             QVERIFY2(same.rc == 0, (side + ": " + same.err + same.out).c_str());
             QCOMPARE(same.doc["counts"]["equal"].get<int>(), 5);
             QCOMPARE(same.doc["a"]["files"].get<int>(), 2);
-            QVERIFY(str(same.doc["a"]["format"]).starts_with("huggingface set (2 shards, bin)"));
+            QVERIFY(str(same.doc["a"]["format"]).starts_with("Hugging Face sharded checkpoint (2 files, assembled"));
         }
         // The changed safetensors set against base's state_dict: the one changed tensor, as torch says.
         const auto changed = diffRun({fx("base.pt"), fx("hf_st_changed"), "--select", "state_dict:"});

@@ -17,12 +17,15 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QString>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stop_token>
 #include <vector>
 
@@ -49,6 +52,12 @@ std::vector<std::byte> bytesOf(const Checkpoint& c, const ckpt::TensorEntry& t)
         out.clear();
     }
     return out;
+}
+
+// The code of the error `e` holds; nothing when it holds a value.
+template <class T> std::optional<ckpt::ErrorCode> outcome(const ckpt::Expected<T>& e)
+{
+    return e ? std::nullopt : std::optional(e.error().code);
 }
 
 CheckpointPtr opened(const std::string& path)
@@ -238,6 +247,71 @@ private Q_SLOTS:
         QVERIFY(!cancelled.ok());
         QCOMPARE(cancelled.error().code, ckpt::ErrorCode::Cancelled);
         QCOMPARE(seen, std::size_t{2});
+    }
+
+    // The registry's other calls take the same control: a stop asked for while the second member
+    // file is told ends listSet, openView and consolidateSet there, Cancelled, and nothing is written.
+    void everyCallStopsBetweenFiles()
+    {
+        const auto loc = ckpt::sharded::detectSet(CKPTSCOPE_SHARDED_FIXTURE_DIR "/hf_st");
+        QTemporaryDir tmp;
+        const std::string out = tmp.filePath(QStringLiteral("out.pt")).toStdString();
+        // Each call, as the error it ends with (nothing when it read the set whole).
+        using Outcome = std::optional<ckpt::ErrorCode>;
+        const std::vector<std::pair<const char*, std::function<Outcome(const ckpt::sharded::OpenControl&)>>> calls{
+            {"listSet", [&](const auto& c) { return outcome(ckpt::sharded::listSet(loc, c)); }},
+            {"openView",
+             [&](const auto& c) { return outcome(ckpt::sharded::openView(loc, {.groupStorages = true}, c)); }},
+            {"consolidateSet", [&](const auto& c) { return outcome(ckpt::sharded::consolidateSet(loc, out, {}, c)); }}};
+        for (const auto& [name, call] : calls) {
+            std::stop_source stop;
+            ckpt::sharded::OpenControl control;
+            control.stop = stop.get_token();
+            std::size_t seen = 0;
+            control.progress = [&](std::size_t, std::size_t, const std::string&) {
+                if (++seen == 2) {
+                    stop.request_stop();
+                }
+            };
+            QVERIFY2(call(control) == Outcome(ckpt::ErrorCode::Cancelled), name);
+            QVERIFY2(seen == 2, name);
+            QVERIFY2(!QFileInfo::exists(QString::fromStdString(out)), name);
+        }
+        // Without a stop each reads the set whole.
+        for (const auto& [name, call] : calls) {
+            QVERIFY2(call({}) == std::nullopt, name);
+        }
+        QVERIFY(QFileInfo::exists(QString::fromStdString(out)));
+    }
+
+    // What a path opens as is decided in one place: a set's folder or any of its files stands for
+    // the set, an FSDP rank file is its rank's shards alone, and a file of no set is no set.
+    void setInputNamesWhatAPathOpens()
+    {
+        using ckpt::sharded::SetKind;
+        const std::string fsdpRank = CKPTSCOPE_FSDP_FIXTURE_DIR "/fsdp_st/pytorch_model_fsdp_0_rank0.bin";
+        const auto rank = ckpt::sharded::setInput(fsdpRank);
+        QVERIFY(rank.has_value());
+        QCOMPARE(rank->kind, SetKind::FsdpRanks);
+        QVERIFY(rank->alone);
+        QCOMPARE(rank->index, fsdpRank);
+        QVERIFY(!ckpt::sharded::wholeSetInput(fsdpRank).has_value());
+        const auto listing = ckpt::sharded::listSet(*rank);
+        QVERIFY2(listing.ok(), listing ? "" : listing.error().message.c_str());
+        QCOMPARE(listing->files.size(), std::size_t{1});
+        QVERIFY(!ckpt::sharded::openView(*rank).ok());
+
+        const auto folder = ckpt::sharded::setInput(CKPTSCOPE_FSDP_FIXTURE_DIR "/fsdp_st");
+        QVERIFY(folder.has_value() && !folder->alone);
+        QVERIFY(ckpt::sharded::openView(*folder).ok());
+
+        const auto zeroRank = ckpt::sharded::wholeSetInput(
+            CKPTSCOPE_ZERO_FIXTURE_DIR "/zero2_w3/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+        QVERIFY(zeroRank.has_value());
+        QCOMPARE(zeroRank->kind, SetKind::DeepSpeedZero);
+
+        QVERIFY(!ckpt::sharded::setInput(CKPTSCOPE_FSDP_FIXTURE_DIR "/fsdp_st.expected.pt").has_value());
+        QVERIFY(!ckpt::sharded::setInput(CKPTSCOPE_FSDP_FIXTURE_DIR "/no such file").has_value());
     }
 
     // A write whose target is one of the files the set is read from (a shard, the index) would
