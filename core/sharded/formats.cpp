@@ -183,7 +183,7 @@ const std::array<SetFormat, 6> kFormats{{
 // The first entry of `kind` (a probe-only one too): where its name is written.
 const SetFormat* entryOf(SetKind kind)
 {
-    const auto it = std::ranges::find(kFormats, kind, &SetFormat::kind);
+    const auto* const it = std::ranges::find(kFormats, kind, &SetFormat::kind);
     return it == kFormats.end() ? nullptr : &*it;
 }
 
