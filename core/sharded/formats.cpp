@@ -155,7 +155,13 @@ const std::array<SetFormat, 6> kFormats{{
      .probe = detail::dcpAt,
      .members = "DCP data files"},
     // Named, not read: openSet's refusal says why.
-    {.kind = SetKind::Megatron, .id = "megatron", .name = "Megatron-LM checkpoint", .probe = detail::megatronAt},
+    {.kind = SetKind::Megatron,
+     .id = "megatron",
+     .name = "Megatron-LM checkpoint",
+     .probe = detail::megatronAt,
+     .notReadBecause = "ckptscope does not merge Megatron tensor-parallel ranks (the split dimension depends on the "
+                       "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "
+                       "mp_rank_*/model_optim_rng.pt on its own"},
     {.kind = SetKind::FsdpRanks,
      .id = "fsdp-ranks",
      .name = "FSDP per-rank state dicts",
@@ -191,13 +197,13 @@ const SetFormat* entryOf(SetKind kind)
 
 Error notRead(const SetLocation& loc)
 {
-    auto set = openSet(loc);
-    if (set) {
-        Error e = makeError(ErrorCode::Internal, std::string(setKindName(loc.kind)) + " has no reader entry");
-        e.path = loc.dir;
-        return e;
+    Error e = loc.kind == SetKind::None ? makeError(ErrorCode::NotCheckpoint, "not a multi-file checkpoint")
+                                        : makeError(ErrorCode::Unsupported, loc.what);
+    if (const auto* f = entryOf(loc.kind); f != nullptr && f->notReadBecause != nullptr) {
+        e.message += std::string(": ") + f->notReadBecause;
     }
-    return set.error();
+    e.path = loc.dir;
+    return e;
 }
 
 namespace {

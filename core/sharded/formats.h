@@ -71,6 +71,9 @@ struct SetFormat {
     // What the member file `loc.index` (which `probe` found) opens as when it is named alone; null:
     // the whole set.
     MemberOpens (*member)(const SetLocation& loc) = nullptr;
+    // For an entry that names a set ckptscope does not read: why, and what reads it instead
+    // (notRead's refusal, after the probe's own description of what it found).
+    const char* notReadBecause = nullptr;
 };
 
 // The entry that reads `kind`; nullptr for None and for a kind that is only named (Megatron's legacy

@@ -538,22 +538,8 @@ Expected<ShardedSet> openSet(const SetLocation& loc)
         return makeError(ErrorCode::NotCheckpoint, "not a multi-file checkpoint");
     }
     if (loc.kind != SetKind::HuggingFace) {
-        std::string how;
-        switch (loc.kind) {
-        case SetKind::DeepSpeedZero:
-            // zero.h reads these (listSet, consolidateSet); this view holds whole tensors only.
-            how = "a ZeRO folder's tensors are pieces of its rank files: `ckptscope inspect|check|convert " + loc.dir +
-                  "` read it as a whole";
-            break;
-        case SetKind::Megatron:
-            how = "ckptscope does not merge Megatron tensor-parallel ranks (the split dimension depends on the "
-                  "layer type); merge them with Megatron's tools/checkpoint/convert.py, or inspect one "
-                  "mp_rank_*/model_optim_rng.pt on its own";
-            break;
-        default:
-            break;  // a Trainer folder's description says it all
-        }
-        Error e = makeError(ErrorCode::Unsupported, how.empty() ? loc.what : loc.what + ": " + how);
+        // Each format has its own reader (formats.h); this one reads Hugging Face indexes only.
+        Error e = makeError(ErrorCode::Unsupported, loc.what + ": not a Hugging Face sharded set");
         e.path = loc.dir;
         return e;
     }

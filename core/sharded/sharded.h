@@ -5,9 +5,8 @@
 // shard is an ordinary Checkpoint (so each shard's storages keep their own mapping and reader),
 // read once for its tensor rows and opened again when its bytes are needed (members.h: a set may
 // have more shards than a process may open files), and the set adds one row per tensor naming the
-// shard that holds it. Formats that are detected but not
-// read (DeepSpeed ZeRO, DCP, Megatron, FSDP LOCAL_STATE_DICT) are an Unsupported error saying what
-// the set is and what reads it today.
+// shard that holds it. Every format is reached through the registry (formats.h): its reader, or
+// for a set that is only named (Megatron's legacy tensor-parallel dirs), notRead's refusal.
 #pragma once
 
 #include "checkpoint/checkpoint.h"
@@ -132,7 +131,7 @@ struct ShardedSet {
     std::shared_ptr<const SetFiles> files;
 };
 
-// Reads the set `loc` names. Unsupported for the formats only detected, naming them.
+// Reads the Hugging Face set `loc` names; another kind is Unsupported (its own reader reads it).
 Expected<ShardedSet> openSet(const SetLocation& loc);
 // Reads the Hugging Face set whose index is `indexName` among `files`; `dir` names the set.
 Expected<ShardedSet> openSet(std::shared_ptr<const SetFiles> files, const std::string& indexName,
