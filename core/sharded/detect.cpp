@@ -290,58 +290,82 @@ std::optional<SetLocation> accelerateAt(const fs::path& p)
 
 }  // namespace detail
 
-std::vector<std::string> memberFiles(const SetLocation& loc)
+namespace detail {
+
+namespace {
+
+// The set's folder, "." for a set named without one.
+fs::path folderOf(const SetLocation& loc)
+{
+    return loc.dir.empty() ? fs::path(".") : fs::path(loc.dir);
+}
+
+// `paths` that exist (a dangling link counts: writing over it would still replace a member).
+std::vector<std::string> existing(const std::vector<fs::path>& paths)
 {
     std::vector<std::string> out;
-    const fs::path dir = loc.dir.empty() ? fs::path(".") : fs::path(loc.dir);
-    auto add = [&](const fs::path& p) {
+    for (const auto& p : paths) {
         std::error_code ec;
         if (fs::exists(fs::symlink_status(p, ec))) {
             out.push_back(p.string());
         }
-    };
-    switch (loc.kind) {
-    case SetKind::HuggingFace:
-        add(loc.index);
-        for (const auto& name : detail::indexShardNames(loc.index)) {
-            add(dir / name);
-        }
-        break;
-    case SetKind::DeepSpeedZero:
-        add(dir / "latest");
-        for (const auto& e : entries(loc.index)) {
-            if (isZeroFile(e.filename().string())) {
-                add(e);
-            }
-        }
-        break;
-    case SetKind::Dcp:
-        for (const auto& e : entries(dir)) {
-            const std::string n = e.filename().string();
-            if (n == ".metadata" || endsWith(n, ".distcp") || dcp::rankOfMetadata(n) || n == "common.pt" ||
-                n == "metadata.json") {
-                add(e);
-            }
-        }
-        break;
-    case SetKind::FsdpRanks: {
-        const auto stem = fsdp::rankFileName(fs::path(loc.index).filename().string());
-        for (const auto& e : entries(dir)) {
-            const auto name = fsdp::rankFileName(e.filename().string());
-            if (name && stem && name->first == stem->first) {
-                add(e);
-            }
-        }
-        break;
-    }
-    default:
-        if (!loc.index.empty()) {
-            add(loc.index);
-        }
-        break;
     }
     return out;
 }
+
+// The folder's entries whose names `keep` accepts.
+template <class Keep> std::vector<fs::path> entriesNamed(const fs::path& dir, const Keep& keep)
+{
+    std::vector<fs::path> out;
+    for (const auto& e : entries(dir)) {
+        if (keep(e.filename().string())) {
+            out.push_back(e);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> hfFiles(const SetLocation& loc)
+{
+    std::vector<fs::path> paths{loc.index};
+    for (const auto& name : indexShardNames(loc.index)) {
+        paths.push_back(folderOf(loc) / name);
+    }
+    return existing(paths);
+}
+
+std::vector<std::string> deepspeedFiles(const SetLocation& loc)
+{
+    auto paths = entriesNamed(loc.index, [](const std::string& n) { return isZeroFile(n); });
+    paths.insert(paths.begin(), folderOf(loc) / "latest");
+    return existing(paths);
+}
+
+std::vector<std::string> dcpFiles(const SetLocation& loc)
+{
+    return existing(entriesNamed(folderOf(loc), [](const std::string& n) {
+        return n == ".metadata" || endsWith(n, ".distcp") || dcp::rankOfMetadata(n) || n == "common.pt" ||
+               n == "metadata.json";
+    }));
+}
+
+std::vector<std::string> fsdpFiles(const SetLocation& loc)
+{
+    const auto stem = fsdp::rankFileName(fs::path(loc.index).filename().string());
+    return existing(entriesNamed(folderOf(loc), [&](const std::string& n) {
+        const auto name = fsdp::rankFileName(n);
+        return name && stem && name->first == stem->first;
+    }));
+}
+
+std::vector<std::string> indexFile(const SetLocation& loc)
+{
+    return loc.index.empty() ? std::vector<std::string>{} : existing({loc.index});
+}
+
+}  // namespace detail
 
 Expected<void> checkOutputOutsideSet(const SetLocation& loc, const std::string& output)
 {

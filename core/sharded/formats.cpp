@@ -112,6 +112,7 @@ const std::array<SetFormat, 6> kFormats{{
              return both(openSet(loc), listed<ShardedSet>, hfView, [](const ShardedSet& s) { return viewOf(s); });
          },
      .probe = detail::hfAt,
+     .files = detail::hfFiles,
      .members = "shards",
      .parts = hfParts},
     {.kind = SetKind::DeepSpeedZero,
@@ -136,6 +137,7 @@ const std::array<SetFormat, 6> kFormats{{
                  [&](const zero::Set& s) { return viewOf(s, o.groupStorages); });
          },
      .probe = detail::deepspeedAt,
+     .files = detail::deepspeedFiles,
      .members = "ZeRO rank files (as zero_to_fp32.py rebuilds the model)",
      .takesZeroOptions = true,
      // A rank file is a torch.save file of its own where its folder is no set zero::open reads.
@@ -153,6 +155,7 @@ const std::array<SetFormat, 6> kFormats{{
      .read = [](const SetLocation& loc,
                 const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, dcp::view); },
      .probe = detail::dcpAt,
+     .files = detail::dcpFiles,
      .members = "DCP data files"},
     // Named, not read: openSet's refusal says why.
     {.kind = SetKind::Megatron,
@@ -176,6 +179,7 @@ const std::array<SetFormat, 6> kFormats{{
      .read = [](const SetLocation& loc,
                 const zero::Options&) { return both(fsdp::open(loc, loc.alone), listed<fsdp::Set>, fsdp::view); },
      .probe = detail::fsdpAt,
+     .files = detail::fsdpFiles,
      .members = "FSDP rank files",
      // One rank file is listed as its rank's shards: no tensor of it is whole.
      .member = [](const SetLocation&) { return MemberOpens::Alone; }},
@@ -183,7 +187,8 @@ const std::array<SetFormat, 6> kFormats{{
     {.kind = SetKind::Dcp,
      .id = "dcp",
      .name = "torch.distributed.checkpoint (DCP) directory",
-     .probe = detail::accelerateAt},
+     .probe = detail::accelerateAt,
+     .files = detail::dcpFiles},
 }};
 
 // The first entry of `kind` (a probe-only one too): where its name is written.
@@ -252,6 +257,12 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
         return outside.error();
     }
     return controlled(loc, control, [&](const SetFormat& f) { return f.consolidate(loc, outPath, zeroOptions); });
+}
+
+std::vector<std::string> memberFiles(const SetLocation& loc)
+{
+    const auto* f = entryOf(loc.kind);
+    return f == nullptr ? std::vector<std::string>{} : f->files(loc);
 }
 
 std::string_view setKindName(SetKind k)

@@ -7,6 +7,7 @@
 
 #include "sharded/listing.h"
 #include "sharded/open_control.h"
+#include "sharded/probes.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
 
@@ -59,6 +60,8 @@ struct SetFormat {
     // ckptscope does not read (Megatron's legacy tensor-parallel dirs), or another place a format's
     // sets are found (accelerate's save_state folder around DCP folders).
     std::optional<SetLocation> (*probe)(const std::filesystem::path& path) = nullptr;
+    // Every file the set is read from, by name (memberFiles, sharded.h): what no write may replace.
+    std::vector<std::string> (*files)(const SetLocation& loc) = detail::indexFile;
     // What its member files are called in messages ("shards", "rank files").
     const char* members = "files";
     // Whether `open`, `consolidate` and `read` heed zero::Options' weights and optimizer choice: a
