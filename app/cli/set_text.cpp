@@ -9,6 +9,9 @@
 
 namespace ckpt::cli {
 
+namespace {
+
+// Prints the findings of the set at `at` as `check` does; returns check's exit code for them.
 int printSetFindings(const std::vector<sharded::SetFinding>& found, const std::string& at, bool json, std::ostream& out)
 {
     const auto findings = sharded::setFindings(found);
@@ -16,6 +19,8 @@ int printSetFindings(const std::vector<sharded::SetFinding>& found, const std::s
     return diagnose::findingsExitCode(findings);
 }
 
+// `check` of a set opened as one checkpoint: the set's findings and every single-file rule on
+// `view` (with --values and --against as `opts` asks), errors first.
 int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoint& view,
                   const diagnose::CheckOptions& opts, const std::string& at, bool json, std::ostream& out,
                   std::ostream& err)
@@ -28,6 +33,8 @@ int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoin
     out << (json ? diagnose::renderJson(*findings, at) : diagnose::renderText(*findings, at));
     return diagnose::findingsExitCode(*findings);
 }
+
+}  // namespace
 
 int checkSetView(const std::string& input, const std::vector<sharded::SetFinding>& found,
                  const Expected<CheckpointPtr>& view, const diagnose::CheckOptions& opts, const std::string& at,
