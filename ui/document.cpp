@@ -114,8 +114,9 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
     if (!read) {
         return read.error();
     }
+    // A stop that came after readSet's own look at it.
     if (stop.stop_requested()) {
-        return makeError(ErrorCode::Cancelled, "opening cancelled");
+        return sharded::openCancelled(loc.dir);
     }
     auto doc = setDocument(loc, std::move(read->listing), std::move(read->view), read->notWhole, stop);
     if (!doc) {

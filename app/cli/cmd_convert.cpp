@@ -8,6 +8,7 @@
 #include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "sharded/dcp_write.h"
+#include "sharded/listing.h"
 #include "sharded/split.h"
 #include "transform/transform.h"
 #include "util/json_text.h"
@@ -379,11 +380,13 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // `-o model.safetensors` asks for safetensors as --format does (makeOptions reads it the same).
     const std::string format =
         a.format.empty() && a.output.ends_with(".safetensors") ? std::string("safetensors") : a.format;
-    if (!isRemote && !a.fileOnly && !a.json) {
-        noteSetOfFile(a.input, out);
+    const auto set = isRemote || a.fileOnly ? std::nullopt : sharded::setInput(a.input);
+    if (!a.json) {
+        noteSetOfFile(a.input, set, out);
     }
     if (!isRemote) {
-        if (const auto rc = convertSet(a.input, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
+        if (const auto rc =
+                convertSet(a.input, set, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
             return *rc;
         }
     }

@@ -476,7 +476,7 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     const auto loc = fileOnly ? std::nullopt : sharded::wholeSetInput(file);
     const bool set = loc.has_value();
     if (set && !json) {
-        noteSetOfFile(file, out);
+        noteSetOfFile(file, loc, out);
     }
 
     // Read the file (or the set, as the engine will: sharded::openInput) here first: an unreadable

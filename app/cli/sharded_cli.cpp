@@ -194,17 +194,13 @@ int printSet(const sharded::SetListing& l, const std::string& file, bool json, s
     return kExitOk;
 }
 
-void noteSetOfFile(const std::string& input, std::ostream& out)
+void noteSetOfFile(const std::string& input, const std::optional<sharded::SetLocation>& set, std::ostream& out)
 {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(input, ec)) {
+    if (!set || set->alone || !std::filesystem::is_regular_file(input, ec)) {
         return;
     }
-    const auto loc = sharded::wholeSetInput(input);
-    if (!loc) {
-        return;
-    }
-    out << "opened as part of the " << sharded::setKindName(loc->kind) << " in " << displayText(loc->dir)
+    out << "opened as part of the " << sharded::setKindName(set->kind) << " in " << displayText(set->dir)
         << " (--file-only reads " << displayText(std::filesystem::path(input).filename().string()) << " alone)\n\n";
 }
 
@@ -232,7 +228,7 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
         return std::nullopt;
     }
     if (!json) {
-        noteSetOfFile(input, out);
+        noteSetOfFile(input, loc, out);
     }
     auto listing = sharded::listSet(*loc);
     if (!listing) {
@@ -249,7 +245,7 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
         return std::nullopt;
     }
     if (!json) {
-        noteSetOfFile(input, out);
+        noteSetOfFile(input, loc, out);
     }
     // A set opens as one checkpoint, which every single-file rule reads too; an incomplete one as
     // far as its files were read, where its format builds that; one that cannot (a rank file
@@ -264,13 +260,13 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     return checkSetView(input, set->listing.findings, view, opts, setName(*loc, set->listing), json, out, err);
 }
 
-std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool direct, SetSource& source, std::ostream& out, std::ostream& err,
-                              const sharded::zero::Options& zeroOptions, bool fileOnly)
+std::optional<int> convertSet(const std::string& input, const std::optional<sharded::SetLocation>& set,
+                              const std::string& output, const std::string& format, bool direct, SetSource& source,
+                              std::ostream& out, std::ostream& err, const sharded::zero::Options& zeroOptions,
+                              bool fileOnly)
 {
     const bool toTorch = format.empty() || format == "torch";
-    const auto loc = fileOnly ? std::nullopt : sharded::setInput(input);
-    const auto* setFormat = loc && !loc->alone ? sharded::setFormat(loc->kind) : nullptr;
+    const auto* setFormat = set && !set->alone ? sharded::setFormat(set->kind) : nullptr;
     const bool zeroOnly = zeroOptions.weights == sharded::zero::Weights::Module || zeroOptions.keepOptimizer;
     if (zeroOnly && (setFormat == nullptr || !setFormat->takesZeroOptions)) {
         err << "ckptscope convert: " << displayText(input)
@@ -279,7 +275,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
                            "its rank files), and this is none\n");
         return kExitBadInput;
     }
-    if (!loc) {
+    if (!set) {
         return std::nullopt;
     }
     if (!direct || !toTorch) {
@@ -287,7 +283,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
         // folder with a storage per tensor, which an edit, split or export can move alone.
         sharded::zero::Options perTensor = zeroOptions;
         perTensor.groupStorages = false;
-        auto view = sharded::openView(*loc, perTensor);
+        auto view = sharded::openView(*set, perTensor);
         if (!view) {
             return failed(view.error(), input, err);
         }
@@ -298,7 +294,7 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
     // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
-    auto done = sharded::consolidateSet(*loc, output, grouped);
+    auto done = sharded::consolidateSet(*set, output, grouped);
     if (!done) {
         return failed(done.error(), input, err);
     }

@@ -27,11 +27,13 @@ struct SetSource {
 // `direct`: the set is written as it stands into one torch file (no edit, no other format, no
 // split). Otherwise `source` is filled and nothing is returned: the caller converts it as an
 // ordinary file, so edits, safetensors and re-sharding go through the single-file path unchanged.
+// `set`: what `input` opens as (sharded::setInput; nothing for a file, or with --file-only).
 // `zero`: what to take from a ZeRO folder. `fileOnly` (--file-only): `input` is converted as the
 // file it is, never its set.
-std::optional<int> convertSet(const std::string& input, const std::string& output, const std::string& format,
-                              bool direct, SetSource& source, std::ostream& out, std::ostream& err,
-                              const sharded::zero::Options& zero = {}, bool fileOnly = false);
+std::optional<int> convertSet(const std::string& input, const std::optional<sharded::SetLocation>& set,
+                              const std::string& output, const std::string& format, bool direct, SetSource& source,
+                              std::ostream& out, std::ostream& err, const sharded::zero::Options& zero = {},
+                              bool fileOnly = false);
 
 // `inspect` of a set, for every kind: as JSON, the one document of a set (the fields a file's
 // document has: `path`, `dtype`, `shape`, `location`, `nbytes` per tensor, `totals`; each tensor's
@@ -42,7 +44,8 @@ std::optional<int> convertSet(const std::string& input, const std::string& outpu
 int printSet(const sharded::SetListing& l, const std::string& file, bool json, std::ostream& out);
 
 // One line (then a blank one) when `input` is a file that opens as the set it belongs to (a shard,
-// an index, a ZeRO rank file): which set, and that --file-only reads the file alone.
-void noteSetOfFile(const std::string& input, std::ostream& out);
+// an index, a ZeRO rank file): which set, and that --file-only reads the file alone. `set` is what
+// sharded::setInput (or wholeSetInput) said of `input`, so the set is not looked for again.
+void noteSetOfFile(const std::string& input, const std::optional<sharded::SetLocation>& set, std::ostream& out);
 
 }  // namespace ckpt::cli

@@ -96,10 +96,10 @@ struct Side {
     [[nodiscard]] static Side of(CheckpointPtr c);
 };
 
-// Opens what `path` names as a side: a single checkpoint file, or the Hugging Face sharded set or
-// DeepSpeed ZeRO folder a folder, index or member belongs to (it must be complete), opened as one
-// checkpoint read in place (sharded/set_view.h). DCP folders and FSDP rank files are assembled
-// into one temporary file first, unlinked once mapped; a set that cannot be assembled is its error.
+// Opens what `path` names as a side: a single checkpoint file, or the set of any format a folder,
+// index or member stands for (sharded::wholeSetInput; it must be complete), opened as one
+// checkpoint read in place (sharded/set_view.h), or, for a Hugging Face set that is no one
+// checkpoint, its shards; a set that cannot be read is its error.
 Expected<Side> openSide(const std::string& path);
 
 struct Counts {

@@ -1,42 +1,28 @@
 // What a diff side is made of: one file, or a set of any format opened as one checkpoint
-// (sharded/formats.h readSet, read in place, each tensor assembled from its files as it is read).
+// (sharded::openView, read in place, each tensor assembled from its files as it is read).
 #include "diff/diff.h"
 #include "sharded/formats.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
 
-#include <filesystem>
+#include <string>
+#include <vector>
 
 namespace ckpt::diff {
 
 namespace {
 
-// A set opened as one checkpoint, its bytes read from its files as they are compared.
-Side viewSide(const std::string& path, CheckpointPtr view, std::string format)
-{
-    Side s = Side::of(std::move(view));
-    s.path = path;
-    s.format = std::move(format);
-    return s;
-}
-
-// A set that is no one checkpoint (a shard holds a tensor no consolidation writes, such as a
-// quantized one) whose tensors each live whole in one member file: each file a part of the side,
-// all held open.
-Side ofParts(const std::string& path, std::vector<CheckpointPtr> parts, std::string format)
+// A set's side: its parts (the set opened as one checkpoint, or each member file where every
+// tensor lives whole in one), named by its kind, how many files it was read from and how.
+Side setSide(const std::string& path, const sharded::SetLocation& loc, std::vector<CheckpointPtr> parts,
+             std::size_t files, const char* how)
 {
     Side s;
     s.path = path;
-    s.format = std::move(format);
+    s.format = std::string(sharded::setKindName(loc.kind)) + " (" + std::to_string(files) +
+               (files == 1 ? " file, " : " files, ") + how + ")";
     s.parts = std::move(parts);
     return s;
-}
-
-// What the side is, for diff's header: the set's kind and how many files it was read from.
-std::string setFormatText(const sharded::SetListing& l, const char* how)
-{
-    return std::string(sharded::setKindName(l.kind)) + " (" + std::to_string(l.files.size()) +
-           (l.files.size() == 1 ? " file, " : " files, ") + how + ")";
 }
 
 Error withPath(Error e, const std::string& path)
@@ -57,22 +43,23 @@ Expected<Side> openSide(const std::string& path)
         }
         return Side::of(std::move(*c));
     }
-    auto set = sharded::readSet(*loc);
-    if (!set) {
-        return withPath(set.error(), path);
+    auto view = sharded::openView(*loc);
+    if (view) {
+        const std::size_t files = (*view)->setFiles.size();
+        return setSide(path, *loc, {std::move(*view)}, files, "assembled into one state dict");
     }
-    if (set->view) {
-        return viewSide(path, std::move(set->view), setFormatText(set->listing, "assembled into one state dict"));
-    }
+    // A set that is no one checkpoint (a shard holds a tensor no consolidation writes, such as a
+    // quantized one) is compared file by file where its format can give its files so.
     const auto* f = sharded::setFormat(loc->kind);
-    if (set->notWhole->code == ErrorCode::Unsupported && f != nullptr && f->parts != nullptr) {
+    if (view.error().code == ErrorCode::Unsupported && f != nullptr && f->parts != nullptr) {
         auto parts = f->parts(*loc);
         if (!parts) {
             return withPath(parts.error(), path);
         }
-        return ofParts(path, std::move(*parts), setFormatText(set->listing, "compared file by file"));
+        const std::size_t files = parts->size();
+        return setSide(path, *loc, std::move(*parts), files, "compared file by file");
     }
-    return withPath(*set->notWhole, path);
+    return withPath(view.error(), path);
 }
 
 }  // namespace ckpt::diff

@@ -24,10 +24,24 @@ template <class Read, class Use> auto then(const Read& read, const Use& use) -> 
     return use(*set);
 }
 
-// The listing and the view of one opened set: the view's refusal is kept beside the listing, and
-// where `partial` (a view built without the completeness check) can be built, it is kept too.
-template <class Set, class List, class View, class Partial = std::nullptr_t>
-Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& view, const Partial& partial = nullptr)
+// The view of `s` once `whole` (its format's completeness check; nullptr where `view` makes its
+// own) passes, else `whole`'s refusal.
+template <class Set, class Whole, class View>
+Expected<CheckpointPtr> checkedView(const Set& s, const Whole& whole, const View& view)
+{
+    if constexpr (!std::is_null_pointer_v<Whole>) {
+        if (auto w = whole(s); !w) {
+            return w.error();
+        }
+    }
+    return view(s);
+}
+
+// The listing and the view of one opened set, as checkedView gives it: a refusal is kept beside
+// the listing, and a set `whole` refuses keeps the view built without that check, where it builds,
+// as its partial view.
+template <class Set, class List, class Whole, class View>
+Expected<ReadSet> both(const Expected<Set>& set, const List& list, const Whole& whole, const View& view)
 {
     if (!set) {
         return set.error();
@@ -38,15 +52,19 @@ Expected<ReadSet> both(const Expected<Set>& set, const List& list, const View& v
     }
     ReadSet r;
     r.listing = std::move(*listing);
+    if constexpr (!std::is_null_pointer_v<Whole>) {
+        if (auto w = whole(*set); !w) {
+            r.notWhole = w.error();
+            if (auto p = view(*set)) {
+                r.partial = std::move(*p);
+            }
+            return r;
+        }
+    }
     if (auto v = view(*set)) {
         r.view = std::move(*v);
     } else {
         r.notWhole = v.error();
-        if constexpr (!std::is_null_pointer_v<Partial>) {
-            if (auto p = partial(*set)) {
-                r.partial = std::move(*p);
-            }
-        }
     }
     return r;
 }
@@ -57,20 +75,14 @@ template <class Set> Expected<SetListing> listed(const Set& s)
     return listingOf(s);
 }
 
-Expected<CheckpointPtr> hfView(const ShardedSet& s)
+Expected<CheckpointPtr> hfViewOf(const ShardedSet& s)
 {
-    if (auto whole = checkConsolidatable(s); !whole) {
-        return whole.error();
-    }
     return viewOf(s);
 }
 
-Expected<CheckpointPtr> zeroView(const zero::Set& s, bool groupStorages)
+Expected<CheckpointPtr> hfView(const ShardedSet& s)
 {
-    if (auto whole = zero::checkConsolidatable(s); !whole) {
-        return whole.error();
-    }
-    return viewOf(s, groupStorages);
+    return checkedView(s, checkConsolidatable, hfViewOf);
 }
 
 // A Hugging Face set's shards, each held open (SetFormat::parts).
@@ -107,10 +119,8 @@ const std::array<SetFormat, 6> kFormats{{
          [](const SetLocation& loc, const std::string& out, const zero::Options&) {
              return then([&] { return openSet(loc); }, [&](const ShardedSet& s) { return consolidateTorch(s, out); });
          },
-     .read =
-         [](const SetLocation& loc, const zero::Options&) {
-             return both(openSet(loc), listed<ShardedSet>, hfView, [](const ShardedSet& s) { return viewOf(s); });
-         },
+     .read = [](const SetLocation& loc,
+                const zero::Options&) { return both(openSet(loc), listed<ShardedSet>, checkConsolidatable, hfViewOf); },
      .probe = detail::hfAt,
      .files = detail::hfFiles,
      .members = "shards",
@@ -122,7 +132,10 @@ const std::array<SetFormat, 6> kFormats{{
      .open =
          [](const SetLocation& loc, const zero::Options& o) {
              return then([&] { return zero::open(loc, o.weights, o.keepOptimizer); },
-                         [&](const zero::Set& s) { return zeroView(s, o.groupStorages); });
+                         [&](const zero::Set& s) {
+                             return checkedView(s, zero::checkConsolidatable,
+                                                [&](const zero::Set& z) { return viewOf(z, o.groupStorages); });
+                         });
          },
      .consolidate =
          [](const SetLocation& loc, const std::string& out, const zero::Options& o) {
@@ -131,14 +144,12 @@ const std::array<SetFormat, 6> kFormats{{
          },
      .read =
          [](const SetLocation& loc, const zero::Options& o) {
-             return both(
-                 zero::open(loc, o.weights, o.keepOptimizer), listed<zero::Set>,
-                 [&](const zero::Set& s) { return zeroView(s, o.groupStorages); },
-                 [&](const zero::Set& s) { return viewOf(s, o.groupStorages); });
+             return both(zero::open(loc, o.weights, o.keepOptimizer), listed<zero::Set>, zero::checkConsolidatable,
+                         [&](const zero::Set& s) { return viewOf(s, o.groupStorages); });
          },
      .probe = detail::deepspeedAt,
      .files = detail::deepspeedFiles,
-     .members = "ZeRO rank files (as zero_to_fp32.py rebuilds the model)",
+     .members = "ZeRO rank files, as zero_to_fp32.py rebuilds the model",
      .takesZeroOptions = true,
      // A rank file is a torch.save file of its own where its folder is no set zero::open reads.
      .member = [](const SetLocation& loc) { return zero::opensAsSet(loc) ? MemberOpens::TheSet : MemberOpens::File; }},
@@ -153,11 +164,11 @@ const std::array<SetFormat, 6> kFormats{{
              return then([&] { return dcp::open(loc); }, [&](const dcp::Set& s) { return dcp::consolidate(s, out); });
          },
      .read = [](const SetLocation& loc,
-                const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, dcp::view); },
+                const zero::Options&) { return both(dcp::open(loc), listed<dcp::Set>, nullptr, dcp::view); },
      .probe = detail::dcpAt,
      .files = detail::dcpFiles,
      .members = "DCP data files"},
-    // Named, not read: openSet's refusal says why.
+    // Named, not read: notRead's refusal says why.
     {.kind = SetKind::Megatron,
      .id = "megatron",
      .name = "Megatron-LM checkpoint",
@@ -176,8 +187,10 @@ const std::array<SetFormat, 6> kFormats{{
              return then([&] { return fsdp::open(loc, loc.alone); },
                          [&](const fsdp::Set& s) { return fsdp::consolidate(s, out); });
          },
-     .read = [](const SetLocation& loc,
-                const zero::Options&) { return both(fsdp::open(loc, loc.alone), listed<fsdp::Set>, fsdp::view); },
+     .read =
+         [](const SetLocation& loc, const zero::Options&) {
+             return both(fsdp::open(loc, loc.alone), listed<fsdp::Set>, nullptr, fsdp::view);
+         },
      .probe = detail::fsdpAt,
      .files = detail::fsdpFiles,
      .members = "FSDP rank files",
