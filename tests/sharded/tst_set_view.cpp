@@ -54,6 +54,20 @@ std::vector<std::byte> bytesOf(const Checkpoint& c, const ckpt::TensorEntry& t)
     return out;
 }
 
+// A control that counts the member files told in `seen` and asks `stop` for a stop while the
+// second is told (the window's Cancel pressed during a read).
+ckpt::sharded::OpenControl stopAtSecondFile(std::stop_source& stop, std::size_t& seen)
+{
+    ckpt::sharded::OpenControl control;
+    control.stop = stop.get_token();
+    control.progress = [&stop, &seen](std::size_t, std::size_t, const std::string&) {
+        if (++seen == 2) {
+            stop.request_stop();
+        }
+    };
+    return control;
+}
+
 // The code of the error `e` holds; nothing when it holds a value.
 template <class T> std::optional<ckpt::ErrorCode> outcome(const ckpt::Expected<T>& e)
 {
@@ -235,15 +249,8 @@ private Q_SLOTS:
         }
 
         std::stop_source stop;
-        ckpt::sharded::OpenControl stopping;
-        stopping.stop = stop.get_token();
         std::size_t seen = 0;
-        stopping.progress = [&](std::size_t, std::size_t, const std::string&) {
-            if (++seen == 2) {
-                stop.request_stop();
-            }
-        };
-        const auto cancelled = ckpt::sharded::readSet(loc, {.groupStorages = true}, stopping);
+        const auto cancelled = ckpt::sharded::readSet(loc, {.groupStorages = true}, stopAtSecondFile(stop, seen));
         QVERIFY(!cancelled.ok());
         QCOMPARE(cancelled.error().code, ckpt::ErrorCode::Cancelled);
         QCOMPARE(seen, std::size_t{2});
@@ -265,15 +272,8 @@ private Q_SLOTS:
             {"consolidateSet", [&](const auto& c) { return outcome(ckpt::sharded::consolidateSet(loc, out, {}, c)); }}};
         for (const auto& [name, call] : calls) {
             std::stop_source stop;
-            ckpt::sharded::OpenControl control;
-            control.stop = stop.get_token();
             std::size_t seen = 0;
-            control.progress = [&](std::size_t, std::size_t, const std::string&) {
-                if (++seen == 2) {
-                    stop.request_stop();
-                }
-            };
-            QVERIFY2(call(control) == Outcome(ckpt::ErrorCode::Cancelled), name);
+            QVERIFY2(call(stopAtSecondFile(stop, seen)) == Outcome(ckpt::ErrorCode::Cancelled), name);
             QVERIFY2(seen == 2, name);
             QVERIFY2(!QFileInfo::exists(QString::fromStdString(out)), name);
         }
