@@ -39,14 +39,18 @@ top_up() {
     echo "modern-torch.sh: adding ${missing[*]} to $torch2_root" >&2
     exec 9>"$torch2_lock"
     flock 9
-    torch2_mounts "$torch2_root"
     local rc=0
-    chroot "$torch2_root" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update >&2 &&
-        chroot "$torch2_root" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${missing[@]}" >&2 &&
-        chroot "$torch2_root" apt-get clean || rc=$?
-    torch2_unmount "$torch2_root"
+    in_root "$torch2_root" "apt-get ${apt_opts[*]} update && apt-get ${apt_opts[*]} install ${missing[*]} && apt-get clean" >&2 ||
+        rc=$?
     exec 9>&-
     return $rc
+}
+
+# in_root ROOT SCRIPT: SCRIPT run by sh inside ROOT, with /proc and /dev/shm mounted in a mount
+# namespace of its own (torch2-common.sh), so nothing stays mounted under ROOT afterwards.
+in_root() {
+    torch2_in_namespace "$1" -- chroot "$1" env DEBIAN_FRONTEND=noninteractive /bin/sh -c "$2"
+    "${torch2_ns[@]}"
 }
 
 if [[ -f $torch2_stamp ]]; then
@@ -56,6 +60,10 @@ if [[ -f $torch2_stamp ]]; then
 fi
 if [[ $(id -u) -ne 0 ]]; then
     echo "modern-torch.sh: making the root at $torch2_root needs root (debootstrap, chroot, mount): not made"
+    exit 77
+fi
+if ! why=$(torch2_can_unshare); then
+    echo "modern-torch.sh: cannot make a mount namespace for the root ($why): not made, the torch2 tests will not run"
     exit 77
 fi
 
@@ -95,29 +103,27 @@ fi
 # Leftovers of killed runs.
 for old in "$torch2_root".build-*; do
     [[ -d $old ]] || continue
-    torch2_unmount "$old"
+    torch2_refuse_mounted "$old"
     rm -rf --one-file-system "$old"
 done
 build=$(mktemp -d "$torch2_root.build-XXXXXX")
 cleanup() {
-    torch2_unmount "$build"
+    torch2_refuse_mounted "$build"
     rm -rf --one-file-system "$build"
 }
 trap cleanup EXIT
 t0=$SECONDS
 echo "modern-torch.sh: debootstrap $torch2_suite from $mirror into $build" >&2
-debootstrap --variant=minbase "$torch2_suite" "$build" "$mirror" /usr/share/debootstrap/scripts/sid >&2
-torch2_mounts "$build"
+# debootstrap mounts /proc and /sys in the target while it runs: in a namespace of its own, a killed
+# run leaves none of them behind.
+unshare --mount --propagation private -- \
+    debootstrap --variant=minbase "$torch2_suite" "$build" "$mirror" /usr/share/debootstrap/scripts/sid >&2
 echo "modern-torch.sh: installing ${packages[*]} ${runtime_packages[*]}" >&2
-chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update >&2
-chroot "$build" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install "${packages[@]}" \
-    "${runtime_packages[@]}" >&2
-chroot "$build" apt-get clean
-torch2_unmount "$build"
+in_root "$build" "apt-get ${apt_opts[*]} update && apt-get ${apt_opts[*]} install ${packages[*]} ${runtime_packages[*]} && apt-get clean" >&2
 date -u +"made %Y-%m-%dT%H:%M:%SZ from $mirror $torch2_suite in $((SECONDS - t0)) s" >"$build/.ckptscope-torch2-ready"
 # A root left without its stamp (by hand) is moved aside rather than deleted.
 if [[ -e $torch2_root ]]; then
-    torch2_unmount "$torch2_root"
+    torch2_refuse_mounted "$torch2_root"
     mv "$torch2_root" "$torch2_root.build-stale$$"
 fi
 mv "$build" "$torch2_root"
