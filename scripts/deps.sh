@@ -9,7 +9,8 @@ pkgs=(
   python3-torch python3-numpy
   xvfb xauth unzip
   libcurl4-openssl-dev nginx-light openssl
-  clang-14 libclang-rt-14-dev clang-format clang-tidy-14
+  clang-14 libclang-rt-14-dev clang-format clang-tidy-14 lld
+  debootstrap
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -64,14 +64,12 @@ mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=64"
-status=0
-# By name, not by globbing $build/fuzz_*: that also matches the fuzz_*.log of an earlier run.
-for name in $targets; do
-  fz="$build/$name"
-  corpus="$build/corpus-$name"
+# One fuzzer per core at a time: each is one process on one core, and CI has two.
+parallel=${CKPTSCOPE_JOBS:-$(nproc)}
+fuzz_one() {
+  local name=$1 fz="$build/$1" corpus="$build/corpus-$1" maxlen=4194304
   mkdir -p "$corpus"
-  seeds=("$corpus")
-  maxlen=4194304
+  local seeds=("$corpus")
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
@@ -87,10 +85,11 @@ for name in $targets; do
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;
   esac
   # A seed folder that is missing or empty would leave the fuzzer starting from nothing, silently.
+  local s
   for s in "${seeds[@]:1}"; do
     if [ -z "$(ls -A "$s" 2>/dev/null)" ]; then
       echo "fuzz: seed folder $s for $name is missing or empty" >&2
-      exit 1
+      return 1
     fi
   done
   echo "fuzz: $name for ${secs}s" >&2
@@ -99,9 +98,23 @@ for name in $targets; do
        >"$build/$name.log" 2>&1; then
     echo "fuzz: $name FAILED, see $build/$name.log and $build/crashes/" >&2
     tail -30 "$build/$name.log" >&2
-    status=1
-  else
-    grep -E "stat::number_of_executed_units|cov:" "$build/$name.log" | tail -2 >&2 || true
+    return 1
   fi
+  echo "fuzz: $name: $(grep -E "stat::number_of_executed_units" "$build/$name.log" | tail -1)" >&2
+}
+status=0
+running=0
+# By name, not by globbing $build/fuzz_*: that also matches the fuzz_*.log of an earlier run.
+for name in $targets; do
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit $status
