@@ -165,19 +165,23 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
     app.add_option("--select", select,
                    "compare subtrees: A_PATH:B_PATH (e.g. `state_dict:` for A's state_dict against B's root); a "
-                   "path without ':' selects it on both sides");
+                   "path without ':' selects it on both sides")
+        ->type_name("A_PATH:B_PATH");
     const CLI::Validator nonNegative(
         [](const std::string& text) {
             char* end = nullptr;
             const double v = std::strtod(text.c_str(), &end);
             return end != text.c_str() && *end == '\0' && v >= 0 ? std::string() : "must be a number >= 0";
         },
-        "X >= 0");
+        "");
     app.add_option("--rtol", rtol,
-                   "relative tolerance of allclose (default 1e-5): tensors whose values differ are counted as "
-                   "within it or not, in every report")
+                   "relative tolerance of allclose, a number >= 0 (default 1e-5): tensors whose values "
+                   "differ are counted as within it or not, in every report")
+        ->type_name("X")
         ->check(nonNegative);
-    app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(nonNegative);
+    app.add_option("--atol", atol, "absolute tolerance of allclose, a number >= 0 (default 1e-8)")
+        ->type_name("X")
+        ->check(nonNegative);
     app.add_flag("--strict", strict,
                  "exit 1 on any difference, also in how the same weights are stored (saved device, strides, a "
                  "container's class)");
@@ -186,23 +190,25 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     app.add_flag("--no-align", noAlign, "match keys as written, without taking wrapper prefixes off");
     app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");
     app.add_option("--threads", threads, "threads comparing tensors (default: one per core)")
+        ->type_name("N")
         ->check(CLI::Range(1U, 256U));
     RemoteSession remote;
     remote.addOptions(app);
-    app.footer("Examples:\n"
-               "  ckptscope diff epoch10.pt epoch20.pt\n"
-               "  ckptscope diff model.safetensors https://example.org/model.safetensors   (either side may be a URL)\n"
-               "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
-               "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --summary\n"
-               "  ckptscope diff ddp.pt model.pt --select state_dict: --strict\n"
-               "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
-               "  ckptscope diff llama-shards/ consolidated.safetensors   (a sharded set is one checkpoint)\n"
-               "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
-               "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
-               "against NaN as equal.\n"
-               "Exit codes: 0 the same weights (the same keys, and every tensor with the same dtype, shape and\n"
-               "values; the saved device, strides and a container's class may differ: --strict makes them count),\n"
-               "1 they differ, 2 a file or one of its tensors could not be read, or bad usage.");
+    app.footer(
+        "Examples:\n"
+        "  ckptscope diff epoch10.pt epoch20.pt\n"
+        "  ckptscope diff model.safetensors https://example.org/model.safetensors   (either side may be a URL)\n"
+        "  ckptscope diff ddp.pt model.safetensors --select state_dict:   (a DDP save and its export: exit 0)\n"
+        "  ckptscope diff ddp.pt model.safetensors --select state_dict: --strict   (exit 1: saved on cuda:0 and cpu)\n"
+        "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --summary\n"
+        "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
+        "  ckptscope diff llama-shards/ consolidated.safetensors   (a sharded set is one checkpoint)\n"
+        "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
+        "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
+        "against NaN as equal.\n"
+        "Exit codes: 0 the same weights (the same keys, and every tensor with the same dtype, shape and\n"
+        "values; the saved device, strides and a container's class may differ: --strict makes them count),\n"
+        "1 they differ, 2 a file or one of its tensors could not be read, or bad usage.");
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
