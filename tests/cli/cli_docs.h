@@ -53,6 +53,19 @@ inline std::string italic(const std::string& s)
     return "\\fI" + roff(s) + "\\fR";
 }
 
+// What follows an option's name: " torch|safetensors|dcp" for a closed set, " OUT", or nothing.
+inline std::string valueText(const cli::OptionDef& o)
+{
+    if (!o.choices.empty()) {
+        std::string alternatives;
+        for (const auto& c : o.choices) {
+            alternatives += (alternatives.empty() ? "" : "|") + bold(c);
+        }
+        return " " + alternatives;
+    }
+    return o.value.empty() ? std::string() : " " + italic(o.value);
+}
+
 // "-o OUT", "--format torch|safetensors|dcp", "FILE...": how an option is written in a synopsis.
 inline std::string usage(const cli::OptionDef& o)
 {
@@ -60,17 +73,7 @@ inline std::string usage(const cli::OptionDef& o)
         const std::string name = italic(o.names.front()) + (o.repeatable ? "..." : "");
         return o.required ? name : "[" + name + "]";
     }
-    std::string s = bold(o.names.front());
-    if (!o.choices.empty()) {
-        std::string alternatives;
-        for (const auto& c : o.choices) {
-            alternatives += (alternatives.empty() ? "" : "|") + bold(c);
-        }
-        s += " " + alternatives;
-    } else if (!o.value.empty()) {
-        s += " " + italic(o.value);
-    }
-    return "[" + s + "]" + (o.repeatable ? "..." : "");
+    return "[" + bold(o.names.front()) + valueText(o) + "]" + (o.repeatable ? "..." : "");
 }
 
 inline std::string manSynopsis(const std::vector<cli::CommandDef>& commands)
@@ -107,20 +110,7 @@ inline std::string manOptions(const std::vector<cli::CommandDef>& commands)
             if (o.positional) {
                 s += italic(o.names.front()) + (o.repeatable ? "..." : "") + "\n";
             } else {
-                std::string head;
-                for (const auto& n : o.names) {
-                    head += (head.empty() ? "" : ", ") + bold(n);
-                }
-                if (!o.choices.empty()) {
-                    std::string alternatives;
-                    for (const auto& ch : o.choices) {
-                        alternatives += (alternatives.empty() ? "" : "|") + bold(ch);
-                    }
-                    head += " " + alternatives;
-                } else if (!o.value.empty()) {
-                    head += " " + italic(o.value);
-                }
-                s += head + "\n";
+                s += joined(o.names) + valueText(o) + "\n";
             }
             std::string help = roff(o.help);
             if (!o.needs.empty()) {

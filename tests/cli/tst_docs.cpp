@@ -448,6 +448,56 @@ private Q_SLOTS:
         }
     }
 
+    // The completion works in bash: after each command, `--` offers every option it has, and an
+    // option with a closed set of values offers exactly those. bash-completion's helpers are
+    // stood in for (the script needs nothing else of them).
+    void completionOffersEveryOption()
+    {
+        // (Plain literals: moc misreads raw strings that hold quotes.)
+        std::string script = "_init_completion() { words=(\"${COMP_WORDS[@]}\"); cword=$COMP_CWORD;\n"
+                             "  cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; }\n"
+                             "_filedir() { COMPREPLY=(FILES); }\n"
+                             "complete() { :; }\n"
+                             "source '" +
+                             source("packaging/ckptscope.bash-completion") +
+                             "'\n"
+                             "ask() { COMP_WORDS=(\"$@\"); COMP_CWORD=$(($# - 1)); COMPREPLY=(); _ckptscope; "
+                             "echo \"$2|${COMPREPLY[*]}\"; }\n";
+        for (const auto& c : m_commands) {
+            script += "ask ckptscope " + c.name + " --\n";
+            for (const auto& o : c.options) {
+                if (!o.choices.empty()) {
+                    script += "ask ckptscope " + c.name + " " + o.names.back() + " ''\n";
+                }
+            }
+        }
+        QProcess bash;
+        bash.start(QStringLiteral("bash"), {QStringLiteral("-c"), qs(script)});
+        QVERIFY(bash.waitForFinished(30000));
+        QCOMPARE(bash.exitCode(), 0);
+        const auto answers = lines(bash.readAllStandardOutput().toStdString());
+        std::size_t at = 0;
+        for (const auto& c : m_commands) {
+            QVERIFY(at < answers.size());
+            const auto offered = matches(answers[at++], std::regex(R"(-[^\s|]+)"));
+            for (const auto& o : c.options) {
+                for (const auto& n : o.names) {
+                    QVERIFY2(o.positional || !n.starts_with("--") || offered.contains(n),
+                             (c.name + " -- does not offer " + n).c_str());
+                }
+            }
+            for (const auto& o : c.options) {
+                if (!o.choices.empty()) {
+                    QVERIFY(at < answers.size());
+                    const std::string& a = answers[at++];
+                    const std::set<std::string> got = matches(a.substr(a.find('|') + 1), std::regex(R"([^ ]+)"));
+                    const std::set<std::string> choices(o.choices.begin(), o.choices.end());
+                    QVERIFY2(got == choices, (c.name + " " + o.names.back() + " offers " + listed(got)).c_str());
+                }
+            }
+        }
+    }
+
     // Each --help is CLI11's rendering of the definition: every option in it, -q included, and a
     // command that takes several files says FILE... in its usage line.
     void everyHelpListsEveryOption()
