@@ -324,16 +324,22 @@ void CompareView::showResult(std::shared_ptr<diff::Result> r, std::shared_ptr<co
     m_result = std::move(r);
     m_b = std::move(b);
     const auto& res = *m_result;
-    QString head =
-        tr("<b>A</b> %1 &nbsp; <b>B</b> %2<br>%3: %4 changed, %5 renamed, %6 only in A, %7 only in B, "
-           "%8 equal")
-            .arg(QFileInfo(qs(res.pathA)).fileName().toHtmlEscaped(),
-                 QFileInfo(qs(res.pathB)).fileName().toHtmlEscaped(), res.equal() ? tr("Equal") : tr("Differ"))
-            .arg(res.counts.changed)
-            .arg(res.counts.renamed)
-            .arg(res.counts.onlyA)
-            .arg(res.counts.onlyB)
-            .arg(res.counts.equal);
+    // The verdict `ckptscope diff` gives: how the same weights are stored is no difference in them.
+    const QString verdict = res.verdict() == diff::Verdict::Equal         ? tr("Equal")
+                            : res.verdict() == diff::Verdict::SameWeights ? tr("Same weights, stored differently")
+                                                                          : tr("Differ");
+    const QString changed = res.counts.storedDifferently > 0 ? tr("%1 changed, %2 only in how they are stored;")
+                                                                   .arg(res.counts.changed)
+                                                                   .arg(res.counts.storedDifferently)
+                                                             : tr("%1 changed,").arg(res.counts.changed);
+    QString head = tr("<b>A</b> %1 &nbsp; <b>B</b> %2<br>%3: %4 %5 renamed, %6 only in A, %7 only in B, %8 equal")
+                       .arg(QFileInfo(qs(res.pathA)).fileName().toHtmlEscaped(),
+                            QFileInfo(qs(res.pathB)).fileName().toHtmlEscaped(), verdict)
+                       .arg(changed)
+                       .arg(res.counts.renamed)
+                       .arg(res.counts.onlyA)
+                       .arg(res.counts.onlyB)
+                       .arg(res.counts.equal);
     if (!res.prefixesA.empty() || !res.prefixesB.empty()) {
         head += tr("<br>Wrapper prefixes aligned: A %1, B %2")
                     .arg(qs(res.prefixesA.empty() ? std::string("none") : res.prefixesA.front()).toHtmlEscaped(),

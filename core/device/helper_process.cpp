@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -25,6 +26,15 @@ constexpr std::size_t kMaxLineBytes = 1U << 20;
 constexpr std::uint64_t kMaxStdoutBytes = 64ULL << 20;
 constexpr std::uint64_t kMaxStderrBytes = 64ULL << 20;
 constexpr std::size_t kStderrTailBytes = 64U << 10;
+
+// Every stdout line of a helper is a JSON object with an "event" (testload.h); the helpers keep
+// anything else their libraries print off stdout (protocol::emit), so a line that is not one means
+// the process is not speaking the protocol and nothing it says after can be trusted.
+bool isEventLine(std::string_view line)
+{
+    const auto ev = nlohmann::json::parse(line, nullptr, false);
+    return ev.is_object() && ev.contains("event");
+}
 
 }  // namespace
 
@@ -230,7 +240,13 @@ void HelperProcess::readStdout(std::vector<std::string>& lines)
         if (nl - start > kMaxLineBytes) {
             break;
         }
-        lines.emplace_back(outBuf_, start, nl - start);
+        const std::string_view line(outBuf_.data() + start, nl - start);
+        if (!isEventLine(line)) {
+            overflow_ =
+                "wrote something that is not its protocol to stdout: '" + printable(line, kMessageExcerpt) + "'";
+            return;
+        }
+        lines.emplace_back(line);
     }
     outBuf_.erase(0, start);
     if (outBuf_.size() > kMaxLineBytes && outBuf_.find('\n') > kMaxLineBytes) {

@@ -43,11 +43,14 @@ public:
     // lines will follow (a replay rank waits for "release").
     bool writeLine(const std::string& line, bool more = false);
 
-    // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`; keeps the tail of
-    // stderr. Overflow (see overflow()) once the helper wrote more than the caps allow.
+    // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`, each a protocol
+    // event (a JSON object with "event"); keeps the tail of stderr. Overflow (see overflow()) once
+    // the helper wrote more than the caps allow, or anything on stdout that is not an event: the
+    // caller kills it at once.
     Pump pump(int timeoutMs, std::vector<std::string>& lines);
 
-    // What the helper exceeded ("wrote a line longer than 1.0 MiB to stdout").
+    // What the helper did ("wrote a line longer than 1.0 MiB to stdout", "wrote something that is
+    // not its protocol to stdout: '...'").
     [[nodiscard]] const std::string& overflow() const { return overflow_; }
 
     // True once the helper itself has exited. It is left a zombie, so its process group id cannot

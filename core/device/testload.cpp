@@ -88,9 +88,9 @@ std::uint64_t countField(const json& ev, const char* key)
     throw std::invalid_argument(std::string("\"") + key + "\" is not a count");
 }
 
-// The helper's stdout lines, turned into the report. A line that is not a JSON object with an
-// "event" is counted and otherwise ignored (LibTorch may print to stdout); an event whose fields
-// have the wrong types is an error, never an exception out of here.
+// The helper's stdout lines, turned into the report. Each is an event: HelperProcess ends a helper
+// that writes anything else. An event whose fields have the wrong types is an error, never an
+// exception out of here.
 class EventReader {
 public:
     EventReader(TestloadReport& report, const ProgressFn& progress) : report_(report), progress_(progress) {}
@@ -99,10 +99,7 @@ public:
     Expected<bool> take(const std::string& line)
     {
         const json ev = json::parse(line, nullptr, false);
-        if (ev.is_discarded() || !ev.is_object() || !ev.contains("event")) {
-            if (otherLines_++ == 0) {
-                firstOther_ = printable(line, kMessageExcerpt);
-            }
+        if (!ev.is_object()) {
             return false;
         }
         try {
@@ -117,15 +114,6 @@ public:
 
     [[nodiscard]] bool gotResult() const { return gotResult_; }
     [[nodiscard]] const std::optional<Error>& helperError() const { return error_; }
-    // "; it wrote 3 lines that are not protocol events, the first: ..." or "".
-    [[nodiscard]] std::string otherLinesNote() const
-    {
-        if (otherLines_ == 0) {
-            return {};
-        }
-        return "; its stdout had " + std::to_string(otherLines_) + (otherLines_ == 1 ? " line" : " lines") +
-               " that are not protocol events, the first: '" + firstOther_ + "'";
-    }
 
 private:
     void apply(const json& ev)
@@ -194,8 +182,6 @@ private:
     TestloadProgress prog_;
     bool gotResult_ = false;
     std::optional<Error> error_;
-    std::uint64_t otherLines_ = 0;
-    std::string firstOther_;
 };
 
 }  // namespace
@@ -519,7 +505,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         if (auto last = proc.lastErrLine(); !last.empty()) {
             why += ": " + last;
         }
-        return fail(ErrorCode::LoadFailed, why + events.otherLinesNote(), request.path);
+        return fail(ErrorCode::LoadFailed, why, request.path);
     }
     if (request.verify) {
         if (auto same = compareWithFile(report, request); !same) {

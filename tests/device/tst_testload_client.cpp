@@ -281,9 +281,9 @@ private Q_SLOTS:
         QTest::addColumn<QString>("mode");
         QTest::addColumn<QStringList>("fragments");
         QTest::newRow("not JSON") << QStringLiteral("garbage")
-                                  << QStringList{QStringLiteral("exited with status 0 without a result"),
-                                                 QStringLiteral("its stdout had 5 lines that are not protocol events"),
-                                                 QStringLiteral("this is not the helper you are looking for")};
+                                  << QStringList{QStringLiteral("wrote something that is not its protocol to stdout: "
+                                                                "'this is not the helper you are looking for'; "
+                                                                "killed it")};
         QTest::newRow("wrong types") << QStringLiteral("bad_types")
                                      << QStringList{QStringLiteral("sent a malformed event"),
                                                     QStringLiteral("\"total_bytes\" is not a count")};
@@ -302,6 +302,43 @@ private Q_SLOTS:
             QVERIFY2(msg.contains(f), qPrintable(msg));
         }
         QVERIFY2(std::none_of(raw.begin(), raw.end(), [](char c) { return c < 0x20 || c == 0x7f; }), qPrintable(msg));
+    }
+
+    // A helper that says anything but its protocol and stays is killed at once, with the child it
+    // started, not waited on for the silence timeout (20 s here): text, JSON that is no event, an
+    // escape sequence (quoted printably).
+    void helperOffProtocolIsKilledAtOnce_data()
+    {
+        QTest::addColumn<QByteArray>("line");
+        QTest::addColumn<QString>("quoted");
+        QTest::newRow("text") << QByteArray("Segmentation fault? no: a banner") << QStringLiteral("a banner'");
+        QTest::newRow("JSON, no event") << QByteArray("{\"progress\":1}") << QStringLiteral("'{\"progress\":1}'");
+        QTest::newRow("escape sequence") << QByteArray("\033[2Jcleared") << QStringLiteral("'\\x1b[2Jcleared'");
+    }
+    void helperOffProtocolIsKilledAtOnce()
+    {
+        QFETCH(QByteArray, line);
+        QFETCH(QString, quoted);
+        QTemporaryDir dir;
+        const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
+        qputenv("FAKE_HELPER_MODE", QByteArray("garbage_then_hang"));
+        qputenv("FAKE_HELPER_PIDS", QByteArray(pidFile.c_str()));
+        qputenv("GARBAGE_LINE", line);
+        qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("20"));
+        const auto w = testLoadWatched(fakeRequest(), 30);
+        qunsetenv("GARBAGE_LINE");
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("wrote something that is not its protocol to stdout: '")),
+                 qPrintable(msg));
+        QVERIFY2(msg.contains(quoted + QStringLiteral("; killed it")), qPrintable(msg));
+        QVERIFY2(w.ms < 5000, qPrintable(QString::number(w.ms)));
+        const auto pids = pidsIn(pidFile);
+        QCOMPARE(pids.size(), std::size_t{2});
+        for (const pid_t pid : pids) {
+            QVERIFY2(processGone(pid), qPrintable(QString::number(pid)));
+        }
     }
 
     // A helper that exits 3 without a result, while a child it left holds its pipes open: the

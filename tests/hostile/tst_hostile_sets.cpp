@@ -581,11 +581,11 @@ private Q_SLOTS:
         const QString expected =
             m_gen.filePath(set.startsWith(QStringLiteral("dcp")) ? QStringLiteral("dcp_many_ranks.expected.pt")
                                                                  : set + QStringLiteral(".expected.pt"));
-        const auto d = run({"diff", s(out), s(expected)});
+        const auto d = run({"diff", "--strict", s(out), s(expected)});
         QVERIFY2(d.rc == 0, qPrintable(describe(d) + QString::fromUtf8(d.out.left(600))));
         QFile::remove(out);
         // And diff reads the set itself past the limit too (a Hugging Face set held every shard open).
-        const auto inPlace = run({"diff", s(dir), s(expected)}, 120000);
+        const auto inPlace = run({"diff", "--strict", s(dir), s(expected)}, 120000);
         qInfo("%s diff: %s", qPrintable(set), qPrintable(describe(inPlace)));
         QVERIFY2(inPlace.rc == 0, qPrintable(describe(inPlace) + QString::fromUtf8(inPlace.out.left(600))));
     }

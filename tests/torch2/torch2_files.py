@@ -507,7 +507,7 @@ def check_export(tool, path, work):
     compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
     check_convert(errors, tool, pt2, work, model)
     # diff compares the archive as its state dict: equal to the model's.
-    r = subprocess.run([tool, "diff", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
+    r = subprocess.run([tool, "diff", "--strict", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
                        text=True)
     if r.returncode != 0:
         errors.append(f"diff against the model's state_dict(): exit {r.returncode}: {r.stdout.strip()[-300:]}")
