@@ -4,6 +4,7 @@
 #include "dialogs.h"
 #include "histogramwidget.h"
 #include "jobtracker.h"
+#include "screenfit.h"
 #include "text.h"
 
 #include <QCheckBox>
@@ -490,7 +491,11 @@ QSize compareWindowSize(const QWidget* parent)
 
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
 {
-    const auto names = dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter());
+    // The dialog starts beside A (a file's folder, a set's), where its other versions usually are.
+    const QFileInfo first(a ? qs(a->path) : QString());
+    const QString folder = first.exists() ? first.absolutePath() : QString();
+    const auto names =
+        dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter(), folder);
     if (names.isEmpty() || !a) {
         return nullptr;
     }
@@ -500,6 +505,9 @@ CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
     view->setWindowTitle(CompareView::tr("Compare %1 with %2")
                              .arg(QFileInfo(qs(a->path)).fileName(), QFileInfo(names.front()).fileName()));
     view->resize(compareWindowSize(parent));
+    // Over the main window and on its screen: left to the window manager, it went to y=335 with its
+    // 680 pixels on a 1000-pixel screen, its buttons below the edge.
+    placeOver(view, parent);
     view->show();
     view->compareWith(names.front());
     return view;
