@@ -95,7 +95,7 @@ QString elidedKey(const QString& key, const QFontMetrics& metrics, int width)
     // "…0.self_attn.q_proj.weight").
     const qsizetype core = coreStart(segments);
     for (qsizetype drop = 1; drop <= core; ++drop) {
-        const QString shorter = kEllipsis + segments.mid(drop).join(QLatin1Char('.'));
+        QString shorter = kEllipsis + segments.mid(drop).join(QLatin1Char('.'));
         if (metrics.horizontalAdvance(shorter) <= width) {
             return shorter;
         }
@@ -106,7 +106,9 @@ QString elidedKey(const QString& key, const QFontMetrics& metrics, int width)
     if (core > 0 && core + 1 < segments.size()) {
         const QString index = kEllipsis + segments[core] + QLatin1Char('.');
         const int room = width - metrics.horizontalAdvance(index);
-        if (room >= last) {
+        // The last segment whole; a last segment too long for that ("num_batches_tracked") keeps its
+        // end, still after the index ("…bn1.…es_tracked").
+        if (room >= std::min(last, metrics.horizontalAdvance(kEllipsis + QStringLiteral("xxxxxx")))) {
             return index + metrics.elidedText(segments.mid(core + 1).join(QLatin1Char('.')), Qt::ElideLeft, room);
         }
     }

@@ -1,5 +1,6 @@
 #include "compareview.h"
 
+#include "columnfit.h"
 #include "diagnose/values.h"
 #include "dialogs.h"
 #include "histogramwidget.h"
@@ -222,6 +223,10 @@ CompareView::CompareView(CheckpointPtr a, QWidget* parent)
     m_tree->header()->resizeSection(ColKeyA, 260);
     m_tree->header()->resizeSection(ColKeyB, 220);
     m_tree->header()->resizeSection(ColStatus, 100);
+    // Keys are cut as the main tree cuts them, keeping their layer's index and last segment.
+    for (const int column : {ColKeyA, ColKeyB}) {
+        m_tree->setItemDelegateForColumn(column, new KeyNameDelegate(m_tree));
+    }
 
     auto* top = new QHBoxLayout;
     top->addWidget(m_header, 1);

@@ -78,7 +78,7 @@ bool canWriteIn(const QString& folder)
 QString writableFallbackFolder()
 {
     for (const auto location : {QStandardPaths::DownloadLocation, QStandardPaths::DocumentsLocation}) {
-        const QString dir = QStandardPaths::writableLocation(location);
+        QString dir = QStandardPaths::writableLocation(location);
         if (!dir.isEmpty() && QFileInfo(dir).isDir() && canWriteIn(dir)) {
             return dir;
         }
@@ -183,7 +183,9 @@ void ExportPanel::buildUi()
     m_planViewport = m_planTable->viewport();
     m_planViewport->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
-    for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After}) {
+    // Detail too: its notes name calls and keys ("load_state_dict") longer than the column, which
+    // were cut mid-word ("load_s…_dict").
+    for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After, PlanModel::Detail}) {
         m_planTable->setItemDelegateForColumn(column, new BreakableKeyDelegate(m_planTable));
     }
     connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
@@ -542,7 +544,9 @@ void ExportPanel::revealResult()
 {
     for (QWidget* w = parentWidget(); w != nullptr; w = w->parentWidget()) {
         if (auto* area = qobject_cast<QScrollArea*>(w)) {
-            area->ensureWidgetVisible(m_result);
+            // The output, its buttons and the result head the panel: shown together.
+            area->ensureVisible(0, 0, 0, 0);
+            area->ensureWidgetVisible(m_result, 0, 0);
             return;
         }
     }

@@ -35,8 +35,9 @@ FolderFilesPanel::FolderFilesPanel(QWidget* parent)
     m_list->setUniformRowHeights(true);
     m_list->setTextElideMode(Qt::ElideMiddle);
     m_list->header()->setStretchLastSection(false);
-    m_list->header()->setSectionResizeMode(File, QHeaderView::Stretch);
-    m_list->header()->setSectionResizeMode(Role, QHeaderView::ResizeToContents);
+    // The file names whole (what the user opens), what each is in the rest.
+    m_list->header()->setSectionResizeMode(File, QHeaderView::ResizeToContents);
+    m_list->header()->setSectionResizeMode(Role, QHeaderView::Stretch);
     m_list->header()->setSectionResizeMode(Size, QHeaderView::ResizeToContents);
     m_open->setObjectName(QStringLiteral("openFolderFileButton"));
     m_open->setEnabled(false);
@@ -80,7 +81,7 @@ void FolderFilesPanel::setDocument(const DocumentPtr& doc)
         item->setText(File, name);
         item->setToolTip(File, info.absoluteFilePath());
         item->setData(File, kPathRole, info.absoluteFilePath());
-        item->setText(Role, name == model ? tr("%1 (shown in this tab)").arg(qs(member.role)) : qs(member.role));
+        item->setText(Role, name == model ? tr("%1, shown here").arg(qs(member.role)) : qs(member.role));
         item->setData(File, kShownRole, name == model);
         if (name == model) {
             QFont bold = item->font(File);

@@ -286,7 +286,10 @@ void MainWindow::buildMenus()
         openFiles(names);
     });
     open->setObjectName(QStringLiteral("openAction"));
-    open->setShortcut(QKeySequence::Open);
+    // The keys are spelled out: a desktop's standard keys differ (QKeySequence::Close is Ctrl+W on one,
+    // Ctrl+F4 and Ctrl+W on another, QKeySequence::Quit nothing on a third), and the README and Help
+    // list these.
+    open->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_O));
     // Sets (a sharded folder, DCP, ZeRO) are folders, which a file dialog cannot pick.
     auto* openFolder = file->addAction(tr("Open &Folder…"), this, [this] {
         const QString folder = dialogs::openFolder(this, tr("Open a checkpoint folder"), dialogFolder());
@@ -329,10 +332,10 @@ void MainWindow::buildMenus()
     compare->setObjectName(QStringLiteral("compareAction"));
     m_fileTabActions << compare;
     auto* close = file->addAction(tr("&Close Tab"), this, [this] { closeTab(m_tabs->currentIndex()); });
-    close->setShortcuts(QKeySequence::Close);  // Ctrl+W and Ctrl+F4 on every desktop
+    close->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));
     file->addSeparator();
     auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
-    quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));  // QKeySequence::Quit is empty on some desktops
+    quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
 
     auto* view = menuBar()->addMenu(tr("&View"));
     auto* filter = view->addAction(tr("&Filter Keys"), this, [this] {
@@ -341,7 +344,7 @@ void MainWindow::buildMenus()
         }
     });
     filter->setObjectName(QStringLiteral("filterAction"));
-    filter->setShortcut(QKeySequence::Find);
+    filter->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
     view->addSeparator();
     // Window shortcuts: a tree or a field with the focus would otherwise take Ctrl+PgDown itself.
     auto* next = view->addAction(tr("&Next Tab"), this, [this] { switchTab(1); });
@@ -417,7 +420,7 @@ void MainWindow::buildHelpMenu()
     auto* help = menuBar()->addMenu(tr("&Help"));
     auto* guide = help->addAction(tr("&Guide"), this, [this] { help::showGuide(this); });
     guide->setObjectName(QStringLiteral("guideAction"));
-    guide->setShortcut(QKeySequence::HelpContents);
+    guide->setShortcut(QKeySequence(Qt::Key_F1));
     help->addAction(tr("&Keyboard Shortcuts"), this, [this] { help::showShortcuts(this, menuBar()); })
         ->setObjectName(QStringLiteral("shortcutsAction"));
     help->addAction(tr("Where the &Documentation Is"), this, [this] { help::showDocumentation(this); })

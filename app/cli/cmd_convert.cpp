@@ -362,7 +362,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!a.output.empty() && !a.dryRun && !shardBytes && (a.format == "safetensors" || a.format == "torch")) {
         if (const auto clash = write::extensionMismatch(a.output, a.format == "safetensors")) {
             err << "ckptscope convert: " << displayText(clash->message) << "; nothing written: name it "
-                << displayText(clash->agreeing) << ", or give the --format its name says\n";
+                << displayText(clash->agreeing) << ", or give --format "
+                << (a.format == "safetensors" ? "torch" : "safetensors") << "\n";
             return kExitBadInput;
         }
     }
