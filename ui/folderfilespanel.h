@@ -5,39 +5,24 @@
 #pragma once
 
 #include "document.h"
-
-#include <QWidget>
-
-class QLabel;
-class QPushButton;
-class QTreeWidget;
+#include "filelistpanel.h"
 
 namespace ckpt::ui {
 
-class FolderFilesPanel : public QWidget {
+class FolderFilesPanel : public FileListPanel {
     Q_OBJECT
 public:
     enum Column { File, Role, Size };
     explicit FolderFilesPanel(QWidget* parent = nullptr);
     // `doc`'s checkpoint was opened from a model folder (Checkpoint::folder).
     void setDocument(const DocumentPtr& doc);
-    [[nodiscard]] QTreeWidget* list() const { return m_list; }
-    [[nodiscard]] QPushButton* openButton() const { return m_open; }
-    [[nodiscard]] int count() const;
+    using FileListPanel::openButton;
     // Whether `name` (a member of the folder) opens as a checkpoint of its own: a torch or
     // safetensors file, not a JSON config.
     [[nodiscard]] static bool opensAsCheckpoint(const QString& name);
 
-Q_SIGNALS:
-    void openFileRequested(const QString& path);
-
-private:
-    void selectionChanged();
-    void openSelected();
-
-    QLabel* m_header;
-    QTreeWidget* m_list;
-    QPushButton* m_open;
+protected:
+    [[nodiscard]] bool opens(const QTreeWidgetItem* item, QString& tip) const override;
 };
 
 }  // namespace ckpt::ui

@@ -8,6 +8,7 @@
 #include "columnfit.h"
 #include "compareview.h"
 #include "dialogs.h"
+#include "document.h"
 #include "documentview.h"
 #include "exportpanel.h"
 #include "findingspanel.h"
@@ -719,6 +720,40 @@ private Q_SLOTS:
             }
         }
         QVERIFY(found);
+    }
+
+    // 10. Plan cells were cut mid-word ("load_s…_dict"): a name longer than its column breaks after
+    // '.', '/' or '_' in Detail too, and its row is as tall as the lines it takes.
+    void planCellsBreakLongNamesInsteadOfCuttingThem()
+    {
+        auto doc = loadDocument(uitest::fixture("whole_model.pt").toStdString());
+        QVERIFY(doc);
+        ExportPanel panel;
+        panel.resize(380, 700);
+        panel.show();
+        QSignalSpy planned(&panel, &ExportPanel::planReady);
+        panel.setDocument(*doc);
+        QVERIFY(planned.wait(20000));
+        auto* table = panel.findChild<QTableView*>(QStringLiteral("planTable"));
+        QVERIFY(table->itemDelegateForColumn(PlanModel::Detail) != nullptr);
+        const int width = table->columnWidth(PlanModel::Detail) - 8;
+        const QFontMetrics fm = table->fontMetrics();
+        bool named = false;
+        for (int r = 0; r < table->model()->rowCount(); ++r) {
+            QString text = table->model()->index(r, PlanModel::Detail).data().toString();
+            named = named || text.contains(QStringLiteral("load_state_dict"));
+            for (const QChar c : {QLatin1Char('.'), QLatin1Char('/'), QLatin1Char('_')}) {
+                text.replace(c, QString(c) + QChar(0x200B));
+            }
+            // Every piece between break points fits the column, so nothing is elided...
+            for (const auto& piece : QString(text).replace(QChar(0x200B), QLatin1Char(' ')).split(u' ')) {
+                QVERIFY2(fm.horizontalAdvance(piece) <= width, qPrintable(piece));
+            }
+            // ...and the row shows every line.
+            const int need = fm.boundingRect(QRect(0, 0, width, 100000), Qt::TextWordWrap, text).height();
+            QVERIFY2(table->rowHeight(r) >= need, qPrintable(text));
+        }
+        QVERIFY(named);
     }
 
     // 10. The Strip prefixes field showed only the end of its list.
