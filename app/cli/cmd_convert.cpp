@@ -357,16 +357,6 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         shardBytes = *parsed;
     }
     a.output = outputPath(a);
-    // An explicit --format that the output's name contradicts (`-o llama.pt --format safetensors`)
-    // writes a file that its readers refuse and that `check` calls fine: refused, nothing written.
-    if (!a.output.empty() && !a.dryRun && !shardBytes && (a.format == "safetensors" || a.format == "torch")) {
-        if (const auto clash = write::extensionMismatch(a.output, a.format == "safetensors")) {
-            err << "ckptscope convert: " << displayText(clash->message) << "; nothing written: name it "
-                << displayText(clash->agreeing) << ", or give --format "
-                << (a.format == "safetensors" ? "torch" : "safetensors") << "\n";
-            return kExitBadInput;
-        }
-    }
     // A file of the set being read (a shard, the index, `latest`, a rank file, a .distcp) is never
     // an output, however the set was named (folder, index, shard) and whatever the edits: the
     // input-is-output check below sees only what was named. A folder output (a split, a
@@ -374,6 +364,16 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!isRemote && !a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
             printError(err, ok.error());
+            return kExitBadInput;
+        }
+    }
+    // An explicit --format that the output's name contradicts (`-o llama.pt --format safetensors`)
+    // writes a file that its readers refuse and that `check` calls fine: refused, nothing written.
+    if (!a.output.empty() && !a.dryRun && !shardBytes && (a.format == "safetensors" || a.format == "torch")) {
+        if (const auto clash = write::extensionMismatch(a.output, a.format == "safetensors")) {
+            err << "ckptscope convert: " << displayText(clash->message) << "; nothing written: name it "
+                << displayText(clash->agreeing) << ", or give --format "
+                << (a.format == "safetensors" ? "torch" : "safetensors") << "\n";
             return kExitBadInput;
         }
     }
