@@ -1,9 +1,11 @@
 #include "compareview.h"
 
+#include "columnfit.h"
 #include "diagnose/values.h"
 #include "dialogs.h"
 #include "histogramwidget.h"
 #include "jobtracker.h"
+#include "screenfit.h"
 #include "text.h"
 
 #include <QCheckBox>
@@ -221,6 +223,10 @@ CompareView::CompareView(CheckpointPtr a, QWidget* parent)
     m_tree->header()->resizeSection(ColKeyA, 260);
     m_tree->header()->resizeSection(ColKeyB, 220);
     m_tree->header()->resizeSection(ColStatus, 100);
+    // Keys are cut as the main tree cuts them, keeping their layer's index and last segment.
+    for (const int column : {ColKeyA, ColKeyB}) {
+        m_tree->setItemDelegateForColumn(column, new KeyNameDelegate(m_tree));
+    }
 
     auto* top = new QHBoxLayout;
     top->addWidget(m_header, 1);
@@ -496,7 +502,11 @@ QSize compareWindowSize(const QWidget* parent)
 
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
 {
-    const auto names = dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter());
+    // The dialog starts beside A (a file's folder, a set's), where its other versions usually are.
+    const QFileInfo first(a ? qs(a->path) : QString());
+    const QString folder = first.exists() ? first.absolutePath() : QString();
+    const auto names =
+        dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter(), folder);
     if (names.isEmpty() || !a) {
         return nullptr;
     }
@@ -506,6 +516,9 @@ CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
     view->setWindowTitle(CompareView::tr("Compare %1 with %2")
                              .arg(QFileInfo(qs(a->path)).fileName(), QFileInfo(names.front()).fileName()));
     view->resize(compareWindowSize(parent));
+    // Over the main window and on its screen: left to the window manager, it went to y=335 with its
+    // 680 pixels on a 1000-pixel screen, its buttons below the edge.
+    placeOver(view, parent);
     view->show();
     view->compareWith(names.front());
     return view;

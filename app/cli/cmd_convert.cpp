@@ -385,6 +385,16 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
             return kExitBadInput;
         }
     }
+    // An explicit --format that the output's name contradicts (`-o llama.pt --format safetensors`)
+    // writes a file that its readers refuse and that `check` calls fine: refused, nothing written.
+    if (!a.output.empty() && !a.dryRun && !shardBytes && (a.format == "safetensors" || a.format == "torch")) {
+        if (const auto clash = write::extensionMismatch(a.output, a.format == "safetensors")) {
+            err << "ckptscope convert: " << displayText(clash->message) << "; nothing written: name it "
+                << displayText(clash->agreeing) << ", or give --format "
+                << (a.format == "safetensors" ? "torch" : "safetensors") << "\n";
+            return kExitBadInput;
+        }
+    }
     // A folder, index or shard of a multi-file checkpoint is consolidated by core/sharded as it
     // stands straight into the output; otherwise the edits below read it opened as one checkpoint,
     // in place.

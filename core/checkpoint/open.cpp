@@ -127,7 +127,49 @@ std::optional<std::string> torch7FirstObject(Bytes b)
     return "a Lua table of " + std::to_string(*entries) + (*entries == 1 ? " entry" : " entries");
 }
 
-std::optional<Error> sniffNonCheckpoint(Bytes b)
+// A file of text (a config, a README, /etc/hostname) named where a checkpoint is taken: no
+// checkpoint is text, past a protocol-0 pickle, which the legacy reader tries first. The whole of a
+// small file, else its first 4 KiB, must be printable UTF-8 or whitespace. The error quotes the
+// start of its first line.
+std::optional<Error> textFileError(Bytes b)
+{
+    constexpr std::size_t kLooked = 4096;
+    constexpr std::size_t kQuoted = 48;
+    std::string_view text = asText(b.first(std::min(b.size(), kLooked)));
+    if (text.empty()) {
+        return std::nullopt;
+    }
+    const bool controls = std::any_of(text.begin(), text.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return (u < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f') || u == 0x7f;
+    });
+    // A multi-byte character cut by the 4 KiB window is still text.
+    std::string_view whole = text;
+    for (int cut = 0; cut < 3 && b.size() > kLooked && !isValidUtf8(whole); ++cut) {
+        whole.remove_suffix(1);
+    }
+    if (controls || !isValidUtf8(whole)) {
+        return std::nullopt;
+    }
+    const std::size_t start = text.find_first_not_of(" \t\r\n\f");
+    if (start == std::string_view::npos) {
+        return fail(ErrorCode::NotCheckpoint, "is a text file of blank lines, not a PyTorch checkpoint");
+    }
+    const std::string_view line = text.substr(start, text.find_first_of("\r\n", start) - start);
+    std::string quoted(line.substr(0, kQuoted));
+    while (!isValidUtf8(quoted)) {  // not inside a character
+        quoted.pop_back();
+    }
+    if (quoted.size() < line.size()) {
+        quoted += "…";
+    }
+    return fail(ErrorCode::NotCheckpoint,
+                "is a text file, not a PyTorch checkpoint (it begins \"" + displayText(quoted) + "\")");
+}
+
+// `named`: the bytes are a file the user named, whose text an error may quote (an item inside a
+// file could be any file's bytes).
+std::optional<Error> sniffNonCheckpoint(Bytes b, bool named)
 {
     if (b.empty()) {
         return fail(
@@ -177,8 +219,12 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
                         "(torchfile.load) and torch.save the tensors");
     }
     // Shorter than any checkpoint: a zip's end record alone is 22 bytes, a legacy stream's magic
-    // number pickle 11, a safetensors header at least 10.
+    // number pickle 11, a safetensors header at least 10. Text that short is a text file (a
+    // hostname), not a cut-off checkpoint.
     if (constexpr std::size_t kShortest = 10; b.size() < kShortest) {
+        if (auto isText = named ? textFileError(b) : std::nullopt) {
+            return isText;
+        }
         return fail(ErrorCode::Truncated,
                     "is " + std::string(b.size() == 1 ? "1 byte" : std::to_string(b.size()) + " bytes") +
                         ", shorter than any checkpoint: truncated (an interrupted save or "
@@ -909,7 +955,7 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         }
     }
     if (!zip && !safetensors && !tar) {
-        if (auto e = sniffNonCheckpoint(data)) {
+        if (auto e = sniffNonCheckpoint(data, file != nullptr)) {
             return withPath(*e);
         }
     }
@@ -929,12 +975,21 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         loaded = detail::loadTorchTar(*c, budget);
     } else if (startsLikeLegacyStream(data)) {
         loaded = loadLegacy(*c, budget);
+        // A text file that starts with 'L', 'I' or '(' is no protocol-0 pickle: say what it is.
+        if (!loaded && c->file) {
+            if (auto text = textFileError(data)) {
+                return withPath(*text);
+            }
+        }
     } else {
+        if (auto text = c->file ? textFileError(data) : std::nullopt) {
+            return withPath(*text);
+        }
         // The first bytes help with a file the user named; an item inside a file (a DCP chunk at a
         // crafted offset) could be any file's bytes, so its error shows none.
         return withPath(fail(ErrorCode::NotCheckpoint,
                              "is not a PyTorch checkpoint: no zip, legacy-torch or safetensors signature" +
-                                 (file ? " (first bytes: " + hexPrefix(data) + ")" : std::string())));
+                                 (c->file ? " (first bytes: " + hexPrefix(data) + ")" : std::string())));
     }
     return finishRead(std::move(c), budget, std::move(loaded), name);
 }
@@ -1217,6 +1272,14 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path)
                             "that only the folder's .metadata locates, not one checkpoint; open its folder (ckptscope "
                             "inspect " +
                                 displayText(dir.empty() ? std::string(".") : dir) + ")");
+        e.path = path;
+        return e;
+    }
+    // Sets and model folders were tried: an empty folder is said to be one, in plain words.
+    if (std::error_code ec; std::filesystem::is_directory(path, ec) &&
+                            std::filesystem::directory_iterator(path, ec) == std::filesystem::directory_iterator() &&
+                            !ec) {
+        Error e = makeError(ErrorCode::NotCheckpoint, "is an empty folder: there is no checkpoint in it");
         e.path = path;
         return e;
     }

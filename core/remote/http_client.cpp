@@ -2,6 +2,7 @@
 
 #include "remote/location.h"
 #include "remote/reply_parse.h"
+#include "util/bytes.h"
 
 #include <algorithm>
 #include <cctype>
@@ -214,7 +215,11 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         if (x.status == kStatusOk && x.successStatus == kStatusPartial && !x.headersChecked && x.onHeaders) {
             x.headersChecked = true;
             x.abort = x.onHeaders(x);
-            return 0;
+            // onHeaders takes the whole file a range asked for all of by making 200 the success.
+            if (x.abort || x.successStatus != kStatusOk) {
+                return 0;
+            }
+            return onBody(data, size, n, user);
         }
         if (x.errorBody.size() >= kErrorBodyCap) {
             return 0;  // enough of an error page; an endless one ends here
@@ -476,10 +481,23 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
     std::optional<ContentRange> got;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (e.status == kStatusOk) {
+            const auto length = parseNumber(e.header("content-length"));
+            stats_->wholeFileBytes.store(length.value_or(0), std::memory_order_relaxed);
+            // A file no longer than the range asked for all of (the first request's 64 KiB): the
+            // whole file is the answer the range would have been, and it is arriving. Kept.
+            const bool all = range.kind == ByteRange::Kind::Suffix || range.offset == 0;
+            if (length && *length > 0 && *length <= range.length && all && !identity) {
+                got = ContentRange{0, *length - 1, *length};
+                identity = FileIdentity{*length, e.header("etag")};
+                e.bodyLimit = *length;
+                e.successStatus = kStatusOk;
+                return std::nullopt;
+            }
             return makeError(ErrorCode::Unsupported,
                              std::string(kNoRangesMessage) + " (it answered " + rangeText(range) +
-                                 " with the whole file); ckptscope reads remote files only from servers that do, "
-                                 "or whole with --download");
+                                 " with the whole file" + (length ? ", " + humanBytes(*length) : std::string()) +
+                                 "); ckptscope reads remote files only from servers that do, or whole with "
+                                 "--download");
         }
         got = parseContentRange(e.header("content-range"));
         if (!got) {

@@ -46,6 +46,9 @@ struct HttpOptions {
 struct TransferStats {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> bytesRead{0};
+    // The size a server that answered a range request with the whole file gave for it (its
+    // Content-Length; 0 when it gave none): what a whole download would take (the window says so).
+    std::atomic<std::uint64_t> wholeFileBytes{0};
     // Called as body bytes arrive (several times a second at most is the caller's to decide), with
     // the bytes received so far by this run: the command line's progress line.
     std::function<void(std::uint64_t)> progress;

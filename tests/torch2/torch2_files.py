@@ -461,9 +461,14 @@ def check_index(errors, mine, want, prefix=""):
 def check_refused(errors, tool, path, code):
     """The default torch.load refuses the archive, and `check` says why with `code`."""
     _, refused = default_load(path)
-    codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
+    findings = json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]
+    codes = [f["code"] for f in findings]
     if refused is None or code not in codes or "not-weights-only" in codes:
         errors.append(f"check: findings {codes}, the default torch.load {refused or 'reads it'}")
+    # A package's users have no docs/ folder: a finding explains itself, never cites one.
+    cited = [f["code"] for f in findings if "docs/" in f["title"] + f["detail"]]
+    if cited:
+        errors.append(f"check: findings {cited} cite the project's docs/, which users of the package do not have")
 
 
 def check_convert(errors, tool, path, work, want):
