@@ -289,6 +289,8 @@ ojson replayJson(const device::ReplayReport& r)
         devices.push_back(ojson{{"device", d.device},
                                 {"uuid", d.uuid},
                                 {"contexts", d.contexts},
+                                {"context_bytes", d.contextBytes},
+                                {"context_source", d.contextSource},
                                 {"weight_copies", d.weightCopies},
                                 {"expected_bytes", d.expectedBytes},
                                 {"measured_peak_bytes", d.measuredPeakBytes}});

@@ -3,6 +3,7 @@
 #include "util/printable.h"
 
 #include <iostream>
+#include <mutex>
 
 namespace ckpt::device::protocol {
 
@@ -48,7 +49,11 @@ ErrorCode codeFromName(std::string_view name)
 
 void emit(const json& event)
 {
-    std::cout << event.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
+    // Whole lines even when a heartbeat thread speaks too (the CUDA engine's start-up).
+    static std::mutex mutex;
+    const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace);
+    const std::lock_guard lock(mutex);
+    std::cout << line << '\n' << std::flush;
 }
 
 int emitError(ErrorCode code, const std::string& message)
