@@ -577,6 +577,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (!inventory.gpuNote.empty()) {
             j["gpu_note"] = inventory.gpuNote;
         }
+        if (!inventory.unreachableNote.empty()) {
+            j["gpus_left_out"] = inventory.unreachableNote;
+        }
         if (!inventory.cudaNote.empty()) {
             j["cuda_note"] = inventory.cudaNote;
         }
@@ -593,6 +596,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';
+        }
+        if (!inventory.unreachableNote.empty()) {
+            out << "GPUs: " << inventory.unreachableNote << '\n';
         }
         printReport(out, file, *report);
         if (verify) {

@@ -141,6 +141,14 @@ class TestCudaEngine : public QObject {
         QFile f(m_machine->filePath(QStringLiteral("calls.log")));
         return f.open(QIODevice::ReadOnly) ? QString::fromUtf8(f.readAll()) : QString();
     }
+    static ReplayRequest replayOf(const QString& file, int ranks, int holdMs = 800)
+    {
+        ReplayRequest r;
+        r.path = file.toStdString();
+        r.ranks = ranks;
+        r.hold = std::chrono::milliseconds(holdMs);
+        return r;
+    }
     TestloadRequest request(const QString& file, const char* device) const
     {
         TestloadRequest r;
@@ -351,11 +359,8 @@ private Q_SLOTS:
     void ddpReplayPilesUpOnGpu0()
     {
         newMachine("4096,4096", 32);
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 4;
+        auto req = replayOf(m_small, 4, 200);
         req.interval = std::chrono::milliseconds(5);
-        req.hold = std::chrono::milliseconds(200);
         int reported = 0;
         auto r = ddpReplay(req, [&](int loaded) { reported = loaded; });
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
@@ -395,10 +400,7 @@ private Q_SLOTS:
     void ddpReplayOnOneGpu()
     {
         newMachine("4096", 32);
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 3;
-        req.hold = std::chrono::milliseconds(100);
+        auto req = replayOf(m_small, 3, 100);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->devices.size(), std::size_t{1});
@@ -635,10 +637,7 @@ private Q_SLOTS:
     {
         newMachine("4096", 32);
         qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("1.5"));
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 2;
-        req.hold = std::chrono::milliseconds(3000);
+        auto req = replayOf(m_small, 2, 3000);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("soon"));
@@ -653,10 +652,7 @@ private Q_SLOTS:
     {
         newMachine("4096,4096", 32);
         qputenv("CUDA_VISIBLE_DEVICES", QByteArray("1"));
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 2;
-        req.hold = std::chrono::milliseconds(200);
+        auto req = replayOf(m_small, 2, 200);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->ranks[1].device, std::string("cuda:0"));
@@ -672,10 +668,7 @@ private Q_SLOTS:
     void replayOutOfMemoryKeepsTheTable()
     {
         newMachine("160", 32);
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 3;
-        req.hold = std::chrono::milliseconds(300);
+        auto req = replayOf(m_small, 3, 300);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->failedRanks, 1);
@@ -733,10 +726,7 @@ private Q_SLOTS:
     {
         newMachine("4096", 32);
         qputenv("CKPTSCOPE_NVML_LIBRARY", QByteArray(FAKE_NVML_R535_43_PATH));
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 25;
-        req.hold = std::chrono::milliseconds(100);
+        auto req = replayOf(m_small, 25, 100);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->failedRanks, 0);
@@ -773,10 +763,7 @@ private Q_SLOTS:
         newMachine("4096", 32);
         qputenv("FAKE_NVML_PID_OFFSET", QByteArray("100000"));
         qputenv("FAKE_CUDA_CONTEXT_DELAY_US", QByteArray("400000"));
-        ReplayRequest req;
-        req.path = m_small.toStdString();
-        req.ranks = 4;
-        req.hold = std::chrono::milliseconds(200);
+        auto req = replayOf(m_small, 4, 200);
         auto r = ddpReplay(req, {});
         QVERIFY2(r, r ? "" : r.error().describe().c_str());
         QCOMPARE(r->devices.size(), std::size_t{1});
@@ -796,9 +783,7 @@ private Q_SLOTS:
     void replayOfAFileSavedOnAGpuThisMachineLacks()
     {
         newMachine("4096", 32);
-        ReplayRequest req;
-        req.path = m_on1.toStdString();
-        req.ranks = 4;
+        const auto req = replayOf(m_on1, 4);
         auto r = ddpReplay(req, {});
         QVERIFY(!r);
         QCOMPARE(r.error().code, ErrorCode::DeviceUnavailable);
@@ -888,6 +873,22 @@ private Q_SLOTS:
         QCOMPARE(second.cudaCount(), 1);
         QCOMPARE(second.devices[1].uuid, std::string("MIG-GPU-01000000-0000-0000-0000-000000000000/2/0"));
         QCOMPARE(second.devices[1].mig, 1);
+    }
+
+    // Another job's GPU under Slurm's cgroups: NVML counts it, cannot open it, and CUDA does not see
+    // it. The command names it apart rather than listing a nameless GPU of 0 B.
+    void gpusLeftOutAreNamed()
+    {
+        newMachine("1024,2048,4096");
+        qputenv("FAKE_GPU_NO_ACCESS", QByteArray("1"));
+        const auto cli = test::ckptscope({"testload", m_small.toStdString(), "--device", "cuda:1", "--json"});
+        QVERIFY2(cli.rc == 0, (cli.err + cli.out).c_str());
+        const auto j = nlohmann::json::parse(cli.out);
+        QCOMPARE(j["gpus"].size(), std::size_t{3});  // the CPU and the two GPUs this job may open
+        QCOMPARE(j["gpus"][2]["nvml_index"].get<int>(), 2);
+        QCOMPARE(j["device_uuid"].get<std::string>(), j["gpus"][2]["uuid"].get<std::string>());
+        const auto left = j.value("gpus_left_out", std::string());
+        QVERIFY2(left.find("GPU 1") != std::string::npos, left.c_str());
     }
 
     // cuInit can take seconds (many GPUs, persistence mode off): the engine says it is starting, so a
