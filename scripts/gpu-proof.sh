@@ -41,7 +41,9 @@
 #      (context_source nvml-process), and the per-rank context must match what nvidia-smi shows per
 #      process (sampled every 100 ms while the ranks hold); then 8 ranks with NVML reporting every PID
 #      as foreign (a container without PID translation): the context measured as the device's rise
-#      shared among the ranks (device-rise), again against nvidia-smi's per-process figure;
+#      shared among the ranks (device-rise), again against nvidia-smi's per-process figure; and a file
+#      of 100 64 KiB tensors, bare and with foreign PIDs: the fallback's peak (driver-meminfo, the
+#      driver packing small allocations into shared pages) against NVML's own figure;
 #  12. allocator settings written with spaces, lists and the keys the model learned (issue 42),
 #      predicted against a fresh torch.load's memory_reserved in the same run, or torch's own refusal.
 set -uo pipefail
@@ -263,6 +265,21 @@ PY
     replay_against_smi bare 30
     echo "== 11b. the same with NVML reporting every PID as foreign (8 ranks: the device-rise fallback)"
     replay_against_smi foreign 8 CKPTSCOPE_NVML_LIBRARY="$bin/libnvml-foreign.so"
+    echo "== 11c. 100 small tensors with every PID foreign: the peak from the driver's pages (driver-meminfo)"
+    "$py" -c 'import sys, torch; torch.save({f"t{i}": torch.ones(16384) for i in range(100)}, sys.argv[1])' "$w/tiny.pt"
+    "$bin/ckptscope" testload "$w/tiny.pt" --device cuda:0 --json >"$out/tiny_bare.json"
+    CKPTSCOPE_NVML_LIBRARY="$bin/libnvml-foreign.so" "$bin/ckptscope" testload "$w/tiny.pt" --device cuda:0 --json \
+        >"$out/tiny_foreign.json"
+    "$py" - "$out/tiny_bare.json" "$out/tiny_foreign.json" <<'PY'
+import json, sys
+for name in sys.argv[1:]:
+    try:
+        d = json.load(open(name))
+    except ValueError:
+        print(name, "no JSON"); continue
+    print(name.rsplit("/", 1)[-1], {k: d.get(k) for k in ("peak_bytes", "peak_source", "peak_note", "context_bytes",
+                                                          "context_source", "pid_hidden")})
+PY
 
     echo "== 12. allocator settings with spaces against torch's memory_reserved"
     if [ ! -f "$w/mixed.pt" ]; then
