@@ -289,6 +289,8 @@ ojson replayJson(const device::ReplayReport& r)
         devices.push_back(ojson{{"device", d.device},
                                 {"uuid", d.uuid},
                                 {"contexts", d.contexts},
+                                {"context_bytes", d.contextBytes},
+                                {"context_source", d.contextSource},
                                 {"weight_copies", d.weightCopies},
                                 {"expected_bytes", d.expectedBytes},
                                 {"measured_peak_bytes", d.measuredPeakBytes}});
@@ -582,6 +584,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (!inventory.gpuNote.empty()) {
             j["gpu_note"] = inventory.gpuNote;
         }
+        if (!inventory.unreachableNote.empty()) {
+            j["gpus_left_out"] = inventory.unreachableNote;
+        }
         if (!inventory.cudaNote.empty()) {
             j["cuda_note"] = inventory.cudaNote;
         }
@@ -598,6 +603,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';
+        }
+        if (!inventory.unreachableNote.empty()) {
+            out << "GPUs: " << inventory.unreachableNote << '\n';
         }
         printReport(out, file, *report);
         if (verify) {

@@ -60,8 +60,14 @@ public:
     void killGroup();
 
     // Gives the helper up to `grace` to exit, kills whatever is left of its process group (the
-    // helper too when it overstayed) and reaps it. Returns the wait status.
+    // helper too when it overstayed) and reaps it. Returns the wait status, or -1 when the helper
+    // could not be reaped within a few seconds of SIGKILL (stuck()).
     int finish(std::chrono::milliseconds grace);
+
+    // The helper did not go after SIGKILL: a process blocked in the GPU driver after a device error
+    // (an Xid) dies only when the driver lets it. It is left to a thread of its own to reap, so no
+    // caller waits on it for ever.
+    [[nodiscard]] bool stuck() const { return stuck_; }
 
     // The last non-empty line the helper wrote to stderr (LibTorch's abort message, a loader
     // error), made printable.
@@ -81,6 +87,7 @@ private:
 
     pid_t pid_ = -1;
     int status_ = -1;
+    bool stuck_ = false;
     int in_ = -1;
     int out_ = -1;
     int err_ = -1;

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <fcntl.h>
 #include <iostream>
+#include <mutex>
 #include <unistd.h>
 
 namespace ckpt::device::protocol {
@@ -71,7 +72,10 @@ int eventFd()
 
 void emit(const json& event)
 {
+    // Whole lines even when a heartbeat thread speaks too (the CUDA engine's start-up).
+    static std::mutex mutex;
     const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + '\n';
+    const std::lock_guard lock(mutex);
     std::size_t done = 0;
     while (done < line.size()) {
         const ssize_t n = ::write(eventFd(), line.data() + done, line.size() - done);

@@ -34,6 +34,8 @@ constexpr std::uint64_t kTouchThreshold = 4ULL << 20;
 constexpr std::chrono::milliseconds kDefaultSilence{30000};
 // How long the output of a helper that exited may stay open (held by a child it left behind).
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
+// How long a helper that reported an error has to exit (a CUDA engine releases its context).
+constexpr std::chrono::milliseconds kAfterError{2000};
 
 bool isExecutable(const fs::path& p)
 {
@@ -55,9 +57,9 @@ int chosenColumn(const Timeline& t, const std::string& device, const std::string
     if (device == "cpu") {
         return 0;
     }
-    if (const std::string hex = uuidHex(uuid); !hex.empty()) {
+    if (const std::string hex = uuidKey(uuid); !hex.empty()) {
         for (std::size_t c = 1; c < t.uuids.size(); ++c) {
-            if (uuidHex(t.uuids[c]) == hex) {
+            if (uuidKey(t.uuids[c]) == hex) {
                 return static_cast<int>(c);
             }
         }
@@ -318,6 +320,9 @@ std::optional<Error> listen(HelperProcess& proc, EventReader& events, std::chron
             }
         }
         lines.clear();
+        if (events.helperError()) {
+            return std::nullopt;  // its last word
+        }
         if (state == HelperProcess::Pump::Overflow) {
             return makeError(ErrorCode::LoadFailed,
                              "the test-load helper " + helper + " " + proc.overflow() + "; killed it");
@@ -483,19 +488,26 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
     if (stopped) {
         proc.killGroup();
     }
-    const int status = proc.finish(stopped ? std::chrono::milliseconds(0) : *silence);
+    // A helper that reported an error has said all it will; one still there shortly after is killed.
+    const auto grace = stopped ? std::chrono::milliseconds(0) : events.helperError() ? kAfterError : *silence;
+    const int status = proc.finish(grace);
     report.helperSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sampler.stop();
     report.timeline = sampler.snapshot();
 
-    if (stopped) {
-        stopped->path = request.path;
-        return *stopped;
-    }
-    if (events.helperError()) {
+    const std::string stuck = proc.stuck() ? " (the helper did not exit after SIGKILL: a process stuck in the GPU "
+                                             "driver after a device error; it is left behind)"
+                                           : std::string();
+    if (events.helperError() && !(stopped && stopped->code == ErrorCode::Cancelled)) {
         Error e = *events.helperError();
+        e.message += stuck;
         e.path = request.path;
         return e;
+    }
+    if (stopped) {
+        stopped->message += stuck;
+        stopped->path = request.path;
+        return *stopped;
     }
     if (!events.gotResult()) {
         std::string why = "the test-load helper " + helper + " " + describeExit(status) + " without a result";

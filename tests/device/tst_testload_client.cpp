@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -439,6 +440,47 @@ private Q_SLOTS:
         const QString msg = QString::fromStdString(notThere.error().message);
         QVERIFY2(msg.contains(QStringLiteral("libexec/ckptscope/ckptscope-torch-helper")), qPrintable(msg));
         QVERIFY2(msg.contains(QStringLiteral("-DCKPTSCOPE_WITH_TORCH=ON")), qPrintable(msg));
+    }
+
+    // An engine that reports a device error and then cannot be reaped (a process blocked in the GPU
+    // driver after an Xid dies only when the driver lets it; stuck_helper.c makes one): the client
+    // returns the engine's error within seconds and says it left the engine behind, instead of
+    // waiting in waitpid for ever.
+    void helperStuckAfterADeviceErrorIsLeftBehind()
+    {
+        QTemporaryDir dir;
+        const std::string tracerFile = dir.filePath(QStringLiteral("tracer")).toStdString();
+        qputenv("STUCK_HELPER_TRACER", QByteArray(tracerFile.c_str()));
+        auto req = fakeRequest("cuda:0");
+        req.engine = Engine::Cuda;
+        req.helperPath = STUCK_HELPER_PATH;
+        req.silenceTimeout = std::chrono::milliseconds(20000);
+        auto done = std::make_shared<std::promise<ckpt::Expected<TestloadReport>>>();
+        auto result = done->get_future();
+        QElapsedTimer timer;
+        timer.start();
+        std::thread([req, done] { done->set_value(testLoad(req)); }).detach();
+        const bool returned = result.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+        const qint64 ms = timer.elapsed();
+        // The tracer goes in every case; then the engine can be reaped (and a client stuck on it returns).
+        const auto tracer = pidsIn(tracerFile);
+        for (const pid_t p : tracer) {
+            if (p > 0) {
+                ::kill(p, SIGKILL);
+            }
+        }
+        qunsetenv("STUCK_HELPER_TRACER");
+        if (!tracer.empty() && tracer.front() < 0) {
+            QSKIP("this kernel does not let a process trace its parent: cannot make a helper that outlives SIGKILL");
+        }
+        QVERIFY2(returned, "the client waited for ever on an engine it could not reap");
+        auto r = result.get();
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(r.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("CUDA error 999")), qPrintable(msg));
+        QVERIFY2(msg.contains(QStringLiteral("did not exit after SIGKILL")), qPrintable(msg));
+        QVERIFY2(ms < 15000, qPrintable(QString::number(ms)));
     }
 
     void badDeviceIsUsage()
