@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -75,9 +76,14 @@ public:
         Assumed assumed = Assumed::None;
         std::uint64_t count = 0;  // LegacyCount: the declared element count
     };
-    RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries)
+    // `stood`: a legacy stream's record counts stood in the image (offset -> count), in order.
+    RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries,
+                   const std::map<std::uint64_t, std::uint64_t>& stood)
         : file_(std::move(file)), entries_(std::move(entries))
     {
+        for (const auto& [offset, count] : stood) {
+            counts_.push_back({offset, count, false});
+        }
     }
 
     Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
@@ -88,6 +94,10 @@ public:
         }
         Entry e = entryOf(storage);
         read_ = true;
+        // A legacy record's own count is 8 bytes before its data, checked with them below.
+        if (auto before = checkCountsBefore(e.dataOffset - std::min<std::uint64_t>(e.dataOffset, 8)); !before) {
+            return before;
+        }
         if (e.assumed != Assumed::None) {
             auto checked = checkHeader(storage, e, offset, length, sink, chunk);
             if (!checked) {
@@ -173,11 +183,7 @@ private:
         }
         const Bytes hb(h.data(), h.size());
         if (e.assumed == Assumed::LegacyCount) {
-            return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(e.header) + " holds " +
-                                                     std::to_string(loadLE(hb, 0, 8)) + " elements, not the " +
-                                                     std::to_string(e.count) +
-                                                     " its pickle declares: the stream is not laid out as "
-                                                     "torch.save writes it, or the file changed");
+            return countMismatch(e.header, loadLE(hb, 0, 8), e.count);
         }
         // Not where a torch writer puts it: the header says where the bytes start.
         if (loadLE(hb, 0, 4) != kLocalSig) {
@@ -195,15 +201,105 @@ private:
 
     void markChecked(StorageIndex storage) const
     {
-        const std::lock_guard lock(mutex_);
-        entries_[storage.value()].assumed = Assumed::None;
+        std::uint64_t header = 0;
+        {
+            const std::lock_guard lock(mutex_);
+            auto& entry = entries_[storage.value()];
+            if (entry.assumed == Assumed::LegacyCount) {
+                header = entry.header;
+            }
+            entry.assumed = Assumed::None;
+        }
+        if (header != 0) {
+            const std::lock_guard lock(countsMutex_);
+            const auto it = std::lower_bound(counts_.begin(), counts_.end(), header,
+                                             [](const StoodCount& c, std::uint64_t at) { return c.offset < at; });
+            if (it != counts_.end() && it->offset == header) {
+                it->seen = true;
+            }
+        }
     }
+
+    static Error countMismatch(std::uint64_t header, std::uint64_t real, std::uint64_t declared)
+    {
+        return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(header) + " holds " +
+                                                 std::to_string(real) + " elements, not the " +
+                                                 std::to_string(declared) +
+                                                 " its pickle declares: the stream is not laid out as torch.save "
+                                                 "writes it, or the file changed");
+    }
+
+    // A legacy record lies where the pickles say only if every record before it is as long as its
+    // pickle declares: a count stood in the image further along than the one read moves every
+    // record after it, and a forged one could put what the next check expects at the wrong place.
+    // So every stood count before `offset` (the record's own) is fetched (close ones in one request) and compared
+    // before a byte from there is given out: a remote read shows the bytes a local read does, or
+    // is refused. Reads in file order (convert) find each count seen with its own record.
+    Expected<void> checkCountsBefore(std::uint64_t offset) const
+    {
+        constexpr std::uint64_t kCountGap = std::uint64_t{16} << 10;  // counts closer share a request
+        const std::lock_guard lock(countsMutex_);
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+        std::size_t end = firstUnseen_;
+        for (; end < counts_.size() && counts_[end].offset < offset; ++end) {
+            if (!counts_[end].seen) {
+                ranges.emplace_back(counts_[end].offset, 8);
+            }
+        }
+        if (ranges.empty()) {
+            return {};
+        }
+        if (auto ok = file_->fetch(ranges, kCountGap); !ok) {
+            return ok;
+        }
+        for (std::size_t i = firstUnseen_; i < end; ++i) {
+            auto& c = counts_[i];
+            if (const std::uint64_t real = loadLE(file_->image(), static_cast<std::size_t>(c.offset), 8);
+                !c.seen && real != c.count) {
+                return countMismatch(c.offset, real, c.count);
+            }
+            c.seen = true;
+        }
+        while (firstUnseen_ < counts_.size() && counts_[firstUnseen_].seen) {
+            ++firstUnseen_;
+        }
+        return {};
+    }
+
+    struct StoodCount {
+        std::uint64_t offset = 0;
+        std::uint64_t count = 0;
+        bool seen = false;  // compared with the file's own
+    };
 
     std::shared_ptr<RemoteFile> file_;
     mutable std::vector<Entry> entries_;
     mutable std::mutex mutex_;
     mutable std::atomic<bool> read_{false};
+    mutable std::vector<StoodCount> counts_;  // by offset
+    mutable std::size_t firstUnseen_ = 0;
+    mutable std::mutex countsMutex_;
 };
+
+// A repository path as the URL's path: each component with every byte but the unreserved ones
+// percent-encoded ('%', '?' and '#' too), so a name from a server's reply is the file it names,
+// never a query, a fragment or an encoded '/'.
+std::string encodedPath(std::string_view path)
+{
+    static constexpr std::string_view kHex = "0123456789ABCDEF";
+    std::string out;
+    for (const char ch : path) {
+        const auto u = static_cast<unsigned char>(ch);
+        if (std::isalnum(u) != 0 || std::string_view("-._~/").find(ch) != std::string_view::npos) {
+            out += ch;
+        } else {
+            out += '%';
+            out += kHex[u >> 4U];
+            out += kHex[u & 15U];
+        }
+    }
+    return out;
+}
 
 Error named(Error e, const std::string& input, const Redactor& redactor)
 {
@@ -224,6 +320,18 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
         return text.error();
     }
     return repositoryFileOf(*text, loc.repo);
+}
+
+// A member a set's index names (a shard, config.json): a plain file name beside the index, as on
+// disk (memberOfFolder), requested as that one file; Corrupt otherwise, and nothing is requested.
+Expected<std::string> memberUrl(const std::string& base, const std::string& name)
+{
+    if (!isPlainFileName(name)) {
+        return makeError(ErrorCode::Corrupt, "the set names '" + name +
+                                                 "', which is not a file name beside its index: a set reads only "
+                                                 "its own files, so it was not requested");
+    }
+    return base + encodedPath(name);
 }
 
 // Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
@@ -493,7 +601,9 @@ public:
         if (auto it = texts_.find(name); it != texts_.end()) {
             return it->second;
         }
-        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        auto url = memberUrl(base_, name);
+        auto text =
+            url ? client_->getText(*url, static_cast<std::size_t>(maxBytes)) : Expected<std::string>(url.error());
         Expected<std::optional<std::string>> result = std::optional<std::string>();
         if (text) {
             result = std::optional<std::string>(std::move(*text));
@@ -545,7 +655,11 @@ private:
     [[nodiscard]] Expected<std::optional<CheckpointPtr>> openOne(const std::shared_ptr<HttpClient>& client,
                                                                  const std::string& name) const
     {
-        auto c = openRemoteFile(client, base_ + name, pathOf(name), options_);
+        auto url = memberUrl(base_, name);
+        if (!url) {
+            return named(url.error(), pathOf(name), client->redactor());
+        }
+        auto c = openRemoteFile(client, *url, pathOf(name), options_);
         if (c) {
             return std::optional<CheckpointPtr>(*c);
         }
@@ -658,7 +772,7 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
         }
     }
     // The source keeps the image (which `bytes` views) alive, and reads the storages.
-    c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
+    c->source = std::make_shared<RemoteStorages>(file, std::move(entries), stood);
     return CheckpointPtr(std::move(c));
 }
 
@@ -700,7 +814,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
             return named(name.error(), input, redactor);
         }
         loc->path = *name;
-        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedPath(*name));
         shown = input + "/" + *name;
     }
     RemoteInput out;
