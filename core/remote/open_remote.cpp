@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -281,26 +280,6 @@ private:
     mutable std::mutex countsMutex_;
 };
 
-// A repository path as the URL's path: each component with every byte but the unreserved ones
-// percent-encoded ('%', '?' and '#' too), so a name from a server's reply is the file it names,
-// never a query, a fragment or an encoded '/'.
-std::string encodedPath(std::string_view path)
-{
-    static constexpr std::string_view kHex = "0123456789ABCDEF";
-    std::string out;
-    for (const char ch : path) {
-        const auto u = static_cast<unsigned char>(ch);
-        if (std::isalnum(u) != 0 || std::string_view("-._~/").find(ch) != std::string_view::npos) {
-            out += ch;
-        } else {
-            out += '%';
-            out += kHex[u >> 4U];
-            out += kHex[u & 15U];
-        }
-    }
-    return out;
-}
-
 Error named(Error e, const std::string& input, const Redactor& redactor)
 {
     e.message = redactor.apply(e.message);
@@ -331,7 +310,7 @@ Expected<std::string> memberUrl(const std::string& base, const std::string& name
                                                  "', which is not a file name beside its index: a set reads only "
                                                  "its own files, so it was not requested");
     }
-    return base + encodedPath(name);
+    return base + encodedName(name);
 }
 
 // Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
@@ -814,7 +793,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
             return named(name.error(), input, redactor);
         }
         loc->path = *name;
-        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedPath(*name));
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
     RemoteInput out;

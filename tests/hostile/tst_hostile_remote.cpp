@@ -6,6 +6,7 @@
 // written, and no request leaves the repository or set that was named. The forged legacy count, the
 // listing's traversal, percent-encoded and flooding names, and the set's "." and encoded ".."
 // members failed on the code before (run with CKPTSCOPE_HOSTILE_CLI=<old binary>).
+#include "hostile_cli.h"
 #include "process_run.h"
 #include "remote/servers.h"
 #include "time_bound.h"
@@ -19,17 +20,12 @@
 #include <algorithm>
 #include <cstdlib>
 
+using ckpt::test::cli;
 using ckpt::test::LoopbackServer;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
 
 namespace {
-
-std::string cli()
-{
-    const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
-    return env != nullptr && *env != '\0' ? env : CKPTSCOPE_TEST_CLI;
-}
 
 QString describe(const ProcessResult& r)
 {

@@ -3,6 +3,7 @@
 // reads, a set reads only regular files inside its own folder, sizes that overflow are refused,
 // a deep index does not crash and a FIFO does not hang. Every case failed on the code before
 // (run with CKPTSCOPE_HOSTILE_CLI=<old binary>). Each case works on its own copy of a set.
+#include "hostile_cli.h"
 #include "process_run.h"
 #include "time_bound.h"
 
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using ckpt::test::cli;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
 
@@ -35,12 +37,6 @@ constexpr bool kRssIsTheProgramsOwn = false;
 #else
 constexpr bool kRssIsTheProgramsOwn = true;
 #endif
-
-std::string cli()
-{
-    const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
-    return env != nullptr && *env != '\0' ? env : CKPTSCOPE_TEST_CLI;
-}
 
 // Every file under `dir` (symlinks not followed) with its content's hash: what must not change.
 QMap<QString, QByteArray> hashes(const QString& dir)
