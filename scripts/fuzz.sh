@@ -50,6 +50,7 @@ for d in "$build"/dcp-sets/*/; do cp "$d/.metadata" "$dcpseeds/$(basename "$d").
 # fuzz_hf_index reads index JSON, fuzz_zero a ZeRO rank-0 model states file: those of the hostile
 # sets (tests/hostile/gen/hostile_sets.py: deep, NaN/1e400 total_size, huge) and gen_zero.py's.
 setseeds="$build/hostile-sets"
+rm -rf "$setseeds"  # its writer makes each set's folder, and refuses one a run before left
 /usr/bin/python3 "$root/tests/hostile/gen/hostile_sets.py" "$setseeds" >/dev/null
 indexseeds="$build/index-seeds"
 zeroseeds="$build/zero-seeds"
