@@ -50,6 +50,7 @@ for d in "$build"/dcp-sets/*/; do cp "$d/.metadata" "$dcpseeds/$(basename "$d").
 # fuzz_hf_index reads index JSON, fuzz_zero a ZeRO rank-0 model states file: those of the hostile
 # sets (tests/hostile/gen/hostile_sets.py: deep, NaN/1e400 total_size, huge) and gen_zero.py's.
 setseeds="$build/hostile-sets"
+rm -rf "$setseeds"  # its writer makes each set's folder, and refuses one a run before left
 /usr/bin/python3 "$root/tests/hostile/gen/hostile_sets.py" "$setseeds" >/dev/null
 indexseeds="$build/index-seeds"
 zeroseeds="$build/zero-seeds"
@@ -60,6 +61,24 @@ done
 for f in "$setseeds"/zero*/global_step*/mp_rank_00_model_states.pt; do
   cp "$f" "$zeroseeds/$(basename "$(dirname "$(dirname "$f")")").pt"
 done
+# fuzz_remote also reads, over its in-memory server, tests/hostile/gen/remote_files.py's files (a
+# legacy stream whose count is forged further along, its unforged twin, a zip), the hostile Hub
+# listings of tests/remote/hostile_server.py (those under 1 MiB) and two range replies as its
+# checkReplies reads them (asked range, status, Content-Range, ETag; twice).
+remoteseeds="$build/remote-seeds"
+/usr/bin/python3 "$root/tests/hostile/gen/remote_files.py" "$remoteseeds" >/dev/null
+rm -f "$remoteseeds"/*.victim
+/usr/bin/python3 - "$root/tests/remote" "$remoteseeds" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import hostile_server
+for name, body in hostile_server.LISTINGS.items():
+    if len(body) <= 1 << 20:
+        with open(os.path.join(sys.argv[2], "listing-" + name + ".json"), "wb") as f:
+            f.write(body)
+with open(os.path.join(sys.argv[2], "replies.txt"), "w") as f:
+    f.write('-65536\n206\nbytes 934-66469/66470\n"e"\n0 65536\n206\nbytes 0-65535/66470\n"e"\n')
+PY
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -79,7 +98,7 @@ fuzz_one() {
     # storages): inputs up to 1 MiB, past the remote reader's 64 KiB first range and merge gaps,
     # keep both parses and libFuzzer's corpus inside the memory limit.
     fuzz_remote)
-      seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats")
+      seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats" "$remoteseeds")
       maxlen=1048576
       ;;
     *) seeds+=("$fixtures" "$fixtures/bad" "$hostile" "$formats") ;;

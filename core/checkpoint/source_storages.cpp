@@ -8,6 +8,30 @@
 
 namespace ckpt {
 
+namespace {
+
+Error countMismatch(std::uint64_t header, std::uint64_t real, std::uint64_t declared)
+{
+    return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(header) + " holds " +
+                                             std::to_string(real) + " elements, not the " + std::to_string(declared) +
+                                             " its pickle declares: the stream is not laid out as torch.save writes "
+                                             "it, or the file changed");
+}
+
+}  // namespace
+
+SourceStorages::SourceStorages(source::SourcePtr input, std::vector<Entry> entries)
+    : input_(std::move(input)), entries_(std::move(entries))
+{
+    for (const auto& e : entries_) {
+        if (e.assumed == Assumed::LegacyCount) {
+            counts_.push_back({e.header, e.count, false});
+        }
+    }
+    std::sort(counts_.begin(), counts_.end(),
+              [](const AssumedCount& a, const AssumedCount& b) { return a.offset < b.offset; });
+}
+
 SourceStorages::Entry SourceStorages::entryOf(StorageIndex s) const
 {
     const std::lock_guard lock(mutex_);
@@ -22,6 +46,10 @@ Expected<void> SourceStorages::stream(StorageIndex storage, std::uint64_t offset
     }
     Entry e = entryOf(storage);
     read_ = true;
+    // A legacy record's own count is 8 bytes before its data, checked with them below.
+    if (auto before = checkCountsBefore(e.dataOffset - std::min<std::uint64_t>(e.dataOffset, 8)); !before) {
+        return before;
+    }
     if (e.assumed != Assumed::None) {
         auto checked = checkHeader(storage, e, offset, length, sink, chunk);
         if (!checked) {
@@ -89,8 +117,13 @@ Expected<bool> SourceStorages::checkHeader(StorageIndex storage, const Entry& e,
     constexpr std::size_t kFirstPieces = std::size_t{64} << 10;
     auto r = input_->stream(e.header, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
     if (r) {
-        const std::lock_guard lock(mutex_);
-        entries_[storage.value()].assumed = Assumed::None;
+        {
+            const std::lock_guard lock(mutex_);
+            entries_[storage.value()].assumed = Assumed::None;
+        }
+        if (e.assumed == Assumed::LegacyCount) {
+            markSeen(e.header);
+        }
         return true;
     }
     if (!wrong) {
@@ -98,11 +131,7 @@ Expected<bool> SourceStorages::checkHeader(StorageIndex storage, const Entry& e,
     }
     const Bytes hb(h.data(), h.size());
     if (e.assumed == Assumed::LegacyCount) {
-        return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(e.header) + " holds " +
-                                                 std::to_string(loadLE(hb, 0, 8)) + " elements, not the " +
-                                                 std::to_string(e.count) +
-                                                 " its pickle declares: the stream is not laid out as "
-                                                 "torch.save writes it, or the file changed");
+        return countMismatch(e.header, loadLE(hb, 0, 8), e.count);
     }
     // Not where a torch writer puts it: the header says where the bytes start.
     auto real = archive::payloadOffset(record, hb);
@@ -115,6 +144,56 @@ Expected<bool> SourceStorages::checkHeader(StorageIndex storage, const Entry& e,
     entry.dataOffset = *real;
     entry.assumed = Assumed::None;
     return false;
+}
+
+void SourceStorages::markSeen(std::uint64_t header) const
+{
+    const std::lock_guard lock(countsMutex_);
+    const auto it = std::lower_bound(counts_.begin(), counts_.end(), header,
+                                     [](const AssumedCount& c, std::uint64_t at) { return c.offset < at; });
+    if (it != counts_.end() && it->offset == header) {
+        it->seen = true;
+    }
+}
+
+Expected<void> SourceStorages::checkCountsBefore(std::uint64_t offset) const
+{
+    constexpr std::uint64_t kCountGap = std::uint64_t{16} << 10;  // counts closer share a request
+    const std::lock_guard lock(countsMutex_);
+    std::vector<source::Range> ranges;
+    std::size_t end = firstUnseen_;
+    for (; end < counts_.size() && counts_[end].offset < offset; ++end) {
+        if (!counts_[end].seen) {
+            ranges.push_back({counts_[end].offset, 8});
+        }
+    }
+    if (ranges.empty()) {
+        return {};
+    }
+    // Fetched together where close (a remote source); each then read from what was fetched.
+    for (const auto& r : source::mergedRanges(ranges, kCountGap, input_->size())) {
+        if (auto ok = input_->prefetch(std::span(&r, 1)); !ok) {
+            return ok;
+        }
+    }
+    for (std::size_t i = firstUnseen_; i < end; ++i) {
+        auto& c = counts_[i];
+        if (c.seen) {
+            continue;
+        }
+        auto got = input_->read(c.offset, 8);
+        if (!got) {
+            return got.error();
+        }
+        if (const std::uint64_t real = loadLE(got->bytes, 0, 8); real != c.count) {
+            return countMismatch(c.offset, real, c.count);
+        }
+        c.seen = true;
+    }
+    while (firstUnseen_ < counts_.size() && counts_[firstUnseen_].seen) {
+        ++firstUnseen_;
+    }
+    return {};
 }
 
 }  // namespace ckpt

@@ -29,10 +29,7 @@ public:
         Assumed assumed = Assumed::None;
         std::uint64_t count = 0;  // LegacyCount: the declared element count
     };
-    SourceStorages(source::SourcePtr input, std::vector<Entry> entries)
-        : input_(std::move(input)), entries_(std::move(entries))
-    {
-    }
+    SourceStorages(source::SourcePtr input, std::vector<Entry> entries);
 
     Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
                           const std::function<bool(Bytes)>& sink, std::size_t chunk) const override;
@@ -44,11 +41,28 @@ private:
     // Reads the storage's record header with its bytes; whether the bytes went to `sink` too.
     Expected<bool> checkHeader(StorageIndex storage, const Entry& e, std::uint64_t offset, std::uint64_t length,
                                const std::function<bool(Bytes)>& sink, std::size_t chunk) const;
+    // A legacy record lies where the pickles say only if every record before it is as long as its
+    // pickle declares: a count assumed further along than the one read moves every record after
+    // it, and a forged one could put what the next check expects at the wrong place. So every
+    // assumed count before `offset` (the record's own) is read (close ones in one request) and
+    // compared before a byte from there is given out: a remote read shows the bytes a local read
+    // does, or is refused. Reads in file order (convert) find each count seen with its own record.
+    Expected<void> checkCountsBefore(std::uint64_t offset) const;
+    void markSeen(std::uint64_t header) const;
+
+    struct AssumedCount {
+        std::uint64_t offset = 0;
+        std::uint64_t count = 0;
+        bool seen = false;  // compared with the file's own
+    };
 
     source::SourcePtr input_;
     mutable std::vector<Entry> entries_;
     mutable std::mutex mutex_;
     mutable std::atomic<bool> read_{false};
+    mutable std::vector<AssumedCount> counts_;  // a legacy stream's, by offset
+    mutable std::size_t firstUnseen_ = 0;
+    mutable std::mutex countsMutex_;
 };
 
 }  // namespace ckpt

@@ -76,6 +76,18 @@ struct FileIdentity {
     std::string etag;  // empty when the server sends none
 };
 
+// The body a reply to range request `asked` must carry, once its status (206) and its Content-Range
+// and ETag headers are checked: the first byte it holds and how many bytes follow, no more and no
+// fewer. Refused: the whole file for a range (200: kNoRangesMessage), a Content-Range that is no
+// byte range or not the range asked for, and a size or ETag other than `identity`'s, which the
+// first reply sets. Every reply a range GET gets goes through this (fuzzed alone: fuzz_remote).
+struct RangeReply {
+    std::uint64_t first = 0;
+    std::uint64_t length = 0;
+};
+[[nodiscard]] Expected<RangeReply> checkRangeReply(const ByteRange& asked, long status, const std::string& contentRange,
+                                                   const std::string& etag, std::optional<FileIdentity>& identity);
+
 class HttpClient {
 public:
     HttpClient(Credentials credentials, HttpOptions options, std::shared_ptr<TransferStats> stats);

@@ -44,6 +44,18 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     return repositoryFileOf(*text, loc.repo);
 }
 
+// A member a set's index names (a shard, config.json): a plain file name beside the index, as on
+// disk (memberOfFolder), requested as that one file; Corrupt otherwise, and nothing is requested.
+Expected<std::string> memberUrl(const std::string& base, const std::string& name)
+{
+    if (!isPlainFileName(name)) {
+        return makeError(ErrorCode::Corrupt, "the set names '" + name +
+                                                 "', which is not a file name beside its index: a set reads only "
+                                                 "its own files, so it was not requested");
+    }
+    return base + encodedName(name);
+}
+
 constexpr std::uint64_t kKeptFree = std::uint64_t{1} << 30;
 
 // What a download may write into the filesystem of `fd`: its free space less a tenth of it, at most
@@ -134,7 +146,9 @@ public:
         if (auto it = texts_.find(name); it != texts_.end()) {
             return it->second;
         }
-        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        auto url = memberUrl(base_, name);
+        auto text =
+            url ? client_->getText(*url, static_cast<std::size_t>(maxBytes)) : Expected<std::string>(url.error());
         Expected<std::optional<std::string>> result = std::optional<std::string>();
         if (text) {
             result = std::optional<std::string>(std::move(*text));
@@ -186,7 +200,11 @@ private:
     [[nodiscard]] Expected<std::optional<CheckpointPtr>> openOne(const std::shared_ptr<HttpClient>& client,
                                                                  const std::string& name) const
     {
-        auto c = openRemoteFile(client, base_ + name, pathOf(name), options_);
+        auto url = memberUrl(base_, name);
+        if (!url) {
+            return named(url.error(), pathOf(name), client->redactor());
+        }
+        auto c = openRemoteFile(client, *url, pathOf(name), options_);
         if (c) {
             return std::optional<CheckpointPtr>(*c);
         }
@@ -278,7 +296,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
             return named(name.error(), input, redactor);
         }
         loc->path = *name;
-        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
     RemoteInput out;
