@@ -11,7 +11,8 @@ secs=${CKPTSCOPE_FUZZ_SECONDS:-60}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCKPTSCOPE_FUZZ=ON -DCKPTSCOPE_BUILD_GUI=OFF -DCKPTSCOPE_WITH_TORCH=OFF -DBUILD_TESTING=OFF >/dev/null
-targets=$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
+# One target per fuzz_*.cpp, but fuzz_dcp_layout.cpp is built twice, a DCP layout each (fuzz.cmake).
+targets="$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | grep -vx fuzz_dcp_layout) fuzz_dcp_safetensors fuzz_dcp_zstd"
 cmake --build "$build" -j "${CKPTSCOPE_JOBS:-$(nproc)}" --target $targets
 fixtures="$build/fixtures"
 /usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
@@ -60,6 +61,13 @@ done
 for f in "$setseeds"/zero*/global_step*/mp_rank_00_model_states.pt; do
   cp "$f" "$zeroseeds/$(basename "$(dirname "$(dirname "$f")")").pt"
 done
+# fuzz_dcp_safetensors and fuzz_dcp_zstd mutate the one data file of a real PyTorch 2.x save in that
+# layout (tests/fuzz/dcp_templates): seeded with it.
+layoutseeds="$build/dcp-layout-seeds"
+for l in safetensors zstd; do
+  mkdir -p "$layoutseeds/$l"
+  cp "$root/tests/fuzz/dcp_templates/$l/__0_0.distcp" "$layoutseeds/$l/"
+done
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -75,6 +83,8 @@ for name in $targets; do
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
+    fuzz_dcp_safetensors) seeds+=("$layoutseeds/safetensors") ;;
+    fuzz_dcp_zstd) seeds+=("$layoutseeds/zstd") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
     # It parses each input twice (over its in-memory server and from memory, to compare the

@@ -104,7 +104,7 @@ void printSetJson(const sharded::SetListing& l, const std::string& file, std::os
     set["dir"] = l.dir;
     set["index"] = l.index;
     for (const auto& [name, fact] : l.facts) {
-        set[name] = std::holds_alternative<bool>(fact) ? json(std::get<bool>(fact)) : json(std::get<std::string>(fact));
+        set[name] = std::visit([](const auto& v) { return json(v); }, fact);
     }
     auto files = json::array();
     for (std::size_t i = 0; i < l.files.size(); ++i) {
@@ -301,6 +301,9 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
         << " tensors assembled from " << done->files << " " << (setFormat != nullptr ? setFormat->members : "files")
         << ")\n";
+    if (!done->note.empty()) {
+        out << displayText(done->note) << '\n';
+    }
     return kExitOk;
 }
 

@@ -1144,6 +1144,66 @@ Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
     return {};
 }
 
+// TransformerEngine modules keep their FP8 scaling state as `_extra_state` (nn.Module's extra-state
+// hook); Megatron-LM saves it per layer as a ShardedObject, `torch.save([state])` written as a
+// BYTE_IO item under `..._extra_state/shard_<offset>_<shape>` (MCoreSavePlanner.transform_object
+// writes the bytes as they are), where `state` is None, an io.BytesIO or a uint8 tensor by TE
+// version. dcp_to_torch_save writes each as torch.load gives it; so does convert, unless
+// --drop-extra-state leaves them out: the finding says which, and carries that option as its fix.
+void extraStateFindings(Set& set)
+{
+    for (const auto& t : set.meta.items) {
+        if (!t.isTensor &&
+            (transform::isExtraStateKey(t.fqn) || (!t.path.empty() && transform::isExtraStateKey(t.path.back().key)))) {
+            set.extraState.push_back(t.fqn);
+        }
+    }
+    if (set.extraState.empty()) {
+        return;
+    }
+    SetFinding f;
+    f.code = "extra-state";
+    f.severity = diagnose::Severity::Info;
+    f.title = "Module _extra_state values (TransformerEngine FP8 state): convert keeps them";
+    f.detail = std::to_string(set.extraState.size()) +
+               " value(s) hold a module's _extra_state, the FP8 scaling state TransformerEngine layers keep "
+               "(Megatron-LM saves it per layer as a ShardedObject, torch.save([state])): " +
+               listed(set.extraState) +
+               ". convert writes them as dcp_to_torch_save does, a uint8 tensor inside one as a tensor; a "
+               "model with TransformerEngine layers loads them with load_state_dict, any other needs "
+               "strict=False. To leave them out, convert with --drop-extra-state (the window: Drop "
+               "_extra_state under Export).";
+    f.paths = set.extraState;
+    transform::Options fix;
+    fix.dropExtraState = true;
+    f.fix = fix;
+    set.findings.push_back(std::move(f));
+}
+
+// PyTorch's own FileSystemReader (dcp.load, dcp_to_torch_save; filesystem.py read_data) reads every
+// tensor item as torch.load of the byte range .metadata gives, which for this layout is the start
+// of the safetensors file: PyTorch 2.14 fails there ("Weights only load failed ... Unsupported
+// operand 112", the header length's first byte), and HuggingFaceStorageReader reads only files named
+// *.safetensors. Said as a warning: the set is whole, and ckptscope reads and converts it.
+void safetensorsFindings(Set& set)
+{
+    if (set.safetensorsFiles.empty()) {
+        return;
+    }
+    set.findings.push_back(
+        {"dcp-safetensors-format", diagnose::Severity::Warning,
+         "Safetensors data files: PyTorch's own DCP reader cannot load this set",
+         std::to_string(set.safetensorsFiles.size()) + " data file(s) (" + listed(set.safetensorsFiles) +
+             ") were written with FileSystemWriter(serialization_format=SAFETENSORS): each ends in a safetensors "
+             "file of its rank's tensor chunks. torch.distributed.checkpoint.load and dcp_to_torch_save read each "
+             "tensor with torch.load at the byte range .metadata gives, which is that safetensors header, and fail "
+             "(PyTorch 2.14: \"Weights only load failed ... Unsupported operand 112\"); "
+             "HuggingFaceStorageReader reads only files named *.safetensors. ckptscope reads the chunks from the "
+             "safetensors files: `ckptscope convert DIR -o model.pt` writes the state dict as one file torch.load "
+             "reads.",
+         set.safetensorsFiles, std::nullopt});
+}
+
 template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 {
     const SetLocation& loc = set.loc;
@@ -1168,6 +1228,8 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
     checkCoverage(set.meta, set.findings);
     pickleFindings(set);
     megatronFindings(set);
+    extraStateFindings(set);
+    safetensorsFindings(set);
     return set;
 }
 
@@ -1414,10 +1476,18 @@ std::string valueText(const Set& set, const Item& item)
 namespace {
 
 // Copies a value read from a BYTE_IO item into the output arena; the memo keeps shared values
-// shared (and stops on cycles). Tensors are not expected there: the planner writes them as items.
+// shared (and stops on cycles). DCP's planner writes tensors as items of their own, but a value may
+// still hold one: Megatron-LM's ShardedObjects are `torch.save([obj])` written as they are
+// (MCoreSavePlanner.transform_object), and TransformerEngine's `_extra_state` obj is a uint8 tensor.
+// A plain strided tensor is copied with its storage, which `storageOf` (the item storage's index)
+// makes a storage of the output; any other tensor is refused.
 class ValueCopier {
 public:
-    ValueCopier(const Arena& from, Arena& to) : from_(from), to_(to) {}
+    using StorageOf = std::function<Expected<std::uint32_t>(std::uint32_t)>;
+    ValueCopier(const Arena& from, Arena& to, StorageOf storageOf = nullptr)
+        : from_(from), to_(to), storageOf_(std::move(storageOf))
+    {
+    }
 
     Expected<ValueId> copy(ValueId id, int depth = 0)
     {
@@ -1430,9 +1500,19 @@ public:
         const pickle::Value& v = from_[id];
         switch (v.kind) {
         case Kind::Tensor:
-        case Kind::Storage:
+            return copyTensor(id, depth);
+        case Kind::Storage: {
+            if (!storageOf_ || v.i < 0 || static_cast<std::size_t>(v.i) >= from_.storages.size()) {
+                return makeError(ErrorCode::Unsupported, "a bytes item holds a storage, which is not written");
+            }
+            auto s = storageOf_(static_cast<std::uint32_t>(v.i));
+            if (!s) {
+                return s.error();
+            }
+            return remember(id, to_.storage(*s));
+        }
         case Kind::PersistentId:
-            return makeError(ErrorCode::Unsupported, "a bytes item holds a tensor or storage, which is not written");
+            return makeError(ErrorCode::Unsupported, "a bytes item holds a persistent id, which is not written");
         case Kind::Global:
             return remember(id, to_.global(pickle::globalOf(from_, id)));
         case Kind::Object: {
@@ -1498,6 +1578,26 @@ public:
     }
 
 private:
+    Expected<ValueId> copyTensor(ValueId id, int depth)
+    {
+        const pickle::TensorInfo& t = pickle::tensorOf(from_, id);
+        if (t.form != pickle::TensorForm::Strided || !t.storage.valid() || t.subclassType.valid()) {
+            return makeError(ErrorCode::Unsupported,
+                             "a bytes item holds a tensor that is no plain strided one, which is not written");
+        }
+        pickle::TensorInfo out = t;
+        for (ValueId* field : {&out.rawArgs, &out.storage, &out.backwardHooks, &out.metadata, &out.parameterHooks,
+                               &out.parameterState}) {
+            if (field->valid()) {
+                auto c = copy(*field, depth + 1);
+                if (!c) {
+                    return c;
+                }
+                *field = *c;
+            }
+        }
+        return remember(id, to_.tensor(std::move(out)));
+    }
     ValueId remember(ValueId from, ValueId to)
     {
         memo_[from.v] = to;
@@ -1505,6 +1605,7 @@ private:
     }
     const Arena& from_;
     Arena& to_;
+    StorageOf storageOf_;
     std::unordered_map<std::uint32_t, ValueId> memo_;
 };
 
@@ -1612,9 +1713,18 @@ private:
     std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
 };
 
+// A storage of a tensor inside a BYTE_IO value: storage `storage` of item `item`'s torch.save.
+struct Embedded {
+    std::size_t item = 0;
+    std::uint32_t storage = 0;
+    std::uint64_t nbytes = 0;
+};
+
 struct Output {
     Arena arena;
     std::vector<std::size_t> tensorItems;  // storage i holds items[tensorItems[i]]
+    // Storage tensorItems.size() + k is embedded[k].
+    std::vector<Embedded> embedded;
 };
 
 Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Output& out,
@@ -1660,8 +1770,25 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
         if (!c) {
             return c.error();
         }
-        ValueCopier copier((*c)->arena, a);
-        auto v = copier.copy((*c)->root);
+        const Checkpoint& held = **c;
+        std::unordered_map<std::uint32_t, std::uint32_t> copied;  // the item's storage -> the output's
+        ValueCopier copier(held.arena, a, [&](std::uint32_t from) -> Expected<std::uint32_t> {
+            if (auto it = copied.find(from); it != copied.end()) {
+                return it->second;
+            }
+            const StorageEntry& st = held.storages[StorageIndex{from}];
+            if (!st.present) {
+                return makeError(ErrorCode::Corrupt, "a tensor's storage is not in its torch.save");
+            }
+            pickle::StorageRef ref = held.arena.storages[from];
+            const auto index = static_cast<std::uint32_t>(a.storages.size());
+            ref.key = std::to_string(index);  // its saved location kept: load_bytes maps nothing
+            a.storages.push_back(std::move(ref));
+            out.embedded.push_back({node.item, from, st.nbytes});
+            copied.emplace(from, index);
+            return index;
+        });
+        auto v = copier.copy(held.root);
         if (!v) {
             Error e = v.error();
             e.message = "value '" + item.fqn + "': " + e.message;
@@ -1919,6 +2046,68 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
 
 namespace {
 
+// Storage `e.storage` of a BYTE_IO item's torch.save, streamed from that item into the record.
+Expected<void> streamEmbedded(const Set& set, const Embedded& e, std::uint64_t offset, std::uint64_t length,
+                              const std::function<bool(Bytes)>& sink, std::size_t chunk)
+{
+    const Item& item = set.meta.items[e.item];
+    auto c = openItem(set, item.bytes, "value '" + item.fqn + "'");
+    if (!c) {
+        return c.error();
+    }
+    return (*c)->streamStorage(StorageIndex{e.storage}, offset, length, sink, chunk);
+}
+
+Expected<void> writeEmbedded(const Set& set, const Embedded& e, archive::ZipWriter& zw, const std::string& record)
+{
+    if (auto r = zw.beginRecord(record, e.nbytes); !r) {
+        return r;
+    }
+    std::optional<Error> failed;
+    auto streamed = streamEmbedded(
+        set, e, 0, e.nbytes,
+        [&](Bytes piece) {
+            if (auto w = zw.writeChunk(piece); !w) {
+                failed = w.error();
+            }
+            return !failed;
+        },
+        4U << 20);
+    if (failed) {
+        return *failed;
+    }
+    if (!streamed) {
+        return streamed;
+    }
+    return zw.endRecord();
+}
+
+// The view's storages: each tensor item's from its chunks (box_view.h), then each storage of a tensor
+// inside a BYTE_IO value from that value's item.
+class DcpStorages final : public StorageSource {
+public:
+    DcpStorages(std::shared_ptr<const Set> set, std::shared_ptr<const StorageSource> boxes, std::size_t tensors,
+                std::vector<Embedded> embedded)
+        : set_(std::move(set)), boxes_(std::move(boxes)), tensors_(tensors), embedded_(std::move(embedded))
+    {
+    }
+    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
+    {
+        if (storage.value() < tensors_) {
+            return boxes_->stream(storage, offset, length, sink, chunk);
+        }
+        return streamEmbedded(*set_, embedded_.at(storage.value() - tensors_), offset, length, sink, chunk);
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
+
+private:
+    std::shared_ptr<const Set> set_;
+    std::shared_ptr<const StorageSource> boxes_;
+    std::size_t tensors_ = 0;
+    std::vector<Embedded> embedded_;
+};
+
 // Whether the set makes one state dict (what the view and consolidate refuse otherwise).
 Expected<void> checkWhole(const Set& set)
 {
@@ -2008,15 +2197,21 @@ Expected<CheckpointPtr> view(const Set& set)
         c->fileSize += nbytes.back();
         tensors.push_back(std::move(b));
     }
+    for (const auto& e : out.embedded) {
+        nbytes.push_back(e.nbytes);
+        c->fileSize += e.nbytes;
+    }
     for (const auto& f : set.meta.files) {
         c->setFiles.push_back((fs::path(set.loc.dir) / f).string());
     }
     c->setMembers = sharded::memberFiles(set.loc);
+    auto shared = std::make_shared<const Set>(set);
+    const std::size_t tensorCount = out.tensorItems.size();
+    auto boxes = sharded::detail::boxStorages(std::move(tensors),
+                                              std::make_shared<const ChunkFiles>(shared, std::move(out.tensorItems)));
     return sharded::detail::finishView(
         std::move(c), nbytes,
-        sharded::detail::boxStorages(
-            std::move(tensors),
-            std::make_shared<const ChunkFiles>(std::make_shared<const Set>(set), std::move(out.tensorItems))));
+        std::make_shared<const DcpStorages>(shared, std::move(boxes), tensorCount, std::move(out.embedded)));
 }
 
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
@@ -2044,15 +2239,23 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return pickled.error();
     }
     auto size = sharded::detail::writeTorchArchive(
-        *target, *pickled, out.tensorItems.size(),
+        *target, *pickled, out.tensorItems.size() + out.embedded.size(),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
+            if (i >= out.tensorItems.size()) {
+                return writeEmbedded(set, out.embedded[i - out.tensorItems.size()], zw, record);
+            }
             return writeTensor(set, set.meta.items[out.tensorItems[i]], zw, record);
         },
         [&]() -> Expected<void> { return set.data.checkUnchanged(); });
     if (!size) {
         return size.error();
     }
-    return ConsolidateResult{*target, *size, out.tensorItems.size(), set.meta.files.size()};
+    std::string note;
+    if (!set.extraState.empty()) {
+        note = std::to_string(set.extraState.size()) +
+               " _extra_state values kept, as dcp_to_torch_save writes them (--drop-extra-state leaves them out)";
+    }
+    return ConsolidateResult{*target, *size, out.tensorItems.size() + out.embedded.size(), set.meta.files.size(), note};
 }
 
 }  // namespace ckpt::sharded::dcp

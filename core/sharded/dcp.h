@@ -104,7 +104,10 @@ struct Set {
     // The data files written with serialization_format=SAFETENSORS (meta.files' names): each ends in a
     // safetensors file holding its rank's tensor chunks.
     std::vector<std::string> safetensorsFiles;
-    std::size_t zstdItems = 0;         // items stored through the ZStandard stream extension
+    std::size_t zstdItems = 0;  // items stored through the ZStandard stream extension
+    // The BYTE_IO items that hold a module's `_extra_state` (transform::isExtraStateKey), by fqn:
+    // TransformerEngine's FP8 state, which convert keeps unless told to drop it.
+    std::vector<std::string> extraState;
     std::vector<SetFinding> findings;  // coverage and missing files
     [[nodiscard]] bool complete() const;
 };
