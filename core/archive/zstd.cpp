@@ -20,6 +20,23 @@ bool looksLikeZstd(Bytes b)
     return b.size() >= 4 && std::memcmp(b.data(), "\x28\xb5\x2f\xfd", 4) == 0;
 }
 
+std::optional<ZstdFrameInfo> zstdFrameInfo(Bytes in)
+{
+    if (!looksLikeZstd(in)) {
+        return std::nullopt;
+    }
+    const std::size_t stored = ZSTD_findFrameCompressedSize(in.data(), in.size());
+    if (ZSTD_isError(stored) != 0U) {
+        return std::nullopt;
+    }
+    ZstdFrameInfo info{stored, std::nullopt};
+    const unsigned long long content = ZSTD_getFrameContentSize(in.data(), in.size());
+    if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != ZSTD_CONTENTSIZE_ERROR) {
+        info.content = content;
+    }
+    return info;
+}
+
 Expected<std::uint64_t> unzstdFrame(Bytes in, std::uint64_t limit, const std::function<bool(Bytes)>& sink,
                                     std::size_t chunk)
 {

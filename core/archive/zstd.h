@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace ckpt::archive {
@@ -23,6 +24,14 @@ inline constexpr std::uint64_t kZstdMostInflation = 32768;
 
 // The frame magic number 28 b5 2f fd.
 [[nodiscard]] bool looksLikeZstd(Bytes b);
+
+// What the first frame of `in` takes and says it holds (libzstd's ZSTD_findFrameCompressedSize and
+// ZSTD_getFrameContentSize), read from its headers alone; nullopt when `in` holds no whole frame.
+struct ZstdFrameInfo {
+    std::uint64_t stored = 0;
+    std::optional<std::uint64_t> content;  // none when the header does not record it
+};
+[[nodiscard]] std::optional<ZstdFrameInfo> zstdFrameInfo(Bytes in);
 
 // Inflates the first zstd frame of `in`, handing the output to `sink` in pieces of at most `chunk`
 // bytes (false from `sink` stops with Cancelled), and returns the number of bytes it produced.

@@ -1062,12 +1062,39 @@ void megatronFindings(Set& set)
 Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
 {
     std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::pair<const Item*, Chunk*>>> byStart;
+    std::map<std::uint32_t, std::vector<std::pair<const Item*, Chunk*>>> zstdChunks;
     for (auto& t : set.meta.items) {
         for (auto& c : t.chunks) {
-            if (c.at.found && c.at.encoding == Encoding::TorchSave && c.at.file < set.data.size() &&
-                set.data.present(c.at.file)) {
-                byStart[{c.at.file, c.at.offset}].emplace_back(&t, &c);
+            if (!c.at.found || c.at.file >= set.data.size() || !set.data.present(c.at.file)) {
+                continue;
             }
+            if (c.at.encoding == Encoding::TorchSave) {
+                byStart[{c.at.file, c.at.offset}].emplace_back(&t, &c);
+            } else if (c.at.encoding == Encoding::Zstd) {
+                zstdChunks[c.at.file].emplace_back(&t, &c);
+            }
+        }
+    }
+    // With the ZStandard extension as well, `_write_item` wraps the nothing it writes for each chunk
+    // in a zstd frame of its own, an empty one (its header records 0 bytes), and the safetensors file
+    // follows the last of them: its chunks are read from there as without the extension.
+    for (auto& [file, chunks] : zstdChunks) {
+        auto mapped = set.data.map(file);
+        if (!mapped) {
+            return mapped.error();
+        }
+        const Bytes all = (*mapped)->bytes();
+        std::uint64_t end = 0;
+        const bool empty = std::all_of(chunks.begin(), chunks.end(), [&](const auto& tc) {
+            const Chunk& c = *tc.second;
+            const auto frame =
+                c.at.offset < all.size() ? archive::zstdFrameInfo(all.subspan(c.at.offset)) : std::nullopt;
+            end = frame ? std::max(end, c.at.offset + frame->stored) : end;
+            return frame && frame->content == std::uint64_t{0};
+        });
+        if (empty && end < all.size() && archive::looksLikeSafetensors(all.subspan(end))) {
+            auto& into = byStart[{file, end}];
+            into.insert(into.end(), chunks.begin(), chunks.end());
         }
     }
     for (auto& [start, chunks] : byStart) {

@@ -313,7 +313,9 @@ def write_dcp(out, sd, *, world=2, replicated_rank=1, tp_cls=NewTP, new_metadata
                 stream = open(os.path.join(out, name), "wb")
             offset = stream.tell()
             buf = io.BytesIO()
-            if kind == "bytes":
+            if kind == "bytes" and isinstance(value, io.BytesIO):
+                buf.write(value.getvalue())  # written as it is, as Megatron's MCoreSavePlanner does
+            elif kind == "bytes":
                 torch.save(value, buf)
             else:
                 t = value.detach().cpu()
@@ -456,6 +458,19 @@ def main(root):
     write_dcp(os.path.join(root, "dcp_zstd"), model_state(7), layout="zstd")
     write_dcp(os.path.join(root, "dcp_safetensors"), model_state(8), layout="safetensors")
     unknown_transform_set(os.path.join(root, "dcp_unknown_transform"))
+    # TransformerEngine _extra_state as Megatron-LM's torch_dist saves it: each layer's a BYTE_IO item
+    # holding torch.save([state]) under `<key>/shard_<layer>_<layers>`, state None or a uint8 tensor.
+    def sharded_object(state):
+        b = io.BytesIO()
+        torch.save([state], b)
+        return b
+
+    fp8 = torch.frombuffer(bytearray(pickle.dumps({"scale_fwd": [1.0, 1.0]})), dtype=torch.uint8)
+    write_dcp(os.path.join(root, "dcp_extra_state"),
+              {"decoder.layers.linear_fc1.weight": torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(9)),
+               "decoder.layers.linear_fc1._extra_state/shard_0_2": sharded_object(None),
+               "decoder.layers.linear_fc1._extra_state/shard_1_2": sharded_object(fp8)},
+              world=1, replicated_rank=0, expected=False)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,44 @@ private Q_SLOTS:
         QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
     }
 
+    // Issue 40: a TransformerEngine _extra_state value holding a uint8 tensor (Megatron-LM's
+    // ShardedObject, torch.save([state])) stopped the view and the consolidation ("a bytes item holds
+    // a tensor"). convert keeps it as dcp_to_torch_save does and says so; --drop-extra-state leaves
+    // every such value out, each a plan step; check's extra-state finding carries that fix.
+    void extraStateIsKeptOrDropped()
+    {
+        const std::string set = fixture(QStringLiteral("dcp_extra_state")).toStdString();
+        QTemporaryDir tmp;
+        const QString kept = tmp.filePath(QStringLiteral("kept.pt"));
+        const Run r = ckptscope({"convert", set, "-o", kept.toStdString()});
+        QVERIFY2(r.rc == 0, r.err.c_str());
+        QVERIFY2(r.out.find("2 _extra_state values kept") != std::string::npos, r.out.c_str());
+        const QString dropped = tmp.filePath(QStringLiteral("dropped.pt"));
+        const Run d = ckptscope({"convert", set, "-o", dropped.toStdString(), "--drop-extra-state"});
+        QVERIFY2(d.rc == 0, d.err.c_str());
+        QVERIFY2(d.out.find("drop    decoder.layers.linear_fc1._extra_state/shard_1_2") != std::string::npos,
+                 d.out.c_str());
+        const Run json = ckptscope({"check", "--json", set});
+        QVERIFY(findingCodes(json).contains(QStringLiteral("extra-state")));
+        const QString script =
+            QStringLiteral("import pickle, sys, torch\n"
+                           "kept = torch.load(sys.argv[1])\n"
+                           "state = kept['decoder.layers.linear_fc1._extra_state/shard_1_2']\n"
+                           "assert isinstance(state, list) and state[0].dtype == torch.uint8, state\n"
+                           "assert pickle.loads(state[0].numpy().tobytes()) == {'scale_fwd': [1.0, 1.0]}\n"
+                           "assert kept['decoder.layers.linear_fc1._extra_state/shard_0_2'] == [None]\n"
+                           "dropped = torch.load(sys.argv[2])\n"
+                           "assert list(dropped) == ['decoder.layers.linear_fc1.weight'], list(dropped)\n"
+                           "assert torch.equal(dropped['decoder.layers.linear_fc1.weight'], "
+                           "kept['decoder.layers.linear_fc1.weight'])\n"
+                           "print('ok')\n");
+        QProcess py;
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{QStringLiteral("-c"), script, kept, dropped});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitCode() == 0, py.readAllStandardError().constData());
+        QCOMPARE(py.readAllStandardOutput().trimmed(), QByteArray("ok"));
+    }
+
     // The window, diff and testload see a set through sharded::listSet/consolidateSet.
     void diffSeesTheConsolidatedSet()
     {

@@ -64,9 +64,9 @@ def oracle(dcp_dir):
     dcp_to_torch_save(dcp_dir, dcp_dir + ".dcp_to_torch_save.pt")
 
 
-def fsdp2_worker(rank, world, out, port):
-    dist = init_pg(rank, world, port)
-    import torch.distributed.checkpoint as dcp
+def fsdp2_trained(world):
+    """Net under FSDP2 over `world` gloo ranks after one AdamW step: the model and its sharded model
+    and optimizer state dicts (get_state_dict)."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -79,6 +79,13 @@ def fsdp2_worker(rank, world, out, port):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     fake_step(model, opt)
     msd, osd = get_state_dict(model, opt)
+    return model, msd, osd
+
+
+def fsdp2_worker(rank, world, out, port):
+    dist = init_pg(rank, world, port)
+    import torch.distributed.checkpoint as dcp
+    model, msd, osd = fsdp2_trained(world)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=f"{out}/dcp_fsdp2")
     # The same with FileSystemWriter(thread_count=2): each rank's items spread over more files.
     from torch.distributed.checkpoint import FileSystemWriter
@@ -128,23 +135,15 @@ def dcp_layouts_worker(rank, world, out, port):
     from torch.distributed.checkpoint import FileSystemWriter
     from torch.distributed.checkpoint._extension import ZStandard
     from torch.distributed.checkpoint.filesystem import SerializationFormat
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    mesh = init_device_mesh("cpu", (world,))
-    torch.manual_seed(0)
-    model = Net()
-    for m in (model.fc1, model.fc2):
-        fully_shard(m, mesh=mesh)
-    fully_shard(model, mesh=mesh)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    fake_step(model, opt)
-    msd, osd = get_state_dict(model, opt)
+    _, msd, osd = fsdp2_trained(world)
     sd = {"model": msd, "optim": osd}
     dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_layouts_torch_save"))
     dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors",
                                                  serialization_format=SerializationFormat.SAFETENSORS))
     dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_zstd", _extensions=[ZStandard()]))
+    # Both: each chunk's item an empty zstd frame, the safetensors file after the last of them.
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors_zstd", _extensions=[ZStandard()],
+                                                 serialization_format=SerializationFormat.SAFETENSORS))
     # Two threads a rank: each rank's chunks over two data files, each ending in its own safetensors file.
     dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors_threads", thread_count=2,
                                                  serialization_format=SerializationFormat.SAFETENSORS))
