@@ -11,7 +11,8 @@ secs=${CKPTSCOPE_FUZZ_SECONDS:-60}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCKPTSCOPE_FUZZ=ON -DCKPTSCOPE_BUILD_GUI=OFF -DCKPTSCOPE_WITH_TORCH=OFF -DBUILD_TESTING=OFF >/dev/null
-targets=$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
+# One target per fuzz_*.cpp, but fuzz_dcp_layout.cpp is built twice, a DCP layout each (fuzz.cmake).
+targets="$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | grep -vx fuzz_dcp_layout) fuzz_dcp_safetensors fuzz_dcp_zstd"
 cmake --build "$build" -j "${CKPTSCOPE_JOBS:-$(nproc)}" --target $targets
 fixtures="$build/fixtures"
 /usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
@@ -61,6 +62,13 @@ done
 for f in "$setseeds"/zero*/global_step*/mp_rank_00_model_states.pt; do
   cp "$f" "$zeroseeds/$(basename "$(dirname "$(dirname "$f")")").pt"
 done
+# fuzz_dcp_safetensors and fuzz_dcp_zstd mutate the one data file of a real PyTorch 2.x save in that
+# layout (tests/fuzz/dcp_templates): seeded with it.
+layoutseeds="$build/dcp-layout-seeds"
+for l in safetensors zstd; do
+  mkdir -p "$layoutseeds/$l"
+  cp "$root/tests/fuzz/dcp_templates/$l/__0_0.distcp" "$layoutseeds/$l/"
+done
 # fuzz_remote also reads, over its in-memory server, tests/hostile/gen/remote_files.py's files (a
 # legacy stream whose count is forged further along, its unforged twin, a zip), the hostile Hub
 # listings of tests/remote/hostile_server.py (those under 1 MiB) and two range replies as its
@@ -92,6 +100,8 @@ fuzz_one() {
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
+    fuzz_dcp_safetensors) seeds+=("$layoutseeds/safetensors") ;;
+    fuzz_dcp_zstd) seeds+=("$layoutseeds/zstd") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
     # It parses each input twice (over its in-memory server and from memory, to compare the

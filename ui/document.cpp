@@ -82,7 +82,14 @@ Expected<std::shared_ptr<Document>> setDocument(sharded::SetLocation loc, sharde
         view = std::move(*listed);
     }
     for (const auto& row : part->listing.rows) {
-        part->storedIn.emplace(row.key, row.storedIn);
+        // A second name of stored bytes (a tie restored from config.json or the index, a ZeRO
+        // shared param) is in no file under its own name: said so, with where its bytes are.
+        std::string where = row.storedIn;
+        if (!row.tiedTo.empty()) {
+            where = "none under this name: tied to " + row.tiedTo +
+                    (row.storedIn.starts_with("shares ") ? std::string() : ", whose bytes " + row.storedIn + " holds");
+        }
+        part->storedIn.emplace(row.key, std::move(where));
     }
     auto doc = makeDocument(std::move(view), std::move(stop));
     doc->set = std::move(part);

@@ -99,6 +99,7 @@ private:
     QCheckBox* m_compact = nullptr;
     QCheckBox* m_unwrap = nullptr;
     QCheckBox* m_multiCard = nullptr;
+    QCheckBox* m_dropExtraState = nullptr;
     QComboBox* m_format = nullptr;
     QTableView* m_planTable = nullptr;
     // What the resize filter watches, kept so the filter never calls into a table being destroyed.

@@ -42,6 +42,7 @@ struct Args {
     bool selectGiven = false;
     std::vector<std::string> drop;
     bool weightsOnly = false;
+    bool dropExtraState = false;
     bool compact = false;
     bool unwrap = false;
     std::string format;
@@ -86,6 +87,7 @@ Expected<Options> optionsFrom(const Args& a)
     explicitOpts.unwrapModules = a.unwrap;
     explicitOpts.weightsOnly = a.weightsOnly;
     explicitOpts.compact = a.compact;
+    explicitOpts.dropExtraState = a.dropExtraState;
     o.merge(explicitOpts);
     if (!a.mapLocation.empty()) {
         auto m = transform::LocationMap::parse(a.mapLocation);
@@ -256,6 +258,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("--weights-only", a.weightsOnly, "make torch.load(weights_only=True) accept the output");
+    app.add_flag("--drop-extra-state", a.dropExtraState,
+                 "leave out every _extra_state value (TransformerEngine's FP8 state; kept otherwise)");
     app.add_flag("--compact", a.compact, "rewrite storages to hold only the bytes their tensors reach");
     app.add_flag("--unwrap", a.unwrap, "turn whole-model pickles into the state dict model.state_dict() gives");
     app.add_option("--format", a.format,
@@ -359,7 +363,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // in place.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
-                          !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp";
+                          !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp" &&
+                          !a.dropExtraState;
     SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,

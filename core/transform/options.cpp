@@ -216,6 +216,9 @@ std::string Options::toJson() const
     if (singleModulePrefix) {
         j["multi_card"] = true;
     }
+    if (dropExtraState) {
+        j["drop_extra_state"] = true;
+    }
     if (format != OutputFormat::Torch) {
         j["format"] = "safetensors";
     }
@@ -306,7 +309,8 @@ Expected<Options> Options::fromJson(const std::string& json)
                 return m.error();
             }
             o.mapLocation = std::move(*m);
-        } else if (key == "unwrap" || key == "weights_only" || key == "compact" || key == "multi_card") {
+        } else if (key == "unwrap" || key == "weights_only" || key == "compact" || key == "multi_card" ||
+                   key == "drop_extra_state") {
             auto b = boolField(v, key);
             if (!b) {
                 return b.error();
@@ -314,7 +318,8 @@ Expected<Options> Options::fromJson(const std::string& json)
             bool& target = key == "unwrap"         ? o.unwrapModules
                            : key == "weights_only" ? o.weightsOnly
                            : key == "compact"      ? o.compact
-                                                   : o.singleModulePrefix;
+                           : key == "multi_card"   ? o.singleModulePrefix
+                                                   : o.dropExtraState;
             target = *b;
         } else if (key == "format") {
             auto s = stringField(v, key);
@@ -362,6 +367,7 @@ void Options::merge(const Options& other)
     weightsOnly = weightsOnly || other.weightsOnly;
     compact = compact || other.compact;
     singleModulePrefix = singleModulePrefix || other.singleModulePrefix;
+    dropExtraState = dropExtraState || other.dropExtraState;
     if (other.format != OutputFormat::Torch) {
         format = other.format;
     }

@@ -59,10 +59,14 @@ struct Options {
     bool weightsOnly = false;         // make torch.load(weights_only=True) accept it
     bool compact = false;             // storages shrunk to what tensors reach
     bool singleModulePrefix = false;  // --multi-card: every state-dict key gets exactly one `module.`
+    // --drop-extra-state: every value under a TransformerEngine `_extra_state` key left out
+    // (isExtraStateKey); kept otherwise, as dcp_to_torch_save and torch.save keep them.
+    bool dropExtraState = false;
     OutputFormat format = OutputFormat::Torch;
 
     // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),
-    // map_location, unwrap, weights_only, compact, multi_card, format: the `fix` of a finding.
+    // map_location, unwrap, weights_only, compact, multi_card, drop_extra_state, format: the `fix` of
+    // a finding.
     [[nodiscard]] std::string toJson() const;
     static Expected<Options> fromJson(const std::string& json);
     // Merges `other` into this (used when the window applies several findings' fixes).
@@ -78,6 +82,17 @@ struct Options {
     };
     [[nodiscard]] KeyEdit keyEdit(std::string_view key) const;
 };
+
+// Whether a key-path component names a module's extra state (nn.Module's `_extra_state` suffix,
+// _EXTRA_STATE_KEY_SUFFIX): `_extra_state`, `...._extra_state`, or Megatron-LM's ShardedObject key
+// for it, `..._extra_state/shard_<offset>_<shape>` (mapping.py ShardedObject.unique_key), the FP8
+// scaling state TransformerEngine modules keep there.
+[[nodiscard]] inline bool isExtraStateKey(std::string_view name)
+{
+    constexpr std::string_view kSuffix = "_extra_state";
+    const std::string_view key = name.substr(0, name.find('/'));
+    return key.ends_with(kSuffix) && (key.size() == kSuffix.size() || key[key.size() - kSuffix.size() - 1] == '.');
+}
 
 Options singleCardPreset();
 Options multiCardPreset();

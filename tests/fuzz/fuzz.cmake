@@ -10,3 +10,12 @@ foreach(pair "reader:ckptscope_checkpoint" "zip:ckptscope_archive" "safetensors:
     target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer)
 endforeach()
 target_link_libraries(fuzz_check PRIVATE ckptscope_transform)
+# DCP's newer layouts: one source, a template folder each (tests/fuzz/dcp_templates, real PyTorch 2.x
+# output) whose data file is the input.
+foreach(layout safetensors zstd)
+    add_executable(fuzz_dcp_${layout} ${CMAKE_CURRENT_LIST_DIR}/fuzz_dcp_layout.cpp)
+    target_link_libraries(fuzz_dcp_${layout} PRIVATE ckptscope_sharded)
+    target_compile_definitions(fuzz_dcp_${layout}
+                               PRIVATE CKPTSCOPE_FUZZ_TEMPLATE="${CMAKE_CURRENT_LIST_DIR}/dcp_templates/${layout}")
+    target_link_options(fuzz_dcp_${layout} PRIVATE -fsanitize=fuzzer)
+endforeach()
