@@ -1,4 +1,4 @@
-// DCP directories (SHARDED.md §1; pytorch/pytorch torch/distributed/checkpoint/metadata.py,
+// DCP directories (docs/format.md §12; pytorch/pytorch torch/distributed/checkpoint/metadata.py,
 // filesystem.py, format_utils.py, _traverse.py). `.metadata` is read into the unpickler's value
 // tree, where every DCP class is an opaque Object whose BUILD state holds its fields; nothing is
 // instantiated. Chunks are read through the ordinary torch zip reader on a slice of the mapping.

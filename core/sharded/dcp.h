@@ -1,4 +1,4 @@
-// torch.distributed.checkpoint (DCP) directories (SHARDED.md §1): `.metadata`, a plain pickle of
+// torch.distributed.checkpoint (DCP) directories (docs/format.md §12): `.metadata`, a plain pickle of
 // `Metadata`, names every item of the flattened state dict; tensors are boxes (chunks) of a global
 // tensor, each a complete torch.save zip at [offset, offset + length) of a `__R_N.distcp` file;
 // other values are torch.save'd objects the same way. Nothing here runs any of it: `.metadata`

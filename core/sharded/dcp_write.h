@@ -1,6 +1,6 @@
 // One checkpoint -> a single-rank torch.distributed.checkpoint (DCP) folder, as
 // `dcp.save(state_dict, checkpoint_id=DIR, no_dist=True)` or format_utils.torch_save_to_dcp write
-// it with PyTorch 2.4+'s DefaultSavePlanner and FileSystemWriter (SHARDED.md §2; docs/format.md §12).
+// it with PyTorch 2.4+'s DefaultSavePlanner and FileSystemWriter (docs/format.md §12).
 #pragma once
 
 #include "checkpoint/checkpoint.h"

@@ -1,4 +1,4 @@
-// Per-rank FSDP pickles (SHARDED.md §3; pytorch/pytorch torch/distributed/_shard/sharded_tensor/
+// Per-rank FSDP pickles (docs/format.md §12; pytorch/pytorch torch/distributed/_shard/sharded_tensor/
 // api.py, fsdp/_shard_utils.py, tensor/_api.py, tensor/placement_types.py). Each rank file is an
 // ordinary Checkpoint; the wrappers' state is read from its value tree.
 #include "sharded/fsdp.h"

@@ -1,4 +1,4 @@
-// A Hugging Face sharded set (SHARDED.md §4) as one view: each shard is read as the single file it
+// A Hugging Face sharded set (docs/format.md §16.2) as one view: each shard is read as the single file it
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
 #include "sharded/open_control.h"

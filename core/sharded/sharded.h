@@ -1,4 +1,4 @@
-// Multi-file checkpoints: a set of files that together hold one model (SHARDED.md).
+// Multi-file checkpoints: a set of files that together hold one model (docs/format.md §12 and §16).
 //
 // detectSet() names the format a path belongs to from its files alone (a directory, an index file,
 // or any one shard or rank file). openSet() reads a Hugging Face sharded set as one view: every

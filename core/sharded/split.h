@@ -1,4 +1,4 @@
-// One checkpoint -> a Hugging Face sharded set (SHARDED.md §4): the plan's flat state dict split
+// One checkpoint -> a Hugging Face sharded set (docs/format.md §16.2): the plan's flat state dict split
 // greedily in key order as huggingface_hub's split_torch_state_dict_into_shards does, each shard
 // written by the ordinary single-file writers, plus the `*.index.json` transformers reads.
 #pragma once

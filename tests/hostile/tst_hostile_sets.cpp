@@ -28,15 +28,7 @@ using ckpt::test::runProcess;
 
 namespace {
 
-// Peak RSS under AddressSanitizer counts its shadow memory and its 64 MiB quarantine: the 5,000-rank
-// DCP inspect that peaks at 24.5 MB in release peaks at 300 MB there. The memory targets are held in
-// the release run (scripts/test.sh); the sanitizer run checks the same commands for exit codes,
-// messages and memory errors.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kRssIsTheProgramsOwn = false;
-#else
-constexpr bool kRssIsTheProgramsOwn = true;
-#endif
+using ckpt::test::kRssIsTheProgramsOwn;
 
 // Every file under `dir` (symlinks not followed) with its content's hash: what must not change.
 QMap<QString, QByteArray> hashes(const QString& dir)
