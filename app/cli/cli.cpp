@@ -26,7 +26,6 @@ namespace {
 
 using Command = CommandFn;
 
-// NOLINTNEXTLINE(cert-err58-cpp)
 const CommandInfo kCommands[] = {
     {"inspect", &cmdInspect, "show the key tree, tensors, storages and objects"},
     {"check", &cmdCheck, "find what will go wrong when the file is loaded, with fixes"},
@@ -250,7 +249,7 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& patterns)
         // glob() is not thread-safe; the command line runs on one thread.
         if (::glob(p.c_str(), 0, nullptr, &g) == 0) {  // NOLINT(concurrency-mt-unsafe)
             for (std::size_t i = 0; i < g.gl_pathc; ++i) {
-                files.emplace_back(g.gl_pathv[i]);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+                files.emplace_back(g.gl_pathv[i]);
             }
         } else {
             files.push_back(p);

@@ -23,7 +23,7 @@ namespace {
 // What erases a line and what ends one: the cursor to the line's start, then the line cleared.
 constexpr std::string_view kErase = "\r\x1b[K";
 
-bool g_quiet = false;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables): --quiet, cli::run's thread
+bool g_quiet = false;  // --quiet, cli::run's thread
 
 // The one line on the terminal, shared by every ProgressLine of the process: which one wrote it
 // last, and how many lines' work is going on (a background line waits for them).
@@ -40,7 +40,7 @@ Screen& screen()
 }
 
 // For the signal handler, which takes no lock: a line is on the real stderr now.
-std::atomic<bool> g_onStderr{false};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+std::atomic<bool> g_onStderr{false};
 
 // The terminal's width, so the line never wraps (a wrapped line cannot be rewritten in place).
 std::size_t columns(bool onStderr)
@@ -214,13 +214,12 @@ bool progressShown(const std::ostream& err, bool json)
 namespace {
 
 // The handlers this one runs after erasing the line, by signal number.
-std::array<struct sigaction, 32> g_previous{};  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+std::array<struct sigaction, 32> g_previous{};
 
 extern "C" void clearLineThenPrevious(int sig)
 {
     eraseProgressLine();
     const struct sigaction& before = g_previous.at(static_cast<std::size_t>(sig));
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-union-access): sigaction's handler field
     const auto handler = before.sa_handler;
     if (handler != SIG_DFL && handler != SIG_IGN && handler != nullptr) {
         handler(sig);
@@ -243,7 +242,7 @@ void eraseProgressLine()
 void clearProgressOnSignals()
 {
     struct sigaction sa {};
-    sa.sa_handler = &clearLineThenPrevious;  // NOLINT(cppcoreguidelines-pro-type-union-access)
+    sa.sa_handler = &clearLineThenPrevious;
     sigemptyset(&sa.sa_mask);
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         sigaddset(&sa.sa_mask, sig);

@@ -235,7 +235,7 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         x.received += len;
         (*x.progress)(x.received);
     }
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): curl's char buffer as bytes
+    // curl's char buffer as bytes
     if (x.sink != nullptr && !(*x.sink)(Bytes(reinterpret_cast<const std::byte*>(data), len))) {
         x.abort = makeError(ErrorCode::Cancelled, "cancelled");
         return 0;
@@ -452,10 +452,10 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         } else {
             message += " (pass credentials with --header 'Authorization: Bearer TOKEN')";
         }
-    } else if (x.status == 404) {  // NOLINT(readability-magic-numbers)
+    } else if (x.status == 404) {
         code = ErrorCode::Io;
         message += " (not found)";
-    } else if (x.status == 416) {  // NOLINT(readability-magic-numbers)
+    } else if (x.status == 416) {
         message += " (range not satisfiable: the file is empty or shorter than the server said)";
     }
     return fail(code, url, message);
@@ -555,7 +555,6 @@ Expected<std::string> HttpClient::getText(const std::string& url, std::size_t ma
     const std::lock_guard lock(mutex_);
     std::string body;
     const std::function<bool(Bytes)> sink = [&](Bytes b) {
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
         body.append(reinterpret_cast<const char*>(b.data()), b.size());
         return true;
     };

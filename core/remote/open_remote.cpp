@@ -77,7 +77,6 @@ Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url,
 {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
     const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-vararg): open(2)
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         return makeError(ErrorCode::Io,

@@ -47,7 +47,7 @@ std::optional<std::int64_t> retryAfterSeconds(const std::string& value)
         return std::nullopt;
     }
     std::int64_t seconds = 0;
-    const auto* end = value.data() + value.size();  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    const auto* end = value.data() + value.size();
     if (auto [p, ec] = std::from_chars(value.data(), end, seconds); ec == std::errc() && p == end) {
         return std::max<std::int64_t>(seconds, 0);
     }

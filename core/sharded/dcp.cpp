@@ -803,13 +803,12 @@ void coverageFindings(const Coverage& c, const std::string& consequence, std::ve
 void releasePages(Bytes mapped)
 {
     static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto begin =
-        reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto begin = reinterpret_cast<std::uintptr_t>(mapped.data());
     const std::uintptr_t first = (begin + page - 1) / page * page;
     const std::uintptr_t last = (begin + mapped.size()) / page * page;
     if (last > first) {
         // Advisory: a failure only leaves the pages resident.
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast, performance-no-int-to-ptr)
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
         (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
     }
 }
