@@ -14,8 +14,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/torch2-common.sh"
 packages=(python3-torch python3-transformers python3-accelerate python3-safetensors)
 # What ckptscope itself links at run time beyond minbase (the torch2 tests run the host's build inside
-# the root): libcurl for remote inputs. A root made before one was added here gets it on the next run.
-runtime_packages=(libcurl4t64)
+# the root): libcurl for remote inputs; and what the tests run inside it: moto's S3 server (python3-moto,
+# with the Flask pieces its server mode needs: the S3-compatible store the s3:// tests read and write on
+# loopback). A root made before one was added here gets it on the next run.
+runtime_packages=(libcurl4t64 python3-moto python3-flask python3-flask-cors)
 apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
 
 print_version() {
