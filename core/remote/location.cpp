@@ -51,7 +51,8 @@ bool isRemote(std::string_view input)
         return l;
     };
     const std::string head = lower(input);
-    return head.starts_with("http://") || head.starts_with("https://") || head.starts_with(kHub);
+    return head.starts_with("http://") || head.starts_with("https://") || head.starts_with(kHub) ||
+           head.starts_with("s3://");
 }
 
 std::string hubEndpoint()
@@ -86,7 +87,7 @@ Expected<Location> parseLocation(std::string_view input, const std::string& endp
     loc.input = std::string(input);
     if (!input.starts_with(kHub)) {
         if (!isRemote(input)) {
-            return usage(input, "is not a URL (http://, https:// or hf://)");
+            return usage(input, "is not a URL (http://, https://, hf:// or s3://)");
         }
         const auto hostStart = input.find("://") + 3;
         if (hostStart >= input.size() || input[hostStart] == '/') {

@@ -23,7 +23,7 @@ struct Location {
     std::string path;      // HubFile: the file's path in the repository
 };
 
-// Whether `input` is a remote form at all (http://, https://, hf://): the one test every command
+// Whether `input` is a remote form at all (http://, https://, hf://, s3:// of s3.h): the one test every command
 // makes before treating it as a path.
 [[nodiscard]] bool isRemote(std::string_view input);
 

@@ -94,6 +94,12 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
             files.push_back(s["rfilename"].get<std::string>());
         }
     }
+    return folderFileOf(files, "the repository", "hf://" + repo + "/FILE");
+}
+
+Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
+                                   const std::string& nameOne)
+{
     auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
     for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
         if (has(f)) {
@@ -118,7 +124,7 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
     }
     if (weights.empty()) {
         return makeError(ErrorCode::NotCheckpoint,
-                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
+                         what + " holds no checkpoint file (" + std::to_string(files.size()) + " files)");
     }
     // The first few: a listing may name thousands, and the message is one line.
     constexpr std::size_t kNamed = 5;
@@ -129,8 +135,7 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
     if (weights.size() > kNamed) {
         list += ", ... (" + std::to_string(weights.size()) + " in all)";
     }
-    return makeError(ErrorCode::Usage,
-                     "the repository holds several checkpoint files (" + list + "): name one, hf://" + repo + "/FILE");
+    return makeError(ErrorCode::Usage, what + " holds several checkpoint files (" + list + "): name one, " + nameOne);
 }
 
 std::vector<std::string> shardNamesOf(std::string_view indexText)

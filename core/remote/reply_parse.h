@@ -45,6 +45,10 @@ struct ContentRange {
 // (the first few, and how many) when there are several. A reply nesting deeper than JSON files
 // are read (kMaxJsonDepth) lists no files.
 [[nodiscard]] Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo);
+// The same choice among a folder's `files` (an s3:// prefix's listing): `what` names the folder in
+// messages ("the repository"), `nameOne` says how to name one file instead.
+[[nodiscard]] Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
+                                                 const std::string& nameOne);
 
 // The shard names an index's weight_map gives, each once, in order, each a plain file name; none
 // when it is no index (openSet then says what is wrong with it).
