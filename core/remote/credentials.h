@@ -37,6 +37,9 @@ private:
     std::vector<std::string> secrets_;
 };
 
+// The method of the client's requests (reads); a writer's would be PUT, POST, DELETE.
+inline constexpr std::string_view kMethodGet = "GET";
+
 // Headers computed for each request from its method and URL at the time it is sent: S3's
 // Signature Version 4 (s3.h). Sent to the origins it signs for only, so a redirect elsewhere
 // carries no signature.

@@ -334,7 +334,8 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         }
         // Signed at each try: a signature carries its time, and S3 refuses one 15 minutes old.
         if (credentials_.signer && credentials_.signer->signs(originOf(url))) {
-            for (const auto& h : credentials_.signer->headersFor("GET", url, std::string(sigv4::kEmptyPayloadHash))) {
+            for (const auto& h :
+                 credentials_.signer->headersFor(std::string(kMethodGet), url, std::string(sigv4::kEmptyPayloadHash))) {
                 headers = curl_slist_append(headers, h.c_str());
             }
         }
@@ -473,8 +474,8 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         // An S3 error document: its code says what is wrong (ExpiredToken, SignatureDoesNotMatch).
         reason = clipped(s3->code + (s3->message.empty() ? "" : ": " + s3->message));
         if (!s3->region.empty()) {
-            reason += " (the bucket is in region " + clipped(s3->region) + ": set AWS_REGION=" + clipped(s3->region) +
-                      ")";
+            reason +=
+                " (the bucket is in region " + clipped(s3->region) + ": set AWS_REGION=" + clipped(s3->region) + ")";
         }
     } else if (reason.empty()) {
         reason = x.errorBody.substr(0, x.errorBody.find('\n'));

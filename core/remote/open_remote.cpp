@@ -234,26 +234,20 @@ std::string parentOf(const std::string& path)
     return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
 }
 
-// What an s3:// prefix holds directly: its files (names relative to it) and its sub-folders.
-struct PrefixListing {
-    std::vector<std::string> files;
-    std::vector<std::string> folders;
-};
-
 // ListObjectsV2 of `prefix` with '/' as the delimiter, page after page, each page at most
 // kListPageLimit bytes; a listing past kListPages pages, or one that hands back a token it gave
 // before (a server that would list for ever), ends in one line.
 Expected<PrefixListing> listPrefix(HttpClient& client, const std::string& bucketUrl, const std::string& prefix)
 {
     constexpr std::size_t kListPageLimit = std::size_t{8} << 20;  // 1000 keys of 1 KiB, with room
-    constexpr int kListPages = 100;                                 // 100,000 entries in one folder
+    constexpr int kListPages = 100;                               // 100,000 entries in one folder
     PrefixListing out;
     std::string token;
     std::set<std::string> tokens;
     for (int page = 0;; ++page) {
         if (page == kListPages) {
-            return makeError(ErrorCode::Limit, "the listing goes on past " + std::to_string(kListPages) +
-                                                   " pages (" + std::to_string(out.files.size()) +
+            return makeError(ErrorCode::Limit, "the listing goes on past " + std::to_string(kListPages) + " pages (" +
+                                                   std::to_string(out.files.size()) +
                                                    " files so far): name a file or a narrower prefix");
         }
         std::string url = bucketUrl + "?list-type=2&delimiter=%2F&prefix=" + sigv4::uriEncode(prefix, false);
@@ -288,32 +282,6 @@ Expected<PrefixListing> listPrefix(HttpClient& client, const std::string& bucket
         }
         token = parsed->nextToken;
     }
-}
-
-// The file of a folder's listing that opens it: a Hugging Face set's index or its one checkpoint
-// file. The folders other step of issue 37 will read through a general folder interface (DCP,
-// DeepSpeed ZeRO) are named and refused here.
-Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown)
-{
-    auto has = [&](std::string_view f) {
-        return std::find(listing.files.begin(), listing.files.end(), f) != listing.files.end();
-    };
-    const bool zero = has("latest") || has("zero_to_fp32.py") ||
-                      std::any_of(listing.folders.begin(), listing.folders.end(),
-                                  [](const std::string& f) { return f.starts_with("global_step"); });
-    if (has(".metadata") || zero) {
-        return makeError(ErrorCode::Unsupported,
-                         std::string("is a ") + (zero ? "DeepSpeed ZeRO" : "DCP") +
-                             " checkpoint folder: ckptscope reads Hugging Face sets and single files from object "
-                             "stores, not yet DCP, ZeRO or FSDP folders; download it (aws s3 cp --recursive) "
-                             "and open the local copy");
-    }
-    if (listing.files.empty()) {
-        return makeError(ErrorCode::Io,
-                         "holds no files" + std::string(listing.folders.empty() ? " (no such prefix?)"
-                                                                                : " directly, only folders"));
-    }
-    return folderFileOf(listing.files, "the folder", shown + "FILE");
 }
 
 }  // namespace

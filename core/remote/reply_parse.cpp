@@ -138,6 +138,29 @@ Expected<std::string> folderFileOf(const std::vector<std::string>& files, const 
     return makeError(ErrorCode::Usage, what + " holds several checkpoint files (" + list + "): name one, " + nameOne);
 }
 
+Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown)
+{
+    auto has = [&](std::string_view f) {
+        return std::find(listing.files.begin(), listing.files.end(), f) != listing.files.end();
+    };
+    const bool zero = has("latest") || has("zero_to_fp32.py") ||
+                      std::any_of(listing.folders.begin(), listing.folders.end(),
+                                  [](const std::string& f) { return f.starts_with("global_step"); });
+    if (has(".metadata") || zero) {
+        return makeError(ErrorCode::Unsupported,
+                         std::string("is a ") + (zero ? "DeepSpeed ZeRO" : "DCP") +
+                             " checkpoint folder: ckptscope reads Hugging Face sets and single files from object "
+                             "stores, not yet DCP, ZeRO or FSDP folders; download it (aws s3 cp --recursive) "
+                             "and open the local copy");
+    }
+    if (listing.files.empty()) {
+        return makeError(ErrorCode::Io,
+                         "holds no files" +
+                             std::string(listing.folders.empty() ? " (no such prefix?)" : " directly, only folders"));
+    }
+    return folderFileOf(listing.files, "the folder", shown + "FILE");
+}
+
 std::vector<std::string> shardNamesOf(std::string_view indexText)
 {
     std::vector<std::string> names;

@@ -281,9 +281,10 @@ Expected<Settings> findSettings(bool noSignRequest)
         s.sessionToken = env("AWS_SESSION_TOKEN").empty() ? env("AWS_SECURITY_TOKEN") : env("AWS_SESSION_TOKEN");
         s.credentialSource = "AWS_ACCESS_KEY_ID";
         if (s.accessKeyId.empty() || s.secretAccessKey.empty()) {
-            return makeError(ErrorCode::Usage, std::string("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: ") +
-                                                   (s.accessKeyId.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
-                                                   " is not set");
+            return makeError(ErrorCode::Usage,
+                             std::string("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY go together: ") +
+                                 (s.accessKeyId.empty() ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY") +
+                                 " is not set");
         }
         return s;
     }
@@ -303,7 +304,8 @@ Expected<Settings> findSettings(bool noSignRequest)
             return s;
         }
     }
-    for (const char* elsewhere : {"credential_process", "sso_session", "sso_start_url", "role_arn", "web_identity_token_file"}) {
+    for (const char* elsewhere :
+         {"credential_process", "sso_session", "sso_start_url", "role_arn", "web_identity_token_file"}) {
         if (!fromConfig(elsewhere).empty()) {
             return makeError(ErrorCode::Usage,
                              "the AWS " + inConfig + " gets its credentials through " + elsewhere +
@@ -364,7 +366,8 @@ std::vector<std::string> Signer::headersFor(const std::string& method, const std
     const std::string authority = url.substr(scheme + 3, url.find_first_of("/?#", scheme + 3) - scheme - 3);
     // The Host header libcurl sends: the authority without a default port.
     std::string host = authority;
-    if ((url.starts_with("http://") && host.ends_with(":80")) || (url.starts_with("https://") && host.ends_with(":443"))) {
+    if ((url.starts_with("http://") && host.ends_with(":80")) ||
+        (url.starts_with("https://") && host.ends_with(":443"))) {
         host = host.substr(0, host.rfind(':'));
     }
     sigv4::Request r;
@@ -375,8 +378,7 @@ std::vector<std::string> Signer::headersFor(const std::string& method, const std
     if (!settings_.sessionToken.empty()) {
         r.headers.push_back({"x-amz-security-token", settings_.sessionToken});
     }
-    const auto sig =
-        sigv4::sign(r, {settings_.accessKeyId, settings_.secretAccessKey}, date, settings_.region, "s3");
+    const auto sig = sigv4::sign(r, {settings_.accessKeyId, settings_.secretAccessKey}, date, settings_.region, "s3");
     std::vector<std::string> out{"x-amz-content-sha256: " + payloadHash, "x-amz-date: " + date,
                                  "Authorization: " + sig.authorization};
     if (!settings_.sessionToken.empty()) {

@@ -3,7 +3,6 @@
 #include "remote/reply_parse.h"
 
 #include <expat.h>
-
 #include <functional>
 #include <memory>
 
@@ -23,7 +22,7 @@ public:
     [[nodiscard]] bool run(std::string_view body)
     {
         const std::unique_ptr<XML_ParserStruct, decltype(&XML_ParserFree)> parser(XML_ParserCreate("UTF-8"),
-                                                                                 &XML_ParserFree);
+                                                                                  &XML_ParserFree);
         if (!parser) {
             return false;
         }

@@ -17,10 +17,10 @@ namespace ckpt::remote::s3 {
 inline constexpr int kMaxDepth = 16;
 
 struct ErrorReply {
-    std::string code;     // AccessDenied, ExpiredToken, SlowDown, PermanentRedirect...
-    std::string message;  // the server's sentence
-    std::string region;   // a redirect's or a wrong region's <Region>, when it names one
-    std::string endpoint; // a PermanentRedirect's <Endpoint>
+    std::string code;      // AccessDenied, ExpiredToken, SlowDown, PermanentRedirect...
+    std::string message;   // the server's sentence
+    std::string region;    // a redirect's or a wrong region's <Region>, when it names one
+    std::string endpoint;  // a PermanentRedirect's <Endpoint>
 };
 
 // An <Error> document's fields; none when `body` is no such document.

@@ -1,13 +1,12 @@
 #include "remote/sigv4.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <ctime>
 #include <map>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <utility>
 
 namespace ckpt::remote::sigv4 {

@@ -56,8 +56,8 @@ QString describe(const ProcessResult& r)
 void clearAws()
 {
     for (const char* v : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                          "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
-                          "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"}) {
+                          "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                          "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"}) {
         qunsetenv(v);
     }
 }
@@ -108,21 +108,27 @@ private Q_SLOTS:
             QVERIFY(writeFile(big, file));
         }
         objects << QStringLiteral("--object") << QStringLiteral("bkt/big.safetensors=") + big;
-        objects << QStringLiteral("--object") << QStringLiteral("bkt/ddp_sd.pt=") + fixtures_ + QStringLiteral("/ddp_sd.pt")
-                << QStringLiteral("--object") << QStringLiteral("bkt/big40k.pt=") + fixtures_ + QStringLiteral("/big40k.pt")
+        objects << QStringLiteral("--object")
+                << QStringLiteral("bkt/ddp_sd.pt=") + fixtures_ + QStringLiteral("/ddp_sd.pt")
+                << QStringLiteral("--object")
+                << QStringLiteral("bkt/big40k.pt=") + fixtures_ + QStringLiteral("/big40k.pt")
                 << QStringLiteral("--object")
                 << QStringLiteral("bkt/one/model.safetensors=") + fixtures_ + QStringLiteral("/model.safetensors");
         for (const auto& f : QDir(set_).entryList(QDir::Files)) {
-            objects << QStringLiteral("--object") << QStringLiteral("bkt/hf/") + f + QLatin1Char('=') + set_ + QLatin1Char('/') + f;
+            objects << QStringLiteral("--object")
+                    << QStringLiteral("bkt/hf/") + f + QLatin1Char('=') + set_ + QLatin1Char('/') + f;
         }
         // A DCP folder's names (their bytes do not matter: it is refused by its listing).
-        objects << QStringLiteral("--object") << QStringLiteral("bkt/dcp/.metadata=") + fixtures_ + QStringLiteral("/ddp_sd.pt")
-                << QStringLiteral("--object") << QStringLiteral("bkt/dcp/__0_0.distcp=") + fixtures_ + QStringLiteral("/ddp_sd.pt");
+        objects << QStringLiteral("--object")
+                << QStringLiteral("bkt/dcp/.metadata=") + fixtures_ + QStringLiteral("/ddp_sd.pt")
+                << QStringLiteral("--object")
+                << QStringLiteral("bkt/dcp/__0_0.distcp=") + fixtures_ + QStringLiteral("/ddp_sd.pt");
         const QString script = ckpt::test::scriptPath("s3_server.py");
         QVERIFY(signed_.launch(kTorch2Python, QStringList{script} + objects));
-        QVERIFY(unsigned_.launch(kTorch2Python, QStringList{script, QStringLiteral("--no-auth"),
-                                                            QStringLiteral("--listing"), QStringLiteral("bkt/many/=2100")} +
-                                                    objects));
+        QVERIFY(
+            unsigned_.launch(kTorch2Python, QStringList{script, QStringLiteral("--no-auth"),
+                                                        QStringLiteral("--listing"), QStringLiteral("bkt/many/=2100")} +
+                                                objects));
         // moto starts in about 15 s on a busy machine; its setup puts each object.
         QVERIFY2(signed_.waitReady(180000) && unsigned_.waitReady(180000), "moto's S3 server did not start");
         QVERIFY(!signed_.word(1).isEmpty());
@@ -153,10 +159,12 @@ private Q_SLOTS:
             // and pickle are most of it; the 16 MiB file's header is the first 64 KiB.
             const qint64 size = QFileInfo(local).size();
             const qint64 bound = QLatin1String(name) == QLatin1String("big.safetensors") ? 256 << 10
-                                 : size < (64 << 10)                                   ? size + 1
-                                                                                       : size * 3 / 4;
-            QVERIFY2(read > 0 && read < bound,
-                     qPrintable(QStringLiteral("%1 read %2 of %3").arg(QLatin1String(name)).arg(read).arg(QFileInfo(local).size())));
+                                 : size < (64 << 10)                                     ? size + 1
+                                                                                         : size * 3 / 4;
+            QVERIFY2(read > 0 && read < bound, qPrintable(QStringLiteral("%1 read %2 of %3")
+                                                              .arg(QLatin1String(name))
+                                                              .arg(read)
+                                                              .arg(QFileInfo(local).size())));
         }
     }
 
@@ -217,21 +225,25 @@ private Q_SLOTS:
     {
         clearAws();
         qputenv("AWS_ENDPOINT_URL", endpoint(unsigned_).toUtf8());
-        const auto one = cli({QStringLiteral("check"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/one/")});
+        const auto one =
+            cli({QStringLiteral("check"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/one/")});
         QVERIFY2(one.rc == 0 && one.out.contains("s3://bkt/one/"), qPrintable(describe(one)));
         const QString out = tmp_.filePath(QStringLiteral("consolidated.safetensors"));
-        const auto conv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/hf/"),
-                               QStringLiteral("-o"), out});
+        const auto conv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
+                               QStringLiteral("s3://bkt/hf/"), QStringLiteral("-o"), out});
         QVERIFY2(conv.rc == 0, qPrintable(describe(conv)));
         const auto same = cli({QStringLiteral("diff"), out, set_ + QStringLiteral("/model.safetensors.index.json")});
         QVERIFY2(same.rc == 0, qPrintable(describe(same)));
-        const auto dcp = cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/dcp/")});
+        const auto dcp =
+            cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/dcp/")});
         QCOMPARE(dcp.rc, 2);
         QVERIFY2(dcp.err.contains("is a DCP checkpoint folder"), qPrintable(describe(dcp)));
-        const auto many = cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/many/")});
+        const auto many =
+            cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/many/")});
         QCOMPARE(many.rc, 2);
         QVERIFY2(many.err.contains("holds no checkpoint file (2100 files)"), qPrintable(describe(many)));
-        const auto absent = cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/absent.pt")});
+        const auto absent =
+            cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/absent.pt")});
         QCOMPARE(absent.rc, 2);
         QVERIFY2(absent.err.contains("NoSuchKey"), qPrintable(describe(absent)));
         clearAws();

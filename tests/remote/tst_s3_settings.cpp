@@ -15,9 +15,8 @@ namespace {
 void clearAws()
 {
     for (const char* v : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                          "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL",
-                          "AWS_ENDPOINT_URL_S3", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
-                          "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"}) {
+                          "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+                          "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"}) {
         qunsetenv(v);
     }
 }
@@ -47,7 +46,8 @@ private Q_SLOTS:
 
     void environmentBeforeProfile()
     {
-        write(QStringLiteral("credentials"), "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n");
+        write(QStringLiteral("credentials"),
+              "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = filesecret\n");
         qputenv("AWS_ACCESS_KEY_ID", "ENVKEY");
         qputenv("AWS_SECRET_ACCESS_KEY", "envsecret");
         qputenv("AWS_SESSION_TOKEN", "envtoken");
@@ -69,9 +69,10 @@ private Q_SLOTS:
 
     void profilesAndRegions()
     {
-        write(QStringLiteral("config"), "[default]\nregion = eu-west-1\n[profile ci]\n# a comment\nregion = ap-south-1\n"
-                                        "aws_access_key_id = CFGKEY\naws_secret_access_key = cfgsecret\n"
-                                        "s3 =\n  endpoint_url = http://10.0.0.5:9000\n  addressing_style = virtual\n");
+        write(QStringLiteral("config"),
+              "[default]\nregion = eu-west-1\n[profile ci]\n# a comment\nregion = ap-south-1\n"
+              "aws_access_key_id = CFGKEY\naws_secret_access_key = cfgsecret\n"
+              "s3 =\n  endpoint_url = http://10.0.0.5:9000\n  addressing_style = virtual\n");
         qputenv("AWS_PROFILE", "ci");
         auto s = s3::findSettings(false);
         QVERIFY(s);

@@ -59,8 +59,9 @@ private Q_SLOTS:
         QCOMPARE(s.canonicalRequest, std::string("GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
                                                  "host;x-amz-date\n") +
                                          std::string(sigv4::kEmptyPayloadHash));
-        QCOMPARE(s.stringToSign, std::string("AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/"
-                                             "aws4_request\nbb579772317eb040ac9ed261061d46c1f17a8133879d6129b6e1c25292927e63"));
+        QCOMPARE(s.stringToSign,
+                 std::string("AWS4-HMAC-SHA256\n20150830T123600Z\n20150830/us-east-1/service/"
+                             "aws4_request\nbb579772317eb040ac9ed261061d46c1f17a8133879d6129b6e1c25292927e63"));
         QCOMPARE(s.authorization,
                  std::string("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
                              "SignedHeaders=host;x-amz-date, "
@@ -92,8 +93,8 @@ private Q_SLOTS:
 
     void getVanillaWithSessionToken()
     {
-        const auto s = suite("GET", "/",
-                             {{"X-Amz-Security-Token", "6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267"}});
+        const auto s = suite(
+            "GET", "/", {{"X-Amz-Security-Token", "6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267"}});
         QCOMPARE(s.signedHeaders, std::string("host;x-amz-date;x-amz-security-token"));
         QCOMPARE(s.signature, std::string("07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8"));
     }
