@@ -288,11 +288,13 @@ Expected<Settings> findSettings(bool noSignRequest)
         }
         return s;
     }
-    for (const auto& [section, shown] : {std::pair{credentials, credentialsShown}, std::pair{config, configShown}}) {
+    for (const auto& file : {std::pair{credentials, credentialsShown}, std::pair{config, configShown}}) {
+        const std::optional<Section>& section = file.first;
+        const std::string& shown = file.second;
         if (!section) {
             continue;
         }
-        auto get = [&](const std::string& key) {
+        auto get = [&section](const std::string& key) {
             auto it = section->find(key);
             return it == section->end() ? std::string() : it->second;
         };
