@@ -4,6 +4,7 @@
 #include "sharded/formats.h"
 #include "sharded/set_check.h"
 #include "sharded/set_view.h"
+#include "util/progress.h"
 
 #include <atomic>
 #include <chrono>
@@ -148,8 +149,9 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     options.download = whole;
     auto stats = std::make_shared<remote::TransferStats>();
     if (progress) {
-        stats->progress = remote::throttledProgress(
-            [progress](std::uint64_t bytes) { progress(-1.0, humanBytes(bytes) + " read over HTTP"); });
+        stats->progress = progress::throttled([progress](std::uint64_t bytes, const progress::Meter& meter) {
+            progress(-1.0, meter.text("read over HTTP", {bytes, 0, {}}));
+        });
     }
     options.stats = stats;
     auto opened = remote::openRemote(input, {}, options);

@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtensor.h"
+#include "checkpoint/file_formats.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/model_folder.h"
 #include "checkpoint/script_state_dict.h"
@@ -159,7 +160,7 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
         << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (!c.exportLayout.empty()) {
         out << ", a torch.export archive (" << c.exportLayout << "): its state dict, [constants], [graph_signature]";
-    } else if (c.format != Format::Safetensors) {
+    } else if (fileFormat(c.format).pickled) {
         out << ", pickle protocol " << c.pickleProtocol;
     }
     out << "\n\n";
@@ -234,7 +235,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (const auto done = parseCommand(app, args, "inspect", out, err)) {
         return *done;
     }
-    remote.showProgress(err);
+    remote.showProgress(err, json);
 
     const auto files = expandInputs(inputs);
     const bool several = files.size() > 1;

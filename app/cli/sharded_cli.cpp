@@ -3,7 +3,9 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/progress.h"
 #include "cli/set_text.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/formats.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
@@ -230,7 +232,9 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
     if (!json) {
         noteSetOfFile(input, loc, out);
     }
-    auto listing = sharded::listSet(*loc);
+    ProgressLine progress(err, json, "inspect");
+    auto listing = sharded::listSet(*loc, {{}, progress.forOpening()});
+    progress.finish();
     if (!listing) {
         return failed(listing.error(), input, err);
     }
@@ -250,7 +254,9 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     // A set opens as one checkpoint, which every single-file rule reads too; an incomplete one as
     // far as its files were read, where its format builds that; one that cannot (a rank file
     // alone, a quantized shard) keeps its own findings and says why.
-    auto set = sharded::readSet(*loc);
+    ProgressLine progress(err, json, "check");
+    auto set = sharded::readSet(*loc, {.groupStorages = true}, {{}, progress.forOpening()});
+    progress.finish();
     if (!set) {
         return failed(set.error(), input, err);
     }
@@ -261,9 +267,9 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
 }
 
 std::optional<int> convertSet(const std::string& input, const std::optional<sharded::SetLocation>& set,
-                              const std::string& output, const std::string& format, bool direct, SetSource& source,
-                              std::ostream& out, std::ostream& err, const sharded::zero::Options& zeroOptions,
-                              bool fileOnly)
+                              const std::string& output, const std::string& format, bool direct, bool json,
+                              SetSource& source, std::ostream& out, std::ostream& err,
+                              const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto* setFormat = set && !set->alone ? sharded::setFormat(set->kind) : nullptr;
@@ -283,7 +289,9 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     auto inPlace = [&]() -> std::optional<int> {
         sharded::zero::Options perTensor = zeroOptions;
         perTensor.groupStorages = false;
-        auto view = sharded::openView(*set, perTensor);
+        ProgressLine progress(err, json, "convert");
+        auto view = sharded::openView(*set, perTensor, {{}, progress.forOpening()});
+        progress.finish();
         if (!view) {
             return failed(view.error(), input, err);
         }
@@ -297,7 +305,20 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
-    auto done = sharded::consolidateSet(*set, output, grouped);
+    // `direct` is never --json: the line follows the member files opened, then the bytes written.
+    auto done = [&] {
+        ProgressLine progress(err, false, "convert");
+        const sharded::ConsolidateProgressScope bytes(
+            [line = progress.forBytes()](const sharded::ConsolidateProgress& p) {
+                if (line) {
+                    line(p.bytesWritten, p.bytesTotal);
+                }
+                return true;
+            });
+        auto result = sharded::consolidateSet(*set, output, grouped, {{}, progress.forOpening()});
+        progress.finish();
+        return result;
+    }();
     if (!done && sharded::wouldCopyCode(done.error())) {
         return inPlace();  // the plan drops the value that calls code, and says so, as for a file
     }
@@ -306,7 +327,7 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
         << " tensors assembled from " << done->files << " " << (setFormat != nullptr ? setFormat->members : "files")
-        << ")\n";
+        << "); 0 values dropped\n";
     return kExitOk;
 }
 

@@ -100,25 +100,6 @@ bool sleepUnlessStopped(std::chrono::milliseconds wait, const std::stop_token& s
 
 }  // namespace
 
-std::function<void(std::uint64_t)> throttledProgress(std::function<void(std::uint64_t)> show)
-{
-    struct State {
-        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-        std::chrono::steady_clock::time_point last;
-        std::mutex mutex;
-    };
-    return [state = std::make_shared<State>(), show = std::move(show)](std::uint64_t bytes) {
-        using namespace std::chrono_literals;
-        const auto now = std::chrono::steady_clock::now();
-        const std::lock_guard lock(state->mutex);
-        if (now - state->start < 1s || now - state->last < 100ms) {
-            return;
-        }
-        state->last = now;
-        show(bytes);
-    };
-}
-
 HttpOptions HttpOptions::fromEnvironment()
 {
     HttpOptions o;

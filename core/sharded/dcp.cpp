@@ -1837,7 +1837,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return pickled.error();
     }
     auto size = sharded::detail::writeTorchArchive(
-        *target, *pickled, out.tensorItems.size(),
+        *target, *pickled, out.tensorItems.size(), sharded::detail::storageBytes(out.arena),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeTensor(set, set.meta.items[out.tensorItems[i]], zw, record);
         },

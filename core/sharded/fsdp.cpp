@@ -774,7 +774,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return pickled.error();
     }
     auto size = sharded::detail::writeTorchArchive(
-        *target, *pickled, set.tensors.size(),
+        *target, *pickled, set.tensors.size(), sharded::detail::storageBytes(a),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeTensor(set, set.tensors[i], zw, record);
         },

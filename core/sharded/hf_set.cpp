@@ -5,6 +5,7 @@
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
+#include "util/progress.h"
 #include "util/tied_pairs.h"
 
 #include <algorithm>
@@ -452,6 +453,7 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
         e.path = path;
         return e;
     }
+    progress::noteReading(path);  // which shard a progress line names
     if (files) {
         auto ck = files->open(shardFiles.at(i));
         if (!ck) {

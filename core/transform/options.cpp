@@ -155,23 +155,32 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
     return map;
 }
 
-std::string Options::renamedKey(std::string key) const
+Options::KeyEdit Options::keyEdit(std::string_view key) const
 {
+    KeyEdit e;
+    std::size_t kept = 0;  // where the part of `key` that stays begins
     for (const auto& p : stripPrefixes) {
-        if (!p.empty() && key.starts_with(p)) {
-            key.erase(0, p.size());
+        if (!p.empty() && key.substr(kept).starts_with(p)) {
+            kept += p.size();
         }
     }
     if (singleModulePrefix) {
-        while (key.starts_with(kDataParallelPrefix)) {
-            key.erase(0, kDataParallelPrefix.size());
+        while (key.substr(kept).starts_with(kDataParallelPrefix)) {
+            kept += kDataParallelPrefix.size();
         }
-        key.insert(0, kDataParallelPrefix);
+        e.added = kDataParallelPrefix;
     }
     if (addPrefix) {
-        key.insert(0, *addPrefix);
+        e.added.insert(0, *addPrefix);
     }
-    return key;
+    e.removed = key.substr(0, kept);
+    return e;
+}
+
+std::string Options::renamedKey(const std::string& key) const
+{
+    const KeyEdit e = keyEdit(key);
+    return e.added + key.substr(e.removed.size());
 }
 
 std::string Options::toJson() const

@@ -69,7 +69,14 @@ struct Options {
     void merge(const Options& other);
     // A state-dict key after the prefix edits: each strip prefix removed when the key starts with
     // it (in list order), then with --multi-card exactly one `module.`, then the added prefix.
-    [[nodiscard]] std::string renamedKey(std::string key) const;
+    [[nodiscard]] std::string renamedKey(const std::string& key) const;
+    // What renamedKey does to `key`: the prefix it takes off and the one it puts in its place (the
+    // rest of the key stays); the rule a plan's summary groups renames by.
+    struct KeyEdit {
+        std::string removed;
+        std::string added;
+    };
+    [[nodiscard]] KeyEdit keyEdit(std::string_view key) const;
 };
 
 Options singleCardPreset();
