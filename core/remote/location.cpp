@@ -16,7 +16,15 @@ Error usage(std::string_view input, std::string message)
     return e;
 }
 
-// `s` with every byte but the letters, digits and `kept` percent-encoded.
+// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
+// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
+std::string encodePath(std::string_view s)
+{
+    return percentEncoded(s, "-._~/%+=@,:");
+}
+
+}  // namespace
+
 std::string percentEncoded(std::string_view s, std::string_view kept)
 {
     static constexpr char kHex[] = "0123456789ABCDEF";
@@ -33,15 +41,6 @@ std::string percentEncoded(std::string_view s, std::string_view kept)
     }
     return out;
 }
-
-// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
-// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
-std::string encodePath(std::string_view s)
-{
-    return percentEncoded(s, "-._~/%+=@,:");
-}
-
-}  // namespace
 
 bool isRemote(std::string_view input)
 {

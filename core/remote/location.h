@@ -38,6 +38,10 @@ struct Location {
 // names, never a query, a fragment or an encoded '/' for the server to decode.
 [[nodiscard]] std::string encodedName(std::string_view path);
 
+// `s` with every byte but the letters, digits and `kept` as %XX (upper-case hex): the one encoder of
+// URLs (encodedName, a Hub path, S3's keys and SigV4's canonical forms).
+[[nodiscard]] std::string percentEncoded(std::string_view s, std::string_view kept);
+
 // The Hub's download URL of `path` in `repo` at `revision`: ENDPOINT/REPO/resolve/REVISION/PATH.
 [[nodiscard]] std::string resolveUrl(const std::string& endpoint, const std::string& repo, const std::string& revision,
                                      const std::string& path);

@@ -1,5 +1,7 @@
 #include "remote/sigv4.h"
 
+#include "remote/location.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -140,19 +142,7 @@ std::string canonicalQuery(std::string_view query)
 
 std::string uriEncode(std::string_view s, bool keepSlash)
 {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out;
-    for (const char ch : s) {
-        const auto u = static_cast<unsigned char>(ch);
-        if (std::isalnum(u) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~' || (keepSlash && ch == '/')) {
-            out += ch;
-        } else {
-            out += '%';
-            out += kHex[u >> 4U];
-            out += kHex[u & 15U];
-        }
-    }
-    return out;
+    return percentEncoded(s, keepSlash ? "-._~/" : "-._~");
 }
 
 std::string sha256Hex(std::string_view data)

@@ -61,6 +61,20 @@ bool rawControls(const QByteArray& b)
     return b.contains('\x1b') || b.contains('\x07') || b.contains("\xc2\x9b");
 }
 
+// A listing's outcome: refused as bad input (rc 2) or exit `rc`, saying `says` in a short line,
+// with no raw terminal control in anything printed.
+void checkOutcome(const ProcessResult& r, int rc, const QString& says)
+{
+    if (rc == 2) {
+        checkRefused(r);
+    } else {
+        QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+    }
+    QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
+    QVERIFY2(r.err.size() < 1000, qPrintable(describe(r)));
+    QVERIFY2(!rawControls(r.out) && !rawControls(r.err), r.out.toPercentEncoding().left(600).constData());
+}
+
 std::string s(const QString& q)
 {
     return q.toStdString();
@@ -196,14 +210,10 @@ private Q_SLOTS:
         qputenv("HF_ENDPOINT", server.url(QString()).toUtf8());
         const auto r = run({"inspect", "hf://hub/" + s(listing)});
         qunsetenv("HF_ENDPOINT");
-        if (rc == 2) {
-            checkRefused(r);
-        } else {
-            QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+        checkOutcome(r, rc, says);
+        if (QTest::currentTestFailed()) {
+            return;
         }
-        QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
-        QVERIFY2(r.err.size() < 1000, qPrintable(describe(r)));
-        QVERIFY2(!rawControls(r.out) && !rawControls(r.err), r.out.toPercentEncoding().left(600).constData());
         const auto outside = pathsOutside({QStringLiteral("/api/models/hub/") + listing + QLatin1Char('/'),
                                            QStringLiteral("/hub/") + listing + QStringLiteral("/resolve/")});
         QVERIFY2(outside.isEmpty(), qPrintable(outside.join(QLatin1Char(' '))));
@@ -251,13 +261,10 @@ private Q_SLOTS:
         for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
             qunsetenv(v);
         }
-        if (rc == 2) {
-            checkRefused(r);
-        } else {
-            QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+        checkOutcome(r, rc, says);
+        if (QTest::currentTestFailed()) {
+            return;
         }
-        QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
-        QVERIFY2(r.err.size() < 1000, qPrintable(describe(r)));
         QVERIFY2(!r.err.contains(secret) && !r.out.contains(secret), qPrintable(describe(r)));
         QVERIFY2(!r.err.contains("session-token-secret"), qPrintable(describe(r)));
         const QString bucket = input.section(QLatin1Char('/'), 2, 2);
