@@ -8,7 +8,7 @@ pkgs=(
   libtorch-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   python3-torch python3-numpy
   xvfb xauth unzip
-  libcurl4-openssl-dev nginx-light openssl jq
+  libcurl4-openssl-dev libssl-dev libexpat1-dev nginx-light openssl jq
   clang-14 libclang-rt-14-dev clang-format clang-tidy-14 lld
   debootstrap
 )

@@ -87,6 +87,25 @@ for name, body in hostile_server.LISTINGS.items():
 with open(os.path.join(sys.argv[2], "replies.txt"), "w") as f:
     f.write('-65536\n206\nbytes 934-66469/66470\n"e"\n0 65536\n206\nbytes 0-65535/66470\n"e"\n')
 PY
+# fuzz_s3_xml reads the bent S3 listings of tests/remote/hostile_server.py (those under 1 MiB) and
+# one good page and one error document.
+s3seeds="$build/s3-seeds"
+mkdir -p "$s3seeds"
+/usr/bin/python3 - "$root/tests/remote" "$s3seeds" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import hostile_server
+hostile_server.DATA = b"x" * 100
+for name, page in hostile_server.S3_CASES.items():
+    body = page("t1")
+    if len(body) <= 1 << 20:
+        with open(os.path.join(sys.argv[2], name + ".xml"), "wb") as f:
+            f.write(body)
+with open(os.path.join(sys.argv[2], "good.xml"), "wb") as f:
+    f.write(hostile_server.s3_page(["dir/a.pt", "dir/b.pt"], token="abc", truncated=True))
+with open(os.path.join(sys.argv[2], "error.xml"), "wb") as f:
+    f.write(b"<Error><Code>ExpiredToken</Code><Message>expired</Message><Region>eu-west-1</Region></Error>")
+PY
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -103,6 +122,7 @@ fuzz_one() {
     fuzz_dcp_safetensors) seeds+=("$layoutseeds/safetensors") ;;
     fuzz_dcp_zstd) seeds+=("$layoutseeds/zstd") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
+    fuzz_s3_xml) seeds+=("$s3seeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
     # It parses each input twice (over its in-memory server and from memory, to compare the
     # storages): inputs up to 1 MiB, past the remote reader's 64 KiB first range and merge gaps,

@@ -16,9 +16,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # (or pyzstd) to write the zstd DCP sets the torch2 tests read.
 packages=(python3-torch python3-transformers python3-accelerate python3-safetensors python3-zstandard)
 # What ckptscope itself links at run time beyond minbase (the torch2 tests run the host's build inside
-# the root): libcurl for remote inputs, libzstd for DCP's zstd items. A root made before a package was
-# added to either list gets it on the next run.
-runtime_packages=(libcurl4t64 libzstd1)
+# the root): libcurl for remote inputs, libzstd for DCP's zstd items; and what the tests run inside it:
+# moto's S3 server (python3-moto, with the Flask pieces its server mode needs: the S3-compatible store
+# the s3:// tests read on loopback). A root made before a package was added to either list gets it on
+# the next run.
+runtime_packages=(libcurl4t64 libzstd1 python3-moto python3-flask python3-flask-cors)
 apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
 
 print_version() {

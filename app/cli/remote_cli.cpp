@@ -32,6 +32,10 @@ void RemoteSession::addOptions(CLI::App& app)
     app.add_flag("--download", download_,
                  "a URL whose server does not support range requests is downloaded whole into a temporary "
                  "file (unlinked: nothing is left behind) instead of refused");
+    app.add_flag("--no-sign-request", noSignRequest_,
+                 "s3:// requests are sent unsigned, for a public bucket (as the AWS CLI's option); otherwise they "
+                 "are signed with the credentials the AWS CLI would use (AWS_ACCESS_KEY_ID, AWS_PROFILE, "
+                 "~/.aws/credentials)");
 }
 
 bool RemoteSession::isRemote(const std::string& input)
@@ -45,6 +49,7 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
     remote::RemoteOptions options;
     options.stats = stats_;
     options.download = download_;
+    options.noSignRequest = noSignRequest_;
     auto r = remote::openRemote(input, headers_, options);
     if (progress_) {
         progress_->clear();  // what the command prints next (a plan, a report, an error) starts the line

@@ -1,4 +1,4 @@
-// What every subcommand does with remote inputs (http(s) URLs, hf:// Hub locations): one session
+// What every subcommand does with remote inputs (http(s) URLs, hf:// Hub locations, s3:// objects): one session
 // per run that opens them through core/remote's one path (openRemoteInput), takes --header, and
 // says what the run fetched: one line on stderr, or a "remote" member in --json output.
 #pragma once
@@ -20,7 +20,7 @@ class ProgressLine;
 
 class RemoteSession {
 public:
-    // Adds the repeatable --header option and --download to a command.
+    // Adds the repeatable --header option, --download and --no-sign-request to a command.
     void addOptions(CLI::App& app);
     // A progress line on `err` (cli/progress.h: rewritten in place once transfers pass a second, on a
     // terminal, never with --json or --quiet) while no other work shows its own. report() erases it.
@@ -42,6 +42,7 @@ public:
 private:
     std::vector<std::string> headers_;
     bool download_ = false;
+    bool noSignRequest_ = false;
     std::shared_ptr<remote::TransferStats> stats_ = std::make_shared<remote::TransferStats>();
     std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
     bool used_ = false;

@@ -2,6 +2,8 @@
 
 #include "remote/location.h"
 #include "remote/reply_parse.h"
+#include "remote/s3_xml.h"
+#include "remote/sigv4.h"
 #include "util/bytes.h"
 
 #include <algorithm>
@@ -311,6 +313,13 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         for (const auto& h : credentials_.headersFor(originOf(url))) {
             headers = curl_slist_append(headers, h.c_str());
         }
+        // Signed at each try: a signature carries its time, and S3 refuses one 15 minutes old.
+        if (credentials_.signer && credentials_.signer->signs(originOf(url))) {
+            for (const auto& h :
+                 credentials_.signer->headersFor(std::string(kMethodGet), url, std::string(sigv4::kEmptyPayloadHash))) {
+                headers = curl_slist_append(headers, h.c_str());
+            }
+        }
         curl_easy_setopt(c, CURLOPT_URL, url.c_str());
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
@@ -409,11 +418,17 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         char* next = nullptr;
         curl_easy_getinfo(static_cast<CURL*>(curl_), CURLINFO_REDIRECT_URL, &next);
         if (next == nullptr || *next == '\0') {
+            // S3's answer to a request for a bucket in another region: a 301 naming the region.
+            if (const std::string region = x.header("x-amz-bucket-region"); !region.empty()) {
+                return fail(ErrorCode::Io, url,
+                            "HTTP " + std::to_string(x.status) + ": the bucket is in region " + clipped(region) +
+                                " (x-amz-bucket-region): set AWS_REGION=" + clipped(region));
+            }
             return fail(ErrorCode::Io, url,
                         "HTTP " + std::to_string(x.status) + " redirect without a Location to follow");
         }
         const std::string target(next);
-        if (!isRemote(target) || target.starts_with("hf://")) {
+        if (!isRemote(target) || target.starts_with("hf://") || target.starts_with("s3://")) {
             return fail(ErrorCode::Io, url, "redirected to something that is no http(s) URL");
         }
         if (!seen.insert(target).second) {
@@ -431,7 +446,19 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         return {};
     }
     std::string reason = clipped(x.header("x-error-message"));
-    if (reason.empty()) {
+    const bool signedOrigin = credentials_.signer && credentials_.signer->signs(originOf(url));
+    bool credentialsRefused = false;  // an S3 error that is about the credentials, whatever its status
+    if (const auto s3 = reason.empty() ? s3::parseErrorReply(x.errorBody) : std::nullopt) {
+        credentialsRefused = s3->code == "ExpiredToken" || s3->code == "InvalidToken" ||
+                             s3->code == "TokenRefreshRequired" || s3->code == "AuthorizationHeaderMalformed" ||
+                             s3->code == "InvalidAccessKeyId";
+        // An S3 error document: its code says what is wrong (ExpiredToken, SignatureDoesNotMatch).
+        reason = clipped(s3->code + (s3->message.empty() ? "" : ": " + s3->message));
+        if (!s3->region.empty()) {
+            reason +=
+                " (the bucket is in region " + clipped(s3->region) + ": set AWS_REGION=" + clipped(s3->region) + ")";
+        }
+    } else if (reason.empty()) {
         reason = x.errorBody.substr(0, x.errorBody.find('\n'));
         if (reason.size() > 200 || reason.find('<') != std::string::npos) {
             reason.clear();
@@ -442,8 +469,10 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         message += ": " + reason;
     }
     ErrorCode code = ErrorCode::Io;
-    if (x.status == kStatusUnauthorized || x.status == kStatusForbidden) {
-        if (originOf(url) == credentials_.hubOrigin) {
+    if (x.status == kStatusUnauthorized || x.status == kStatusForbidden || (signedOrigin && credentialsRefused)) {
+        if (signedOrigin) {
+            message += " " + credentials_.signer->refusedNote();
+        } else if (originOf(url) == credentials_.hubOrigin) {
             message += credentials_.hubToken
                            ? " (the token in HF_TOKEN or the login file was sent and refused: a gated "
                              "repository needs its access granted on the Hub first)"

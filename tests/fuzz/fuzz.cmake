@@ -1,7 +1,8 @@
 # libFuzzer targets (clang, -DCKPTSCOPE_FUZZ=ON): scripts/fuzz.sh builds and runs them.
 foreach(pair "reader:ckptscope_checkpoint" "zip:ckptscope_archive" "safetensors:ckptscope_archive"
              "pickle:ckptscope_pickle" "check:ckptscope_diagnose" "dcp:ckptscope_sharded"
-             "hf_index:ckptscope_sharded" "zero:ckptscope_sharded" "remote:ckptscope_remote_open")
+             "hf_index:ckptscope_sharded" "zero:ckptscope_sharded" "remote:ckptscope_remote_open"
+             "s3_xml:ckptscope_remote")
     string(REPLACE ":" ";" pair "${pair}")
     list(GET pair 0 target)
     list(GET pair 1 lib)
