@@ -1142,7 +1142,10 @@ Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
             into.insert(into.end(), chunks.begin(), chunks.end());
         }
     }
-    for (auto& [start, chunks] : byStart) {
+    for (auto& entry : byStart) {
+        // Named, not a structured binding: clang 14 (clang-tidy's) refuses a lambda capturing one.
+        const auto& start = entry.first;
+        auto& chunks = entry.second;
         auto mapped = set.data.map(start.first);
         if (!mapped) {
             return mapped.error();
