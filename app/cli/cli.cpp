@@ -60,7 +60,7 @@ bool takesValue(const std::string& cmd, const std::string& opt)
     static const std::vector<std::string> kCheck{"--against", "--select"};
     static const std::vector<std::string> kConvert{"-o",           "--output",     "--map-location", "--strip-prefix",
                                                    "--add-prefix", "--select",     "--drop",         "--format",
-                                                   "--fix",        "--shard-size", "--zero-weights"};
+                                                   "--fix",        "--shard-size", "--zero-weights", "--dequantize"};
     const auto& list = cmd == "check" ? kCheck : kConvert;
     return std::find(list.begin(), list.end(), opt) != list.end();
 }

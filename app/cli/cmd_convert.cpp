@@ -54,6 +54,7 @@ struct Args {
     std::string zeroWeights = "fp32";
     bool keepOptimizer = false;
     bool fileOnly = false;
+    std::string dequantize;  // bf16, float16, float32: block-quantized FP8 weights as that dtype
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -91,6 +92,13 @@ Expected<Options> optionsFrom(const Args& a)
             return m.error();
         }
         o.mapLocation = std::move(*m);  // an explicit spec replaces the preset's `cpu`
+    }
+    if (!a.dequantize.empty()) {
+        auto t = transform::parseDequantizeDtype(a.dequantize);
+        if (!t) {
+            return t.error();
+        }
+        o.dequantize = *t;
     }
     if (a.format == "dcp" && a.mapLocation.empty()) {
         // FileSystemWriter asserts that every item it writes is on the CPU (_write_item).
@@ -296,6 +304,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_option("--format", a.format,
                    "torch (default), safetensors, or dcp: a single-rank torch.distributed.checkpoint folder at -o")
         ->check(CLI::IsMember({"torch", "safetensors", "dcp"}));
+    app.add_option("--dequantize", a.dequantize,
+                   "block-quantized FP8 weights (float8 weight beside weight_scale_inv) written as bf16, float16 or "
+                   "float32, computed on the CPU a piece at a time; their scales left out");
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
     app.add_flag("--allow-expand", a.allowExpand,
@@ -332,6 +343,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert train.pt -o train-dcp/ --format dcp   (loads with torch.distributed.checkpoint)\n"
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
+               "  ckptscope convert deepseek-fp8/ -o bf16/ --dequantize bf16 --shard-size 5GB --format safetensors\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
     RemoteSession remote;
     remote.addOptions(app);
@@ -372,7 +384,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     // in place.
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
-                          !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp";
+                          !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp" &&
+                          a.dequantize.empty();
     SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,

@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <string_view>
 #include <sys/mman.h>
@@ -627,7 +628,31 @@ void addRecordedTies(Arena& a, const archive::SafetensorsFile& st, const std::ve
     }
 }
 
-Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
+// A `save_pretrained` file (model.safetensors with config.json beside it) lacks the names its model
+// ties (util/tied_pairs.h): they come back as second names of the tensor they are tied to, as
+// model.state_dict() has them, so inspect lists them and convert writes them. A shard of a set
+// (`-0000i-of-0000N`) is no model alone: the set restores its ties (sharded/hf_set.cpp).
+void restoreModelTies(Checkpoint& c, std::vector<ValueId>& items)
+{
+    static const std::regex shardName(R"(-[0-9]{5}-of-[0-9]{5}\.safetensors$)");
+    if (std::regex_search(c.path, shardName)) {
+        return;
+    }
+    c.modelConfig = readModelConfig(std::filesystem::path(c.path).parent_path().string());
+    std::vector<std::string> keys;
+    std::unordered_map<std::string, ValueId> valueOf;
+    for (std::size_t i = 0; i < items.size(); i += 2) {
+        keys.emplace_back(c.arena[items[i]].text);
+        valueOf.emplace(keys.back(), items[i + 1]);
+    }
+    c.ties = tiedWeights(c.modelConfig, keys);
+    for (const auto& t : c.ties.restored) {
+        items.push_back(c.arena.str(t.name));
+        items.push_back(valueOf.at(t.source));
+    }
+}
+
+Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget, bool modelFile)
 {
     auto st = archive::parseSafetensors(c.bytes);
     if (!st) {
@@ -658,6 +683,9 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
         items.push_back(tensorOf.back());
     }
     addRecordedTies(a, *st, tensorOf, items);
+    if (modelFile) {
+        restoreModelTies(c, items);
+    }
     c.root = a.dict(std::move(items), true);
     if (auto r = adoptStorages(c); !r) {
         return r;
@@ -671,7 +699,9 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
     return checkStorageBytes(c);
 }
 
-Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file);
+// `modelFile`: a file opened by its path as a model, whose folder's config.json is read (ties).
+Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
+                                 bool modelFile = false);
 
 // AllenNLP's model archive (allennlp/models/archival.py, archive_model): a gzipped tar of
 // `weights.th` (the model's torch.save state dict), `config.json` and `vocabulary/`, which
@@ -818,7 +848,8 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     return CheckpointPtr(std::move(c));
 }
 
-Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file)
+Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
+                                 bool modelFile)
 {
     if (const auto kind = archive::sniffCompression(data); kind != archive::Compression::None) {
         return readCompressed(data, name, kind, file);
@@ -855,7 +886,7 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     if (zip) {
         loaded = loadZip(*c, budget);
     } else if (safetensors) {
-        loaded = loadSafetensors(*c, budget);
+        loaded = loadSafetensors(*c, budget, modelFile);
     } else if (tar) {
         loaded = detail::loadTorchTar(*c, budget);
     } else if (startsLikeLegacyStream(data)) {
@@ -904,7 +935,8 @@ Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
     auto inner = openCheckpoint(*model);
     if (!inner) {
         Error e = inner.error();
-        e.message = "is " + folder.layout + "; its model " + displayText(folder.model()) + ": " + e.message;
+        e.message = "is " + folder.layout + (folder.adapter() ? "; its adapter " : "; its model ") +
+                    displayText(folder.model()) + ": " + e.message;
         e.path = folder.dir;
         return e;
     }
@@ -915,7 +947,7 @@ Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
 
 }  // namespace
 
-Expected<CheckpointPtr> openCheckpoint(const std::string& path)
+Expected<CheckpointPtr> openCheckpoint(const std::string& path, const OpenOptions& opts)
 {
     if (auto folder = readModelFolder(path)) {
         return openModelFolder(*folder);
@@ -937,7 +969,7 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path)
         return m.error();
     }
     const Bytes b = (*m)->bytes();
-    return readImpl(b, path, *m);
+    return readImpl(b, path, *m, opts.modelConfig);
 }
 
 Expected<std::optional<LegacyLayout>> legacyLayout(Bytes prefix)

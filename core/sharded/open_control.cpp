@@ -34,7 +34,7 @@ Expected<CheckpointPtr> openMember(const std::string& path, std::size_t index, s
             t_control->progress(index, total, path);
         }
     }
-    return openCheckpoint(path);
+    return openCheckpoint(path, OpenOptions{.modelConfig = false});  // the set ties its model
 }
 
 }  // namespace ckpt::sharded

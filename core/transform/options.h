@@ -2,6 +2,7 @@
 // `fix` (as JSON), and from the window's export panel.
 #pragma once
 
+#include "util/dtype.h"
 #include "util/error.h"
 
 #include <array>
@@ -60,9 +61,14 @@ struct Options {
     bool compact = false;             // storages shrunk to what tensors reach
     bool singleModulePrefix = false;  // --multi-card: every state-dict key gets exactly one `module.`
     OutputFormat format = OutputFormat::Torch;
+    // Block-quantized FP8 weights (a float8 `weight` beside its `weight_scale_inv`,
+    // checkpoint/block_quant.h) written as this dtype (bfloat16, float16 or float32), their scales
+    // left out (transform/dequantize.cpp).
+    std::optional<DType> dequantize;
 
     // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),
-    // map_location, unwrap, weights_only, compact, multi_card, format: the `fix` of a finding.
+    // map_location, unwrap, weights_only, compact, multi_card, format, dequantize: the `fix` of a
+    // finding.
     [[nodiscard]] std::string toJson() const;
     static Expected<Options> fromJson(const std::string& json);
     // Merges `other` into this (used when the window applies several findings' fixes).
@@ -71,6 +77,9 @@ struct Options {
     // it (in list order), then with --multi-card exactly one `module.`, then the added prefix.
     [[nodiscard]] std::string renamedKey(std::string key) const;
 };
+
+// The dtype `--dequantize` names: bf16/bfloat16, fp16/float16/half, fp32/float32/float; Usage otherwise.
+Expected<DType> parseDequantizeDtype(std::string_view name);
 
 Options singleCardPreset();
 Options multiCardPreset();

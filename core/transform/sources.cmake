@@ -10,4 +10,5 @@ ckptscope_core_library(ckptscope_transform
         transform/weights_only.cpp
         transform/prefix.cpp
         transform/storages.cpp
+        transform/dequantize.cpp
     DEPS ckptscope_checkpoint ckptscope_transform_options)

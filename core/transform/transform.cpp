@@ -142,7 +142,7 @@ std::string Plan::toJson() const
                       {"location", s.location},
                       {"byte_offset", s.byteOffset},
                       {"nbytes", s.nbytes},
-                      {"made_by_plan", s.inlineBytes != nullptr}});
+                      {"made_by_plan", s.madeByPlan()}});
     }
     j["tensors"] = tensorCount;
     j["dropped"] = droppedCount();
@@ -168,8 +168,8 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
             b.stateDicts.insert(n.value.v);
         }
     }
-    for (auto pass :
-         {detail::selectRoot, detail::dropPaths, detail::unwrapModules, detail::sanitize, detail::editPrefixes}) {
+    for (auto pass : {detail::selectRoot, detail::dropPaths, detail::dequantize, detail::unwrapModules,
+                      detail::sanitize, detail::editPrefixes}) {
         if (auto ok = pass(b); !ok) {
             Error e = ok.error();
             e.path = in.path;

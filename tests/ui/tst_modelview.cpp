@@ -1,8 +1,10 @@
 // Model view (issue 25): a dict that holds a model beside other keys (YOLO's best.pt: model, date,
 // train_args, optimizer) shows those keys as rows beside the model, and a selected finding's keys
 // are tinted there as in the raw tree.
+#include "detailspanel.h"
 #include "documentview.h"
 #include "findingspanel.h"
+#include "keytreemodel.h"
 #include "mainwindow.h"
 #include "moduletreemodel.h"
 #include "uitest.h"
@@ -12,6 +14,8 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <algorithm>
 
 using namespace ckpt;
 using namespace ckpt::ui;
@@ -94,6 +98,75 @@ private Q_SLOTS:
             }
         }
         QVERIFY2(checked, "no finding of whole_model_dp.pt names a row of Model view");
+    }
+
+    // A dynamically quantized model keeps each Linear's weight and bias packed (LinearPackedParams,
+    // not _parameters): Model view counts and lists them as the module's parameters, as its
+    // state_dict() holds them (before, the model said 0 parameters).
+    void packedParametersAreCounted()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("dynamic.pt"));
+        QProcess py;
+        py.setProcessChannelMode(QProcess::MergedChannels);
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                 {QStringLiteral("-c"),
+                  QStringLiteral("import sys, torch, torch.nn as nn\n"
+                                 "m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4))\n"
+                                 "q = torch.ao.quantization.quantize_dynamic(m, {nn.Linear}, dtype=torch.qint8)\n"
+                                 "torch.save(q, sys.argv[1])\n"),
+                  file});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+
+        MainWindow w;
+        auto* view = openOne(w, file);
+        QVERIFY(view != nullptr);
+        QVERIFY(view->modelViewShown());
+        const auto& m = *view->moduleModel();
+        const auto model = m.index(0, ModuleTreeModel::Name);
+        // 8*6+6 and 6*4+4 packed, 4+4 in the LayerNorm's _parameters
+        QCOMPARE(ModuleTreeModel::parameterCount(model), std::uint64_t{54 + 28 + 8});
+    }
+
+    // A meta tensor holds no data: the key tree's size column and the details say so, and the
+    // findings name it (meta-tensors), rather than 16.0 KiB and no word.
+    void metaTensorsSayNoData()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("meta.pt"));
+        QProcess py;
+        py.setProcessChannelMode(QProcess::MergedChannels);
+        py.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"),
+                                                    QStringLiteral("import sys, torch, torch.nn as nn\n"
+                                                                   "m = nn.Linear(64, 64, device='meta')\n"
+                                                                   "torch.save(m.state_dict(), sys.argv[1])\n"),
+                                                    file});
+        QVERIFY(py.waitForFinished(120000));
+        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+
+        MainWindow w;
+        auto* view = openOne(w, file);
+        QVERIFY(view != nullptr);
+        const auto& ck = *view->document()->checkpoint;
+        const auto node = ck.find("weight");
+        QVERIFY(node.valid());
+        bool sized = false;
+        const auto* model = view->model();
+        for (int r = 0; r < model->rowCount(); ++r) {
+            const auto index = model->index(r, KeyTreeModel::Name);
+            if (index.data().toString() == QStringLiteral("weight")) {
+                QCOMPARE(index.siblingAtColumn(KeyTreeModel::Size).data().toString(), QStringLiteral("no data"));
+                sized = true;
+            }
+        }
+        QVERIFY(sized);
+        view->details()->showNode(node);
+        QVERIFY2(view->details()->text().contains(QStringLiteral("no data: a meta tensor")),
+                 qPrintable(view->details()->text()));
+        QTRY_VERIFY_WITH_TIMEOUT(view->diagnosis() != nullptr, 20000);
+        const auto& list = view->diagnosis()->list;
+        QVERIFY(std::any_of(list.begin(), list.end(), [](const auto& f) { return f.code == "meta-tensors"; }));
     }
 };
 
