@@ -156,16 +156,23 @@ void metaTensors(const Checkpoint& ckpt, Findings& out)
     if (meta.size() > 5) {
         list += ", ... (" + std::to_string(meta.size()) + " in all)";
     }
+    // load_state_dict's own words for the first one (torch/nn/modules/module.py, _load_from_state_dict
+    // catching the copy's error), the model's shape being the one the file was saved from
+    const std::string size =
+        "torch.Size(" + shapeText(std::vector<std::int64_t>(meta[0]->shape.begin(), meta[0]->shape.end())) + ")";
     f.detail = list + (meta.size() == 1 ? " is a meta tensor" : " are meta tensors") +
                ": torch.save wrote their shape and dtype and nothing else (_rebuild_meta_tensor_no_storage), as it "
                "does for a model built under torch.device(\"meta\") or accelerate's init_empty_weights whose "
                "weights were never loaded. The file holds none of their " +
                bytesText(wouldHold) +
                ". torch.load gives meta tensors again, and load_state_dict into a real model fails with "
-               "\"NotImplementedError: Cannot copy out of meta tensor; no data!\" (with assign=True it puts the "
-               "model on the meta device). No conversion can give them values: save again after loading the real "
-               "weights (from_pretrained, accelerate's load_checkpoint_and_dispatch, or model.to_empty(device=...) "
-               "and load_state_dict).";
+               "\"RuntimeError: Error(s) in loading state_dict for ...: While copying the parameter named \"" +
+               std::string(meta[0]->path) + "\", whose dimensions in the model are " + size +
+               " and whose dimensions in the checkpoint are " + size +
+               ", an exception occurred : ('Cannot copy out of meta tensor; no data!',).\" (with assign=True it puts "
+               "the model on the meta device). No conversion can give them values: save again after loading the "
+               "real weights (from_pretrained, accelerate's load_checkpoint_and_dispatch, or "
+               "model.to_empty(device=...) and load_state_dict).";
     for (const auto* t : meta) {
         f.paths.emplace_back(t->path);
     }

@@ -188,6 +188,25 @@ private:
     bool validateGeometry(const std::string& fn, TensorInfo& t);
     bool legacyTensorBuild(ValueId target, ValueId state);
     bool legacyVariableBuild(ValueId target, ValueId state, Known k);
+    // The object value `target` is, from now on, the tensor `t` (what BUILD made of it).
+    void becomeTensor(ValueId target, TensorInfo t)
+    {
+        const auto index = static_cast<std::int64_t>(a_.tensors.size());
+        a_.tensors.push_back(std::move(t));
+        Value& v = a_[target];
+        v.kind = Kind::Tensor;
+        v.i = index;
+    }
+    // Parameter(data, requires_grad) keeps the flag as the Parameter's; Variable(...) as the tensor's.
+    static void setLegacyGrad(TensorInfo& t, Known k, bool requiresGrad)
+    {
+        if (k == Known::ParameterClass) {
+            t.isParameter = true;
+            t.parameterRequiresGrad = requiresGrad;
+        } else {
+            t.requiresGrad = requiresGrad;
+        }
+    }
     bool buildTensor(ValueId target, ValueId state);
 
     // Argument helpers for rebuild calls: false when the argument is not of that type.
@@ -585,12 +604,7 @@ std::optional<ValueId> TorchGlobals::Impl::constructLegacy(Known k, ValueId args
         return std::nullopt;
     }
     TensorInfo t = tensorOf(a_, av[0]);
-    if (k == Known::ParameterClass) {
-        t.isParameter = true;
-        t.parameterRequiresGrad = requiresGrad;
-    } else {
-        t.requiresGrad = requiresGrad;
-    }
+    setLegacyGrad(t, k, requiresGrad);
     return a_.tensor(std::move(t));
 }
 
@@ -781,11 +795,7 @@ bool TorchGlobals::Impl::legacyTensorBuild(ValueId target, ValueId state)
     if (!validateGeometry(fn, t)) {
         return false;
     }
-    const auto index = static_cast<std::int64_t>(a_.tensors.size());
-    a_.tensors.push_back(std::move(t));
-    Value& v = a_[target];
-    v.kind = Kind::Tensor;
-    v.i = index;
+    becomeTensor(target, std::move(t));
     return true;
 }
 
@@ -810,17 +820,8 @@ bool TorchGlobals::Impl::legacyVariableBuild(ValueId target, ValueId state, Know
         return fail(ErrorCode::Corrupt, "malformed state for torch.Tensor.__setstate__: requires_grad is a " +
                                             std::string(kindName(kindOf(sv[3]))));
     }
-    if (k == Known::ParameterClass) {
-        t.isParameter = true;
-        t.parameterRequiresGrad = requiresGrad;
-    } else {
-        t.requiresGrad = requiresGrad;
-    }
-    const auto index = static_cast<std::int64_t>(a_.tensors.size());
-    a_.tensors.push_back(std::move(t));
-    Value& v = a_[target];
-    v.kind = Kind::Tensor;
-    v.i = index;
+    setLegacyGrad(t, k, requiresGrad);
+    becomeTensor(target, std::move(t));
     return true;
 }
 

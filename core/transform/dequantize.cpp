@@ -224,35 +224,32 @@ private:
         }
     }
 
-    void write(Bytes piece, std::size_t from, std::size_t to, float s, const std::array<float, 256>& lut,
-               std::vector<std::byte>& out) const
+    // Elements [from, to) of `piece`, each float32(weight) x s, encoded as the output dtype.
+    template <class Out, class Encode>
+    static void encodeRun(Bytes piece, std::size_t from, std::size_t to, float s, const std::array<float, 256>& lut,
+                          std::vector<std::byte>& out, Encode encode)
     {
         const auto* q =
             reinterpret_cast<const std::uint8_t*>(piece.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+        auto* o = reinterpret_cast<Out*>(out.data());             // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+        for (std::size_t k = from; k < to; ++k) {
+            o[k] = encode(lut[q[k]] * s);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        }
+    }
+
+    void write(Bytes piece, std::size_t from, std::size_t to, float s, const std::array<float, 256>& lut,
+               std::vector<std::byte>& out) const
+    {
         switch (out_) {
-        case DType::BFloat16: {
-            auto* o =
-                reinterpret_cast<std::uint16_t*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-            for (std::size_t k = from; k < to; ++k) {
-                o[k] = toBFloat16(lut[q[k]] * s);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-            }
+        case DType::BFloat16:
+            encodeRun<std::uint16_t>(piece, from, to, s, lut, out, [](float v) { return toBFloat16(v); });
             break;
-        }
-        case DType::Float16: {
-            auto* o =
-                reinterpret_cast<std::uint16_t*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-            for (std::size_t k = from; k < to; ++k) {
-                o[k] = toHalf(lut[q[k]] * s);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-            }
+        case DType::Float16:
+            encodeRun<std::uint16_t>(piece, from, to, s, lut, out, [](float v) { return toHalf(v); });
             break;
-        }
-        default: {
-            auto* o = reinterpret_cast<float*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-            for (std::size_t k = from; k < to; ++k) {
-                o[k] = lut[q[k]] * s;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-            }
+        default:
+            encodeRun<float>(piece, from, to, s, lut, out, [](float v) { return v; });
             break;
-        }
         }
     }
 

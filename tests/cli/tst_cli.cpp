@@ -3,6 +3,7 @@
 // its JSON type, so a renamed or retyped field fails here before it breaks someone's script.
 #include "cli_json.h"
 #include "cli_run.h"
+#include "python_file.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -133,19 +134,15 @@ void TestCli::quantizersAndMetaTensorsInJson()
 {
     QTemporaryDir dir;
     const QString file = dir.filePath(QStringLiteral("q.pt"));
-    QProcess py;
-    py.setProcessChannelMode(QProcess::MergedChannels);
-    py.start(QStringLiteral(CKPTSCOPE_PYTHON),
-             {QStringLiteral("-c"),
-              QStringLiteral("import sys, torch\n"
-                             "x = torch.linspace(-1, 1, 12).reshape(3, 4)\n"
-                             "torch.save({'q': torch.quantize_per_tensor(x, 0.25, 3, torch.quint8),\n"
-                             "            'qc': torch.quantize_per_channel(x, torch.tensor([0.5, 0.125, 0.25], "
-                             "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8),\n"
-                             "            'm': torch.empty(64, 64, device='meta'), 'x': x}, sys.argv[1])\n"),
-              file});
-    QVERIFY(py.waitForFinished(120000));
-    QVERIFY2(py.exitCode() == 0, py.readAll().constData());
+    const QString wrote = ckpt::test::writeWithPython(
+        QStringLiteral("import sys, torch\n"
+                       "x = torch.linspace(-1, 1, 12).reshape(3, 4)\n"
+                       "torch.save({'q': torch.quantize_per_tensor(x, 0.25, 3, torch.quint8),\n"
+                       "            'qc': torch.quantize_per_channel(x, torch.tensor([0.5, 0.125, 0.25], "
+                       "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8),\n"
+                       "            'm': torch.empty(64, 64, device='meta'), 'x': x}, sys.argv[1])\n"),
+        file);
+    QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
     const auto r = ckptscope({"inspect", "--json", file.toStdString()});
     QCOMPARE(r.rc, 0);
     const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();

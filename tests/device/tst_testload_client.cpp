@@ -3,8 +3,8 @@
 // missing helper, and the "did any other GPU move" bookkeeping, all without LibTorch or a GPU.
 #include "device/load_selection.h"
 #include "device/testload.h"
+#include "python_file.h"
 
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -140,15 +140,12 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("meta.pt"));
-        QProcess py;
-        py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"),
-                                                    QStringLiteral("import sys, torch\n"
-                                                                   "torch.save({'w': torch.empty(4, 4, device='meta'), "
-                                                                   "'b': torch.ones(2)}, sys.argv[1])\n"),
-                                                    file});
-        QVERIFY(py.waitForFinished(120000));
-        QVERIFY2(py.exitCode() == 0, py.readAll().constData());
+        const QString wrote =
+            ckpt::test::writeWithPython(QStringLiteral("import sys, torch\n"
+                                                       "torch.save({'w': torch.empty(4, 4, device='meta'), "
+                                                       "'b': torch.ones(2)}, sys.argv[1])\n"),
+                                        file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
         auto ck = ckpt::openCheckpoint(file.toStdString());
         QVERIFY(ck);
         auto sel = ckpt::device::selectForLoad(**ck, "");

@@ -3,13 +3,13 @@
 #include "documentview.h"
 #include "exportpanel.h"
 #include "mainwindow.h"
+#include "python_file.h"
 #include "uitest.h"
 #include "window_open.h"
 
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
-#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -32,22 +32,17 @@ private Q_SLOTS:
         const QString file = dir.filePath(QStringLiteral("fp8.safetensors"));
         // A [256, 128] float8_e4m3fn weight of 1.0 (0x38) with a [2, 1] float32 scale per 128x128
         // block, 0.5 and 2.0: the safetensors layout written byte for byte.
-        QProcess py;
-        py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(
-            QStringLiteral(CKPTSCOPE_PYTHON),
-            {QStringLiteral("-c"),
-             QStringLiteral("import json, struct, sys\n"
-                            "w = bytes([0x38]) * (256 * 128)\n"
-                            "s = struct.pack('<2f', 0.5, 2.0)\n"
-                            "h = json.dumps({'m.weight': {'dtype': 'F8_E4M3', 'shape': [256, 128], "
-                            "'data_offsets': [0, len(w)]}, 'm.weight_scale_inv': {'dtype': 'F32', 'shape': [2, 1], "
-                            "'data_offsets': [len(w), len(w) + 8]}}).encode()\n"
-                            "h += b' ' * (-len(h) % 8)\n"
-                            "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + w + s)\n"),
-             file});
-        QVERIFY(py.waitForFinished(60000));
-        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+        const QString wrote = ckpt::test::writeWithPython(
+            QStringLiteral("import json, struct, sys\n"
+                           "w = bytes([0x38]) * (256 * 128)\n"
+                           "s = struct.pack('<2f', 0.5, 2.0)\n"
+                           "h = json.dumps({'m.weight': {'dtype': 'F8_E4M3', 'shape': [256, 128], "
+                           "'data_offsets': [0, len(w)]}, 'm.weight_scale_inv': {'dtype': 'F32', 'shape': [2, 1], "
+                           "'data_offsets': [len(w), len(w) + 8]}}).encode()\n"
+                           "h += b' ' * (-len(h) % 8)\n"
+                           "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + w + s)\n"),
+            file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
 
         MainWindow w;
         auto* view = uitest::openOne(w, file);

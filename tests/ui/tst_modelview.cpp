@@ -7,10 +7,10 @@
 #include "keytreemodel.h"
 #include "mainwindow.h"
 #include "moduletreemodel.h"
+#include "python_file.h"
 #include "uitest.h"
 #include "window_open.h"
 
-#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -48,16 +48,12 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("best.pt"));
         // What ultralytics saves, in small: the model pickled whole beside plain keys.
-        QProcess py;
-        py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
-                 {QStringLiteral("-c"),
-                  QStringLiteral("import sys, torch, torch.nn as nn\n"
-                                 "torch.save({'epoch': 3, 'model': nn.Sequential(nn.Linear(2, 2)), "
-                                 "'date': '2024-05-01', 'train_args': {'lr': 0.01, 'imgsz': 640}}, sys.argv[1])\n"),
-                  file});
-        QVERIFY(py.waitForFinished(120000));
-        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+        const QString wrote = ckpt::test::writeWithPython(
+            QStringLiteral("import sys, torch, torch.nn as nn\n"
+                           "torch.save({'epoch': 3, 'model': nn.Sequential(nn.Linear(2, 2)), "
+                           "'date': '2024-05-01', 'train_args': {'lr': 0.01, 'imgsz': 640}}, sys.argv[1])\n"),
+            file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
 
         MainWindow w;
         auto* view = openOne(w, file);
@@ -107,17 +103,13 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("dynamic.pt"));
-        QProcess py;
-        py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral(CKPTSCOPE_PYTHON),
-                 {QStringLiteral("-c"),
-                  QStringLiteral("import sys, torch, torch.nn as nn\n"
-                                 "m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4))\n"
-                                 "q = torch.ao.quantization.quantize_dynamic(m, {nn.Linear}, dtype=torch.qint8)\n"
-                                 "torch.save(q, sys.argv[1])\n"),
-                  file});
-        QVERIFY(py.waitForFinished(120000));
-        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+        const QString wrote = ckpt::test::writeWithPython(
+            QStringLiteral("import sys, torch, torch.nn as nn\n"
+                           "m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4))\n"
+                           "q = torch.ao.quantization.quantize_dynamic(m, {nn.Linear}, dtype=torch.qint8)\n"
+                           "torch.save(q, sys.argv[1])\n"),
+            file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
 
         MainWindow w;
         auto* view = openOne(w, file);
@@ -135,15 +127,11 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("meta.pt"));
-        QProcess py;
-        py.setProcessChannelMode(QProcess::MergedChannels);
-        py.start(QStringLiteral(CKPTSCOPE_PYTHON), {QStringLiteral("-c"),
-                                                    QStringLiteral("import sys, torch, torch.nn as nn\n"
-                                                                   "m = nn.Linear(64, 64, device='meta')\n"
-                                                                   "torch.save(m.state_dict(), sys.argv[1])\n"),
-                                                    file});
-        QVERIFY(py.waitForFinished(120000));
-        QVERIFY2(py.exitStatus() == QProcess::NormalExit && py.exitCode() == 0, py.readAll().constData());
+        const QString wrote = ckpt::test::writeWithPython(QStringLiteral("import sys, torch, torch.nn as nn\n"
+                                                                         "m = nn.Linear(64, 64, device='meta')\n"
+                                                                         "torch.save(m.state_dict(), sys.argv[1])\n"),
+                                                          file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
 
         MainWindow w;
         auto* view = openOne(w, file);
