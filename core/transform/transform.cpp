@@ -150,6 +150,43 @@ std::string Plan::toJson() const
     return dumpJson(j);
 }
 
+namespace {
+
+// The names config.json's model ties that the reader restored (Checkpoint::ties): a torch output holds
+// each as a second name of its source's tensor, which the input file did not store, so the plan says
+// so rather than "nothing to change". A safetensors output stores each tie once, as the input did.
+void noteRestoredTies(detail::Builder& b)
+{
+    if (b.opts.format != OutputFormat::Torch || !b.rootPath.empty()) {
+        return;
+    }
+    std::vector<std::string> written;
+    for (const auto& t : b.in.ties.restored) {
+        const bool dropped = std::any_of(b.plan.steps.begin(), b.plan.steps.end(), [&](const PlanStep& s) {
+            return s.kind == StepKind::Drop && s.path == t.name;
+        });
+        if (!dropped) {
+            written.push_back("'" + t.name + "' = '" + t.source + "'");
+        }
+    }
+    if (written.empty()) {
+        return;
+    }
+    std::string list;
+    for (const auto& w : written) {
+        list += (list.empty() ? "" : ", ") + w;
+    }
+    const auto& first = b.in.ties.restored.front();
+    b.step(StepKind::Note, first.name, "", "",
+           std::to_string(written.size()) + (written.size() == 1 ? " name" : " names") +
+               " the file does not store, tied by the model (" + b.in.ties.architecture + ", " + b.in.ties.decidedBy +
+               "), written as views of the tensor each is tied to, one storage, as "
+               "model.state_dict() holds them: " +
+               list);
+}
+
+}  // namespace
+
 Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
 {
     Plan plan;
@@ -177,6 +214,7 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         }
     }
     detail::planStorages(b);
+    noteRestoredTies(b);
     // Containers torch.load cannot read as they are (a gzip wrapper) or only without weights_only
     // (the 0.1 tar): the rewrite itself is the fix, so the plan says so.
     if (!in.compression.empty() || in.format == Format::TorchTar) {

@@ -163,7 +163,14 @@ def check_tied(tool, path, work, want_codes):
     if "No findings" in text and want_codes:
         errors.append("check says No findings")
     out = os.path.join(work, "out.pt")
-    run(tool, "convert", path, "-o", out)
+    said = run(tool, "convert", path, "-o", out).stdout
+    restored = sorted(name for name, t in listed.items() if t.get("tied_to"))
+    if os.path.exists(os.path.join(path, "model.safetensors")):
+        # one file's plan says which names it writes that the file does not store
+        notes = [line for line in said.splitlines() if line.lstrip().startswith("note") and "tied by the model" in line]
+        named = sorted(n for n in restored if notes and f"'{n}' = " in notes[0])
+        if named != restored:
+            errors.append(f"convert's plan names {named} as restored ties, inspect lists {restored}: {said[:300]}")
     got = torch.load(out)  # the default: weights_only=True
     if set(got) != set(want):
         errors.append(f"convert wrote {sorted(set(got) - set(want))} more, {sorted(set(want) - set(got))} fewer keys")

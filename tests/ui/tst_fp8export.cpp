@@ -1,5 +1,6 @@
 // The export panel's "Dequantize FP8" (issue 40): a block-quantized FP8 weight written as bfloat16,
 // its scale left out, the written file read back with core's reader.
+#include "detailspanel.h"
 #include "documentview.h"
 #include "exportpanel.h"
 #include "mainwindow.h"
@@ -47,6 +48,15 @@ private Q_SLOTS:
         MainWindow w;
         auto* view = uitest::openOne(w, file);
         QVERIFY(view != nullptr);
+        // The details show the weight's scale and block, and the scale whose it is.
+        const auto& opened = *view->document()->checkpoint;
+        view->details()->showNode(opened.find("m.weight"));
+        QVERIFY2(view->details()->text().contains(QStringLiteral("FP8 blocks")) &&
+                     view->details()->text().contains(QStringLiteral("m.weight_scale_inv")) &&
+                     view->details()->text().contains(QStringLiteral("128x128")),
+                 qPrintable(view->details()->text()));
+        view->details()->showNode(opened.find("m.weight_scale_inv"));
+        QVERIFY2(view->details()->text().contains(QStringLiteral("Scale of")), qPrintable(view->details()->text()));
         auto* panel = view->exportPanel();
         auto* combo = panel->findChild<QComboBox*>(QStringLiteral("dequantizeCombo"));
         QVERIFY(combo != nullptr);

@@ -121,6 +121,36 @@ private Q_SLOTS:
         QCOMPARE(ModuleTreeModel::parameterCount(model), std::uint64_t{54 + 28 + 8});
     }
 
+    // A quantized tensor's details hold its quantizer: per tensor the scale and zero point, per channel
+    // the axis and the range of its scales and zero points (what q_per_channel_scales() gives).
+    void quantizersShowTheirScales()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("q.pt"));
+        const QString wrote = ckpt::test::writeWithPython(
+            QStringLiteral("import sys, torch\n"
+                           "x = torch.linspace(-1, 1, 12).reshape(3, 4)\n"
+                           "torch.save({'q': torch.quantize_per_tensor(x, 0.25, 3, torch.quint8),\n"
+                           "            'qc': torch.quantize_per_channel(x, torch.tensor([0.5, 0.125, 0.25], "
+                           "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8)}, sys.argv[1])\n"),
+            file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
+
+        MainWindow w;
+        auto* view = openOne(w, file);
+        QVERIFY(view != nullptr);
+        const auto& ck = *view->document()->checkpoint;
+        view->details()->showNode(ck.find("q"));
+        QVERIFY2(view->details()->text().contains(QStringLiteral("scale 0.25, zero point 3")),
+                 qPrintable(view->details()->text()));
+        view->details()->showNode(ck.find("qc"));
+        const QString perChannel = view->details()->text();
+        QVERIFY2(perChannel.contains(QStringLiteral("on axis 0")) && perChannel.contains(QStringLiteral("3 scales")) &&
+                     perChannel.contains(QStringLiteral("0.125 to 0.5")) &&
+                     perChannel.contains(QStringLiteral("zero points -1 to 1")),
+                 qPrintable(perChannel));
+    }
+
     // A meta tensor holds no data: the key tree's size column and the details say so, and the
     // findings name it (meta-tensors), rather than 16.0 KiB and no word.
     void metaTensorsSayNoData()
