@@ -8,8 +8,9 @@ pkgs=(
   libtorch-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   python3-torch python3-numpy
   xvfb xauth unzip
-  libcurl4-openssl-dev nginx-light openssl
-  clang-14 libclang-rt-14-dev clang-format clang-tidy-14
+  libcurl4-openssl-dev nginx-light openssl jq
+  clang-14 libclang-rt-14-dev clang-format clang-tidy-14 lld
+  debootstrap
 )
 missing=()
 for p in "${pkgs[@]}"; do

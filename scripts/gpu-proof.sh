@@ -6,6 +6,7 @@
 #                                      LibTorch, libstdc++ and libgcc linked statically, so it runs on
 #                                      a bare GPU box with no headers, apt or network;
 #   scripts/gpu-proof.sh sets [OUTDIR] there, alone (about 3 minutes): step 10 below only;
+#   scripts/gpu-proof.sh review [OUTDIR] there, alone (about 2 minutes): steps 11-12 only (issue 42);
 #   scripts/gpu-proof.sh run [OUTDIR]  there, with gpubin/ beside it and PyTorch 2.x as the oracle:
 #                                      every step below, in under 8 minutes; OUTDIR (default $OUT,
 #                                      else /tmp/gpu-proof) gets proof.log (everything printed) and
@@ -35,6 +36,16 @@
 #      (SET_KINDS, SET_MIB) test-loaded with --verify straight from their files, GB/s and the
 #      engine's host memory against the one file convert writes (bench/testload/sets.py), nothing in
 #      $TMPDIR; a 2-rank DDP replay of the HF set, its memory back to baseline.
+#  11. thirty processes on one GPU (issue 42): a 30-rank replay with map_location=cpu, so each rank
+#      holds only its context; every engine must find its own row among 30 in NVML's process list
+#      (context_source nvml-process), and the per-rank context must match what nvidia-smi shows per
+#      process (sampled every 100 ms while the ranks hold); then 8 ranks with NVML reporting every PID
+#      as foreign (a container without PID translation): the context measured as the device's rise
+#      shared among the ranks (device-rise), again against nvidia-smi's per-process figure; and a file
+#      of 100 64 KiB tensors, bare and with foreign PIDs: the fallback's peak (driver-meminfo, the
+#      driver packing small allocations into shared pages) against NVML's own figure;
+#  12. allocator settings written with spaces, lists and the keys the model learned (issue 42),
+#      predicted against a fresh torch.load's memory_reserved in the same run, or torch's own refusal.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -48,7 +59,7 @@ bundle() {
     rm -rf "$root/gpubin" && mkdir -p "$root/gpubin"
     cp "$build/app/ckptscope" "$build/app/cuda-engine/ckptscope-cuda-engine" "$root/gpubin/"
     strip "$root/gpubin/"*
-    # NVML as a container shows it (every PID foreign), over the real driver: step 2's fallback.
+    # NVML as a container shows it (every PID foreign), over the real driver: steps 2 and 11's fallback.
     cc -shared -fPIC -O2 -o "$root/gpubin/libnvml-foreign.so" "$root/bench/testload/nvml_foreign_pids.c" -ldl || return 1
     echo "gpubin/: $(du -sh "$root/gpubin" | cut -f1); shared libraries the bundle needs:"
     ldd "$root/gpubin/ckptscope" | awk '{print "  " $1}'
@@ -204,7 +215,118 @@ if seen and pred:
     print(f"torch.load peak on 1 GiB: predicted {pred}, driver saw {seen} ({100 * (pred - seen) / seen:+.2f}%; "
           f"target within 5%; the driver's figure from {base.get('torch_load_process_source')})")
 PY
+    review_steps "$w" "$out"
     step "done"
+}
+
+# Steps 11 and 12 (issue 42), on the 1 GiB and mixed files of steps 1 and 6 (made here when absent).
+review_steps() {
+    local w=$1 out=$2 bin=$root/gpubin py=${PYTHON:-python3}
+    mkdir -p "$w" "$out"
+    export CKPTSCOPE_CUDA_ENGINE=$bin/ckptscope-cuda-engine
+    [ -f "$w/c1.pt" ] || "$py" "$root/bench/testload/make_checkpoint.py" "$w/c1.pt" --gib 1 --from-cuda
+    echo "== 11. thirty processes on one GPU ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1))"
+    # nvidia-smi's per-process figures while the ranks hold their contexts.
+    replay_against_smi() {  # NAME RANKS [ENV...]
+        local name=$1 ranks=$2 smi
+        shift 2
+        smi=$out/smi_$name.csv
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits -lms 100 >"$smi" 2>/dev/null &
+        local watcher=$!
+        env "$@" "$bin/ckptscope" testload "$w/c1.pt" --ddp-ranks "$ranks" --map-location cpu --json \
+            >"$out/replay_$name.json"
+        echo "rc=$?"
+        kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
+        "$py" - "$out/replay_$name.json" "$smi" "$ranks" <<'PY'
+import collections, json, statistics, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    d = {"error": "no JSON (see the line above)"}
+peak = collections.defaultdict(int)
+for line in open(sys.argv[2]):
+    parts = [p.strip() for p in line.split(",")]
+    if len(parts) == 2 and parts[1].isdigit():
+        peak[parts[0]] = max(peak[parts[0]], int(parts[1]))
+dev = (d.get("devices") or [{}])[0]
+print("verdict:", d.get("verdict") or d.get("error"))
+print("failed ranks:", d.get("failed_ranks"), "| device:", {k: dev.get(k) for k in
+      ("device", "contexts", "context_bytes", "context_source", "expected_bytes", "measured_peak_bytes")})
+ctx = dev.get("context_bytes") or d.get("context_bytes") or 0
+if peak:
+    smi = statistics.median(peak.values())
+    print(f"nvidia-smi: {len(peak)} processes seen (want {sys.argv[3]}); per process median {smi} MiB, "
+          f"min {min(peak.values())}, max {max(peak.values())}; replay's context {ctx / 2**20:.1f} MiB "
+          f"({100 * (ctx / 2**20 - smi) / smi:+.1f}%)")
+else:
+    print("nvidia-smi showed no compute process")
+PY
+    }
+    replay_against_smi bare 30
+    echo "== 11b. the same with NVML reporting every PID as foreign (8 ranks: the device-rise fallback)"
+    replay_against_smi foreign 8 CKPTSCOPE_NVML_LIBRARY="$bin/libnvml-foreign.so"
+    echo "== 11c. 100 small tensors with every PID foreign: the peak from the driver's pages (driver-meminfo)"
+    "$py" -c 'import sys, torch; torch.save({f"t{i}": torch.ones(16384) for i in range(100)}, sys.argv[1])' "$w/tiny.pt"
+    "$bin/ckptscope" testload "$w/tiny.pt" --device cuda:0 --json >"$out/tiny_bare.json"
+    CKPTSCOPE_NVML_LIBRARY="$bin/libnvml-foreign.so" "$bin/ckptscope" testload "$w/tiny.pt" --device cuda:0 --json \
+        >"$out/tiny_foreign.json"
+    "$py" - "$out/tiny_bare.json" "$out/tiny_foreign.json" <<'PY'
+import json, sys
+for name in sys.argv[1:]:
+    try:
+        d = json.load(open(name))
+    except ValueError:
+        print(name, "no JSON"); continue
+    print(name.rsplit("/", 1)[-1], {k: d.get(k) for k in ("peak_bytes", "peak_source", "peak_note", "context_bytes",
+                                                          "context_source", "pid_hidden")})
+PY
+
+    echo "== 12. allocator settings with spaces against torch's memory_reserved"
+    if [ ! -f "$w/mixed.pt" ]; then
+        "$py" - "$w/mixed.pt" <<'PY'
+import random, sys, torch
+random.seed(0)
+sizes = [random.choice([300, 70_000, 900_000, 1_500_000, 3_000_000, 7_000_000, 25_000_000]) for _ in range(400)]
+torch.save({f"t{i}": torch.empty(n, dtype=torch.uint8, device="cuda") for i, n in enumerate(sizes)}, sys.argv[1])
+PY
+    fi
+    local conf i=0
+    for conf in "expandable_segments: True" " max_split_size_mb : 128 , garbage_collection_threshold : 0.6" \
+        "roundup_power2_divisions: [1:4, 64:8]" "roundup_power2_divisions:[64:0, >:4]" \
+        "expandable_segments: True, roundup_power2_divisions: 4" "large_segment_size_mb: 64" \
+        "large_segment_size_mb: 64, expandable_segments: True"; do
+        i=$((i + 1))
+        env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF="$conf" "$bin/ckptscope" testload "$w/mixed.pt" \
+            --device cuda:0 --json >"$out/conf_$i.json" 2>"$out/conf_$i.err"
+        env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF="$conf" "$py" -c '
+import sys, torch
+try:
+    sd = torch.load(sys.argv[1], map_location="cuda:0")
+    print(torch.cuda.memory_reserved(0))
+except Exception as e:
+    print("refused: " + str(e).splitlines()[0])' "$w/mixed.pt" >"$out/conf_$i.torch" 2>&1
+        "$py" - "$out/conf_$i.json" "$out/conf_$i.torch" "$conf" "$out/conf_$i.err" <<'PY'
+import json, sys
+torch_said = open(sys.argv[2]).read().strip().splitlines()[-1:] or ["nothing"]
+torch_said = torch_said[0]
+try:
+    pred = json.load(open(sys.argv[1]))["torch_load_reserved_bytes"]
+except (ValueError, KeyError):
+    pred = "refused: " + open(sys.argv[4]).read().strip()[:300]
+if isinstance(pred, int) and torch_said.isdigit():
+    t = int(torch_said)
+    print(f"{sys.argv[3]!r}: predicted {pred}, torch {t} ({100 * (pred - t) / t:+.2f}%)")
+else:
+    print(f"{sys.argv[3]!r}: ckptscope {pred}; torch {torch_said}")
+PY
+    done
+}
+
+review() {
+    local w=${WORK_DIR:-/tmp/gpu-proof-work}
+    local t0=$SECONDS
+    review_steps "$w" "$w/json"
+    echo "== done ($((SECONDS - t0)) s)"
 }
 
 sets() {
@@ -229,10 +351,16 @@ sets() {
 case "${1:-}" in
 bundle) bundle ;;
 run) shift; run "$@" ;;
+review)
+    shift
+    mkdir -p "${1:-${OUT:-/tmp/gpu-proof}}"
+    review 2>&1 | tee "${1:-${OUT:-/tmp/gpu-proof}}/review.log"
+    cp -r "${WORK_DIR:-/tmp/gpu-proof-work}/json" "${1:-${OUT:-/tmp/gpu-proof}}/review-json" 2>/dev/null
+    ;;
 sets)
     shift
     mkdir -p "${1:-${OUT:-/tmp/gpu-proof}}"
     sets 2>&1 | tee "${1:-${OUT:-/tmp/gpu-proof}}/sets.log"
     ;;
-*) echo "usage: scripts/gpu-proof.sh bundle | run [OUTDIR] | sets [OUTDIR]" >&2; exit 2 ;;
+*) echo "usage: scripts/gpu-proof.sh bundle | run [OUTDIR] | sets [OUTDIR] | review [OUTDIR]" >&2; exit 2 ;;
 esac

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Regenerates every README screenshot in docs/screenshots from the current build (./scripts/build.sh
-# first), so the pictures keep up with the window:
-#   main, export, testload .png    the bundled sample at 1600x1000 under Xvfb (a real CPU test-load)
-#   main-1024, export-1024 .png    the same window on a 1024x700 screen
+# first), so the pictures keep up with the window. The window runs under Xvfb with the openbox window
+# manager, at the size it opens at for a new user on that screen, and is saved with its frame:
+#   main, export, testload .png    the bundled sample, maximized on a 1600x1000 screen (a real CPU
+#                                  test-load)
+#   main-1024, export-1024 .png    the same window at its first size on a 1024x700 screen
 #   main-model.png                 a pickled nn.Module, which opens in the Model view
 #   main-zero-rank-file.png        a ZeRO rank file opened as its set, offering the file alone
 #   ddp-replay.png                 four DDP ranks on the tests' fake two-GPU driver
 #   compare.png, sharded-set.png   grabbed by tst_compareview and tst_setview (offscreen platform)
-# Needs Xvfb, ImageMagick's `import`, xwininfo, libXtst and python3 with torch (for the model).
-# Look at each picture before committing it.
+# Needs Xvfb, openbox, ImageMagick's `import`, xwininfo, libXtst and python3 with torch (for the
+# model): apt-get install xvfb openbox imagemagick x11-utils libxtst6. Look at each picture before
+# committing it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${CKPTSCOPE_BUILD_DIR:-$root/build}
@@ -19,8 +22,8 @@ sample=$root/resources/sample/ddp_checkpoint.pt
 python=${CKPTSCOPE_PYTHON:-$(sed -n 's/^CKPTSCOPE_PYTHON:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)}
 python=${python:-python3}
 
-for tool in Xvfb import xwininfo; do
-    command -v "$tool" >/dev/null || { echo "screenshots.sh: $tool is missing (scripts/deps.sh installs it)" >&2; exit 2; }
+for tool in Xvfb openbox import xwininfo; do
+    command -v "$tool" >/dev/null || { echo "screenshots.sh: $tool is missing (apt-get install xvfb openbox imagemagick x11-utils)" >&2; exit 2; }
 done
 [[ -x $build/app/ckptscope ]] || { echo "screenshots.sh: no build in $build (run scripts/build.sh)" >&2; exit 2; }
 
@@ -32,9 +35,9 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$python" "$take" "$build" "$sample" "${helper[@]}"
+"$python" "$take" "$build" "$sample" --maximize "${helper[@]}"
 "$python" "$take" "$build" "$sample" --size 1024x700 --suffix -1024 --only main,export
-"$python" "$take" "$build" "$sample" --fake-gpus
+"$python" "$take" "$build" "$sample" --maximize --fake-gpus
 
 # A small CNN pickled whole (torch.save(model)), named as print(model) shows it.
 "$python" - "$tmp/whole_model.pt" <<'EOF'
@@ -56,7 +59,7 @@ EOF
 # A DeepSpeed ZeRO rank file, which opens its set with the bar that offers the file alone.
 "$python" "$root/tests/sharded/gen_zero.py" "$tmp/zero" >/dev/null
 "$python" "$take" "$build" "$tmp/zero/zero2_w3/global_step3/zero_pp_rank_1_mp_rank_00_optim_states.pt" \
-    --only main --size 1280x760 --suffix -zero-rank-file
+    --only main --size 1366x768 --suffix -zero-rank-file
 
 # The compare view and a sharded set, saved by their own tests (with the fixtures ctest makes).
 CKPTSCOPE_COMPARE_SCREENSHOT=$shots/compare.png ctest --test-dir "$build" -R '^tst_compareview$' --output-on-failure >/dev/null

@@ -1,9 +1,11 @@
 #include "columnfit.h"
 
+#include <QApplication>
 #include <QEvent>
 #include <QHeaderView>
 #include <QScrollBar>
 #include <QSettings>
+#include <QStyle>
 #include <QTreeView>
 
 #include <algorithm>
@@ -18,7 +20,11 @@ constexpr int kMaxMeasuredRows = 2000;
 // A column other than Name takes at most this many 'M's; one cut shorter takes at least this.
 constexpr int kValueCapEm = 16;
 constexpr int kValueFloorEm = 5;
-constexpr int kShortColumnEm = 6;  // content this narrow is never elided to make room for Name
+// Content this narrow (a size, a dtype, a device, a shape such as "[4096, 11008]") is never elided
+// to make room for Name: "[12…64]" and "64" without its unit say nothing.
+constexpr int kShortColumnEm = 9;
+// Below its floor Name still takes at least this much before the view scrolls sideways.
+constexpr int kNameLeastEm = 8;
 // Name's floor never asks for more than this share of the view (a pathological key).
 constexpr int kMaxNameShareOfView = 2;  // one half
 
@@ -37,16 +43,103 @@ ColumnFitter::ColumnFitter(QTreeView* tree, int nameColumn, QString settingsKey)
         header->setSectionResizeMode(QHeaderView::Interactive);
         m_byHand = true;
     }
-    m_tree->setItemDelegateForColumn(m_name, new KeyTailDelegate(this));
+    m_tree->setItemDelegateForColumn(m_name, new KeyNameDelegate(this));
     connect(header, &QHeaderView::sectionResized, this, &ColumnFitter::onSectionResized);
+    connect(header, &QHeaderView::sortIndicatorChanged, this, &ColumnFitter::refit);  // room for the arrow
     m_treeViewport->installEventFilter(this);
     m_headerViewport->installEventFilter(this);
 }
 
-void KeyTailDelegate::initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const
+namespace {
+
+const QString kEllipsis = QStringLiteral("…");
+
+// "12" in "model.layers.12.mlp": a list index, which tells one layer's keys from the next.
+bool isIndex(const QString& segment)
 {
-    QStyledItemDelegate::initStyleOption(option, index);
-    option->textElideMode = Qt::ElideLeft;
+    return !segment.isEmpty() && std::all_of(segment.begin(), segment.end(), [](QChar c) { return c.isDigit(); });
+}
+
+// Where the part of a key that tells it from its siblings starts: at the first index before the
+// last segment ("0" in "model.layers.0.mlp.weight", the layer), else after the first segment of a
+// key of three or more (the wrapper every key shares: "module.", "model."), else at the start.
+qsizetype coreStart(const QStringList& segments)
+{
+    for (qsizetype i = 0; i + 1 < segments.size(); ++i) {
+        if (isIndex(segments[i])) {
+            return i;
+        }
+    }
+    return segments.size() >= 3 ? 1 : 0;
+}
+
+}  // namespace
+
+QString shortestKey(const QString& key)
+{
+    const QStringList segments = key.split(QLatin1Char('.'));
+    const qsizetype core = coreStart(segments);
+    return core > 0 ? kEllipsis + segments.mid(core).join(QLatin1Char('.')) : key;
+}
+
+QString elidedKey(const QString& key, const QFontMetrics& metrics, int width)
+{
+    if (metrics.horizontalAdvance(key) <= width) {
+        return key;
+    }
+    const QStringList segments = key.split(QLatin1Char('.'));
+    if (segments.size() < 2) {
+        return metrics.elidedText(key, Qt::ElideMiddle, width);
+    }
+    // The start every sibling shares goes first, a segment at a time ("…layers.0.self_attn.q_proj.weight",
+    // "…0.self_attn.q_proj.weight").
+    const qsizetype core = coreStart(segments);
+    for (qsizetype drop = 1; drop <= core; ++drop) {
+        QString shorter = kEllipsis + segments.mid(drop).join(QLatin1Char('.'));
+        if (metrics.horizontalAdvance(shorter) <= width) {
+            return shorter;
+        }
+    }
+    // Then the middle after the index, the index and the last segment kept whole
+    // ("…0.…layernorm.weight").
+    const int last = metrics.horizontalAdvance(kEllipsis + segments.back());
+    if (core > 0 && core + 1 < segments.size()) {
+        const QString index = kEllipsis + segments[core] + QLatin1Char('.');
+        const int room = width - metrics.horizontalAdvance(index);
+        // The last segment whole; a last segment too long for that ("num_batches_tracked") keeps its
+        // end, still after the index ("…bn1.…es_tracked").
+        if (room >= std::min(last, metrics.horizontalAdvance(kEllipsis + QStringLiteral("xxxxxx")))) {
+            return index + metrics.elidedText(segments.mid(core + 1).join(QLatin1Char('.')), Qt::ElideLeft, room);
+        }
+    }
+    if (width >= last) {
+        return metrics.elidedText(key, Qt::ElideLeft, width);
+    }
+    return metrics.elidedText(key, Qt::ElideMiddle, width);
+}
+
+QString KeyNameDelegate::shownText(const QStyleOptionViewItem& option, const QModelIndex& index) const
+{
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    const QWidget* widget = opt.widget;
+    const QStyle* style = widget != nullptr ? widget->style() : QApplication::style();
+    // The text's own rectangle, less the margins the style leaves inside it (QCommonStyle draws an
+    // item's text PM_FocusFrameHMargin + 1 in from each side); a pixel more so that rounding never
+    // makes the style cut the end again.
+    const QRect text = style->subElementRect(QStyle::SE_ItemViewItemText, &opt, widget);
+    const int margin = style->pixelMetric(QStyle::PM_FocusFrameHMargin, nullptr, widget) + 1;
+    return elidedKey(opt.text, opt.fontMetrics, text.width() - 2 * margin - 1);
+}
+
+void KeyNameDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const
+{
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    opt.text = shownText(option, index);
+    const QWidget* widget = opt.widget;
+    const QStyle* style = widget != nullptr ? widget->style() : QApplication::style();
+    style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, widget);
 }
 
 QString ColumnFitter::lastTwoSegments(const QString& key)
@@ -78,7 +171,7 @@ int ColumnFitter::nameMinimum() const
         for (int r = model->rowCount(parent) - 1; r >= 0 && measured < kMaxMeasuredRows; --r) {
             const QModelIndex i = model->index(r, m_name, parent);
             ++measured;
-            const QString text = QStringLiteral("…") + lastTwoSegments(i.data().toString());
+            const QString text = shortestKey(i.data().toString());
             widest = std::max(widest, fm.horizontalAdvance(text) + chrome +
                                           (depth + (m_tree->rootIsDecorated() ? 1 : 0)) * m_tree->indentation());
             if (m_tree->isExpanded(i)) {
@@ -87,6 +180,22 @@ int ColumnFitter::nameMinimum() const
         }
     }
     return std::min(widest, std::max(m_tree->viewport()->width() / kMaxNameShareOfView, widest / 2));
+}
+
+int ColumnFitter::titleWidth(int column) const
+{
+    // The header's own size hint keeps room for a sort arrow on every column: 20 pixels a column
+    // that Name needs at 1024 wide. Only the sorted column shows one.
+    const auto* header = m_tree->header();
+    const QStyle* style = header->style();
+    const int margin = style->pixelMetric(QStyle::PM_HeaderMargin, nullptr, header);
+    int width =
+        header->fontMetrics().horizontalAdvance(m_tree->model()->headerData(column, Qt::Horizontal).toString()) +
+        4 * margin;
+    if (header->isSortIndicatorShown() && header->sortIndicatorSection() == column) {
+        width += style->pixelMetric(QStyle::PM_HeaderMarkSize, nullptr, header) + margin;
+    }
+    return width;
 }
 
 int ColumnFitter::valueColumnCap() const
@@ -110,7 +219,7 @@ void ColumnFitter::refit()
         if (c == m_name || header->isSectionHidden(c)) {
             continue;
         }
-        const int title = header->sectionSizeHint(c);
+        const int title = titleWidth(c);
         // QTreeView's override is protected; through its base it is the same (virtual) measure.
         const int rows = static_cast<const QAbstractItemView*>(m_tree)->sizeHintForColumn(c);
         natural[static_cast<std::size_t>(c)] = std::max(rows, title);
@@ -159,7 +268,9 @@ void ColumnFitter::refit()
             spare -= grow;
         }
     }
-    widths[static_cast<std::size_t>(m_name)] = std::max(nameFloor, available - others);
+    // Too narrow for Name's floor after all (a pane dragged thin): Name gives way down to its least,
+    // so the columns after it stay in view; only then does the view scroll sideways.
+    widths[static_cast<std::size_t>(m_name)] = std::max(std::min(nameFloor, kNameLeastEm * em), available - others);
     m_fitting = true;
     for (int c = 0; c < columns; ++c) {
         if (!header->isSectionHidden(c)) {

@@ -12,12 +12,23 @@ class QTreeView;
 
 namespace ckpt::ui {
 
-// Name elides on the left ("…bn1.running_mean"): the width the fitter keeps is for the last two
-// segments, which are what tell sibling keys apart; the start is shared and the tooltip has it.
-class KeyTailDelegate : public QStyledItemDelegate {
+// A key cut to fit `width`, keeping what tells it from its siblings: first the start they all share
+// goes, a segment at a time, up to the layer's index ("model.layers.0.post_attention_layernorm.weight"
+// reads "…0.post_attention_layernorm.weight"); then the middle after the index
+// ("…0.…layernorm.weight"); the index and the last segment stay whole. The old left cut read
+// "…post_attention_layernorm.weight" in every layer. Failing all that, Qt's own middle cut.
+[[nodiscard]] QString elidedKey(const QString& key, const QFontMetrics& metrics, int width);
+// The key from its index on ("…0.post_attention_layernorm.weight"), or past its first segment when
+// it has no index and three or more segments ("…conv1.weight"): the width Name keeps when it can.
+[[nodiscard]] QString shortestKey(const QString& key);
+
+// Draws the Name column with elidedKey; every cell's tooltip has the whole path.
+class KeyNameDelegate : public QStyledItemDelegate {
 public:
     using QStyledItemDelegate::QStyledItemDelegate;
-    void initStyleOption(QStyleOptionViewItem* option, const QModelIndex& index) const override;
+    void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override;
+    // The text paint() draws in `option`'s rectangle for `index`.
+    [[nodiscard]] QString shownText(const QStyleOptionViewItem& option, const QModelIndex& index) const;
 };
 
 class ColumnFitter : public QObject {
@@ -29,7 +40,7 @@ public:
 
     // The widths from the rows on screen (call after the model is filled or expanded).
     void refit();
-    // Name's floor: the last two segments of the widest key among the first rows.
+    // Name's floor: the shortestKey() of the widest key among the first rows, at most half the view.
     [[nodiscard]] int nameMinimum() const;
     // What a column other than Name may take before its values are elided.
     [[nodiscard]] int valueColumnCap() const;
@@ -43,6 +54,8 @@ protected:
 
 private:
     void onSectionResized();
+    // What `column`'s title needs: its text, and a sort arrow only when it is the sorted column.
+    [[nodiscard]] int titleWidth(int column) const;
 
     QTreeView* m_tree;
     // The two widgets watched, kept from construction: the filter compares against these rather

@@ -1,9 +1,11 @@
 #include "compareview.h"
 
+#include "columnfit.h"
 #include "diagnose/values.h"
 #include "dialogs.h"
 #include "histogramwidget.h"
 #include "jobtracker.h"
+#include "screenfit.h"
 #include "text.h"
 
 #include <QCheckBox>
@@ -221,6 +223,10 @@ CompareView::CompareView(CheckpointPtr a, QWidget* parent)
     m_tree->header()->resizeSection(ColKeyA, 260);
     m_tree->header()->resizeSection(ColKeyB, 220);
     m_tree->header()->resizeSection(ColStatus, 100);
+    // Keys are cut as the main tree cuts them, keeping their layer's index and last segment.
+    for (const int column : {ColKeyA, ColKeyB}) {
+        m_tree->setItemDelegateForColumn(column, new KeyNameDelegate(m_tree));
+    }
 
     auto* top = new QHBoxLayout;
     top->addWidget(m_header, 1);
@@ -324,16 +330,22 @@ void CompareView::showResult(std::shared_ptr<diff::Result> r, std::shared_ptr<co
     m_result = std::move(r);
     m_b = std::move(b);
     const auto& res = *m_result;
-    QString head =
-        tr("<b>A</b> %1 &nbsp; <b>B</b> %2<br>%3: %4 changed, %5 renamed, %6 only in A, %7 only in B, "
-           "%8 equal")
-            .arg(QFileInfo(qs(res.pathA)).fileName().toHtmlEscaped(),
-                 QFileInfo(qs(res.pathB)).fileName().toHtmlEscaped(), res.equal() ? tr("Equal") : tr("Differ"))
-            .arg(res.counts.changed)
-            .arg(res.counts.renamed)
-            .arg(res.counts.onlyA)
-            .arg(res.counts.onlyB)
-            .arg(res.counts.equal);
+    // The verdict `ckptscope diff` gives: how the same weights are stored is no difference in them.
+    const QString verdict = res.verdict() == diff::Verdict::Equal         ? tr("Equal")
+                            : res.verdict() == diff::Verdict::SameWeights ? tr("Same weights, stored differently")
+                                                                          : tr("Differ");
+    const QString changed = res.counts.storedDifferently > 0 ? tr("%1 changed, %2 only in how they are stored;")
+                                                                   .arg(res.counts.changed)
+                                                                   .arg(res.counts.storedDifferently)
+                                                             : tr("%1 changed,").arg(res.counts.changed);
+    QString head = tr("<b>A</b> %1 &nbsp; <b>B</b> %2<br>%3: %4 %5 renamed, %6 only in A, %7 only in B, %8 equal")
+                       .arg(QFileInfo(qs(res.pathA)).fileName().toHtmlEscaped(),
+                            QFileInfo(qs(res.pathB)).fileName().toHtmlEscaped(), verdict)
+                       .arg(changed)
+                       .arg(res.counts.renamed)
+                       .arg(res.counts.onlyA)
+                       .arg(res.counts.onlyB)
+                       .arg(res.counts.equal);
     if (!res.prefixesA.empty() || !res.prefixesB.empty()) {
         head += tr("<br>Wrapper prefixes aligned: A %1, B %2")
                     .arg(qs(res.prefixesA.empty() ? std::string("none") : res.prefixesA.front()).toHtmlEscaped(),
@@ -490,7 +502,11 @@ QSize compareWindowSize(const QWidget* parent)
 
 CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
 {
-    const auto names = dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter());
+    // The dialog starts beside A (a file's folder, a set's), where its other versions usually are.
+    const QFileInfo first(a ? qs(a->path) : QString());
+    const QString folder = first.exists() ? first.absolutePath() : QString();
+    const auto names =
+        dialogs::openFileNames(parent, CompareView::tr("Compare with"), dialogs::checkpointFilter(), folder);
     if (names.isEmpty() || !a) {
         return nullptr;
     }
@@ -500,6 +516,9 @@ CompareView* openCompareWindow(QWidget* parent, const CheckpointPtr& a)
     view->setWindowTitle(CompareView::tr("Compare %1 with %2")
                              .arg(QFileInfo(qs(a->path)).fileName(), QFileInfo(names.front()).fileName()));
     view->resize(compareWindowSize(parent));
+    // Over the main window and on its screen: left to the window manager, it went to y=335 with its
+    // 680 pixels on a 1000-pixel screen, its buttons below the edge.
+    placeOver(view, parent);
     view->show();
     view->compareWith(names.front());
     return view;

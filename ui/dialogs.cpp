@@ -6,6 +6,7 @@
 #include <QInputDialog>
 #include <QLineEdit>
 #include <QMessageBox>
+#include <QPushButton>
 
 #include <optional>
 
@@ -23,6 +24,11 @@ std::optional<QString>& nextFolder()
     return v;
 }
 QString& openFilter()
+{
+    static QString v;
+    return v;
+}
+QString& openFolderAsked()
 {
     static QString v;
     return v;
@@ -46,6 +52,16 @@ std::optional<bool>& nextConfirm()
 QString& confirmText()
 {
     static QString v;
+    return v;
+}
+struct Choice {
+    std::optional<int> next;
+    QString text;
+    QStringList answers;
+};
+Choice& choice()
+{
+    static Choice v;
     return v;
 }
 struct ErrorLog {
@@ -87,30 +103,32 @@ QString checkpointFilter()
     return QStringLiteral("Checkpoints (%1);;All files (*)").arg(openablePatterns().join(QLatin1Char(' ')));
 }
 
-QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter)
+QStringList openFileNames(QWidget* parent, const QString& title, const QString& filter, const QString& folder)
 {
     openFilter() = filter;
+    openFolderAsked() = folder;
     if (auto& n = nextOpen()) {
         auto answer = *n;
         n.reset();
         return answer;
     }
     // Qt's own dialog, not the platform's: only it can be told to list dot files.
-    QFileDialog dialog(parent, title, QString(), filter);
+    QFileDialog dialog(parent, title, folder, filter);
     dialog.setFileMode(QFileDialog::ExistingFiles);
     dialog.setOption(QFileDialog::DontUseNativeDialog);
     dialog.setFilter(dialog.filter() | QDir::Hidden);
     return dialog.exec() == QDialog::Accepted ? dialog.selectedFiles() : QStringList();
 }
 
-QString openFolder(QWidget* parent, const QString& title)
+QString openFolder(QWidget* parent, const QString& title, const QString& folder)
 {
+    openFolderAsked() = folder;
     if (auto& n = nextFolder()) {
         auto answer = *n;
         n.reset();
         return answer;
     }
-    return QFileDialog::getExistingDirectory(parent, title);
+    return QFileDialog::getExistingDirectory(parent, title, folder);
 }
 
 QString saveFileName(QWidget* parent, const QString& title, const QString& suggested, const QString& filter)
@@ -160,6 +178,42 @@ bool confirm(QWidget* parent, const QString& title, const QString& text)
            QMessageBox::Yes;
 }
 
+int choose(QWidget* parent, const QString& title, const QString& text, const QStringList& answers)
+{
+    auto& c = choice();
+    c.text = text;
+    c.answers = answers;
+    if (c.next) {
+        const int answer = *c.next;
+        c.next.reset();
+        return answer;
+    }
+    QMessageBox box(QMessageBox::Warning, title, text, QMessageBox::NoButton, parent);
+    QList<QAbstractButton*> buttons;
+    for (const auto& answer : answers) {
+        buttons << box.addButton(answer, QMessageBox::AcceptRole);
+    }
+    box.addButton(QMessageBox::Cancel);
+    if (!buttons.isEmpty()) {
+        box.setDefaultButton(qobject_cast<QPushButton*>(buttons.front()));
+    }
+    box.exec();
+    return static_cast<int>(buttons.indexOf(box.clickedButton()));
+}
+
+void setNextChoice(std::optional<int> answer)
+{
+    choice().next = answer;
+}
+QString lastChoiceText()
+{
+    return choice().text;
+}
+QStringList lastChoiceAnswers()
+{
+    return choice().answers;
+}
+
 void setNextConfirm(bool answer)
 {
     nextConfirm() = answer;
@@ -180,6 +234,10 @@ void setNextOpenFolder(const QString& folder)
 QString lastOpenFilter()
 {
     return openFilter();
+}
+QString lastOpenFolder()
+{
+    return openFolderAsked();
 }
 void setNextSaveFileName(const QString& name)
 {

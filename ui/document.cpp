@@ -88,6 +88,19 @@ Expected<std::shared_ptr<Document>> setDocument(sharded::SetLocation loc, sharde
     return doc;
 }
 
+// A server without range requests, said for the window, which offers the whole download beside it
+// (the command line's message names its --download flag instead).
+Error noRangesForWindow(Error e, std::uint64_t wholeBytes)
+{
+    if (!e.message.starts_with(remote::kNoRangesMessage)) {
+        return e;
+    }
+    e.message = std::string(remote::kNoRangesMessage) + ": it sends the whole file for every request, so only a " +
+                "download of all of it (" + (wholeBytes > 0 ? humanBytes(wholeBytes) : "its size not given") +
+                ") can read it";
+    return e;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t0)
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -126,11 +139,13 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
     return DocumentPtr(std::move(*doc));
 }
 
-Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop, const OpenProgress& progress)
+Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop, const OpenProgress& progress,
+                                         bool whole)
 {
     const auto t0 = std::chrono::steady_clock::now();
     remote::RemoteOptions options;
     options.http.stop = stop;
+    options.download = whole;
     auto stats = std::make_shared<remote::TransferStats>();
     if (progress) {
         stats->progress = remote::throttledProgress(
@@ -142,7 +157,7 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     // counters go on counting the document's later reads, without it. No transfer runs now.
     stats->progress = nullptr;
     if (!opened) {
-        return opened.error();
+        return noRangesForWindow(opened.error(), stats->wholeFileBytes.load());
     }
     Expected<std::shared_ptr<Document>> doc = makeError(ErrorCode::Internal, "not opened");
     if (opened->set) {

@@ -75,8 +75,11 @@ Expected<DocumentPtr> loadSetDocument(const sharded::SetLocation& loc, std::stop
 // Opens a remote input with HTTP range requests (remote/open_remote.h): only the bytes that describe
 // it are fetched, the rest when something reads them. Blocks: call it from a worker; a stop request
 // ends a transfer in progress; `progress` is told the bytes read, a few times a second at most.
+// A server without range requests fails with remote::kNoRangesMessage and the whole file's size;
+// `whole` then downloads all of it into an unlinked temporary file (convert's --download) and reads
+// it from there.
 Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_token stop = {},
-                                         const OpenProgress& progress = {});
+                                         const OpenProgress& progress = {}, bool whole = false);
 // The same over an already-open checkpoint (tests build documents from memory).
 std::shared_ptr<Document> makeDocument(CheckpointPtr checkpoint, std::stop_token stop = {});
 // Runs diagnose over an indexed document. Blocks: call it from a worker.

@@ -5,6 +5,7 @@
 #include "detailspanel.h"
 #include "exportpanel.h"
 #include "findingspanel.h"
+#include "folderfilespanel.h"
 #include "jobtracker.h"
 #include "keytreemodel.h"
 #include "keytreeproxy.h"
@@ -187,6 +188,7 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
     m_sideTabs->setObjectName(QStringLiteral("sideTabs"));
     connect(m_findings, &FindingsPanel::highlightPaths, this, &DocumentView::highlight);
     connect(m_findings, &FindingsPanel::fixRequested, this, &DocumentView::onFix);
+    connect(m_findings, &FindingsPanel::openFileRequested, this, &DocumentView::openFileRequested);
     m_details->setDocument(m_doc);  // before the findings: selecting the first one shows a key's details
     m_findings->setDocument(m_doc);
     m_testLoad->setDocument(m_doc);
@@ -204,6 +206,14 @@ DocumentView::DocumentView(DocumentPtr doc, QWidget* parent)
         m_sideTabs->setTabToolTip(kTestLoadTab,
                                   tr("Test load reads a local file: export this checkpoint (or download it) "
                                      "and open the copy"));
+    }
+    if (m_doc->checkpoint->folder) {
+        // The folder's other files (its optimizer, scheduler, configs), each opened in a tab of its own.
+        m_folderFiles = new FolderFilesPanel(this);
+        m_folderFiles->setDocument(m_doc);
+        const int tab = m_sideTabs->addTab(m_folderFiles, tr("Files (%1)").arg(m_folderFiles->count()));
+        m_sideTabs->setTabToolTip(tab, tr("The files of this folder, and what each is (Ctrl+4)"));
+        connect(m_folderFiles, &FolderFilesPanel::openFileRequested, this, &DocumentView::openFileRequested);
     }
     if (m_doc->set) {
         m_setFiles = new SetFilesPanel(this);
@@ -354,6 +364,8 @@ void DocumentView::showFiles()
 {
     if (m_setFiles != nullptr) {
         m_sideTabs->setCurrentWidget(m_setFiles);
+    } else if (m_folderFiles != nullptr) {
+        m_sideTabs->setCurrentWidget(m_folderFiles);
     }
 }
 

@@ -24,6 +24,7 @@ class ColumnFitter;
 class DetailsPanel;
 class ExportPanel;
 class FindingsPanel;
+class FolderFilesPanel;
 class JobTracker;
 class KeyTreeModel;
 class KeyTreeProxy;
@@ -73,6 +74,10 @@ public:
     [[nodiscard]] const QString& openedFile() const { return m_openedFile; }
     // A set's Files panel; null for a file.
     [[nodiscard]] SetFilesPanel* setFiles() const { return m_setFiles; }
+    // A model folder's Files panel (a Trainer checkpoint-N/); null otherwise.
+    [[nodiscard]] FolderFilesPanel* folderFiles() const { return m_folderFiles; }
+    // Whether the tab has a Files panel (a set's or a model folder's).
+    [[nodiscard]] bool hasFiles() const { return m_setFiles != nullptr || m_folderFiles != nullptr; }
     // The red strip above the tree of a set that cannot be read whole; null otherwise.
     [[nodiscard]] QLabel* unreadableSetBar() const { return m_unreadable; }
 
@@ -80,7 +85,7 @@ public:
     void showExport();
     void showFindings();
     void showTestLoad();
-    void showFiles();  // a set's Files panel; nothing for a file
+    void showFiles();  // a set's or a model folder's Files panel; nothing for a file
     // Selects the node at this key path (expanding its ancestors); false when it is filtered out.
     bool selectPath(const QString& path);
     // "5 of 46 keys", or that nothing matches; empty without a filter.
@@ -100,6 +105,8 @@ Q_SIGNALS:
     void findingsReady();
     void openWholeSetRequested();
     void openFileAloneRequested(const QString& file);
+    // A file of the model folder (its optimizer, say), to open in a tab of its own.
+    void openFileRequested(const QString& file);
 
 private:
     void applyFilter();
@@ -147,6 +154,7 @@ private:
     TestLoadPanel* m_testLoad;
     ExportPanel* m_export;
     SetFilesPanel* m_setFiles = nullptr;
+    FolderFilesPanel* m_folderFiles = nullptr;
     QLabel* m_unreadable = nullptr;
     QString m_openedFile;
     FindingsPtr m_diagnosis;

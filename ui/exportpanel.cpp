@@ -6,6 +6,8 @@
 #include "planmodel.h"
 #include "text.h"
 #include "transform/transform.h"
+#include "wheelguard.h"
+#include "write/targets.h"
 #include "write/write.h"
 
 #include <QCheckBox>
@@ -23,10 +25,11 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSettings>
+#include <QScrollArea>
 #include <QStandardPaths>
 #include <QStyledItemDelegate>
 #include <QTableView>
+#include <QTemporaryFile>
 #include <QTimer>
 #include <QUrl>
 #include <QVBoxLayout>
@@ -67,14 +70,33 @@ protected:
 
 }  // namespace
 
+bool canWriteIn(const QString& folder)
+{
+    // Tried, not asked: access(2) answers for the permission bits, not for a read-only mount.
+    QTemporaryFile probe(QDir(folder).filePath(QStringLiteral(".ckptscope-probe-XXXXXX")));
+    return probe.open();
+}
+
+QString writableFallbackFolder()
+{
+    for (const auto location : {QStandardPaths::DownloadLocation, QStandardPaths::DocumentsLocation}) {
+        QString dir = QStandardPaths::writableLocation(location);
+        if (!dir.isEmpty() && QFileInfo(dir).isDir() && canWriteIn(dir)) {
+            return dir;
+        }
+    }
+    return QDir::homePath();
+}
+
 ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
 {
     setObjectName(QStringLiteral("exportPanel"));
     buildUi();
     m_exportJobs.setProgressHandler(
         [this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
-    QSettings settings;
-    setPreset(static_cast<Preset>(settings.value(QStringLiteral("export/preset"), int(SingleCard)).toInt()));
+    // Every tab starts from Single-card: a preset chosen for one file (Multi-card's `module.` on
+    // every key) is no default for the next one, and a tab keeps what was chosen in it.
+    setPreset(SingleCard);
 }
 
 void ExportPanel::buildUi()
@@ -119,6 +141,7 @@ void ExportPanel::buildUi()
         edit->setClearButtonEnabled(true);
         edit->setAcceptDrops(false);  // a dropped file goes to the batch queue, not into a field
         connect(edit, &QLineEdit::textEdited, this, &ExportPanel::fieldsToOptions);
+        connect(edit, &QLineEdit::textChanged, edit, &QLineEdit::setToolTip);  // the whole list, however narrow
     }
     for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard}) {
         connect(box, &QCheckBox::toggled, this, &ExportPanel::fieldsToOptions);
@@ -171,7 +194,9 @@ void ExportPanel::buildUi()
     m_planViewport = m_planTable->viewport();
     m_planViewport->installEventFilter(this);
     m_planTable->setTextElideMode(Qt::ElideMiddle);
-    for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After}) {
+    // Detail too: its notes name calls and keys ("load_state_dict") longer than the column, which
+    // were cut mid-word ("load_s…_dict").
+    for (const int column : {PlanModel::Key, PlanModel::Before, PlanModel::After, PlanModel::Detail}) {
         m_planTable->setItemDelegateForColumn(column, new BreakableKeyDelegate(m_planTable));
     }
     connect(m_planTable->horizontalHeader(), &QHeaderView::sectionResized, this, [this](int column) {
@@ -251,6 +276,7 @@ void ExportPanel::buildUi()
     m_planTimer->setInterval(kPlanDebounceMs);
     connect(m_planTimer, &QTimer::timeout, this, &ExportPanel::computePlan);
     setExporting(false);
+    guardWheel(this);
 }
 
 void ExportPanel::setDocument(DocumentPtr doc)
@@ -271,7 +297,6 @@ ExportPanel::Preset ExportPanel::preset() const
 void ExportPanel::setPreset(Preset preset)
 {
     m_preset->setCurrentIndex(m_preset->findData(int(preset)));
-    QSettings().setValue(QStringLiteral("export/preset"), int(preset));
     const auto format = m_options.format;
     if (preset == SingleCard) {
         m_options = transform::singleCardPreset();
@@ -336,6 +361,11 @@ void ExportPanel::optionsToFields()
     m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
     m_dequantize->setCurrentIndex(
         std::max(0, m_dequantize->findData(int(m_options.dequantize.value_or(DType::Unknown)))));
+    // A list longer than its field shows its start ("module., _orig_mod., …"), not its last
+    // characters, where setText leaves the cursor; the tooltip has all of it.
+    for (auto* edit : {m_strip, m_addPrefix, m_mapLocation, m_select, m_drop}) {
+        edit->setCursorPosition(0);
+    }
     m_syncing = false;
 }
 
@@ -374,7 +404,6 @@ void ExportPanel::fieldsToOptions()
     }
     m_options = o;
     m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
-    QSettings().setValue(QStringLiteral("export/preset"), int(Custom));
     if (oldFormat != o.format && m_doc && !m_outputEdited) {
         m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
     }
@@ -384,17 +413,17 @@ void ExportPanel::fieldsToOptions()
 QString ExportPanel::defaultOutputFor(const QString& input) const
 {
     QFileInfo info(input);
-    // A URL's copy goes to the downloads folder, named after the file it was read from.
-    if (m_doc && m_doc->remote) {
+    // A URL's copy goes to the downloads folder, named after the file it was read from; a file's
+    // beside it, unless its folder takes no file (the packaged sample, a read-only mount).
+    if (m_doc && m_doc->remote && input == qs(m_doc->checkpoint->path)) {
         const QString name = QUrl(qs(m_doc->remote->input)).fileName();
-        QString dir = QStandardPaths::writableLocation(QStandardPaths::DownloadLocation);
-        if (dir.isEmpty() || !QFileInfo(dir).isDir()) {
-            dir = QDir::homePath();
-        }
-        info = QFileInfo(QDir(dir).filePath(name.isEmpty() ? QStringLiteral("checkpoint.pt") : name));
+        info =
+            QFileInfo(QDir(writableFallbackFolder()).filePath(name.isEmpty() ? QStringLiteral("checkpoint.pt") : name));
+    } else if (!canWriteIn(info.absolutePath())) {
+        info = QFileInfo(QDir(writableFallbackFolder()).filePath(info.fileName()));
     }
     // A set's path is its folder: the one file it becomes goes beside it, named after it.
-    const bool folder = info.isDir();
+    const bool folder = info.isDir() || QFileInfo(input).isDir();
     QString ext = folder || info.suffix().isEmpty() ? QStringLiteral("pt") : info.suffix();
     if (m_options.format == transform::OutputFormat::Safetensors) {
         ext = QStringLiteral("safetensors");
@@ -406,6 +435,10 @@ QString ExportPanel::defaultOutputFor(const QString& input) const
 
 void ExportPanel::schedulePlan()
 {
+    // What the last export wrote was written with other options: no longer what Export would write.
+    if (!m_exportJobs.isRunning()) {
+        m_result->clear();
+    }
     if (m_doc) {
         m_planTimer->start();
     }
@@ -508,15 +541,55 @@ void ExportPanel::setExporting(bool busy)
 {
     // A salvaged archive (truncated-archive) is exported only by `convert --salvage`, which names
     // every lost tensor.
-    m_export->setEnabled(!busy && m_doc && !m_doc->checkpoint->truncation.salvaged);
-    m_cancel->setEnabled(busy);
+    const bool canExport = !busy && m_doc && !m_doc->checkpoint->truncation.salvaged;
+    // The button being disabled hands the focus on first: to its neighbour (Export to Cancel and
+    // back). Left to Qt, the focus went to the next field in the chain, the plan, and the scroll
+    // area scrolled to it: the result line went out of view and a click aimed at Cancel landed on
+    // a plan row.
+    QPushButton* const losing = busy ? m_export : m_cancel;
+    QPushButton* const gaining = busy ? m_cancel : m_export;
+    gaining->setEnabled(busy || canExport);
+    if (losing->hasFocus() && gaining->isEnabled()) {
+        gaining->setFocus(Qt::OtherFocusReason);
+    }
+    losing->setEnabled(false);
     m_browse->setEnabled(!busy);
+}
+
+void ExportPanel::revealResult()
+{
+    for (QWidget* w = parentWidget(); w != nullptr; w = w->parentWidget()) {
+        if (auto* area = qobject_cast<QScrollArea*>(w)) {
+            // The output, its buttons and the result head the panel: shown together.
+            area->ensureVisible(0, 0, 0, 0);
+            area->ensureWidgetVisible(m_result, 0, 0);
+            return;
+        }
+    }
 }
 
 void ExportPanel::startExport()
 {
     if (!m_doc || m_output->text().trimmed().isEmpty()) {
         return;
+    }
+    // A name that says the other format (llama.pt for a safetensors file) makes a file its readers
+    // refuse while `check` calls it fine: renamed, kept on purpose, or not written.
+    const bool safetensors = m_options.format == transform::OutputFormat::Safetensors;
+    if (const auto clash = write::extensionMismatch(m_output->text().trimmed().toStdString(), safetensors)) {
+        const QString agreeing = QFileInfo(qs(clash->agreeing)).fileName();
+        const int answer = dialogs::choose(
+            this, tr("Name and format disagree"),
+            tr("%1.\n\nRename the output to %2?").arg(qs(clash->message), agreeing),
+            {tr("Rename to %1").arg(agreeing), tr("Keep %1").arg(QFileInfo(m_output->text().trimmed()).fileName())});
+        if (answer < 0) {
+            m_result->setText(tr("Not written: the name and the format disagree."));
+            return;
+        }
+        if (answer == 0) {
+            m_output->setText(qs(clash->agreeing));
+            m_outputEdited = true;
+        }
     }
     const auto out = m_output->text().trimmed().toStdString();
     // The save dialog asks before replacing a file; a typed path must too.
@@ -551,6 +624,7 @@ void ExportPanel::startExport()
                 m_progress->setValue(0);
                 const auto msg = qs(r.error().describe());
                 m_result->setText(errorHtml(msg));
+                revealResult();
                 Q_EMIT exportFinished(false, msg);
                 return;
             }
@@ -560,6 +634,7 @@ void ExportPanel::startExport()
                 text += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(qs(note).toHtmlEscaped());
             }
             m_result->setText(text);
+            revealResult();
             Q_EMIT exportFinished(true, qs(r->path));
         });
 }

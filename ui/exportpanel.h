@@ -27,6 +27,13 @@ class PlanModel;
 // key is touched (safetensors to .pt).
 [[nodiscard]] QString planSummary(Format input, transform::OutputFormat output, std::size_t steps);
 
+// Whether a file can be made in `folder` (tried: a read-only mount's folder reads as writable to
+// access(2) and to root).
+[[nodiscard]] bool canWriteIn(const QString& folder);
+// Where a copy goes when its input's folder takes none: the downloads folder, the documents folder,
+// else home.
+[[nodiscard]] QString writableFallbackFolder();
+
 class ExportPanel : public QWidget {
     Q_OBJECT
 public:
@@ -48,7 +55,8 @@ public:
     [[nodiscard]] const transform::Options& options() const { return m_options; }
     void queueBatch(const QStringList& files);
     [[nodiscard]] int planRowCount() const;
-    // Default output for an input file under the current format: "<dir>/<stem>.fixed.<ext>".
+    // Default output for an input file under the current format: "<dir>/<stem>.fixed.<ext>", in
+    // writableFallbackFolder() when <dir> takes no file.
     [[nodiscard]] QString defaultOutputFor(const QString& input) const;
 
 Q_SIGNALS:
@@ -75,6 +83,8 @@ private:
     void startExport();
     void startNextBatch();
     void setExporting(bool busy);
+    // Scrolls the panel's scroll area to the result line (what was written, or why not).
+    void revealResult();
 
     DocumentPtr m_doc;
     transform::Options m_options;

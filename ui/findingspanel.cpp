@@ -1,9 +1,12 @@
 #include "findingspanel.h"
 
+#include "checkpoint/model_folder.h"
 #include "diagnose/report.h"
+#include "folderfilespanel.h"
 #include "icons.h"
 #include "text.h"
 
+#include <QDir>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -11,6 +14,7 @@
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTreeWidget>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -52,7 +56,9 @@ FindingsPanel::FindingsPanel(QWidget* parent)
     m_list->header()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
     m_detail->setObjectName(QStringLiteral("findingDetail"));
     m_detail->setWordWrap(true);
-    m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_detail->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
+    connect(m_detail, &QLabel::linkActivated, this,
+            [this](const QString& link) { Q_EMIT openFileRequested(QUrl(link).toLocalFile()); });
     m_detail->setContentsMargins(2, 2, 2, 2);
     m_detail->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     m_fix->setObjectName(QStringLiteral("fixButton"));
@@ -225,6 +231,26 @@ QString FindingsPanel::detailText() const
     return m_detail->text();
 }
 
+QString FindingsPanel::linkFolderMembers(const QString& detail, const ModelFolder& folder)
+{
+    QString out = detail;
+    const QDir dir(qs(folder.dir));
+    for (const auto& member : folder.members) {
+        const QString name = qs(member.name);
+        if (member.name == folder.model() || !FolderFilesPanel::opensAsCheckpoint(name)) {
+            continue;
+        }
+        const QString link =
+            QStringLiteral("<a href='%1'>%2</a>")
+                .arg(QString::fromLatin1(QUrl::fromLocalFile(dir.filePath(name)).toEncoded()), name.toHtmlEscaped());
+        // ModelFolder::memberList writes "name (role)" after ": " or ", ": only whole names match.
+        for (const QString& before : {QStringLiteral(": "), QStringLiteral(", ")}) {
+            out.replace(before + name.toHtmlEscaped() + QStringLiteral(" ("), before + link + QStringLiteral(" ("));
+        }
+    }
+    return out;
+}
+
 QString FindingsPanel::fixText(const transform::Options& fix)
 {
     const std::string flags = diagnose::fixFlags(fix);
@@ -240,9 +266,12 @@ void FindingsPanel::onSelectionChanged()
         return;
     }
     const auto& f = m_findings->list[static_cast<std::size_t>(item->data(0, Qt::UserRole).toInt())];
+    QString text = qs(f.detail).toHtmlEscaped();
+    if (const auto& folder = m_doc->checkpoint->folder; folder && f.code == "model-folder") {
+        text = linkFolderMembers(text, *folder);
+    }
     QString detail = QStringLiteral("<b>%1</b> <span style='color:gray'>(%2, %3)</span><br>%4")
-                         .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)),
-                              qs(f.detail).toHtmlEscaped());
+                         .arg(qs(f.title).toHtmlEscaped(), qs(f.code), qs(diagnose::severityName(f.severity)), text);
     if (f.fix) {
         detail += QStringLiteral("<br><span style='color:gray'>%1</span>").arg(fixText(*f.fix).toHtmlEscaped());
     }

@@ -43,10 +43,15 @@ public:
     [[nodiscard]] static std::size_t keyCount(const std::vector<std::string>& paths);
     // The selected finding's text as shown (title, detail and fix), for tests.
     [[nodiscard]] QString detailText() const;
+    // `detail` (a finding's text, escaped) with each file of the model folder that opens on its
+    // own, the model shown aside, as a link to it: "optimizer.pt (optimizer)" in a model-folder finding.
+    [[nodiscard]] static QString linkFolderMembers(const QString& detail, const ModelFolder& folder);
 
 Q_SIGNALS:
     void highlightPaths(const std::vector<std::string>& paths);
     void fixRequested(int finding);  // index into Findings::list
+    // A file the selected finding names as a link (a model folder's optimizer, say).
+    void openFileRequested(const QString& path);
 
 private:
     void onSelectionChanged();

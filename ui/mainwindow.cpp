@@ -6,8 +6,10 @@
 #include "documentview.h"
 #include "drops.h"
 #include "exportpanel.h"
+#include "helpdialogs.h"
 #include "icons.h"
 #include "jobtracker.h"
+#include "remote/http_client.h"
 #include "setmembership.h"
 #include "sharded/listing.h"
 #include "testloadpanel.h"
@@ -35,6 +37,7 @@
 #include <QTabWidget>
 #include <QToolButton>
 #include <QUrl>
+#include <QUrlQuery>
 #include <QVBoxLayout>
 
 namespace ckpt::ui {
@@ -46,6 +49,21 @@ constexpr const char* kOpenOrder = "ckptscopeOpenOrder";
 constexpr int kMaxTabTitle = 32;  // characters; the tooltip has the full path
 // A banner link to a file with this query opens the file alone, not its set.
 const QString kAloneQuery = QStringLiteral("alone");
+// A banner link ckptscope:download?url=URL downloads URL whole (a server without range requests).
+const QString kLinkScheme = QStringLiteral("ckptscope");
+const QString kDownloadPath = QStringLiteral("download");
+// The tab properties that say what a tab was opened from (MainWindow::tabOf).
+constexpr const char* kOpenedFrom = "ckptscopeOpenedFrom";
+constexpr const char* kOpenedAlone = "ckptscopeOpenedAlone";
+constexpr const char* kFullTitle = "ckptscopeTitle";  // the tab's title before tabTitle() cuts it
+// Where File > Open started last (QSettings), for a window with no tab.
+const QString kLastFolderKey = QStringLiteral("dialogs/lastFolder");
+
+// A new first size takes at most this share of the available screen: the rest is the frame's.
+QSize roomFor(const QSize& available)
+{
+    return {available.width() * 95 / 100, available.height() * 92 / 100};
+}
 
 QWidget* makeEmptyPage(QWidget* parent, QAction* open, QAction* openFolder)
 {
@@ -93,7 +111,16 @@ QWidget* makeEmptyPage(QWidget* parent, QAction* open, QAction* openFolder)
 QSize MainWindow::initialSize(const QSize& available)
 {
     // The preferred size, or what the screen has room for with a margin for the window frame.
-    return kPreferredSize.boundedTo(QSize(available.width() * 95 / 100, available.height() * 92 / 100));
+    return kPreferredSize.boundedTo(roomFor(available));
+}
+
+QRect MainWindow::fittedGeometry(const QRect& saved, const QRect& available)
+{
+    QRect g(saved.topLeft(), saved.size().boundedTo(roomFor(available.size())));
+    if (!available.contains(g)) {
+        g.moveCenter(available.center());  // the margin left by roomFor is the frame's, above and below
+    }
+    return g;
 }
 
 QString MainWindow::recentTitle(const QString& path)
@@ -172,6 +199,11 @@ MainWindow::MainWindow(QWidget* parent)
     m_bannerText->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
     connect(m_bannerText, &QLabel::linkActivated, this, [this](const QString& link) {
         const QUrl url(link);
+        if (url.scheme() == kLinkScheme && url.path() == kDownloadPath) {
+            startBatch();
+            openRemoteDocument(QUrlQuery(url).queryItemValue(QStringLiteral("url"), QUrl::FullyDecoded), true);
+            return;
+        }
         const QString file = url.adjusted(QUrl::RemoveQuery).toLocalFile();
         if (url.query() == kAloneQuery) {
             openFileAlone(file);
@@ -182,8 +214,12 @@ MainWindow::MainWindow(QWidget* parent)
     auto* closeBanner = new QToolButton(m_banner);
     closeBanner->setObjectName(QStringLiteral("errorClose"));
     closeBanner->setText(QStringLiteral("✕"));
+    closeBanner->setToolTip(tr("Close this message"));
     closeBanner->setAutoRaise(true);
-    connect(closeBanner, &QToolButton::clicked, m_banner, &QWidget::hide);
+    connect(closeBanner, &QToolButton::clicked, this, [this] {
+        m_bannerLines.clear();
+        m_banner->hide();
+    });
     auto* bannerLayout = new QHBoxLayout(m_banner);
     bannerLayout->setContentsMargins(8, 4, 4, 4);
     bannerLayout->addWidget(m_bannerIcon);
@@ -224,12 +260,12 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->addPermanentWidget(m_devicesLabel);
 
     QSettings settings;
+    const QScreen* here = screen();
     if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
-        if (const auto* s = screen()) {
-            resize(initialSize(s->availableGeometry().size()));
-        } else {
-            resize(kPreferredSize);
-        }
+        resize(here != nullptr ? initialSize(here->availableGeometry().size()) : kPreferredSize);
+    } else if (here != nullptr && !isMaximized() && !isFullScreen()) {
+        // Qt restores the size saved on another screen as it was.
+        setGeometry(fittedGeometry(geometry(), here->availableGeometry()));
     }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
     rebuildRecentMenu();
@@ -242,15 +278,23 @@ void MainWindow::buildMenus()
 {
     auto* file = menuBar()->addMenu(tr("&File"));
     auto* open = file->addAction(tr("&Open…"), this, [this] {
-        const auto names = dialogs::openFileNames(this, tr("Open checkpoints"), dialogs::checkpointFilter());
+        const auto names =
+            dialogs::openFileNames(this, tr("Open checkpoints"), dialogs::checkpointFilter(), dialogFolder());
+        if (!names.isEmpty()) {
+            QSettings().setValue(kLastFolderKey, QFileInfo(names.front()).absolutePath());
+        }
         openFiles(names);
     });
     open->setObjectName(QStringLiteral("openAction"));
-    open->setShortcut(QKeySequence::Open);
+    // The keys are spelled out: a desktop's standard keys differ (QKeySequence::Close is Ctrl+W on one,
+    // Ctrl+F4 and Ctrl+W on another, QKeySequence::Quit nothing on a third), and the README and Help
+    // list these.
+    open->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_O));
     // Sets (a sharded folder, DCP, ZeRO) are folders, which a file dialog cannot pick.
     auto* openFolder = file->addAction(tr("Open &Folder…"), this, [this] {
-        const QString folder = dialogs::openFolder(this, tr("Open a checkpoint folder"));
+        const QString folder = dialogs::openFolder(this, tr("Open a checkpoint folder"), dialogFolder());
         if (!folder.isEmpty()) {
+            QSettings().setValue(kLastFolderKey, QFileInfo(folder).absolutePath());
             openFiles({folder});
         }
     });
@@ -288,10 +332,10 @@ void MainWindow::buildMenus()
     compare->setObjectName(QStringLiteral("compareAction"));
     m_fileTabActions << compare;
     auto* close = file->addAction(tr("&Close Tab"), this, [this] { closeTab(m_tabs->currentIndex()); });
-    close->setShortcut(QKeySequence::Close);
+    close->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));
     file->addSeparator();
     auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
-    quit->setShortcut(QKeySequence::Quit);
+    quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
 
     auto* view = menuBar()->addMenu(tr("&View"));
     auto* filter = view->addAction(tr("&Filter Keys"), this, [this] {
@@ -300,7 +344,15 @@ void MainWindow::buildMenus()
         }
     });
     filter->setObjectName(QStringLiteral("filterAction"));
-    filter->setShortcut(QKeySequence::Find);
+    filter->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
+    view->addSeparator();
+    // Window shortcuts: a tree or a field with the focus would otherwise take Ctrl+PgDown itself.
+    auto* next = view->addAction(tr("&Next Tab"), this, [this] { switchTab(1); });
+    next->setObjectName(QStringLiteral("nextTabAction"));
+    next->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_PageDown), QKeySequence(Qt::CTRL | Qt::Key_Tab)});
+    auto* previous = view->addAction(tr("&Previous Tab"), this, [this] { switchTab(-1); });
+    previous->setObjectName(QStringLiteral("previousTabAction"));
+    previous->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_PageUp), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_Tab)});
     view->addSeparator();
     auto* findingsAction = view->addAction(tr("F&indings"), this, [this] {
         if (auto* v = currentView()) {
@@ -323,7 +375,7 @@ void MainWindow::buildMenus()
     });
     exportAction->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_3), QKeySequence(Qt::CTRL | Qt::Key_E)});
     m_fileTabActions << exportAction;
-    m_filesAction = view->addAction(tr("Files of the &Set"), this, [this] {
+    m_filesAction = view->addAction(tr("&Files"), this, [this] {
         if (auto* v = currentView()) {
             v->showFiles();
         }
@@ -341,6 +393,15 @@ void MainWindow::buildMenus()
     load->setObjectName(QStringLiteral("testLoadAction"));
     load->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
     m_fileTabActions << load;
+    auto* replay = run->addAction(tr("&Simulate DDP Ranks"), this, [this] {
+        if (auto* v = currentView()) {
+            v->showTestLoad();
+            v->testLoad()->requestReplay();
+        }
+    });
+    replay->setObjectName(QStringLiteral("ddpReplayAction"));
+    replay->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
+    replay->setToolTip(tr("Start N ranks that each load the checkpoint as torch.load would (needs an NVIDIA GPU)"));
     auto* write = run->addAction(tr("&Export the Fixed Copy"), this, [this] {
         if (auto* v = currentView()) {
             v->showExport();
@@ -351,27 +412,69 @@ void MainWindow::buildMenus()
     write->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
     m_fileTabActions << write;
 
+    buildHelpMenu();
+}
+
+void MainWindow::buildHelpMenu()
+{
     auto* help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&About ckptscope"), this, [this] {
-        QMessageBox::about(this, tr("About ckptscope"),
-                           tr("<b>ckptscope %1</b><p>Inspect, diagnose, test-load and fix PyTorch checkpoints "
-                              "without running their pickled code.</p>")
-                               .arg(QApplication::applicationVersion()));
-    });
+    auto* guide = help->addAction(tr("&Guide"), this, [this] { help::showGuide(this); });
+    guide->setObjectName(QStringLiteral("guideAction"));
+    guide->setShortcut(QKeySequence(Qt::Key_F1));
+    help->addAction(tr("&Keyboard Shortcuts"), this, [this] { help::showShortcuts(this, menuBar()); })
+        ->setObjectName(QStringLiteral("shortcutsAction"));
+    help->addAction(tr("Where the &Documentation Is"), this, [this] { help::showDocumentation(this); })
+        ->setObjectName(QStringLiteral("documentationAction"));
+    help->addSeparator();
+    help->addAction(tr("&About ckptscope"), this, [this] { help::showAbout(this); });
+}
+
+void MainWindow::startBatch()
+{
+    m_bannerLines.clear();
+    m_banner->hide();
+}
+
+int MainWindow::tabOf(const QString& input, bool alone) const
+{
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        const auto* tab = m_tabs->widget(i);
+        if (tab->property(kOpenedFrom).toString() == input && tab->property(kOpenedAlone).toBool() == alone) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+bool MainWindow::alreadyOpen(const QString& input, bool alone)
+{
+    if (const int tab = tabOf(input, alone); tab >= 0) {
+        m_tabs->setCurrentIndex(tab);
+        return true;
+    }
+    // Dropped twice before the first read ended: that read's tab is the one.
+    return m_opening.contains(alone ? QStringLiteral("alone:") + input : input);
 }
 
 void MainWindow::openFiles(const QStringList& paths)
 {
     std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
+    startBatch();
     for (const auto& path : paths) {
         if (path.isEmpty()) {
             continue;
         }
         if (isRemoteInput(path)) {
-            openRemoteDocument(path);
+            if (!alreadyOpen(path, false)) {
+                openRemoteDocument(path);
+            }
             continue;
         }
-        const QString absolute = QFileInfo(path).absoluteFilePath();
+        const QString absolute = QDir::cleanPath(QFileInfo(path).absoluteFilePath());
+        // The same file twice is one tab: the second open shows the first.
+        if (alreadyOpen(absolute, false)) {
+            continue;
+        }
         if (openAsSet(absolute)) {
             continue;
         }
@@ -386,7 +489,8 @@ void MainWindow::openFiles(const QStringList& paths)
     }
 }
 
-void MainWindow::startOpen(const QString& shown, OpenLoad load, std::function<void(const DocumentPtr&, int)> opened,
+void MainWindow::startOpen(const QString& shown, const QString& input, OpenLoad load,
+                           std::function<void(const DocumentPtr&, int)> opened,
                            std::function<void(const QString&)> failed)
 {
     const int order = m_nextOpenOrder++;
@@ -394,6 +498,7 @@ void MainWindow::startOpen(const QString& shown, OpenLoad load, std::function<vo
         m_openingFor.start();
     }
     statusBar()->showMessage(tr("Opening %1…").arg(shown));
+    const QString opening = m_opening.emplace_back(input);
     auto tracker = std::make_unique<JobTracker>(this);
     tracker->setProgressHandler(
         [this, shown](double fraction, const QString& text) { showOpenProgress(shown, fraction, text); });
@@ -403,7 +508,8 @@ void MainWindow::startOpen(const QString& shown, OpenLoad load, std::function<vo
                 progress(fraction, QString::fromStdString(text));
             });
         },
-        [this, order, opened = std::move(opened), failed = std::move(failed)](Expected<DocumentPtr> doc) {
+        [this, order, opening, opened = std::move(opened), failed = std::move(failed)](Expected<DocumentPtr> doc) {
+            m_opening.removeOne(opening);
             statusBar()->clearMessage();
             showOpening();
             if (doc) {
@@ -453,10 +559,10 @@ void MainWindow::cancelOpening()
 void MainWindow::openDocument(const QString& absolute, bool alone)
 {
     startOpen(
-        absolute,
+        absolute, alone ? QStringLiteral("alone:") + absolute : absolute,
         [file = absolute.toStdString()](std::stop_token stop, const OpenProgress&) { return loadDocument(file, stop); },
         [this, absolute, alone](const DocumentPtr& doc, int order) {
-            addDocument(doc, order);
+            addDocument(doc, order, absolute, alone);
             rememberRecent(absolute, alone);
             Q_EMIT documentOpened(absolute);
         },
@@ -466,29 +572,48 @@ void MainWindow::openDocument(const QString& absolute, bool alone)
         });
 }
 
-void MainWindow::openRemoteDocument(const QString& url)
+void MainWindow::openRemoteDocument(const QString& url, bool whole)
 {
     startOpen(
-        url,
-        [input = url.toStdString()](std::stop_token stop, const OpenProgress& progress) {
-            return loadRemoteDocument(input, stop, progress);
+        url, url,
+        [input = url.toStdString(), whole](std::stop_token stop, const OpenProgress& progress) {
+            return loadRemoteDocument(input, stop, progress, whole);
         },
         [this, url](const DocumentPtr& doc, int order) {
-            addDocument(doc, order);
+            addDocument(doc, order, url);
             // A URL with a query (a pre-signed object-store link) carries its signature: not kept.
             if (!QUrl(url).hasQuery()) {
                 rememberRecent(url);
             }
             Q_EMIT documentOpened(url);
         },
-        [this, url](const QString& message) {
-            showError(message);
+        [this, url, whole](const QString& message) {
+            if (!whole && message.contains(QLatin1String(remote::kNoRangesMessage.data(),
+                                                         static_cast<qsizetype>(remote::kNoRangesMessage.size())))) {
+                offerWholeDownload(url, message);
+            } else {
+                showError(message);
+            }
             Q_EMIT openFailed(url, message);
         });
 }
 
+void MainWindow::offerWholeDownload(const QString& url, const QString& message)
+{
+    QUrl link;
+    link.setScheme(kLinkScheme);
+    link.setPath(kDownloadPath);
+    QUrlQuery query;
+    query.addQueryItem(QStringLiteral("url"), QString::fromLatin1(QUrl::toPercentEncoding(url)));
+    link.setQuery(query);
+    showError(message, tr("%1 <a href='%2'>Download the whole file</a> (into a temporary file; what it holds is "
+                          "read from there)")
+                           .arg(message.toHtmlEscaped(), QString::fromLatin1(link.toEncoded()).toHtmlEscaped()));
+}
+
 void MainWindow::openFileAlone(const QString& path)
 {
+    startBatch();
     // A file by its absolute path; a remote input (a shard of a set over HTTP) by the input a
     // remote document was opened from.
     const bool remote = isRemoteInput(path);
@@ -507,11 +632,14 @@ void MainWindow::openFileAlone(const QString& path)
             return;
         }
     }
+    if (alreadyOpen(wanted, !remote)) {
+        return;
+    }
     std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
     remote ? openRemoteDocument(wanted) : openDocument(wanted, true);
 }
 
-void MainWindow::openWholeSet(const sharded::SetLocation& loc)
+bool MainWindow::switchToSet(const sharded::SetLocation& loc)
 {
     const QString dir = QFileInfo(qs(loc.dir)).absoluteFilePath();
     for (int i = 0; i < m_tabs->count(); ++i) {
@@ -519,8 +647,18 @@ void MainWindow::openWholeSet(const sharded::SetLocation& loc)
         const auto& set = v != nullptr ? v->document()->set : nullptr;
         if (set && set->location.kind == loc.kind && QFileInfo(qs(set->location.dir)).absoluteFilePath() == dir) {
             m_tabs->setCurrentIndex(i);
-            return;
+            return true;
         }
+    }
+    return false;
+}
+
+void MainWindow::openWholeSet(const sharded::SetLocation& loc)
+{
+    startBatch();
+    const QString dir = QFileInfo(qs(loc.dir)).absoluteFilePath();
+    if (switchToSet(loc) || alreadyOpen(dir, false)) {
+        return;
     }
     std::erase_if(m_openJobs, [](const auto& j) { return !j->isRunning(); });
     openSetAt(loc, dir);
@@ -533,17 +671,20 @@ bool MainWindow::openAsSet(const QString& path)
     if (!loc) {
         return false;
     }
-    openSetAt(*loc, path);
+    // Its folder, index or another of its files opened it already: one tab per set.
+    if (!switchToSet(*loc)) {
+        openSetAt(*loc, path);
+    }
     return true;
 }
 
 void MainWindow::openSetAt(const sharded::SetLocation& loc, const QString& path)
 {
     startOpen(
-        path,
+        path, path,
         [loc](std::stop_token stop, const OpenProgress& progress) { return loadSetDocument(loc, stop, progress); },
         [this, loc, path](const DocumentPtr& doc, int order) {
-            auto* view = addDocument(doc, order);
+            auto* view = addDocument(doc, order, path);
             if (opensAlone(loc, path)) {
                 view->offerFileAlone(path);
                 updateSetActions();
@@ -566,11 +707,15 @@ bool MainWindow::isOpening() const
     return std::any_of(m_openJobs.begin(), m_openJobs.end(), [](const auto& j) { return j->isRunning(); });
 }
 
-DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
+DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order, const QString& input, bool alone)
 {
-    m_banner->hide();
+    // The banner stays: it holds the errors of files opened with this one, which are news still.
     auto* view = new DocumentView(doc, m_tabs);
+    view->setProperty(kOpenedFrom, input);
+    view->setProperty(kOpenedAlone, alone);
     connect(view, &DocumentView::openFileAloneRequested, this, &MainWindow::openFileAlone);
+    connect(view, &DocumentView::openFileRequested, this, [this](const QString& file) { openFiles({file}); });
+    connect(view->testLoad(), &TestLoadPanel::devicesReady, this, &MainWindow::updateReplayAction);
     // Run > Export writes without showing the panel's result first: the status bar says where.
     connect(view->exportPanel(), &ExportPanel::exportFinished, this, [this](bool ok, const QString& pathOrError) {
         statusBar()->showMessage(ok ? tr("Wrote %1").arg(pathOrError) : tr("Export failed: %1").arg(pathOrError),
@@ -583,10 +728,21 @@ DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
         const QUrl url(qs(doc->remote->input));
         title = url.fileName().isEmpty() ? qs(doc->remote->input) : url.fileName();
         tip = url.adjusted(QUrl::RemoveQuery | QUrl::RemoveUserInfo).toString();
+    } else if (const auto& folder = doc->checkpoint->folder) {
+        // A model folder (a Trainer checkpoint-N/, accelerate's save_state) is named by its folder,
+        // which tells one checkpoint-500/model.safetensors from the next.
+        const QFileInfo dir(qs(folder->dir));
+        title = QStringLiteral("%1/%2").arg(dir.fileName(), qs(folder->model()));
+        tip = dir.absoluteFilePath();
     } else {
         const QFileInfo info(qs(doc->checkpoint->path));
         title = info.fileName();
         tip = info.absoluteFilePath();
+        // A member of a model folder (optimizer.pt of checkpoint-500/) says which folder, as the
+        // folder's own tab does: every checkpoint-N/ holds an optimizer.pt.
+        if (!doc->set && readModelFolder(ss(info.absolutePath()))) {
+            title = QStringLiteral("%1/%2").arg(info.dir().dirName(), title);
+        }
         if (const auto set = doc->set ? std::nullopt : wholeSetOf(tip)) {
             view->offerWholeSet(
                 tr("<b>%1</b> is shown alone, as ckptscope inspect --file-only reads it.<br>It is one of the "
@@ -595,6 +751,7 @@ DocumentView* MainWindow::addDocument(const DocumentPtr& doc, int order)
             connect(view, &DocumentView::openWholeSetRequested, this, [this, loc = *set] { openWholeSet(loc); });
         }
     }
+    view->setProperty(kFullTitle, title);
     const int index = m_tabs->insertTab(tabIndexFor(view, order), view, tabTitle(title));
     m_tabs->setTabToolTip(index, tip);
     m_tabs->setCurrentIndex(index);
@@ -631,6 +788,14 @@ void MainWindow::closeTab(int index)
     updateChrome();
 }
 
+void MainWindow::switchTab(int step)
+{
+    const int count = m_tabs->count();
+    if (count > 1) {
+        m_tabs->setCurrentIndex((m_tabs->currentIndex() + step + count) % count);
+    }
+}
+
 int MainWindow::documentCount() const
 {
     return m_tabs->count();
@@ -648,7 +813,30 @@ DocumentView* MainWindow::currentView() const
 
 QString MainWindow::errorText() const
 {
-    return m_banner->isVisible() || !m_banner->isHidden() ? m_bannerText->text() : QString();
+    return bannerErrors().join(QLatin1Char('\n'));
+}
+
+QStringList MainWindow::bannerErrors() const
+{
+    QStringList lines;
+    if (!m_banner->isHidden()) {
+        for (const auto& line : m_bannerLines) {
+            lines << line.plain;
+        }
+    }
+    return lines;
+}
+
+QString MainWindow::dialogFolder() const
+{
+    if (const auto* v = currentView()) {
+        const QString from = v->property(kOpenedFrom).toString();
+        // A file's folder; a folder (a set, a Trainer checkpoint-N/) itself. Not a URL.
+        if (const QFileInfo info(from); !from.isEmpty() && !isRemoteInput(from) && info.exists()) {
+            return info.isDir() ? info.absoluteFilePath() : info.absolutePath();
+        }
+    }
+    return QSettings().value(kLastFolderKey).toString();
 }
 
 void MainWindow::setBannerKind(bool error)
@@ -662,24 +850,50 @@ void MainWindow::setBannerKind(bool error)
     m_banner->setProperty("kind", error ? QStringLiteral("error") : QStringLiteral("info"));
 }
 
-void MainWindow::showError(const QString& message)
+void MainWindow::showError(const QString& message, const QString& html, bool error)
 {
-    setBannerKind(true);
-    m_bannerText->setTextFormat(Qt::PlainText);
-    m_bannerText->setText(message);
-    m_banner->show();
+    // Opened twice in one batch (a file named twice), said once.
+    if (std::none_of(m_bannerLines.begin(), m_bannerLines.end(),
+                     [&](const BannerLine& line) { return line.plain == message; })) {
+        m_bannerLines.append({message, html.isEmpty() ? message.toHtmlEscaped() : html, error});
+    }
+    renderBanner();
+}
+
+void MainWindow::renderBanner()
+{
+    const int errors = static_cast<int>(
+        std::count_if(m_bannerLines.begin(), m_bannerLines.end(), [](const BannerLine& l) { return l.error; }));
+    setBannerKind(errors > 0);
+    const bool rich = std::any_of(m_bannerLines.begin(), m_bannerLines.end(),
+                                  [](const BannerLine& l) { return l.html != l.plain.toHtmlEscaped(); });
+    if (m_bannerLines.size() == 1 && !rich) {
+        // One error reads as the command line prints it.
+        m_bannerText->setTextFormat(Qt::PlainText);
+        m_bannerText->setText(m_bannerLines.front().plain);
+    } else {
+        QStringList html;
+        for (const auto& line : m_bannerLines) {
+            html << line.html;
+        }
+        QString text = html.join(QStringLiteral("<br>"));
+        if (errors > 1) {
+            // Spelled out: without a translation loaded, %n's plural would read "file(s)".
+            text = tr("<b>%1 files could not be opened:</b><br>").arg(errors) + text;
+        }
+        m_bannerText->setTextFormat(Qt::RichText);
+        m_bannerText->setText(text);
+    }
+    m_banner->setVisible(!m_bannerLines.isEmpty());
 }
 
 void MainWindow::showErrorOfSetFile(const QString& message, const QString& file)
 {
     QUrl link = QUrl::fromLocalFile(file);
     link.setQuery(kAloneQuery);
-    setBannerKind(true);
-    m_bannerText->setTextFormat(Qt::RichText);
-    m_bannerText->setText(tr("%1 <a href='%2'>Open %3 alone</a>")
-                              .arg(message.toHtmlEscaped(), QString::fromLatin1(link.toEncoded()),
-                                   QFileInfo(file).fileName().toHtmlEscaped()));
-    m_banner->show();
+    showError(message, tr("%1 <a href='%2'>Open %3 alone</a>")
+                           .arg(message.toHtmlEscaped(), QString::fromLatin1(link.toEncoded()),
+                                QFileInfo(file).fileName().toHtmlEscaped()));
 }
 
 bool MainWindow::offerFolder(const QString& folder)
@@ -689,17 +903,18 @@ bool MainWindow::offerFolder(const QString& folder)
         return false;  // a torch.distributed.checkpoint folder: the reader says what it is
     }
     const QDir dir(folder);
+    QStringList names;
     QStringList links;
     for (const auto& f : files) {
+        names << dir.relativeFilePath(f);
         links << QStringLiteral("<a href='%1'>%2</a>")
-                     .arg(QString::fromLatin1(QUrl::fromLocalFile(f).toEncoded()),
-                          dir.relativeFilePath(f).toHtmlEscaped());
+                     .arg(QString::fromLatin1(QUrl::fromLocalFile(f).toEncoded()), names.back().toHtmlEscaped());
     }
-    m_bannerText->setTextFormat(Qt::RichText);
-    setBannerKind(false);  // not an error: what the folder holds
-    m_bannerText->setText(tr("%1 is a folder. Open one of its checkpoint files: %2")
-                              .arg(QFileInfo(folder).fileName().toHtmlEscaped(), links.join(QStringLiteral(" · "))));
-    m_banner->show();
+    const QString name = QFileInfo(folder).fileName();
+    const QString sentence = tr("%1 is a folder. Open one of its checkpoint files: %2");
+    // Not an error: what the folder holds.
+    showError(sentence.arg(name, names.join(QStringLiteral(" · "))),
+              sentence.arg(name.toHtmlEscaped(), links.join(QStringLiteral(" · "))), false);
     Q_EMIT folderOffered(folder, files);
     return true;
 }
@@ -709,17 +924,18 @@ void MainWindow::updateChrome()
     auto* view = currentView();
     m_stack->setCurrentIndex(m_tabs->count() > 0 ? 1 : 0);
     updateSetActions();
+    updateReplayAction();
     if (!view) {
         setWindowTitle(QStringLiteral("ckptscope"));
         m_formatLabel->clear();
         m_tensorsLabel->clear();
         m_devicesLabel->clear();
+        statusBar()->clearMessage();  // "Opened in 1 ms" is about a tab no longer there
         return;
     }
     const auto& ck = *view->document()->checkpoint;
     const auto& remote = view->document()->remote;
-    setWindowTitle(QStringLiteral("%1 — ckptscope")
-                       .arg(remote ? m_tabs->tabText(m_tabs->currentIndex()) : QFileInfo(qs(ck.path)).fileName()));
+    setWindowTitle(QStringLiteral("%1 — ckptscope").arg(view->property(kFullTitle).toString()));
     QString format = qs(formatName(ck.format));
     if (const auto& set = view->document()->set) {
         // A set's view is the torch file its consolidation writes: the set's own kind says more.
@@ -744,6 +960,13 @@ void MainWindow::updateChrome()
     statusBar()->showMessage(opened, remote ? 15000 : 4000);
 }
 
+void MainWindow::updateReplayAction()
+{
+    const auto* v = currentView();
+    findChild<QAction*>(QStringLiteral("ddpReplayAction"))
+        ->setEnabled(v != nullptr && v->offersTestLoad() && v->testLoad()->offersReplay());
+}
+
 void MainWindow::updateSetActions()
 {
     const auto* doc = currentView();
@@ -755,8 +978,7 @@ void MainWindow::updateSetActions()
     for (auto* action : std::as_const(m_fileTabActions)) {
         action->setEnabled(doc != nullptr);
     }
-    const auto& set = doc != nullptr ? doc->document()->set : nullptr;
-    m_filesAction->setEnabled(set != nullptr);
+    m_filesAction->setEnabled(doc != nullptr && doc->hasFiles());
     // What the tab does not offer (a URL's test load, an incomplete set's load and export), the
     // menus do not either.
     findChild<QAction*>(QStringLiteral("testLoadAction"))->setEnabled(doc != nullptr && doc->offersTestLoad());

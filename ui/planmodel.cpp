@@ -51,6 +51,14 @@ QVariant PlanModel::data(const QModelIndex& index, int role) const
     case Step:
         return stepLabel(s);
     case Key:
+        // A remap covers every storage saved on `before`: one key would read as if it were that
+        // key's alone ("module.conv1.weight" for all 36).
+        if (s.kind == transform::StepKind::Remap && s.count > 1) {
+            return role == Qt::ToolTipRole ? tr("All %1 storages saved on %2; the first holds %3")
+                                                 .arg(s.count)
+                                                 .arg(qs(s.before), qs(s.path))
+                                           : tr("all %1 storages on %2").arg(s.count).arg(qs(s.before));
+        }
         return qs(s.path);
     case Before:
         return qs(s.before);

@@ -7,22 +7,13 @@
 #include <QColor>
 #include <QDir>
 #include <QFileInfo>
-#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
-#include <QPushButton>
 #include <QTreeWidget>
-#include <QVBoxLayout>
 
 #include <vector>
 
 namespace ckpt::ui {
-
-namespace {
-
-constexpr int kPathRole = Qt::UserRole + 1;
-
-}  // namespace
 
 QString setFilePath(const SetPart& set, std::size_t i)
 {
@@ -45,44 +36,19 @@ QString setFilePath(const SetPart& set, std::size_t i)
 }
 
 SetFilesPanel::SetFilesPanel(QWidget* parent)
-    : QWidget(parent), m_header(new QLabel(this)), m_list(new QTreeWidget(this)),
-      m_openAlone(new QPushButton(tr("Open Alone"), this))
+    : FileListPanel(tr("Open Alone"), "setFilesList", "openFileAloneButton", parent)
 {
     setObjectName(QStringLiteral("setFilesPanel"));
-    m_header->setWordWrap(true);
-    m_header->setTextFormat(Qt::RichText);
-    m_list->setObjectName(QStringLiteral("setFilesList"));
-    m_list->setHeaderLabels({tr("File"), tr("Size"), tr("Tensors"), tr("State")});
-    m_list->setRootIsDecorated(false);
-    m_list->setAlternatingRowColors(true);
-    m_list->setUniformRowHeights(true);
-    m_list->setSortingEnabled(true);
-    m_list->setTextElideMode(Qt::ElideMiddle);
-    m_list->header()->setStretchLastSection(true);
-    m_openAlone->setObjectName(QStringLiteral("openFileAloneButton"));
-    m_openAlone->setEnabled(false);
-    auto* buttons = new QHBoxLayout;
-    buttons->addStretch(1);
-    buttons->addWidget(m_openAlone);
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(6, 6, 6, 6);
-    layout->addWidget(m_header);
-    layout->addWidget(m_list, 1);
-    layout->addLayout(buttons);
-    connect(m_list, &QTreeWidget::currentItemChanged, this, &SetFilesPanel::selectionChanged);
-    connect(m_list, &QTreeWidget::itemDoubleClicked, this, &SetFilesPanel::openSelected);
-    connect(m_openAlone, &QPushButton::clicked, this, &SetFilesPanel::openSelected);
-}
-
-int SetFilesPanel::count() const
-{
-    return m_list->topLevelItemCount();
+    header()->setTextFormat(Qt::RichText);
+    list()->setHeaderLabels({tr("File"), tr("Size"), tr("Tensors"), tr("State")});
+    list()->setSortingEnabled(true);
+    list()->header()->setStretchLastSection(true);
 }
 
 void SetFilesPanel::setDocument(const DocumentPtr& doc)
 {
     m_doc = doc;
-    m_list->clear();
+    list()->clear();
     if (!doc || !doc->set) {
         return;
     }
@@ -130,53 +96,42 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
         }
         items << item;
     }
-    m_list->addTopLevelItems(items);
-    m_list->sortByColumn(File, Qt::AscendingOrder);
+    list()->addTopLevelItems(items);
+    list()->sortByColumn(File, Qt::AscendingOrder);
     for (int c = 0; c < State; ++c) {
-        m_list->resizeColumnToContents(c);
+        list()->resizeColumnToContents(c);
     }
     if (remote) {
-        m_header->setText(tr("%n file(s) of the %1 at %2, read over HTTP.", nullptr, static_cast<int>(l.files.size()))
+        header()->setText(tr("%n file(s) of the %1 at %2, read over HTTP.", nullptr, static_cast<int>(l.files.size()))
                               .arg(qs(sharded::setKindName(set.location.kind)).toHtmlEscaped(),
                                    qs(doc->remote->input).toHtmlEscaped()));
     } else {
-        m_header->setText(
+        header()->setText(
             tr("%n file(s) of %1, %2 on disk.", nullptr, static_cast<int>(l.files.size()))
                 .arg(setPhrase(set.location).toHtmlEscaped(), humanSize(static_cast<std::uint64_t>(total))));
     }
-    if (!items.isEmpty()) {
-        m_list->setCurrentItem(m_list->topLevelItem(0));
-    }
+    selectFirst();
 }
 
-void SetFilesPanel::selectionChanged()
+bool SetFilesPanel::opens(const QTreeWidgetItem* item, QString& tip) const
 {
-    const auto* item = m_list->currentItem();
-    const QString path = item ? item->data(File, kPathRole).toString() : QString();
+    const QString path = item->data(File, kPathRole).toString();
     // A shard over HTTP opens alone by its own URL (only Hugging Face sets are read over HTTP,
     // and each of their shards is a checkpoint of its own).
     const bool remote = m_doc && m_doc->remote;
     const bool alone = m_doc && m_doc->set && !path.isEmpty() &&
                        (remote ? path != qs(m_doc->set->location.index)
                                : QFileInfo::exists(path) && opensAlone(m_doc->set->location, path));
-    m_openAlone->setEnabled(alone);
     if (remote) {
-        m_openAlone->setToolTip(alone ? tr("Open %1 by itself, over HTTP").arg(path) : QString());
-        return;
+        tip = alone ? tr("Open %1 by itself, over HTTP").arg(path) : QString();
+        return alone;
     }
-    m_openAlone->setToolTip(
+    tip =
         alone
             ? tr("Show %1's own contents, as ckptscope inspect --file-only lists them").arg(QFileInfo(path).fileName())
             : tr("This file is no checkpoint of its own (an index, a pointer or a DCP "
-                 "data file): it is read as part of the set"));
-}
-
-void SetFilesPanel::openSelected()
-{
-    if (!m_openAlone->isEnabled() || m_list->currentItem() == nullptr) {
-        return;
-    }
-    Q_EMIT openFileRequested(m_list->currentItem()->data(File, kPathRole).toString());
+                 "data file): it is read as part of the set");
+    return alone;
 }
 
 }  // namespace ckpt::ui

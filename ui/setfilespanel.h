@@ -4,36 +4,23 @@
 #pragma once
 
 #include "document.h"
-
-#include <QWidget>
-
-class QLabel;
-class QPushButton;
-class QTreeWidget;
+#include "filelistpanel.h"
 
 namespace ckpt::ui {
 
-class SetFilesPanel : public QWidget {
+class SetFilesPanel : public FileListPanel {
     Q_OBJECT
 public:
     explicit SetFilesPanel(QWidget* parent = nullptr);
     // `doc` has a SetPart.
     void setDocument(const DocumentPtr& doc);
-    [[nodiscard]] QTreeWidget* list() const { return m_list; }
-    [[nodiscard]] QPushButton* openAloneButton() const { return m_openAlone; }
-    [[nodiscard]] int count() const;
+    [[nodiscard]] QPushButton* openAloneButton() const { return openButton(); }
     enum Column { File, Size, Tensors, State };
 
-Q_SIGNALS:
-    void openFileRequested(const QString& path);
+protected:
+    [[nodiscard]] bool opens(const QTreeWidgetItem* item, QString& tip) const override;
 
 private:
-    void selectionChanged();
-    void openSelected();
-
-    QLabel* m_header;
-    QTreeWidget* m_list;
-    QPushButton* m_openAlone;
     DocumentPtr m_doc;
 };
 

@@ -6,11 +6,11 @@
 #include "device/testload.h"
 #include "memorychart.h"
 #include "text.h"
+#include "wheelguard.h"
 
 #include <QComboBox>
 #include <QGridLayout>
 #include <QHBoxLayout>
-#include <QKeySequence>
 #include <QLabel>
 #include <QPointer>
 #include <QProgressBar>
@@ -159,11 +159,12 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     m_mapLocation->addItem(tr("no map_location"), QString());
     m_mapLocation->addItem(QStringLiteral("map_location='cpu'"), QStringLiteral("cpu"));
     m_replay->setObjectName(QStringLiteral("ddpReplayButton"));
-    m_replay->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_L));
+    // Run > Simulate DDP Ranks holds the shortcut (Ctrl+Shift+L): a second one here would make it
+    // ambiguous, and neither would fire.
     m_replay->setToolTip(
         tr("(Ctrl+Shift+L) Start that many ranks, each with a context on its own GPU, and put every storage where "
            "torch.load would: without map_location, on the device it was saved from (GPU 0 piles "
-           "up)"));
+           "up). Needs an NVIDIA GPU."));
     m_cancel->setObjectName(QStringLiteral("cancelLoadButton"));
     m_progress->setObjectName(QStringLiteral("loadProgress"));
     m_progress->setRange(0, 1000);
@@ -198,6 +199,7 @@ TestLoadPanel::TestLoadPanel(QWidget* parent)
     layout->addWidget(m_summary);
     layout->addWidget(m_chart, 1);
 
+    guardWheel(this);
     connect(m_refresh, &QPushButton::clicked, this, &TestLoadPanel::refreshDevices);
     connect(m_load, &QPushButton::clicked, this, &TestLoadPanel::startLoad);
     connect(m_replay, &QPushButton::clicked, this, &TestLoadPanel::startReplay);
@@ -229,13 +231,26 @@ void TestLoadPanel::requestLoad()
     }
 }
 
+void TestLoadPanel::requestReplay()
+{
+    if (m_replay->isEnabled()) {
+        m_replay->click();
+    }
+}
+
+bool TestLoadPanel::offersReplay() const
+{
+    // The replay needs a GPU: the combo lists the CPU first, then each GPU.
+    return m_device->count() > 1;
+}
+
 void TestLoadPanel::setBusy(bool busy)
 {
     m_load->setEnabled(!busy && m_device->count() > 0);
-    // The replay needs a GPU: the combo lists the CPU first, then each GPU.
-    m_replay->setEnabled(!busy && m_device->count() > 1);
-    m_ranks->setEnabled(!busy);
-    m_mapLocation->setEnabled(!busy);
+    // The ranks and their map_location are the replay's: offered with it, or not at all.
+    for (QWidget* replay : std::initializer_list<QWidget*>{m_replay, m_ranks, m_mapLocation}) {
+        replay->setEnabled(!busy && offersReplay());
+    }
     m_cancel->setEnabled(busy);
     m_device->setEnabled(!busy);
     m_refresh->setEnabled(!busy);

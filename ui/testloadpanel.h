@@ -48,6 +48,10 @@ public:
     void refreshDevices();
     // The menu's Test Load (Ctrl+L): what the Load button does, when it is enabled.
     void requestLoad();
+    // The menu's Simulate DDP Ranks (Ctrl+Shift+L): what its button does, when it is enabled.
+    void requestReplay();
+    // Whether the replay can run here: it needs a GPU (found once devicesReady() has come).
+    [[nodiscard]] bool offersReplay() const;
 
 Q_SIGNALS:
     void devicesReady();

@@ -8,6 +8,7 @@
 #include "cli/cmd_testload.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/options.h"
 #include "util/printable.h"
 #include "write/targets.h"
 
@@ -22,16 +23,10 @@
 namespace ckpt::cli {
 namespace {
 
-using Command = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&);
-
-struct Entry {
-    const char* name;
-    Command run;
-    const char* summary;
-};
+using Command = CommandFn;
 
 // NOLINTNEXTLINE(cert-err58-cpp)
-const Entry kCommands[] = {
+const CommandInfo kCommands[] = {
     {"inspect", &cmdInspect, "show the key tree, tensors, storages and objects"},
     {"check", &cmdCheck, "find what will go wrong when the file is loaded, with fixes"},
     {"convert", &cmdConvert, "write a fixed copy (single-card, multi-card, remapped, safetensors)"},
@@ -53,16 +48,12 @@ void printUsage(std::ostream& out)
            "Exit codes: 0 success, 1 the operation ran and found problems or failed, 2 bad input or usage.\n";
 }
 
-// Options that take a value, per subcommand: needed to tell input files from option values when one
-// command line names several inputs.
-bool takesValue(const std::string& cmd, const std::string& opt)
+// Whether `opt` takes a value, from the command's own definition: needed to tell input files from
+// option values when one command line names several inputs.
+bool takesValue(const CommandDef& def, const std::string& opt)
 {
-    static const std::vector<std::string> kCheck{"--against", "--select"};
-    static const std::vector<std::string> kConvert{"-o",           "--output",     "--map-location", "--strip-prefix",
-                                                   "--add-prefix", "--select",     "--drop",         "--format",
-                                                   "--fix",        "--shard-size", "--zero-weights", "--dequantize"};
-    const auto& list = cmd == "check" ? kCheck : kConvert;
-    return std::find(list.begin(), list.end(), opt) != list.end();
+    const OptionDef* o = def.find(opt);
+    return o != nullptr && !o->positional && !o->value.empty();
 }
 
 struct Split {
@@ -73,6 +64,7 @@ struct Split {
 
 Split splitInputs(const std::string& cmd, const std::vector<std::string>& args)
 {
+    const auto def = describeCommand(cmd);
     Split s;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
@@ -88,7 +80,7 @@ Split splitInputs(const std::string& cmd, const std::vector<std::string>& args)
                 continue;
             }
             s.options.push_back(a);
-            if (eq == std::string::npos && takesValue(cmd, name) && i + 1 < args.size()) {
+            if (eq == std::string::npos && def && takesValue(*def, name) && i + 1 < args.size()) {
                 s.options.push_back(args[++i]);
             }
         } else {
@@ -183,6 +175,11 @@ bool takeQuiet(std::vector<std::string>& args)
 }
 
 }  // namespace
+
+std::span<const CommandInfo> commands()
+{
+    return kCommands;
+}
 
 void printCommands(std::ostream& out)
 {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,17 @@ inline constexpr int kExitBadInput = 2;
 
 // The command list of --help: "  inspect   show the key tree, ..." a line each.
 void printCommands(std::ostream& out);
+
+// A subcommand: its name, its entry (args exclude the program's and the command's name) and the
+// line --help gives it.
+using CommandFn = int (*)(const std::vector<std::string>&, std::ostream&, std::ostream&);
+struct CommandInfo {
+    const char* name;
+    CommandFn run;
+    const char* summary;
+};
+// Every subcommand, in the order --help lists them.
+[[nodiscard]] std::span<const CommandInfo> commands();
 
 // args excludes the program name: {"inspect", "model.pt", "--json"}.
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

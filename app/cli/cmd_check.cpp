@@ -22,13 +22,14 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
                  "globals weights_only refuses, code that would run, wasted bytes), each with the convert "
                  "command that fixes it.",
                  "ckptscope check"};
-    std::string file;
+    std::vector<std::string> inputs;
     bool json = false;
     bool fileOnly = false;
     diagnose::CheckOptions opts;
     std::string against;
     std::string select;
-    app.add_option("FILE", file, inputKindsHelp())->required();
+    app.add_option("FILE", inputs, "one or more of: " + inputKindsHelp() + "; globs allowed, each checked in turn")
+        ->required();
     app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
@@ -36,10 +37,12 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     auto* againstOpt = app.add_option("--against", against,
                                       "the model's side: a checkpoint, a JSON from `ckptscope inspect --json`, or "
                                       "a text file of `key shape` lines; reports what load_state_dict(strict=True) "
-                                      "would");
+                                      "would")
+                           ->type_name("REF");
     app.add_option("--select", select,
                    "key path of the state dict to compare (default: the root if it is one, else state_dict, model, "
                    "model_state_dict or net)")
+        ->type_name("PATH")
         ->needs(againstOpt);
     RemoteSession remote;
     remote.addOptions(app);
@@ -52,6 +55,11 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (const auto done = parseCommand(app, args, "check", out, err)) {
         return *done;
     }
+    if (inputs.size() != 1) {  // cli::run hands this command several inputs one at a time
+        err << "ckptscope check: one FILE at a time here (see ckptscope check --help)\n";
+        return kExitBadInput;
+    }
+    const std::string& file = inputs.front();
     remote.showProgress(err);
     if (!against.empty()) {
         opts.againstPath = against;

@@ -281,21 +281,30 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                  "is never modified and nothing of it is executed.",
                  "ckptscope convert"};
     Args a;
-    app.add_option("FILE", a.input, "what to read: " + inputKindsHelp())->required();
-    app.add_option("-o,--output", a.output, "file to write (a temporary file beside it is renamed into place)");
+    std::vector<std::string> inputs;
+    app.add_option("FILE", inputs,
+                   "what to read, one or more of: " + inputKindsHelp() + "; globs allowed (several: -o names a folder)")
+        ->required();
+    app.add_option("-o,--output", a.output,
+                   "file to write (a temporary file beside it is renamed into place), or the folder to write into")
+        ->type_name("OUT");
     auto* single = app.add_flag("--single-card", a.singleCard,
                                 "strip module./module.module./_orig_mod., unwrap, weights-only, map all to cpu");
     auto* multi = app.add_flag("--multi-card", a.multiCard,
                                "as --single-card, but every state-dict key carries exactly one module.");
     single->excludes(multi);
-    app.add_option("--map-location", a.mapLocation, "cpu, cuda:1, or pairs cuda:0=cuda:1,cuda:2=cpu");
+    app.add_option("--map-location", a.mapLocation, "cpu, cuda:1, or pairs cuda:0=cuda:1,cuda:2=cpu")
+        ->type_name("SPEC");
     app.add_option("--strip-prefix", a.stripPrefixes,
                    "remove this prefix from the start of state-dict keys (repeatable)")
+        ->type_name("PREFIX")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    app.add_option("--add-prefix", a.addPrefix, "add this prefix to every state-dict key");
-    app.add_option("--select", a.select, "key path of the value to write as the new root (e.g. model)");
+    app.add_option("--add-prefix", a.addPrefix, "add this prefix to every state-dict key")->type_name("PREFIX");
+    app.add_option("--select", a.select, "key path of the value to write as the new root (e.g. model)")
+        ->type_name("PATH");
     app.add_option("--drop", a.drop, "key path of a value to leave out (repeatable)")
+        ->type_name("PATH")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("--weights-only", a.weightsOnly, "make torch.load(weights_only=True) accept the output");
@@ -303,10 +312,20 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_flag("--unwrap", a.unwrap, "turn whole-model pickles into the state dict model.state_dict() gives");
     app.add_option("--format", a.format,
                    "torch (default), safetensors, or dcp: a single-rank torch.distributed.checkpoint folder at -o")
+        ->type_name("FORMAT")
         ->check(CLI::IsMember({"torch", "safetensors", "dcp"}));
     app.add_option("--dequantize", a.dequantize,
                    "block-quantized FP8 weights (float8 weight beside weight_scale_inv) written as bf16, float16 or "
-                   "float32, computed on the CPU a piece at a time; their scales left out");
+                   "float32, computed on the CPU a piece at a time; their scales left out")
+        ->type_name("DTYPE")
+        // The other names parseDequantizeDtype takes (bfloat16, fp16, half, fp32, float) stand for these.
+        ->check(CLI::IsMember({"bf16", "float16", "float32"}, [](std::string name) -> std::string {
+            const auto t = transform::parseDequantizeDtype(name);
+            if (!t) {
+                return name;
+            }
+            return *t == DType::BFloat16 ? "bf16" : *t == DType::Float16 ? "float16" : "float32";
+        }));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
     app.add_flag("--allow-expand", a.allowExpand,
@@ -317,12 +336,14 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                  "flushes it later");
     app.add_option("--shard-size", a.shardSize,
                    "write a Hugging Face sharded set into the folder -o names, shards of at most this size "
-                   "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)");
+                   "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)")
+        ->type_name("SIZE");
     app.add_flag("--salvage", a.salvage,
                  "write what survived of a truncated zip: every tensor whose bytes were cut off is dropped");
     app.add_option("--zero-weights", a.zeroWeights,
                    "a DeepSpeed ZeRO folder: fp32 (the optimizer's master weights, as zero_to_fp32.py) or module "
                    "(the 16-bit weights stages 1/2 keep in the model states)")
+        ->type_name("WEIGHTS")
         ->check(CLI::IsMember({"fp32", "module"}));
     auto* keep = app.add_flag(
         "--keep-optimizer", a.keepOptimizer,
@@ -332,6 +353,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     app.add_flag("--file-only", a.fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
+        ->type_name("JSON")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.footer("Examples:\n"
@@ -343,13 +365,17 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert train.pt -o train-dcp/ --format dcp   (loads with torch.distributed.checkpoint)\n"
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
-               "  ckptscope convert deepseek-fp8/ -o bf16/ --dequantize bf16 --shard-size 5GB --format safetensors\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
     RemoteSession remote;
     remote.addOptions(app);
     if (const auto done = parseCommand(app, args, "convert", out, err)) {
         return *done;
     }
+    if (inputs.size() != 1) {  // cli::run hands this command several inputs one at a time
+        err << "ckptscope convert: one FILE at a time here (see ckptscope convert --help)\n";
+        return kExitBadInput;
+    }
+    a.input = inputs.front();
     remote.showProgress(err);
     const bool isRemote = RemoteSession::isRemote(a.input);
     a.addPrefixGiven = app.count("--add-prefix") > 0;
@@ -376,6 +402,16 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!isRemote && !a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
             printError(err, ok.error());
+            return kExitBadInput;
+        }
+    }
+    // An explicit --format that the output's name contradicts (`-o llama.pt --format safetensors`)
+    // writes a file that its readers refuse and that `check` calls fine: refused, nothing written.
+    if (!a.output.empty() && !a.dryRun && !shardBytes && (a.format == "safetensors" || a.format == "torch")) {
+        if (const auto clash = write::extensionMismatch(a.output, a.format == "safetensors")) {
+            err << "ckptscope convert: " << displayText(clash->message) << "; nothing written: name it "
+                << displayText(clash->agreeing) << ", or give --format "
+                << (a.format == "safetensors" ? "torch" : "safetensors") << "\n";
             return kExitBadInput;
         }
     }

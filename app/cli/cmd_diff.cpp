@@ -68,9 +68,17 @@ std::vector<std::string> checkpointsIn(const std::string& dir)
     return files;
 }
 
+// The exit code's answer: the same weights (values, dtypes, shapes), or with --strict nothing
+// different at all, not even the saved device, a view's strides or a container's class.
+bool same(const diff::Result& r, bool strict)
+{
+    return strict ? r.equal() : r.sameWeights();
+}
+
 // `ckptscope diff DIR`: every rank's file against the first (rank 0), a summary line each, for
-// "did every DDP rank save the same model". Exit 0 when all equal the first.
-int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std::ostream& out, std::ostream& err)
+// "did every DDP rank save the same model". Exit 0 when all hold the first's weights (--strict: equal it).
+int diffRanks(const std::string& dir, const diff::Options& opts, bool strict, bool json, std::ostream& out,
+              std::ostream& err)
 {
     const auto files = checkpointsIn(dir);
     if (files.size() < 2) {
@@ -83,6 +91,8 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
         return kExitBadInput;
     }
     int rc = kExitOk;
+    bool allEqual = true;
+    bool allSameWeights = true;
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (std::size_t i = 1; i < files.size(); ++i) {
         auto other = openCheckpoint(files[i]);
@@ -99,18 +109,22 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
             err << "ckptscope diff: " << displayText(files[i]) << ": " << r->counts.unreadable
                 << " tensor(s) could not be read\n";
             rc = kExitBadInput;
-        } else if (!r->equal() && rc == kExitOk) {
+        } else if (!same(*r, strict) && rc == kExitOk) {
             rc = kExitProblems;
         }
+        allEqual = allEqual && r->equal();
+        allSameWeights = allSameWeights && r->sameWeights();
         if (json) {
             ranks.push_back({{"file", files[i]},
                              {"equal", r->equal()},
+                             {"same_weights", r->sameWeights()},
                              {"counts",
                               {{"only_a", r->counts.onlyA},
                                {"only_b", r->counts.onlyB},
                                {"renamed", r->counts.renamed},
                                {"changed", r->counts.changed},
-                               {"equal", r->counts.equal}}}});
+                               {"equal", r->counts.equal},
+                               {"stored_differently", r->counts.storedDifferently}}}});
         } else {
             out << diff::renderSummary(*r);
         }
@@ -118,7 +132,8 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
     if (json) {
         out << dumpJson(nlohmann::ordered_json{{"schema", kJsonSchema},
                                                {"reference", files.front()},
-                                               {"all_equal", rc == kExitOk},
+                                               {"all_equal", allEqual},
+                                               {"all_same_weights", allSameWeights},
                                                {"files", std::move(ranks)}},
                         1)
             << '\n';
@@ -130,8 +145,9 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool json, std:
 
 int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostream& err)
 {
-    CLI::App app{"Compare two checkpoints: keys only in one, tensors moved to another key, dtype/shape/stride/device "
-                 "changes, value differences (compared as float64 across dtypes) and non-tensor values that differ.",
+    CLI::App app{"Are these the same weights? Compare two checkpoints: keys only in one, tensors moved to another "
+                 "key, dtype, shape and value differences (compared as float64 across dtypes), non-tensor values that "
+                 "differ, and how the same weights are stored (saved device, strides, a container's class).",
                  "ckptscope diff"};
     std::string fileA;
     std::string fileB;
@@ -142,41 +158,57 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     bool summary = false;
     bool noAlign = false;
     bool listEqual = false;
+    bool strict = false;
     unsigned threads = 0;
     app.add_option("A", fileA, "first: " + inputKindsHelp() + "; or a directory of per-rank files to compare")
         ->required();
     app.add_option("B", fileB, "second checkpoint (none when A is a directory)");
     app.add_option("--select", select,
                    "compare subtrees: A_PATH:B_PATH (e.g. `state_dict:` for A's state_dict against B's root); a "
-                   "path without ':' selects it on both sides");
+                   "path without ':' selects it on both sides")
+        ->type_name("A_PATH:B_PATH");
     const CLI::Validator nonNegative(
         [](const std::string& text) {
             char* end = nullptr;
             const double v = std::strtod(text.c_str(), &end);
             return end != text.c_str() && *end == '\0' && v >= 0 ? std::string() : "must be a number >= 0";
         },
-        "X >= 0");
-    app.add_option("--rtol", rtol, "relative tolerance of allclose (default 1e-5)")->check(nonNegative);
-    app.add_option("--atol", atol, "absolute tolerance of allclose (default 1e-8)")->check(nonNegative);
+        "");
+    app.add_option("--rtol", rtol,
+                   "relative tolerance of allclose, a number >= 0 (default 1e-5): tensors whose values "
+                   "differ are counted as within it or not, in every report")
+        ->type_name("X")
+        ->check(nonNegative);
+    app.add_option("--atol", atol, "absolute tolerance of allclose, a number >= 0 (default 1e-8)")
+        ->type_name("X")
+        ->check(nonNegative);
+    app.add_flag("--strict", strict,
+                 "exit 1 on any difference, also in how the same weights are stored (saved device, strides, a "
+                 "container's class)");
     auto* jsonOpt = app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--summary", summary, "one line for the file pair")->excludes(jsonOpt);
     app.add_flag("--no-align", noAlign, "match keys as written, without taking wrapper prefixes off");
     app.add_flag("--list-equal", listEqual, "name every equal key in the text report, not only count them");
     app.add_option("--threads", threads, "threads comparing tensors (default: one per core)")
+        ->type_name("N")
         ->check(CLI::Range(1U, 256U));
     RemoteSession remote;
     remote.addOptions(app);
-    app.footer("Examples:\n"
-               "  ckptscope diff epoch10.pt epoch20.pt\n"
-               "  ckptscope diff model.safetensors https://example.org/model.safetensors   (either side may be a URL)\n"
-               "  ckptscope diff model.pt model.safetensors --select state_dict:\n"
-               "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --json\n"
-               "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
-               "  ckptscope diff llama-shards/ consolidated.safetensors   (a sharded set is one checkpoint)\n"
-               "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
-               "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
-               "against NaN as equal.\n"
-               "Exit codes: 0 equal, 1 they differ, 2 a file or one of its tensors could not be read, or bad usage.");
+    app.footer(
+        "Examples:\n"
+        "  ckptscope diff epoch10.pt epoch20.pt\n"
+        "  ckptscope diff model.safetensors https://example.org/model.safetensors   (either side may be a URL)\n"
+        "  ckptscope diff ddp.pt model.safetensors --select state_dict:   (a DDP save and its export: exit 0)\n"
+        "  ckptscope diff ddp.pt model.safetensors --select state_dict: --strict   (exit 1: saved on cuda:0 and cpu)\n"
+        "  ckptscope diff fp32.pt bf16.pt --rtol 1e-2 --atol 1e-3 --summary\n"
+        "  ckptscope diff checkpoints/epoch_3/   (every rank_*.pt against the first)\n"
+        "  ckptscope diff llama-shards/ consolidated.safetensors   (a sharded set is one checkpoint)\n"
+        "Wrapper prefixes (module., _orig_mod., _fsdp_wrapped_module.) are aligned unless --no-align; a\n"
+        "tensor found under another key with the same bytes is reported as renamed. allclose counts NaN\n"
+        "against NaN as equal.\n"
+        "Exit codes: 0 the same weights (the same keys, and every tensor with the same dtype, shape and\n"
+        "values; the saved device, strides and a container's class may differ: --strict makes them count),\n"
+        "1 they differ, 2 a file or one of its tensors could not be read, or bad usage.");
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
@@ -199,7 +231,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                    "--help)\n";
             return kExitBadInput;
         }
-        return diffRanks(fileA, opts, json, out, err);
+        return diffRanks(fileA, opts, strict, json, out, err);
     }
     auto openSide = [&](const std::string& path) -> Expected<diff::Side> {
         if (!RemoteSession::isRemote(path)) {
@@ -242,7 +274,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
             << " tensor(s) could not be read, so the files cannot be called equal or different\n";
         return kExitBadInput;
     }
-    return r->equal() ? kExitOk : kExitProblems;
+    return same(*r, strict) ? kExitOk : kExitProblems;
 }
 
 }  // namespace ckpt::cli

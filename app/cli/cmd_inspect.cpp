@@ -290,7 +290,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     int depth = -1;
     app.add_option("FILE", inputs, "one or more of: " + inputKindsHelp() + "; globs allowed")->required();
     app.add_flag("--json", json, jsonFlagHelp());
-    app.add_option("--depth", depth, "show the text tree only down to this depth");
+    app.add_option("--depth", depth, "show the text tree only down to this depth")->type_name("N");
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     RemoteSession remote;

@@ -289,6 +289,8 @@ ojson replayJson(const device::ReplayReport& r)
         devices.push_back(ojson{{"device", d.device},
                                 {"uuid", d.uuid},
                                 {"contexts", d.contexts},
+                                {"context_bytes", d.contextBytes},
+                                {"context_source", d.contextSource},
                                 {"weight_copies", d.weightCopies},
                                 {"expected_bytes", d.expectedBytes},
                                 {"measured_peak_bytes", d.measuredPeakBytes}});
@@ -314,7 +316,9 @@ void printSetNote(std::ostream& out, sharded::SetKind kind, const Checkpoint& vi
 
 ojson setJson(sharded::SetKind kind, const Checkpoint& view)
 {
-    return {{"kind", std::string(sharded::setKindName(kind))},
+    // `kind` is the identifier inspect's set object carries (huggingface, deepspeed-zero, ...), `what` the phrase.
+    return {{"kind", std::string(sharded::setKindId(kind))},
+            {"what", std::string(sharded::setKindName(kind))},
             {"files", view.setFiles.size()},
             {"consolidated_bytes", view.fileSize}};
 }
@@ -424,26 +428,31 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     int ddpRanks = 0;
     std::string mapLocation;
     app.add_option("FILE", file,
-                   "checkpoint file, or a sharded set (folder, index or shard; test-loaded as the one file convert "
-                   "writes from it, in the temporary directory)")
+                   inputKindsHelp() +
+                       "; a set is test-loaded as the one checkpoint convert writes from it, each storage read in "
+                       "place from the files that hold it")
         ->required();
     app.add_option("--engine", engineText,
                    "cuda (the driver alone; the default for cuda:N), torch (LibTorch, from the ckptscope-torch "
                    "package; the default for cpu) or auto")
+        ->type_name("ENGINE")
         ->check(CLI::IsMember({"auto", "cuda", "torch"}));
     app.add_option("--ddp-ranks", ddpRanks,
                    "replay N DDP ranks each calling torch.load without map_location (rank r on cuda:(r mod GPUs)) "
                    "and report every GPU's peak")
+        ->type_name("N")
         ->check(CLI::Range(1, 64));
     app.add_option("--map-location", mapLocation,
                    "with --ddp-ranks: the map_location each rank passes (cpu, cuda:1, "
-                   "pairs cuda:0=cuda:1)");
-    app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)");
-    app.add_option("--select", select, "only the tensors at or under this key path");
+                   "pairs cuda:0=cuda:1)")
+        ->type_name("SPEC");
+    app.add_option("--device", deviceText, "cpu or cuda:N (default cpu)")->type_name("DEVICE");
+    app.add_option("--select", select, "only the tensors at or under this key path")->type_name("PATH");
     app.add_flag("--json", json, jsonFlagHelp());
     app.add_flag("--file-only", fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--interval-ms", intervalMs, "memory sampling interval in milliseconds (default 20)")
+        ->type_name("MS")
         ->check(CLI::Range(1, 60000));
     app.add_flag("--compare-torch-load", compare,
                  "also show where plain torch.load (no map_location) would put each storage");
@@ -575,6 +584,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         if (!inventory.gpuNote.empty()) {
             j["gpu_note"] = inventory.gpuNote;
         }
+        if (!inventory.unreachableNote.empty()) {
+            j["gpus_left_out"] = inventory.unreachableNote;
+        }
         if (!inventory.cudaNote.empty()) {
             j["cuda_note"] = inventory.cudaNote;
         }
@@ -591,6 +603,9 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         }
         if (!inventory.gpuNote.empty()) {
             out << "GPUs: " << inventory.gpuNote << '\n';
+        }
+        if (!inventory.unreachableNote.empty()) {
+            out << "GPUs: " << inventory.unreachableNote << '\n';
         }
         printReport(out, file, *report);
         if (verify) {

@@ -37,7 +37,8 @@ void RemoteSession::addOptions(CLI::App& app)
 {
     app.add_option("--header", headers_,
                    "an HTTP header for a URL input's own host, 'Name: value' (e.g. 'Authorization: Bearer TOKEN'); "
-                   "repeatable. Hub inputs (hf://) use HF_TOKEN or the `huggingface-cli login` token");
+                   "repeatable. Hub inputs (hf://) use HF_TOKEN or the `huggingface-cli login` token")
+        ->type_name("HEADER");
     app.add_flag("--download", download_,
                  "a URL whose server does not support range requests is downloaded whole into a temporary "
                  "file (unlinked: nothing is left behind) instead of refused");

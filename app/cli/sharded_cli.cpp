@@ -315,9 +315,9 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     if (!set) {
         return std::nullopt;
     }
-    if (!direct || !toTorch) {
-        // Edits, other formats and splits read the set in place, opened as one checkpoint; a ZeRO
-        // folder with a storage per tensor, which an edit, split or export can move alone.
+    // Edits, other formats and splits read the set in place, opened as one checkpoint; a ZeRO
+    // folder with a storage per tensor, which an edit, split or export can move alone.
+    auto inPlace = [&]() -> std::optional<int> {
         sharded::zero::Options perTensor = zeroOptions;
         perTensor.groupStorages = false;
         auto view = sharded::openView(*set, perTensor);
@@ -326,12 +326,18 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
         }
         source.view = std::move(*view);
         return std::nullopt;
+    };
+    if (!direct || !toTorch) {
+        return inPlace();
     }
     // Straight into the output, a ZeRO param group is one storage as zero_to_fp32 writes it: the
     // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
     auto done = sharded::consolidateSet(*set, output, grouped);
+    if (!done && sharded::wouldCopyCode(done.error())) {
+        return inPlace();  // the plan drops the value that calls code, and says so, as for a file
+    }
     if (!done) {
         return failed(done.error(), input, err);
     }

@@ -24,11 +24,17 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kStreams = 2;
 constexpr std::size_t kPage = 4096;
 constexpr std::uint64_t kEventEveryNs = 50'000'000;  // the client kills a helper silent for 30 s
-// How far the device's fall in free memory may stray from this process's own allocations before
-// another process is taken to have moved it: the driver rounds each allocation up to its page
-// (2 MiB) and keeps some bookkeeping of its own.
+// How far the device's fall in free memory may stray from what this process's allocations take
+// (DeviceState::driverBytes) before another process is taken to have moved it: the driver keeps
+// some bookkeeping of its own, and its packing of small allocations is its own business.
 constexpr std::uint64_t kMeminfoSlack = 64ULL << 20;
 constexpr std::uint64_t kDriverPage = 2ULL << 20;
+constexpr std::uint64_t kDriverAlign = 512;
+
+std::uint64_t roundUp(std::uint64_t n, std::uint64_t step)
+{
+    return (n + step - 1) / step * step;
+}
 
 std::uint64_t nowNs()
 {
@@ -57,8 +63,19 @@ CudaLoad::CudaLoad(const CudaDriver& cu, std::shared_ptr<const Nvml> nvml, const
 {
 }
 
+std::uint64_t CudaLoad::DeviceState::driverBytes() const
+{
+    return roundUp(smallBytes, kDriverPage) + largeBytes;
+}
+
 CudaLoad::~CudaLoad()
 {
+    // A load that stopped part-way (out of memory, a copy that failed) may still have copies in
+    // flight out of the pinned staging buffers into the allocations: they land before anything they
+    // touch is freed.
+    for (auto* s : streams_) {
+        cu_.cuStreamSynchronize(s);
+    }
     // Each allocation is freed in its own device's context; streams and events name theirs.
     for (const auto& a : allocations_) {
         if (a.device != current_ && cu_.cuCtxSetCurrent(devices_.at(a.device).context) == cuda::kSuccess) {
@@ -253,7 +270,12 @@ void CudaLoad::progress(std::uint64_t done, bool force)
         return;
     }
     lastEventNs_ = now;
-    sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", seconds_}});
+    sink_({{"event", "progress"}, {"bytes", done}, {"total_bytes", sel_.totalBytes}, {"seconds", elapsed()}});
+}
+
+double CudaLoad::elapsed() const
+{
+    return loadStart_ ? std::chrono::duration<double>(Clock::now() - *loadStart_).count() : seconds_;
 }
 
 Expected<void> CudaLoad::nextBuffer()
@@ -348,7 +370,9 @@ Expected<void> CudaLoad::allocateAndCopy(const Placement& p, std::uint64_t& done
     }
     allocations_.push_back({p.selected, p.device, ptr});
     auto& d = devices_.at(p.device);
-    d.allocated += (s.nbytes + kDriverPage - 1) / kDriverPage * kDriverPage;
+    d.allocated += s.nbytes;
+    (s.nbytes >= kDriverPage ? d.largeBytes : d.smallBytes) +=
+        roundUp(s.nbytes, s.nbytes >= kDriverPage ? kDriverPage : kDriverAlign);
     std::size_t freeBytes = 0;
     std::size_t total = 0;
     if (cu_.cuMemGetInfo(&freeBytes, &total) == cuda::kSuccess) {
@@ -362,24 +386,27 @@ Expected<void> CudaLoad::load(const std::vector<Placement>& placements)
     if (auto ok = stageBuffers(); !ok) {
         return ok;
     }
-    const auto t0 = Clock::now();
+    loadStart_ = Clock::now();
     std::uint64_t done = 0;
     progress(0, true);
+    auto finish = [&](Expected<void> ok) {
+        seconds_ = elapsed();
+        loadStart_.reset();
+        return ok;
+    };
     for (const auto& p : placements) {
         if (auto ok = allocateAndCopy(p, done); !ok) {
-            return ok;
+            return finish(ok);
         }
-        seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
     }
     for (auto* s : streams_) {
         if (auto ok = cu_.check(cu_.cuStreamSynchronize(s), "waiting for the copies"); !ok) {
-            return ok;
+            return finish(ok);
         }
     }
-    seconds_ = std::chrono::duration<double>(Clock::now() - t0).count();
     bytes_ = done;
     progress(done, true);
-    return {};
+    return finish({});
 }
 
 Expected<void> CudaLoad::verify()
@@ -437,14 +464,16 @@ CudaLoad::Peak CudaLoad::peakOn(int ordinal) const
     }
     std::string why = d.blind.empty() ? std::string("NVML gives no per-process figure here") : d.blind;
     const std::uint64_t fell = d.freeAfterContext - std::min(d.freeAfterContext, d.lowestFree);
-    const std::uint64_t gap = fell > d.allocated ? fell - d.allocated : d.allocated - fell;
+    const std::uint64_t taken = d.driverBytes();
+    const std::uint64_t gap = fell > taken ? fell - taken : taken - fell;
     std::string context = d.contextSource == "unknown" ? "; the context's own cost is unknown" : std::string();
-    if (gap <= std::max(kMeminfoSlack, d.allocated / 20)) {
+    if (gap <= std::max(kMeminfoSlack, taken / 20)) {
         return {d.contextBytes + fell, "driver-meminfo", why + context};
     }
-    return {d.contextBytes + d.allocated, "engine-allocations",
-            why + "; the device's free memory fell by " + humanBytes(fell) + " while this load allocated " +
-                humanBytes(d.allocated) + ", so another process moved it meanwhile" + context};
+    return {d.contextBytes + taken, "engine-allocations",
+            why + "; the device's free memory fell by " + humanBytes(fell) + " while this load's allocations (" +
+                humanBytes(d.allocated) + ") take " + humanBytes(taken) + " of the driver's pages" +
+                ", so another process moved it meanwhile" + context};
 }
 
 std::map<std::string, std::string> CudaLoad::touchedUuids() const
@@ -452,6 +481,28 @@ std::map<std::string, std::string> CudaLoad::touchedUuids() const
     std::map<std::string, std::string> out;
     for (const auto& [ordinal, d] : devices_) {
         out[deviceId(ordinal)] = d.id.uuid;
+    }
+    return out;
+}
+
+std::map<std::string, CudaLoad::Context> CudaLoad::contexts() const
+{
+    std::map<std::string, Context> out;
+    for (const auto& [ordinal, d] : devices_) {
+        out[deviceId(ordinal)] = {d.contextBytes, d.contextSource};
+    }
+    return out;
+}
+
+std::map<std::string, std::uint64_t> CudaLoad::torchReservedByDevice() const
+{
+    std::map<int, std::vector<std::uint64_t>> sizes;
+    for (const auto& a : allocations_) {
+        sizes[a.device].push_back(sel_.storages[a.selected].nbytes);
+    }
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& [ordinal, bytes] : sizes) {
+        out[deviceId(ordinal)] = torchLoadPeak(bytes, allocatorConfig_).reservedBytes;
     }
     return out;
 }

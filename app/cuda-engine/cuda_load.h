@@ -11,6 +11,7 @@
 #include "device/torch_allocator.h"
 #include "host_copy.h"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,15 @@ public:
     [[nodiscard]] Peak peakOn(int ordinal) const;
     // The UUIDs of every device this process made a context on ("cuda:1" -> "GPU-...").
     [[nodiscard]] std::map<std::string, std::string> touchedUuids() const;
+    // What each context took and how it was measured ("cuda:1" -> {bytes, "nvml-process"}).
+    struct Context {
+        std::uint64_t bytes = 0;
+        std::string source;  // "nvml-process", "nvml-device" or "unknown"
+    };
+    [[nodiscard]] std::map<std::string, Context> contexts() const;
+    // What torch's caching allocator would reserve on each device for the storages placed there, in
+    // the order they were placed ("cuda:0" -> bytes): one rank's torch.load in a replay.
+    [[nodiscard]] std::map<std::string, std::uint64_t> torchReservedByDevice() const;
     // Nothing placed has left since load(); the storages placed so far, by device (for an OOM
     // mid-way: how far this process got).
     [[nodiscard]] std::uint64_t bytesPlaced() const;
@@ -90,6 +100,11 @@ private:
         std::uint64_t freeAfterContext = 0;  // cuMemGetInfo once the context existed
         std::uint64_t lowestFree = 0;
         std::uint64_t allocated = 0;  // what this process asked cuMemAlloc for here
+        // What the driver takes for it (driverBytes()): allocations of 2 MiB or more in whole 2 MiB
+        // pages, smaller ones packed together into 2 MiB pages, each 512-byte aligned.
+        std::uint64_t smallBytes = 0;
+        std::uint64_t largeBytes = 0;
+        [[nodiscard]] std::uint64_t driverBytes() const;
     };
     struct Allocation {
         std::uint32_t selected;
@@ -108,6 +123,7 @@ private:
     // Why processBytes has no figure for the device (sets d.pidHidden for a PID namespace).
     [[nodiscard]] std::string whyNoProcessFigure(DeviceState& d) const;
     void progress(std::uint64_t done, bool force);
+    [[nodiscard]] double elapsed() const;  // since load() began, up to now while it runs
     [[nodiscard]] TorchAllocatorPeak torchPrediction() const;
 
     const CudaDriver& cu_;
@@ -130,6 +146,7 @@ private:
     std::size_t buffer_ = 0;      // the ring's buffer being filled
     std::size_t bufferUsed_ = 0;  // its bytes already taken
     double seconds_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> loadStart_;  // set while load() runs
     std::uint64_t bytes_ = 0;
     std::uint64_t lastEventNs_ = 0;
     std::uint64_t verified_ = 0;  // bytes hashed by verify() so far

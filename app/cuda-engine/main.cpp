@@ -5,24 +5,36 @@
 //   {"cmd":"testload","path":..,"device":"cuda:N","select":..,"verify":bool[,"set":true]}
 //       one load onto cuda:N, then start/progress/storage_check/skipped/result or error events;
 //   {"cmd":"replay","path":..,"rank":r,"device":"cuda:R","map_location":"" | SPEC,"select":..}
-//       one DDP rank of a replay: a context on its own GPU, then every storage where
-//       torch.load(map_location=SPEC) (or none) puts it; a "loaded" event, then it holds all of it
-//       until a "release" line (or end of input), so the ranks' memory piles up together, saying
-//       "holding" every second so the client knows it is alive. A rank that fails (out of memory)
-//       says how far it got in its error event: "bytes_placed", "bytes_by_device".
-// cuda:N is CUDA's ordinal in this process's environment (CUDA_VISIBLE_DEVICES), as in torch.
+//       one DDP rank of a replay: a context on its own GPU and on every GPU its storages go to, then
+//       a "start" event with each context's cost ("contexts"), then it waits for a "load" line
+//       (saying "waiting" every second): the client measures the contexts while no rank allocates
+//       anything else. Then every storage where torch.load(map_location=SPEC) (or none) puts it; a
+//       "loaded" event (with what torch would reserve there, "torch_reserved_by_device"), then it
+//       holds all of it until a "release" line (or end of input), so the ranks' memory piles up
+//       together, saying "holding" every second so the client knows it is alive. A rank that fails
+//       (out of memory) says how far it got in its error event: "bytes_placed", "bytes_by_device".
+// Until its start event it says {"event":"starting","stage":...} at once and every second: reading a
+// large set, cuInit on a machine of many GPUs and creating a context each can take longer than the
+// client waits for a word. cuda:N is CUDA's ordinal in this process's environment
+// (CUDA_VISIBLE_DEVICES), as in torch.
 #include "checkpoint/checkpoint.h"
 #include "cuda_load.h"
 #include "device/helper_protocol.h"
 #include "sharded/set_view.h"
 #include "transform/options.h"
+#include "util/device_name.h"
 
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <csignal>
 #include <iostream>
+#include <mutex>
 #include <poll.h>
+#include <stop_token>
 #include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -38,19 +50,61 @@ int fail(const Error& e)
     return protocol::emitError(e.code, e.describe());
 }
 
-constexpr int kHeartbeatMs = 1000;
+constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 
-// Waits for "release" (or the end of input) on stdin, saying "holding" every second: a rank
-// waiting on the others must not look silent to the client.
-void holdUntilReleased(int rank)
+// Says {"event":"starting","stage":...} at once and every second until stop(): the client kills an
+// engine that says nothing for its silence limit, and start-up is where an engine can be slow
+// without being stuck.
+class StartupBeat {
+public:
+    StartupBeat()
+        : thread_([this](const std::stop_token& stop) {
+              std::unique_lock lock(mutex_);
+              while (!stop.stop_requested()) {
+                  protocol::emit({{"event", "starting"}, {"stage", stage_}});
+                  wake_.wait_for(lock, stop, kHeartbeat, [] { return false; });
+              }
+          })
+    {
+    }
+    void stage(std::string what)
+    {
+        const std::lock_guard lock(mutex_);
+        stage_ = std::move(what);
+    }
+    // Before the start event: nothing of the beat's comes after it.
+    void stop()
+    {
+        thread_.request_stop();
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable_any wake_;
+    std::string stage_ = "reading the checkpoint";
+    std::jthread thread_;
+};
+
+// Waits for a line saying `word` on stdin, saying {"event":`saying`,"rank":r} every second: a rank
+// waiting on the others must not look silent to the client. False at the end of input (the client
+// is gone or done with us) or when another word came instead ("release" before "load").
+bool awaitWord(std::string_view word, std::string_view saying, int rank)
 {
-    std::string pending;
+    static std::string pending;
     std::array<char, 256> buf{};
     while (true) {
+        if (const auto nl = pending.find('\n'); nl != std::string::npos) {
+            const std::string line = pending.substr(0, nl);
+            pending.erase(0, nl + 1);
+            return line.find(word) != std::string::npos;
+        }
         pollfd in{STDIN_FILENO, POLLIN, 0};
-        const int ready = ::poll(&in, 1, kHeartbeatMs);
+        const int ready = ::poll(&in, 1, static_cast<int>(kHeartbeat.count()));
         if (ready == 0) {
-            protocol::emit({{"event", "holding"}, {"rank", rank}});
+            protocol::emit({{"event", saying}, {"rank", rank}});
             continue;
         }
         if (ready < 0 && errno == EINTR) {
@@ -58,12 +112,9 @@ void holdUntilReleased(int rank)
         }
         const ssize_t n = ready > 0 ? ::read(STDIN_FILENO, buf.data(), buf.size()) : -1;
         if (n <= 0) {
-            return;  // end of input or an error: the client is gone or done with us
+            return false;
         }
         pending.append(buf.data(), static_cast<std::size_t>(n));
-        if (pending.find("release") != std::string::npos) {
-            return;
-        }
     }
 }
 
@@ -103,9 +154,9 @@ Expected<std::vector<Placement>> placementsFor(const Checkpoint& ck, const LoadS
             }
             if (*ordinal >= deviceCount) {
                 return makeError(ErrorCode::DeviceUnavailable,
-                                 "Attempting to deserialize object on CUDA device " + std::to_string(*ordinal) +
-                                     " but torch.cuda.device_count() is " + std::to_string(deviceCount) + " (storage " +
-                                     ck.storages[sel.storages[i].storage].key + ")");
+                                 "torch.load fails here: " + cudaDeviceCountText(*ordinal, deviceCount) + " (storage " +
+                                     ck.storages[sel.storages[i].storage].key +
+                                     " was saved on cuda:" + std::to_string(*ordinal) + ")");
             }
             device = *ordinal;
         }
@@ -122,17 +173,21 @@ void emitSkipped(const LoadSelection& sel)
 }
 
 int testload(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
-             const TorchAllocatorConfig& allocator, const json& req)
+             const TorchAllocatorConfig& allocator, const json& req, StartupBeat& beat)
 {
     const auto ordinal = cudaOrdinal(req.value("device", std::string()), 0);
     if (!ordinal) {
+        beat.stop();
         return protocol::emitError(ErrorCode::Usage, std::string(kName) + " loads onto cuda:N, not '" +
                                                          req.value("device", std::string()) + "'");
     }
     CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit, allocator);
+    beat.stage("creating a CUDA context on cuda:" + std::to_string(*ordinal));
     if (auto ok = load.openContext(*ordinal); !ok) {
+        beat.stop();
         return fail(ok.error());
     }
+    beat.stop();
     protocol::emit(load.startEvent());
     std::vector<Placement> all;
     for (std::uint32_t i = 0; i < sel.storages.size(); ++i) {
@@ -152,17 +207,19 @@ int testload(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& c
 }
 
 int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu, std::shared_ptr<const Nvml> nvml,
-           const TorchAllocatorConfig& allocator, const json& req)
+           const TorchAllocatorConfig& allocator, const json& req, StartupBeat& beat)
 {
     const int rank = req.value("rank", 0);
     const auto own = cudaOrdinal(req.value("device", std::string()), 0);
     if (!own) {
+        beat.stop();
         return protocol::emitError(ErrorCode::Usage, "a replay rank needs its own cuda:N");
     }
     transform::LocationMap map;
     if (const std::string spec = req.value("map_location", std::string()); !spec.empty()) {
         auto parsed = transform::LocationMap::parse(spec);
         if (!parsed) {
+            beat.stop();
             return fail(parsed.error());
         }
         map = *parsed;
@@ -170,6 +227,7 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
     CudaLoad load(cu, std::move(nvml), ck, sel, protocol::emit, allocator);
     // A rank that fails says how far it got, so the client can still show every device's table.
     auto failRank = [&](const Error& e) {
+        beat.stop();
         json ev = {{"event", "error"},
                    {"code", std::string(protocol::codeName(e.code))},
                    {"message", e.describe()},
@@ -182,10 +240,11 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
         return e.code == ErrorCode::Usage ? 2 : 1;
     };
     // DDP's set_device(rank) and process group come first: the rank's own context.
+    auto placements = placementsFor(ck, sel, map, *own, cu.deviceCount());
+    beat.stage("creating a CUDA context on cuda:" + std::to_string(*own));
     if (auto ok = load.openContext(*own); !ok) {
         return failRank(ok.error());
     }
-    auto placements = placementsFor(ck, sel, map, *own, cu.deviceCount());
     if (!placements) {
         return failRank(placements.error());
     }
@@ -196,14 +255,27 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
             }
         }
     }
+    beat.stop();
     json start = load.startEvent();
     start["rank"] = rank;
+    json contexts = json::object();
+    for (const auto& [device, c] : load.contexts()) {
+        contexts[device] = {{"bytes", c.bytes}, {"source", c.source}};
+    }
+    start["contexts"] = contexts;
     protocol::emit(start);
+    // Every rank's contexts exist before any rank allocates: the client measures them now.
+    if (!awaitWord("load", "waiting", rank)) {
+        return 0;
+    }
     if (auto ok = load.load(*placements); !ok) {
         return failRank(ok.error());
     }
-    json loaded = {
-        {"event", "loaded"}, {"rank", rank}, {"bytes_by_device", load.bytesByDevice()}, {"uuids", load.touchedUuids()}};
+    json loaded = {{"event", "loaded"},
+                   {"rank", rank},
+                   {"bytes_by_device", load.bytesByDevice()},
+                   {"torch_reserved_by_device", load.torchReservedByDevice()},
+                   {"uuids", load.touchedUuids()}};
     json peaks = json::object();
     for (const auto& [device, uuid] : load.touchedUuids()) {
         if (auto ordinal = cudaOrdinal(device, *own)) {
@@ -214,7 +286,7 @@ int replay(const Checkpoint& ck, const LoadSelection& sel, const CudaDriver& cu,
     loaded["peaks"] = peaks;
     protocol::emit(loaded);
     // Hold everything until the client has seen every rank loaded (or gave up on us).
-    holdUntilReleased(rank);
+    awaitWord("release", "holding", rank);
     json result = load.resultEvent();
     result["rank"] = rank;
     protocol::emit(result);
@@ -229,17 +301,23 @@ int run()
     if (!req) {
         return 2;
     }
+    StartupBeat beat;
+    auto failed = [&beat](const Error& e) {
+        beat.stop();
+        return fail(e);
+    };
     auto opened = sharded::openInput(protocol::textField(*req, "path"), req->value("set", false));
     if (!opened) {
-        return fail(opened.error());
+        return failed(opened.error());
     }
     auto sel = selectForLoad(**opened, protocol::textField(*req, "select"));
     if (!sel) {
-        return fail(sel.error());
+        return failed(sel.error());
     }
+    beat.stage("starting the CUDA driver (cuInit)");
     auto cu = CudaDriver::load();
     if (!cu) {
-        return fail(cu.error());
+        return failed(cu.error());
     }
     std::shared_ptr<const Nvml> nvml;
     if (auto loaded = Nvml::load()) {
@@ -248,11 +326,11 @@ int run()
     // torch would refuse a malformed PYTORCH_ALLOC_CONF at its first allocation; so does the model.
     auto allocator = TorchAllocatorConfig::fromEnvironment();
     if (!allocator) {
-        return fail(allocator.error());
+        return failed(allocator.error());
     }
     const bool isReplay = req->value("cmd", std::string()) == "replay";
-    return isReplay ? replay(**opened, *sel, **cu, nvml, *allocator, *req)
-                    : testload(**opened, *sel, **cu, nvml, *allocator, *req);
+    return isReplay ? replay(**opened, *sel, **cu, nvml, *allocator, *req, beat)
+                    : testload(**opened, *sel, **cu, nvml, *allocator, *req, beat);
 }
 
 }  // namespace

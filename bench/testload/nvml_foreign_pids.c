@@ -2,8 +2,11 @@
  * its own (PID + 1000000), as NVML does for a process inside a container's PID namespace when the
  * driver does not translate PIDs. With CKPTSCOPE_NVML_LIBRARY pointing here, the CUDA engine's
  * fallbacks (context from the device's rise, peak from the driver's free memory) run against the
- * real driver's figures. scripts/gpu-proof.sh builds it on the GPU box with cc and uses it in step 2.
- * Only the symbols ckptscope's loader binds are forwarded. */
+ * real driver's figures. scripts/gpu-proof.sh builds it on the GPU box with cc and uses it in steps 2
+ * and 11. Only the symbols ckptscope's loader binds are forwarded, and of the process lists only those
+ * whose entry layout is fixed: the detail list (32-byte entries, versioned) and the _v2 calls (24
+ * bytes), so the PIDs it rewrites are where it rewrites them; ckptscope falls back to _v2 where the
+ * driver has no detail list. */
 #include <dlfcn.h>
 #include <stddef.h>
 
@@ -43,24 +46,47 @@ const char* nvmlErrorString(int r)
     return f ? f(r) : "NVML error";
 }
 
-typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId, computeInstanceId;
-} ProcessInfo;
+#define FUNCTION_NOT_FOUND 13
 
-R nvmlDeviceGetComputeRunningProcesses_v3(void* d, unsigned* count, ProcessInfo* infos)
+/* Adds the offset to the pid of each of `count` entries of `stride` bytes (the pid comes first). */
+static void shift(void* entries, unsigned count, unsigned stride)
 {
-    R (*f)(void*, unsigned*, ProcessInfo*) = (R(*)(void*, unsigned*, ProcessInfo*))real(
-        "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (!f) {
-        return 999;
+    for (unsigned i = 0; i < count; ++i) {
+        unsigned* pid = (unsigned*)((char*)entries + (size_t)i * stride);
+        *pid += 1000000;
     }
-    const R r = f(d, count, infos);
-    if (r == 0 && infos) {
-        for (unsigned i = 0; i < *count; ++i) {
-            infos[i].pid += 1000000;
-        }
+}
+
+#define FORWARD_LIST(name)                                                                                             \
+    R name(void* d, unsigned* count, void* infos)                                                                      \
+    {                                                                                                                  \
+        R (*f)(void*, unsigned*, void*) = (R(*)(void*, unsigned*, void*))real(#name);                                  \
+        if (!f) {                                                                                                      \
+            return FUNCTION_NOT_FOUND;                                                                                 \
+        }                                                                                                              \
+        const R r = f(d, count, infos);                                                                                \
+        if (r == 0 && infos) {                                                                                         \
+            shift(infos, *count, 24);                                                                                  \
+        }                                                                                                              \
+        return r;                                                                                                      \
+    }
+FORWARD_LIST(nvmlDeviceGetComputeRunningProcesses_v2)
+FORWARD_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2)
+
+typedef struct {
+    unsigned version, mode, numProcArrayEntries;
+    void* procArray;
+} DetailList;
+
+R nvmlDeviceGetRunningProcessDetailList(void* d, DetailList* list)
+{
+    R (*f)(void*, DetailList*) = (R(*)(void*, DetailList*))real("nvmlDeviceGetRunningProcessDetailList");
+    if (!f) {
+        return FUNCTION_NOT_FOUND;
+    }
+    const R r = f(d, list);
+    if (r == 0 && list && list->procArray) {
+        shift(list->procArray, list->numProcArrayEntries, 32);
     }
     return r;
 }

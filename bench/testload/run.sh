@@ -11,10 +11,10 @@
 #    ckptscope-cuda-engine;
 # 2. writes a GIB-GiB checkpoint saved from cuda:0 (make_checkpoint.py);
 # 3. prints, in one run on that file: the engine's GB/s against the pinned host-to-device bandwidth
-#    (target >= 85%), its time against torch.load(map_location='cuda:0') (target >= 2x faster), the
-#    peak torch.load would reach as ckptscope predicts it against what the driver saw torch.load
-#    hold (target: within 5%), other_devices_touched, and the DDP replay with 4 ranks without and
-#    with map_location=cpu;
+#    (target >= 70%, since issue 24), its time against torch.load(map_location='cuda:0') (target >= 2x
+#    faster), the peak torch.load would reach as ckptscope predicts it against what the driver saw
+#    torch.load hold (target: within 5%), other_devices_touched, and the DDP replay with 4 ranks
+#    without and with map_location=cpu;
 # 4. the engine alone (its protocol on stdin) with each host-thread count in THREADS_SWEEP (default
 #    "1 default") and each staging buffer size in BUFFER_SWEEP_KIB (default: none), printing the
 #    threads and pinned staging it used and its GB/s: CKPTSCOPE_CUDA_THREADS and
@@ -87,7 +87,7 @@ print(f"device               {base['device']}  (torch {base['torch']})")
 print(f"bytes                {best['bytes'] / 1e9:.2f} GB in {best['tensors_loaded']} tensors")
 print(f"pinned H2D           {base['pinned_h2d_gb_per_s']:.2f} GB/s")
 print(f"ckptscope testload   {best['gb_per_s']:.2f} GB/s  {best['seconds']:.3f} s  "
-      f"({100 * best['gb_per_s'] / base['pinned_h2d_gb_per_s']:.0f}% of pinned; target >= 85%)")
+      f"({100 * best['gb_per_s'] / base['pinned_h2d_gb_per_s']:.0f}% of pinned; target >= 70%)")
 print(f"torch.load cuda:0    {base['torch_load_gb_per_s']:.2f} GB/s  {base['torch_load_seconds']:.3f} s  "
       f"(testload {base['torch_load_seconds'] / best['seconds']:.2f}x faster; target >= 2x)")
 print(f"context              {(best['context_bytes'] or 0) / gib:.3f} GiB ({best.get('context_source')})")

@@ -346,6 +346,11 @@ bool looksLikeSafetensors(Bytes file)
 
 Expected<SafetensorsFile> parseSafetensors(Bytes file)
 {
+    return parseSafetensors(file, file.size());
+}
+
+Expected<SafetensorsFile> parseSafetensors(Bytes file, std::uint64_t fileSize)
+{
     if (file.size() < 8) {
         return makeError(ErrorCode::Truncated, "safetensors: file is shorter than its 8-byte header length");
     }
@@ -355,9 +360,12 @@ Expected<SafetensorsFile> parseSafetensors(Bytes file)
         return makeError(ErrorCode::Limit, "safetensors: header of " + std::to_string(out.headerSize) +
                                                " bytes is larger than the 100000000 allowed");
     }
-    if (out.headerSize > file.size() - 8) {
+    if (out.headerSize > fileSize - 8) {
         return makeError(ErrorCode::Truncated, "safetensors: header length " + std::to_string(out.headerSize) +
                                                    " runs past the end of the file");
+    }
+    if (out.headerSize > file.size() - 8) {
+        return makeError(ErrorCode::Internal, "safetensors: the header was not read whole");
     }
     out.dataStart = 8 + out.headerSize;
     const std::string_view text = asText(file.subspan(8, static_cast<std::size_t>(out.headerSize)));
@@ -383,7 +391,7 @@ Expected<SafetensorsFile> parseSafetensors(Bytes file)
     if (!end) {
         return std::move(end.error());
     }
-    const std::uint64_t dataSize = file.size() - out.dataStart;
+    const std::uint64_t dataSize = fileSize - out.dataStart;
     if (*end != dataSize) {
         const ErrorCode code = *end > dataSize ? ErrorCode::Truncated : ErrorCode::Corrupt;
         return makeError(code, "safetensors: tensors end at " + std::to_string(*end) +

@@ -34,6 +34,9 @@ struct SafetensorsFile {
 // Quick signature check (u64 length that fits, then '{').
 [[nodiscard]] bool looksLikeSafetensors(Bytes file);
 Expected<SafetensorsFile> parseSafetensors(Bytes file);
+// The same from the file's first bytes (`file`: the length and the whole header at least) and its
+// size: a file that is not mapped (a byte source over HTTP) reads no more than that.
+Expected<SafetensorsFile> parseSafetensors(Bytes file, std::uint64_t fileSize);
 
 struct SafetensorsOut {
     std::string name;

@@ -12,6 +12,7 @@
 // offset reaches 0xFFFFFFFF; the ZIP64 end record + locator always; stored, never compressed.
 #pragma once
 
+#include "source/byte_source.h"
 #include "util/bytes.h"
 #include "util/error.h"
 #include "util/file_copy.h"
@@ -36,7 +37,22 @@ struct ZipRecord {
     std::uint64_t compressedSize = 0;
     std::uint32_t crc32 = 0;   // from the central directory
     std::uint16_t method = 0;  // 0 stored, 8 deflate
+    // `dataOffset` is where torch's writer puts a payload (torchDataOffset), assumed because the
+    // local header was not read (a source that is not mapped: core/remote), and checked against
+    // that header when the payload is read (payloadOffset).
+    bool dataOffsetAssumed = false;
 };
+
+// The fixed part of a local header.
+inline constexpr std::size_t kLocalHeaderSize = 30;
+
+// Where torch's writer (and ckptscope's, below) puts a record's payload: after a local header whose
+// extra field ("FB" padding, ZIP64 sizes where they overflow) ends on a 64-byte boundary.
+[[nodiscard]] std::uint64_t torchDataOffset(const ZipRecord& r);
+
+// Where a record's payload starts by its own local header, whose first kLocalHeaderSize bytes are
+// `header`: Corrupt when they are no local header.
+Expected<std::uint64_t> payloadOffset(const ZipRecord& r, Bytes header);
 
 // What torch.load (1.13) says of an archive without its end record.
 inline constexpr std::string_view kTruncatedTorchError =
@@ -62,18 +78,12 @@ public:
     // rather than through the mapping: touching one page in each 2 MiB region makes the kernel build
     // a page table for it, which cost 15 of the 37 ms of opening a 1 GiB file of 512 records.
     static Expected<ZipReader> parse(Bytes file, int fd = -1);
-    // parse() of a file of which only some ranges are at hand (core/remote reads them over HTTP):
-    // `dataOffset` is asked first for each record, and where it answers, that is where the record's
-    // payload starts and its local header is not read.
-    using DataOffsetHook = std::function<std::optional<std::uint64_t>(const ZipRecord&)>;
-    static Expected<ZipReader> parse(Bytes file, int fd, const DataOffsetHook& dataOffset);
-    // Where the central directory lies, read from the end record (and ZIP64 end record) alone.
-    struct Directory {
-        std::uint64_t offset = 0;
-        std::uint64_t size = 0;
-        std::uint64_t entries = 0;
-    };
-    static Expected<Directory> directory(Bytes file);
+    // The same over any byte source (which the reader keeps): a mapped one is parse(Bytes, fd); for
+    // one that is not, the reader reads the end records and the central directory, and assumes each
+    // payload where torch's writer puts it (ZipRecord::dataOffsetAssumed) rather than reading every
+    // local header, unless that would run into the directory (another writer's zip). Salvaging a
+    // truncated archive needs the whole file: Truncated then, and the caller reads it whole.
+    static Expected<ZipReader> parse(const source::SourcePtr& src);
 
     [[nodiscard]] const std::vector<ZipRecord>& records() const { return records_; }
     // Set when the records come from the local headers of a truncated archive.
@@ -88,17 +98,28 @@ public:
     [[nodiscard]] const ZipRecord* find(std::string_view relName) const;
     // The first record named exactly `fullName` (archive folder included); nullptr when absent.
     [[nodiscard]] const ZipRecord* findExact(std::string_view fullName) const;
-    // The payload of a record: a view into the file for stored records; deflated records are
-    // inflated into `scratch` (and the returned span points there).
+    // The payload of a record: a view into the file for stored records (a copy in `scratch` from a
+    // source that is not mapped, its assumed offset checked first); deflated records are inflated
+    // into `scratch` (and the returned span points there).
     Expected<Bytes> data(const ZipRecord& r, std::vector<std::byte>& scratch) const;
+    // Reads the local headers the source now holds (fetched with other records) in place of the
+    // offsets assumed for them, as a mapped file's are read.
+    void readHeldHeaders();
+    // The ranges of the records `wanted` with their local headers, for the source to fetch together.
+    [[nodiscard]] static std::vector<source::Range> recordRanges(const std::vector<const ZipRecord*>& wanted);
 
 private:
     Bytes file_;
+    source::SourcePtr source_;  // set when the file is not mapped
+    std::uint64_t size_ = 0;    // the file's
     std::string folder_;
     bool flat_ = false;
     std::uint64_t flatFirstAt_ = 0;
     std::vector<ZipRecord> records_;
     std::optional<ZipSalvage> salvage_;
+    static Expected<ZipReader> parseFrom(Bytes file, int fd, const source::SourcePtr& src);
+    // A record's payload read from source_, its assumed offset checked against its local header.
+    [[nodiscard]] Expected<source::Held> payload(const ZipRecord& r) const;
     // Names the records' folder and builds the lookup tables once records_ is complete.
     Expected<void> index(std::uint64_t firstEntryAt);
     // Reads the whole records of `file` from its local headers (no central directory).

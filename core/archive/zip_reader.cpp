@@ -17,7 +17,7 @@ constexpr std::uint32_t kEndSig = 0x06054b50;       // PK\5\6
 constexpr std::uint32_t kZip64EndSig = 0x06064b50;  // PK\6\6
 constexpr std::uint32_t kLocatorSig = 0x07064b50;   // PK\6\7
 
-constexpr std::size_t kLocalSize = 30;
+constexpr std::size_t kLocalSize = kLocalHeaderSize;
 constexpr std::size_t kCentralSize = 46;
 constexpr std::size_t kEndSize = 22;
 constexpr std::size_t kZip64EndSize = 56;
@@ -62,55 +62,74 @@ struct EndInfo {
     std::uint64_t cdLimit = 0;  // where the central directory must end (the first end structure)
 };
 
+// The file's last bytes, where the end records are looked for: the whole of a mapped file.
+struct Tail {
+    Bytes bytes;
+    std::uint64_t start = 0;  // where `bytes` starts in the file
+    std::uint64_t fileSize = 0;
+};
+// Bytes [offset, offset + length) of the file (checked to lie inside it by the caller).
+using Fetch = std::function<Expected<source::Held>(std::uint64_t, std::uint64_t)>;
+
 // The end record is the last `PK\5\6` whose comment length reaches exactly to the end of the
 // file; a signature inside a comment or payload does not count. Scanning further back than the
 // longest comment is pointless, so a truncated archive is found out in at most 64 KiB of reads.
-std::optional<std::size_t> findEndRecord(Bytes f)
+std::optional<std::uint64_t> findEndRecord(const Tail& t)
 {
+    const Bytes f = t.bytes;
     if (f.size() < kEndSize) {
         return std::nullopt;
     }
     const std::size_t last = f.size() - kEndSize;
     const std::size_t first = last > kMaxComment ? last - kMaxComment : 0;
     for (std::size_t at = last + 1; at-- > first;) {
-        if (u32(f, at) == kEndSig && at + kEndSize + u16(f, at + 20) == f.size()) {
-            return at;
+        if (u32(f, at) == kEndSig && t.start + at + kEndSize + u16(f, at + 20) == t.fileSize) {
+            return t.start + at;
         }
     }
     return std::nullopt;
 }
 
-Expected<EndInfo> readEnd(Bytes f)
+Expected<EndInfo> readEnd(const Tail& t, const Fetch& fetch)
 {
-    const auto endAt = findEndRecord(f);
+    const auto endAt = findEndRecord(t);
     if (!endAt) {
-        if (f.size() >= 4 && u32(f, 0) == kLocalSig) {
+        if (t.start == 0 && t.bytes.size() >= 4 && u32(t.bytes, 0) == kLocalSig) {
             return makeError(ErrorCode::Truncated, "zip archive is truncated: central directory not found");
         }
         return makeError(ErrorCode::NotCheckpoint, "not a zip archive: no end of central directory record");
     }
-    const std::size_t e = *endAt;
+    const std::uint64_t e = *endAt;
+    const Bytes f = t.bytes;
+    const auto at = [&](std::uint64_t offset) { return static_cast<std::size_t>(offset - t.start); };
     EndInfo info;
-    info.entries = u16(f, e + 10);
-    info.cdSize = u32(f, e + 12);
-    info.cdOffset = u32(f, e + 16);
+    info.entries = u16(f, at(e) + 10);
+    info.cdSize = u32(f, at(e) + 12);
+    info.cdOffset = u32(f, at(e) + 16);
     info.cdLimit = e;
-    if (u16(f, e + 4) != 0 || u16(f, e + 6) != 0) {
+    if (u16(f, at(e) + 4) != 0 || u16(f, at(e) + 6) != 0) {
         return makeError(ErrorCode::Unsupported, "multi-disk (split) zip archives are not supported", e);
     }
     // torch writes the ZIP64 end record and locator for every archive; others write them only
     // when a classic field overflows. When present, the ZIP64 values win (as in Python's zipfile).
-    if (e >= kLocatorSize && u32(f, e - kLocatorSize) == kLocatorSig) {
-        const std::size_t loc = e - kLocatorSize;
-        const std::uint64_t z = u64(f, loc + 8);
-        if (!fits(z, kZip64EndSize, loc) || u32(f, static_cast<std::size_t>(z)) != kZip64EndSig) {
+    if (e >= t.start + kLocatorSize && u32(f, at(e - kLocatorSize)) == kLocatorSig) {
+        const std::uint64_t loc = e - kLocatorSize;
+        const std::uint64_t z = u64(f, at(loc) + 8);
+        if (!fits(z, kZip64EndSize, loc)) {
             return corrupt("ZIP64 end of central directory record missing or misplaced", loc);
         }
-        const auto zp = static_cast<std::size_t>(z);
-        info.entries = u64(f, zp + 32);
-        info.cdSize = u64(f, zp + 40);
-        info.cdOffset = u64(f, zp + 48);
-        info.cdLimit = zp;
+        auto record = fetch(z, kZip64EndSize);  // in the tail, unless a long comment pushed it out
+        if (!record) {
+            return std::move(record.error());
+        }
+        const Bytes zr = record->bytes;
+        if (u32(zr, 0) != kZip64EndSig) {
+            return corrupt("ZIP64 end of central directory record missing or misplaced", loc);
+        }
+        info.entries = u64(zr, 32);
+        info.cdSize = u64(zr, 40);
+        info.cdOffset = u64(zr, 48);
+        info.cdLimit = z;
     }
     if (!fits(info.cdOffset, info.cdSize, info.cdLimit)) {
         return corrupt("central directory (offset " + std::to_string(info.cdOffset) + ", size " +
@@ -384,62 +403,116 @@ LocalScan scanLocalRecord(Bytes f, std::uint64_t at)
 
 }  // namespace
 
+std::uint64_t torchDataOffset(const ZipRecord& r)
+{
+    std::uint64_t start = r.localHeaderOffset + kLocalSize + r.name.size() + 4;  // the "FB" field's id and length
+    if (r.size >= kOverflow32 || r.localHeaderOffset >= kOverflow32) {
+        start += 4;
+        start += r.size >= kOverflow32 ? 16 : 0;
+        start += r.localHeaderOffset >= kOverflow32 ? 8 : 0;
+    }
+    constexpr std::uint64_t kAlignment = 64;
+    return (start + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+Expected<std::uint64_t> payloadOffset(const ZipRecord& r, Bytes header)
+{
+    if (header.size() < kLocalSize || u32(header, 0) != kLocalSig) {
+        return corrupt("local header of \"" + r.name + "\" is missing or outside the file", r.localHeaderOffset);
+    }
+    return r.localHeaderOffset + kLocalSize + u16(header, 26) + u16(header, 28);
+}
+
 Expected<ZipReader> ZipReader::parse(Bytes file, int fd)
 {
-    return parse(file, fd, DataOffsetHook{});
+    return parseFrom(file, fd, nullptr);
 }
 
-Expected<ZipReader::Directory> ZipReader::directory(Bytes file)
+Expected<ZipReader> ZipReader::parse(const source::SourcePtr& src)
 {
-    auto end = readEnd(file);
-    if (!end) {
-        return std::move(end.error());
+    if (const auto span = src->span()) {
+        return parseFrom(*span, src->fd(), nullptr);
     }
-    return Directory{end->cdOffset, end->cdSize, end->entries};
+    return parseFrom({}, -1, src);
 }
 
-Expected<ZipReader> ZipReader::parse(Bytes file, int fd, const DataOffsetHook& dataOffset)
+Expected<ZipReader> ZipReader::parseFrom(Bytes file, int fd, const source::SourcePtr& src)
 {
-    auto end = readEnd(file);
+    const std::uint64_t size = src ? src->size() : file.size();
+    const Fetch fetch = [&](std::uint64_t offset, std::uint64_t length) -> Expected<source::Held> {
+        if (src) {
+            return src->read(offset, length);
+        }
+        return source::Held{file.subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(length)), nullptr};
+    };
+    Tail tail{file, 0, size};
+    source::Held tailHeld;
+    auto readTail = [&](std::uint64_t n) -> Expected<void> {
+        auto read = src->read(size - n, n);
+        if (!read) {
+            return std::move(read.error());
+        }
+        tailHeld = std::move(*read);
+        tail = Tail{tailHeld.bytes, size - n, size};
+        return {};
+    };
+    // From a source, the last 64 KiB (what a remote source's first request holds): an end record
+    // whose comment reaches further back (no writer of checkpoints leaves one) is not looked for
+    // at the cost of a request for every file that is no zip.
+    constexpr std::uint64_t kSourceTail = std::uint64_t{64} << 10;
+    if (src) {
+        if (auto ok = readTail(std::min(size, kSourceTail)); !ok) {
+            return std::move(ok.error());
+        }
+    }
+    auto end = readEnd(tail, fetch);
     if (!end) {
-        if (end.error().code == ErrorCode::Truncated) {
+        if (end.error().code == ErrorCode::Truncated && !src) {
             return salvageLocal(file);
         }
         return std::move(end.error());
     }
     const EndInfo& info = *end;
+    auto directory = fetch(info.cdOffset, info.cdSize);
+    if (!directory) {
+        return std::move(directory.error());
+    }
+    const Bytes cd = directory->bytes;
     ZipReader z;
     z.file_ = file;
+    z.source_ = src;
+    z.size_ = size;
     z.records_.reserve(static_cast<std::size_t>(info.entries));
 
-    const std::uint64_t cdEnd = info.cdOffset + info.cdSize;
-    std::uint64_t at = info.cdOffset;
+    std::uint64_t at = 0;  // in the directory
     std::uint64_t previousHeader = 0;
     for (std::uint64_t i = 0; i < info.entries; ++i) {
-        if (!fits(at, kCentralSize, cdEnd) || u32(file, static_cast<std::size_t>(at)) != kCentralSig) {
-            return corrupt("central directory entry " + std::to_string(i) + " is missing or has a bad signature", at);
+        if (!fits(at, kCentralSize, cd.size()) || u32(cd, static_cast<std::size_t>(at)) != kCentralSig) {
+            return corrupt("central directory entry " + std::to_string(i) + " is missing or has a bad signature",
+                           info.cdOffset + at);
         }
         const auto c = static_cast<std::size_t>(at);
-        const std::uint32_t nameLen = u16(file, c + 28);
-        const std::uint32_t extraLen = u16(file, c + 30);
-        const std::uint32_t commentLen = u16(file, c + 32);
+        const std::uint32_t nameLen = u16(cd, c + 28);
+        const std::uint32_t extraLen = u16(cd, c + 30);
+        const std::uint32_t commentLen = u16(cd, c + 32);
         const std::uint64_t varLen = std::uint64_t{nameLen} + extraLen + commentLen;
-        if (!fits(at + kCentralSize, varLen, cdEnd)) {
-            return corrupt("central directory entry " + std::to_string(i) + " runs past the directory's end", at);
+        if (!fits(at + kCentralSize, varLen, cd.size())) {
+            return corrupt("central directory entry " + std::to_string(i) + " runs past the directory's end",
+                           info.cdOffset + at);
         }
         ZipRecord r;
-        r.method = static_cast<std::uint16_t>(u16(file, c + 10));
-        r.crc32 = u32(file, c + 16);
-        r.compressedSize = u32(file, c + 20);
-        r.size = u32(file, c + 24);
-        r.localHeaderOffset = u32(file, c + 42);
-        r.name.assign(asText(file.subspan(c + kCentralSize, nameLen)));
-        if ((u16(file, c + 8) & 1U) != 0) {
-            return makeError(ErrorCode::Unsupported, "record \"" + r.name + "\" is encrypted", at);
+        r.method = static_cast<std::uint16_t>(u16(cd, c + 10));
+        r.crc32 = u32(cd, c + 16);
+        r.compressedSize = u32(cd, c + 20);
+        r.size = u32(cd, c + 24);
+        r.localHeaderOffset = u32(cd, c + 42);
+        r.name.assign(asText(cd.subspan(c + kCentralSize, nameLen)));
+        if ((u16(cd, c + 8) & 1U) != 0) {
+            return makeError(ErrorCode::Unsupported, "record \"" + r.name + "\" is encrypted", info.cdOffset + at);
         }
-        auto z64 =
-            applyZip64Extra(file.subspan(c + kCentralSize + nameLen, extraLen), at + kCentralSize + nameLen, r,
-                            r.size == kOverflow32, r.compressedSize == kOverflow32, r.localHeaderOffset == kOverflow32);
+        auto z64 = applyZip64Extra(cd.subspan(c + kCentralSize + nameLen, extraLen),
+                                   info.cdOffset + at + kCentralSize + nameLen, r, r.size == kOverflow32,
+                                   r.compressedSize == kOverflow32, r.localHeaderOffset == kOverflow32);
         if (!z64) {
             return std::move(z64.error());
         }
@@ -449,15 +522,33 @@ Expected<ZipReader> ZipReader::parse(Bytes file, int fd, const DataOffsetHook& d
         if (!fits(lh, kLocalSize, info.cdOffset)) {
             return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
         }
-        if (const auto given = dataOffset ? dataOffset(r) : std::nullopt) {
-            r.dataOffset = *given;
-        } else {
+        if (!src) {
             const auto local = localHeaderAt(file, fd, lh, previousHeader);
-            const Bytes l(local.data(), local.size());
-            if (u32(l, 0) != kLocalSig) {
-                return corrupt("local header of \"" + r.name + "\" is missing or outside the file", lh);
+            auto offset = payloadOffset(r, Bytes(local.data(), local.size()));
+            if (!offset) {
+                return std::move(offset.error());
             }
-            r.dataOffset = lh + kLocalSize + u16(l, 26) + u16(l, 28);
+            r.dataOffset = *offset;
+        } else {
+            r.dataOffset = torchDataOffset(r);
+            r.dataOffsetAssumed = true;
+            // A payload assumed to run into the directory is another writer's (a Python zipfile copy
+            // with ZIP64 extras: its last payload ended 44 bytes inside the directory): its header
+            // (4 KiB of extra field at most, ZIP64's is 20 bytes) is read rather than assumed.
+            if (!fits(r.dataOffset, r.compressedSize, info.cdOffset)) {
+                constexpr std::uint64_t kExtraRead = 4096;
+                const std::uint64_t n = std::min<std::uint64_t>(info.cdOffset - lh, kLocalSize + nameLen + kExtraRead);
+                auto header = src->read(lh, n);
+                if (!header) {
+                    return std::move(header.error());
+                }
+                auto offset = payloadOffset(r, header->bytes);
+                if (!offset) {
+                    return std::move(offset.error());
+                }
+                r.dataOffset = *offset;
+                r.dataOffsetAssumed = false;
+            }
         }
         if (!fits(r.dataOffset, r.compressedSize, info.cdOffset)) {
             return corrupt("data of \"" + r.name + "\" (" + std::to_string(r.compressedSize) +
@@ -465,7 +556,8 @@ Expected<ZipReader> ZipReader::parse(Bytes file, int fd, const DataOffsetHook& d
                            lh);
         }
         if (r.method == 0 && r.compressedSize != r.size) {
-            return corrupt("stored record \"" + r.name + "\" has different compressed and uncompressed sizes", at);
+            return corrupt("stored record \"" + r.name + "\" has different compressed and uncompressed sizes",
+                           info.cdOffset + at);
         }
         z.records_.push_back(std::move(r));
         at += kCentralSize + varLen;
@@ -571,16 +663,87 @@ const ZipRecord* ZipReader::find(std::string_view relName) const
     return nullptr;
 }
 
-Expected<Bytes> ZipReader::data(const ZipRecord& r, std::vector<std::byte>& scratch) const
+void ZipReader::readHeldHeaders()
 {
-    if (!fits(r.dataOffset, r.compressedSize, file_.size())) {
+    if (!source_) {
+        return;
+    }
+    for (auto& r : records_) {
+        if (!r.dataOffsetAssumed || !source_->holds({r.localHeaderOffset, kLocalSize})) {
+            continue;
+        }
+        auto header = source_->read(r.localHeaderOffset, kLocalSize);
+        if (!header) {
+            continue;  // left assumed: checked when its payload is read
+        }
+        if (auto offset = payloadOffset(r, header->bytes); offset && fits(*offset, r.compressedSize, size_)) {
+            r.dataOffset = *offset;
+            r.dataOffsetAssumed = false;
+        }
+    }
+}
+
+std::vector<source::Range> ZipReader::recordRanges(const std::vector<const ZipRecord*>& wanted)
+{
+    std::vector<source::Range> out;
+    out.reserve(wanted.size());
+    for (const ZipRecord* r : wanted) {
+        out.push_back({r->localHeaderOffset, r->dataOffset + r->compressedSize - r->localHeaderOffset});
+    }
+    return out;
+}
+
+Expected<source::Held> ZipReader::payload(const ZipRecord& r) const
+{
+    if (!r.dataOffsetAssumed) {
+        return source_->read(r.dataOffset, r.compressedSize);
+    }
+    // The header comes with the payload in one read, and says whether the payload is where it was
+    // assumed; a header longer than torch writes moves it, and it is read again from there.
+    auto both = source_->read(r.localHeaderOffset, r.dataOffset + r.compressedSize - r.localHeaderOffset);
+    if (!both) {
+        return both;
+    }
+    auto offset = payloadOffset(r, both->bytes);
+    if (!offset) {
+        return offset.error();
+    }
+    if (*offset == r.dataOffset) {
+        both->bytes = both->bytes.subspan(static_cast<std::size_t>(r.dataOffset - r.localHeaderOffset));
+        return both;
+    }
+    if (!fits(*offset, r.compressedSize, source_->size())) {
         return corrupt("record \"" + r.name + "\" lies outside the file", r.localHeaderOffset);
     }
-    const Bytes raw = file_.subspan(static_cast<std::size_t>(r.dataOffset), static_cast<std::size_t>(r.compressedSize));
+    return source_->read(*offset, r.compressedSize);
+}
+
+Expected<Bytes> ZipReader::data(const ZipRecord& r, std::vector<std::byte>& scratch) const
+{
+    const std::uint64_t size = source_ ? source_->size() : file_.size();
+    if (!fits(r.dataOffset, r.compressedSize, size)) {
+        return corrupt("record \"" + r.name + "\" lies outside the file", r.localHeaderOffset);
+    }
+    Bytes raw;
+    source::Held fetched;
+    if (source_) {
+        auto got = payload(r);
+        if (!got) {
+            return std::move(got.error());
+        }
+        fetched = std::move(*got);
+        raw = fetched.bytes;
+    } else {
+        raw = file_.subspan(static_cast<std::size_t>(r.dataOffset), static_cast<std::size_t>(r.compressedSize));
+    }
     if (r.method == 0) {
         if (r.compressedSize != r.size) {
             return corrupt("stored record \"" + r.name + "\" has different compressed and uncompressed sizes",
                            r.localHeaderOffset);
+        }
+        if (source_) {
+            scratch.assign(raw.begin(), raw.end());  // the fetched bytes go with `fetched`
+            return Bytes{scratch.data(), scratch.size()};
         }
         return raw;
     }

@@ -12,6 +12,7 @@
 #include "checkpoint/indices.h"
 #include "checkpoint/script_classes.h"
 #include "pickle/value.h"
+#include "source/byte_source.h"
 #include "util/bytes.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -238,7 +239,10 @@ public:
     std::vector<GlobalUse> globals;
 
     std::shared_ptr<const MappedFile> file;  // keeps the bytes below alive
-    Bytes bytes;                             // the whole file
+    Bytes bytes;                             // the whole file, where it is mapped or in memory
+    // What the file was read from (source/byte_source.h): a mapped file, bytes in memory, or a file
+    // over HTTP, which `bytes` is empty for and whose storages are read through `source` below.
+    source::SourcePtr input;
     // A checkpoint read from inside a compressed file: the wrapper's name ("gzip") and the
     // inflated bytes that `bytes` views (`file` is then null: nothing can be copied from it).
     std::string compression;
@@ -316,21 +320,11 @@ struct OpenOptions {
 Expected<CheckpointPtr> openCheckpoint(const std::string& path, const OpenOptions& opts = {});
 // Reads from memory (fuzzing, tests); `name` is used in messages.
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name);
-
-// Where the storage records of a legacy torch.save stream lie, as its pickles declare them, read
-// from `prefix`, the file's first bytes: a remote file fetches only its pickles (core/remote). Each
-// record is an 8-byte element count, then count x element size bytes; `count` is the size the
-// pickle declares for it, none for a key no tensor names (its own count must be read to step over
-// it). None when `prefix` does not start like a pickle; Truncated when it ends inside the pickles;
-// otherwise readCheckpoint's error for the same stream.
-struct LegacyLayout {
-    struct Record {
-        std::optional<std::uint64_t> count;
-        std::uint64_t elementBytes = 1;
-    };
-    std::uint64_t storagesStart = 0;  // the first record's count
-    std::vector<Record> records;      // in the order they follow
-};
-Expected<std::optional<LegacyLayout>> legacyLayout(Bytes prefix);
+// Reads from any byte source. One that is not mapped (a file over HTTP) is read by range: a torch
+// zip's end records, directory and non-storage records; a safetensors header; a legacy stream's
+// pickles; storages only when something reads them (SourceStorages). Other formats (tar, gzip, a
+// truncated zip) are read whole, up to `wholeLimit` bytes.
+Expected<CheckpointPtr> readSource(const source::SourcePtr& src, const std::string& name,
+                                   std::uint64_t wholeLimit = std::uint64_t{4} << 30);
 
 }  // namespace ckpt

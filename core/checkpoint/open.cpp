@@ -10,6 +10,7 @@
 #include "checkpoint/index.h"
 #include "checkpoint/loaders.h"
 #include "checkpoint/model_folder.h"
+#include "checkpoint/source_storages.h"
 #include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
 #include "util/printable.h"
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -126,7 +128,49 @@ std::optional<std::string> torch7FirstObject(Bytes b)
     return "a Lua table of " + std::to_string(*entries) + (*entries == 1 ? " entry" : " entries");
 }
 
-std::optional<Error> sniffNonCheckpoint(Bytes b)
+// A file of text (a config, a README, /etc/hostname) named where a checkpoint is taken: no
+// checkpoint is text, past a protocol-0 pickle, which the legacy reader tries first. The whole of a
+// small file, else its first 4 KiB, must be printable UTF-8 or whitespace. The error quotes the
+// start of its first line.
+std::optional<Error> textFileError(Bytes b)
+{
+    constexpr std::size_t kLooked = 4096;
+    constexpr std::size_t kQuoted = 48;
+    std::string_view text = asText(b.first(std::min(b.size(), kLooked)));
+    if (text.empty()) {
+        return std::nullopt;
+    }
+    const bool controls = std::any_of(text.begin(), text.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return (u < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f') || u == 0x7f;
+    });
+    // A multi-byte character cut by the 4 KiB window is still text.
+    std::string_view whole = text;
+    for (int cut = 0; cut < 3 && b.size() > kLooked && !isValidUtf8(whole); ++cut) {
+        whole.remove_suffix(1);
+    }
+    if (controls || !isValidUtf8(whole)) {
+        return std::nullopt;
+    }
+    const std::size_t start = text.find_first_not_of(" \t\r\n\f");
+    if (start == std::string_view::npos) {
+        return fail(ErrorCode::NotCheckpoint, "is a text file of blank lines, not a PyTorch checkpoint");
+    }
+    const std::string_view line = text.substr(start, text.find_first_of("\r\n", start) - start);
+    std::string quoted(line.substr(0, kQuoted));
+    while (!isValidUtf8(quoted)) {  // not inside a character
+        quoted.pop_back();
+    }
+    if (quoted.size() < line.size()) {
+        quoted += "…";
+    }
+    return fail(ErrorCode::NotCheckpoint,
+                "is a text file, not a PyTorch checkpoint (it begins \"" + displayText(quoted) + "\")");
+}
+
+// `named`: the bytes are a file the user named, whose text an error may quote (an item inside a
+// file could be any file's bytes).
+std::optional<Error> sniffNonCheckpoint(Bytes b, bool named)
 {
     if (b.empty()) {
         return fail(
@@ -176,8 +220,12 @@ std::optional<Error> sniffNonCheckpoint(Bytes b)
                         "(torchfile.load) and torch.save the tensors");
     }
     // Shorter than any checkpoint: a zip's end record alone is 22 bytes, a legacy stream's magic
-    // number pickle 11, a safetensors header at least 10.
+    // number pickle 11, a safetensors header at least 10. Text that short is a text file (a
+    // hostname), not a cut-off checkpoint.
     if (constexpr std::size_t kShortest = 10; b.size() < kShortest) {
+        if (auto isText = named ? textFileError(b) : std::nullopt) {
+            return isText;
+        }
         return fail(ErrorCode::Truncated,
                     "is " + std::string(b.size() == 1 ? "1 byte" : std::to_string(b.size()) + " bytes") +
                         ", shorter than any checkpoint: truncated (an interrupted save or "
@@ -335,12 +383,21 @@ void noteSalvage(Checkpoint& c, const archive::ZipReader& zip)
                          " whole local records; torch.load refuses it");
 }
 
+Expected<void> loadZipFrom(Checkpoint& c, const archive::ZipReader& zipReader, MemoryBudget& budget);
+
 Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget)
 {
     auto zip = archive::ZipReader::parse(c.bytes, c.file ? c.file->fd() : -1);
     if (!zip) {
         return zip.error();
     }
+    return loadZipFrom(c, *zip, budget);
+}
+
+// A torch zip's records read through `zipReader` (over the mapping, or ranges of a source).
+Expected<void> loadZipFrom(Checkpoint& c, const archive::ZipReader& zipReader, MemoryBudget& budget)
+{
+    const archive::ZipReader* zip = &zipReader;
     c.format = Format::TorchZip;
     c.archiveFolder = zip->folder();
     noteSalvage(c, *zip);
@@ -564,34 +621,37 @@ bool startsLikeLegacyStream(Bytes data)
     return b == 0x80 || b == '(' || b == 'L' || b == 'I' || b == 0x8a;
 }
 
-Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
+// Where a legacy record's element count comes from: the bytes at `pos` of a mapped stream, or,
+// read from ranges of a source, as the pickle declares it (checked when the bytes are read).
+using CountAt = std::function<Expected<std::uint64_t>(const LegacyRecord&, std::uint64_t pos)>;
+
+// The storage records after the pickles (from `pos`), in key-list order: u64 element count, then
+// count x element size bytes, in a stream of `size` bytes.
+Expected<void> walkLegacyRecords(Checkpoint& c, ValueId keys, std::uint64_t pos, std::uint64_t size,
+                                 const CountAt& countAt)
 {
-    std::uint64_t pos = 0;
-    auto keys = readLegacyPickles(c, budget, pos);
-    if (!keys) {
-        return keys.error();
-    }
-    Bytes rest = c.bytes.subspan(static_cast<std::size_t>(pos));
-    // Storages follow in key-list order: u64 element count, then count x element size bytes.
-    for (const auto& [key, it, elem] : legacyRecords(c, *keys)) {
-        if (rest.size() < 8) {
+    for (const auto& record : legacyRecords(c, keys)) {
+        const auto& [key, it, elem] = record;
+        if (pos > size || size - pos < 8) {
             return fail(ErrorCode::Truncated, "legacy stream ends before storage " + key + ": the file is truncated",
                         pos);
         }
-        const std::uint64_t count = loadLE(rest, 0, 8);
-        if (count > (rest.size() - 8) / elem) {
+        auto count = countAt(record, pos);
+        if (!count) {
+            return count.error();
+        }
+        if (*count > (size - pos - 8) / elem) {
             return fail(ErrorCode::Truncated,
-                        "legacy stream: storage " + key + " declares " + std::to_string(count) +
+                        "legacy stream: storage " + key + " declares " + std::to_string(*count) +
                             " elements but the file ends first: the file is truncated",
                         pos);
         }
-        const std::uint64_t n = count * elem;
+        const std::uint64_t n = *count * elem;
         if (it != nullptr) {
             it->fileOffset = pos + 8;
             it->storedBytes = n;
             it->present = true;
         }
-        rest = rest.subspan(8 + n);
         pos += 8 + n;
     }
     for (const auto& s : c.storages) {
@@ -599,10 +659,23 @@ Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
             return fail(ErrorCode::Corrupt, "legacy stream: storage " + s.key + " is referenced but not stored");
         }
     }
-    if (!rest.empty()) {
-        c.warnings.push_back(std::to_string(rest.size()) + " bytes after the last storage are ignored");
+    if (pos < size) {
+        c.warnings.push_back(std::to_string(size - pos) + " bytes after the last storage are ignored");
     }
     return checkStorageBytes(c);
+}
+
+Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget)
+{
+    std::uint64_t pos = 0;
+    auto keys = readLegacyPickles(c, budget, pos);
+    if (!keys) {
+        return keys.error();
+    }
+    return walkLegacyRecords(c, *keys, pos, c.bytes.size(),
+                             [&](const LegacyRecord&, std::uint64_t at) -> Expected<std::uint64_t> {
+                                 return loadLE(c.bytes, static_cast<std::size_t>(at), 8);
+                             });
 }
 
 // safetensors' save_model stores a tie once and records each removed name in __metadata__ as
@@ -652,12 +725,22 @@ void restoreModelTies(Checkpoint& c, std::vector<ValueId>& items)
     }
 }
 
+Expected<void> fillSafetensors(Checkpoint& c, MemoryBudget& budget, const archive::SafetensorsFile* st,
+                               bool modelFile = false);
+
+// `modelFile`: a file opened by its path as a model, whose folder's config.json is read (ties).
 Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget, bool modelFile)
 {
     auto st = archive::parseSafetensors(c.bytes);
     if (!st) {
         return st.error();
     }
+    return fillSafetensors(c, budget, &*st, modelFile);
+}
+
+// The tensors a safetensors header names, as a state dict of plain tensors.
+Expected<void> fillSafetensors(Checkpoint& c, MemoryBudget& budget, const archive::SafetensorsFile* st, bool modelFile)
+{
     budget.pickleBytes = st->dataStart;  // the JSON header plays the pickle's part
     c.format = Format::Safetensors;
     c.safetensorsMetadata = st->metadata;
@@ -701,7 +784,7 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget, bool modelFi
 
 // `modelFile`: a file opened by its path as a model, whose folder's config.json is read (ties).
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
-                                 bool modelFile = false);
+                                 source::SourcePtr input = nullptr, bool modelFile = false);
 
 // AllenNLP's model archive (allennlp/models/archival.py, archive_model): a gzipped tar of
 // `weights.th` (the model's torch.save state dict), `config.json` and `vocabulary/`, which
@@ -848,8 +931,39 @@ Expected<CheckpointPtr> readCompressed(Bytes data, const std::string& name, arch
     return CheckpointPtr(std::move(c));
 }
 
+// What every reader does once its loader ran: the key tree, the undecodable-text warning, and the
+// check that the file did not change while it was read.
+Expected<CheckpointPtr> finishRead(std::shared_ptr<Checkpoint> c, MemoryBudget& budget, Expected<void> loaded,
+                                   const std::string& name)
+{
+    if (loaded && c->file) {
+        dropResidentPages(*c->file);
+    }
+    if (loaded) {
+        detail::IndexLimits limits;
+        limits.budget = budget;
+        loaded = detail::buildIndex(*c, limits);
+    }
+    if (loaded && c->undecodable.count > 0) {
+        c->warnings.push_back(undecodableWarning(*c));
+    }
+    // A file cut short while it was parsed reads as zeros past its new end: say what happened,
+    // not what the zeros looked like.
+    if (auto same = c->checkUnchanged(); !same) {
+        return same.error();
+    }
+    if (!loaded) {
+        Error e = loaded.error();
+        if (e.path.empty()) {
+            e.path = name;
+        }
+        return e;
+    }
+    return CheckpointPtr(std::move(c));
+}
+
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
-                                 bool modelFile)
+                                 source::SourcePtr input, bool modelFile)
 {
     if (const auto kind = archive::sniffCompression(data); kind != archive::Compression::None) {
         return readCompressed(data, name, kind, file);
@@ -872,13 +986,14 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         }
     }
     if (!zip && !safetensors && !tar) {
-        if (auto e = sniffNonCheckpoint(data)) {
+        if (auto e = sniffNonCheckpoint(data, file != nullptr)) {
             return withPath(*e);
         }
     }
     auto c = std::make_shared<Checkpoint>();
     c->path = name;
     c->file = std::move(file);
+    c->input = std::move(input);
     c->bytes = data;
     c->fileSize = data.size();
     Expected<void> loaded;
@@ -891,33 +1006,261 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
         loaded = detail::loadTorchTar(*c, budget);
     } else if (startsLikeLegacyStream(data)) {
         loaded = loadLegacy(*c, budget);
+        // A text file that starts with 'L', 'I' or '(' is no protocol-0 pickle: say what it is.
+        if (!loaded && c->file) {
+            if (auto text = textFileError(data)) {
+                return withPath(*text);
+            }
+        }
     } else {
+        if (auto text = c->file ? textFileError(data) : std::nullopt) {
+            return withPath(*text);
+        }
         // The first bytes help with a file the user named; an item inside a file (a DCP chunk at a
         // crafted offset) could be any file's bytes, so its error shows none.
         return withPath(fail(ErrorCode::NotCheckpoint,
                              "is not a PyTorch checkpoint: no zip, legacy-torch or safetensors signature" +
-                                 (file ? " (first bytes: " + hexPrefix(data) + ")" : std::string())));
+                                 (c->file ? " (first bytes: " + hexPrefix(data) + ")" : std::string())));
     }
-    if (loaded && c->file) {
-        dropResidentPages(*c->file);
+    return finishRead(std::move(c), budget, std::move(loaded), name);
+}
+
+// ---- Reading from a source that is not mapped (issue 37: readers pull the ranges they need) ----
+
+constexpr std::uint64_t kHeadBytes = std::uint64_t{64} << 10;  // what is read first of a file's head
+
+// A ranged read answers true when it read the file, false when the file is to be read whole
+// (within the caller's limit) instead.
+constexpr bool kReadWhole = false;
+
+// The storages of `c` read through its source: assembled, each from its own range, `assumed` saying
+// which headers the reader assumed (checked when the bytes are read).
+void readThroughSource(Checkpoint& c, std::vector<SourceStorages::Entry> entries)
+{
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        entries[i].dataOffset = s.fileOffset;
+        s.assembled = s.present && !s.compressed;
     }
-    if (loaded) {
-        detail::IndexLimits limits;
-        limits.budget = budget;
-        loaded = detail::buildIndex(*c, limits);
+    c.source = std::make_shared<SourceStorages>(c.input, std::move(entries));
+}
+
+// A torch zip from ranges: the end records and the central directory, then every record that is
+// no storage (its pickle, byteorder, version, TorchScript's code) fetched together; storages are
+// read when asked for, their local headers assumed in torch's layout. An export archive (whose
+// records hold zips of their own) and deflated storages are read whole instead.
+Expected<bool> loadZipRanged(Checkpoint& c, MemoryBudget& budget, archive::ZipReader& zip)
+{
+    if (detail::isExportArchive(zip)) {
+        return kReadWhole;
     }
-    if (loaded && c->undecodable.count > 0) {
-        c->warnings.push_back(undecodableWarning(*c));
+    std::vector<const archive::ZipRecord*> wanted;
+    for (const auto& r : zip.records()) {
+        const auto slash = r.name.find('/');
+        const std::string_view rel =
+            slash == std::string::npos ? std::string_view(r.name) : std::string_view(r.name).substr(slash + 1);
+        const bool storage = rel.starts_with("data/") || rel.starts_with("constants/");
+        if (!storage) {
+            wanted.push_back(&r);
+        } else if (r.method != 0) {
+            return kReadWhole;
+        }
     }
-    // A file cut short while it was parsed reads as zeros past its new end: say what happened,
-    // not what the zeros looked like.
-    if (auto same = c->checkUnchanged(); !same) {
-        return same.error();
+    if (auto ok = c.input->prefetch(archive::ZipReader::recordRanges(wanted)); !ok) {
+        return ok.error();
     }
-    if (!loaded) {
-        return withPath(loaded.error());
+    // What the fetches brought along (a small file comes whole) is read, not assumed.
+    zip.readHeldHeaders();
+    if (auto ok = loadZipFrom(c, zip, budget); !ok) {
+        return ok.error();
     }
-    return CheckpointPtr(std::move(c));
+    std::vector<SourceStorages::Entry> entries(c.storages.size());
+    for (std::size_t i = 0; i < c.storages.size(); ++i) {
+        const auto& s = c.storages[StorageIndex{static_cast<std::uint32_t>(i)}];
+        const archive::ZipRecord* rec = s.record.empty() ? nullptr : zip.findExact(s.record);
+        if (rec != nullptr && rec->dataOffsetAssumed) {
+            entries[i].header = s.localHeader;
+            entries[i].assumed = SourceStorages::Assumed::ZipHeader;
+        }
+    }
+    readThroughSource(c, std::move(entries));
+    return true;
+}
+
+// A safetensors file from ranges: its length, then its header if the first read did not hold it.
+Expected<bool> loadSafetensorsRanged(Checkpoint& c, MemoryBudget& budget, const source::Held& head)
+{
+    const std::uint64_t size = c.input->size();
+    const std::uint64_t n = loadLE(head.bytes, 0, 8);
+    source::Held header = head;
+    if (8 + n > head.bytes.size()) {
+        auto more = c.input->read(0, 8 + n);
+        if (!more) {
+            return more.error();
+        }
+        header = std::move(*more);
+    }
+    auto st = archive::parseSafetensors(header.bytes.first(static_cast<std::size_t>(8 + n)), size);
+    if (!st) {
+        return st.error();
+    }
+    if (auto ok = fillSafetensors(c, budget, &*st); !ok) {
+        return ok.error();
+    }
+    readThroughSource(c, std::vector<SourceStorages::Entry>(c.storages.size()));
+    return true;
+}
+
+// A legacy stream from ranges: its pickles (the first bytes, four times as many each time they run
+// past them, up to `limit`), then each record's count as the pickle declares it, assumed and checked
+// when its bytes are read. A stream with more than a few records no tensor names (each count a read
+// of 8 bytes) is read whole: null then.
+Expected<std::shared_ptr<Checkpoint>> loadLegacyRanged(const std::shared_ptr<Checkpoint>& first, MemoryBudget& budget,
+                                                       std::uint64_t limit)
+{
+    const source::SourcePtr& src = first->input;
+    const std::uint64_t size = src->size();
+    std::uint64_t n = std::min(size, kHeadBytes);
+    for (;;) {
+        auto prefix = src->read(0, n);
+        if (!prefix) {
+            return prefix.error();
+        }
+        // Each try starts from a fresh checkpoint: a failed one leaves values in the arena.
+        auto c = std::make_shared<Checkpoint>();
+        c->path = first->path;
+        c->input = src;
+        c->fileSize = size;
+        c->bytes = prefix->bytes;
+        std::uint64_t pos = 0;
+        MemoryBudget tryBudget;
+        auto keys = readLegacyPickles(*c, tryBudget, pos);
+        c->bytes = {};
+        if (!keys) {
+            if (keys.error().code != ErrorCode::Truncated || n == size) {
+                return std::shared_ptr<Checkpoint>();  // read whole, for the reader's own message
+            }
+            if (n >= limit) {
+                return makeError(ErrorCode::Unsupported,
+                                 "its pickles run past the first " + humanBytes(limit) +
+                                     ", more than ckptscope reads over HTTP; download it first");
+            }
+            n = std::min({size, n * 4, limit});
+            continue;
+        }
+        budget = tryBudget;
+        constexpr int kUndeclaredRead = 16;  // each is a read of 8 bytes
+        int undeclared = 0;
+        std::vector<SourceStorages::Entry> entries(c->storages.size());
+        auto countAt = [&](const LegacyRecord& r, std::uint64_t at) -> Expected<std::uint64_t> {
+            if (src->holds({at, 8})) {  // fetched with the pickles: read, not assumed
+                auto count = src->read(at, 8);
+                if (!count) {
+                    return count.error();
+                }
+                return loadLE(count->bytes, 0, 8);
+            }
+            if (r.storage != nullptr) {
+                auto& e = entries[static_cast<std::size_t>(r.storage - &c->storages[StorageIndex{0}])];
+                e.header = at;
+                e.assumed = SourceStorages::Assumed::LegacyCount;
+                e.count = r.storage->numel;
+                return r.storage->numel;
+            }
+            if (++undeclared > kUndeclaredRead) {
+                return makeError(ErrorCode::Unsupported, "");  // read whole
+            }
+            auto count = src->read(at, 8);
+            if (!count) {
+                return count.error();
+            }
+            return loadLE(count->bytes, 0, 8);
+        };
+        if (auto ok = walkLegacyRecords(*c, *keys, pos, size, countAt); !ok) {
+            if (undeclared > kUndeclaredRead) {
+                return std::shared_ptr<Checkpoint>();
+            }
+            return ok.error();
+        }
+        readThroughSource(*c, std::move(entries));
+        return c;
+    }
+}
+
+// `head` holds the first bytes of a file of `size` that are a safetensors length and '{'.
+bool startsLikeSafetensors(Bytes head, std::uint64_t size)
+{
+    if (head.size() < 10) {
+        return false;
+    }
+    const std::uint64_t n = loadLE(head, 0, 8);
+    constexpr std::uint64_t kLongestHeader = 100'000'000;  // the safetensors crate's own limit
+    return n >= 2 && n <= kLongestHeader && n <= size - 8 && std::to_integer<char>(head[8]) == '{';
+}
+
+// Reads what it can from ranges; nothing when the file is to be read whole.
+Expected<std::optional<CheckpointPtr>> readRanged(const source::SourcePtr& src, const std::string& name,
+                                                  std::uint64_t limit)
+{
+    auto c = std::make_shared<Checkpoint>();
+    c->path = name;
+    c->input = src;
+    c->fileSize = src->size();
+    MemoryBudget budget;
+    auto done = [&](Expected<bool> r) -> Expected<std::optional<CheckpointPtr>> {
+        if (r && *r == kReadWhole) {
+            return std::optional<CheckpointPtr>();
+        }
+        auto read = finishRead(c, budget, r ? Expected<void>() : Expected<void>(r.error()), name);
+        if (!read) {
+            return read.error();
+        }
+        return std::optional(*read);
+    };
+    auto head = [&]() { return src->read(0, std::min(src->size(), kHeadBytes)); };
+    // A file named .safetensors is read from its head first (the HTTP source's first request was
+    // that), anything else from its tail, where a zip keeps its directory.
+    if (name.ends_with(".safetensors")) {
+        auto h = head();
+        if (!h) {
+            return h.error();
+        }
+        if (startsLikeSafetensors(h->bytes, src->size())) {
+            return done(loadSafetensorsRanged(*c, budget, *h));
+        }
+    }
+    auto zip = archive::ZipReader::parse(src);
+    if (zip) {
+        return done(loadZipRanged(*c, budget, *zip));
+    }
+    if (zip.error().code != ErrorCode::NotCheckpoint) {
+        // A truncated zip is salvaged from its local headers, which needs the whole file.
+        if (zip.error().code == ErrorCode::Truncated) {
+            return std::optional<CheckpointPtr>();
+        }
+        Error e = zip.error();
+        e.path = name;
+        return e;
+    }
+    auto h = head();
+    if (!h) {
+        return h.error();
+    }
+    if (startsLikeSafetensors(h->bytes, src->size())) {
+        return done(loadSafetensorsRanged(*c, budget, *h));
+    }
+    if (!h->bytes.empty() && startsLikeLegacyStream(h->bytes)) {
+        auto legacy = loadLegacyRanged(c, budget, limit);
+        if (!legacy) {
+            return done(legacy.error());
+        }
+        if (!*legacy) {
+            return std::optional<CheckpointPtr>();
+        }
+        c = *legacy;
+        return done(true);
+    }
+    return std::optional<CheckpointPtr>();
 }
 
 }  // namespace
@@ -964,31 +1307,49 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path, const OpenOption
         e.path = path;
         return e;
     }
+    // Sets and model folders were tried: an empty folder is said to be one, in plain words.
+    if (std::error_code ec; std::filesystem::is_directory(path, ec) &&
+                            std::filesystem::directory_iterator(path, ec) == std::filesystem::directory_iterator() &&
+                            !ec) {
+        Error e = makeError(ErrorCode::NotCheckpoint, "is an empty folder: there is no checkpoint in it");
+        e.path = path;
+        return e;
+    }
     auto m = MappedFile::open(path);
     if (!m) {
         return m.error();
     }
     const Bytes b = (*m)->bytes();
-    return readImpl(b, path, *m, opts.modelConfig);
+    return readImpl(b, path, *m, nullptr, opts.modelConfig);
 }
 
-Expected<std::optional<LegacyLayout>> legacyLayout(Bytes prefix)
+Expected<CheckpointPtr> readSource(const source::SourcePtr& src, const std::string& name, std::uint64_t wholeLimit)
 {
-    if (prefix.empty() || !startsLikeLegacyStream(prefix)) {
-        return std::optional<LegacyLayout>();
+    if (const auto span = src->span()) {
+        const auto* mapped = dynamic_cast<const source::MappedSource*>(src.get());
+        return readImpl(*span, name, mapped != nullptr ? mapped->file() : nullptr, src);
     }
-    Checkpoint c;
-    c.bytes = prefix;
-    MemoryBudget budget;
-    LegacyLayout out;
-    auto keys = readLegacyPickles(c, budget, out.storagesStart);
-    if (!keys) {
-        return keys.error();
+    auto ranged = readRanged(src, name, wholeLimit);
+    if (!ranged) {
+        return ranged.error();
     }
-    for (const auto& r : legacyRecords(c, *keys)) {
-        out.records.push_back({r.storage != nullptr ? std::optional(r.storage->numel) : std::nullopt, r.elementBytes});
+    if (*ranged) {
+        return **ranged;
     }
-    return std::optional(std::move(out));
+    // Tars and gzip wrappers, truncated zips, and streams the ranged readers leave: the whole file.
+    if (src->size() > wholeLimit) {
+        return makeError(ErrorCode::Unsupported,
+                         "is " + humanBytes(src->size()) +
+                             " in a format that is read whole (not a torch zip, safetensors or legacy stream), more "
+                             "than ckptscope reads this way (" +
+                             humanBytes(wholeLimit) + "); download it first");
+    }
+    auto whole = src->read(0, src->size());
+    if (!whole) {
+        return whole.error();
+    }
+    auto memory = std::make_shared<const source::MemorySource>(whole->bytes, whole->owner);
+    return readImpl(whole->bytes, name, nullptr, memory);
 }
 
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name)

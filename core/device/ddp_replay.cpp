@@ -29,6 +29,7 @@ Error onFile(ErrorCode code, std::string message, const std::string& path)
 struct Rank {
     std::unique_ptr<HelperProcess> proc;
     ReplayRank info;
+    bool started = false;  // its contexts exist; it waits for "load"
     bool loaded = false;
     bool done = false;
     bool failed = false;  // it reported an error or stopped early: done, and not loaded
@@ -73,10 +74,21 @@ void take(Rank& r, const std::string& line)
     r.lastEvent = Clock::now();
     const std::string kind = ev.value("event", std::string());
     if (kind == "start") {
+        r.started = true;
         r.info.contextBytes = ev.value("context_bytes", std::uint64_t{0});
+        if (auto it = ev.find("contexts"); it != ev.end() && it->is_object()) {
+            for (const auto& [device, c] : it->items()) {
+                if (c.is_object()) {
+                    r.info.contextsByDevice[device] = c.value("bytes", std::uint64_t{0});
+                    r.info.contextSources[device] = c.value("source", std::string("unknown"));
+                }
+            }
+        }
+        takeUuids(ev, r.info.uuids);
     } else if (kind == "loaded") {
         r.loaded = true;
         takeCounts(ev, "bytes_by_device", r.info.bytesByDevice);
+        takeCounts(ev, "torch_reserved_by_device", r.info.torchReservedByDevice);
         takeUuids(ev, r.info.uuids);
     } else if (kind == "result") {
         r.done = true;
@@ -85,6 +97,7 @@ void take(Rank& r, const std::string& line)
         takeUuids(ev, r.info.uuids);
         r.info.bytesPlaced = ev.value("bytes_placed", std::uint64_t{0});
         r.info.totalBytes = ev.value("total_bytes", std::uint64_t{0});
+        r.info.errorCode = protocol::codeFromName(ev.value("code", std::string()));
         failRank(r, detail::printable(ev.value("message", std::string("failed")), 400));
     }
 }
@@ -139,39 +152,107 @@ std::string times(int n, std::uint64_t context, std::uint64_t weights)
     return s + ")";
 }
 
+// The timeline column of a device a rank named: by the UUID it reported (the identity), else by label.
+int columnOf(const Timeline& t, const std::string& device, const std::string& uuid)
+{
+    for (std::size_t c = 1; c < t.uuids.size(); ++c) {
+        if (!uuid.empty() && uuidKey(t.uuids[c]) == uuidKey(uuid)) {
+            return static_cast<int>(c);
+        }
+    }
+    return t.column(device);
+}
+
+// One context on each device, measured with every rank's contexts there and nothing else allocated
+// (the ranks wait for "load"): the device's rise from the first sample to `after`, shared among them.
+std::map<std::string, std::uint64_t> contextShares(const std::vector<Rank>& ranks, const Timeline& t,
+                                                   const Sample& after)
+{
+    std::map<std::string, int> count;
+    std::map<std::string, std::string> uuids;
+    for (const auto& r : ranks) {
+        if (r.started && !r.failed) {
+            for (const auto& [device, bytes] : r.info.contextsByDevice) {
+                count[device] += 1;
+                if (auto u = r.info.uuids.find(device); u != r.info.uuids.end()) {
+                    uuids[device] = u->second;
+                }
+            }
+        }
+    }
+    std::map<std::string, std::uint64_t> out;
+    if (t.samples.empty()) {
+        return out;
+    }
+    for (const auto& [device, n] : count) {
+        const int c = columnOf(t, device, uuids.contains(device) ? uuids.at(device) : std::string());
+        if (c <= 0 || static_cast<std::size_t>(c) >= after.usedBytes.size()) {
+            continue;
+        }
+        const std::uint64_t base = t.samples.front().usedBytes[static_cast<std::size_t>(c)];
+        const std::uint64_t now = after.usedBytes[static_cast<std::size_t>(c)];
+        if (now > base) {
+            out[device] = (now - base) / static_cast<std::uint64_t>(n);
+        }
+    }
+    return out;
+}
+
+// Each rank's contexts: its own NVML row where NVML showed one, else the device's share.
+void resolveContexts(std::vector<Rank>& ranks, const std::map<std::string, std::uint64_t>& shares)
+{
+    for (auto& r : ranks) {
+        for (auto& [device, bytes] : r.info.contextsByDevice) {
+            if (r.info.contextSources[device] != "nvml-process" && shares.contains(device)) {
+                bytes = shares.at(device);
+            }
+        }
+        if (auto own = r.info.contextsByDevice.find(r.info.device); own != r.info.contextsByDevice.end()) {
+            r.info.contextBytes = own->second;
+        }
+    }
+}
+
 // The expected layout per device, from what each rank placed, and the sentence a user acts on.
-void summarise(ReplayReport& report, const ReplayRequest& request)
+void summarise(ReplayReport& report, const ReplayRequest& request, const std::map<std::string, std::uint64_t>& shares)
 {
     std::map<std::string, ReplayDevice> byDevice;
     std::map<std::string, std::string> uuids;
+    std::map<std::string, std::uint64_t> contextSum;
+    std::map<std::string, std::set<std::string>> sources;
     for (const auto& r : report.ranks) {
         uuids.insert(r.uuids.begin(), r.uuids.end());
-        report.contextBytes = std::max(report.contextBytes, r.contextBytes);
         std::uint64_t weights = 0;
-        std::set<std::string> touched{r.device};
         for (const auto& [device, bytes] : r.bytesByDevice) {
             weights += bytes;
             if (device != "cpu") {
-                touched.insert(device);
                 byDevice[device].weightCopies += 1;
-                byDevice[device].expectedBytes += bytes;
+                const auto torch = r.torchReservedByDevice.find(device);
+                byDevice[device].expectedBytes += torch != r.torchReservedByDevice.end() ? torch->second : bytes;
             }
         }
         report.weightBytes = std::max(report.weightBytes, weights);
-        for (const auto& d : touched) {
-            byDevice[d].contexts += 1;
+        // The contexts it made; a rank that failed before saying so had at least its own.
+        auto contexts = r.contextsByDevice;
+        if (contexts.empty()) {
+            contexts[r.device] = r.contextBytes;
+        }
+        for (const auto& [device, bytes] : contexts) {
+            byDevice[device].contexts += 1;
+            contextSum[device] += bytes;
+            const auto source = r.contextSources.find(device);
+            sources[device].insert(source == r.contextSources.end() || source->second != "nvml-process"
+                                       ? (shares.contains(device) ? "device-rise" : "engine")
+                                       : "nvml-process");
         }
     }
     for (auto& [device, d] : byDevice) {
         d.device = device;
         d.uuid = uuids.contains(device) ? uuids.at(device) : std::string();
-        d.expectedBytes += static_cast<std::uint64_t>(d.contexts) * report.contextBytes;
-        int column = report.timeline.column(device);
-        for (std::size_t c = 1; c < report.timeline.uuids.size(); ++c) {
-            if (!d.uuid.empty() && uuidHex(report.timeline.uuids[c]) == uuidHex(d.uuid)) {
-                column = static_cast<int>(c);  // the UUID the rank reported is the identity
-            }
-        }
+        d.expectedBytes += contextSum[device];
+        d.contextBytes = d.contexts > 0 ? contextSum[device] / static_cast<std::uint64_t>(d.contexts) : 0;
+        d.contextSource = sources[device].size() == 1 ? *sources[device].begin() : std::string("mixed");
+        const int column = columnOf(report.timeline, device, d.uuid);
         d.measuredPeakBytes = column > 0 ? report.timeline.maxRise(static_cast<std::size_t>(column)) : 0;
         report.devices.push_back(d);
     }
@@ -181,11 +262,12 @@ void summarise(ReplayReport& report, const ReplayRequest& request)
     const auto worst = std::max_element(
         report.devices.begin(), report.devices.end(),
         [](const ReplayDevice& a, const ReplayDevice& b) { return a.expectedBytes < b.expectedBytes; });
-    const std::uint64_t perCopy =
-        worst->weightCopies > 0
-            ? (worst->expectedBytes - static_cast<std::uint64_t>(worst->contexts) * report.contextBytes) /
-                  static_cast<std::uint64_t>(worst->weightCopies)
-            : 0;
+    report.contextBytes = worst->contextBytes;
+    const std::uint64_t contexts = contextSum[worst->device];
+    const std::uint64_t perCopy = worst->weightCopies > 0
+                                      ? (worst->expectedBytes - std::min(worst->expectedBytes, contexts)) /
+                                            static_cast<std::uint64_t>(worst->weightCopies)
+                                      : 0;
     std::string v = worst->device + " peaks at ";
     if (worst->contexts == worst->weightCopies && worst->weightCopies > 0) {
         v += times(worst->weightCopies, report.contextBytes, perCopy);
@@ -279,10 +361,14 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             r.proc->finish(std::chrono::milliseconds(0));
         }
     };
-    // Every rank loads; then all hold together while the sampler sees the pile-up.
+    // Every rank makes its contexts and waits; they are measured; every rank loads; then all hold
+    // together while the sampler sees the pile-up.
     int loaded = 0;
     std::optional<Clock::time_point> allLoaded;
     bool released = false;
+    std::optional<std::size_t> contextSample;  // the sample to measure the contexts by, once asked for
+    std::map<std::string, std::uint64_t> shares;
+    bool loadSent = false;
     while (true) {
         if (stop.stop_requested()) {
             killAll();
@@ -292,6 +378,23 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
             killAll();
             failed->path = request.path;
             return *failed;
+        }
+        if (!loadSent && std::all_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.started || r.failed; })) {
+            // A sample begun after the last context appeared (the ranks allocate nothing while they
+            // wait), then "load". The first sample pushed from now on may have been begun before; the
+            // second was not.
+            if (!contextSample) {
+                contextSample = sampler.snapshot().samples.size();
+            }
+            if (const Timeline later = sampler.snapshot(*contextSample); later.samples.size() >= 2) {
+                shares = contextShares(ranks, sampler.snapshot(0), later.samples[1]);
+                for (auto& r : ranks) {
+                    if (!r.failed) {
+                        r.proc->writeLine("load", true);
+                    }
+                }
+                loadSent = true;
+            }
         }
         // A failed rank is as far as it gets: the others hold theirs for the measurement.
         const int now = static_cast<int>(
@@ -321,13 +424,20 @@ Expected<ReplayReport> ddpReplay(const ReplayRequest& request, const std::functi
         r.proc->finish(std::chrono::milliseconds(2000));
     }
     sampler.stop();
+    // torch.load cannot put this file on this machine at all (a storage saved on a GPU it does not
+    // have): every rank said so, in torch's words, and that is the answer, not a table of nothing.
+    if (std::all_of(ranks.begin(), ranks.end(),
+                    [](const Rank& r) { return r.failed && r.info.errorCode == ErrorCode::DeviceUnavailable; })) {
+        return onFile(ErrorCode::DeviceUnavailable, ranks.front().info.error, request.path);
+    }
+    resolveContexts(ranks, shares);
     ReplayReport report;
     report.timeline = sampler.snapshot();
     for (const auto& r : ranks) {
         report.ranks.push_back(r.info);
         report.failedRanks += r.failed ? 1 : 0;
     }
-    summarise(report, request);
+    summarise(report, request, shares);
     return report;
 }
 

@@ -10,10 +10,12 @@ namespace ckpt::device {
 namespace {
 
 // What NVML lists as one device CUDA could use: a physical GPU, or each MIG instance of a GPU in MIG
-// mode (the GPU itself then runs nothing).
-std::vector<GpuIdentity> nvmlDevices(const Nvml& nvml)
+// mode (the GPU itself then runs nothing). A GPU NVML counts but cannot open (another job's, under
+// Slurm's cgroups) is left out and said in `unreachable`.
+std::vector<GpuIdentity> nvmlDevices(const Nvml& nvml, std::string& unreachable)
 {
     std::vector<GpuIdentity> out;
+    std::string closed;
     auto add = [&](NvmlDevice d) {
         GpuIdentity g;
         g.nvml = d;
@@ -31,7 +33,13 @@ std::vector<GpuIdentity> nvmlDevices(const Nvml& nvml)
         }
         out.push_back(std::move(g));
     };
+    int left = 0;
     for (int i = 0; i < nvml.deviceCount(); ++i) {
+        if (auto open = nvml.reachable(i); !open) {
+            closed += (closed.empty() ? "" : "; ") + open.error().message;
+            ++left;
+            continue;
+        }
         const auto migs = nvml.migDevices(i);
         if (migs.empty()) {
             add(i);
@@ -39,6 +47,34 @@ std::vector<GpuIdentity> nvmlDevices(const Nvml& nvml)
         for (const int m : migs) {
             add({i, m});
         }
+    }
+    if (left > 0) {
+        unreachable = "NVML counts " + std::to_string(nvml.deviceCount()) + " GPUs; " + std::to_string(left) +
+                      (left == 1 ? " cannot be opened here and is" : " cannot be opened here and are") + " left out (" +
+                      closed + "): another job's, under a scheduler's cgroups";
+    }
+    return out;
+}
+
+// "1f2e.../1/0" -> "1f2e...": the GPU of a MIG device named the pre-R470 way, else "".
+std::string oldMigParent(const std::string& key)
+{
+    const auto slash = key.find('/');
+    return slash == std::string::npos ? std::string() : key.substr(0, slash);
+}
+
+// The MIG device CUDA_VISIBLE_DEVICES names the pre-R470 way ("MIG-GPU-<uuid>/<gi>/<ci>"), by key.
+std::vector<std::string> visibleOldMigKeys()
+{
+    std::vector<std::string> out;
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::string list = v ? v : "";
+    for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        if (const std::string key = uuidKey(list.substr(at, comma - at)); !oldMigParent(key).empty()) {
+            out.push_back(key);
+        }
+        at = comma + 1;
     }
     return out;
 }
@@ -83,9 +119,15 @@ std::string uuidText(const cuda::Uuid& u, const char* prefix)
     return out.data();
 }
 
-std::string uuidHex(const std::string& uuid)
+std::string uuidKey(const std::string& uuid)
 {
-    // "GPU-", "MIG-" and the old "MIG-GPU-..." forms all end in the same 32 hex digits.
+    // Before R470 a MIG device had no UUID of its own: "MIG-GPU-<its GPU's uuid>/<gi>/<ci>".
+    if (uuid.starts_with("MIG-GPU-")) {
+        const auto slash = uuid.find('/');
+        const std::string gpu = slash == std::string::npos ? std::string() : uuidKey(uuid.substr(4, slash - 4));
+        return gpu.empty() ? std::string() : gpu + uuid.substr(slash);
+    }
+    // "GPU-" and "MIG-" forms end in the 32 hex digits.
     std::string hex;
     for (auto it = uuid.rbegin(); it != uuid.rend() && hex.size() < 32; ++it) {
         if (std::isxdigit(static_cast<unsigned char>(*it))) {
@@ -125,14 +167,31 @@ std::string GpuIdentity::label() const
 GpuMap GpuMap::build(const CudaDriver* cuda, const Nvml* nvml)
 {
     GpuMap map;
-    std::vector<GpuIdentity> listed = nvml ? nvmlDevices(*nvml) : std::vector<GpuIdentity>{};
+    std::vector<GpuIdentity> listed = nvml ? nvmlDevices(*nvml, map.unreachableNote_) : std::vector<GpuIdentity>{};
     std::vector<bool> taken(listed.size(), false);
+    const auto namedOldMigs = visibleOldMigKeys();
     auto match = [&](const GpuIdentity& g) -> int {
-        const std::string hex = uuidHex(g.uuid);
+        const std::string hex = uuidKey(g.uuid);
         for (std::size_t i = 0; i < listed.size(); ++i) {
-            if (!taken[i] && !hex.empty() && uuidHex(listed[i].uuid) == hex) {
+            if (!taken[i] && !hex.empty() && uuidKey(listed[i].uuid) == hex) {
                 return static_cast<int>(i);
             }
+        }
+        // Before R470 CUDA answers a MIG device with its GPU's UUID (cuDeviceGetUuid has no _v2) and
+        // enumerates one MIG device: the one CUDA_VISIBLE_DEVICES names, else the GPU's first.
+        int first = -1;
+        for (std::size_t i = 0; i < listed.size(); ++i) {
+            const std::string key = uuidKey(listed[i].uuid);
+            if (taken[i] || hex.empty() || oldMigParent(key) != hex) {
+                continue;
+            }
+            if (std::find(namedOldMigs.begin(), namedOldMigs.end(), key) != namedOldMigs.end()) {
+                return static_cast<int>(i);
+            }
+            first = first < 0 ? static_cast<int>(i) : first;
+        }
+        if (first >= 0 && namedOldMigs.empty()) {
+            return first;
         }
         // A driver without UUIDs: the bus id names a whole GPU, never one MIG instance of several.
         for (std::size_t i = 0; i < listed.size(); ++i) {
@@ -194,9 +253,9 @@ const GpuIdentity* GpuMap::byOrdinal(int ordinal) const
 
 const GpuIdentity* GpuMap::byUuid(const std::string& uuid) const
 {
-    const std::string hex = uuidHex(uuid);
+    const std::string hex = uuidKey(uuid);
     for (const auto& g : gpus_) {
-        if (!hex.empty() && uuidHex(g.uuid) == hex) {
+        if (!hex.empty() && uuidKey(g.uuid) == hex) {
             return &g;
         }
     }
@@ -235,6 +294,7 @@ Inventory queryInventory(const std::shared_ptr<const Nvml>& given)
     }
     const GpuMap map = GpuMap::query(nvml);
     inv.cudaNote = map.cudaNote();
+    inv.unreachableNote = map.unreachableNote();
     if (nvml) {
         inv.driverVersion = nvml->driverVersion();
     }

@@ -46,22 +46,27 @@ public:
     // What torch.cuda.device_count() says in this process.
     [[nodiscard]] int cudaCount() const { return cudaCount_; }
     [[nodiscard]] const GpuIdentity* byOrdinal(int ordinal) const;
-    // By UUID ("GPU-..." / "MIG-..."; the prefix is not compared, only the 16 bytes).
+    // By UUID ("GPU-..." / "MIG-..." / "MIG-GPU-.../gi/ci"; compared by uuidKey).
     [[nodiscard]] const GpuIdentity* byUuid(const std::string& uuid) const;
     [[nodiscard]] const GpuIdentity* byLabel(const std::string& label) const;
     // Why CUDA's numbering is unknown ("no NVIDIA driver found ..."), or "".
     [[nodiscard]] const std::string& cudaNote() const { return cudaNote_; }
+    // GPUs NVML counts but cannot open here, left out of gpus() (Inventory::unreachableNote), or "".
+    [[nodiscard]] const std::string& unreachableNote() const { return unreachableNote_; }
 
 private:
     std::vector<GpuIdentity> gpus_;
     int cudaCount_ = 0;
     std::string cudaNote_;
+    std::string unreachableNote_;
 };
 
 // "GPU-d1a7cf8f-b447-0058-c941-3b81d2a837af" from cuDeviceGetUuid's 16 bytes, with `prefix`.
 [[nodiscard]] std::string uuidText(const cuda::Uuid& u, const char* prefix = "GPU-");
-// The 32 hex digits of a UUID in any of its forms, lower case ("" when it has none).
-[[nodiscard]] std::string uuidHex(const std::string& uuid);
+// What identifies a device in any of its UUID's forms, lower case ("" when it has none): the 32 hex
+// digits of "GPU-..." and "MIG-..." (what cuDeviceGetUuid_v2 and NVML give), and "<hex>/<gi>/<ci>" for
+// a MIG device named as drivers before R470 named it, "MIG-GPU-<its GPU's uuid>/<gi>/<ci>".
+[[nodiscard]] std::string uuidKey(const std::string& uuid);
 // "0000:65:00.0" from CUDA's or NVML's form (domain in 4 or 8 digits), lower case.
 [[nodiscard]] std::string normalPciBusId(const std::string& busId);
 

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <nlohmann/json.hpp>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -25,6 +26,19 @@ constexpr std::size_t kMaxLineBytes = 1U << 20;
 constexpr std::uint64_t kMaxStdoutBytes = 64ULL << 20;
 constexpr std::uint64_t kMaxStderrBytes = 64ULL << 20;
 constexpr std::size_t kStderrTailBytes = 64U << 10;
+// How long a helper killed with SIGKILL may take to be gone before it is taken to be stuck in the
+// kernel (the NVIDIA driver after a device error): its memory is being freed, which takes a moment
+// for a large one, never this long.
+constexpr std::chrono::milliseconds kReapWait{5000};
+
+// Every stdout line of a helper is a JSON object with an "event" (testload.h); the helpers keep
+// anything else their libraries print off stdout (protocol::emit), so a line that is not one means
+// the process is not speaking the protocol and nothing it says after can be trusted.
+bool isEventLine(std::string_view line)
+{
+    const auto ev = nlohmann::json::parse(line, nullptr, false);
+    return ev.is_object() && ev.contains("event");
+}
 
 }  // namespace
 
@@ -230,7 +244,13 @@ void HelperProcess::readStdout(std::vector<std::string>& lines)
         if (nl - start > kMaxLineBytes) {
             break;
         }
-        lines.emplace_back(outBuf_, start, nl - start);
+        const std::string_view line(outBuf_.data() + start, nl - start);
+        if (!isEventLine(line)) {
+            overflow_ =
+                "wrote something that is not its protocol to stdout: '" + printable(line, kMessageExcerpt) + "'";
+            return;
+        }
+        lines.emplace_back(line);
     }
     outBuf_.erase(0, start);
     if (outBuf_.size() > kMaxLineBytes && outBuf_.find('\n') > kMaxLineBytes) {
@@ -257,12 +277,30 @@ int HelperProcess::reap()
     if (pid_ <= 0) {
         return status_;
     }
+    const auto deadline = std::chrono::steady_clock::now() + kReapWait;
     int st = 0;
-    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    while (true) {
+        const pid_t r = waitpid(pid_, &st, WNOHANG);
+        if (r == pid_ || (r < 0 && errno != EINTR)) {
+            pid_ = -1;
+            status_ = r > 0 ? st : -1;
+            return status_;
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    // Whoever gets it back, it is not us now: a thread of its own waits, so it never stays a zombie.
+    std::thread([pid = pid_] {
+        int ignored = 0;
+        while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+        }
+    }).detach();
+    stuck_ = true;
     pid_ = -1;
-    status_ = st;
-    return st;
+    status_ = -1;
+    return status_;
 }
 
 }  // namespace ckpt::device::detail

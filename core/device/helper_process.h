@@ -43,11 +43,14 @@ public:
     // lines will follow (a replay rank waits for "release").
     bool writeLine(const std::string& line, bool more = false);
 
-    // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`; keeps the tail of
-    // stderr. Overflow (see overflow()) once the helper wrote more than the caps allow.
+    // Waits up to timeoutMs for output. Appends complete stdout lines to `lines`, each a protocol
+    // event (a JSON object with "event"); keeps the tail of stderr. Overflow (see overflow()) once
+    // the helper wrote more than the caps allow, or anything on stdout that is not an event: the
+    // caller kills it at once.
     Pump pump(int timeoutMs, std::vector<std::string>& lines);
 
-    // What the helper exceeded ("wrote a line longer than 1.0 MiB to stdout").
+    // What the helper did ("wrote a line longer than 1.0 MiB to stdout", "wrote something that is
+    // not its protocol to stdout: '...'").
     [[nodiscard]] const std::string& overflow() const { return overflow_; }
 
     // True once the helper itself has exited. It is left a zombie, so its process group id cannot
@@ -57,8 +60,14 @@ public:
     void killGroup();
 
     // Gives the helper up to `grace` to exit, kills whatever is left of its process group (the
-    // helper too when it overstayed) and reaps it. Returns the wait status.
+    // helper too when it overstayed) and reaps it. Returns the wait status, or -1 when the helper
+    // could not be reaped within a few seconds of SIGKILL (stuck()).
     int finish(std::chrono::milliseconds grace);
+
+    // The helper did not go after SIGKILL: a process blocked in the GPU driver after a device error
+    // (an Xid) dies only when the driver lets it. It is left to a thread of its own to reap, so no
+    // caller waits on it for ever.
+    [[nodiscard]] bool stuck() const { return stuck_; }
 
     // The last non-empty line the helper wrote to stderr (LibTorch's abort message, a loader
     // error), made printable.
@@ -78,6 +87,7 @@ private:
 
     pid_t pid_ = -1;
     int status_ = -1;
+    bool stuck_ = false;
     int in_ = -1;
     int out_ = -1;
     int err_ = -1;

@@ -2,7 +2,11 @@
 
 #include "util/printable.h"
 
+#include <cerrno>
+#include <fcntl.h>
 #include <iostream>
+#include <mutex>
+#include <unistd.h>
 
 namespace ckpt::device::protocol {
 
@@ -46,9 +50,43 @@ ErrorCode codeFromName(std::string_view name)
     return ErrorCode::LoadFailed;
 }
 
+namespace {
+
+// The protocol's own stdout. At the first use the helper's fd 1 is duplicated for the events alone
+// and fd 1 itself pointed at stderr: whatever else writes to stdout (LibTorch, the driver, a
+// library's printf) lands on stderr, since the client kills a helper whose stdout carries anything
+// but events (helper_process.cpp).
+int eventFd()
+{
+    static const int fd = [] {
+        const int own = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+        if (own < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+            return STDOUT_FILENO;
+        }
+        return own;
+    }();
+    return fd;
+}
+
+}  // namespace
+
 void emit(const json& event)
 {
-    std::cout << event.dump(-1, ' ', false, json::error_handler_t::replace) << '\n' << std::flush;
+    // Whole lines even when a heartbeat thread speaks too (the CUDA engine's start-up).
+    static std::mutex mutex;
+    const std::string line = event.dump(-1, ' ', false, json::error_handler_t::replace) + '\n';
+    const std::lock_guard lock(mutex);
+    std::size_t done = 0;
+    while (done < line.size()) {
+        const ssize_t n = ::write(eventFd(), line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return;  // the client is gone: nobody reads what follows
+        }
+        done += static_cast<std::size_t>(n);
+    }
 }
 
 int emitError(ErrorCode code, const std::string& message)
@@ -59,6 +97,7 @@ int emitError(ErrorCode code, const std::string& message)
 
 Expected<json> readRequest(std::string_view helperName, std::string_view commands)
 {
+    eventFd();  // stdout is the protocol's from here on
     std::string line;
     auto refuse = [&](const std::string& why) {
         emitError(ErrorCode::Usage, std::string(helperName) + ": " + why);

@@ -17,7 +17,7 @@ namespace ckpt::device::protocol {
 [[nodiscard]] std::string_view codeName(ErrorCode code);
 [[nodiscard]] ErrorCode codeFromName(std::string_view name);
 
-// One event line on stdout, flushed.
+// One event line on stdout, flushed; thread-safe.
 void emit(const nlohmann::json& event);
 
 // An error event; returns the helper's exit code (2 for usage, 1 otherwise).

@@ -7,8 +7,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -19,7 +21,10 @@ namespace {
 // The slice of nvml.h we use (the header is not installed here; these layouts are NVML's ABI).
 using nvmlReturn_t = int;
 constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kInvalidArgument = 2;
+constexpr nvmlReturn_t kNotSupported = 3;
 constexpr nvmlReturn_t kInsufficientSize = 7;
+constexpr nvmlReturn_t kFunctionNotFound = 13;
 struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
 struct nvmlMemory_t {
@@ -27,16 +32,27 @@ struct nvmlMemory_t {
     unsigned long long free;
     unsigned long long used;
 };
-struct nvmlProcessInfo_v1_t {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
+// The process lists. nvmlDeviceGetRunningProcessDetailList takes a versioned list whose entries
+// have one fixed layout (nvmlProcessDetail_v1_t, 32 bytes). The older calls take an array whose entry
+// size the driver decides, and drivers have not agreed: nvmlProcessInfo_v1_t is 16 bytes (pid,
+// padding, usedGpuMemory), nvmlProcessInfo_v2_t 24 (then gpuInstanceId, computeInstanceId); the _v3
+// calls write 24 on R510 and from 535.104 on, 32 on 535.43-535.86 (the detail entry, under the same
+// name), and 16 has been seen on 550.127. So their entries are measured, never assumed (entryStride).
+struct nvmlProcessDetailList_v1_t {
+    unsigned int version;
+    unsigned int mode;  // nvmlProcessMode_t
+    unsigned int numProcArrayEntries;
+    void* procArray;  // nvmlProcessDetail_v1_t[]
 };
-struct nvmlProcessInfo_v2_t {  // also the layout of the v3 call's nvmlProcessInfo_t
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId;
-    unsigned int computeInstanceId;
-};
+constexpr unsigned kProcessDetailListV1 = sizeof(nvmlProcessDetailList_v1_t) | 1U << 24;  // NVML_STRUCT_VERSION
+constexpr unsigned kModeCompute = 0;                                                      // NVML_PROCESS_MODE_COMPUTE
+constexpr unsigned kModeMps = 2;                                                          // NVML_PROCESS_MODE_MPS
+constexpr std::size_t kDetailEntryBytes = 32;
+// Every layout an entry has had, and room for one twice the largest, so no driver writes past the end.
+constexpr std::array<std::size_t, 3> kEntryStrides{16, 24, 32};
+constexpr std::size_t kEntryRoom = 64;
+constexpr unsigned char kUnwritten = 0xa5;  // no entry's last byte (the top of a size or id) holds it
+using ProcessListFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, void*);
 struct nvmlPciInfo_t {  // nvmlDeviceGetPciInfo_v3's layout
     char busIdLegacy[16];
     unsigned int domain;
@@ -50,6 +66,74 @@ constexpr unsigned long long kValueNotAvailable = ULLONG_MAX;
 
 constexpr const char* kDefaultLibrary = "libnvidia-ml.so.1";
 
+// What one count-then-fill exchange gave: the entries' bytes and how many there are, or the error.
+struct RawList {
+    nvmlReturn_t status = kSuccess;
+    std::vector<unsigned char> bytes;
+    unsigned count = 0;
+};
+
+// NVML's protocol: ask how many (0 entries, no array: SUCCESS when there are none), then fill an
+// array with room to spare, trying again while the list grows between the calls. The array has
+// kEntryRoom bytes per entry, more than any driver writes, all kUnwritten until written.
+template <class Call> RawList fetchList(Call call)
+{
+    RawList l;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        unsigned n = 0;
+        l.status = call(&n, nullptr);
+        if (l.status != kInsufficientSize) {
+            return l;  // none (SUCCESS), or the error
+        }
+        l.count = n + 8;
+        l.bytes.assign(static_cast<std::size_t>(l.count) * kEntryRoom, kUnwritten);
+        l.status = call(&l.count, l.bytes.data());
+        if (l.status != kInsufficientSize) {
+            return l;
+        }
+    }
+    return l;
+}
+
+// Up to the last byte the driver wrote.
+std::size_t writtenBytes(const std::vector<unsigned char>& bytes)
+{
+    std::size_t end = bytes.size();
+    while (end > 0 && bytes[end - 1] == kUnwritten) {
+        --end;
+    }
+    return end;
+}
+
+// The size of each of the `count` entries the driver wrote: the one layout whose entries end where
+// the writing ends (every layout's last field is a size or an id, whose top byte is 0x00 or 0xff).
+std::optional<std::size_t> entryStride(const std::vector<unsigned char>& bytes, unsigned count)
+{
+    const std::size_t end = writtenBytes(bytes);
+    for (const std::size_t stride : kEntryStrides) {
+        if (end == stride * count) {
+            return stride;
+        }
+    }
+    return std::nullopt;
+}
+
+// Every layout starts with the pid (4 bytes) and, after 4 bytes of padding, usedGpuMemory (8 bytes).
+std::vector<GpuProcess> parseEntries(const RawList& l, std::size_t stride)
+{
+    std::vector<GpuProcess> out;
+    for (unsigned i = 0; i < l.count && (i + 1) * stride <= l.bytes.size(); ++i) {
+        const unsigned char* e = l.bytes.data() + static_cast<std::size_t>(i) * stride;
+        GpuProcess p;
+        unsigned long long used = 0;
+        std::memcpy(&p.pid, e, sizeof p.pid);
+        std::memcpy(&used, e + 8, sizeof used);
+        p.usedBytes = used == kValueNotAvailable ? 0 : used;  // a MIG instance without privileges
+        out.push_back(p);
+    }
+    return out;
+}
+
 }  // namespace
 
 struct Nvml::Impl {
@@ -62,12 +146,13 @@ struct Nvml::Impl {
     nvmlReturn_t (*getName)(nvmlDevice_t, char*, unsigned int) = nullptr;
     nvmlReturn_t (*getMemory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
     nvmlReturn_t (*getUuid)(nvmlDevice_t, char*, unsigned int) = nullptr;
-    nvmlReturn_t (*getProcs)(nvmlDevice_t, unsigned int*, void*) = nullptr;
+    nvmlReturn_t (*getDetailList)(nvmlDevice_t, nvmlProcessDetailList_v1_t*) = nullptr;
+    ProcessListFn getCompute = nullptr;  // the newest of nvmlDeviceGetComputeRunningProcesses{_v3,_v2,}
+    ProcessListFn getMps = nullptr;      // ... and of nvmlDeviceGetMPSComputeRunningProcesses
     nvmlReturn_t (*getPci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
     nvmlReturn_t (*getMigMode)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
     nvmlReturn_t (*getMaxMig)(nvmlDevice_t, unsigned int*) = nullptr;
     nvmlReturn_t (*getMigHandle)(nvmlDevice_t, unsigned int, nvmlDevice_t*) = nullptr;
-    int procsVersion = 0;  // which symbol getProcs is: 3, 2 or 1 (layouts differ)
     nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
     const char* (*errorString)(nvmlReturn_t) = nullptr;
     bool initialised = false;
@@ -77,6 +162,45 @@ struct Nvml::Impl {
     {
         const char* s = errorString ? errorString(r) : nullptr;
         return s ? std::string(s) : "NVML error " + std::to_string(r);
+    }
+
+    // One kind of process (kModeCompute or kModeMps): through the detail list where the driver has
+    // it and supports it on this GPU, else through the older call, its entries measured.
+    [[nodiscard]] Expected<std::vector<GpuProcess>> processList(nvmlDevice_t dev, unsigned mode) const
+    {
+        if (getDetailList) {
+            const RawList l = fetchList([&](unsigned* entryCount, void* entries) {
+                nvmlProcessDetailList_v1_t list{kProcessDetailListV1, mode, *entryCount, entries};
+                const nvmlReturn_t r = getDetailList(dev, &list);
+                *entryCount = list.numProcArrayEntries;
+                return r;
+            });
+            if (l.status == kSuccess) {
+                return parseEntries(l, kDetailEntryBytes);
+            }
+            if (l.status != kNotSupported && l.status != kInvalidArgument && l.status != kFunctionNotFound) {
+                return makeError(ErrorCode::DeviceUnavailable, why(l.status));
+            }
+        }
+        const ProcessListFn fn = mode == kModeMps ? getMps : getCompute;
+        if (!fn) {
+            return std::vector<GpuProcess>{};
+        }
+        const RawList l = fetchList([&](unsigned* entryCount, void* entries) { return fn(dev, entryCount, entries); });
+        if (l.status != kSuccess) {
+            return makeError(ErrorCode::DeviceUnavailable, why(l.status));
+        }
+        if (l.count == 0) {
+            return std::vector<GpuProcess>{};
+        }
+        const auto stride = entryStride(l.bytes, l.count);
+        if (!stride) {
+            return makeError(ErrorCode::DeviceUnavailable,
+                             "NVML wrote " + std::to_string(l.count) +
+                                 " process entries in a layout of no size any NVML has used (" +
+                                 std::to_string(writtenBytes(l.bytes)) + " bytes)");
+        }
+        return parseEntries(l, *stride);
     }
 
     ~Impl()
@@ -168,12 +292,14 @@ Expected<std::shared_ptr<const Nvml>> Nvml::load()
     bind(h, "nvmlDeviceGetMigMode", impl->getMigMode);
     bind(h, "nvmlDeviceGetMaxMigDeviceCount", impl->getMaxMig);
     bind(h, "nvmlDeviceGetMigDeviceHandleByIndex", impl->getMigHandle);
-    if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v3", impl->getProcs)) {
-        impl->procsVersion = 3;
-    } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses_v2", impl->getProcs)) {
-        impl->procsVersion = 2;
-    } else if (bind(h, "nvmlDeviceGetComputeRunningProcesses", impl->getProcs)) {
-        impl->procsVersion = 1;
+    bind(h, "nvmlDeviceGetRunningProcessDetailList", impl->getDetailList);
+    for (const char* suffix : {"_v3", "_v2", ""}) {
+        if (!impl->getCompute) {
+            bind(h, (std::string("nvmlDeviceGetComputeRunningProcesses") + suffix).c_str(), impl->getCompute);
+        }
+        if (!impl->getMps) {
+            bind(h, (std::string("nvmlDeviceGetMPSComputeRunningProcesses") + suffix).c_str(), impl->getMps);
+        }
     }
     (void)takeDlError();  // an optional symbol this driver lacks left an error record
 
@@ -249,54 +375,34 @@ Expected<GpuMemory> Nvml::memory(NvmlDevice d) const
 
 Expected<std::vector<GpuProcess>> Nvml::processes(NvmlDevice d) const
 {
-    const int index = d.index;
     auto dev = impl_->device(d);
     if (!dev) {
         return dev.error();
     }
-    std::vector<GpuProcess> out;
-    if (!impl_->getProcs) {
-        return out;
+    auto out = impl_->processList(*dev, kModeCompute);
+    if (!out) {
+        return makeError(ErrorCode::DeviceUnavailable,
+                         "NVML cannot list GPU " + std::to_string(d.index) + "'s processes: " + out.error().message);
     }
-    // The list can grow between the two calls; retry a few times with room to spare.
-    for (int attempt = 0; attempt < 4; ++attempt) {
-        unsigned int n = 0;
-        auto r = impl_->getProcs(*dev, &n, nullptr);
-        if (r == kSuccess) {
-            return out;  // none
-        }
-        if (r != kInsufficientSize) {
-            return makeError(ErrorCode::DeviceUnavailable,
-                             "NVML cannot list GPU " + std::to_string(index) + "'s processes: " + impl_->why(r));
-        }
-        n += 8;
-        if (impl_->procsVersion == 1) {
-            std::vector<nvmlProcessInfo_v1_t> infos(n);
-            r = impl_->getProcs(*dev, &n, infos.data());
-            if (r == kSuccess) {
-                for (unsigned i = 0; i < n; ++i) {
-                    auto used = infos[i].usedGpuMemory;
-                    out.push_back({infos[i].pid, used == kValueNotAvailable ? 0 : used});
-                }
-                return out;
+    // Under MPS the compute list holds the server; its clients are listed apart. A driver that
+    // cannot list them has none to show.
+    if (auto clients = impl_->processList(*dev, kModeMps)) {
+        for (auto& c : *clients) {
+            if (std::none_of(out->begin(), out->end(), [&](const GpuProcess& p) { return p.pid == c.pid; })) {
+                c.mps = true;
+                out->push_back(c);
             }
-        } else {
-            std::vector<nvmlProcessInfo_v2_t> infos(n);
-            r = impl_->getProcs(*dev, &n, infos.data());
-            if (r == kSuccess) {
-                for (unsigned i = 0; i < n; ++i) {
-                    auto used = infos[i].usedGpuMemory;
-                    out.push_back({infos[i].pid, used == kValueNotAvailable ? 0 : used});
-                }
-                return out;
-            }
-        }
-        if (r != kInsufficientSize) {
-            return makeError(ErrorCode::DeviceUnavailable,
-                             "NVML cannot list GPU " + std::to_string(index) + "'s processes: " + impl_->why(r));
         }
     }
     return out;
+}
+
+Expected<void> Nvml::reachable(int index) const
+{
+    if (auto dev = impl_->device(index); !dev) {
+        return dev.error();
+    }
+    return {};
 }
 
 Expected<std::string> Nvml::pciBusId(NvmlDevice d) const

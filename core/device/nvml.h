@@ -18,6 +18,7 @@ namespace ckpt::device {
 struct GpuProcess {
     std::uint32_t pid = 0;
     std::uint64_t usedBytes = 0;  // this process's memory on the GPU (0 when the driver hides it)
+    bool mps = false;             // an MPS client (listed by NVML's MPS calls, not as a compute process)
 };
 
 struct GpuMemory {
@@ -62,6 +63,10 @@ struct Inventory {
     // shared object file ..."; "NVML found no GPU"); empty when GPUs are listed.
     std::string gpuNote;
     std::string driverVersion;  // empty when unknown
+    // GPUs NVML counts but cannot open here (Slurm's cgroups deny another job's device nodes), which
+    // are left out of `devices`: "NVML counts 3 GPUs; GPU 1 cannot be opened here (Insufficient
+    // Permissions): another job's under a scheduler's cgroups", or "".
+    std::string unreachableNote;
     // Why no GPU has a CUDA ordinal ("no NVIDIA driver found ..."; cuInit's "no CUDA-capable device"
     // when CUDA_VISIBLE_DEVICES hides them all), or "".
     std::string cudaNote;
@@ -87,9 +92,15 @@ public:
     // "0000:65:00.0" (domain in 4 digits, as CUDA writes it; a MIG instance has its GPU's).
     [[nodiscard]] Expected<std::string> pciBusId(NvmlDevice d) const;
     [[nodiscard]] Expected<GpuMemory> memory(NvmlDevice d) const;
-    // Compute processes (nvmlDeviceGetComputeRunningProcesses, v3 then v2 then v1 symbol). PIDs are
-    // as the driver sees them: the host's, which differ from ours inside a container's PID namespace.
+    // Compute processes and MPS clients (GpuProcess::mps): nvmlDeviceGetRunningProcessDetailList,
+    // whose entries have one versioned layout, where the driver supports it; else the newest of
+    // nvmlDevice{Compute,MPSCompute}RunningProcesses{_v3,_v2,}, whose entry size drivers have
+    // changed without a new name, measured on every call (nvml.cpp). PIDs are as the driver sees
+    // them: the host's, which differ from ours inside a container's PID namespace.
     [[nodiscard]] Expected<std::vector<GpuProcess>> processes(NvmlDevice d) const;
+    // Whether NVML can open GPU `index` here; the error says why not ("NVML cannot open GPU 1:
+    // Insufficient Permissions": another job's GPU under a scheduler's cgroups).
+    [[nodiscard]] Expected<void> reachable(int index) const;
     // The MIG instances of a physical GPU in MIG mode (their NVML MIG indices), else none.
     [[nodiscard]] std::vector<int> migDevices(int index) const;
     [[nodiscard]] std::string driverVersion() const;

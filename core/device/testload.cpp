@@ -34,6 +34,8 @@ constexpr std::uint64_t kTouchThreshold = 4ULL << 20;
 constexpr std::chrono::milliseconds kDefaultSilence{30000};
 // How long the output of a helper that exited may stay open (held by a child it left behind).
 constexpr std::chrono::milliseconds kDrainAfterExit{500};
+// How long a helper that reported an error has to exit (a CUDA engine releases its context).
+constexpr std::chrono::milliseconds kAfterError{2000};
 
 bool isExecutable(const fs::path& p)
 {
@@ -55,9 +57,9 @@ int chosenColumn(const Timeline& t, const std::string& device, const std::string
     if (device == "cpu") {
         return 0;
     }
-    if (const std::string hex = uuidHex(uuid); !hex.empty()) {
+    if (const std::string hex = uuidKey(uuid); !hex.empty()) {
         for (std::size_t c = 1; c < t.uuids.size(); ++c) {
-            if (uuidHex(t.uuids[c]) == hex) {
+            if (uuidKey(t.uuids[c]) == hex) {
                 return static_cast<int>(c);
             }
         }
@@ -88,9 +90,9 @@ std::uint64_t countField(const json& ev, const char* key)
     throw std::invalid_argument(std::string("\"") + key + "\" is not a count");
 }
 
-// The helper's stdout lines, turned into the report. A line that is not a JSON object with an
-// "event" is counted and otherwise ignored (LibTorch may print to stdout); an event whose fields
-// have the wrong types is an error, never an exception out of here.
+// The helper's stdout lines, turned into the report. Each is an event: HelperProcess ends a helper
+// that writes anything else. An event whose fields have the wrong types is an error, never an
+// exception out of here.
 class EventReader {
 public:
     EventReader(TestloadReport& report, const ProgressFn& progress) : report_(report), progress_(progress) {}
@@ -99,10 +101,7 @@ public:
     Expected<bool> take(const std::string& line)
     {
         const json ev = json::parse(line, nullptr, false);
-        if (ev.is_discarded() || !ev.is_object() || !ev.contains("event")) {
-            if (otherLines_++ == 0) {
-                firstOther_ = printable(line, kMessageExcerpt);
-            }
+        if (!ev.is_object()) {
             return false;
         }
         try {
@@ -117,15 +116,6 @@ public:
 
     [[nodiscard]] bool gotResult() const { return gotResult_; }
     [[nodiscard]] const std::optional<Error>& helperError() const { return error_; }
-    // "; it wrote 3 lines that are not protocol events, the first: ..." or "".
-    [[nodiscard]] std::string otherLinesNote() const
-    {
-        if (otherLines_ == 0) {
-            return {};
-        }
-        return "; its stdout had " + std::to_string(otherLines_) + (otherLines_ == 1 ? " line" : " lines") +
-               " that are not protocol events, the first: '" + firstOther_ + "'";
-    }
 
 private:
     void apply(const json& ev)
@@ -194,8 +184,6 @@ private:
     TestloadProgress prog_;
     bool gotResult_ = false;
     std::optional<Error> error_;
-    std::uint64_t otherLines_ = 0;
-    std::string firstOther_;
 };
 
 }  // namespace
@@ -332,6 +320,9 @@ std::optional<Error> listen(HelperProcess& proc, EventReader& events, std::chron
             }
         }
         lines.clear();
+        if (events.helperError()) {
+            return std::nullopt;  // its last word
+        }
         if (state == HelperProcess::Pump::Overflow) {
             return makeError(ErrorCode::LoadFailed,
                              "the test-load helper " + helper + " " + proc.overflow() + "; killed it");
@@ -497,19 +488,26 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
     if (stopped) {
         proc.killGroup();
     }
-    const int status = proc.finish(stopped ? std::chrono::milliseconds(0) : *silence);
+    // A helper that reported an error has said all it will; one still there shortly after is killed.
+    const auto grace = stopped ? std::chrono::milliseconds(0) : events.helperError() ? kAfterError : *silence;
+    const int status = proc.finish(grace);
     report.helperSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sampler.stop();
     report.timeline = sampler.snapshot();
 
-    if (stopped) {
-        stopped->path = request.path;
-        return *stopped;
-    }
-    if (events.helperError()) {
+    const std::string stuck = proc.stuck() ? " (the helper did not exit after SIGKILL: a process stuck in the GPU "
+                                             "driver after a device error; it is left behind)"
+                                           : std::string();
+    if (events.helperError() && !(stopped && stopped->code == ErrorCode::Cancelled)) {
         Error e = *events.helperError();
+        e.message += stuck;
         e.path = request.path;
         return e;
+    }
+    if (stopped) {
+        stopped->message += stuck;
+        stopped->path = request.path;
+        return *stopped;
     }
     if (!events.gotResult()) {
         std::string why = "the test-load helper " + helper + " " + describeExit(status) + " without a result";
@@ -519,7 +517,7 @@ Expected<TestloadReport> testLoad(const TestloadRequest& request, const Progress
         if (auto last = proc.lastErrLine(); !last.empty()) {
             why += ": " + last;
         }
-        return fail(ErrorCode::LoadFailed, why + events.otherLinesNote(), request.path);
+        return fail(ErrorCode::LoadFailed, why, request.path);
     }
     if (request.verify) {
         if (auto same = compareWithFile(report, request); !same) {

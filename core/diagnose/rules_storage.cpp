@@ -202,7 +202,7 @@ void exportArchive(const Checkpoint& ckpt, Findings& out)
     f.severity = Severity::Warning;
     f.title = "A torch.export archive (.pt2, torch.export.save), not a torch.save checkpoint: torch.load refuses it";
     f.detail = "The archive holds an exported program: its graph as JSON, its weights and constants as raw "
-               "records described by JSON configs (docs/format.md §14). torch.load finds no data.pkl in it "
+               "records described by JSON configs. torch.load finds no data.pkl in it "
                "(\"PytorchStreamReader failed locating file data.pkl\"); torch.export.load rebuilds the program. "
                "ckptscope reads the weights without running anything: the key tree's top level is the exported "
                "program's state dict, keyed by the names the export records, beside `[constants]`, "

@@ -558,6 +558,8 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
     r.pathB = b.path;
     r.selectA = opts.selectA;
     r.selectB = opts.selectB;
+    r.rtol = opts.rtol;
+    r.atol = opts.atol;
     std::vector<detail::Leaf> containersA;
     std::vector<detail::Leaf> containersB;
     auto leavesA = detail::collectLeaves(*rootsA, opts.alignPrefixes, r.prefixesA, &containersA);
@@ -729,6 +731,10 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
         if (v.unreadable) {
             ++r.counts.unreadable;
         }
+        if (v.compared && v.differing > 0) {
+            ++r.counts.valuesDiffer;
+            r.counts.valuesAllclose += v.allclose ? 1 : 0;
+        }
     }
     for (auto& e : r.entries) {
         const bool typeChange = (e.changes & kType) != 0;  // valueA/B already name the classes
@@ -751,6 +757,7 @@ Expected<Result> compare(const Side& a, const Side& b, const Options& opts, std:
             break;
         case Status::Changed:
             ++r.counts.changed;
+            r.counts.storedDifferently += e.storedDifferently() ? 1 : 0;
             break;
         case Status::Equal:
             ++r.counts.equal;

@@ -2,6 +2,11 @@
 // a user means them (wrapper prefixes such as DataParallel's `module.` aligned, moved tensors found
 // by their bytes), and every matched tensor compared by value, as float64 across dtypes.
 //
+// The question it answers is "are these the same weights?": the same keys, and every tensor with
+// the same dtype, shape and values (every other value equal too). How the same weights are kept
+// (the saved device, a view's strides or a shared storage, a container's class, the file format)
+// is shown but makes no difference (Verdict::SameWeights); Verdict::Equal is the strict answer.
+//
 // Keys are the leaves of the key tree (tensors, scalars, empty containers) under the selected
 // node, as key paths relative to it. Tensor bytes are read from the mappings in C order, a block
 // at a time, on every core; nothing is copied for a contiguous stored tensor.
@@ -56,6 +61,13 @@ enum Change : std::uint8_t {
     kType = 1U << 7U,       // a container's or object's class (argparse.Namespace -> dict): valueA/B name them
 };
 
+// The changes that keep the weights as they are and change only how they are stored: the device a
+// storage was saved on, a view's strides (a transposed view, a storage shared with another
+// tensor), the class of a container or of a value with the same repr (a numpy scalar saved as a
+// float). Every other change (dtype, shape, values, quantizer, a tensor against another value)
+// is one in the weights.
+inline constexpr std::uint8_t kStorageChanges = kStride | kDevice | kType;
+
 struct Entry {
     Status status = Status::Equal;
     std::uint32_t partA = 0;  // which of the side's files holds the key (Side::parts)
@@ -72,6 +84,11 @@ struct Entry {
     std::string valueB;
     std::string quantizerA;  // how a quantized tensor's integers map to values ("" when not quantized)
     std::string quantizerB;
+    // Changed, but only in how the same weights are stored (kStorageChanges).
+    [[nodiscard]] bool storedDifferently() const
+    {
+        return status == Status::Changed && changes != 0 && (changes & ~kStorageChanges) == 0;
+    }
 };
 
 // One side of a comparison: one file, or a sharded set whose files each hold whole tensors (a
@@ -108,8 +125,16 @@ struct Counts {
     std::uint64_t renamed = 0;
     std::uint64_t changed = 0;
     std::uint64_t equal = 0;
-    std::uint64_t unreadable = 0;  // tensor pairs whose bytes could not be read (ValueDiff::unreadable)
+    std::uint64_t unreadable = 0;         // tensor pairs whose bytes could not be read (ValueDiff::unreadable)
+    std::uint64_t storedDifferently = 0;  // of `changed`, those changed only in how they are stored
+    std::uint64_t valuesDiffer = 0;       // tensor pairs whose values were compared and differ
+    std::uint64_t valuesAllclose = 0;     // of those, the pairs within rtol/atol
 };
+
+// The answer to "are these the same weights?". Equal: nothing differs at all. SameWeights: the
+// same keys, dtypes, shapes and values, stored differently (Entry::storedDifferently). Differ:
+// anything else (a key only on one side, a rename, a dtype, shape or value).
+enum class Verdict : std::uint8_t { Equal, SameWeights, Differ };
 
 struct Result {
     std::string pathA;
@@ -123,9 +148,22 @@ struct Result {
     std::vector<Entry> entries;  // A's order, then B's only-B keys
     Counts counts;
     std::uint64_t comparedBytes = 0;  // tensor bytes read on side A
+    double rtol = 0;                  // the tolerances the values were compared with (Options)
+    double atol = 0;
+    // Nothing differs, not even how the weights are stored: `ckptscope diff --strict`'s exit 0.
     [[nodiscard]] bool equal() const
     {
         return counts.onlyA == 0 && counts.onlyB == 0 && counts.renamed == 0 && counts.changed == 0;
+    }
+    // The same weights, however they are stored: `ckptscope diff`'s exit 0.
+    [[nodiscard]] bool sameWeights() const
+    {
+        return counts.onlyA == 0 && counts.onlyB == 0 && counts.renamed == 0 &&
+               counts.changed == counts.storedDifferently;
+    }
+    [[nodiscard]] Verdict verdict() const
+    {
+        return equal() ? Verdict::Equal : (sameWeights() ? Verdict::SameWeights : Verdict::Differ);
     }
 };
 
@@ -159,5 +197,7 @@ struct TextOptions {
                                      const TextOptions& opts = {});
 [[nodiscard]] std::string renderJson(const Result& r, const Checkpoint& a, const Checkpoint& b);
 [[nodiscard]] std::string renderSummary(const Result& r);
+// "equal", "same weights", "differ": the verdict as the text reports say it.
+[[nodiscard]] std::string_view verdictText(Verdict v);
 
 }  // namespace ckpt::diff

@@ -6,6 +6,7 @@
 #include "util/shape_text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -50,11 +51,61 @@ std::string joined(const std::vector<std::string>& v)
     return s.empty() ? "none" : s;
 }
 
+// "3 changed, 1 only in how they are stored; 0 renamed, ...".
 std::string countsText(const Counts& c)
 {
-    return std::to_string(c.changed) + " changed, " + std::to_string(c.renamed) + " renamed, " +
+    std::string stored = ",";
+    if (c.storedDifferently > 0) {
+        stored = c.storedDifferently == c.changed
+                     ? ", all only in how they are stored;"
+                     : ", " + std::to_string(c.storedDifferently) + " only in how they are stored;";
+    }
+    return std::to_string(c.changed) + " changed" + stored + " " + std::to_string(c.renamed) + " renamed, " +
            std::to_string(c.onlyA) + " only in A, " + std::to_string(c.onlyB) + " only in B, " +
            std::to_string(c.equal) + " equal";
+}
+
+// What --rtol/--atol decided: "; values differ in 4 tensors, 3 of them within rtol 0.01, atol 0.001".
+std::string toleranceText(const Result& r)
+{
+    const Counts& c = r.counts;
+    if (c.valuesDiffer == 0) {
+        return {};
+    }
+    return "; values differ in " + std::to_string(c.valuesDiffer) + (c.valuesDiffer == 1 ? " tensor, " : " tensors, ") +
+           (c.valuesAllclose == c.valuesDiffer ? std::string(c.valuesDiffer == 1 ? "it" : "all")
+                                               : std::to_string(c.valuesAllclose) + " of them") +
+           " within rtol " + num(r.rtol) + ", atol " + num(r.atol);
+}
+
+// "16 saved on another device, 2 with other strides": what Entry::storedDifferently entries changed.
+std::string storageText(const Result& r)
+{
+    std::uint64_t device = 0;
+    std::uint64_t stride = 0;
+    std::uint64_t type = 0;
+    for (const auto& e : r.entries) {
+        if (e.storedDifferently()) {
+            device += (e.changes & kDevice) != 0 ? 1 : 0;
+            stride += (e.changes & kStride) != 0 ? 1 : 0;
+            type += (e.changes & kType) != 0 ? 1 : 0;
+        }
+    }
+    std::vector<std::string> parts;
+    if (device > 0) {
+        parts.push_back(std::to_string(device) + " saved on another device");
+    }
+    if (stride > 0) {
+        parts.push_back(std::to_string(stride) + " with other strides (a view, or a storage shared)");
+    }
+    if (type > 0) {
+        parts.push_back(std::to_string(type) + " held in another class");
+    }
+    std::string s;
+    for (const auto& p : parts) {
+        s += (s.empty() ? "" : ", ") + p;
+    }
+    return s;
 }
 
 // "dtype float32 -> bfloat16; shape [4] -> [2, 2]; values allclose: 3 of 8 differ, max abs 1e-3, max rel 2e-3"
@@ -121,10 +172,23 @@ nlohmann::ordered_json finite(double v)
 
 }  // namespace
 
+std::string_view verdictText(Verdict v)
+{
+    switch (v) {
+    case Verdict::Equal:
+        return "equal";
+    case Verdict::SameWeights:
+        return "same weights";
+    case Verdict::Differ:
+        break;
+    }
+    return "differ";
+}
+
 std::string renderSummary(const Result& r)
 {
-    std::string s = displayText(r.pathA) + " vs " + displayText(r.pathB) + ": " + (r.equal() ? "equal" : "differ") +
-                    " (" + countsText(r.counts) + ")";
+    std::string s = displayText(r.pathA) + " vs " + displayText(r.pathB) + ": " +
+                    std::string(verdictText(r.verdict())) + " (" + countsText(r.counts) + toleranceText(r) + ")";
     if (!r.prefixesA.empty() || !r.prefixesB.empty()) {
         s += ", wrapper prefixes aligned";
     }
@@ -152,18 +216,24 @@ std::string renderText(const Result& r, const Side& a, const Side& b, const Text
     }
     const auto identical =
         std::count_if(r.entries.begin(), r.entries.end(), [](const Entry& e) { return e.values.identicalBytes; });
-    o << (r.equal() ? "Equal" : "Differ") << ": " << countsText(r.counts) << "; " << identical
-      << " tensors with identical bytes; " << bytesText(r.comparedBytes) << " of tensor data compared\n";
+    std::string verdict(verdictText(r.verdict()));
+    verdict[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(verdict[0])));
+    o << verdict << ": " << countsText(r.counts) << "; " << identical << " tensors with identical bytes; "
+      << bytesText(r.comparedBytes) << " of tensor data compared" << toleranceText(r) << "\n";
+    if (r.counts.storedDifferently > 0) {
+        o << "Stored differently, the same weights (`diff --strict` counts it as a difference): " << storageText(r)
+          << "\n";
+    }
     if (r.counts.unreadable > 0) {
         o << "Error: " << r.counts.unreadable
           << " tensor(s) could not be read (listed under Changed as \"values not compared\"): the file is "
              "damaged\n";
     }
-    auto section = [&](Status s, const char* title, auto&& line) {
+    auto section = [&](auto&& in, const char* title, auto&& line) {
         std::ostringstream body;
         std::uint64_t n = 0;
         for (const auto& e : r.entries) {
-            if (e.status == s) {
+            if (in(e)) {
                 ++n;
                 body << "  " << line(e) << '\n';
             }
@@ -173,17 +243,18 @@ std::string renderText(const Result& r, const Side& a, const Side& b, const Text
         }
     };
     auto key = [](const std::string& k) { return k.empty() ? std::string("(the selected value)") : displayText(k); };
-    section(Status::OnlyA, "Only in A", [&](const Entry& e) {
+    auto status = [](Status s) { return [s](const Entry& e) { return e.status == s; }; };
+    section(status(Status::OnlyA), "Only in A", [&](const Entry& e) {
         const auto* t = tensorA(e, a);
         return "- " + key(e.key) +
                (t != nullptr ? "  " + std::string(dtypeName(t->dtype)) + " " + shapeText(t->shape) : "");
     });
-    section(Status::OnlyB, "Only in B", [&](const Entry& e) {
+    section(status(Status::OnlyB), "Only in B", [&](const Entry& e) {
         const auto* t = tensorB(e, b);
         return "+ " + key(e.key) +
                (t != nullptr ? "  " + std::string(dtypeName(t->dtype)) + " " + shapeText(t->shape) : "");
     });
-    section(Status::Renamed, "Renamed, same bytes under another key", [&](const Entry& e) {
+    section(status(Status::Renamed), "Renamed, same bytes under another key", [&](const Entry& e) {
         std::string s = key(e.key) + " -> " + key(e.keyB);
         const auto* ta = tensorA(e, a);
         const auto* tb = tensorB(e, b);
@@ -192,7 +263,7 @@ std::string renderText(const Result& r, const Side& a, const Side& b, const Text
         }
         return s;
     });
-    section(Status::Changed, "Changed", [&](const Entry& e) {
+    auto changed = [&](const Entry& e) {
         const auto* ta = tensorA(e, a);
         const auto* tb = tensorB(e, b);
         std::string s = key(e.key) + (e.keyB != e.key ? " (B: " + key(e.keyB) + ")" : "") + ": ";
@@ -200,9 +271,11 @@ std::string renderText(const Result& r, const Side& a, const Side& b, const Text
             return s + tensorChanges(e, *ta, *tb);
         }
         return s + ((e.changes & kType) != 0 ? "type " : "") + displayText(e.valueA) + " -> " + displayText(e.valueB);
-    });
+    };
+    section([](const Entry& e) { return e.status == Status::Changed && !e.storedDifferently(); }, "Changed", changed);
+    section([](const Entry& e) { return e.storedDifferently(); }, "Stored differently, the same weights", changed);
     if (opts.listEqual) {
-        section(Status::Equal, "Equal",
+        section(status(Status::Equal), "Equal",
                 [&](const Entry& e) { return key(e.key) + (e.keyB != e.key ? " (B: " + key(e.keyB) + ")" : ""); });
     }
     return o.str();
@@ -267,6 +340,7 @@ std::string renderJson(const Result& r, const Side& a, const Side& b)
           {"a", {{"path", r.pathA}, {"select", r.selectA}, {"format", a.format}, {"files", a.files()}}},
           {"b", {{"path", r.pathB}, {"select", r.selectB}, {"format", b.format}, {"files", b.files()}}},
           {"equal", r.equal()},
+          {"same_weights", r.sameWeights()},
           {"prefixes_aligned", {{"a", r.prefixesA}, {"b", r.prefixesB}}},
           {"counts",
            {{"only_a", r.counts.onlyA},
@@ -274,7 +348,12 @@ std::string renderJson(const Result& r, const Side& a, const Side& b)
             {"renamed", r.counts.renamed},
             {"changed", r.counts.changed},
             {"equal", r.counts.equal},
-            {"unreadable", r.counts.unreadable}}},
+            {"unreadable", r.counts.unreadable},
+            {"stored_differently", r.counts.storedDifferently},
+            {"values_differ", r.counts.valuesDiffer},
+            {"values_allclose", r.counts.valuesAllclose}}},
+          {"rtol", r.rtol},
+          {"atol", r.atol},
           {"compared_bytes", r.comparedBytes},
           {"entries", std::move(entries)}};
     return dumpJson(std::move(doc), 1) + "\n";

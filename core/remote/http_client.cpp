@@ -2,6 +2,7 @@
 
 #include "remote/location.h"
 #include "remote/reply_parse.h"
+#include "util/bytes.h"
 
 #include <algorithm>
 #include <cctype>
@@ -51,6 +52,14 @@ long envLong(const char* name, long fallback)
     const std::string_view s(v);
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && end == s.data() + s.size() && out >= 0 ? out : fallback;
+}
+
+// Text a server sent (a header's value), as a message holds it: a header may be 100 KiB, a
+// message is one short line.
+std::string clipped(std::string_view text)
+{
+    constexpr std::size_t kShown = 200;
+    return text.size() <= kShown ? std::string(text) : std::string(text.substr(0, kShown)) + "...";
 }
 
 std::string rangeText(const ByteRange& r)
@@ -214,7 +223,11 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         if (x.status == kStatusOk && x.successStatus == kStatusPartial && !x.headersChecked && x.onHeaders) {
             x.headersChecked = true;
             x.abort = x.onHeaders(x);
-            return 0;
+            // onHeaders takes the whole file a range asked for all of by making 200 the success.
+            if (x.abort || x.successStatus != kStatusOk) {
+                return 0;
+            }
+            return onBody(data, size, n, user);
         }
         if (x.errorBody.size() >= kErrorBodyCap) {
             return 0;  // enough of an error page; an endless one ends here
@@ -436,7 +449,7 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
     if (x.status == x.successStatus) {
         return {};
     }
-    std::string reason = x.header("x-error-message");
+    std::string reason = clipped(x.header("x-error-message"));
     if (reason.empty()) {
         reason = x.errorBody.substr(0, x.errorBody.find('\n'));
         if (reason.size() > 200 || reason.find('<') != std::string::npos) {
@@ -473,40 +486,33 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
 {
     const std::lock_guard lock(mutex_);
     Exchange x = exchangeInto(*stats_, sink, kStatusPartial);
-    std::optional<ContentRange> got;
+    std::optional<RangeReply> got;
     x.onHeaders = [&](Exchange& e) -> std::optional<Error> {
         if (e.status == kStatusOk) {
+            const auto length = parseNumber(e.header("content-length"));
+            stats_->wholeFileBytes.store(length.value_or(0), std::memory_order_relaxed);
+            // A file no longer than the range asked for all of (the first request's 64 KiB): the
+            // whole file is the answer the range would have been, and it is arriving. Kept.
+            const bool all = range.kind == ByteRange::Kind::Suffix || range.offset == 0;
+            if (length && *length > 0 && *length <= range.length && all && !identity) {
+                got = RangeReply{0, *length};
+                identity = FileIdentity{*length, e.header("etag")};
+                e.bodyLimit = *length;
+                e.successStatus = kStatusOk;
+                return std::nullopt;
+            }
             return makeError(ErrorCode::Unsupported,
                              std::string(kNoRangesMessage) + " (it answered " + rangeText(range) +
-                                 " with the whole file); ckptscope reads remote files only from servers that do, "
-                                 "or whole with --download");
+                                 " with the whole file" + (length ? ", " + humanBytes(*length) : std::string()) +
+                                 "); ckptscope reads remote files only from servers that do, or whole with "
+                                 "--download");
         }
-        got = parseContentRange(e.header("content-range"));
-        if (!got) {
-            return makeError(ErrorCode::Corrupt,
-                             "the server's Content-Range '" + e.header("content-range") + "' is not a byte range");
+        auto checked = checkRangeReply(range, e.status, e.header("content-range"), e.header("etag"), identity);
+        if (!checked) {
+            return checked.error();
         }
-        // A span past the end is answered up to the end (the first request knows no size yet).
-        const std::uint64_t want =
-            range.kind == ByteRange::Kind::Suffix
-                ? std::min(range.length, got->total)
-                : std::min(range.length, got->total > range.offset ? got->total - range.offset : range.length);
-        const std::uint64_t first = range.kind == ByteRange::Kind::Suffix ? got->total - want : range.offset;
-        if (got->first != first || got->last - got->first + 1 != want) {
-            return makeError(ErrorCode::Corrupt, "the server answered " + rangeText(range) + " with bytes " +
-                                                     std::to_string(got->first) + "-" + std::to_string(got->last) +
-                                                     " (a wrong Content-Range)");
-        }
-        const std::string etag = e.header("etag");
-        if (identity && (got->total != identity->size || etag != identity->etag)) {
-            return makeError(ErrorCode::Io, "the file changed on the server while it was read (it was " +
-                                                std::to_string(identity->size) + " bytes, ETag " + identity->etag +
-                                                "; now " + std::to_string(got->total) + " bytes, ETag " + etag + ")");
-        }
-        if (!identity) {
-            identity = FileIdentity{got->total, etag};
-        }
-        e.bodyLimit = want;
+        got = *checked;
+        e.bodyLimit = checked->length;
         return std::nullopt;
     };
     const std::string target = redirected_.contains(url) ? redirected_[url] : url;
@@ -525,6 +531,42 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
                         std::to_string(x.bodyLimit) + " bytes (truncated)");
     }
     return got ? got->first : 0;
+}
+
+Expected<RangeReply> checkRangeReply(const ByteRange& asked, long status, const std::string& contentRange,
+                                     const std::string& etag, std::optional<FileIdentity>& identity)
+{
+    if (status == kStatusOk) {
+        return makeError(ErrorCode::Unsupported, std::string(kNoRangesMessage) + " (it answered " + rangeText(asked) +
+                                                     " with the whole file); ckptscope reads remote files only from "
+                                                     "servers that do, or whole with --download");
+    }
+    const auto got = parseContentRange(contentRange);
+    if (status != kStatusPartial || !got) {
+        return makeError(ErrorCode::Corrupt,
+                         "the server's Content-Range '" + clipped(contentRange) + "' is not a byte range");
+    }
+    // A span past the end is answered up to the end (the first request knows no size yet).
+    const std::uint64_t want =
+        asked.kind == ByteRange::Kind::Suffix
+            ? std::min(asked.length, got->total)
+            : std::min(asked.length, got->total > asked.offset ? got->total - asked.offset : asked.length);
+    const std::uint64_t first = asked.kind == ByteRange::Kind::Suffix ? got->total - want : asked.offset;
+    if (got->first != first || got->last - got->first + 1 != want) {
+        return makeError(ErrorCode::Corrupt, "the server answered " + rangeText(asked) + " with bytes " +
+                                                 std::to_string(got->first) + "-" + std::to_string(got->last) +
+                                                 " (a wrong Content-Range)");
+    }
+    if (identity && (got->total != identity->size || etag != identity->etag)) {
+        return makeError(ErrorCode::Io, "the file changed on the server while it was read (it was " +
+                                            std::to_string(identity->size) + " bytes, ETag " + clipped(identity->etag) +
+                                            "; now " + std::to_string(got->total) + " bytes, ETag " + clipped(etag) +
+                                            ")");
+    }
+    if (!identity) {
+        identity = FileIdentity{got->total, etag};
+    }
+    return RangeReply{got->first, want};
 }
 
 Expected<std::string> HttpClient::getText(const std::string& url, std::size_t maxBytes)

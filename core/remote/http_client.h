@@ -46,6 +46,9 @@ struct HttpOptions {
 struct TransferStats {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> bytesRead{0};
+    // The size a server that answered a range request with the whole file gave for it (its
+    // Content-Length; 0 when it gave none): what a whole download would take (the window says so).
+    std::atomic<std::uint64_t> wholeFileBytes{0};
     // Called as body bytes arrive (several times a second at most is the caller's to decide), with
     // the bytes received so far by this run: the command line's progress line.
     std::function<void(std::uint64_t)> progress;
@@ -72,6 +75,18 @@ struct FileIdentity {
     std::uint64_t size = 0;
     std::string etag;  // empty when the server sends none
 };
+
+// The body a reply to range request `asked` must carry, once its status (206) and its Content-Range
+// and ETag headers are checked: the first byte it holds and how many bytes follow, no more and no
+// fewer. Refused: the whole file for a range (200: kNoRangesMessage), a Content-Range that is no
+// byte range or not the range asked for, and a size or ETag other than `identity`'s, which the
+// first reply sets. Every reply a range GET gets goes through this (fuzzed alone: fuzz_remote).
+struct RangeReply {
+    std::uint64_t first = 0;
+    std::uint64_t length = 0;
+};
+[[nodiscard]] Expected<RangeReply> checkRangeReply(const ByteRange& asked, long status, const std::string& contentRange,
+                                                   const std::string& etag, std::optional<FileIdentity>& identity);
 
 class HttpClient {
 public:

@@ -16,15 +16,14 @@ Error usage(std::string_view input, std::string message)
     return e;
 }
 
-// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
-// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
-std::string encodePath(std::string_view s)
+// `s` with every byte but the letters, digits and `kept` percent-encoded.
+std::string percentEncoded(std::string_view s, std::string_view kept)
 {
     static constexpr char kHex[] = "0123456789ABCDEF";
     std::string out;
     for (const char ch : s) {
         const auto u = static_cast<unsigned char>(ch);
-        if (std::isalnum(u) != 0 || std::string_view("-._~/%+=@,:").find(ch) != std::string_view::npos) {
+        if (std::isalnum(u) != 0 || kept.find(ch) != std::string_view::npos) {
             out += ch;
         } else {
             out += '%';
@@ -33,6 +32,13 @@ std::string encodePath(std::string_view s)
         }
     }
     return out;
+}
+
+// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
+// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
+std::string encodePath(std::string_view s)
+{
+    return percentEncoded(s, "-._~/%+=@,:");
 }
 
 }  // namespace
@@ -56,6 +62,11 @@ std::string hubEndpoint()
         e.pop_back();
     }
     return e;
+}
+
+std::string encodedName(std::string_view path)
+{
+    return percentEncoded(path, "-._~/");
 }
 
 std::string resolveUrl(const std::string& endpoint, const std::string& repo, const std::string& revision,

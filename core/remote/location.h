@@ -33,6 +33,11 @@ struct Location {
 // Parses `input`; a malformed form is a Usage error that says what is expected.
 [[nodiscard]] Expected<Location> parseLocation(std::string_view input, const std::string& endpoint = hubEndpoint());
 
+// A path a server's reply names (a Hub listing's file, an index's member) as a URL's path: every
+// byte but the unreserved ones and '/' percent-encoded, '%', '?' and '#' too, so it is the file it
+// names, never a query, a fragment or an encoded '/' for the server to decode.
+[[nodiscard]] std::string encodedName(std::string_view path);
+
 // The Hub's download URL of `path` in `repo` at `revision`: ENDPOINT/REPO/resolve/REVISION/PATH.
 [[nodiscard]] std::string resolveUrl(const std::string& endpoint, const std::string& repo, const std::string& revision,
                                      const std::string& path);

@@ -1,18 +1,14 @@
 #include "remote/open_remote.h"
 
-#include "archive/safetensors.h"
-#include "archive/zip.h"
+#include "remote/http_source.h"
 #include "remote/location.h"
-#include "remote/remote_file.h"
 #include "remote/reply_parse.h"
 #include "sharded/set_view.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fcntl.h>
 #include <functional>
 #include <map>
@@ -20,190 +16,12 @@
 #include <sys/statvfs.h>
 #include <thread>
 #include <unistd.h>
-#include <unordered_map>
 
 namespace ckpt::remote {
 namespace {
 
 constexpr std::uint64_t kFirstBytes = std::uint64_t{64} << 10;  // the first request: head or tail
-constexpr std::uint64_t kMergeGap = std::uint64_t{256} << 10;   // ranges closer than this share a request
-constexpr std::uint64_t kLocalSize = 30;
-constexpr std::uint64_t kHeaderExtraFetched = 4096;
-constexpr std::uint32_t kLocalSig = 0x04034b50;
-constexpr std::uint64_t kAlignment = 64;
-constexpr std::uint64_t kOverflow32 = 0xFFFFFFFFU;
 constexpr std::size_t kApiReplyLimit = std::size_t{16} << 20;
-
-// Where torch's writer (and ckptscope's, zip.h) puts a record's payload: after a local header
-// whose extra field ("FB" padding, ZIP64 sizes where they overflow) ends on a 64-byte boundary.
-std::uint64_t torchDataOffset(const archive::ZipRecord& r)
-{
-    std::uint64_t start = r.localHeaderOffset + kLocalSize + r.name.size() + 4;
-    if (r.size >= kOverflow32 || r.localHeaderOffset >= kOverflow32) {
-        start += 4;
-        start += r.size >= kOverflow32 ? 16 : 0;
-        start += r.localHeaderOffset >= kOverflow32 ? 8 : 0;
-    }
-    return (start + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-std::string relativeName(const std::string& name)
-{
-    const auto slash = name.find('/');
-    return slash == std::string::npos ? name : name.substr(slash + 1);
-}
-
-// A stored record under data/: a storage, whose bytes are fetched only when read.
-bool storageRecord(const archive::ZipRecord& r)
-{
-    return relativeName(r.name).starts_with("data/") && r.method == 0;
-}
-
-// A storage's bytes, fetched when read.
-class RemoteStorages final : public StorageSource {
-public:
-    // What the image holds in place of a record header that was not fetched, checked when the
-    // storage's bytes are read (with them, in the same request).
-    enum class Assumed : std::uint8_t {
-        None,
-        ZipHeader,    // a torch-shaped local header: the bytes at the 64-byte boundary after it
-        LegacyCount,  // a legacy record's element count, as the pickle declares it
-    };
-    struct Entry {
-        std::uint64_t dataOffset = 0;
-        std::uint64_t header = 0;  // where the record's header starts
-        Assumed assumed = Assumed::None;
-        std::uint64_t count = 0;  // LegacyCount: the declared element count
-    };
-    RemoteStorages(std::shared_ptr<RemoteFile> file, std::vector<Entry> entries)
-        : file_(std::move(file)), entries_(std::move(entries))
-    {
-    }
-
-    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
-                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
-    {
-        if (storage.value() >= entries_.size()) {
-            return makeError(ErrorCode::Internal, "no remote storage " + std::to_string(storage.value()));
-        }
-        Entry e = entryOf(storage);
-        read_ = true;
-        if (e.assumed != Assumed::None) {
-            auto checked = checkHeader(storage, e, offset, length, sink, chunk);
-            if (!checked) {
-                return checked.error();
-            }
-            if (*checked) {
-                return {};  // the bytes went to `sink` with the header
-            }
-            e = entryOf(storage);
-        }
-        return file_->read(e.dataOffset + offset, length, sink, chunk);
-    }
-
-    [[nodiscard]] Expected<void> checkUnchanged() const override
-    {
-        // Every reply is checked against the first one's size and ETag as it comes; once storage
-        // bytes were read, one more request makes sure the file did not change after the last.
-        if (!read_) {
-            return {};
-        }
-        read_ = false;
-        return file_->checkUnchanged();
-    }
-
-private:
-    [[nodiscard]] Entry entryOf(StorageIndex s) const
-    {
-        const std::lock_guard lock(mutex_);
-        return entries_[s.value()];
-    }
-
-    // Whether the first bytes of a record header are what was assumed.
-    static bool asAssumed(const Entry& e, Bytes h)
-    {
-        if (e.assumed == Assumed::LegacyCount) {
-            return loadLE(h, 0, 8) == e.count;
-        }
-        return loadLE(h, 0, 4) == kLocalSig &&
-               kLocalSize + loadLE(h, 26, 2) + loadLE(h, 28, 2) == e.dataOffset - e.header;
-    }
-
-    // Reads the storage's record header, with its bytes in the same request when they follow at
-    // the assumed offset. Returns whether the bytes went to `sink` too; corrects a zip entry whose
-    // header puts them elsewhere (another writer's zip), refuses a legacy record of another size.
-    Expected<bool> checkHeader(StorageIndex storage, const Entry& e, std::uint64_t offset, std::uint64_t length,
-                               const std::function<bool(Bytes)>& sink, std::size_t chunk) const
-    {
-        const std::uint64_t headerLength = e.dataOffset - e.header;
-        const std::uint64_t checked = e.assumed == Assumed::LegacyCount ? 8 : kLocalSize;
-        std::array<std::byte, kLocalSize> h{};
-        std::uint64_t seen = 0;
-        bool wrong = false;
-        auto together = [&](Bytes b) {
-            if (seen < checked) {
-                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(checked - seen, b.size()));
-                std::memcpy(h.data() + seen, b.data(), n);
-                if (seen + n == checked) {
-                    wrong = !asAssumed(e, Bytes(h.data(), static_cast<std::size_t>(checked)));
-                    if (wrong) {
-                        return false;
-                    }
-                }
-            }
-            const std::uint64_t skip = headerLength + offset;
-            const std::uint64_t before = seen;
-            seen += b.size();
-            if (seen <= skip) {
-                return true;
-            }
-            const std::uint64_t from = before < skip ? skip - before : 0;
-            return sink(b.subspan(static_cast<std::size_t>(from)));
-        };
-        // Small pieces, so that a header that is not as assumed stops the request after its first
-        // piece rather than after the whole storage.
-        constexpr std::size_t kFirstPieces = std::size_t{64} << 10;
-        auto r = file_->read(e.header, headerLength + offset + length, together, std::min(chunk, kFirstPieces));
-        if (r) {
-            markChecked(storage);
-            return true;
-        }
-        if (!wrong) {
-            return r.error();
-        }
-        const Bytes hb(h.data(), h.size());
-        if (e.assumed == Assumed::LegacyCount) {
-            return makeError(ErrorCode::Corrupt, "the storage record at byte " + std::to_string(e.header) + " holds " +
-                                                     std::to_string(loadLE(hb, 0, 8)) + " elements, not the " +
-                                                     std::to_string(e.count) +
-                                                     " its pickle declares: the stream is not laid out as "
-                                                     "torch.save writes it, or the file changed");
-        }
-        // Not where a torch writer puts it: the header says where the bytes start.
-        if (loadLE(hb, 0, 4) != kLocalSig) {
-            return makeError(ErrorCode::Corrupt,
-                             "the local header of storage record at byte " + std::to_string(e.header) + " is missing");
-        }
-        {
-            const std::lock_guard lock(mutex_);
-            auto& entry = entries_[storage.value()];
-            entry.dataOffset = e.header + kLocalSize + loadLE(hb, 26, 2) + loadLE(hb, 28, 2);
-            entry.assumed = Assumed::None;
-        }
-        return false;
-    }
-
-    void markChecked(StorageIndex storage) const
-    {
-        const std::lock_guard lock(mutex_);
-        entries_[storage.value()].assumed = Assumed::None;
-    }
-
-    std::shared_ptr<RemoteFile> file_;
-    mutable std::vector<Entry> entries_;
-    mutable std::mutex mutex_;
-    mutable std::atomic<bool> read_{false};
-};
 
 Error named(Error e, const std::string& input, const Redactor& redactor)
 {
@@ -226,181 +44,16 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     return repositoryFileOf(*text, loc.repo);
 }
 
-// Fetches what the zip reader reads and stands a torch-shaped local header in the image for each
-// storage record whose own header was not fetched.
-Expected<void> prepareZip(RemoteFile& file)
+// A member a set's index names (a shard, config.json): a plain file name beside the index, as on
+// disk (memberOfFolder), requested as that one file; Corrupt otherwise, and nothing is requested.
+Expected<std::string> memberUrl(const std::string& base, const std::string& name)
 {
-    auto dir = archive::ZipReader::directory(file.image());
-    if (!dir) {
-        return dir.error();
+    if (!isPlainFileName(name)) {
+        return makeError(ErrorCode::Corrupt, "the set names '" + name +
+                                                 "', which is not a file name beside its index: a set reads only "
+                                                 "its own files, so it was not requested");
     }
-    if (auto ok = file.fetch({{dir->offset, dir->size}}, 0); !ok) {
-        return ok;
-    }
-    // First the records' names and places, each payload assumed to start right after its header's
-    // name (no payload starts earlier in a valid zip, so no bound the reader checks can fail here).
-    const auto earliest = [&](const archive::ZipRecord& r) -> std::optional<std::uint64_t> {
-        if (file.holds(r.localHeaderOffset, kLocalSize)) {
-            return std::nullopt;
-        }
-        return r.localHeaderOffset + kLocalSize + r.name.size();
-    };
-    auto zip = archive::ZipReader::parse(file.image(), -1, earliest);
-    if (!zip) {
-        return zip.error();
-    }
-    // Where torch's writer would put a payload (after a header padded to 64 bytes) is assumed for a
-    // header not fetched, and checked when the payload is read. A payload assumed to run into the
-    // central directory is another writer's (a Python zipfile copy with ZIP64 extras: its last
-    // payload ended 44 bytes inside the directory), which the reader refuses: that header is fetched.
-    {
-        std::vector<std::pair<std::uint64_t, std::uint64_t>> headers;
-        for (const auto& r : zip->records()) {
-            if (!file.holds(r.localHeaderOffset, kLocalSize) && torchDataOffset(r) + r.compressedSize > dir->offset) {
-                // The fixed header, its name and 4 KiB of extra field (ZIP64's is 20 bytes), up to
-                // the directory.
-                const std::uint64_t end = std::min<std::uint64_t>(dir->offset, r.localHeaderOffset + kLocalSize +
-                                                                                   r.name.size() + kHeaderExtraFetched);
-                headers.emplace_back(r.localHeaderOffset,
-                                     std::max(end, r.localHeaderOffset + kLocalSize) - r.localHeaderOffset);
-            }
-        }
-        if (auto ok = file.fetch(headers, kMergeGap); !ok) {
-            return ok;
-        }
-    }
-    const auto assumed = [&](const archive::ZipRecord& r) -> std::optional<std::uint64_t> {
-        if (file.holds(r.localHeaderOffset, kLocalSize)) {
-            return std::nullopt;
-        }
-        return torchDataOffset(r);
-    };
-    zip = archive::ZipReader::parse(file.image(), -1, assumed);
-    if (!zip) {
-        return zip.error();
-    }
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> wanted;
-    for (const auto& r : zip->records()) {
-        if (!storageRecord(r)) {
-            // The header, its name and extra (at most 64 KiB each), and the payload.
-            const std::uint64_t slack = r.dataOffset - r.localHeaderOffset + kAlignment;
-            wanted.emplace_back(r.localHeaderOffset, slack + r.compressedSize);
-        }
-    }
-    if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
-        return ok;
-    }
-    // A torch-shaped local header where none was fetched: the zip reader takes the payload's
-    // offset from it as it would from the file's own (checked when the bytes are read).
-    auto again = archive::ZipReader::parse(file.image(), -1, assumed);
-    if (!again) {
-        return again.error();
-    }
-    // The fetched headers give the payloads' real offsets: a header longer than torch writes (a
-    // zip from another writer) moves its payload past what was fetched, which is fetched now.
-    wanted.clear();
-    for (const auto& r : again->records()) {
-        if (!storageRecord(r)) {
-            wanted.emplace_back(r.dataOffset, r.compressedSize);
-        }
-    }
-    if (auto ok = file.fetch(wanted, kMergeGap); !ok) {
-        return ok;
-    }
-    for (const auto& r : again->records()) {
-        const std::uint64_t lh = r.localHeaderOffset;
-        if (file.holds(lh, kLocalSize)) {
-            continue;
-        }
-        const std::uint64_t extra = r.dataOffset - lh - kLocalSize - r.name.size();
-        std::array<std::byte, kLocalSize> h{};
-        storeLE(h, 0, kLocalSig, 4);
-        storeLE(h, 8, r.method, 2);
-        storeLE(h, 14, r.crc32, 4);
-        storeLE(h, 18, std::min(r.compressedSize, kOverflow32), 4);
-        storeLE(h, 22, std::min(r.size, kOverflow32), 4);
-        storeLE(h, 26, r.name.size(), 2);
-        storeLE(h, 28, extra, 2);
-        file.assume(lh, Bytes(h.data(), h.size()));
-    }
-    return {};
-}
-
-Expected<void> prepareSafetensors(RemoteFile& file)
-{
-    if (!file.holds(0, 8)) {
-        if (auto ok = file.fetch({{0, kFirstBytes}}, 0); !ok) {
-            return ok;
-        }
-    }
-    const std::uint64_t n = loadLE(file.image(), 0, 8);
-    constexpr std::uint64_t kLongestHeader = std::uint64_t{100} << 20;  // the safetensors crate's own limit
-    if (n > kLongestHeader || n > file.size() - 8) {
-        return makeError(ErrorCode::Corrupt, "the safetensors header length (" + std::to_string(n) +
-                                                 ") is beyond the file or the format's 100 MB limit");
-    }
-    return file.fetch({{0, 8 + n}}, 0);
-}
-
-// A legacy stream's pickles are fetched (the first bytes, four times as many each time the pickles
-// run past them), and each storage record's element count is stood in the image where the pickle
-// declares it, so that the reader walks the records without fetching them. Returns the counts it
-// stood by offset, each checked when that storage's bytes are read; none when the file is to be
-// read whole: no legacy stream, pickles the reader refuses (it says why, on the whole file), a
-// truncated one, or records the pickle does not declare.
-using StoodCounts = std::map<std::uint64_t, std::uint64_t>;
-Expected<std::optional<StoodCounts>> prepareLegacy(RemoteFile& file, std::uint64_t limit)
-{
-    const std::uint64_t size = file.size();
-    std::uint64_t n = std::min(size, kFirstBytes);
-    Expected<std::optional<LegacyLayout>> layout = std::optional<LegacyLayout>();
-    for (;;) {
-        if (auto ok = file.fetch({{0, n}}, 0); !ok) {
-            return ok.error();
-        }
-        layout = legacyLayout(file.image().first(static_cast<std::size_t>(n)));
-        if (layout || layout.error().code != ErrorCode::Truncated || n == size) {
-            break;
-        }
-        if (n >= limit) {
-            return makeError(ErrorCode::Unsupported, "its pickles run past the first " + humanBytes(limit) +
-                                                         ", more than ckptscope reads over HTTP; download it first");
-        }
-        n = std::min({size, n * 4, limit});
-    }
-    if (!layout || !*layout) {
-        return std::optional<StoodCounts>();
-    }
-    constexpr int kUndeclaredFetched = 16;  // each is a request of 8 bytes
-    int undeclared = 0;
-    StoodCounts stood;
-    std::uint64_t pos = (*layout)->storagesStart;
-    for (const auto& r : (*layout)->records) {
-        if (pos > size || size - pos < 8) {
-            break;  // the reader says the stream is truncated
-        }
-        std::uint64_t count = 0;
-        if (r.count && !file.holds(pos, 8)) {
-            count = *r.count;
-            std::array<std::byte, 8> b{};
-            storeLE(b, 0, count, b.size());
-            file.assume(pos, Bytes(b.data(), b.size()));
-            stood.emplace(pos, count);
-        } else {
-            if (!file.holds(pos, 8) && ++undeclared > kUndeclaredFetched) {
-                return std::optional<StoodCounts>();
-            }
-            if (auto ok = file.fetch({{pos, 8}}, 0); !ok) {
-                return ok.error();
-            }
-            count = loadLE(file.image(), static_cast<std::size_t>(pos), 8);
-        }
-        if (count > (size - pos - 8) / r.elementBytes) {
-            break;
-        }
-        pos += 8 + count * r.elementBytes;
-    }
-    return std::optional(std::move(stood));
+    return base + encodedName(name);
 }
 
 constexpr std::uint64_t kKeptFree = std::uint64_t{1} << 30;
@@ -493,7 +146,9 @@ public:
         if (auto it = texts_.find(name); it != texts_.end()) {
             return it->second;
         }
-        auto text = client_->getText(base_ + name, static_cast<std::size_t>(maxBytes));
+        auto url = memberUrl(base_, name);
+        auto text =
+            url ? client_->getText(*url, static_cast<std::size_t>(maxBytes)) : Expected<std::string>(url.error());
         Expected<std::optional<std::string>> result = std::optional<std::string>();
         if (text) {
             result = std::optional<std::string>(std::move(*text));
@@ -545,7 +200,11 @@ private:
     [[nodiscard]] Expected<std::optional<CheckpointPtr>> openOne(const std::shared_ptr<HttpClient>& client,
                                                                  const std::string& name) const
     {
-        auto c = openRemoteFile(client, base_ + name, pathOf(name), options_);
+        auto url = memberUrl(base_, name);
+        if (!url) {
+            return named(url.error(), pathOf(name), client->redactor());
+        }
+        auto c = openRemoteFile(client, *url, pathOf(name), options_);
         if (c) {
             return std::optional<CheckpointPtr>(*c);
         }
@@ -577,9 +236,11 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
                                        const std::string& shown, const RemoteOptions& options)
 {
     const Redactor& redactor = client->redactor();
+    // The first request is where the readers start: a safetensors file's head, anything else's tail
+    // (a zip's end records and usually its directory).
     const bool safetensorsName = fileNameOf(url).ends_with(".safetensors");
     auto opened =
-        RemoteFile::open(client, url, safetensorsName ? RemoteFile::First::Head : RemoteFile::First::Tail, kFirstBytes);
+        HttpSource::open(client, url, safetensorsName ? HttpSource::First::Head : HttpSource::First::Tail, kFirstBytes);
     if (!opened && options.download && opened.error().message.starts_with(kNoRangesMessage)) {
         auto whole = downloadFile(*client, url, shown, options);
         if (!whole) {
@@ -590,76 +251,11 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
     if (!opened) {
         return named(opened.error(), shown, redactor);
     }
-    std::shared_ptr<RemoteFile> file = *opened;
-    const std::uint64_t size = file->size();
-    bool assemble = false;
-    StoodCounts stood;
-    auto prepared = [&]() -> Expected<void> {
-        if (file->holds(0, size)) {
-            return {};
-        }
-        if (archive::ZipReader::directory(file->image())) {
-            assemble = true;
-            return prepareZip(*file);
-        }
-        if (!file->holds(0, std::min<std::uint64_t>(size, kFirstBytes))) {
-            if (auto ok = file->fetch({{0, kFirstBytes}}, 0); !ok) {
-                return ok;
-            }
-        }
-        if (archive::looksLikeSafetensors(file->image())) {
-            assemble = true;
-            return prepareSafetensors(*file);
-        }
-        auto legacy = prepareLegacy(*file, options.wholeFileLimit);
-        if (!legacy) {
-            return legacy.error();
-        }
-        if (*legacy) {
-            assemble = true;
-            stood = std::move(**legacy);
-            return {};
-        }
-        // Tars and gzip wrappers are read as a whole, and a stream the reader refuses, for its
-        // message: the whole file.
-        if (size > options.wholeFileLimit) {
-            return makeError(ErrorCode::Unsupported,
-                             "is " + humanBytes(size) +
-                                 " in a format that is read whole (not a torch zip, safetensors or legacy stream), "
-                                 "more than ckptscope reads over HTTP (" +
-                                 humanBytes(options.wholeFileLimit) + "); download it first");
-        }
-        return file->fetch({{0, size}}, 0);
-    }();
-    if (!prepared) {
-        return named(prepared.error(), shown, redactor);
-    }
-    auto read = readCheckpoint(file->image(), redactor.apply(shown));
+    auto read = readSource(*opened, redactor.apply(shown), options.wholeFileLimit);
     if (!read) {
         return named(read.error(), shown, redactor);
     }
-    auto c = std::const_pointer_cast<Checkpoint>(*read);  // built for this call alone
-    std::vector<RemoteStorages::Entry> entries(c->storages.size());
-    for (std::size_t i = 0; i < c->storages.size(); ++i) {
-        auto& s = c->storages[StorageIndex{static_cast<std::uint32_t>(i)}];
-        auto& e = entries[i];
-        e.dataOffset = s.fileOffset;
-        if (c->format == Format::TorchZip && !s.record.empty() && !file->holds(s.localHeader, kLocalSize)) {
-            e.header = s.localHeader;
-            e.assumed = RemoteStorages::Assumed::ZipHeader;
-        }
-        if (const auto it = stood.find(s.fileOffset - 8); c->format == Format::TorchLegacy && it != stood.end()) {
-            e.header = it->first;
-            e.assumed = RemoteStorages::Assumed::LegacyCount;
-            e.count = it->second;
-        }
-        if (assemble && s.present && !s.compressed) {
-            s.assembled = true;
-        }
-    }
-    // The source keeps the image (which `bytes` views) alive, and reads the storages.
-    c->source = std::make_shared<RemoteStorages>(file, std::move(entries));
-    return CheckpointPtr(std::move(c));
+    return read;
 }
 
 Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
@@ -700,7 +296,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
             return named(name.error(), input, redactor);
         }
         loc->path = *name;
-        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path);
+        loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
     RemoteInput out;

@@ -1,19 +1,12 @@
 // The one path from a remote input (an http(s) URL, hf://ORG/REPO[@REV]/PATH, hf://ORG/REPO[@REV])
 // to a Checkpoint, for every command: only the bytes that answer the question are fetched.
 //
-// - torch zip: a suffix range (end of central directory, usually the directory itself and the
-//   trailing `version` record), the central directory if it lies further back, then every record
-//   that is no storage (`data.pkl`, `byteorder`, `.format_version`, ...) in merged ranges;
-// - safetensors: a head range (the 8-byte length and, usually, the header), then the rest of the
-//   header if it is longer;
-// - a sharded set: its index, then each shard as above;
-// - any other format (legacy, tar, gzip-wrapped): the whole file, up to RemoteOptions::wholeFileLimit.
-//
-// The format readers then parse the sparse image (remote_file.h) as they parse a mapped file. A
-// storage record's local header is read only when its bytes are (a torch zip puts the bytes at the
-// 64-byte boundary after it, which is assumed until then and checked when the bytes are read). The
-// storages are "assembled" (checkpoint.h): their bytes are fetched when something reads them
-// (--values, diff by value, convert), small ones through the block cache, large ones streamed.
+// A file is an HttpSource (http_source.h) read by readSource (checkpoint.h), as any byte source
+// is: the readers ask for the ranges they need (a torch zip's end records, directory and
+// non-storage records; a safetensors header; a legacy stream's pickles) and read storages only when
+// something reads them (--values, diff by value, convert), small ones through the source's block
+// cache, large ones streamed. Other formats (tar, gzip-wrapped) are read whole, up to
+// RemoteOptions::wholeFileLimit. A sharded set: its index, then each shard as a file.
 #pragma once
 
 #include "checkpoint/checkpoint.h"

@@ -1,5 +1,7 @@
 #include "remote/reply_parse.h"
 
+#include "util/json_text.h"
+
 #include <algorithm>
 #include <charconv>
 #include <ctime>
@@ -56,15 +58,39 @@ std::optional<std::int64_t> retryAfterSeconds(const std::string& value)
     return std::max<std::int64_t>(at - std::time(nullptr), 0);
 }
 
+bool isRepositoryPath(std::string_view name)
+{
+    if (name.empty() || name.front() == '/' || std::any_of(name.begin(), name.end(), [](char c) {
+            return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        })) {
+        return false;
+    }
+    for (std::size_t at = 0; at <= name.size();) {
+        const std::size_t slash = std::min(name.find('/', at), name.size());
+        const std::string_view part = name.substr(at, slash - at);
+        if (part.empty() || part == "." || part == "..") {
+            return false;
+        }
+        at = slash + 1;
+    }
+    return true;
+}
+
+bool isPlainFileName(std::string_view name)
+{
+    return isRepositoryPath(name) && name.find('/') == std::string_view::npos;
+}
+
 Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo)
 {
-    auto doc = nlohmann::json::parse(apiReply, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("siblings") || !doc["siblings"].is_array()) {
+    auto doc = parseJsonText<nlohmann::json>(apiReply, "the Hub API's reply");
+    if (!doc || !doc->is_object() || !doc->contains("siblings") || !(*doc)["siblings"].is_array()) {
         return makeError(ErrorCode::Io, "the Hub API's reply for " + repo + " lists no files");
     }
     std::vector<std::string> files;
-    for (const auto& s : doc["siblings"]) {
-        if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string()) {
+    for (const auto& s : (*doc)["siblings"]) {
+        if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string() &&
+            isRepositoryPath(s["rfilename"].get_ref<const std::string&>())) {
             files.push_back(s["rfilename"].get<std::string>());
         }
     }
@@ -94,9 +120,14 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
         return makeError(ErrorCode::NotCheckpoint,
                          "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
     }
+    // The first few: a listing may name thousands, and the message is one line.
+    constexpr std::size_t kNamed = 5;
     std::string list;
-    for (const auto& w : weights) {
-        list += (list.empty() ? "" : ", ") + w;
+    for (std::size_t i = 0; i < std::min(kNamed, weights.size()); ++i) {
+        list += (list.empty() ? "" : ", ") + weights[i];
+    }
+    if (weights.size() > kNamed) {
+        list += ", ... (" + std::to_string(weights.size()) + " in all)";
     }
     return makeError(ErrorCode::Usage,
                      "the repository holds several checkpoint files (" + list + "): name one, hf://" + repo + "/FILE");
@@ -105,13 +136,13 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
 std::vector<std::string> shardNamesOf(std::string_view indexText)
 {
     std::vector<std::string> names;
-    const auto doc = nlohmann::json::parse(indexText, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") || !doc["weight_map"].is_object()) {
+    const auto doc = parseJsonText<nlohmann::json>(indexText, "the index");
+    if (!doc || !doc->is_object() || !doc->contains("weight_map") || !(*doc)["weight_map"].is_object()) {
         return names;
     }
     std::set<std::string> seen;
-    for (const auto& [key, file] : doc["weight_map"].items()) {
-        if (file.is_string() && file.get_ref<const std::string&>().find('/') == std::string::npos &&
+    for (const auto& [key, file] : (*doc)["weight_map"].items()) {
+        if (file.is_string() && isPlainFileName(file.get_ref<const std::string&>()) &&
             seen.insert(file.get<std::string>()).second) {
             names.push_back(file.get<std::string>());
         }

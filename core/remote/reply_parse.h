@@ -29,12 +29,24 @@ struct ContentRange {
 // now; none when absent or unreadable.
 [[nodiscard]] std::optional<std::int64_t> retryAfterSeconds(const std::string& value);
 
+// Whether `name`, as a server's reply gives it (a Hub listing's rfilename), is a path inside the
+// repository: relative, every component a name (none empty, "." or ".."), no control character.
+// Anything else is no file of the repository (git holds no such path), and requesting it would
+// read another (`../../other/repo/resolve/main/x`, which the URL's dot segments reach).
+[[nodiscard]] bool isRepositoryPath(std::string_view name);
+
+// Whether `name` is one plain file name (a repository path without a folder): what a set's member
+// named by its index may be, over HTTP as on disk (memberOfFolder).
+[[nodiscard]] bool isPlainFileName(std::string_view name);
+
 // The file a whole repository (hf://ORG/REPO) opens as, from the Hub API's reply for it (its
-// `siblings`): its single weights file by the names transformers saves, else its sharded set's
-// index, else its one checkpoint file; an error naming the choices when there are several.
+// `siblings`, those that are repository paths): its single weights file by the names transformers
+// saves, else its sharded set's index, else its one checkpoint file; an error naming the choices
+// (the first few, and how many) when there are several. A reply nesting deeper than JSON files
+// are read (kMaxJsonDepth) lists no files.
 [[nodiscard]] Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo);
 
-// The shard names an index's weight_map gives, each once, in order, none with a folder in it; none
+// The shard names an index's weight_map gives, each once, in order, each a plain file name; none
 // when it is no index (openSet then says what is wrong with it).
 [[nodiscard]] std::vector<std::string> shardNamesOf(std::string_view indexText);
 

@@ -2,9 +2,9 @@
 # system package (libcurl4-openssl-dev, scripts/deps.sh).
 find_package(CURL REQUIRED)
 ckptscope_core_library(ckptscope_remote
-    SOURCES remote/location.cpp remote/credentials.cpp remote/http_client.cpp remote/remote_file.cpp
+    SOURCES remote/location.cpp remote/credentials.cpp remote/http_client.cpp remote/http_source.cpp
             remote/reply_parse.cpp
-    DEPS ckptscope_util CURL::libcurl nlohmann_json::nlohmann_json)
+    DEPS ckptscope_source ckptscope_util CURL::libcurl nlohmann_json::nlohmann_json)
 # The one path from a remote input to a Checkpoint (open_remote.h).
 ckptscope_core_library(ckptscope_remote_open
     SOURCES remote/open_remote.cpp

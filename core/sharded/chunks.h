@@ -36,19 +36,15 @@ namespace ckpt::sharded::detail {
 
 [[nodiscard]] inline bool noErrors(const std::vector<SetFinding>& findings)
 {
-    return std::none_of(findings.begin(), findings.end(),
-                        [](const auto& f) { return f.severity == diagnose::Severity::Error; });
+    return std::none_of(findings.begin(), findings.end(), stopsTheRead);
 }
 
 // Why a set is not read as one checkpoint, nor consolidated: `what` ("the set is incomplete") and
-// the codes of the findings of severity error, which `ckptscope check` explains.
+// the codes of the findings that stop the read, which `ckptscope check` explains.
 [[nodiscard]] inline Error incomplete(const std::string& what, const std::vector<SetFinding>& findings,
                                       const std::string& path)
 {
-    std::string codes;
-    for (const auto& f : findings) {
-        codes += f.severity == diagnose::Severity::Error ? (codes.empty() ? "" : ", ") + f.code : "";
-    }
+    const std::string codes = stoppingCodes(findings);
     Error e = makeError(ErrorCode::Corrupt, what + " (" + codes + "; see `ckptscope check`)");
     e.path = path;
     return e;

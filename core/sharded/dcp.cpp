@@ -110,6 +110,16 @@ std::optional<std::string> str(const Arena& a, ValueId id)
     return a[id].text;
 }
 
+// A str's text where it lies in the arena: no copy (a memoized string may be named thousands of
+// times).
+std::optional<std::string_view> textOf(const Arena& a, ValueId id)
+{
+    if (!id.valid() || a[id].kind != Kind::Str) {
+        return std::nullopt;
+    }
+    return std::string_view(a[id].text);
+}
+
 std::optional<std::int64_t> integer(const Arena& a, ValueId id)
 {
     if (!id.valid() || a[id].kind != Kind::Int) {
@@ -209,8 +219,34 @@ Expected<void> readTensor(const Arena& a, const pickle::ObjectInfo& o, Item& ite
     return {};
 }
 
+// Each distinct FQN text as a small number, for storage_data's keys and the items' lookups. A
+// memoized string is one value however often the pickle names it, so its text is hashed once, and
+// the texts of distinct values each lie in the pickle: hashing costs at most the pickle's size. A
+// key holding the text itself made 4,000 MetadataIndex entries naming one memoized 1 MiB FQN 4 GB
+// of copies (and every map comparison a 1 MiB memcmp).
+class FqnIds {
+public:
+    explicit FqnIds(const Arena& a) : a_(a) {}
+    // `id` is a str.
+    std::uint32_t of(ValueId id)
+    {
+        if (const auto it = byValue_.find(id.v); it != byValue_.end()) {
+            return it->second;
+        }
+        const std::string_view text = a_[id].text;
+        const auto [it, added] = byText_.try_emplace(text, static_cast<std::uint32_t>(byText_.size()));
+        byValue_.emplace(id.v, it->second);
+        return it->second;
+    }
+
+private:
+    const Arena& a_;
+    std::unordered_map<std::uint32_t, std::uint32_t> byValue_;
+    std::unordered_map<std::string_view, std::uint32_t> byText_;
+};
+
 struct IndexKey {
-    std::string fqn;
+    std::uint32_t fqn = 0;  // FqnIds
     bool hasOffset = false;
     std::vector<std::int64_t> offset;
     friend bool operator<(const IndexKey& x, const IndexKey& y)
@@ -221,13 +257,14 @@ struct IndexKey {
 
 // A data file name as FileSystemWriter writes it (`__{rank}_{n}.distcp`, filesystem.py's
 // _StoragePrefix and DEFAULT_SUFFIX): a plain name inside the folder, nothing else.
-bool isDataFileName(const std::string& p)
+bool isDataFileName(std::string_view p)
 {
     static const std::regex re(R"(^__[0-9]{1,9}_[0-9]{1,9}\.distcp$)");
-    return std::regex_match(p, re);
+    return std::regex_match(p.begin(), p.end(), re);
 }
 
-Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, std::vector<std::string>& files)
+Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, FqnIds& fqns,
+                                                   std::vector<std::string>& files)
 {
     std::map<IndexKey, Location> out;
     if (isNone(a, storage)) {
@@ -245,16 +282,17 @@ Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId stora
             !isClass(info, "torch.distributed.checkpoint.filesystem", "_StorageInfo")) {
             return corrupt("storage_data maps something other than MetadataIndex to _StorageInfo");
         }
-        auto fqn = str(a, field(a, *key, "fqn"));
+        const ValueId fqnId = field(a, *key, "fqn");
+        const auto fqn = textOf(a, fqnId);
         const ValueId offsetId = field(a, *key, "offset");
-        auto path = str(a, field(a, *info, "relative_path"));
+        const auto path = textOf(a, field(a, *info, "relative_path"));
         auto offset = integer(a, field(a, *info, "offset"));
         auto length = integer(a, field(a, *info, "length"));
         if (!fqn || !path || !offset || !length || *offset < 0 || *length < 0) {
             return corrupt("a storage_data entry lacks its fqn, relative_path, offset or length");
         }
         if (!isDataFileName(*path) && !path->ends_with(".safetensors")) {
-            return corrupt("item '" + *fqn + "' names the data file '" + *path +
+            return corrupt("item '" + std::string(*fqn) + "' names the data file '" + std::string(*path) +
                            "', not a __R_N.distcp file in the folder, which is all a DCP set reads");
         }
         const ValueId transforms = field(a, *info, "transform_descriptors");
@@ -266,25 +304,26 @@ Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId stora
                 }
             }
             return makeError(ErrorCode::Unsupported,
-                             "DCP item '" + *fqn + "' is stored through transforms (" + names +
+                             "DCP item '" + std::string(*fqn) + "' is stored through transforms (" + names +
                                  ", torch.distributed.checkpoint._extension, e.g. zstd compression), which ckptscope "
                                  "does not read; convert it with dcp_to_torch_save");
         }
         if (path->size() > 12 && path->substr(path->size() - 12) == ".safetensors") {
-            return makeError(ErrorCode::Unsupported, "DCP item '" + *fqn + "' is in " + *path +
+            return makeError(ErrorCode::Unsupported, "DCP item '" + std::string(*fqn) + "' is in " +
+                                                         std::string(*path) +
                                                          ", a safetensors-format DCP file "
                                                          "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
                                                          "ckptscope does not read yet");
         }
         auto [it, added] = fileIndex.emplace(*path, static_cast<std::uint32_t>(files.size()));
         if (added) {
-            files.push_back(*path);
+            files.emplace_back(*path);
         }
-        IndexKey k{*fqn, !isNone(a, offsetId), {}};
+        IndexKey k{fqns.of(fqnId), !isNone(a, offsetId), {}};
         if (k.hasOffset) {
             auto off = ints(a, offsetId);
             if (!off) {
-                return corrupt("the MetadataIndex of '" + *fqn + "' has an offset that is no torch.Size");
+                return corrupt("the MetadataIndex of '" + std::string(*fqn) + "' has an offset that is no torch.Size");
             }
             k.offset = std::move(*off);
         }
@@ -380,7 +419,8 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
     if (!sdm.valid() || a[sdm].kind != Kind::Dict) {
         return corrupt("state_dict_metadata is not a dict");
     }
-    auto storage = readStorage(a, field(a, *root, "storage_data"), md.files);
+    FqnIds fqns(a);
+    auto storage = readStorage(a, field(a, *root, "storage_data"), fqns, md.files);
     if (!storage) {
         return storage.error();
     }
@@ -419,7 +459,7 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
                 return t.error().message.empty() ? makeError(ErrorCode::Unsupported, prototypeMessage()) : t.error();
             }
             for (auto& c : item.chunks) {
-                if (auto it = storage->find(IndexKey{item.fqn, true, c.offsets}); it != storage->end()) {
+                if (auto it = storage->find(IndexKey{fqns.of(entries[i]), true, c.offsets}); it != storage->end()) {
                     c.at = it->second;
                 }
             }
@@ -427,7 +467,7 @@ Expected<Metadata> parseMetadata(Bytes data, const std::string& name)
             if (field(a, *o, "storage_key").valid()) {
                 return makeError(ErrorCode::Unsupported, prototypeMessage());
             }
-            if (auto it = storage->find(IndexKey{item.fqn, false, {}}); it != storage->end()) {
+            if (auto it = storage->find(IndexKey{fqns.of(entries[i]), false, {}}); it != storage->end()) {
                 item.bytes = it->second;
             }
         } else {
@@ -952,8 +992,15 @@ void pickleFindings(Set& set)
             continue;
         }
         if (auto c = openItem(set, t.bytes, "value '" + t.fqn + "'")) {
+            const std::size_t before = set.findings.size();
             sharded::detail::unsafeCodeFindings(**c, set.meta.files[t.bytes.file] + " (value '" + t.fqn + "')",
                                                 set.findings);
+            if (set.findings.size() > before) {
+                set.valuesCallingCode.push_back(t.fqn);
+            }
+            for (std::size_t i = before; i < set.findings.size(); ++i) {
+                set.findings[i].inView = true;
+            }
         }
     }
 }
@@ -1766,6 +1813,9 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
 {
     if (auto whole = checkWhole(set); !whole) {
         return whole.error();
+    }
+    if (!set.valuesCallingCode.empty()) {
+        return sharded::detail::copiesCode("value '" + set.valuesCallingCode.front() + "'", set.loc.dir);
     }
     auto target = write::resolveTarget(outPath);
     if (!target) {

@@ -91,6 +91,9 @@ struct Set {
     // save of more ranks than the descriptor limit opens.
     MemberFiles data;
     std::vector<SetFinding> findings;  // coverage and missing files
+    // BYTE_IO values whose pickle calls code (their unsafe-callable findings): the view holds them,
+    // for check's rules and convert's plan to drop; consolidate refuses to copy them.
+    std::vector<std::string> valuesCallingCode;
     [[nodiscard]] bool complete() const;
 };
 
@@ -107,7 +110,8 @@ std::string valueText(const Set& set, const Item& item);
 
 // What dcp_to_torch_save writes: the nested state dict rebuilt from planner_data, each global
 // tensor assembled from its chunk boxes and written before the next one is read, so memory is
-// about the largest tensor. Refuses (Corrupt) an incomplete set before the output exists.
+// about the largest tensor. Refuses (Corrupt) an incomplete set, and a value that calls code
+// (detail::copiesCode), before the output exists.
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath);
 
 // The same state dict as one Checkpoint read in place (sharded/set_view.h, box_view.h): each

@@ -5,6 +5,7 @@
 #include "sharded/fsdp.h"
 #include "sharded/probes.h"
 #include "sharded/sharded.h"
+#include "sharded/zero.h"
 #include "util/bytes.h"
 #include "write/targets.h"
 
@@ -131,6 +132,10 @@ std::optional<SetLocation> deepspeedAt(const fs::path& p)
         return std::nullopt;
     }
     fs::path tag = dir;
+    if (isFile(dir / "latest") && !zero::latestOf(dir.string())) {
+        // Never read: zero::open refuses the folder, naming where `latest` leads.
+        return SetLocation{SetKind::DeepSpeedZero, dir.string(), dir.string(), "DeepSpeed ZeRO checkpoint"};
+    }
     if (isFile(dir / "latest")) {
         auto text = readSmallFile((dir / "latest").string(), kMaxLatestBytes);
         std::string t = text ? text->substr(0, text->find('\n')) : std::string();

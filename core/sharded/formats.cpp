@@ -85,25 +85,10 @@ Expected<CheckpointPtr> hfView(const ShardedSet& s)
     return checkedView(s, checkConsolidatable, hfViewOf);
 }
 
-// A Hugging Face set's shards, each held open (SetFormat::parts).
+// A Hugging Face set's shards, each a Checkpoint of its own (SetFormat::parts, set_view.h's partsOf).
 Expected<std::vector<CheckpointPtr>> hfParts(const SetLocation& loc)
 {
-    auto set = openSet(loc);
-    if (!set) {
-        return set.error();
-    }
-    if (auto whole = checkConsolidatable(*set); !whole) {
-        return whole.error();
-    }
-    std::vector<CheckpointPtr> parts;
-    for (std::size_t i = 0; i < set->shardFiles.size(); ++i) {
-        auto shard = set->shard(i);
-        if (!shard) {
-            return shard.error();
-        }
-        parts.push_back(std::move(*shard));
-    }
-    return parts;
+    return then([&] { return openSet(loc); }, partsOf);
 }
 
 // In probe order: a Hugging Face index or shard first, then ZeRO's `latest` and tag folders, DCP's
@@ -270,6 +255,11 @@ Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::st
         return outside.error();
     }
     return controlled(loc, control, [&](const SetFormat& f) { return f.consolidate(loc, outPath, zeroOptions); });
+}
+
+bool wouldCopyCode(const Error& e)
+{
+    return e.code == ErrorCode::Unsupported && e.message.find(detail::kCallsCode) != std::string::npos;
 }
 
 std::vector<std::string> memberFiles(const SetLocation& loc)

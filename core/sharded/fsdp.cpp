@@ -469,7 +469,23 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
         if (!c) {
             return c.error();
         }
-        detail::unsafeCodeFindings(**c, fs::path(p).filename().string(), set.findings);
+        const std::string name = fs::path(p).filename().string();
+        const std::size_t before = set.findings.size();
+        detail::unsafeCodeFindings(**c, name, set.findings);
+        // A value that calls code is never written (the consolidation writes tensors, convert's
+        // plan drops such a call): it is no value the consolidation would lose, so it does not stop
+        // it as the others do. Its finding says where it is.
+        std::vector<std::string> calling;
+        for (std::size_t k = before; k < set.findings.size(); ++k) {
+            for (const auto& at : set.findings[k].paths) {
+                calling.push_back(at.substr(std::min(at.size(), name.size() + 1)));  // "file:path"
+            }
+        }
+        auto callsCode = [&](const std::string& path) {
+            return std::any_of(calling.begin(), calling.end(), [&](const std::string& c) {
+                return !c.empty() && (path == c || path.starts_with(c + "/"));
+            });
+        };
         auto fr = readFile(**c);
         if (!fr) {
             return fr.error();
@@ -478,7 +494,7 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
         std::vector<std::string> others;
         for (std::uint32_t i = 1; i < (*c)->nodes.size(); ++i) {
             const Node& n = (*c)->nodes[NodeIndex{i}];
-            if (n.kind == NodeKind::Scalar || n.kind == NodeKind::Object) {
+            if ((n.kind == NodeKind::Scalar || n.kind == NodeKind::Object) && !callsCode((*c)->pathOf(NodeIndex{i}))) {
                 others.push_back((*c)->pathOf(NodeIndex{i}));
             }
         }

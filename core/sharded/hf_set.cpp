@@ -28,9 +28,8 @@ bool ShardedSet::complete() const
 {
     // A head config.json calls untied is a problem of the model's loading, not of the stored
     // tensors: every one of them can still be consolidated.
-    return std::none_of(findings.begin(), findings.end(), [](const SetFinding& f) {
-        return f.severity == diagnose::Severity::Error && f.code != "tied-weight-missing";
-    });
+    return std::none_of(findings.begin(), findings.end(),
+                        [](const SetFinding& f) { return detail::stopsTheRead(f) && f.code != "tied-weight-missing"; });
 }
 
 namespace {
@@ -393,17 +392,22 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
         }
         return **ck;
     }
-    return openShards->get(i, [&]() -> Expected<CheckpointPtr> {
-        auto ck = openCheckpoint(path, OpenOptions{.modelConfig = false});
-        auto identity = ck ? identityOfCheckpoint(**ck, path) : Expected<FileIdentity>(ck.error());
-        if (!identity) {
-            return identity.error();
-        }
-        if (auto same = checkSameFile(path, shardIdentities[i], *identity); !same) {
-            return same.error();
-        }
-        return *ck;
-    });
+    return openShards->get(i, [&]() { return readShard(i); });
+}
+
+Expected<CheckpointPtr> ShardedSet::readShard(std::size_t i) const
+{
+    const std::string& path = shardPaths.at(i);
+    // A member is no model alone: the set restores its ties for the whole model (restoreConfigTies).
+    auto ck = openCheckpoint(path, OpenOptions{.modelConfig = false});
+    auto identity = ck ? identityOfCheckpoint(**ck, path) : Expected<FileIdentity>(ck.error());
+    if (!identity) {
+        return identity.error();
+    }
+    if (auto same = checkSameFile(path, shardIdentities[i], *identity); !same) {
+        return same.error();
+    }
+    return *ck;
 }
 
 Expected<void> ShardedSet::checkUnchanged() const

@@ -114,5 +114,9 @@ Expected<SetListing> listSet(const SetLocation& loc, const OpenControl& control 
 // incomplete (nothing is written), or its format is not consolidated.
 Expected<ConsolidateResult> consolidateSet(const SetLocation& loc, const std::string& outPath,
                                            const zero::Options& zeroOptions = {}, const OpenControl& control = {});
+// Whether consolidateSet refused because a value it would copy calls code when unpickled (a DCP
+// BYTE_IO value with os.system): convert then reads the set as one checkpoint (openView), whose plan
+// drops the call and says so, as it does for a file.
+[[nodiscard]] bool wouldCopyCode(const Error& e);
 
 }  // namespace ckpt::sharded

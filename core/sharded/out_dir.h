@@ -18,8 +18,10 @@ namespace ckpt::sharded::detail {
 // The hidden folder the set is written into, beside the target; removed unless kept.
 class TempDir {
 public:
-    static Expected<TempDir> create(const std::filesystem::path& target)
+    static Expected<TempDir> create(const std::filesystem::path& named)
     {
+        // `-o llama-hf/` names the folder `-o llama-hf` does: the hidden sibling is named after it.
+        const std::filesystem::path target = named.has_filename() ? named : named.parent_path();
         const std::filesystem::path parent =
             target.parent_path().empty() ? std::filesystem::path(".") : target.parent_path();
         std::string pattern = write::detail::tempPrefix(parent.string(), target.filename().string()) +

@@ -1,6 +1,7 @@
 #include "sharded/set_check.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace ckpt::sharded {
 
@@ -32,7 +33,9 @@ Expected<std::vector<diagnose::Finding>> checkSet(const std::vector<SetFinding>&
     if (!rules) {
         return rules.error();
     }
-    auto findings = setFindings(found);
+    std::vector<SetFinding> own;
+    std::copy_if(found.begin(), found.end(), std::back_inserter(own), [](const SetFinding& f) { return !f.inView; });
+    auto findings = setFindings(own);
     findings.insert(findings.end(), rules->begin(), rules->end());
     mostSevereFirst(findings);
     return findings;

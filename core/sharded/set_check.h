@@ -17,6 +17,7 @@ namespace ckpt::sharded {
 
 // The set's findings and every single-file rule on `view`, the set opened whole (set_view.h), with
 // --values and --against as `opts` asks: the set's first within each severity, most severe first.
+// A set finding about a value the view holds (SetFinding::inView) is left to the rules' own.
 Expected<std::vector<diagnose::Finding>> checkSet(const std::vector<SetFinding>& found, const Checkpoint& view,
                                                   const diagnose::CheckOptions& opts, std::stop_token stop = {});
 

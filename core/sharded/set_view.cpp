@@ -200,6 +200,37 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
         std::make_shared<const ShardStorages>(std::make_shared<const ShardedSet>(set), std::move(storages)));
 }
 
+Expected<std::vector<CheckpointPtr>> partsOf(const ShardedSet& set)
+{
+    if (auto whole = checkConsolidatable(set); !whole) {
+        return whole.error();
+    }
+    const auto shared = std::make_shared<const ShardedSet>(set);
+    std::vector<CheckpointPtr> parts;
+    for (std::size_t i = 0; i < set.shardFiles.size(); ++i) {
+        auto read = set.files ? set.shard(i) : set.readShard(i);
+        if (!read) {
+            return read.error();
+        }
+        if (set.files) {
+            parts.push_back(std::move(*read));  // a remote shard holds no descriptor
+            continue;
+        }
+        auto part = std::const_pointer_cast<Checkpoint>(*read);  // read for this part alone
+        std::vector<detail::ShardStorage> storages;
+        for (std::uint32_t k = 0; k < part->storages.size(); ++k) {
+            auto& se = part->storages[StorageIndex{k}];
+            storages.push_back({static_cast<std::uint32_t>(i), StorageIndex{k}, se.nbytes});
+            se.assembled = se.present;
+        }
+        part->source = std::make_shared<const ShardStorages>(shared, std::move(storages));
+        part->bytes = {};
+        part->file.reset();  // its descriptor and mapping: the set's cache reopens the shard to read
+        parts.push_back(std::move(part));
+    }
+    return parts;
+}
+
 Expected<CheckpointPtr> viewOf(const zero::Set& set, bool groupStorages)
 {
     auto tensors = zero::assembled(set, groupStorages);

@@ -16,6 +16,13 @@ namespace ckpt::sharded {
 // plain strided one, as the consolidation refuses it.
 Expected<CheckpointPtr> viewOf(const ShardedSet& set);
 
+// A Hugging Face set that is no one checkpoint (a shard holds a quantized tensor), as its shards
+// each opened alone: diff compares it file by file. Each part keeps its shard's tables but not its
+// file, and reads its storages through the set's few open shards (ShardedSet::shard), so a set of
+// more shards than `ulimit -n` compares (holding each shard open failed with EMFILE). Refuses an
+// incomplete set.
+Expected<std::vector<CheckpointPtr>> partsOf(const ShardedSet& set);
+
 // A DeepSpeed ZeRO folder: the fp32 model zero_to_fp32 rebuilds, laid out as `convert DIR -o`
 // writes it (a stage 1/2 param group one storage its params view), each storage assembled from the
 // ranks' partitions (a bf16 buffer cast to float32 as it is read).

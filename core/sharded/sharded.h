@@ -66,6 +66,9 @@ struct SetFinding {
     std::string title;
     std::string detail;
     std::vector<std::string> paths;
+    // About a value the set's view holds (a DCP BYTE_IO value's pickle): the single-file rules on
+    // the view report it too, at its key path and with the fix, so checkSet says it once, theirs.
+    bool inView = false;
 };
 
 struct SetTensor {
@@ -123,6 +126,9 @@ struct ShardedSet {
     // Shard `i` (one that was read) as a Checkpoint, opened again unless one of the few kept open:
     // hold it only while reading it. An Io error when the file changed since the set was read.
     [[nodiscard]] Expected<CheckpointPtr> shard(std::size_t i) const;
+    // Shard `i` of a local set read from its file again, past the cache: a Checkpoint no one else
+    // holds (what shard() caches), checked to be the file the set read.
+    [[nodiscard]] Expected<CheckpointPtr> readShard(std::size_t i) const;
     // Every shard read is still the file that was read (a consolidation's last check).
     [[nodiscard]] Expected<void> checkUnchanged() const;
 
@@ -159,6 +165,17 @@ namespace detail {
 // findings (diagnose::unsafeCode, the one rule) appended to `out` as set findings, their title
 // naming the member, their paths `file:key/path`. torch.load or dcp.load of the set would run them.
 void unsafeCodeFindings(const Checkpoint& ckpt, const std::string& file, std::vector<SetFinding>& out);
+// Whether `f` keeps a set from being read as one checkpoint: an error about its files, chunks or
+// tensors. A pickle that calls code (unsafe-callable) does not: the tensors are all there, check's
+// single-file rules run on the set, and convert drops the call and says so, as for one file.
+[[nodiscard]] bool stopsTheRead(const SetFinding& f);
+// The codes of the findings that stop the read, ", "-separated: what a refusal names.
+[[nodiscard]] std::string stoppingCodes(const std::vector<SetFinding>& findings);
+// A consolidation never copies a value whose pickle calls code (a DCP BYTE_IO value holding
+// os.system): it refuses with these words (`what` names the value), which wouldCopyCode (listing.h)
+// knows, and convert reads the set through its view instead, where the plan drops the call.
+inline constexpr std::string_view kCallsCode = " calls code when unpickled (unsafe-callable)";
+[[nodiscard]] Error copiesCode(const std::string& what, const std::string& path);
 
 // Names of the index's weight_map files, in first use ([] when the index cannot be read).
 std::vector<std::string> indexShardNames(const std::string& indexPath);

@@ -21,4 +21,27 @@ void unsafeCodeFindings(const Checkpoint& ckpt, const std::string& file, std::ve
     }
 }
 
+bool stopsTheRead(const SetFinding& f)
+{
+    return f.severity == diagnose::Severity::Error && f.code != "unsafe-callable";  // diagnose::unsafeCode's findings
+}
+
+std::string stoppingCodes(const std::vector<SetFinding>& findings)
+{
+    std::string codes;
+    for (const auto& f : findings) {
+        codes += stopsTheRead(f) ? (codes.empty() ? "" : ", ") + f.code : "";
+    }
+    return codes;
+}
+
+Error copiesCode(const std::string& what, const std::string& path)
+{
+    Error e = makeError(ErrorCode::Unsupported, what + std::string(kCallsCode) +
+                                                    ": a consolidation copies values as they stand, never one "
+                                                    "that runs code");
+    e.path = path;
+    return e;
+}
+
 }  // namespace ckpt::sharded::detail

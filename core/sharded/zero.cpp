@@ -4,6 +4,7 @@
 
 #include "sharded/open_control.h"
 #include "util/checked.h"
+#include "util/folder_member.h"
 #include "util/shape_text.h"
 
 #include <algorithm>
@@ -26,8 +27,7 @@ std::uint64_t Tensor::numel() const
 
 bool Set::complete() const
 {
-    const bool errors = std::any_of(findings.begin(), findings.end(),
-                                    [](const SetFinding& f) { return f.severity == diagnose::Severity::Error; });
+    const bool errors = std::any_of(findings.begin(), findings.end(), detail::stopsTheRead);
     const bool located = std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
         return t.aliasOf || t.value || !t.pieces.empty() || t.numel() == 0;
     });
@@ -1285,8 +1285,12 @@ void viewFlatGroups(const Set& set, std::vector<detail::Assembled>& out)
 
 // The tag folder `latest` names is a child of the folder holding `latest` (DeepSpeed writes it so):
 // `..` or `.` would make the set the parent's or its own rank files, a symlink any folder's.
+// `latest` itself is a member of the folder (latestOf).
 Expected<void> checkTagFolder(const SetLocation& loc)
 {
+    if (auto latest = latestOf(loc.dir); !latest) {
+        return latest.error();
+    }
     const fs::path tag(loc.index);
     if (tag == fs::path(loc.dir)) {
         return {};
@@ -1328,6 +1332,11 @@ Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
     return set;
 }
 
+Expected<std::string> latestOf(const std::string& dir)
+{
+    return memberOfFolder(dir, "latest", "the DeepSpeed save folder");
+}
+
 bool opensAsSet(const SetLocation& loc)
 {
     return open(loc).ok();
@@ -1349,10 +1358,7 @@ std::vector<detail::Assembled> assembled(const Set& set, bool groupStorages)
 Expected<void> checkConsolidatable(const Set& set)
 {
     if (!set.complete()) {
-        std::string codes;
-        for (const auto& f : set.findings) {
-            codes += f.severity == diagnose::Severity::Error ? (codes.empty() ? "" : ", ") + f.code : "";
-        }
+        const std::string codes = detail::stoppingCodes(set.findings);
         Error e = makeError(ErrorCode::Corrupt, "the ZeRO checkpoint is incomplete (" +
                                                     (codes.empty() ? std::string("rank files missing") : codes) +
                                                     "; its findings name the rank files missing or unreadable): it "

@@ -70,6 +70,11 @@ struct Set {
 // keep no param_groups). torch.optim's load_state_dict takes this optimizer dict as it is.
 Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master, bool keepOptimizer = false);
 
+// The path of `dir`'s `latest`, a member like any other (memberOfFolder): one that is no regular
+// file inside `dir` (a symlink to /etc/passwd) is never read, not even by detection, and open()
+// refuses the folder with this error, which says where it leads.
+Expected<std::string> latestOf(const std::string& dir);
+
 // Whether one file of the folder (a rank file, `latest`) stands for the whole set: open() reads
 // it. A folder it refuses (a BF16_Optimizer state, tensor-parallel ranks) leaves each file the
 // torch.save file it is.

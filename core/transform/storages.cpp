@@ -221,6 +221,7 @@ void planStorages(Builder& b)
     for (const auto& r : remaps) {
         b.step(StepKind::Remap, r.firstPath, r.from, r.to,
                std::to_string(r.count) + (r.count == 1 ? " storage, " : " storages, ") + humanBytes(r.bytes));
+        b.plan.steps.back().count = r.count;
     }
     const std::size_t unreferenced = a.storages.size() - refs.size();
     if (unreferenced > 0) {

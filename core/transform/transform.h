@@ -23,6 +23,9 @@ struct PlanStep {
     std::string before;  // old key / location / type
     std::string after;   // new key / location / replacement ("" when dropped)
     std::string detail;
+    // A Remap: how many storages it moves from `before` to `after` (`path` is the first key among
+    // them); 0 for the other steps.
+    std::uint64_t count = 0;
 };
 
 // Bytes the plan computes from input storages as they are written (a block-quantized FP8 weight

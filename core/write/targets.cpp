@@ -1,5 +1,6 @@
 #include "write/targets.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cctype>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -21,6 +23,11 @@
 
 namespace ckpt::write {
 namespace {
+
+// The names torch.save files go by (checkpoint/extensions.h lists every name a checkpoint opens
+// under; .tar, .gz and .pt2 are containers of other kinds, no plain torch.save zip).
+constexpr std::array<std::string_view, 6> kTorchNames{".pt", ".pth", ".bin", ".ckpt", ".th", ".pkl"};
+constexpr std::string_view kSafetensorsName = ".safetensors";
 
 Error usage(const std::string& path, std::string message)
 {
@@ -351,6 +358,26 @@ void removeTempsOnSignals()
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         ::sigaction(sig, &sa, nullptr);
     }
+}
+
+std::optional<ExtensionMismatch> extensionMismatch(const std::string& target, bool safetensors)
+{
+    const std::filesystem::path path(target);
+    std::string ext = path.extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    const std::string name = path.filename().string();
+    if (safetensors && std::find(kTorchNames.begin(), kTorchNames.end(), ext) != kTorchNames.end()) {
+        return ExtensionMismatch{name + " is a torch.save name (" + ext +
+                                     "), but the file would be safetensors, which torch.load cannot read "
+                                     "(\"invalid load key\")",
+                                 std::filesystem::path(path).replace_extension(kSafetensorsName).string()};
+    }
+    if (!safetensors && ext == kSafetensorsName) {
+        return ExtensionMismatch{name + " is a safetensors name, but the file would be a torch.save zip, which "
+                                        "safetensors cannot read",
+                                 std::filesystem::path(path).replace_extension(".pt").string()};
+    }
+    return std::nullopt;
 }
 
 }  // namespace ckpt::write

@@ -30,6 +30,17 @@ Expected<void> checkConversions(const std::vector<Conversion>& batch);
 // symlinks count) or by resolved path (for one not written yet). nullopt when none.
 std::optional<std::size_t> sameFileAs(const std::string& target, const std::vector<std::string>& files);
 
+// An output whose name says the other format: a safetensors file named .pt/.pth/.bin/.ckpt/.th/.pkl,
+// which torch.load fails on with "invalid load key", or a torch.save zip named .safetensors, which
+// safetensors cannot read; `check` of either says nothing, since the bytes are right. The window asks
+// before such a write, `convert` refuses it. Any other name (no extension, .model) says nothing.
+struct ExtensionMismatch {
+    // "llama.pt is a torch.save name, but the file would be safetensors, which torch.load cannot read"
+    std::string message;
+    std::string agreeing;  // the same path with the format's extension: "llama.safetensors"
+};
+[[nodiscard]] std::optional<ExtensionMismatch> extensionMismatch(const std::string& target, bool safetensors);
+
 // Temporary files: `.<name>.ckptscope-<pid>-<6 random>` beside the target, <name> shortened so the
 // whole stays within the directory's NAME_MAX.
 namespace detail {

@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
 """Takes the README screenshots of the real window under Xvfb.
 
-    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH]
+    docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT [--helper PATH] [--maximize]
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --fake-gpus
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --size 1024x700 --suffix -small
     docs/screenshots/take_screenshots.py BUILD_DIR CHECKPOINT --only main,export --suffix -model
 
-Starts Xvfb on :99, runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration,
-switches panels with the window's own shortcuts (sent through XTest, no xdotool needed) and saves
-main.png (findings), testload.png (a CPU test-load and its memory chart) and export.png (the plan
-preview) next to this script with ImageMagick's `import`. With --fake-gpus it runs on the tests'
-fake two-GPU NVIDIA driver instead and saves ddp-replay.png: four DDP ranks loading CHECKPOINT
-without map_location. --size sets the screen (and so the window; 1600x1000 by default) and
---suffix is added to each file name, so one run per screen size keeps both sets; --only takes
-some of main, export and testload. scripts/screenshots.sh runs it for every README picture.
-Xvfb gets the first free display from :99 on, so two runs side by side do not meet.
+Starts Xvfb on :99 with the openbox window manager (frames, placement and focus as a desktop gives
+them), runs BUILD_DIR/app/ckptscope on CHECKPOINT with a throw-away configuration, so the window
+opens at the size a new user gets on that screen, switches panels with the window's own shortcuts
+(sent through XTest, no xdotool needed) and saves the window with its frame as main.png
+(findings), testload.png (a CPU test-load and its memory chart) and export.png (the plan preview)
+next to this script with ImageMagick's `import`. With --fake-gpus it runs on the tests' fake
+two-GPU NVIDIA driver instead and saves ddp-replay.png: four DDP ranks loading CHECKPOINT without
+map_location. --size sets the screen (1600x1000 by default) and --suffix is added to each file name,
+so one run per screen size keeps both sets; --only takes some of main, export and testload;
+--maximize maximizes the window first, as a user of a large screen does.
+scripts/screenshots.sh runs it for every README picture. Xvfb gets the first free display from :99
+on, so two runs side by side do not meet.
 """
 import ctypes
 import os
@@ -57,17 +60,40 @@ class XKeys:
             raise SystemExit(f"cannot open display {display}")
 
     def focus(self, title_part):
-        """Gives the keyboard focus to the top-level window whose title contains title_part
-        (there is no window manager under Xvfb to do it)."""
-        tree = subprocess.run(["xwininfo", "-display", DISPLAY, "-root", "-tree"], capture_output=True,
-                              text=True).stdout
-        for line in tree.splitlines():
-            fields = line.split()
-            if title_part in line and fields and fields[0].startswith("0x") and "+0+0" in line:
-                self.x11.XSetInputFocus(self.dpy, int(fields[0], 16), 2, 0)  # RevertToParent, CurrentTime
-                self.x11.XFlush(self.dpy)
-                return
+        """The top-level window whose title contains title_part, given the keyboard focus (openbox
+        gives it to a new window; a run that raced it is sure of it). Returns its id."""
+        for _ in range(20):
+            tree = subprocess.run(["xwininfo", "-display", DISPLAY, "-root", "-tree"], capture_output=True,
+                                  text=True).stdout
+            for line in tree.splitlines():
+                fields = line.split()
+                if title_part in line and fields and fields[0].startswith("0x"):
+                    window = int(fields[0], 16)
+                    self.x11.XSetInputFocus(self.dpy, window, 2, 0)  # RevertToParent, CurrentTime
+                    self.x11.XFlush(self.dpy)
+                    return window
+            time.sleep(0.5)
         raise SystemExit(f"no window titled *{title_part}*")
+
+    def maximize(self, window):
+        """Asks the window manager to maximize `window` (an EWMH _NET_WM_STATE client message, as a
+        title bar's button sends it)."""
+        class ClientMessage(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("serial", ctypes.c_ulong), ("send_event", ctypes.c_int),
+                        ("display", ctypes.c_void_p), ("window", ctypes.c_ulong), ("message_type", ctypes.c_ulong),
+                        ("format", ctypes.c_int), ("data", ctypes.c_long * 5), ("pad", ctypes.c_long * 12)]
+        self.x11.XInternAtom.restype = ctypes.c_ulong
+        self.x11.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+        self.x11.XDefaultRootWindow.restype = ctypes.c_ulong
+        self.x11.XDefaultRootWindow.argtypes = [ctypes.c_void_p]
+        self.x11.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long,
+                                        ctypes.POINTER(ClientMessage)]
+        atom = lambda name: self.x11.XInternAtom(self.dpy, name, 0)  # noqa: E731
+        event = ClientMessage(type=33, send_event=1, window=window, message_type=atom(b"_NET_WM_STATE"), format=32)
+        event.data[:3] = [1, atom(b"_NET_WM_STATE_MAXIMIZED_VERT"), atom(b"_NET_WM_STATE_MAXIMIZED_HORZ")]
+        substructure = (1 << 19) | (1 << 20)  # SubstructureNotifyMask | SubstructureRedirectMask
+        self.x11.XSendEvent(self.dpy, self.x11.XDefaultRootWindow(self.dpy), 0, substructure, ctypes.byref(event))
+        self.x11.XFlush(self.dpy)
 
     def code(self, name):
         return self.x11.XKeysymToKeycode(self.dpy, self.x11.XStringToKeysym(name.encode()))
@@ -89,10 +115,14 @@ SUFFIX = option("--suffix", "")
 ONLY = set(option("--only", "main,export,testload").split(","))
 
 
+WINDOW = None  # the window's id, once it is shown
+
+
 def shot(name):
+    """The window with its frame (title bar and borders), as a desktop shows it."""
     stem, ext = os.path.splitext(name)
     path = os.path.join(HERE, stem + SUFFIX + ext)
-    subprocess.run(["import", "-display", DISPLAY, "-window", "root", path], check=True)
+    subprocess.run(["import", "-display", DISPLAY, "-frame", "-window", hex(WINDOW), path], check=True)
     print("wrote", path)
 
 
@@ -108,15 +138,22 @@ def main():
                    CKPTSCOPE_NVML_LIBRARY=os.path.join(devices, "libfake-nvidia-ml.so"),
                    FAKE_GPU_STATE=os.path.join(tempfile.mkdtemp(), "gpu.state"), FAKE_CUDA_DEVICES="24576,24576",
                    FAKE_CUDA_CONTEXT_MIB="500", FAKE_CUDA_DELAY_US="3000")
+    global WINDOW
     size = option("--size", "1600x1000")
     xvfb = subprocess.Popen(["Xvfb", DISPLAY, "-screen", "0", size + "x24", "-nolisten", "tcp"])
     time.sleep(1.5)
+    wm = subprocess.Popen(["openbox"], env=dict(os.environ, DISPLAY=DISPLAY), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    time.sleep(1)
     app = None
     try:
-        app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), "-qwindowgeometry", size + "+0+0", checkpoint], env=env)
+        app = subprocess.Popen([os.path.join(build, "app", "ckptscope"), checkpoint], env=env)
         time.sleep(4)
         keys = XKeys(DISPLAY)
-        keys.focus("— ckptscope\"")
+        WINDOW = keys.focus("— ckptscope\"")
+        if "--maximize" in sys.argv:
+            keys.maximize(WINDOW)
+            time.sleep(1)
         time.sleep(0.5)
         if fake:
             keys.press("Control_L", "2")
@@ -141,6 +178,8 @@ def main():
         if app:
             app.terminate()
             app.wait()
+        wm.terminate()
+        wm.wait()
         xvfb.terminate()
         xvfb.wait()
 

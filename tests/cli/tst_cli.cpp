@@ -246,6 +246,30 @@ void TestCli::severalFilesForCheckAndConvert()
     // Several inputs need a directory to write into.
     r = ckptscope({"convert", fixture("ddp_sd.pt"), fixture("compile_sd.pt"), "-o", outDir + "/one.pt"});
     QCOMPARE(r.rc, 2);
+
+    // An option's value is never taken for an input: which options take one is read from the
+    // commands' own definitions (--header's value used to be a third input).
+    for (const char* cmd : {"check", "convert"}) {
+        std::vector<std::string> args{
+            cmd, fixture("ddp_sd.pt"), "--header", "Authorization: Bearer x", fixture("plain_sd.pt"), "--json"};
+        if (std::string(cmd) == "convert") {
+            args.insert(args.end(), {"--dry-run", "-o", outDir});
+        }
+        r = ckptscope(args);
+        QVERIFY2(r.rc != 2, (std::string(cmd) + ": " + r.err).c_str());
+        QCOMPARE(QJsonDocument::fromJson(QByteArray::fromStdString(r.out))
+                     .object()
+                     .value(QStringLiteral("files"))
+                     .toArray()
+                     .size(),
+                 2);
+    }
+    // --help names FILE... for both.
+    for (const char* cmd : {"check", "convert"}) {
+        r = ckptscope({cmd, "--help"});
+        QVERIFY2(r.out.find("Usage: ckptscope " + std::string(cmd) + " [OPTIONS] FILE...\n") != std::string::npos,
+                 r.out.c_str());
+    }
 }
 
 void TestCli::quietPrintsOnlyJsonAndErrors()

@@ -12,7 +12,7 @@ result='{"event":"result","device":"DEV","tensors_loaded":2,"storages_loaded":1,
 case "$FAKE_HELPER_MODE" in
 ok)
     echo "$start" | sed 's/DEV/cpu/'
-    echo 'a warning LibTorch printed on stdout'
+    echo 'a warning LibTorch printed (the real helpers send stdout to stderr)' >&2
     echo '{"event":"progress","bytes":50,"tensors":1,"total_bytes":100,"seconds":0.01}'
     echo '{"event":"progress","bytes":100,"tensors":2,"total_bytes":100,"seconds":0.02}'
     case "$request" in *'"verify":true'*)
@@ -70,6 +70,15 @@ garbage)
     echo '{"no_event":true}'
     head -c 200000 /dev/zero | tr '\0' '['
     echo
+    ;;
+garbage_then_hang)
+    # Starts as a helper should, then says something else and stays, with a child holding the
+    # pipes: it must be killed at once, not waited on for the silence timeout.
+    echo "$start" | sed 's/DEV/cpu/'
+    sleep 1000 &
+    echo "$$ $!" > "$FAKE_HELPER_PIDS"
+    printf '%s\n' "$GARBAGE_LINE"
+    wait
     ;;
 bad_types)
     # JSON events whose fields have the wrong types.

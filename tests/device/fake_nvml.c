@@ -5,34 +5,63 @@
  * live process's memory listed as NVML lists compute processes. Also:
  *   FAKE_NVML_PID_OFFSET  added to every PID it reports: NVML in a container's PID namespace reports
  *                         host PIDs, which are not the ones the processes see
- *   FAKE_MIG_GPU=k        GPU k is in MIG mode with one MIG device (index 0); processes on it and on
- *                         GPU k report no per-process memory, as NVML does for unprivileged users
+ *   FAKE_NVML_MPS_SERVER  the PID of an MPS server: the compute list holds it alone and every other
+ *                         process is an MPS client, listed by the MPS calls (and the detail list's
+ *                         MPS mode), as under the Multi-Process Service
+ *   FAKE_MIG_GPU=k        GPU k is in MIG mode with FAKE_MIG_INSTANCES MIG devices; processes on them
+ *                         and on GPU k report no per-process memory, as NVML does for unprivileged
+ *                         users
+ *   FAKE_GPU_NO_ACCESS    GPUs counted but not openable (NO_PERMISSION), as under Slurm's cgroups
  * GPU i sits on PCI bus 0x10+i. Only the symbols ckptscope's loader binds are provided, with NVML's
- * ABI. */
+ * ABI.
+ *
+ * Which driver it is, the thing NVML's clients have had to guess, is fixed when it is built
+ * (tests/device/CMakeLists.txt builds one library per driver):
+ *   FAKE_NVML_V3_STRIDE   the bytes each entry of the _v3 process calls takes: 24 (nvmlProcessInfo_t,
+ *                         R510 on and 535.104 on), 32 (535.43-535.86, which wrote the later
+ *                         nvmlProcessDetail_v1_t there under the same name), 16 (as reported on
+ *                         550.127); 0: no _v3 symbols (drivers before R510)
+ *   FAKE_NVML_DETAIL_LIST 1: nvmlDeviceGetRunningProcessDetailList, versioned, 32-byte entries;
+ *                         2: the symbol is there and answers NOT_SUPPORTED; 0: no such symbol
+ *   FAKE_NVML_OLD_MIG     MIG UUIDs as drivers before R470 wrote them: MIG-GPU-<uuid>/<gi>/<ci> */
 #include "fake_gpu_state.h"
 
 #include <limits.h>
 #include <stdio.h>
+
+#ifndef FAKE_NVML_V3_STRIDE
+#define FAKE_NVML_V3_STRIDE 24
+#endif
+#ifndef FAKE_NVML_DETAIL_LIST
+#define FAKE_NVML_DETAIL_LIST 1
+#endif
+#ifndef FAKE_NVML_DRIVER
+#define FAKE_NVML_DRIVER "999.99-fake"
+#endif
 
 typedef int nvmlReturn_t;
 typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
 typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlProcessInfo_t;
-typedef struct {
     char busIdLegacy[16];
     unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
     char busId[32];
 } nvmlPciInfo_t;
 
+enum {
+    SUCCESS = 0,
+    INVALID_ARGUMENT = 2,
+    NOT_SUPPORTED = 3,
+    NO_PERMISSION = 4,
+    NOT_FOUND = 6,
+    INSUFFICIENT_SIZE = 7,
+};
+enum { MODE_COMPUTE = 0, MODE_GRAPHICS = 1, MODE_MPS = 2 };
+
 #define TOTAL (16ULL << 30)
-#define NOT_FOUND 6
 static int devices[FAKE_GPU_MAX_DEVICES];
-static int migDevice; /* the one MIG device's handle */
+static int migDevices[FAKE_GPU_MAX_DEVICES]; /* instance j's handle */
 
 static void readState(unsigned long long used[2], unsigned* pid, unsigned* gpu, unsigned long long* bytes)
 {
@@ -50,19 +79,19 @@ static void readState(unsigned long long used[2], unsigned* pid, unsigned* gpu, 
     fclose(f);
 }
 
-static unsigned pidOffset(void)
+static unsigned envUnsigned(const char* name)
 {
-    const char* v = getenv("FAKE_NVML_PID_OFFSET");
+    const char* v = getenv(name);
     return v ? (unsigned)strtoul(v, NULL, 10) : 0;
 }
 
 nvmlReturn_t nvmlInit_v2(void)
 {
-    return 0;
+    return SUCCESS;
 }
 nvmlReturn_t nvmlShutdown(void)
 {
-    return 0;
+    return SUCCESS;
 }
 static unsigned deviceCount(void)
 {
@@ -71,45 +100,69 @@ static unsigned deviceCount(void)
 }
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* n)
 {
-    *n = deviceCount();
-    return 0;
+    *n = deviceCount(); /* every GPU of the machine, openable here or not */
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned i, void** dev)
 {
     if (i >= deviceCount()) {
-        return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+        return INVALID_ARGUMENT;
+    }
+    if (fakeNoAccess((int)i)) {
+        return NO_PERMISSION;
     }
     *dev = &devices[i];
-    return 0;
+    return SUCCESS;
 }
-/* The state slot of a handle: GPU i is slot i, the MIG device the slot after the last GPU. */
+static int migOf(void* dev)
+{
+    const int* p = dev;
+    return p >= migDevices && p < migDevices + FAKE_GPU_MAX_DEVICES ? (int)(p - migDevices) : -1;
+}
+/* The state slot of a handle: GPU i is slot i, MIG instance j its slot after the last GPU. */
 static int slotOf(void* dev)
 {
     const struct FakeGpuState* s = fakeGpuState();
-    return dev == &migDevice ? (s ? fakeMigSlot(s) : 0) : (int)((int*)dev - devices);
+    const int j = migOf(dev);
+    return j >= 0 ? (s ? fakeMigSlot(s, (unsigned)j) : 0) : (int)((int*)dev - devices);
 }
 static int physicalOf(void* dev)
 {
-    return dev == &migDevice ? fakeMigGpu() : (int)((int*)dev - devices);
+    return migOf(dev) >= 0 ? fakeMigGpu() : (int)((int*)dev - devices);
+}
+static int inMigMode(void* dev)
+{
+    return fakeGpuState() && migOf(dev) < 0 && physicalOf(dev) == fakeMigGpu();
 }
 nvmlReturn_t nvmlDeviceGetName(void* dev, char* name, unsigned len)
 {
-    if (dev == &migDevice) {
+    if (migOf(dev) >= 0) {
         snprintf(name, len, "Fake GPU %d MIG 1g", physicalOf(dev));
     } else {
         snprintf(name, len, "Fake GPU %d", physicalOf(dev));
     }
-    return 0;
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetUUID(void* dev, char* uuid, unsigned len)
 {
     const struct FakeGpuState* s = fakeGpuState();
-    if (dev == &migDevice && s) {
-        snprintf(uuid, len, "MIG-11111111-0000-0000-0000-00000000000%d", fakeMigGpu());
-    } else {
-        snprintf(uuid, len, "GPU-00000000-0000-0000-0000-00000000000%d", physicalOf(dev));
+    unsigned char b[16];
+    const int j = migOf(dev);
+    if (j >= 0 && s) {
+#ifdef FAKE_NVML_OLD_MIG
+        char parent[64];
+        fakeGpuUuidBytes(fakeMigGpu(), b);
+        fakeUuidText("", b, parent, sizeof parent);
+        snprintf(uuid, len, "MIG-GPU-%s/%d/0", parent, j + 1); /* GPU instance j+1, compute instance 0 */
+#else
+        fakeUuidBytes(s, fakeMigSlot(s, (unsigned)j), b);
+        fakeUuidText("MIG-", b, uuid, len);
+#endif
+        return SUCCESS;
     }
-    return 0;
+    fakeGpuUuidBytes(physicalOf(dev), b);
+    fakeUuidText("GPU-", b, uuid, len);
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(void* dev, nvmlPciInfo_t* pci)
 {
@@ -117,28 +170,27 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(void* dev, nvmlPciInfo_t* pci)
     pci->bus = 0x10u + (unsigned)physicalOf(dev);
     snprintf(pci->busId, sizeof pci->busId, "00000000:%02x:00.0", pci->bus);
     snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02x:00.0", pci->bus);
-    return 0;
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMigMode(void* dev, unsigned* current, unsigned* pending)
 {
-    *current = *pending = (fakeGpuState() && dev != &migDevice && physicalOf(dev) == fakeMigGpu()) ? 1 : 0;
-    return 0;
+    *current = *pending = inMigMode(dev) ? 1 : 0;
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(void* dev, unsigned* count)
 {
     (void)dev;
     *count = 7;
-    return 0;
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(void* dev, unsigned index, void** mig)
 {
-    unsigned current = 0, pending = 0;
-    nvmlDeviceGetMigMode(dev, &current, &pending);
-    if (!current || index != 0) {
-        return NOT_FOUND; /* empty slots, as on a real GPU with one instance */
+    const struct FakeGpuState* s = fakeGpuState();
+    if (!inMigMode(dev) || index >= s->migInstances) {
+        return NOT_FOUND; /* empty slots, as on a real GPU with fewer instances than slots */
     }
-    *mig = &migDevice;
-    return 0;
+    *mig = &migDevices[index];
+    return SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetMemoryInfo(void* dev, nvmlMemory_t* m)
 {
@@ -147,11 +199,13 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void* dev, nvmlMemory_t* m)
         const int slot = slotOf(dev);
         m->total = s->total[slot];
         m->used = fakeGpuUsed(s, slot, 0);
-        if (dev != &migDevice && physicalOf(dev) == fakeMigGpu()) {
-            m->used += fakeGpuUsed(s, fakeMigSlot(s), 0); /* the GPU holds its instances' memory */
+        if (inMigMode(dev)) {
+            for (unsigned j = 0; j < s->migInstances; ++j) { /* the GPU holds its instances' memory */
+                m->used += fakeGpuUsed(s, fakeMigSlot(s, j), 0);
+            }
         }
         m->free = m->total - m->used;
-        return 0;
+        return SUCCESS;
     }
     unsigned long long used[2], bytes;
     unsigned pid, gpu;
@@ -159,62 +213,168 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(void* dev, nvmlMemory_t* m)
     m->total = TOTAL;
     m->used = used[slotOf(dev)];
     m->free = TOTAL - m->used;
-    return 0;
+    return SUCCESS;
 }
-/* The live processes with memory on a slot, one entry each, as the driver lists them. */
-static unsigned sharedProcesses(const struct FakeGpuState* s, int slot, int hideMemory, nvmlProcessInfo_t* out,
-                                unsigned room)
+
+/* --- Process lists ------------------------------------------------------------------------------ */
+
+struct Entry {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gpuInstance, computeInstance;
+};
+#define MAX_ENTRIES FAKE_GPU_MAX_ROWS
+
+/* The live processes with memory on a slot that `mode` lists there (under MPS the server is the one
+ * compute process and the others are its clients). */
+static unsigned sharedProcesses(const struct FakeGpuState* s, int slot, int mode, int hideMemory, int gi,
+                                struct Entry* out, unsigned n)
 {
-    unsigned n = 0;
-    for (int i = 0; i < FAKE_GPU_MAX_ROWS; ++i) {
-        int pid = s->rows[i].pid;
+    const int server = (int)envUnsigned("FAKE_NVML_MPS_SERVER");
+    for (int i = 0; i < FAKE_GPU_MAX_ROWS && n < MAX_ENTRIES; ++i) {
+        const int pid = s->rows[i].pid;
         if (pid == 0 || s->rows[i].device != slot || !fakeGpuAlive(pid) || s->rows[i].bytes == 0) {
             continue;
         }
-        if (out && n < room) {
-            memset(&out[n], 0, sizeof out[n]);
-            out[n].pid = (unsigned)pid + pidOffset();
-            out[n].usedGpuMemory = hideMemory ? ULLONG_MAX : fakeGpuUsed(s, slot, pid);
+        const int client = server != 0 && pid != server;
+        if (mode == MODE_GRAPHICS || (mode == MODE_MPS) != client) {
+            continue;
         }
+        out[n].pid = (unsigned)pid + envUnsigned("FAKE_NVML_PID_OFFSET");
+        out[n].used = hideMemory ? ULLONG_MAX : fakeGpuUsed(s, slot, pid);
+        out[n].gpuInstance = gi < 0 ? 0xffffffffu : (unsigned)gi;
+        out[n].computeInstance = gi < 0 ? 0xffffffffu : 0;
         ++n;
     }
     return n;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* dev, unsigned* count, nvmlProcessInfo_t* infos)
+static unsigned processesOf(void* dev, int mode, struct Entry* out)
 {
     const struct FakeGpuState* s = fakeGpuState();
     if (s) {
-        const int mig = dev == &migDevice || physicalOf(dev) == fakeMigGpu();
-        const int slot = dev == &migDevice || !mig ? slotOf(dev) : fakeMigSlot(s);
-        unsigned n = sharedProcesses(s, slot, mig, infos, infos ? *count : 0);
-        unsigned had = *count;
-        *count = n;
-        return (infos == NULL || had < n) ? (n == 0 ? 0 : 7) : 0; /* 7: NVML_ERROR_INSUFFICIENT_SIZE */
+        const int j = migOf(dev);
+        if (j >= 0) {
+            return sharedProcesses(s, fakeMigSlot(s, (unsigned)j), mode, 1, j + 1, out, 0);
+        }
+        if (inMigMode(dev)) { /* the GPU's handle: every instance's processes, without their memory */
+            unsigned n = 0;
+            for (unsigned k = 0; k < s->migInstances; ++k) {
+                n = sharedProcesses(s, fakeMigSlot(s, k), mode, 1, (int)k + 1, out, n);
+            }
+            return n;
+        }
+        return sharedProcesses(s, slotOf(dev), mode, 0, -1, out, 0);
     }
     unsigned long long used[2], bytes;
     unsigned pid, gpu;
     readState(used, &pid, &gpu, &bytes);
-    unsigned n = (pid != 0 && (int)gpu == slotOf(dev)) ? 1 : 0;
+    if (mode != MODE_COMPUTE || pid == 0 || (int)gpu != slotOf(dev)) {
+        return 0;
+    }
+    out[0] = (struct Entry){pid, bytes, 0xffffffffu, 0xffffffffu};
+    return 1;
+}
+
+/* Entry i as a driver writes it, `stride` bytes: pid, 4 bytes of padding, usedGpuMemory, then (24 and
+ * 32 bytes) gpuInstanceId and computeInstanceId, then (32 bytes) usedGpuCcProtectedMemory. */
+static void writeEntry(void* base, unsigned i, unsigned stride, const struct Entry* e)
+{
+    unsigned char record[32] = {0};
+    memcpy(record, &e->pid, 4);
+    memcpy(record + 8, &e->used, 8);
+    memcpy(record + 16, &e->gpuInstance, 4);
+    memcpy(record + 20, &e->computeInstance, 4);
+    memcpy((unsigned char*)base + (size_t)i * stride, record, stride);
+}
+
+/* The count-then-fill protocol of the nvmlDeviceGet*RunningProcesses calls: a count too small (0 with
+ * a NULL array to ask) gets INSUFFICIENT_SIZE and the count, or SUCCESS when there is none. */
+static nvmlReturn_t listCall(void* dev, int mode, unsigned* count, void* infos, unsigned stride)
+{
+    struct Entry e[MAX_ENTRIES];
+    const unsigned n = processesOf(dev, mode, e);
     if (infos == NULL || *count < n) {
-        unsigned had = *count;
         *count = n;
-        return (n == 0 && infos == NULL) ? 0 : (had < n ? 7 : 0); /* 7: NVML_ERROR_INSUFFICIENT_SIZE */
+        return n == 0 ? SUCCESS : INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        writeEntry(infos, i, stride, &e[i]);
     }
     *count = n;
-    if (n == 1) {
-        memset(infos, 0, sizeof *infos);
-        infos[0].pid = pid;
-        infos[0].usedGpuMemory = bytes;
-    }
-    return 0;
+    return SUCCESS;
 }
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_COMPUTE, count, infos, 16); /* nvmlProcessInfo_v1_t */
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_COMPUTE, count, infos, 24); /* nvmlProcessInfo_v2_t */
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_MPS, count, infos, 16);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_MPS, count, infos, 24);
+}
+#if FAKE_NVML_V3_STRIDE > 0
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_COMPUTE, count, infos, FAKE_NVML_V3_STRIDE);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(void* dev, unsigned* count, void* infos)
+{
+    return listCall(dev, MODE_MPS, count, infos, FAKE_NVML_V3_STRIDE);
+}
+#endif
+
+#if FAKE_NVML_DETAIL_LIST > 0
+typedef struct {
+    unsigned version, mode, numProcArrayEntries;
+    void* procArray; /* nvmlProcessDetail_v1_t: 32 bytes each */
+} nvmlProcessDetailList_v1_t;
+
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(void* dev, nvmlProcessDetailList_v1_t* list)
+{
+#if FAKE_NVML_DETAIL_LIST == 2
+    (void)dev;
+    (void)list;
+    return NOT_SUPPORTED;
+#else
+    const unsigned v1 = (unsigned)sizeof(nvmlProcessDetailList_v1_t) | 1u << 24; /* NVML_STRUCT_VERSION */
+    if (list == NULL || list->version != v1 || list->mode > MODE_MPS) {
+        return INVALID_ARGUMENT;
+    }
+    return listCall(dev, (int)list->mode, &list->numProcArrayEntries, list->procArray, 32);
+#endif
+}
+#endif
+
 const char* nvmlErrorString(nvmlReturn_t r)
 {
-    return r == 0 ? "Success" : "Fake error";
+    switch (r) {
+    case SUCCESS:
+        return "Success";
+    case INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NOT_SUPPORTED:
+        return "Not Supported";
+    case NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NOT_FOUND:
+        return "Not Found";
+    case INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    default:
+        return "Fake error";
+    }
 }
 nvmlReturn_t nvmlSystemGetDriverVersion(char* v, unsigned len)
 {
-    snprintf(v, len, "999.99-fake");
-    return 0;
+    snprintf(v, len, "%s", FAKE_NVML_DRIVER);
+    return SUCCESS;
 }

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -306,9 +307,9 @@ private Q_SLOTS:
         QTest::addColumn<QString>("mode");
         QTest::addColumn<QStringList>("fragments");
         QTest::newRow("not JSON") << QStringLiteral("garbage")
-                                  << QStringList{QStringLiteral("exited with status 0 without a result"),
-                                                 QStringLiteral("its stdout had 5 lines that are not protocol events"),
-                                                 QStringLiteral("this is not the helper you are looking for")};
+                                  << QStringList{QStringLiteral("wrote something that is not its protocol to stdout: "
+                                                                "'this is not the helper you are looking for'; "
+                                                                "killed it")};
         QTest::newRow("wrong types") << QStringLiteral("bad_types")
                                      << QStringList{QStringLiteral("sent a malformed event"),
                                                     QStringLiteral("\"total_bytes\" is not a count")};
@@ -327,6 +328,43 @@ private Q_SLOTS:
             QVERIFY2(msg.contains(f), qPrintable(msg));
         }
         QVERIFY2(std::none_of(raw.begin(), raw.end(), [](char c) { return c < 0x20 || c == 0x7f; }), qPrintable(msg));
+    }
+
+    // A helper that says anything but its protocol and stays is killed at once, with the child it
+    // started, not waited on for the silence timeout (20 s here): text, JSON that is no event, an
+    // escape sequence (quoted printably).
+    void helperOffProtocolIsKilledAtOnce_data()
+    {
+        QTest::addColumn<QByteArray>("line");
+        QTest::addColumn<QString>("quoted");
+        QTest::newRow("text") << QByteArray("Segmentation fault? no: a banner") << QStringLiteral("a banner'");
+        QTest::newRow("JSON, no event") << QByteArray("{\"progress\":1}") << QStringLiteral("'{\"progress\":1}'");
+        QTest::newRow("escape sequence") << QByteArray("\033[2Jcleared") << QStringLiteral("'\\x1b[2Jcleared'");
+    }
+    void helperOffProtocolIsKilledAtOnce()
+    {
+        QFETCH(QByteArray, line);
+        QFETCH(QString, quoted);
+        QTemporaryDir dir;
+        const std::string pidFile = dir.filePath(QStringLiteral("pids")).toStdString();
+        qputenv("FAKE_HELPER_MODE", QByteArray("garbage_then_hang"));
+        qputenv("FAKE_HELPER_PIDS", QByteArray(pidFile.c_str()));
+        qputenv("GARBAGE_LINE", line);
+        qputenv("CKPTSCOPE_HELPER_TIMEOUT", QByteArray("20"));
+        const auto w = testLoadWatched(fakeRequest(), 30);
+        qunsetenv("GARBAGE_LINE");
+        QVERIFY(!w.result);
+        QCOMPARE(w.result.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(w.result.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("wrote something that is not its protocol to stdout: '")),
+                 qPrintable(msg));
+        QVERIFY2(msg.contains(quoted + QStringLiteral("; killed it")), qPrintable(msg));
+        QVERIFY2(w.ms < 5000, qPrintable(QString::number(w.ms)));
+        const auto pids = pidsIn(pidFile);
+        QCOMPARE(pids.size(), std::size_t{2});
+        for (const pid_t pid : pids) {
+            QVERIFY2(processGone(pid), qPrintable(QString::number(pid)));
+        }
     }
 
     // A helper that exits 3 without a result, while a child it left holds its pipes open: the
@@ -427,6 +465,47 @@ private Q_SLOTS:
         const QString msg = QString::fromStdString(notThere.error().message);
         QVERIFY2(msg.contains(QStringLiteral("libexec/ckptscope/ckptscope-torch-helper")), qPrintable(msg));
         QVERIFY2(msg.contains(QStringLiteral("-DCKPTSCOPE_WITH_TORCH=ON")), qPrintable(msg));
+    }
+
+    // An engine that reports a device error and then cannot be reaped (a process blocked in the GPU
+    // driver after an Xid dies only when the driver lets it; stuck_helper.c makes one): the client
+    // returns the engine's error within seconds and says it left the engine behind, instead of
+    // waiting in waitpid for ever.
+    void helperStuckAfterADeviceErrorIsLeftBehind()
+    {
+        QTemporaryDir dir;
+        const std::string tracerFile = dir.filePath(QStringLiteral("tracer")).toStdString();
+        qputenv("STUCK_HELPER_TRACER", QByteArray(tracerFile.c_str()));
+        auto req = fakeRequest("cuda:0");
+        req.engine = Engine::Cuda;
+        req.helperPath = STUCK_HELPER_PATH;
+        req.silenceTimeout = std::chrono::milliseconds(20000);
+        auto done = std::make_shared<std::promise<ckpt::Expected<TestloadReport>>>();
+        auto result = done->get_future();
+        QElapsedTimer timer;
+        timer.start();
+        std::thread([req, done] { done->set_value(testLoad(req)); }).detach();
+        const bool returned = result.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+        const qint64 ms = timer.elapsed();
+        // The tracer goes in every case; then the engine can be reaped (and a client stuck on it returns).
+        const auto tracer = pidsIn(tracerFile);
+        for (const pid_t p : tracer) {
+            if (p > 0) {
+                ::kill(p, SIGKILL);
+            }
+        }
+        qunsetenv("STUCK_HELPER_TRACER");
+        if (!tracer.empty() && tracer.front() < 0) {
+            QSKIP("this kernel does not let a process trace its parent: cannot make a helper that outlives SIGKILL");
+        }
+        QVERIFY2(returned, "the client waited for ever on an engine it could not reap");
+        auto r = result.get();
+        QVERIFY(!r);
+        QCOMPARE(r.error().code, ErrorCode::LoadFailed);
+        const QString msg = QString::fromStdString(r.error().message);
+        QVERIFY2(msg.contains(QStringLiteral("CUDA error 999")), qPrintable(msg));
+        QVERIFY2(msg.contains(QStringLiteral("did not exit after SIGKILL")), qPrintable(msg));
+        QVERIFY2(ms < 15000, qPrintable(QString::number(ms)));
     }
 
     void badDeviceIsUsage()

@@ -159,6 +159,12 @@ private Q_SLOTS:
         QCOMPARE(doc["engine"].get<std::string>(), std::string("cuda"));
         QVERIFY(doc["set"]["files"].get<std::size_t>() > 1);
         QCOMPARE(doc["file"].get<std::string>(), path.toStdString());
+        // The set's kind is the identifier `inspect --json` gives it, its phrase beside it.
+        const auto listing = ckpt::test::ckptscope({"inspect", path.toStdString(), "--json"});
+        QVERIFY2(listing.rc == 0, listing.err.c_str());
+        const auto inspected = nlohmann::json::parse(listing.out);
+        QCOMPARE(doc["set"]["kind"].get<std::string>(), inspected["set"]["kind"].get<std::string>());
+        QCOMPARE(doc["set"]["what"].get<std::string>(), inspected["set"]["what"].get<std::string>());
         checkVerified(doc, path.toStdString(), expected.toStdString());
     }
 

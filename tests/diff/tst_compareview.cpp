@@ -9,6 +9,7 @@
 #include <QAbstractItemModelTester>
 #include <QAction>
 #include <QCoreApplication>
+#include <QLabel>
 #include <QMimeData>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -161,6 +162,33 @@ private Q_SLOTS:
         QCOMPARE(i.siblingAtColumn(2).data().toString(), QStringLiteral("renamed"));
         QCOMPARE(i.siblingAtColumn(1).data().toString(), QStringLiteral("state_dict/head.weight"));
         QCOMPARE(view.result()->prefixesA, std::vector<std::string>{"module."});
+    }
+
+    // The header gives `ckptscope diff`'s verdict: a transposed view of the same weights is "Same
+    // weights, stored differently", a changed value "Differ", a separate save "Equal".
+    void headerVerdict_data()
+    {
+        QTest::addColumn<QString>("b");
+        QTest::addColumn<QString>("verdict");
+        QTest::newRow("stride only") << QStringLiteral("strided.pt")
+                                     << QStringLiteral("Same weights, stored differently: 1 changed, 1 only in how "
+                                                       "they are stored; 0 renamed");
+        QTest::newRow("values") << QStringLiteral("changed.pt") << QStringLiteral("Differ: 1 changed, 0 renamed");
+        QTest::newRow("separate save") << QStringLiteral("same.pt") << QStringLiteral("Equal: 0 changed, 0 renamed");
+    }
+    void headerVerdict()
+    {
+        QFETCH(QString, b);
+        QFETCH(QString, verdict);
+        ckpt::ui::CompareView view(open("base.pt"));
+        QSignalSpy done(&view, &ckpt::ui::CompareView::comparisonDone);
+        view.compareWith(fx(b.toUtf8().constData()));
+        QVERIFY(done.wait(20000));
+        QStringList labels;
+        for (const auto* label : view.findChildren<QLabel*>()) {
+            labels << label->text();
+        }
+        QVERIFY2(labels.join(QLatin1Char('\n')).contains(verdict), qPrintable(labels.join(QLatin1Char('\n'))));
     }
 
     void cancel()

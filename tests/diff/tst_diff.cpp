@@ -1,6 +1,7 @@
 // `ckptscope diff` in-process over pairs of real torch.save files (gen_diff_fixtures.py): each
 // category of the report, the value differences against torch's own (oracle.json), the prefix
-// alignment, the three renderings and the exit codes (0 equal, 1 differ, 2 bad input).
+// alignment, the three renderings and the exit codes (0 the same weights, 1 differ, 2 bad input;
+// --strict: 0 only when nothing differs, not even how the weights are stored).
 #include "checkpoint/checkpoint.h"
 #include "cli_run.h"
 #include "diff/diff.h"
@@ -211,12 +212,17 @@ private Q_SLOTS:
     }
 
     // The same arguments as an argparse.Namespace and as a dict: every leaf is equal, but the value
-    // changed type (`ckpt["args"].hidden` no longer works), so the files differ.
+    // changed type (`ckpt["args"].hidden` no longer works). The weights are the same (exit 0), and
+    // the class change is reported; --strict counts it as a difference.
     void typeOfAValueChanged()
     {
         const auto r = diffRun({fx("args_namespace.pt"), fx("base.pt")});
-        QCOMPARE(r.rc, 1);
+        QCOMPARE(r.rc, 0);
+        QVERIFY(!r.doc["equal"].get<bool>());
+        QVERIFY(r.doc["same_weights"].get<bool>());
         QCOMPARE(r.doc["counts"]["changed"].get<int>(), 1);
+        QCOMPARE(r.doc["counts"]["stored_differently"].get<int>(), 1);
+        QCOMPARE(diffRun({fx("args_namespace.pt"), fx("base.pt"), "--strict"}).rc, 1);
         const auto& args = entry(r.doc, "args");
         QCOMPARE(str(args["status"]), std::string("changed"));
         QVERIFY(hasChange(args, "type"));
@@ -257,16 +263,72 @@ private Q_SLOTS:
         QVERIFY(text.out.find("shape [4] -> [2, 2]") != std::string::npos);
     }
 
+    // A transposed view holds the same weights as a contiguous copy: exit 0, the stride change
+    // shown as how they are stored; --strict exits 1 on it.
     void strideOnly()
     {
         const auto r = diffRun({fx("base.pt"), fx("strided.pt")});
-        QCOMPARE(r.rc, 1);
+        QCOMPARE(r.rc, 0);
+        QVERIFY(!r.doc["equal"].get<bool>());
+        QVERIFY(r.doc["same_weights"].get<bool>());
+        QCOMPARE(r.doc["counts"]["stored_differently"].get<int>(), 1);
         const auto& e = entry(r.doc, "state_dict/fc.weight");
         QCOMPARE(str(e["status"]), std::string("changed"));
         QCOMPARE((e["changes"]).dump(), json::array({"stride"}).dump());
         QCOMPARE((e["b"]["stride"]).dump(), json::array({1, 4}).dump());
         // Gathered from the transposed view in C order, the values are the same ones.
         QVERIFY(e["values"]["identical_bytes"].get<bool>());
+        const auto strict = diffRun({fx("base.pt"), fx("strided.pt"), "--strict"});
+        QCOMPARE(strict.rc, 1);
+        QCOMPARE(strict.doc.dump(), r.doc.dump());  // --strict changes the exit code alone
+        const auto text = diffRun({fx("base.pt"), fx("strided.pt")}, false);
+        QVERIFY2(text.out.starts_with("A: ") && text.out.find("\nSame weights: 1 changed, all only in how they are "
+                                                              "stored; 0 renamed") != std::string::npos,
+                 text.out.c_str());
+        QVERIFY2(text.out.find("1 with other strides") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find("\nStored differently, the same weights (1):\n  state_dict/fc.weight: stride") !=
+                     std::string::npos,
+                 text.out.c_str());
+    }
+
+    // The README's "are these the same weights?": a DDP save (storages on cuda:0, `module.` keys)
+    // against the safetensors file convert exports from it. Only the saved device differs: the same
+    // weights, exit 0, and the report says where each side was saved; --strict exits 1.
+    void savedDeviceIsNoDifferenceInTheWeights()
+    {
+        QTemporaryDir tmp;
+        const std::string sample = CKPTSCOPE_SOURCE_DIR "/resources/sample/ddp_checkpoint.pt";
+        const std::string exported = tmp.filePath(QStringLiteral("model.safetensors")).toStdString();
+        const auto convert =
+            ckpt::test::ckptscope({"convert", sample, "-o", exported, "--single-card", "--select", "state_dict"});
+        QVERIFY2(convert.rc == 0, convert.err.c_str());
+        const auto r = diffRun({sample, exported, "--select", "state_dict:"});
+        QVERIFY2(r.rc == 0, r.out.c_str());
+        QVERIFY(r.doc["same_weights"].get<bool>());
+        QVERIFY(!r.doc["equal"].get<bool>());
+        const auto changed = r.doc["counts"]["changed"].get<int>();
+        QVERIFY(changed > 0);
+        QCOMPARE(r.doc["counts"]["stored_differently"].get<int>(), changed);
+        for (const auto& e : r.doc["entries"]) {
+            if (e["status"] == "changed") {
+                QCOMPARE(e["changes"].dump(), json::array({"device"}).dump());
+                QCOMPARE(str(e["a"]["device"]), std::string("cuda:0"));
+                QCOMPARE(str(e["b"]["device"]), std::string("cpu"));
+                QVERIFY(e["values"]["identical_bytes"].get<bool>());
+            }
+        }
+        const auto text = diffRun({sample, exported, "--select", "state_dict:"}, false);
+        QVERIFY2(text.out.find("\nSame weights: ") != std::string::npos, text.out.c_str());
+        QVERIFY2(text.out.find(std::to_string(changed) + " saved on another device") != std::string::npos,
+                 text.out.c_str());
+        QVERIFY2(text.out.find("saved on cuda:0 -> cpu; bytes identical") != std::string::npos, text.out.c_str());
+        const auto summary = diffRun({sample, exported, "--select", "state_dict:", "--summary"}, false);
+        QCOMPARE(summary.rc, 0);
+        QVERIFY2(summary.out.find(": same weights (" + std::to_string(changed) +
+                                  " changed, all only in how they are stored; 0 renamed") != std::string::npos,
+                 summary.out.c_str());
+        QCOMPARE(diffRun({sample, exported, "--select", "state_dict:", "--strict"}).rc, 1);
+        QCOMPARE(diffRun({sample, exported, "--select", "state_dict:", "--strict", "--summary"}, false).rc, 1);
     }
 
     void summaryLine()
@@ -275,6 +337,28 @@ private Q_SLOTS:
         QCOMPARE(differ.rc, 1);
         QCOMPARE(std::count(differ.out.begin(), differ.out.end(), '\n'), 1);
         QVERIFY(differ.out.find(": differ (1 changed, 0 renamed, 0 only in A, 0 only in B,") != std::string::npos);
+        // The tolerances show in the one line too: how many of the tensors whose values differ are
+        // within them, as torch.allclose says (oracle.json).
+        const json o = oracle();
+        for (const bool loose : {true, false}) {
+            std::vector<std::string> args{fx("base.pt"), fx("bf16.pt"), "--summary"};
+            if (loose) {
+                args.insert(args.end(), {"--rtol", "1e-2", "--atol", "1e-2"});
+            }
+            const auto line = diffRun(args, false);
+            QCOMPARE(line.rc, 1);
+            std::size_t differing = 0;
+            std::size_t close = 0;
+            for (const auto& [key, want] : o[loose ? "bf16" : "bf16_strict"].items()) {
+                differing += want["differing"].get<std::uint64_t>() > 0 ? 1 : 0;
+                close += want["differing"].get<std::uint64_t>() > 0 && want["allclose"].get<bool>() ? 1 : 0;
+            }
+            QVERIFY(differing > 0);
+            const std::string within = close == differing ? std::string("all") : std::to_string(close) + " of them";
+            const std::string want = "values differ in " + std::to_string(differing) + " tensors, " + within +
+                                     " within rtol " + (loose ? "0.01, atol 0.01" : "1e-05, atol 1e-08") + ")";
+            QVERIFY2(line.out.find(want) != std::string::npos, (line.out + " lacks " + want).c_str());
+        }
         const auto same = diffRun({fx("ddp.pt"), fx("base.pt"), "--summary"}, false);
         QCOMPARE(same.rc, 0);
         QVERIFY(same.out.find(": equal (") != std::string::npos);

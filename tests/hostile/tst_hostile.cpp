@@ -2,6 +2,7 @@
 // convert never destroys a file, nothing aborts, memory and time stay bounded by the input, and
 // damaged files are named as damaged. Limits are loose, for a loaded 2-core CI machine; each case
 // failed on the code before the reliability fixes (run with CKPTSCOPE_HOSTILE_CLI=<old binary>).
+#include "hostile_cli.h"
 #include "process_run.h"
 #include "time_bound.h"
 
@@ -23,17 +24,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+using ckpt::test::cli;
 using ckpt::test::Process;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
 
 namespace {
-
-std::string cli()
-{
-    const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
-    return env != nullptr && *env != '\0' ? env : CKPTSCOPE_TEST_CLI;
-}
 
 QByteArray fileHash(const QString& path)
 {

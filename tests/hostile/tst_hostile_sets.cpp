@@ -3,6 +3,7 @@
 // reads, a set reads only regular files inside its own folder, sizes that overflow are refused,
 // a deep index does not crash and a FIFO does not hang. Every case failed on the code before
 // (run with CKPTSCOPE_HOSTILE_CLI=<old binary>). Each case works on its own copy of a set.
+#include "hostile_cli.h"
 #include "process_run.h"
 #include "time_bound.h"
 
@@ -21,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+using ckpt::test::cli;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
 
@@ -35,12 +37,6 @@ constexpr bool kRssIsTheProgramsOwn = false;
 #else
 constexpr bool kRssIsTheProgramsOwn = true;
 #endif
-
-std::string cli()
-{
-    const char* env = std::getenv("CKPTSCOPE_HOSTILE_CLI");
-    return env != nullptr && *env != '\0' ? env : CKPTSCOPE_TEST_CLI;
-}
 
 // Every file under `dir` (symlinks not followed) with its content's hash: what must not change.
 QMap<QString, QByteArray> hashes(const QString& dir)
@@ -296,6 +292,25 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    // `latest` a symlink to a file outside the folder: its first line was read as the tag and printed
+    // in every command's error. It is a member like any other (memberOfFolder): never read, and the
+    // refusal says where it leads.
+    void zeroLatestOutsideTheFolderIsRefused()
+    {
+        const QString dir = copyOf(QStringLiteral("zero2"));
+        QFile::remove(dir + QStringLiteral("/latest"));
+        QVERIFY(QFile::link(secret(), dir + QStringLiteral("/latest")));
+        const QString out = m_work.filePath(QStringLiteral("latest-outside.pt"));
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"inspect", s(dir)}, {"check", s(dir)}, {"convert", s(dir), "-o", s(out)}, {"diff", s(dir), s(dir)}}) {
+            const auto r = run(args);
+            checkRefused(r);
+            QVERIFY2(r.err.contains("'latest'") && r.err.contains("outside"), qPrintable(describe(r)));
+            QVERIFY2(!r.err.contains("root:x") && !r.out.contains("root:x"), qPrintable(describe(r)));
+        }
+        QVERIFY(!QFile::exists(out));
+    }
+
     // A .distcp symlinked to a file outside: check said "no findings", and convert's error printed
     // the target's first bytes in hex (`72 6f 6f 74 3a 78` is `root:x`).
     void dcpDataFileOutsideTheFolderIsRefused()
@@ -409,8 +424,10 @@ private Q_SLOTS:
                                                     << ".metadata";
         QTest::newRow("dcp .metadata extra field") << "dcp_code_extra_field"
                                                    << ".metadata";
+        // A value of the state dict: said once, by the single-file rule on the set (at its key,
+        // with the fix), not a second time for its member (hostileValueIsDropped).
         QTest::newRow("dcp bytes item") << "dcp_code_bytes_item"
-                                        << "__0_0.distcp (value 'step')";
+                                        << "";
         QTest::newRow("fsdp rank file") << "fsdp_code"
                                         << "pytorch_model_fsdp_0_rank1.bin";
         QTest::newRow("zero rank file") << "zero_code"
@@ -433,9 +450,55 @@ private Q_SLOTS:
             QVERIFY2(r.rc == 1 && r.out.contains("unsafe-callable"), qPrintable(what));
             if (!json) {
                 // The single file's wording, naming the member.
-                QVERIFY2(r.out.contains(s(file + QStringLiteral(": The pickle calls posix.system")).c_str()),
-                         qPrintable(what));
+                const QString says = file.isEmpty() ? QStringLiteral("] The pickle calls posix.system")
+                                                    : file + QStringLiteral(": The pickle calls posix.system");
+                QVERIFY2(r.out.contains(s(says).c_str()), qPrintable(what));
+                QVERIFY2(r.out.count("[unsafe-callable]") == 1, qPrintable(what));
             }
+        }
+    }
+
+    // A DCP value whose pickle calls os.system: check offered "drop the values that carry it and
+    // write the rest as a weights-only file", but `convert --weights-only` (and plain convert) of the
+    // set exited 2, "the DCP set is incomplete (unsafe-callable)", and check's single-file rules did
+    // not run for the same reason. A set with a hostile value is whole: the value is dropped, said,
+    // and the weights are written (never the call); check runs every rule and gives the fix.
+    void hostileValueIsDropped()
+    {
+        const QString dir = copyOf(QStringLiteral("dcp_code_bytes_item"));
+        const auto before = hashes(dir);
+        for (const bool weightsOnly : {true, false}) {
+            const QString out = m_work.filePath(QStringLiteral("dropped%1.pt").arg(weightsOnly ? 1 : 0));
+            std::vector<std::string> args{"convert", s(dir), "-o", s(out)};
+            if (weightsOnly) {
+                args.emplace_back("--weights-only");
+            }
+            const auto r = run(args);
+            QVERIFY2(r.rc == 0 && r.out.contains("drop    step: posix.system") && r.out.contains("1 value dropped"),
+                     qPrintable(describe(r) + QString::fromUtf8(r.out)));
+            QFile f(out);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QVERIFY2(!f.readAll().contains("system"), "the call was written");
+            const auto written = run({"check", s(out)});
+            QVERIFY2(written.rc == 0 && written.out.contains("no findings"), qPrintable(describe(written)));
+            const auto d = run({"diff", s(out), s(dir), "--select", "w"});
+            QVERIFY2(d.rc == 0, qPrintable(describe(d) + QString::fromUtf8(d.out.left(600))));
+        }
+        const auto c = run({"check", s(dir)});
+        QVERIFY2(c.rc == 1 && !c.err.contains("did not run") &&
+                     c.out.contains(s(QStringLiteral("--drop step --weights-only")).c_str()),
+                 qPrintable(describe(c) + QString::fromUtf8(c.out)));
+        QCOMPARE(hashes(dir), before);
+        // Code elsewhere in a set is no value of its state dict: the weights convert as they are
+        // (an FSDP rank file's other values stopped its consolidation, this one among them).
+        for (const char* set : {"dcp_code_storage_meta", "fsdp_code", "zero_code", "hf_bin_code"}) {
+            const QString out = m_work.filePath(QStringLiteral("%1.pt").arg(QString::fromLatin1(set)));
+            const auto m = run({"convert", s(copyOf(QString::fromLatin1(set))), "-o", s(out), "--weights-only"});
+            QVERIFY2(m.rc == 0 && QFile::exists(out),
+                     qPrintable(QString::fromLatin1(set) + QStringLiteral(": ") + describe(m)));
+            QFile f(out);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QVERIFY2(!f.readAll().contains("posix"), set);
         }
     }
 
@@ -581,13 +644,38 @@ private Q_SLOTS:
         const QString expected =
             m_gen.filePath(set.startsWith(QStringLiteral("dcp")) ? QStringLiteral("dcp_many_ranks.expected.pt")
                                                                  : set + QStringLiteral(".expected.pt"));
-        const auto d = run({"diff", s(out), s(expected)});
+        const auto d = run({"diff", "--strict", s(out), s(expected)});
         QVERIFY2(d.rc == 0, qPrintable(describe(d) + QString::fromUtf8(d.out.left(600))));
         QFile::remove(out);
         // And diff reads the set itself past the limit too (a Hugging Face set held every shard open).
-        const auto inPlace = run({"diff", s(dir), s(expected)}, 120000);
+        const auto inPlace = run({"diff", "--strict", s(dir), s(expected)}, 120000);
         qInfo("%s diff: %s", qPrintable(set), qPrintable(describe(inPlace)));
         QVERIFY2(inPlace.rc == 0, qPrintable(describe(inPlace) + QString::fromUtf8(inPlace.out.left(600))));
+    }
+
+    // A Hugging Face set that is no one state dict (a shard holds a quantized tensor) is compared
+    // file by file: diff held every shard open, and 1,200 shards failed past `ulimit -n 1024` with
+    // EMFILE where inspect, check and convert hold a few. Each part now keeps its shard's tables and
+    // reads its bytes through the set's few open shards.
+    void diffOfAFileByFileSetPastTheDescriptorLimit()
+    {
+        const QString dir = m_gen.filePath(QStringLiteral("hf_quantized_many_shards"));
+        const QString expected = m_gen.filePath(QStringLiteral("hf_quantized_many_shards.expected.pt"));
+        const DescriptorLimit limit(1024);
+        // Each part keeps its shard's tables, no mapping and no descriptor: about 200 KiB for a
+        // one-tensor shard (the pickle arena's first block), 250 MB a side here.
+        const std::vector<std::pair<std::vector<std::string>, long>> runs{{{"diff", s(dir), s(expected)}, 384 * 1024},
+                                                                          {{"diff", s(dir), s(dir)}, 768 * 1024}};
+        for (const auto& [args, boundKiB] : runs) {
+            const auto r = run(args, 120000);
+            const QString what = describe(r) + QStringLiteral(", peak RSS %1 KiB").arg(r.maxRssKiB);
+            qInfo("hf_quantized_many_shards %s", qPrintable(what));
+            QVERIFY2(!r.timedOut && r.rc == 0, qPrintable(what + QString::fromUtf8(r.out.left(600))));
+            QVERIFY2(r.out.contains("compared file by file") && r.out.contains("1200 equal"),
+                     r.out.left(600).constData());
+            QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < boundKiB, qPrintable(what));
+            QVERIFY2(r.ms < ckpt::test::timeBoundMs(30000), qPrintable(what));
+        }
     }
 
     // Small .metadata files that made gigabytes: 4,000 planner_data paths naming one memoized 1 MiB
@@ -603,6 +691,23 @@ private Q_SLOTS:
                                                      << "convert";
         QTest::newRow("planner list index, convert") << "dcp_planner_index"
                                                      << "convert";
+    }
+    // The same memoized 1 MiB string as the fqn of 4,000 storage_data entries: every key was a copy
+    // (4.0 GB and 25 s, exit 0). Keys are numbers now (one hash per distinct string): the set reads,
+    // in the memory of the set.
+    void dcpSharedFqnStaysShared()
+    {
+        const QString dir = m_gen.filePath(QStringLiteral("dcp_fqn_amplified"));
+        const long budgetKiB = 64 * 1024 + 32 * bytesOf(dir, {QStringLiteral(".metadata")}) / 1024;
+        for (const char* cmd : {"check", "inspect"}) {
+            const auto r = run({cmd, s(dir)}, 30000);
+            const QString what =
+                describe(r) + QStringLiteral(", peak RSS %1 KiB (budget %2 KiB)").arg(r.maxRssKiB).arg(budgetKiB);
+            qInfo("dcp_fqn_amplified %s: %s", cmd, qPrintable(what));
+            QVERIFY2(!r.timedOut && r.rc == 0, qPrintable(what));
+            QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
+            QVERIFY2(r.ms < ckpt::test::timeBoundMs(5000), qPrintable(what));
+        }
     }
     void dcpMetadataBombsStopAtTheBudget()
     {

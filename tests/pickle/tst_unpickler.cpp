@@ -561,7 +561,7 @@ private Q_SLOTS:
             QCOMPARE(a[r->root].items.size(), std::size_t{80000});
         }
         qInfo("40 000-key state dict (%zu bytes): %.1f ms CPU, %.1f ms wall", data.size(), best, bestWall);
-#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+#if defined(__SANITIZE_ADDRESS__) || !CKPTSCOPE_LIBS_OPTIMIZED
         QSKIP("timing is only meaningful in an optimised build without sanitizers");
 #else
         // Timings belong in bench/; this bound only catches a quadratic regression on a loaded machine.

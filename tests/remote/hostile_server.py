@@ -22,19 +22,56 @@ Serves FILE (a real checkpoint) under paths that each break one rule:
   /need-token/F    401 unless `Authorization: Bearer secret`; logs every Authorization it saw
   http://127.0.0.1:PORT/...  as a forward proxy (absolute-form requests), to loopback only,
                    logging each URL to $HOSTILE_PROXY_LOG
+Hostile replies to what a Hub client asks (HF_ENDPOINT pointing here), each request's path
+(percent-decoded, dot segments resolved) logged to $HOSTILE_PATH_LOG:
+  /api/models/hub/CASE/revision/REV  the Hub API's listing of repository hub/CASE, bent per CASE
+                   (LISTINGS below); /hub/CASE/resolve/REV/NAME serves FILE
+  /set/CASE/NAME   a sharded set whose index (model.safetensors.index.json) names the shards of
+                   SET_INDEXES[CASE]; any other NAME serves FILE
 Prints its port on stdout, then serves until stdin closes.
 """
 import http.server
 import itertools
+import json
 import os
+import posixpath
 import re
 import socketserver
 import sys
 import threading
 import time
+import urllib.parse
 
 DATA = b""
 COUNTS = {}
+
+
+def siblings(names):
+    return json.dumps({"id": "hub/x", "siblings": [{"rfilename": n} for n in names]}).encode()
+
+
+# The Hub API's reply for repository hub/CASE. A name from a listing must be a path inside the
+# repository: requested as exactly that file, never one of another repository.
+LISTINGS = {
+    "deep": b'{"siblings": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+    "many": siblings(f"w{i}.pt" for i in range(300000)),
+    "traversal": siblings(["../../../hub/other/resolve/main/model.safetensors"]),
+    "absolute": siblings(["/hub/other/resolve/main/model.safetensors"]),
+    "percent": siblings(["..%2F..%2F..%2Fhub%2Fother%2Fresolve%2Fmain%2Fmodel.safetensors"]),
+    "query": siblings(["model.safetensors?x=../../../../hub/other"]),
+    "escapes": siblings(["\x1b[2Ja.pt", "b\x1b]0;title\x07.pt", "c\u009b2J.pt"]),
+    "not-json": b"<html><body>Hub maintenance</body></html>",
+    "no-siblings": b'{"id": "hub/x", "siblings": {"rfilename": "model.safetensors"}}',
+}
+
+# The weight_map of the set /set/CASE/: every shard name must be a file beside the index.
+SET_INDEXES = {
+    "dotdot": {"w": "../escape.safetensors"},
+    "slash": {"w": "sub/../../escape.safetensors"},
+    "dot": {"w": "."},
+    "encoded": {"w": "%2e%2e%2fescape.safetensors"},
+    "query": {"w": "model.safetensors?../../escape"},
+}
 LOCK = threading.Lock()
 ETAGS = itertools.count()
 
@@ -94,6 +131,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.startswith("http://"):
             return self.proxy()
+        with open(os.environ.get("HOSTILE_PATH_LOG", os.devnull), "a") as f:
+            f.write(posixpath.normpath(urllib.parse.unquote(self.path)) + "\n")
         parts = self.path.split("/")
         kind = parts[1] if len(parts) > 1 else ""
         try:
@@ -211,6 +250,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Retry-After", "3600")
             self.send_header("Content-Length", "0")
             self.end_headers()
+        elif kind == "api":
+            case = self.path.split("/")[4] if self.path.count("/") >= 4 else ""
+            if case == "endless":
+                self.send_response(200)
+                self.send_header("Connection", "close")
+                self.end_headers()
+                while True:
+                    self.wfile.write(b" " * 65536)
+            body = LISTINGS.get(case, siblings(["model.safetensors"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif kind == "hub":
+            self.send_range()
+        elif kind == "set":
+            case, name = (self.path.split("/", 3)[2:] + [""])[:2]
+            if name == "model.safetensors.index.json" and case in SET_INDEXES:
+                body = json.dumps({"metadata": {}, "weight_map": SET_INDEXES[case]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_range()
         elif kind == "need-token":
             auth = self.headers.get("Authorization", "")
             with open(os.environ.get("HOSTILE_AUTH_LOG", os.devnull), "a") as f:

@@ -148,8 +148,8 @@ private Q_SLOTS:
         const auto w = cli({QStringLiteral("convert"), QStringLiteral("hf://org/sharded"), QStringLiteral("-o"),
                             out.filePath(QStringLiteral("o.pt"))});
         QVERIFY2(w.rc == 0, w.err.constData());
-        const auto d =
-            cli({QStringLiteral("diff"), out.filePath(QStringLiteral("o.pt")), sets.filePath(QStringLiteral("hf_st"))});
+        const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), out.filePath(QStringLiteral("o.pt")),
+                            sets.filePath(QStringLiteral("hf_st"))});
         QVERIFY2(d.rc == 0, d.out.constData());
     }
 
@@ -188,11 +188,11 @@ private Q_SLOTS:
         const QString o = out.filePath(QStringLiteral("out.pt"));
         const auto w = cli({QStringLiteral("convert"), input, QStringLiteral("-o"), o});
         QVERIFY2(w.rc == 0, w.err.constData());
-        const auto d = cli({QStringLiteral("diff"), o, local});
+        const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o, local});
         QVERIFY2(d.rc == 0, d.out.constData());
         QCOMPARE(QDir(out.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("out.pt")});
         // diff over HTTP on both sides, by value.
-        const auto both = cli({QStringLiteral("diff"), input, input});
+        const auto both = cli({QStringLiteral("diff"), QStringLiteral("--strict"), input, input});
         QVERIFY2(both.rc == 0, both.err.constData());
     }
 
@@ -247,7 +247,7 @@ private Q_SLOTS:
         qunsetenv("TMPDIR");
         QVERIFY2(w.rc == 0, w.err.constData());
         QVERIFY(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
-        const auto d = cli({QStringLiteral("diff"), o, big_ + QStringLiteral("/big.pt")});
+        const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o, big_ + QStringLiteral("/big.pt")});
         QVERIFY2(d.rc == 0, d.out.constData());
         const auto c = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--download"), u});
         const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), big_ + QStringLiteral("/big.pt")});

@@ -150,7 +150,8 @@ private Q_SLOTS:
     {
         for (const char* set : {"dcp_basic", "dcp_per_item"}) {
             const QString dir = fixture(QString::fromLatin1(set));
-            const Run r = ckptscope({"diff", dir.toStdString(), (dir + QStringLiteral(".expected.pt")).toStdString()});
+            const Run r = ckptscope(
+                {"diff", "--strict", dir.toStdString(), (dir + QStringLiteral(".expected.pt")).toStdString()});
             QVERIFY2(r.rc == 0, (r.out + r.err).c_str());
         }
     }

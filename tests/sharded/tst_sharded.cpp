@@ -125,7 +125,7 @@ private Q_SLOTS:
         QCOMPARE(values.rc, 2);
         QVERIFY2(values.err.find("layers.0.qweight") != std::string::npos, values.err.c_str());
         // diff compares it shard by shard, as each tensor lives whole in one shard.
-        const Run same = ckptscope({"diff", set, set});
+        const Run same = ckptscope({"diff", "--strict", set, set});
         QVERIFY2(same.rc == 0, (same.out + same.err).c_str());
     }
 

@@ -461,9 +461,14 @@ def check_index(errors, mine, want, prefix=""):
 def check_refused(errors, tool, path, code):
     """The default torch.load refuses the archive, and `check` says why with `code`."""
     _, refused = default_load(path)
-    codes = [f["code"] for f in json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]]
+    findings = json.loads(run(tool, "check", "--json", path, ok=(0, 1)).stdout)["findings"]
+    codes = [f["code"] for f in findings]
     if refused is None or code not in codes or "not-weights-only" in codes:
         errors.append(f"check: findings {codes}, the default torch.load {refused or 'reads it'}")
+    # A package's users have no docs/ folder: a finding explains itself, never cites one.
+    cited = [f["code"] for f in findings if "docs/" in f["title"] + f["detail"]]
+    if cited:
+        errors.append(f"check: findings {cited} cite the project's docs/, which users of the package do not have")
 
 
 def check_convert(errors, tool, path, work, want):
@@ -507,7 +512,7 @@ def check_export(tool, path, work):
     compare_values(errors, "torch.export.load", dict(ep.state_dict), model)
     check_convert(errors, tool, pt2, work, model)
     # diff compares the archive as its state dict: equal to the model's.
-    r = subprocess.run([tool, "diff", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
+    r = subprocess.run([tool, "diff", "--strict", pt2, path.removesuffix(".pt") + ".model_state_dict.pt"], capture_output=True,
                        text=True)
     if r.returncode != 0:
         errors.append(f"diff against the model's state_dict(): exit {r.returncode}: {r.stdout.strip()[-300:]}")

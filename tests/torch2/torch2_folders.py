@@ -260,7 +260,7 @@ def check_folder(tool, folder, work):
     if set(got) - set(want):
         errors.append(f"convert: the output has keys the model has not: {sorted(set(got) - set(want))[:4]}")
 
-    d = run(tool, "diff", folder, os.path.join(folder, name), ok=(0, 1))
+    d = run(tool, "diff", "--strict", folder, os.path.join(folder, name), ok=(0, 1))
     if d.returncode != 0:
         errors.append(f"diff: the folder and its model file differ: {d.stdout.strip()[:200]}")
     return errors

@@ -208,7 +208,7 @@ private Q_SLOTS:
         QCOMPARE(stats->max, want.value(QStringLiteral("max")).toDouble());
         QCOMPARE(stats->mean, want.value(QStringLiteral("mean")).toDouble());
 
-        const CliRun self = ckptscope({"diff", fixture("nested.pt"), fixture("nested.pt")});
+        const CliRun self = ckptscope({"diff", "--strict", fixture("nested.pt"), fixture("nested.pt")});
         QVERIFY2(self.rc == 0, self.out.c_str());
     }
 
@@ -219,7 +219,7 @@ private Q_SLOTS:
         const CliRun convert = ckptscope({"convert", fixture("nested.pt"), "-o", out, "--single-card"});
         QVERIFY2(convert.rc == 0, convert.err.c_str());
         QCOMPARE(torchCompare(fixture("nested.pt"), out), QStringLiteral("equal"));
-        const CliRun diff = ckptscope({"diff", fixture("nested.pt"), out});
+        const CliRun diff = ckptscope({"diff", "--strict", fixture("nested.pt"), out});
         QVERIFY2(diff.rc == 0, diff.out.c_str());
     }
 

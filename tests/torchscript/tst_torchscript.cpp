@@ -200,10 +200,10 @@ private Q_SLOTS:
     void diffAgainstItsStateDict()
     {
         const std::string ts = fixture(QStringLiteral("ts_cnn.pt")).toStdString();
-        const Run same = ckptscope({"diff", ts, ts + ".expected.pt"});
+        const Run same = ckptscope({"diff", "--strict", ts, ts + ".expected.pt"});
         QVERIFY2(same.rc == 0, (same.out + same.err).c_str());
         const Run other =
-            ckptscope({"diff", ts, fixture(QStringLiteral("ts_lite.ptl")).toStdString() + ".expected.pt"});
+            ckptscope({"diff", "--strict", ts, fixture(QStringLiteral("ts_lite.ptl")).toStdString() + ".expected.pt"});
         QCOMPARE(other.rc, 0);  // the same trained weights, saved for the lite interpreter
         const Run differ = ckptscope({"diff", ts, fixture(QStringLiteral("torchscript.pt")).toStdString()});
         QCOMPARE(differ.rc, 1);

@@ -99,8 +99,9 @@ private Q_SLOTS:
     }
 
     // The name column kept room for the last two segments but cut the middle ("module.bn…ning_mean"),
-    // so the segments it kept room for did not show.
-    void nameKeepsTheEndOfLongKeys()
+    // so the segments it kept room for did not show; then it cut the start, and every layer's row
+    // read alike (issue 39). A key keeps its end and its layer's index.
+    void nameKeepsTheEndAndTheIndexOfLongKeys()
     {
         QStandardItemModel model;
         fill(model);
@@ -108,11 +109,13 @@ private Q_SLOTS:
         tree.setModel(&model);
         tree.setTextElideMode(Qt::ElideMiddle);
         new ColumnFitter(&tree, 0, QStringLiteral("test/header"));
-        auto* delegate = dynamic_cast<KeyTailDelegate*>(tree.itemDelegateForColumn(0));
+        auto* delegate = dynamic_cast<KeyNameDelegate*>(tree.itemDelegateForColumn(0));
         QVERIFY(delegate != nullptr);
-        QStyleOptionViewItem option;
-        delegate->initStyleOption(&option, model.index(0, 0));
-        QCOMPARE(option.textElideMode, Qt::ElideLeft);
+        const QFontMetrics fm = tree.fontMetrics();
+        const QString shown = elidedKey(kLongKey + QStringLiteral("0"), fm, nameNeeds(tree, kLongKey) + 20);
+        QVERIFY2(shown.endsWith(QStringLiteral("layer_norm_weight0")) && shown.contains(QStringLiteral("11.")),
+                 qPrintable(shown));
+        QVERIFY(fm.horizontalAdvance(shown) <= nameNeeds(tree, kLongKey) + 20);
         QCOMPARE(tree.itemDelegateForColumn(1), nullptr);  // values keep the view's own mode
     }
 

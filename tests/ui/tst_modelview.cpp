@@ -35,6 +35,18 @@ QModelIndex topRow(const ModuleTreeModel& m, const QString& name)
     return {};
 }
 
+// `file`, written by the tests' Python running `script`, opened in `w`; null (Python's words warned)
+// when Python could not write it.
+DocumentView* openWritten(MainWindow& w, const QString& file, const QString& script)
+{
+    const QString wrote = ckpt::test::writeWithPython(script, file);
+    if (!wrote.isEmpty()) {
+        qWarning("%s", qPrintable(wrote));
+        return nullptr;
+    }
+    return openOne(w, file);
+}
+
 }  // namespace
 
 class TestModelView : public QObject {
@@ -48,15 +60,12 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("best.pt"));
         // What ultralytics saves, in small: the model pickled whole beside plain keys.
-        const QString wrote = ckpt::test::writeWithPython(
+        MainWindow w;
+        auto* view = openWritten(
+            w, file,
             QStringLiteral("import sys, torch, torch.nn as nn\n"
                            "torch.save({'epoch': 3, 'model': nn.Sequential(nn.Linear(2, 2)), "
-                           "'date': '2024-05-01', 'train_args': {'lr': 0.01, 'imgsz': 640}}, sys.argv[1])\n"),
-            file);
-        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
-
-        MainWindow w;
-        auto* view = openOne(w, file);
+                           "'date': '2024-05-01', 'train_args': {'lr': 0.01, 'imgsz': 640}}, sys.argv[1])\n"));
         QVERIFY(view != nullptr);
         QVERIFY(view->modelViewShown());
         const auto& m = *view->moduleModel();
@@ -103,16 +112,13 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("dynamic.pt"));
-        const QString wrote = ckpt::test::writeWithPython(
+        MainWindow w;
+        auto* view = openWritten(
+            w, file,
             QStringLiteral("import sys, torch, torch.nn as nn\n"
                            "m = nn.Sequential(nn.Linear(8, 6), nn.ReLU(), nn.Linear(6, 4), nn.LayerNorm(4))\n"
                            "q = torch.ao.quantization.quantize_dynamic(m, {nn.Linear}, dtype=torch.qint8)\n"
-                           "torch.save(q, sys.argv[1])\n"),
-            file);
-        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
-
-        MainWindow w;
-        auto* view = openOne(w, file);
+                           "torch.save(q, sys.argv[1])\n"));
         QVERIFY(view != nullptr);
         QVERIFY(view->modelViewShown());
         const auto& m = *view->moduleModel();
@@ -127,17 +133,14 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("q.pt"));
-        const QString wrote = ckpt::test::writeWithPython(
+        MainWindow w;
+        auto* view = openWritten(
+            w, file,
             QStringLiteral("import sys, torch\n"
                            "x = torch.linspace(-1, 1, 12).reshape(3, 4)\n"
                            "torch.save({'q': torch.quantize_per_tensor(x, 0.25, 3, torch.quint8),\n"
                            "            'qc': torch.quantize_per_channel(x, torch.tensor([0.5, 0.125, 0.25], "
-                           "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8)}, sys.argv[1])\n"),
-            file);
-        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
-
-        MainWindow w;
-        auto* view = openOne(w, file);
+                           "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8)}, sys.argv[1])\n"));
         QVERIFY(view != nullptr);
         const auto& ck = *view->document()->checkpoint;
         view->details()->showNode(ck.find("q"));
@@ -157,14 +160,11 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString file = dir.filePath(QStringLiteral("meta.pt"));
-        const QString wrote = ckpt::test::writeWithPython(QStringLiteral("import sys, torch, torch.nn as nn\n"
-                                                                         "m = nn.Linear(64, 64, device='meta')\n"
-                                                                         "torch.save(m.state_dict(), sys.argv[1])\n"),
-                                                          file);
-        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
-
         MainWindow w;
-        auto* view = openOne(w, file);
+        auto* view = openWritten(w, file,
+                                 QStringLiteral("import sys, torch, torch.nn as nn\n"
+                                                "m = nn.Linear(64, 64, device='meta')\n"
+                                                "torch.save(m.state_dict(), sys.argv[1])\n"));
         QVERIFY(view != nullptr);
         const auto& ck = *view->document()->checkpoint;
         const auto node = ck.find("weight");

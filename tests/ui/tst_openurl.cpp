@@ -10,6 +10,7 @@
 #include "mainwindow.h"
 #include "servers.h"
 #include "setfilespanel.h"
+#include "text.h"
 #include "uitest.h"
 
 #include <QAction>
@@ -23,6 +24,7 @@
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStatusBar>
@@ -284,6 +286,51 @@ private Q_SLOTS:
         QCOMPARE(failed.size(), 0);
         QVERIFY(w.errorText().isEmpty());
         QVERIFY(w.statusBar()->currentMessage().contains(QStringLiteral("cancelled")));
+    }
+
+    // A server without range requests (Python's http.server): the window said to use --download, a
+    // flag it does not offer, though the 3 KiB file had arrived whole. A file no larger than the
+    // first request's range is kept from that answer; a larger one is offered whole, with its size.
+    void serverWithoutRangesKeepsASmallFile()
+    {
+        ckpt::test::LoopbackServer plain;
+        QVERIFY(plain.start(ckpt::test::scriptPath("hostile_server.py"), {ckpt::uitest::fixture("plain_sd.pt")}));
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        w.openFiles({plain.url(QStringLiteral("/no-ranges/plain_sd.pt"))});
+        QVERIFY2(opened.wait(20000), qPrintable(w.errorText()));
+        const auto& doc = *w.currentView()->document();
+        QCOMPARE(doc.checkpoint->tensors.size(), tensorsOnDisk("plain_sd.pt"));
+        QCOMPARE(doc.remote->requests->load(), 1U);  // what arrived is what is read
+    }
+
+    void serverWithoutRangesOffersTheWholeDownload()
+    {
+        ckpt::test::LoopbackServer plain;
+        QVERIFY(plain.start(ckpt::test::scriptPath("hostile_server.py"), {ckpt::uitest::fixture("big40k.pt")}));
+        QTemporaryDir tmp;
+        qputenv("TMPDIR", tmp.path().toUtf8());
+        MainWindow w;
+        QSignalSpy opened(&w, &MainWindow::documentOpened);
+        QSignalSpy failed(&w, &MainWindow::openFailed);
+        const QString url = plain.url(QStringLiteral("/no-ranges/big40k.pt"));
+        w.openFiles({url});
+        QVERIFY(failed.wait(20000));
+        const QString size = ckpt::ui::humanSize(QFileInfo(ckpt::uitest::fixture("big40k.pt")).size());
+        QVERIFY2(w.errorText().contains(QStringLiteral("does not support range requests")) &&
+                     w.errorText().contains(size) && !w.errorText().contains(QStringLiteral("--download")),
+                 qPrintable(w.errorText()));
+        auto* text = w.findChild<QLabel*>(QStringLiteral("errorText"));
+        const auto link = QRegularExpression(QStringLiteral("href='(ckptscope:download[^']*)'")).match(text->text());
+        QVERIFY2(link.hasMatch() && text->text().contains(QStringLiteral("Download the whole file")),
+                 qPrintable(text->text()));
+        Q_EMIT text->linkActivated(link.captured(1));
+        QVERIFY2(opened.wait(60000), qPrintable(w.errorText()));
+        qunsetenv("TMPDIR");
+        QCOMPARE(opened.at(0).at(0).toString(), url);
+        QCOMPARE(w.currentView()->document()->checkpoint->tensors.size(), tensorsOnDisk("big40k.pt"));
+        QVERIFY(w.errorText().isEmpty());
+        QVERIFY(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());  // an unlinked file
     }
 
 private:

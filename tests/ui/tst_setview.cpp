@@ -307,6 +307,7 @@ private Q_SLOTS:
         const QString shard = firstShard(copy);
         const QByteArray before = sha256(shard);
         ckpt::ui::dialogs::setNextConfirm(true);  // "replace it?": yes, and the write still refuses
+        ckpt::ui::dialogs::setNextChoice(1);      // a torch file named .safetensors: kept, and still refused
         const auto [ok, result] = exportTo(v, shard);
         QVERIFY(!ok);
         QVERIFY2(result.contains(QStringLiteral("a file of the set")), qPrintable(result));

@@ -348,6 +348,12 @@ def many_members(out):
     os.remove(os.path.join(local, ".metadata"))
     sd = collections.OrderedDict((f"layers.{i}.weight", torch.full((2,), float(i))) for i in range(10000))
     gen_sharded.write_set(os.path.join(out, "hf_many_shards"), sd, ".safetensors", 8)
+    # 1,200 .bin shards, the last holding a quantized tensor: no one state dict (the consolidation
+    # writes plain tensors only), so diff compares the set file by file, and held every shard open
+    # (EMFILE past `ulimit -n 1024`), where inspect, check and convert hold a few.
+    sd = collections.OrderedDict((f"layers.{i}.weight", torch.full((2,), float(i))) for i in range(1199))
+    sd["q.weight"] = torch.quantize_per_tensor(torch.arange(4, dtype=torch.float32), 0.5, 1, torch.qint8)
+    gen_sharded.write_set(os.path.join(out, "hf_quantized_many_shards"), sd, ".bin", 8)
 
 
 def dcp_memory_bombs(out):
@@ -362,6 +368,16 @@ def dcp_memory_bombs(out):
     for i in range(4000):
         md.state_dict_metadata[f"w{i}"] = tsm
         md.planner_data[f"w{i}"] = (long, f"x{i}")
+    dump_metadata(folder, md)
+    # The same memoized string as every MetadataIndex's fqn in storage_data (4,000 entries): each
+    # key was a copy (4.0 GB and 25 s, exit 0). The set is valid (entries no item uses are ignored,
+    # as dcp.load ignores them) and reads in the memory of its one item.
+    folder = os.path.join(out, "dcp_fqn_amplified")
+    write(folder, {"w": torch.zeros(1)})
+    md = dcp_metadata(folder)
+    (index, info), = md.storage_data.items()
+    for i in range(4000):
+        md.storage_data[gen_dcp.MetadataIndex(long, torch.Size([i]))] = info
     dump_metadata(folder, md)
     folder = os.path.join(out, "dcp_planner_index")
     sd = {f"l{i}": torch.zeros(1) for i in range(64)}
