@@ -3,6 +3,7 @@
 #include "checkpoint/block_quant.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtensor.h"
+#include "checkpoint/file_formats.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/model_folder.h"
 #include "checkpoint/script_state_dict.h"
@@ -228,7 +229,7 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
         << "), " << c.storages.size() << " storages, " << c.objects.size() << " objects";
     if (!c.exportLayout.empty()) {
         out << ", a torch.export archive (" << c.exportLayout << "): its state dict, [constants], [graph_signature]";
-    } else if (c.format != Format::Safetensors) {
+    } else if (fileFormat(c.format).pickled) {
         out << ", pickle protocol " << c.pickleProtocol;
     }
     out << "\n\n";

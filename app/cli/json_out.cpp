@@ -2,6 +2,7 @@
 
 #include "checkpoint/block_quant.h"
 #include "checkpoint/dtensor.h"
+#include "checkpoint/file_formats.h"
 #include "checkpoint/layout.h"
 #include "checkpoint/model_folder.h"
 #include "checkpoint/script_state_dict.h"
@@ -244,13 +245,13 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         }
         out << "]}";
     }
-    if (c.format == Format::TorchZip) {
+    if (fileFormat(c.format).zipArchive) {
         out << ",\n \"archive_folder\": ";
         out.quoted(c.archiveFolder);
         out << ",\n \"byteorder\": ";
         out.quoted(c.byteorder);
     }
-    if (c.format != Format::Safetensors) {
+    if (fileFormat(c.format).pickled) {
         out << ",\n \"pickle_protocol\": " << c.pickleProtocol;
     }
     out << ",\n \"tensors\": [";
@@ -379,7 +380,7 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
         first = false;
     }
     out << "}}";
-    if (c.format == Format::Safetensors && !c.safetensorsMetadata.empty()) {
+    if (!c.safetensorsMetadata.empty()) {  // only a safetensors header has it
         out << ",\n \"metadata\": {";
         first = true;
         for (const auto& [k, v] : c.safetensorsMetadata) {

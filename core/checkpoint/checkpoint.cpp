@@ -10,21 +10,6 @@
 
 namespace ckpt {
 
-std::string_view formatName(Format f)
-{
-    switch (f) {
-    case Format::TorchZip:
-        return "torch-zip";
-    case Format::TorchLegacy:
-        return "torch-legacy";
-    case Format::Safetensors:
-        return "safetensors";
-    case Format::TorchTar:
-        return "torch-tar";
-    }
-    return "unknown";
-}
-
 std::string_view nodeKindName(NodeKind k)
 {
     switch (k) {

@@ -1,14 +1,26 @@
-// Loaders that live outside open.cpp, each filling a Checkpoint's arena, root and storage table
-// from the mapped bytes (open.cpp picks one by the file's structure; index.cpp builds the tree).
+// The format readers, each filling a Checkpoint's arena, root and storage table, one file per
+// format (open_zip.cpp, open_legacy.cpp, open_safetensors.cpp, open_tar.cpp, ...), chosen through
+// the registry (file_formats.h) by open.cpp; index.cpp then builds the tree. A reader reads a
+// mapped or in-memory file from `c.bytes`; where the format can be read from ranges of a source
+// that is not mapped (c.input), its ranged reader does that.
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/file_formats.h"
+#include "checkpoint/source_storages.h"
+#include "util/budget.h"
+
+#include <memory>
+#include <string_view>
+#include <vector>
 
 namespace ckpt::archive {
 class ZipReader;
 struct ZipRecord;
 }  // namespace ckpt::archive
-#include "util/budget.h"
+namespace ckpt::pickle {
+struct UnpickleResult;
+}  // namespace ckpt::pickle
 
 namespace ckpt::detail {
 
@@ -18,6 +30,39 @@ namespace ckpt::detail {
 Expected<void> adoptStorages(Checkpoint& c);
 void placeRecord(StorageEntry& s, const archive::ZipRecord& rec, std::uint64_t base);
 Expected<void> checkStorageBytes(Checkpoint& c);
+// The mapping's pages let go once a pickle is read (they stay in the page cache and fault back in
+// when storage bytes are read): the index built next is then a read's memory peak.
+void dropResidentPages(const MappedFile& file);
+// A pickle's undecodable strings counted into `c.undecodable` (`pickleStart`: where the pickle
+// starts in the file; `of`: " of data.pkl", or nothing for a legacy stream).
+void noteUndecodable(Checkpoint& c, const pickle::UnpickleResult& r, std::uint64_t pickleStart, std::string_view of);
+// data.pkl (or another single pickle) unpickled into `c`'s arena as its root.
+Expected<void> unpickleInto(Checkpoint& c, Bytes pkl, bool legacy, const MemoryBudget& budget);
+
+// ---- Reading from ranges of a source that is not mapped (c.input; source/byte_source.h) ----
+
+// What a file's head is read as first, and what a legacy stream's pickles are read from first.
+inline constexpr std::uint64_t kHeadBytes = std::uint64_t{64} << 10;
+
+// `c`'s storages read through its source (SourceStorages): assembled, each from its own range,
+// `entries` saying which headers the reader assumed (checked when the bytes are read).
+void readThroughSource(Checkpoint& c, std::vector<SourceStorages::Entry> entries);
+
+// The formats' readers (file_formats.cpp names them in the registry).
+Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget);
+Expected<RangedRead> loadZipRanged(std::shared_ptr<Checkpoint>& c, MemoryBudget& budget, std::uint64_t wholeLimit);
+bool startsLikeSafetensors(Bytes head, std::uint64_t size);
+Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget);
+// A `save_pretrained` file (model.safetensors with config.json beside it, opened by its path) lacks
+// the names its model ties (util/tied_pairs.h): adds them to the root dict as second names of the
+// tensor each is tied to, as model.state_dict() has them, and records the decision in `c.ties`.
+void restoreModelTies(Checkpoint& c);
+Expected<RangedRead> loadSafetensorsRanged(std::shared_ptr<Checkpoint>& c, MemoryBudget& budget,
+                                           std::uint64_t wholeLimit);
+bool startsLikeLegacyStream(Bytes data);
+Expected<void> loadLegacy(Checkpoint& c, MemoryBudget& budget);
+Expected<RangedRead> loadLegacyRanged(std::shared_ptr<Checkpoint>& first, MemoryBudget& budget, std::uint64_t limit);
+bool startsLikeTorchTar(Bytes head);
 
 // A torch.export archive (`.pt2`, docs/format.md §14): a zip with an `archive_format` record saying
 // pt2 or exported programs under `models/` and no data.pkl, or the 2.1-2.5 zip whose records

@@ -13,6 +13,7 @@
 #include "pickle/unpickler.h"
 
 #include <charconv>
+#include <cstring>
 #include <unordered_map>
 
 namespace ckpt::detail {
@@ -341,6 +342,12 @@ Expected<void> resolveIds(Checkpoint& c, const Loaded& loaded)
 }
 
 }  // namespace
+
+bool startsLikeTorchTar(Bytes head)
+{
+    constexpr std::size_t kMagicAt = 257;  // ustar's magic, in the first header
+    return head.size() > kMagicAt + 5 && std::memcmp(head.data() + kMagicAt, "ustar", 5) == 0;
+}
 
 Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget)
 {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/file_formats.h"
 
 #include <cstdint>
 #include <optional>
@@ -19,7 +20,7 @@ namespace ckpt {
                                                                  std::uint64_t offset, std::uint64_t bytes)
 {
     const StorageEntry& se = c.storages[s];
-    if (c.format != Format::TorchZip || se.record.empty() || !se.inMapping() || offset != 0 ||
+    if (!fileFormat(c.format).zipArchive || se.record.empty() || !se.inMapping() || offset != 0 ||
         bytes != se.storedBytes || (se.crc32 == 0 && bytes != 0)) {
         return std::nullopt;
     }

@@ -1,6 +1,7 @@
 // What the pickle itself asks the loader to do: globals outside torch's weights-only allowlist,
 // globals that run code, and whole pickled nn.Modules (docs/format.md §5, §9).
 #include "checkpoint/dtensor.h"
+#include "checkpoint/file_formats.h"
 #include "diagnose/rules.h"
 #include "diagnose/safety.h"
 
@@ -500,7 +501,7 @@ void dtensors(const Checkpoint& ckpt, Findings& out)
 
 void pickleRules(const Checkpoint& ckpt, Findings& out)
 {
-    if (ckpt.format == Format::Safetensors) {
+    if (!fileFormat(ckpt.format).pickled) {
         return;
     }
     undecodableText(ckpt, out);
@@ -514,7 +515,7 @@ void pickleRules(const Checkpoint& ckpt, Findings& out)
 std::vector<Finding> unsafeCode(const Checkpoint& ckpt)
 {
     Findings out;
-    if (ckpt.format != Format::Safetensors) {
+    if (fileFormat(ckpt.format).pickled) {
         unsafeCallables(ckpt, allGlobals(ckpt), out);
     }
     return out;

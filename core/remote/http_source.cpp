@@ -4,8 +4,8 @@
 
 namespace ckpt::remote {
 
-Expected<std::shared_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClient> client, std::string url,
-                                                       First first, std::uint64_t firstBytes)
+Expected<std::shared_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClient> client, std::string url, First first,
+                                                       std::uint64_t firstBytes)
 {
     std::shared_ptr<HttpSource> f(new HttpSource());  // NOLINT(cppcoreguidelines-owning-memory): private constructor
     f->client_ = std::move(client);

@@ -25,8 +25,8 @@ class HttpSource final : public source::ByteSource {
 public:
     enum class First : std::uint8_t { Head, Tail };
     // Opens `url` with one request of `firstBytes` from its head or its tail.
-    static Expected<std::shared_ptr<HttpSource>> open(std::shared_ptr<HttpClient> client, std::string url,
-                                                      First first, std::uint64_t firstBytes);
+    static Expected<std::shared_ptr<HttpSource>> open(std::shared_ptr<HttpClient> client, std::string url, First first,
+                                                      std::uint64_t firstBytes);
 
     [[nodiscard]] std::uint64_t size() const override { return identity_.size; }
     [[nodiscard]] Expected<source::Held> read(std::uint64_t offset, std::uint64_t length) const override;

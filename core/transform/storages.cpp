@@ -1,6 +1,7 @@
 // Output storages: which are written, in the order the pickler meets them (torch.save's numbering),
 // from which bytes of the input, and where they load (--map-location); --compact shrinks each to
 // the elements its tensors reach.
+#include "checkpoint/file_formats.h"
 #include "checkpoint/tensor_bytes.h"
 #include "transform/plan_builder.h"
 
@@ -233,7 +234,7 @@ void planStorages(Builder& b)
                std::to_string(unreferenced) + " storage(s) (" + humanBytes(bytes) +
                    ") no kept value refers to are not written");
     }
-    if (renumbered && b.in.format != Format::Safetensors) {
+    if (renumbered && fileFormat(b.in.format).pickled) {  // safetensors keys are names
         b.step(StepKind::Note, b.rootPath, "", "",
                "storage keys renumbered 0.." + std::to_string(refs.size() - 1) +
                    " in the order torch.save would number them");
