@@ -225,7 +225,10 @@ Expected<std::vector<CheckpointPtr>> partsOf(const ShardedSet& set)
         }
         part->source = std::make_shared<const ShardStorages>(shared, std::move(storages));
         part->bytes = {};
-        part->file.reset();  // its descriptor and mapping: the set's cache reopens the shard to read
+        // Its descriptor and mapping, held by the file and by the source it was read through: the
+        // set's cache reopens the shard to read.
+        part->file.reset();
+        part->input.reset();
         parts.push_back(std::move(part));
     }
     return parts;
