@@ -50,7 +50,7 @@ bool hasDisplay()
 
 int main(int argc, char** argv)
 {
-    std::vector<std::string> args(argv + 1, argv + argc);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    std::vector<std::string> args(argv + 1, argv + argc);
     if (!args.empty() && ckpt::cli::isSubcommand(args.front())) {
         ckpt::cli::installProcessHandlers();
         const int rc = ckpt::cli::run(args, std::cout, std::cerr);

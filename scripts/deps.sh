@@ -5,10 +5,10 @@ set -euo pipefail
 pkgs=(
   cmake ninja-build g++ ccache pkg-config
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl1-mesa-dev libglx-dev
-  libtorch-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  libtorch-dev libcli11-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   python3-torch python3-numpy
   xvfb xauth unzip
-  libcurl4-openssl-dev nginx-light openssl jq
+  libcurl4-openssl-dev libssl-dev libexpat1-dev nginx-light openssl jq
   clang-14 libclang-rt-14-dev clang-format clang-tidy-14 lld
   debootstrap
 )

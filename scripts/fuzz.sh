@@ -11,7 +11,8 @@ secs=${CKPTSCOPE_FUZZ_SECONDS:-60}
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCKPTSCOPE_FUZZ=ON -DCKPTSCOPE_BUILD_GUI=OFF -DCKPTSCOPE_WITH_TORCH=OFF -DBUILD_TESTING=OFF >/dev/null
-targets=$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//')
+# One target per fuzz_*.cpp, but fuzz_dcp_layout.cpp is built twice, a DCP layout each (fuzz.cmake).
+targets="$(cd "$root/tests/fuzz" && ls fuzz_*.cpp | sed 's/\.cpp$//' | grep -vx fuzz_dcp_layout) fuzz_dcp_safetensors fuzz_dcp_zstd"
 cmake --build "$build" -j "${CKPTSCOPE_JOBS:-$(nproc)}" --target $targets
 fixtures="$build/fixtures"
 /usr/bin/python3 "$root/tests/fixtures/gen_fixtures.py" "$fixtures" >/dev/null
@@ -61,6 +62,13 @@ done
 for f in "$setseeds"/zero*/global_step*/mp_rank_00_model_states.pt; do
   cp "$f" "$zeroseeds/$(basename "$(dirname "$(dirname "$f")")").pt"
 done
+# fuzz_dcp_safetensors and fuzz_dcp_zstd mutate the one data file of a real PyTorch 2.x save in that
+# layout (tests/fuzz/dcp_templates): seeded with it.
+layoutseeds="$build/dcp-layout-seeds"
+for l in safetensors zstd; do
+  mkdir -p "$layoutseeds/$l"
+  cp "$root/tests/fuzz/dcp_templates/$l/__0_0.distcp" "$layoutseeds/$l/"
+done
 # fuzz_remote also reads, over its in-memory server, tests/hostile/gen/remote_files.py's files (a
 # legacy stream whose count is forged further along, its unforged twin, a zip), the hostile Hub
 # listings of tests/remote/hostile_server.py (those under 1 MiB) and two range replies as its
@@ -79,6 +87,25 @@ for name, body in hostile_server.LISTINGS.items():
 with open(os.path.join(sys.argv[2], "replies.txt"), "w") as f:
     f.write('-65536\n206\nbytes 934-66469/66470\n"e"\n0 65536\n206\nbytes 0-65535/66470\n"e"\n')
 PY
+# fuzz_s3_xml reads the bent S3 listings of tests/remote/hostile_server.py (those under 1 MiB) and
+# one good page and one error document.
+s3seeds="$build/s3-seeds"
+mkdir -p "$s3seeds"
+/usr/bin/python3 - "$root/tests/remote" "$s3seeds" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import hostile_server
+hostile_server.DATA = b"x" * 100
+for name, page in hostile_server.S3_CASES.items():
+    body = page("t1")
+    if len(body) <= 1 << 20:
+        with open(os.path.join(sys.argv[2], name + ".xml"), "wb") as f:
+            f.write(body)
+with open(os.path.join(sys.argv[2], "good.xml"), "wb") as f:
+    f.write(hostile_server.s3_page(["dir/a.pt", "dir/b.pt"], token="abc", truncated=True))
+with open(os.path.join(sys.argv[2], "error.xml"), "wb") as f:
+    f.write(b"<Error><Code>ExpiredToken</Code><Message>expired</Message><Region>eu-west-1</Region></Error>")
+PY
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -92,7 +119,10 @@ fuzz_one() {
   case "$name" in
     fuzz_pickle) seeds+=("$pickles") ;;
     fuzz_dcp) seeds+=("$dcpseeds") ;;
+    fuzz_dcp_safetensors) seeds+=("$layoutseeds/safetensors") ;;
+    fuzz_dcp_zstd) seeds+=("$layoutseeds/zstd") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
+    fuzz_s3_xml) seeds+=("$s3seeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
     # It parses each input twice (over its in-memory server and from memory, to compare the
     # storages): inputs up to 1 MiB, past the remote reader's 64 KiB first range and merge gaps,

@@ -12,10 +12,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=torch2-common.sh
 . "$here/torch2-common.sh"
-packages=(python3-torch python3-transformers python3-accelerate python3-safetensors)
+# python3-zstandard: torch.distributed.checkpoint's ZStandard stream extension (_extension.py) needs it
+# (or pyzstd) to write the zstd DCP sets the torch2 tests read.
+packages=(python3-torch python3-transformers python3-accelerate python3-safetensors python3-zstandard)
 # What ckptscope itself links at run time beyond minbase (the torch2 tests run the host's build inside
-# the root): libcurl for remote inputs. A root made before one was added here gets it on the next run.
-runtime_packages=(libcurl4t64)
+# the root): libcurl for remote inputs, libzstd for DCP's zstd items; and what the tests run inside it:
+# moto's S3 server (python3-moto, with the Flask pieces its server mode needs: the S3-compatible store
+# the s3:// tests read on loopback). A root made before a package was added to either list gets it on
+# the next run.
+runtime_packages=(libcurl4t64 libzstd1 python3-moto python3-flask python3-flask-cors)
 apt_opts=(-o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0 -y -q --no-install-recommends)
 
 print_version() {
@@ -24,10 +29,10 @@ print("torch", torch.__version__, "| transformers", transformers.__version__,
       "| accelerate", accelerate.__version__, "| safetensors", safetensors.__version__)'
 }
 
-# The runtime packages an existing root lacks, installed into it (from the mirror it was made from).
+# The packages an existing root lacks, installed into it (from the mirror it was made from).
 top_up() {
     local missing=() p
-    for p in "${runtime_packages[@]}"; do
+    for p in "${packages[@]}" "${runtime_packages[@]}"; do
         chroot "$torch2_root" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$p")
     done

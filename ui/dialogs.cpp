@@ -151,8 +151,9 @@ QString openUrl(QWidget* parent, const QString& suggested)
     bool ok = false;
     const QString url = QInputDialog::getText(
         parent, QObject::tr("Open URL"),
-        QObject::tr("An http(s) URL or a Hugging Face location: hf://ORG/REPO/FILE, or hf://ORG/REPO for its "
-                    "weights.\nOnly the bytes that describe the checkpoint are downloaded."),
+        QObject::tr("An http(s) URL, a Hugging Face location: hf://ORG/REPO/FILE, or hf://ORG/REPO for its "
+                    "weights, or an object store's s3://BUCKET/KEY or s3://BUCKET/PREFIX/ (signed with your AWS "
+                    "credentials).\nOnly the bytes that describe the checkpoint are downloaded."),
         QLineEdit::Normal, suggested, &ok);
     return ok ? url.trimmed() : QString();
 }

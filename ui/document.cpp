@@ -4,6 +4,7 @@
 #include "sharded/formats.h"
 #include "sharded/set_check.h"
 #include "sharded/set_view.h"
+#include "util/progress.h"
 
 #include <atomic>
 #include <chrono>
@@ -81,7 +82,14 @@ Expected<std::shared_ptr<Document>> setDocument(sharded::SetLocation loc, sharde
         view = std::move(*listed);
     }
     for (const auto& row : part->listing.rows) {
-        part->storedIn.emplace(row.key, row.storedIn);
+        // A second name of stored bytes (a tie restored from config.json or the index, a ZeRO
+        // shared param) is in no file under its own name: said so, with where its bytes are.
+        std::string where = row.storedIn;
+        if (!row.tiedTo.empty()) {
+            where = "none under this name: tied to " + row.tiedTo +
+                    (row.storedIn.starts_with("shares ") ? std::string() : ", whose bytes " + row.storedIn + " holds");
+        }
+        part->storedIn.emplace(row.key, std::move(where));
     }
     auto doc = makeDocument(std::move(view), std::move(stop));
     doc->set = std::move(part);
@@ -148,8 +156,9 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     options.download = whole;
     auto stats = std::make_shared<remote::TransferStats>();
     if (progress) {
-        stats->progress = remote::throttledProgress(
-            [progress](std::uint64_t bytes) { progress(-1.0, humanBytes(bytes) + " read over HTTP"); });
+        stats->progress = progress::throttled([progress](std::uint64_t bytes, const progress::Meter& meter) {
+            progress(-1.0, meter.text("read over HTTP", {bytes, 0, {}}));
+        });
     }
     options.stats = stats;
     auto opened = remote::openRemote(input, {}, options);

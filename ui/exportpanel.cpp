@@ -137,13 +137,16 @@ void ExportPanel::buildUi()
     m_unwrap = named(new QCheckBox(tr("Unwrap modules"), this), "unwrapCheck");
     m_unwrap->setToolTip(tr("Replace a pickled nn.Module by its state dict"));
     m_multiCard = named(new QCheckBox(tr("One module. prefix"), this), "multiCardCheck");
+    m_dropExtraState = named(new QCheckBox(tr("Drop _extra_state"), this), "dropExtraStateCheck");
+    m_dropExtraState->setToolTip(tr("Leave out every module _extra_state value (TransformerEngine's FP8 state), "
+                                    "which is written as dcp_to_torch_save writes it otherwise"));
     for (auto* edit : {m_strip, m_addPrefix, m_mapLocation, m_select, m_drop}) {
         edit->setClearButtonEnabled(true);
         edit->setAcceptDrops(false);  // a dropped file goes to the batch queue, not into a field
         connect(edit, &QLineEdit::textEdited, this, &ExportPanel::fieldsToOptions);
         connect(edit, &QLineEdit::textChanged, edit, &QLineEdit::setToolTip);  // the whole list, however narrow
     }
-    for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard}) {
+    for (auto* box : {m_weightsOnly, m_compact, m_unwrap, m_multiCard, m_dropExtraState}) {
         connect(box, &QCheckBox::toggled, this, &ExportPanel::fieldsToOptions);
     }
     connect(m_format, &QComboBox::currentIndexChanged, this, &ExportPanel::fieldsToOptions);
@@ -174,6 +177,7 @@ void ExportPanel::buildUi()
     checks->addWidget(m_compact, 0, 1);
     checks->addWidget(m_unwrap, 1, 0);
     checks->addWidget(m_multiCard, 1, 1);
+    checks->addWidget(m_dropExtraState, 2, 0);
     checks->setColumnStretch(2, 1);
     grid->addLayout(checks, row, 0, 1, 2);
     grid->setColumnStretch(1, 1);
@@ -358,6 +362,7 @@ void ExportPanel::optionsToFields()
     m_compact->setChecked(m_options.compact);
     m_unwrap->setChecked(m_options.unwrapModules);
     m_multiCard->setChecked(m_options.singleModulePrefix);
+    m_dropExtraState->setChecked(m_options.dropExtraState);
     m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
     m_dequantize->setCurrentIndex(
         std::max(0, m_dequantize->findData(int(m_options.dequantize.value_or(DType::Unknown)))));
@@ -397,6 +402,7 @@ void ExportPanel::fieldsToOptions()
     o.compact = m_compact->isChecked();
     o.unwrapModules = m_unwrap->isChecked();
     o.singleModulePrefix = m_multiCard->isChecked();
+    o.dropExtraState = m_dropExtraState->isChecked();
     const auto oldFormat = m_options.format;
     o.format = m_format->currentIndex() == 1 ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch;
     if (const auto t = static_cast<DType>(m_dequantize->currentData().toInt()); t != DType::Unknown) {

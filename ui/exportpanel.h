@@ -99,6 +99,7 @@ private:
     QCheckBox* m_compact = nullptr;
     QCheckBox* m_unwrap = nullptr;
     QCheckBox* m_multiCard = nullptr;
+    QCheckBox* m_dropExtraState = nullptr;
     QComboBox* m_format = nullptr;
     QComboBox* m_dequantize = nullptr;  // FP8 block-quantized weights: kept, or written as bf16/fp16/fp32
     QTableView* m_planTable = nullptr;

@@ -4,6 +4,7 @@
 #include "diagnose/report.h"
 #include "folderfilespanel.h"
 #include "icons.h"
+#include "sharded/listing.h"
 #include "text.h"
 
 #include <QDir>
@@ -37,6 +38,25 @@ QString noFindingsText(Format format)
                                  "(torch.load cannot read safetensors).");
     }
     return FindingsPanel::tr("No findings: torch.load should read this file as it is.");
+}
+
+QString noFindingsText(const Document& doc)
+{
+    if (doc.set) {
+        return FindingsPanel::tr("No findings: %1 reads this set as it is (torch.load reads single files, not a "
+                                 "set's folder).")
+            .arg(qs(sharded::whatLoadsSet(doc.set->listing)));
+    }
+    if (doc.checkpoint && doc.checkpoint->folder) {
+        const auto& folder = *doc.checkpoint->folder;
+        return FindingsPanel::tr("No findings in its model file %1, which %2 reads as it is; the folder (%3) is "
+                                 "read by its writer's own loader, not by torch.load.")
+            .arg(qs(folder.model()),
+                 doc.checkpoint->format == Format::Safetensors ? QStringLiteral("safetensors.torch.load_file")
+                                                               : QStringLiteral("torch.load"),
+                 qs(folder.layout));
+    }
+    return noFindingsText(doc.checkpoint ? doc.checkpoint->format : Format::TorchZip);
 }
 
 FindingsPanel::FindingsPanel(QWidget* parent)
@@ -163,7 +183,7 @@ void FindingsPanel::setFindings(FindingsPtr findings, bool selectFirst)
     m_fixAll->setEnabled(anyFix);
     fitListToRows();
     if (m_findings->list.empty()) {
-        m_detail->setText(noFindingsText(m_doc->checkpoint->format));
+        m_detail->setText(noFindingsText(*m_doc));
     } else if (selectFirst) {
         select(0);  // the most severe one, so its explanation is on screen at once
     } else {

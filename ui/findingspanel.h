@@ -20,6 +20,9 @@ namespace ckpt::ui {
 // What an empty findings list means for this format: the call that reads the file as it is
 // (torch.load cannot read safetensors).
 [[nodiscard]] QString noFindingsText(Format format);
+// The same for a document: a set or a model folder is read by its writer's loader, never by
+// torch.load as it is (sharded::whatLoadsSet), and says so.
+[[nodiscard]] QString noFindingsText(const Document& doc);
 
 class FindingsPanel : public QWidget {
     Q_OBJECT

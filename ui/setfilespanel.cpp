@@ -56,6 +56,9 @@ void SetFilesPanel::setDocument(const DocumentPtr& doc)
     const auto& l = set.listing;
     std::vector<int> tensors(l.files.size(), 0);
     for (const auto& row : l.rows) {
+        if (!row.tiedTo.empty()) {
+            continue;  // a second name of a tensor counted where its bytes are
+        }
         for (const auto f : row.storedInFiles) {
             if (f < tensors.size()) {
                 ++tensors[f];

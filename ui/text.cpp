@@ -31,8 +31,7 @@ QString rateText(std::uint64_t bytes, double seconds)
     double rate = static_cast<double>(bytes) / seconds;
     // The units sizes are shown in (humanSize: KiB, MiB), so "65 KiB in 5 ms" reads as 13 MiB/s,
     // not as a figure in another system.
-    static const char* const kUnits[] = {"B/s", "KiB/s", "MiB/s", "GiB/s",
-                                         "TiB/s"};  // NOLINT(modernize-avoid-c-arrays)
+    static const char* const kUnits[] = {"B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s"};
     std::size_t unit = 0;
     while (rate >= 1024.0 && unit + 1 < std::size(kUnits)) {
         rate /= 1024.0;

@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "util/printable.h"
 #include "write/targets.h"
 
@@ -25,7 +26,6 @@ namespace {
 
 using Command = CommandFn;
 
-// NOLINTNEXTLINE(cert-err58-cpp)
 const CommandInfo kCommands[] = {
     {"inspect", &cmdInspect, "show the key tree, tensors, storages and objects"},
     {"check", &cmdCheck, "find what will go wrong when the file is loaded, with fixes"},
@@ -223,7 +223,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         if (args[0] == c.name) {
             std::vector<std::string> rest(args.begin() + 1, args.end());
             std::ostringstream discarded;
-            std::ostream& sink = takeQuiet(rest) ? discarded : out;
+            const bool quiet = takeQuiet(rest);
+            std::ostream& sink = quiet ? discarded : out;
+            const QuietProgress noProgress(quiet);
             const std::string name = c.name;
             if (name == "check" || name == "convert") {
                 return fanOut(c.run, name, rest, sink, err);
@@ -247,7 +249,7 @@ std::vector<std::string> expandInputs(const std::vector<std::string>& patterns)
         // glob() is not thread-safe; the command line runs on one thread.
         if (::glob(p.c_str(), 0, nullptr, &g) == 0) {  // NOLINT(concurrency-mt-unsafe)
             for (std::size_t i = 0; i < g.gl_pathc; ++i) {
-                files.emplace_back(g.gl_pathv[i]);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+                files.emplace_back(g.gl_pathv[i]);
             }
         } else {
             files.push_back(p);
@@ -286,6 +288,7 @@ namespace {
         }
     }
     write::detail::removeRegisteredTemps();
+    eraseProgressLine();
     const std::string line = "ckptscope: internal error: " + displayText(what) + " (please report it)\n";
     [[maybe_unused]] const auto n = ::write(STDERR_FILENO, line.data(), line.size());
     ::_exit(kExitBadInput);
@@ -297,6 +300,7 @@ void installProcessHandlers()
 {
     std::set_terminate(&lastResort);
     write::removeTempsOnSignals();
+    clearProgressOnSignals();  // runs first: the line is erased, then the temporaries go
 }
 
 std::string inputKindsHelp()
@@ -308,11 +312,6 @@ std::string inputKindsHelp()
     return "a checkpoint file (" + exts +
            "), a multi-file set (its folder, index or one of its files), or a folder holding one model beside a "
            "run's state (accelerate save_state, a PEFT adapter, a Trainer checkpoint-N)";
-}
-
-bool stderrIsTerminal()
-{
-    return ::isatty(STDERR_FILENO) == 1;
 }
 
 }  // namespace ckpt::cli

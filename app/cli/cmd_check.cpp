@@ -60,7 +60,7 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         return kExitBadInput;
     }
     const std::string& file = inputs.front();
-    remote.showProgress(err);
+    remote.showProgress(err, json);
     if (!against.empty()) {
         opts.againstPath = against;
         if (RemoteSession::isRemote(against)) {
@@ -102,7 +102,8 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         printError(err, ck.error());
         return kExitBadInput;
     }
-    auto findings = diagnose::check(**ck, opts);
+    auto findings =
+        withValueProgress(opts, json, err, [&](const diagnose::CheckOptions& o) { return diagnose::check(**ck, o); });
     if (!findings) {
         printError(err, findings.error(), file);
         return exitCodeFor(findings.error().code);

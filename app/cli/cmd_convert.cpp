@@ -5,6 +5,8 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/plan_text.h"
+#include "cli/progress.h"
 #include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "sharded/dcp_write.h"
@@ -25,7 +27,6 @@ namespace ckpt::cli {
 namespace {
 
 using transform::Options;
-using transform::PlanStep;
 using transform::StepKind;
 
 struct Args {
@@ -41,10 +42,12 @@ struct Args {
     bool selectGiven = false;
     std::vector<std::string> drop;
     bool weightsOnly = false;
+    bool dropExtraState = false;
     bool compact = false;
     bool unwrap = false;
     std::string format;
     bool dryRun = false;
+    bool verbose = false;
     bool json = false;
     bool sync = false;
     bool allowExpand = false;
@@ -85,6 +88,7 @@ Expected<Options> optionsFrom(const Args& a)
     explicitOpts.unwrapModules = a.unwrap;
     explicitOpts.weightsOnly = a.weightsOnly;
     explicitOpts.compact = a.compact;
+    explicitOpts.dropExtraState = a.dropExtraState;
     o.merge(explicitOpts);
     if (!a.mapLocation.empty()) {
         auto m = transform::LocationMap::parse(a.mapLocation);
@@ -126,40 +130,6 @@ std::string outputPath(const Args& a)
     return target.string();
 }
 
-void printStep(const PlanStep& s, std::ostream& out)
-{
-    // Paths, values and details quote the file's keys: shown escaped, one line per step.
-    const std::string path = displayText(s.path);
-    const std::string before = displayText(s.before);
-    const std::string after = displayText(s.after);
-    const std::string detail = displayText(s.detail);
-    const std::string_view kind = transform::stepKindName(s.kind);
-    out << "  " << kind << std::string(kind.size() < 8 ? 8 - kind.size() : 1, ' ');
-    switch (s.kind) {
-    case StepKind::Rename:
-        out << path << " -> " << after;
-        break;
-    case StepKind::Remap:
-        out << before << " -> " << after;
-        break;
-    case StepKind::Note:
-        out << (path.empty() ? "" : path + ": ");
-        break;
-    default:
-        out << (path.empty() ? "(root)" : path) << ": " << before;
-        if (!after.empty()) {
-            out << " -> " << after;
-        } else if (s.kind == StepKind::Drop) {
-            out << " dropped";
-        }
-        break;
-    }
-    if (!detail.empty()) {
-        out << (s.kind == StepKind::Note ? "" : " (") << detail << (s.kind == StepKind::Note ? "" : ")");
-    }
-    out << '\n';
-}
-
 // The tensors of a salvaged archive whose bytes were cut off (Checkpoint::truncation), added to
 // the drops unless a drop the user asked for already covers them.
 std::vector<std::string> dropLostTensors(const Checkpoint& in, Options& opts)
@@ -190,23 +160,6 @@ void explainLostDrops(transform::Plan& plan, const std::vector<std::string>& los
     }
 }
 
-void printPlan(const Checkpoint& in, const std::string& inputName, const transform::Plan& plan,
-               const std::string& output, const std::string& kind, std::ostream& out)
-{
-    out << "convert " << displayText(inputName) << " (" << formatName(in.format) << ") -> "
-        << (output.empty() ? std::string("(dry run)") : displayText(output)) << " (" << kind << ")\n";
-    for (const auto& s : plan.steps) {
-        printStep(s, out);
-    }
-    std::uint64_t bytes = 0;
-    for (const auto& s : plan.storages) {
-        bytes += s.nbytes;
-    }
-    out << (plan.changesNothing() ? "nothing to change; " : "") << plan.tensorCount << " tensors, "
-        << plan.storages.size() << " storages, " << humanBytes(bytes) << " of tensor data, " << plan.droppedCount()
-        << (plan.droppedCount() == 1 ? " value" : " values") << " dropped\n";
-}
-
 // A failed write: one line on stderr, the error in the JSON document too, and its exit code.
 int writeFailed(const Error& e, const Args& a, nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
 {
@@ -218,10 +171,13 @@ int writeFailed(const Error& e, const Args& a, nlohmann::ordered_json& doc, std:
     return exitCodeFor(e.code);
 }
 
-int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, const sharded::SplitOptions& options,
+int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, sharded::SplitOptions options,
              nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
 {
+    ProgressLine progress(err, a.json, "convert");
+    options.progress = progress.forWrite();
     auto written = sharded::writeShardedSet(in, plan, a.output, options);
+    progress.finish();
     if (!written) {
         return writeFailed(written.error(), a, doc, out, err);
     }
@@ -246,14 +202,16 @@ int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, c
     }
     out << "wrote " << displayText(written->dir) << ": " << written->files.size() << " shard"
         << (written->files.size() == 1 ? "" : "s") << (written->index.empty() ? "" : " and " + written->index) << ", "
-        << written->tensors << " tensors, " << humanBytes(written->totalSize) << "\n";
+        << written->tensors << " tensors, " << humanBytes(written->totalSize) << "; " << droppedText(plan) << "\n";
     return kExitOk;
 }
 
 int writeDcp(const Checkpoint& in, const transform::Plan& plan, const Args& a, const write::WriteOptions& options,
              nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
 {
-    auto written = sharded::writeDcpFolder(in, plan, a.output, options);
+    ProgressLine progress(err, a.json, "convert");
+    auto written = sharded::writeDcpFolder(in, plan, a.output, options, progress.forWrite());
+    progress.finish();
     if (!written) {
         return writeFailed(written.error(), a, doc, out, err);
     }
@@ -268,7 +226,7 @@ int writeDcp(const Checkpoint& in, const transform::Plan& plan, const Args& a, c
     }
     out << "wrote " << displayText(written->dir) << ": a single-rank DCP folder (.metadata and __0_0.distcp), "
         << written->tensors << " tensors and " << written->values << " other values, " << humanBytes(written->bytes)
-        << "\n";
+        << "; " << droppedText(plan) << "\n";
     return kExitOk;
 }
 
@@ -308,6 +266,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     app.add_flag("--weights-only", a.weightsOnly, "make torch.load(weights_only=True) accept the output");
+    app.add_flag("--drop-extra-state", a.dropExtraState,
+                 "leave out every _extra_state value (TransformerEngine's FP8 state; kept otherwise)");
     app.add_flag("--compact", a.compact, "rewrite storages to hold only the bytes their tensors reach");
     app.add_flag("--unwrap", a.unwrap, "turn whole-model pickles into the state dict model.state_dict() gives");
     app.add_option("--format", a.format,
@@ -327,6 +287,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
             return *t == DType::BFloat16 ? "bf16" : *t == DType::Float16 ? "float16" : "float32";
         }));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
+    app.add_flag("-v,--verbose", a.verbose,
+                 "list every step of the plan (otherwise a rule that touches many keys is one line with a count "
+                 "and two examples)");
     app.add_flag("--json", a.json, "print the plan (and the result) as JSON on stdout");
     app.add_flag("--allow-expand", a.allowExpand,
                  "write views that repeat elements (stride 0) in full even when the output grows past 4x the "
@@ -376,7 +339,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         return kExitBadInput;
     }
     a.input = inputs.front();
-    remote.showProgress(err);
+    remote.showProgress(err, a.json);
     const bool isRemote = RemoteSession::isRemote(a.input);
     a.addPrefixGiven = app.count("--add-prefix") > 0;
     a.selectGiven = app.count("--select") > 0;
@@ -421,7 +384,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp" &&
-                          a.dequantize.empty();
+                          !a.dropExtraState && a.dequantize.empty();
     SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,
@@ -435,7 +398,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (!isRemote) {
         if (const auto rc =
-                convertSet(a.input, set, a.output, format, plainSet, setSource, out, err, zero, a.fileOnly)) {
+                convertSet(a.input, set, a.output, format, plainSet, a.json, setSource, out, err, zero, a.fileOnly)) {
             return *rc;
         }
     }
@@ -489,7 +452,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         const std::string kind =
             a.format == "dcp" ? std::string("single-rank DCP folder")
                               : (shardBytes ? "sharded set of " : "") + std::string(st ? "safetensors" : "torch zip");
-        printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, kind, out);
+        printPlan(**ck, a.input, *plan, a.dryRun ? std::string() : a.output, kind, a.verbose || a.dryRun, out);
         if (in.truncation.salvaged) {
             out << "salvage: the input is truncated; " << lost.size()
                 << (lost.size() == 1 ? " tensor was" : " tensors were") << " lost with its end";
@@ -503,7 +466,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         if (a.json) {
             out << dumpJson(doc, 1) << '\n';
         } else {
-            out << "dry run: nothing written\n";
+            out << "dry run: nothing written; " << droppedText(*plan, true) << "\n";
         }
         return kExitOk;
     }
@@ -516,7 +479,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (a.format == "dcp") {
         return writeDcp(**ck, *plan, a, writeOptions, doc, out, err);
     }
-    auto written = write::writeCheckpoint(**ck, *plan, a.output, {}, {}, writeOptions);
+    ProgressLine progress(err, a.json, "convert");
+    auto written = write::writeCheckpoint(**ck, *plan, a.output, progress.forWrite(), {}, writeOptions);
+    progress.finish();
     if (!written) {
         return writeFailed(written.error(), a, doc, out, err);
     }
@@ -530,7 +495,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         for (const auto& n : written->notes) {
             out << "note: " << displayText(n) << '\n';
         }
-        out << "wrote " << displayText(written->path) << " (" << humanBytes(written->bytes) << ")\n";
+        out << "wrote " << displayText(written->path) << " (" << humanBytes(written->bytes) << ", " << plan->tensorCount
+            << " tensors); " << droppedText(*plan) << "\n";
         remote.report(err);
     }
     return kExitOk;

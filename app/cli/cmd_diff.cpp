@@ -6,6 +6,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/progress.h"
 #include "cli/remote_cli.h"
 #include "diff/diff.h"
 #include "sharded/listing.h"
@@ -100,7 +101,9 @@ int diffRanks(const std::string& dir, const diff::Options& opts, bool strict, bo
             printError(err, other.error(), files[i]);
             return kExitBadInput;
         }
-        auto r = diff::compare(**first, **other, opts);
+        ProgressLine progress(err, json, "diff " + displayText(std::filesystem::path(files[i]).filename().string()));
+        auto r = diff::compare(**first, **other, opts, {}, progress.forBytes());
+        progress.finish();
         if (!r) {
             printError(err, r.error());
             return kExitBadInput;
@@ -212,7 +215,7 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (const auto done = parseCommand(app, args, "diff", out, err)) {
         return *done;
     }
-    remote.showProgress(err);
+    remote.showProgress(err, json);
     diff::Options opts = selectPaths(select);
     opts.rtol = rtol;
     opts.atol = atol;
@@ -235,7 +238,8 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     auto openSide = [&](const std::string& path) -> Expected<diff::Side> {
         if (!RemoteSession::isRemote(path)) {
-            return diff::openSide(path);
+            ProgressLine progress(err, json, "diff");
+            return diff::openSide(path, {{}, progress.forOpening()});
         }
         auto c = remote.open(path);
         if (!c) {
@@ -253,7 +257,9 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         printError(err, b.error(), fileB);
         return kExitBadInput;
     }
-    auto r = diff::compare(*a, *b, opts);
+    ProgressLine progress(err, json, "diff");
+    auto r = diff::compare(*a, *b, opts, {}, progress.forBytes());
+    progress.finish();
     if (!r) {
         printError(err, r.error());
         return kExitBadInput;

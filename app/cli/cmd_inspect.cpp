@@ -305,7 +305,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (const auto done = parseCommand(app, args, "inspect", out, err)) {
         return *done;
     }
-    remote.showProgress(err);
+    remote.showProgress(err, json);
 
     const auto files = expandInputs(inputs);
     const bool several = files.size() > 1;

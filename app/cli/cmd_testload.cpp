@@ -5,6 +5,7 @@
 #include "cli/common.h"
 #include "cli/json_out.h"
 #include "cli/parse.h"
+#include "cli/progress.h"
 #include "cli/sharded_cli.h"
 #include "device/ddp_replay.h"
 #include "device/nvml.h"
@@ -334,18 +335,12 @@ int runReplay(const std::string& file, bool set, int ranks, const std::string& m
     req.mapLocation = mapLocation;
     req.select = select;
     req.interval = std::chrono::milliseconds(intervalMs);
-    const bool showProgress = !json && stderrIsTerminal();
+    ProgressLine progress(err, json, "testload");
     auto report = device::ddpReplay(
         req,
-        [&](int loaded) {
-            if (showProgress) {
-                err << "\r" << loaded << " of " << ranks << " ranks loaded   " << std::flush;
-            }
-        },
+        [&](int loaded) { progress.status(std::to_string(loaded) + " of " + std::to_string(ranks) + " ranks loaded"); },
         {}, nvml);
-    if (showProgress) {
-        err << "\r\033[K" << std::flush;
-    }
+    progress.finish();
     if (!report) {
         printError(err, report.error(), file);
         return failureExit(report.error().code);
@@ -539,20 +534,16 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
         req.fileStorageSha256 = fileStorageHasher(*ck);
     }
     req.interval = std::chrono::milliseconds(intervalMs);
-    const bool showProgress = !json && stderrIsTerminal();
+    ProgressLine progress(err, json, "loading onto " + *device);
     auto report = device::testLoad(
         req,
         [&](const device::TestloadProgress& p) {
-            if (showProgress && p.totalBytes > 0) {
-                err << "\rloading onto " << *device << ": " << humanBytes(p.bytes) << " / " << humanBytes(p.totalBytes)
-                    << "  " << p.tensors << " tensors  " << std::fixed << std::setprecision(2) << p.bytesPerSecond / 1e9
-                    << " GB/s   " << std::flush;
+            if (p.totalBytes > 0) {
+                progress.update(p.bytes, p.totalBytes, std::to_string(p.tensors) + " tensors");
             }
         },
         {}, nvml);
-    if (showProgress) {
-        err << "\r\033[K" << std::flush;
-    }
+    progress.finish();
 
     if (!report) {
         Error e = report.error();

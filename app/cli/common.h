@@ -1,4 +1,4 @@
-// Pieces every subcommand shares: input expansion, the one-line error, terminal detection.
+// Pieces every subcommand shares: input expansion, the one-line error (progress: cli/progress.h).
 #pragma once
 
 #include "util/error.h"
@@ -24,8 +24,5 @@ void installProcessHandlers();
 // What a command's input may be, for its --help: every checkpoint file extension
 // (checkpoint/extensions.h, the list the window's dialogs use), a set, or a folder holding one model.
 [[nodiscard]] std::string inputKindsHelp();
-
-// Progress goes to stderr only when it is a terminal.
-[[nodiscard]] bool stderrIsTerminal();
 
 }  // namespace ckpt::cli

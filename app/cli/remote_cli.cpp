@@ -1,36 +1,26 @@
 #include "cli/remote_cli.h"
 
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "remote/location.h"
 #include "remote/open_remote.h"
 #include "util/bytes.h"
 
-#include <cstdlib>
-#include <string_view>
-
 namespace ckpt::cli {
 
-// The progress line's state (remote::throttledProgress says when it is written).
-struct RemoteSession::Progress {
-    std::ostream* err = nullptr;
-    bool shown = false;
-};
-
-void RemoteSession::showProgress(std::ostream& err)
+void RemoteSession::showProgress(std::ostream& err, bool json)
 {
-    const char* force = std::getenv("CKPTSCOPE_PROGRESS");  // NOLINT(concurrency-mt-unsafe): before any thread
-    if (!stderrIsTerminal() && !(force != nullptr && std::string_view(force) == "1")) {
+    progress_ = std::make_shared<ProgressLine>(err, json, "remote", true);
+    if (!progress_->active()) {
         return;
     }
-    progress_ = std::make_shared<Progress>();
-    progress_->err = &err;
-    stats_->progress = remote::throttledProgress([p = progress_, stats = stats_.get()](std::uint64_t received) {
-        p->shown = true;
-        // The cursor goes back to the line's start, so whatever is printed next (the summary, an
-        // error) writes over the progress line.
-        *p->err << "remote: " << humanBytes(received) << " read, " << stats->requests.load() << " requests"
-                << "\x1b[K\r" << std::flush;
-    });
+    // Weak: the counters can outlive the session (an opened file holds them), its line cannot.
+    stats_->progress = [weak = std::weak_ptr<ProgressLine>(progress_), stats = stats_.get()](std::uint64_t received) {
+        if (const auto line = weak.lock()) {
+            const auto n = stats->requests.load();
+            line->update(received, 0, std::to_string(n) + (n == 1 ? " request" : " requests"));
+        }
+    };
 }
 
 void RemoteSession::addOptions(CLI::App& app)
@@ -42,6 +32,10 @@ void RemoteSession::addOptions(CLI::App& app)
     app.add_flag("--download", download_,
                  "a URL whose server does not support range requests is downloaded whole into a temporary "
                  "file (unlinked: nothing is left behind) instead of refused");
+    app.add_flag("--no-sign-request", noSignRequest_,
+                 "s3:// requests are sent unsigned, for a public bucket (as the AWS CLI's option); otherwise they "
+                 "are signed with the credentials the AWS CLI would use (AWS_ACCESS_KEY_ID, AWS_PROFILE, "
+                 "~/.aws/credentials)");
 }
 
 bool RemoteSession::isRemote(const std::string& input)
@@ -55,7 +49,11 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
     remote::RemoteOptions options;
     options.stats = stats_;
     options.download = download_;
+    options.noSignRequest = noSignRequest_;
     auto r = remote::openRemote(input, headers_, options);
+    if (progress_) {
+        progress_->clear();  // what the command prints next (a plan, a report, an error) starts the line
+    }
     if (r) {
         remoteBytes_ += r->checkpoint ? (*r->checkpoint)->fileSize : 0;
         opened_ = true;
@@ -74,8 +72,8 @@ Expected<CheckpointPtr> RemoteSession::open(const std::string& input)
 
 void RemoteSession::report(std::ostream& err) const
 {
-    if (progress_ && progress_->shown) {
-        err << "\x1b[K";
+    if (progress_) {
+        progress_->finish();
     }
     if (!opened_) {  // a failure is its one error line alone
         return;

@@ -1,4 +1,4 @@
-// What every subcommand does with remote inputs (http(s) URLs, hf:// Hub locations): one session
+// What every subcommand does with remote inputs (http(s) URLs, hf:// Hub locations, s3:// objects): one session
 // per run that opens them through core/remote's one path (openRemoteInput), takes --header, and
 // says what the run fetched: one line on stderr, or a "remote" member in --json output.
 #pragma once
@@ -16,13 +16,15 @@
 
 namespace ckpt::cli {
 
+class ProgressLine;
+
 class RemoteSession {
 public:
-    // Adds the repeatable --header option and --download to a command.
+    // Adds the repeatable --header option, --download and --no-sign-request to a command.
     void addOptions(CLI::App& app);
-    // A progress line on `err` (rewritten in place) once transfers pass a second: when stderr is a
-    // terminal, or CKPTSCOPE_PROGRESS=1 says to anyway. report() clears it.
-    void showProgress(std::ostream& err);
+    // A progress line on `err` (cli/progress.h: rewritten in place once transfers pass a second, on a
+    // terminal, never with --json or --quiet) while no other work shows its own. report() erases it.
+    void showProgress(std::ostream& err, bool json);
     [[nodiscard]] static bool isRemote(const std::string& input);
     // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
     Expected<remote::RemoteInput> openInput(const std::string& input);
@@ -40,12 +42,12 @@ public:
 private:
     std::vector<std::string> headers_;
     bool download_ = false;
+    bool noSignRequest_ = false;
     std::shared_ptr<remote::TransferStats> stats_ = std::make_shared<remote::TransferStats>();
     std::uint64_t remoteBytes_ = 0;  // the opened files' sizes
     bool used_ = false;
     bool opened_ = false;
-    struct Progress;
-    std::shared_ptr<Progress> progress_;
+    std::shared_ptr<ProgressLine> progress_;
 };
 
 }  // namespace ckpt::cli

@@ -25,7 +25,8 @@ int printSetCheck(const std::vector<sharded::SetFinding>& found, const Checkpoin
                   const diagnose::CheckOptions& opts, const std::string& at, bool json, std::ostream& out,
                   std::ostream& err)
 {
-    auto findings = sharded::checkSet(found, view, opts);
+    auto findings = withValueProgress(
+        opts, json, err, [&](const diagnose::CheckOptions& o) { return sharded::checkSet(found, view, o); });
     if (!findings) {
         printError(err, findings.error(), at);
         return exitCodeFor(findings.error().code);

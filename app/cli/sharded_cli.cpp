@@ -1,10 +1,14 @@
 #include "cli/sharded_cli.h"
 
 #include "checkpoint/block_quant.h"
+#include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/progress.h"
 #include "cli/set_text.h"
+#include "diagnose/safety.h"
+#include "sharded/consolidate_progress.h"
 #include "sharded/formats.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
@@ -15,6 +19,7 @@
 #include "util/printable.h"
 #include "util/shape_text.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -117,7 +122,7 @@ void printSetText(const sharded::SetListing& l, const std::string& file, std::os
         }
     }
     if (!l.findings.empty()) {
-        out << "\n" << l.findings.size() << " problem(s) with the set: run `ckptscope check` on it\n";
+        out << "\n" << l.findings.size() << " finding(s) about the set: run `ckptscope check` on it\n";
     }
 }
 
@@ -130,7 +135,7 @@ void printSetJson(const sharded::SetListing& l, const std::string& file, std::os
     set["dir"] = l.dir;
     set["index"] = l.index;
     for (const auto& [name, fact] : l.facts) {
-        set[name] = std::holds_alternative<bool>(fact) ? json(std::get<bool>(fact)) : json(std::get<std::string>(fact));
+        set[name] = std::visit([](const auto& v) { return json(v); }, fact);
     }
     auto files = json::array();
     for (std::size_t i = 0; i < l.files.size(); ++i) {
@@ -267,7 +272,9 @@ std::optional<int> inspectSet(const std::string& input, bool json, std::ostream&
     if (!json) {
         noteSetOfFile(input, loc, out);
     }
-    auto listing = sharded::listSet(*loc);
+    ProgressLine progress(err, json, "inspect");
+    auto listing = sharded::listSet(*loc, {{}, progress.forOpening()});
+    progress.finish();
     if (!listing) {
         return failed(listing.error(), input, err);
     }
@@ -287,7 +294,9 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     // A set opens as one checkpoint, which every single-file rule reads too; an incomplete one as
     // far as its files were read, where its format builds that; one that cannot (a rank file
     // alone, a quantized shard) keeps its own findings and says why.
-    auto set = sharded::readSet(*loc);
+    ProgressLine progress(err, json, "check");
+    auto set = sharded::readSet(*loc, {.groupStorages = true}, {{}, progress.forOpening()});
+    progress.finish();
     if (!set) {
         return failed(set.error(), input, err);
     }
@@ -297,10 +306,44 @@ std::optional<int> checkSet(const std::string& input, bool json, const diagnose:
     return checkSetView(input, set->listing.findings, view, opts, setName(*loc, set->listing), json, out, err);
 }
 
+namespace {
+
+// A set is consolidated as its writer's own tools write it, objects included (a DCP BYTE_IO value:
+// Megatron-LM's _extra_state holds an io.BytesIO). What torch.load(weights_only=True), PyTorch
+// 2.6+'s default, would refuse in the written file is said, with the options that make it load:
+// the output's pickle alone is read again (its tensors are not).
+void noteRefusedGlobals(const std::string& path, std::ostream& out)
+{
+    auto written = openCheckpoint(path);
+    if (!written) {
+        return;
+    }
+    std::string refused;
+    bool extraState = false;  // under a module's _extra_state, which --drop-extra-state leaves out
+    for (const auto& g : (*written)->globals) {
+        if (!diagnose::isWeightsOnlyAllowed(g.qualified)) {
+            extraState = extraState || std::any_of(g.paths.begin(), g.paths.end(), [](const std::string& p) {
+                             return p.find("_extra_state") != std::string::npos;
+                         });
+            refused += (refused.empty() ? "" : ", ") + g.qualified +
+                       (g.paths.empty() ? std::string() : " at " + g.paths.front());
+        }
+    }
+    if (refused.empty()) {
+        return;
+    }
+    out << "note: torch.load's default (weights_only=True, PyTorch 2.6+) refuses the output, which holds "
+        << displayText(refused) << " as the set's writer saved it: load it with weights_only=False, or convert with "
+        << (extraState ? "--drop-extra-state (leaves those values out) or " : "")
+        << "--weights-only (makes such values plain, or None)\n";
+}
+
+}  // namespace
+
 std::optional<int> convertSet(const std::string& input, const std::optional<sharded::SetLocation>& set,
-                              const std::string& output, const std::string& format, bool direct, SetSource& source,
-                              std::ostream& out, std::ostream& err, const sharded::zero::Options& zeroOptions,
-                              bool fileOnly)
+                              const std::string& output, const std::string& format, bool direct, bool json,
+                              SetSource& source, std::ostream& out, std::ostream& err,
+                              const sharded::zero::Options& zeroOptions, bool fileOnly)
 {
     const bool toTorch = format.empty() || format == "torch";
     const auto* setFormat = set && !set->alone ? sharded::setFormat(set->kind) : nullptr;
@@ -320,7 +363,9 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     auto inPlace = [&]() -> std::optional<int> {
         sharded::zero::Options perTensor = zeroOptions;
         perTensor.groupStorages = false;
-        auto view = sharded::openView(*set, perTensor);
+        ProgressLine progress(err, json, "convert");
+        auto view = sharded::openView(*set, perTensor, {{}, progress.forOpening()});
+        progress.finish();
         if (!view) {
             return failed(view.error(), input, err);
         }
@@ -334,7 +379,20 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     // view above keeps a storage per tensor for the edits, splits and exports that follow.
     sharded::zero::Options grouped = zeroOptions;
     grouped.groupStorages = true;
-    auto done = sharded::consolidateSet(*set, output, grouped);
+    // `direct` is never --json: the line follows the member files opened, then the bytes written.
+    auto done = [&] {
+        ProgressLine progress(err, false, "convert");
+        const sharded::ConsolidateProgressScope bytes(
+            [line = progress.forBytes()](const sharded::ConsolidateProgress& p) {
+                if (line) {
+                    line(p.bytesWritten, p.bytesTotal);
+                }
+                return true;
+            });
+        auto result = sharded::consolidateSet(*set, output, grouped, {{}, progress.forOpening()});
+        progress.finish();
+        return result;
+    }();
     if (!done && sharded::wouldCopyCode(done.error())) {
         return inPlace();  // the plan drops the value that calls code, and says so, as for a file
     }
@@ -343,7 +401,11 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
         << " tensors assembled from " << done->files << " " << (setFormat != nullptr ? setFormat->members : "files")
-        << ")\n";
+        << "); 0 values dropped\n";
+    if (!done->note.empty()) {
+        out << displayText(done->note) << '\n';
+    }
+    noteRefusedGlobals(done->path, out);
     return kExitOk;
 }
 

@@ -29,11 +29,11 @@ struct SetSource {
 // ordinary file, so edits, safetensors and re-sharding go through the single-file path unchanged.
 // `set`: what `input` opens as (sharded::setInput; nothing for a file, or with --file-only).
 // `zero`: what to take from a ZeRO folder. `fileOnly` (--file-only): `input` is converted as the
-// file it is, never its set.
+// file it is, never its set. `json` (--json): no progress line while the set opens.
 std::optional<int> convertSet(const std::string& input, const std::optional<sharded::SetLocation>& set,
-                              const std::string& output, const std::string& format, bool direct, SetSource& source,
-                              std::ostream& out, std::ostream& err, const sharded::zero::Options& zero = {},
-                              bool fileOnly = false);
+                              const std::string& output, const std::string& format, bool direct, bool json,
+                              SetSource& source, std::ostream& out, std::ostream& err,
+                              const sharded::zero::Options& zero = {}, bool fileOnly = false);
 
 // `inspect` of a set, for every kind: as JSON, the one document of a set (the fields a file's
 // document has: `path`, `dtype`, `shape`, `location`, `nbytes` per tensor, `totals`; each tensor's

@@ -104,8 +104,7 @@ Expected<std::vector<std::byte>> gunzip(Bytes file, std::uint64_t limit)
             const std::size_t at = out.size();
             const std::size_t room = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, limit - at));
             out.resize(at + room);
-            zs.next_out =
-                reinterpret_cast<Bytef*>(out.data() + at);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+            zs.next_out = reinterpret_cast<Bytef*>(out.data() + at);
             zs.avail_out = static_cast<uInt>(room);
             rc = inflate(&zs, Z_NO_FLUSH);
             out.resize(at + room - zs.avail_out);

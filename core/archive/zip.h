@@ -168,8 +168,9 @@ public:
     Expected<void> writeChunk(Bytes chunk);
     // The next `size` bytes of the open record copied from `srcFd` (copy_file_range), their CRC
     // `crc` known (a stored record's, from its archive's central directory) and folded into the
-    // record's with crc32_combine: no pass over the bytes in this process.
-    Expected<void> writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc);
+    // record's with crc32_combine: no pass over the bytes in this process. `step` as above.
+    Expected<void> writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc,
+                                      const CopyStep& step = {});
     Expected<void> endRecord();
     // Central directory, ZIP64 end record and locator, end record.
     Expected<void> finish();

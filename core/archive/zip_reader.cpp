@@ -246,7 +246,6 @@ Expected<void> inflateInto(Bytes in, std::uint64_t size, std::vector<std::byte>&
     while (rc == Z_OK) {
         const std::size_t inChunk = std::min(in.size() - inPos, kStep);
         const std::size_t outChunk = std::min(out.size() - outPos, kStep);
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast,cppcoreguidelines-pro-type-const-cast)
         zs.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.empty() ? &none : in.data() + inPos));
         zs.avail_in = static_cast<uInt>(inChunk);
         zs.next_out = reinterpret_cast<Bytef*>(out.empty() ? &none : out.data() + outPos);  // NOLINT

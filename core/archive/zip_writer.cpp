@@ -259,7 +259,8 @@ Expected<void> ZipWriter::writeChunk(Bytes chunk)
     return {};
 }
 
-Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc)
+Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset, std::uint64_t size, std::uint32_t crc,
+                                             const CopyStep& step)
 {
     if (auto ok = checkFits(size); !ok) {
         return ok;
@@ -268,7 +269,7 @@ Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset,
     if (auto ok = flush(); !ok) {
         return ok;
     }
-    if (auto ok = appendFileRange(srcFd, srcOffset, size, fd_, {}); !ok) {
+    if (auto ok = appendFileRange(srcFd, srcOffset, size, fd_, step); !ok) {
         failed_ = true;
         Error e = ok.error();
         e.message = "cannot copy into record \"" + open_->name + "\": " + e.message;

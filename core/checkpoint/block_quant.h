@@ -1,5 +1,5 @@
 // Block-quantized FP8 weights, as DeepSeek-V3 and transformers' FineGrainedFP8Config store them
-// (docs/format.md §16): a `weight` of dtype float8_e4m3fn beside a `weight_scale_inv` (float32; bf16
+// (docs/format.md §17): a `weight` of dtype float8_e4m3fn beside a `weight_scale_inv` (float32; bf16
 // or float8_e8m0fnu in some), one scale per block of `weight_block_size` (config.json's
 // `quantization_config`, [128, 128] by default): the value of element (i, j) is
 // `float(weight[i, j]) * scale_inv[i / bm, j / bn]`, so for a [M, N] weight the scale is

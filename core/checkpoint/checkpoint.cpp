@@ -70,7 +70,7 @@ std::string_view TextPool::add(std::string_view s)
 {
     if (s.size() > room_) {
         const std::size_t size = std::max(kChunk, s.size());
-        chunks_.push_back(std::make_unique<char[]>(size));  // NOLINT(modernize-avoid-c-arrays)
+        chunks_.push_back(std::make_unique<char[]>(size));
         room_ = size;
         used_ = 0;
         bytes_ += size;

@@ -80,9 +80,9 @@ public:
 
 private:
     static constexpr std::size_t kChunk = std::size_t{64} * 1024;
-    std::vector<std::unique_ptr<char[]>> chunks_;  // NOLINT(modernize-avoid-c-arrays)
-    std::size_t used_ = 0;                         // bytes taken in the last chunk
-    std::size_t room_ = 0;                         // and free after them
+    std::vector<std::unique_ptr<char[]>> chunks_;
+    std::size_t used_ = 0;  // bytes taken in the last chunk
+    std::size_t room_ = 0;  // and free after them
     std::uint64_t bytes_ = 0;
 };
 

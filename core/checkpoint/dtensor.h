@@ -1,4 +1,4 @@
-// A DTensor as torch.save writes it (SHARDED.md §3, docs/format.md §7.4): DTensor.__reduce_ex__ gives
+// A DTensor as torch.save writes it (docs/format.md §12): DTensor.__reduce_ex__ gives
 // _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, (cls, dtype, global size, stride, ...),
 // state), and the state holds `_local_tensor`, this rank's piece as a plain tensor, and `_spec`, a
 // DTensorSpec naming the DeviceMesh and one placement per mesh dimension. The reader keeps all of it

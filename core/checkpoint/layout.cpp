@@ -274,7 +274,7 @@ std::string componentText(const Checkpoint& c, pickle::ValueId v)
         return text + " (unreadable)";
     }
     std::array<char, 24> hex{};
-    std::snprintf(hex.data(), hex.size(), " #%016llx",  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    std::snprintf(hex.data(), hex.size(), " #%016llx",
                   static_cast<unsigned long long>(
                       hashBytes(data->subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(numel * es)))));
     return text + hex.data();
@@ -425,8 +425,7 @@ std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
         }
     }
     for (std::size_t i = 1; i < p.size(); ++i) {
-        static const char* const kNames[] = {"", "scales ", "zero points ",
-                                             "axis "};  // NOLINT(modernize-avoid-c-arrays)
+        static const char* const kNames[] = {"", "scales ", "zero points ", "axis "};
         q.text += std::string(", ") + (i < 4 ? kNames[i] : "") + componentText(c, p[i]);  // NOLINT
     }
     return q;

@@ -296,7 +296,6 @@ void dropResidentPages(const MappedFile& file)
 {
     const Bytes b = file.bytes();
     if (!b.empty()) {
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
         (void)::madvise(const_cast<std::byte*>(b.data()), b.size(), MADV_DONTNEED);
     }
 }

@@ -21,7 +21,7 @@ using Context = CUctx_st*;
 using Stream = CUstream_st*;
 using Event = CUevent_st*;
 struct Uuid {
-    char bytes[16];  // NOLINT(modernize-avoid-c-arrays): cuda.h's CUuuid layout
+    char bytes[16];  // cuda.h's CUuuid layout
 };
 
 inline constexpr Result kSuccess = 0;

@@ -29,14 +29,13 @@ Expected<std::shared_ptr<const CudaDriver>> CudaDriver::load()
     std::shared_ptr<CudaDriver> d(new CudaDriver());
     d->handle_ = handle;
     d->path_ = path;
-    // NOLINTBEGIN(cppcoreguidelines-pro-type-reinterpret-cast): dlsym hands out untyped pointers
+    // dlsym hands out untyped pointers
 #define CKPTSCOPE_CUDA_BIND(member, symbol, type) d->member = reinterpret_cast<type>(::dlsym(handle, symbol));
     CKPTSCOPE_CUDA_FUNCTIONS(CKPTSCOPE_CUDA_BIND)
 #undef CKPTSCOPE_CUDA_BIND
     if (d->cuDeviceGetUuid == nullptr) {  // drivers before CUDA 11.4 have only the first version
         d->cuDeviceGetUuid = reinterpret_cast<decltype(d->cuDeviceGetUuid)>(::dlsym(handle, "cuDeviceGetUuid"));
     }
-    // NOLINTEND(cppcoreguidelines-pro-type-reinterpret-cast)
     (void)takeDlError();  // a symbol an older driver lacks left an error record
     std::string missing;
 #define CKPTSCOPE_CUDA_MISSING(member, symbol, type)                                                                   \

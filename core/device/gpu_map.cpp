@@ -111,11 +111,10 @@ GpuIdentity cudaDevice(const CudaDriver& cu, int ordinal)
 std::string uuidText(const cuda::Uuid& u, const char* prefix)
 {
     std::array<char, 48> out{};
-    const auto* b =
-        reinterpret_cast<const unsigned char*>(u.bytes);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-    std::snprintf(out.data(), out.size(),                 // NOLINT(cppcoreguidelines-pro-type-vararg)
-                  "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1], b[2],
-                  b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    std::snprintf(out.data(), out.size(), "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                  prefix, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                  b[15]);
     return out.data();
 }
 

@@ -245,7 +245,7 @@ namespace {
 
 template <class F> bool bind(void* handle, const char* name, F& out)
 {
-    out = reinterpret_cast<F>(dlsym(handle, name));  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    out = reinterpret_cast<F>(dlsym(handle, name));
     return out != nullptr;
 }
 

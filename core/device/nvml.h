@@ -33,8 +33,7 @@ struct GpuMemory {
 struct NvmlDevice {
     int index = -1;
     int mig = -1;
-    NvmlDevice(int i, int m = -1)
-        : index(i), mig(m) {}  // NOLINT(google-explicit-constructor,hicpp-explicit-conversions)
+    NvmlDevice(int i, int m = -1) : index(i), mig(m) {}
     [[nodiscard]] bool isMig() const { return mig >= 0; }
     friend bool operator==(const NvmlDevice&, const NvmlDevice&) = default;
 };

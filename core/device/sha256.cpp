@@ -64,8 +64,7 @@ void Sha256::block(const std::uint8_t* p)
 
 void Sha256::update(std::span<const std::byte> data)
 {
-    const auto* p =
-        reinterpret_cast<const std::uint8_t*>(data.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto* p = reinterpret_cast<const std::uint8_t*>(data.data());
     std::size_t n = data.size();
     total_ += n;
     if (bufLen_ > 0) {

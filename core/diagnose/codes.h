@@ -8,7 +8,7 @@
 
 namespace ckpt::diagnose {
 
-inline constexpr std::array<std::string_view, 54> kFindingCodes{
+inline constexpr std::array<std::string_view, 56> kFindingCodes{
     // Wrapper prefixes (rules_prefix.cpp, rules_pickle.cpp)
     "module-prefix", "nested-prefix", "compile-prefix", "opacus-prefix", "fsdp-prefix", "mixed-prefix",
     // Devices (rules_device.cpp)
@@ -32,6 +32,7 @@ inline constexpr std::array<std::string_view, 54> kFindingCodes{
     "zero-rank-missing", "zero3-placeholder-module",
     // DCP folders and FSDP rank files (sharded/dcp.cpp, sharded/fsdp.cpp, checkpoint/dtensor.h)
     "chunk-out-of-bounds", "chunk-overlap", "chunk-hole", "dcp-rank-local-metadata", "dcp-item-unreadable",
-    "dcp-storage-missing", "megatron-torch-dist", "world-size-mismatch", "dtensor-rank-files", "needs-process-group"};
+    "dcp-storage-missing", "dcp-safetensors-format", "megatron-torch-dist", "extra-state", "world-size-mismatch",
+    "dtensor-rank-files", "needs-process-group"};
 
 }  // namespace ckpt::diagnose

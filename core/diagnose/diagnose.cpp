@@ -35,7 +35,7 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
         return makeError(ErrorCode::Cancelled, "check cancelled");
     }
     if (opts.values) {
-        auto v = valueRules(ckpt, out, stop);
+        auto v = valueRules(ckpt, out, stop, opts.valueProgress);
         if (auto same = ckpt.checkUnchanged(); !same) {
             return same.error();
         }

@@ -5,6 +5,8 @@
 #include "checkpoint/checkpoint.h"
 #include "transform/options.h"
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -31,6 +33,9 @@ struct CheckOptions {
     // --against a checkpoint opened by the caller (a remote one); `againstPath` names it then.
     std::shared_ptr<const Checkpoint> againstCheckpoint;
     std::optional<std::string> againstSelect;
+    // With `values`: bytes of tensor data scanned so far, of the total to scan (the command line's
+    // progress line).
+    std::function<void(std::uint64_t done, std::uint64_t total)> valueProgress;
 };
 
 // Findings sorted by severity (errors first), then code.

@@ -110,6 +110,9 @@ std::string fixFlags(const transform::Options& fix)
     for (const auto& d : fix.drop) {
         cmd += " --drop " + shellQuote(d);
     }
+    if (fix.dropExtraState) {
+        cmd += " --drop-extra-state";
+    }
     if (!fix.mapLocation.empty()) {
         cmd += " --map-location " + shellQuote(fix.mapLocation.spec());
     }

@@ -4,6 +4,7 @@
 #include "diagnose/diagnose.h"
 
 #include <cstdint>
+#include <functional>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -26,7 +27,9 @@ void tensorRules(const Checkpoint& ckpt, Findings& out);
 // zero3-placeholder-module on one ZeRO-3 rank's model states read alone; run after the other rules,
 // whose fixes it takes away (an export of the file would write its placeholders).
 void zeroRules(const Checkpoint& ckpt, Findings& out);
-Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop);  // nonfinite-values
+// nonfinite-values; `progress` as CheckOptions::valueProgress.
+Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop,
+                          const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
 
 // Helpers shared by the rules.
 [[nodiscard]] std::string quotedPath(const std::string& path);  // `model/fc.weight`, "the root" for ""

@@ -663,8 +663,10 @@ struct BlockCounts {
     }
 };
 
+// `scanned` counts the bytes read, for `progress` (may be empty) with the scan's `total`.
 Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, StorageIndex storage, DType dtype,
-                                  const std::stop_token& stop)
+                                  const std::stop_token& stop, std::uint64_t& scanned, std::uint64_t total,
+                                  const std::function<void(std::uint64_t, std::uint64_t)>& progress)
 {
     const std::size_t es = elementSize(dtype);
     const bool swap = ckpt.byteorder == "big" && scalarWidth(dtype) > 1;
@@ -683,6 +685,7 @@ Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, StorageIndex storage, 
     };
     std::vector<std::byte> carry;  // a block split between two pieces of the stream
     auto read = ckpt.streamStorage(storage, 0, out.elements * es, [&](Bytes piece) {
+        scanned += piece.size();
         if (!carry.empty()) {
             const std::size_t take = std::min<std::size_t>(piece.size(), blockBytes - carry.size());
             carry.insert(carry.end(), piece.begin(), piece.begin() + static_cast<std::ptrdiff_t>(take));
@@ -697,6 +700,9 @@ Expected<BlockCounts> scanStorage(const Checkpoint& ckpt, StorageIndex storage, 
             piece = piece.subspan(blockBytes);
         }
         carry.assign(piece.begin(), piece.end());
+        if (progress) {
+            progress(scanned, total);
+        }
         return !stop.stop_requested();
     });
     if (!read) {
@@ -814,7 +820,8 @@ private:
 
 }  // namespace
 
-Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop)
+Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token stop,
+                          const std::function<void(std::uint64_t, std::uint64_t)>& progress)
 {
     struct Hit {
         TensorIndex tensor;
@@ -847,13 +854,19 @@ Expected<void> valueRules(const Checkpoint& ckpt, Findings& out, std::stop_token
         g.push_back(i);
     }
     std::uint64_t workLeft = 4 * storageElements + (std::uint64_t{1} << 24);
+    std::uint64_t totalBytes = 0;  // what the scan reads, for `progress`
+    for (const auto& [key, members] : groups) {
+        totalBytes += ckpt.storages[key.first].nbytes / std::max<std::size_t>(1, elementSize(key.second)) *
+                      elementSize(key.second);
+    }
+    std::uint64_t scannedBytes = 0;
     std::vector<std::byte> scratch;
     for (const auto& [key, members] : groups) {
         const auto [storage, dtype] = key;
         if (stop.stop_requested()) {
             return makeError(ErrorCode::Cancelled, "value scan cancelled");
         }
-        auto blocks = scanStorage(ckpt, storage, dtype, stop);
+        auto blocks = scanStorage(ckpt, storage, dtype, stop, scannedBytes, totalBytes, progress);
         if (!blocks) {
             if (blocks.error().code == ErrorCode::Cancelled) {
                 return makeError(ErrorCode::Cancelled, "value scan cancelled");

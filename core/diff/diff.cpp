@@ -86,8 +86,8 @@ void merge(Partial& into, const Partial& p)
 void compareDoubles(const double* x, const double* y, std::size_t n, double rtol, double atol, Partial& p)
 {
     for (std::size_t i = 0; i < n; ++i) {
-        const double a = x[i];  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        const double b = y[i];  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        const double a = x[i];
+        const double b = y[i];
         if (a == b || (std::isnan(a) && std::isnan(b))) {
             continue;
         }
@@ -136,7 +136,7 @@ void dequantize(const std::optional<Quantizer>& q, double* v, std::size_t n)
     }
     const auto zp = static_cast<double>(q->zeroPoint);
     for (std::size_t i = 0; i < n; ++i) {
-        v[i] = (v[i] - zp) * q->scale;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        v[i] = (v[i] - zp) * q->scale;
     }
 }
 
@@ -153,10 +153,8 @@ void compareBlock(Block& blk, const Options& o)
     const std::size_t sa = elementSize(j.partA);
     const std::size_t sb = elementSize(j.partB);
     if (j.sameDType) {
-        const std::byte* pa =
-            j.a.bytes.data() + blk.first * sa;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
-        const std::byte* pb =
-            j.b.bytes.data() + blk.first * sb;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        const std::byte* pa = j.a.bytes.data() + blk.first * sa;
+        const std::byte* pb = j.b.bytes.data() + blk.first * sb;
         if (std::memcmp(pa, pb, static_cast<std::size_t>(blk.count * sa)) == 0) {
             return;
         }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "sharded/open_control.h"
 
 #include <atomic>
 #include <cstdint>
@@ -116,8 +117,9 @@ struct Side {
 // Opens what `path` names as a side: a single checkpoint file, or the set of any format a folder,
 // index or member stands for (sharded::wholeSetInput; it must be complete), opened as one
 // checkpoint read in place (sharded/set_view.h), or, for a Hugging Face set that is no one
-// checkpoint, its shards; a set that cannot be read is its error.
-Expected<Side> openSide(const std::string& path);
+// checkpoint, its shards; a set that cannot be read is its error. `control` is told of each member
+// file a set opens (sharded::OpenControl).
+Expected<Side> openSide(const std::string& path, const sharded::OpenControl& control = {});
 
 struct Counts {
     std::uint64_t onlyA = 0;

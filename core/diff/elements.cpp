@@ -27,7 +27,7 @@ template <class U, class Fn> void decodeWith(Bytes bytes, std::size_t first, std
 {
     const std::byte* p = bytes.data() + first * sizeof(U);
     for (std::size_t i = 0; i < count; ++i, p += sizeof(U)) {
-        out[i] = fn(load<U>(p));  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+        out[i] = fn(load<U>(p));
     }
 }
 

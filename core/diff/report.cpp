@@ -17,13 +17,13 @@ namespace {
 std::string num(double v)
 {
     std::array<char, 32> buf{};
-    std::snprintf(buf.data(), buf.size(), "%.4g", v);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    std::snprintf(buf.data(), buf.size(), "%.4g", v);
     return buf.data();
 }
 
 std::string bytesText(std::uint64_t n)
 {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};  // NOLINT(modernize-avoid-c-arrays)
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     auto v = static_cast<double>(n);
     std::size_t u = 0;
     while (v >= 1024 && u < 4) {
@@ -31,9 +31,7 @@ std::string bytesText(std::uint64_t n)
         ++u;
     }
     std::array<char, 32> buf{};
-    std::snprintf(buf.data(), buf.size(), u == 0 ? "%.0f %s" : "%.1f %s",
-                  v,          // NOLINT(cppcoreguidelines-pro-type-vararg)
-                  units[u]);  // NOLINT(cppcoreguidelines-pro-bounds-constant-array-index)
+    std::snprintf(buf.data(), buf.size(), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
     return buf.data();
 }
 
@@ -309,8 +307,8 @@ std::string renderJson(const Result& r, const Side& a, const Side& b)
         }
         J changes = J::array();
         const std::pair<Change, const char*> names[] = {
-            {kDType, "dtype"}, {kShape, "shape"},         {kStride, "stride"}, {kDevice, "device"}, {kValues, "values"},
-            {kKind, "kind"},   {kQuantizer, "quantizer"}, {kType, "type"}};  // NOLINT(modernize-avoid-c-arrays)
+            {kDType, "dtype"},   {kShape, "shape"}, {kStride, "stride"},       {kDevice, "device"},
+            {kValues, "values"}, {kKind, "kind"},   {kQuantizer, "quantizer"}, {kType, "type"}};
         for (const auto& [flag, name] : names) {
             if ((e.changes & flag) != 0) {
                 changes.push_back(name);

@@ -33,7 +33,7 @@ Error withPath(Error e, const std::string& path)
 
 }  // namespace
 
-Expected<Side> openSide(const std::string& path)
+Expected<Side> openSide(const std::string& path, const sharded::OpenControl& control)
 {
     const auto loc = sharded::wholeSetInput(path);
     if (!loc) {
@@ -43,7 +43,7 @@ Expected<Side> openSide(const std::string& path)
         }
         return Side::of(std::move(*c));
     }
-    auto view = sharded::openView(*loc);
+    auto view = sharded::openView(*loc, {.groupStorages = true}, control);
     if (view) {
         const std::size_t files = (*view)->setFiles.size();
         return setSide(path, *loc, {std::move(*view)}, files, "assembled into one state dict");

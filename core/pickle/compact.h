@@ -40,10 +40,10 @@ public:
     SmallVector(std::initializer_list<T> init) { assign(init.begin(), init.end()); }
     template <std::input_iterator It> SmallVector(It first, It last) { assign(first, last); }
     // From a std::vector, as every Arena constructor and transform pass builds item lists.
-    SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }  // NOLINT(google-explicit-constructor)
+    SmallVector(const std::vector<T>& v) { assign(v.begin(), v.end()); }
     // Callers hand over vectors they are done with (`tuple(std::move(items))`); the contents are
     // copied all the same, since a std::vector's buffer cannot be adopted.
-    SmallVector(std::vector<T>&& v) { assign(v.begin(), v.end()); }  // NOLINT(google-explicit-constructor)
+    SmallVector(std::vector<T>&& v) { assign(v.begin(), v.end()); }
     SmallVector(const SmallVector& o) { assign(o.begin(), o.end()); }
     SmallVector(SmallVector&& o) noexcept { steal(o); }
     SmallVector& operator=(const SmallVector& o)
@@ -111,9 +111,9 @@ public:
     T& back() { return data()[size_ - 1]; }
     [[nodiscard]] const T& front() const { return data()[0]; }
     [[nodiscard]] const T& back() const { return data()[size_ - 1]; }
-    operator std::span<const T>() const { return {data(), size_}; }  // NOLINT(google-explicit-constructor)
+    operator std::span<const T>() const { return {data(), size_}; }
     [[nodiscard]] std::vector<T> vec() const { return {begin(), end()}; }
-    operator std::vector<T>() const { return vec(); }  // NOLINT(google-explicit-constructor)
+    operator std::vector<T>() const { return vec(); }
 
     void reserve(std::size_t n)
     {
@@ -199,7 +199,7 @@ private:
     }
 
     union U {
-        T inline_[kInline];  // NOLINT(modernize-avoid-c-arrays)
+        T inline_[kInline];
         T* heap;
         // Zeroed, so moving an empty inline vector copies defined bytes (GCC's -Wmaybe-uninitialized).
         U() : inline_{} {}
@@ -213,10 +213,10 @@ private:
 class Text {
 public:
     Text() noexcept { setInline(0); }
-    Text(std::string_view s) { set(s); }    // NOLINT(google-explicit-constructor)
-    Text(const std::string& s) { set(s); }  // NOLINT(google-explicit-constructor)
-    Text(std::string&& s) { set(s); }       // NOLINT(google-explicit-constructor): copied, as above
-    Text(const char* s) { set(s); }         // NOLINT(google-explicit-constructor)
+    Text(std::string_view s) { set(s); }
+    Text(const std::string& s) { set(s); }
+    Text(std::string&& s) { set(s); }  // copied, as above
+    Text(const char* s) { set(s); }
     Text(const Text& o) { set(o.view()); }
     Text(Text&& o) noexcept { steal(o); }
     Text& operator=(const Text& o)
@@ -251,9 +251,9 @@ public:
     ~Text() { release(); }
 
     [[nodiscard]] std::string_view view() const { return {data(), size()}; }
-    operator std::string_view() const { return view(); }  // NOLINT(google-explicit-constructor)
+    operator std::string_view() const { return view(); }
     [[nodiscard]] std::string str() const { return std::string(view()); }
-    operator std::string() const { return str(); }  // NOLINT(google-explicit-constructor)
+    operator std::string() const { return str(); }
     [[nodiscard]] const char* data() const { return onHeap() ? heapPtr() : raw_; }
     [[nodiscard]] const char* c_str() const { return data(); }  // always NUL-terminated
     [[nodiscard]] std::size_t size() const
@@ -344,7 +344,7 @@ private:
         }
     }
 
-    char raw_[kInline + 1]{};  // NOLINT(modernize-avoid-c-arrays)
+    char raw_[kInline + 1]{};
 };
 
 }  // namespace ckpt::pickle

@@ -24,7 +24,7 @@ const GlobalRef& noGlobal()
 ValueId Arena::add(Value v)
 {
     if ((size_ & kBlockMask) == 0) {
-        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));  // NOLINT(modernize-avoid-c-arrays)
+        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));
     }
     const auto id = static_cast<std::uint32_t>(size_++);
     charged_ += sizeof(Value) + v.text.size() + v.items.size() * sizeof(ValueId);
@@ -37,7 +37,7 @@ Arena::Arena(const Arena& other)
 {
     blocks_.reserve(other.blocks_.size());
     for (std::size_t b = 0; b < other.blocks_.size(); ++b) {
-        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));  // NOLINT(modernize-avoid-c-arrays)
+        blocks_.push_back(std::make_unique<Value[]>(kBlockSize));
         const std::size_t n = std::min<std::size_t>(kBlockSize, other.size_ - b * kBlockSize);
         std::copy_n(other.blocks_[b].get(), n, blocks_[b].get());
     }

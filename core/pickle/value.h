@@ -198,7 +198,7 @@ private:
     static constexpr std::uint32_t kBlockBits = 12;
     static constexpr std::uint32_t kBlockSize = 1U << kBlockBits;
     static constexpr std::uint32_t kBlockMask = kBlockSize - 1;
-    std::vector<std::unique_ptr<Value[]>> blocks_;  // NOLINT(modernize-avoid-c-arrays)
+    std::vector<std::unique_ptr<Value[]>> blocks_;
     std::size_t size_ = 0;
     std::uint64_t charged_ = 0;
     // None, the bools and the ints from -1 to 256 are made once and shared, as CPython shares

@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,12 +37,35 @@ private:
     std::vector<std::string> secrets_;
 };
 
+// The method of the client's requests (reads); a writer's would be PUT, POST, DELETE.
+inline constexpr std::string_view kMethodGet = "GET";
+
+// Headers computed for each request from its method and URL at the time it is sent: S3's
+// Signature Version 4 (s3.h). Sent to the origins it signs for only, so a redirect elsewhere
+// carries no signature.
+class RequestSigner {
+public:
+    RequestSigner() = default;
+    RequestSigner(const RequestSigner&) = delete;
+    RequestSigner& operator=(const RequestSigner&) = delete;
+    RequestSigner(RequestSigner&&) = delete;
+    RequestSigner& operator=(RequestSigner&&) = delete;
+    virtual ~RequestSigner() = default;
+    [[nodiscard]] virtual bool signs(const std::string& origin) const = 0;
+    // "Name: value" lines; `payloadHash` is the body's hex SHA-256 (or UNSIGNED-PAYLOAD).
+    [[nodiscard]] virtual std::vector<std::string> headersFor(const std::string& method, const std::string& url,
+                                                              const std::string& payloadHash) const = 0;
+    // What a 401/403 from a signed origin adds to its message: which credentials were used.
+    [[nodiscard]] virtual std::string refusedNote() const = 0;
+};
+
 struct Credentials {
     std::string hubOrigin;                // scheme://host[:port] of $HF_ENDPOINT
     std::optional<std::string> hubToken;  // for hubOrigin only
     std::vector<Header> headers;          // --header, for `headerOrigins` only
     std::vector<std::string> headerOrigins;
-    Redactor redactor;  // knows every secret above
+    std::shared_ptr<const RequestSigner> signer;  // s3:// inputs
+    Redactor redactor;                            // knows every secret above
 
     // What is sent to `origin`, as "Name: value" lines.
     [[nodiscard]] std::vector<std::string> headersFor(const std::string& origin) const;

@@ -2,6 +2,8 @@
 
 #include "remote/location.h"
 #include "remote/reply_parse.h"
+#include "remote/s3_xml.h"
+#include "remote/sigv4.h"
 #include "util/bytes.h"
 
 #include <algorithm>
@@ -97,25 +99,6 @@ bool sleepUnlessStopped(std::chrono::milliseconds wait, const std::stop_token& s
 }
 
 }  // namespace
-
-std::function<void(std::uint64_t)> throttledProgress(std::function<void(std::uint64_t)> show)
-{
-    struct State {
-        std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-        std::chrono::steady_clock::time_point last;
-        std::mutex mutex;
-    };
-    return [state = std::make_shared<State>(), show = std::move(show)](std::uint64_t bytes) {
-        using namespace std::chrono_literals;
-        const auto now = std::chrono::steady_clock::now();
-        const std::lock_guard lock(state->mutex);
-        if (now - state->start < 1s || now - state->last < 100ms) {
-            return;
-        }
-        state->last = now;
-        show(bytes);
-    };
-}
 
 HttpOptions HttpOptions::fromEnvironment()
 {
@@ -254,7 +237,7 @@ std::size_t onBody(char* data, std::size_t size, std::size_t n, void* user)
         x.received += len;
         (*x.progress)(x.received);
     }
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): curl's char buffer as bytes
+    // curl's char buffer as bytes
     if (x.sink != nullptr && !(*x.sink)(Bytes(reinterpret_cast<const std::byte*>(data), len))) {
         x.abort = makeError(ErrorCode::Cancelled, "cancelled");
         return 0;
@@ -329,6 +312,13 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         }
         for (const auto& h : credentials_.headersFor(originOf(url))) {
             headers = curl_slist_append(headers, h.c_str());
+        }
+        // Signed at each try: a signature carries its time, and S3 refuses one 15 minutes old.
+        if (credentials_.signer && credentials_.signer->signs(originOf(url))) {
+            for (const auto& h :
+                 credentials_.signer->headersFor(std::string(kMethodGet), url, std::string(sigv4::kEmptyPayloadHash))) {
+                headers = curl_slist_append(headers, h.c_str());
+            }
         }
         curl_easy_setopt(c, CURLOPT_URL, url.c_str());
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
@@ -428,11 +418,17 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         char* next = nullptr;
         curl_easy_getinfo(static_cast<CURL*>(curl_), CURLINFO_REDIRECT_URL, &next);
         if (next == nullptr || *next == '\0') {
+            // S3's answer to a request for a bucket in another region: a 301 naming the region.
+            if (const std::string region = x.header("x-amz-bucket-region"); !region.empty()) {
+                return fail(ErrorCode::Io, url,
+                            "HTTP " + std::to_string(x.status) + ": the bucket is in region " + clipped(region) +
+                                " (x-amz-bucket-region): set AWS_REGION=" + clipped(region));
+            }
             return fail(ErrorCode::Io, url,
                         "HTTP " + std::to_string(x.status) + " redirect without a Location to follow");
         }
         const std::string target(next);
-        if (!isRemote(target) || target.starts_with("hf://")) {
+        if (!isRemote(target) || target.starts_with("hf://") || target.starts_with("s3://")) {
             return fail(ErrorCode::Io, url, "redirected to something that is no http(s) URL");
         }
         if (!seen.insert(target).second) {
@@ -450,7 +446,19 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         return {};
     }
     std::string reason = clipped(x.header("x-error-message"));
-    if (reason.empty()) {
+    const bool signedOrigin = credentials_.signer && credentials_.signer->signs(originOf(url));
+    bool credentialsRefused = false;  // an S3 error that is about the credentials, whatever its status
+    if (const auto s3 = reason.empty() ? s3::parseErrorReply(x.errorBody) : std::nullopt) {
+        credentialsRefused = s3->code == "ExpiredToken" || s3->code == "InvalidToken" ||
+                             s3->code == "TokenRefreshRequired" || s3->code == "AuthorizationHeaderMalformed" ||
+                             s3->code == "InvalidAccessKeyId";
+        // An S3 error document: its code says what is wrong (ExpiredToken, SignatureDoesNotMatch).
+        reason = clipped(s3->code + (s3->message.empty() ? "" : ": " + s3->message));
+        if (!s3->region.empty()) {
+            reason +=
+                " (the bucket is in region " + clipped(s3->region) + ": set AWS_REGION=" + clipped(s3->region) + ")";
+        }
+    } else if (reason.empty()) {
         reason = x.errorBody.substr(0, x.errorBody.find('\n'));
         if (reason.size() > 200 || reason.find('<') != std::string::npos) {
             reason.clear();
@@ -461,8 +469,10 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         message += ": " + reason;
     }
     ErrorCode code = ErrorCode::Io;
-    if (x.status == kStatusUnauthorized || x.status == kStatusForbidden) {
-        if (originOf(url) == credentials_.hubOrigin) {
+    if (x.status == kStatusUnauthorized || x.status == kStatusForbidden || (signedOrigin && credentialsRefused)) {
+        if (signedOrigin) {
+            message += " " + credentials_.signer->refusedNote();
+        } else if (originOf(url) == credentials_.hubOrigin) {
             message += credentials_.hubToken
                            ? " (the token in HF_TOKEN or the login file was sent and refused: a gated "
                              "repository needs its access granted on the Hub first)"
@@ -471,10 +481,10 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         } else {
             message += " (pass credentials with --header 'Authorization: Bearer TOKEN')";
         }
-    } else if (x.status == 404) {  // NOLINT(readability-magic-numbers)
+    } else if (x.status == 404) {
         code = ErrorCode::Io;
         message += " (not found)";
-    } else if (x.status == 416) {  // NOLINT(readability-magic-numbers)
+    } else if (x.status == 416) {
         message += " (range not satisfiable: the file is empty or shorter than the server said)";
     }
     return fail(code, url, message);
@@ -574,7 +584,6 @@ Expected<std::string> HttpClient::getText(const std::string& url, std::size_t ma
     const std::lock_guard lock(mutex_);
     std::string body;
     const std::function<bool(Bytes)> sink = [&](Bytes b) {
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
         body.append(reinterpret_cast<const char*>(b.data()), b.size());
         return true;
     };

@@ -49,15 +49,10 @@ struct TransferStats {
     // The size a server that answered a range request with the whole file gave for it (its
     // Content-Length; 0 when it gave none): what a whole download would take (the window says so).
     std::atomic<std::uint64_t> wholeFileBytes{0};
-    // Called as body bytes arrive (several times a second at most is the caller's to decide), with
-    // the bytes received so far by this run: the command line's progress line.
+    // Called as body bytes arrive, with the bytes received so far by this run: the command line's
+    // progress line, the window's busy bar (both pace it with util/progress.h's throttled()).
     std::function<void(std::uint64_t)> progress;
 };
-
-// `show` as TransferStats::progress calls it: with the run's bytes so far, once the run has lasted a
-// second, then at most ten times a second (the command line's progress line, the window's bar).
-// Calls from several transfers' threads are serialised.
-[[nodiscard]] std::function<void(std::uint64_t)> throttledProgress(std::function<void(std::uint64_t)> show);
 
 // The start of the message a server that ignores Range gets (core/remote falls back on a whole
 // download with --download).

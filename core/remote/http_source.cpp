@@ -7,7 +7,7 @@ namespace ckpt::remote {
 Expected<std::shared_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClient> client, std::string url, First first,
                                                        std::uint64_t firstBytes)
 {
-    std::shared_ptr<HttpSource> f(new HttpSource());  // NOLINT(cppcoreguidelines-owning-memory): private constructor
+    std::shared_ptr<HttpSource> f(new HttpSource());  // private constructor
     f->client_ = std::move(client);
     f->url_ = std::move(url);
     auto body = std::make_shared<std::vector<std::byte>>();

@@ -16,7 +16,15 @@ Error usage(std::string_view input, std::string message)
     return e;
 }
 
-// `s` with every byte but the letters, digits and `kept` percent-encoded.
+// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
+// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
+std::string encodePath(std::string_view s)
+{
+    return percentEncoded(s, "-._~/%+=@,:");
+}
+
+}  // namespace
+
 std::string percentEncoded(std::string_view s, std::string_view kept)
 {
     static constexpr char kHex[] = "0123456789ABCDEF";
@@ -34,15 +42,6 @@ std::string percentEncoded(std::string_view s, std::string_view kept)
     return out;
 }
 
-// Percent-encodes what may not stand in a URL path as it is (spaces, '#', '?', non-ASCII);
-// '/' stays, and an input that is encoded already ("refs%2Fpr%2F1") is kept as typed.
-std::string encodePath(std::string_view s)
-{
-    return percentEncoded(s, "-._~/%+=@,:");
-}
-
-}  // namespace
-
 bool isRemote(std::string_view input)
 {
     auto lower = [](std::string_view s) {
@@ -51,7 +50,8 @@ bool isRemote(std::string_view input)
         return l;
     };
     const std::string head = lower(input);
-    return head.starts_with("http://") || head.starts_with("https://") || head.starts_with(kHub);
+    return head.starts_with("http://") || head.starts_with("https://") || head.starts_with(kHub) ||
+           head.starts_with("s3://");
 }
 
 std::string hubEndpoint()
@@ -86,7 +86,7 @@ Expected<Location> parseLocation(std::string_view input, const std::string& endp
     loc.input = std::string(input);
     if (!input.starts_with(kHub)) {
         if (!isRemote(input)) {
-            return usage(input, "is not a URL (http://, https:// or hf://)");
+            return usage(input, "is not a URL (http://, https://, hf:// or s3://)");
         }
         const auto hostStart = input.find("://") + 3;
         if (hostStart >= input.size() || input[hostStart] == '/') {

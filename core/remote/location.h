@@ -23,7 +23,7 @@ struct Location {
     std::string path;      // HubFile: the file's path in the repository
 };
 
-// Whether `input` is a remote form at all (http://, https://, hf://): the one test every command
+// Whether `input` is a remote form at all (http://, https://, hf://, s3:// of s3.h): the one test every command
 // makes before treating it as a path.
 [[nodiscard]] bool isRemote(std::string_view input);
 
@@ -37,6 +37,10 @@ struct Location {
 // byte but the unreserved ones and '/' percent-encoded, '%', '?' and '#' too, so it is the file it
 // names, never a query, a fragment or an encoded '/' for the server to decode.
 [[nodiscard]] std::string encodedName(std::string_view path);
+
+// `s` with every byte but the letters, digits and `kept` as %XX (upper-case hex): the one encoder of
+// URLs (encodedName, a Hub path, S3's keys and SigV4's canonical forms).
+[[nodiscard]] std::string percentEncoded(std::string_view s, std::string_view kept);
 
 // The Hub's download URL of `path` in `repo` at `revision`: ENDPOINT/REPO/resolve/REVISION/PATH.
 [[nodiscard]] std::string resolveUrl(const std::string& endpoint, const std::string& repo, const std::string& revision,

@@ -3,6 +3,9 @@
 #include "remote/http_source.h"
 #include "remote/location.h"
 #include "remote/reply_parse.h"
+#include "remote/s3.h"
+#include "remote/s3_xml.h"
+#include "remote/sigv4.h"
 #include "sharded/set_view.h"
 
 #include <algorithm>
@@ -13,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sys/statvfs.h>
 #include <thread>
 #include <unistd.h>
@@ -77,7 +81,6 @@ Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url,
 {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
     const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg, hicpp-vararg): open(2)
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         return makeError(ErrorCode::Io,
@@ -230,6 +233,56 @@ std::string parentOf(const std::string& path)
     return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
 }
 
+// ListObjectsV2 of `prefix` with '/' as the delimiter, page after page, each page at most
+// kListPageLimit bytes; a listing past kListPages pages, or one that hands back a token it gave
+// before (a server that would list for ever), ends in one line.
+Expected<PrefixListing> listPrefix(HttpClient& client, const std::string& bucketUrl, const std::string& prefix)
+{
+    constexpr std::size_t kListPageLimit = std::size_t{8} << 20;  // 1000 keys of 1 KiB, with room
+    constexpr int kListPages = 100;                               // 100,000 entries in one folder
+    PrefixListing out;
+    std::string token;
+    std::set<std::string> tokens;
+    for (int page = 0;; ++page) {
+        if (page == kListPages) {
+            return makeError(ErrorCode::Limit, "the listing goes on past " + std::to_string(kListPages) + " pages (" +
+                                                   std::to_string(out.files.size()) +
+                                                   " files so far): name a file or a narrower prefix");
+        }
+        std::string url = bucketUrl + "?list-type=2&delimiter=%2F&prefix=" + sigv4::uriEncode(prefix, false);
+        if (!token.empty()) {
+            url += "&continuation-token=" + sigv4::uriEncode(token, false);
+        }
+        auto text = client.getText(url, kListPageLimit);
+        if (!text) {
+            return text.error();
+        }
+        auto parsed = s3::parseListPage(*text);
+        if (!parsed) {
+            return parsed.error();
+        }
+        for (auto& o : parsed->objects) {
+            // Only what lies under the prefix, one level down, with a name a file may have.
+            if (o.key.starts_with(prefix) && isPlainFileName(std::string_view(o.key).substr(prefix.size()))) {
+                out.files.push_back(o.key.substr(prefix.size()));
+            }
+        }
+        for (auto& p : parsed->commonPrefixes) {
+            if (p.starts_with(prefix)) {
+                out.folders.push_back(p.substr(prefix.size()));
+            }
+        }
+        if (!parsed->truncated) {
+            return out;
+        }
+        if (!tokens.insert(parsed->nextToken).second) {
+            return makeError(ErrorCode::Corrupt, "the listing hands back a continuation token it gave before: it "
+                                                 "would never end");
+        }
+        token = parsed->nextToken;
+    }
+}
+
 }  // namespace
 
 Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
@@ -258,9 +311,89 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
     return read;
 }
 
+namespace {
+
+using NewClient = std::function<std::shared_ptr<HttpClient>()>;
+
+// A file, or a Hugging Face set when `url` is its index (its shards beside it, at `base`).
+Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
+                                    const std::string& url, const std::string& base, const std::string& input,
+                                    const std::string& shown, const RemoteOptions& options)
+{
+    const Redactor& redactor = client->redactor();
+    RemoteInput out;
+    if (fileNameOf(url).ends_with(".index.json")) {
+        // A sharded set: the shards lie beside the index.
+        auto files =
+            std::make_shared<RemoteSetFiles>(client, newClient, base, redactor.apply(parentOf(shown)), options);
+        constexpr std::uint64_t kIndexLimit = std::uint64_t{64} << 20;  // as core/sharded reads an index
+        if (auto text = files->readText(fileNameOf(url), kIndexLimit); text && *text) {
+            files->prefetch(shardNamesOf(**text));
+        }
+        auto set = sharded::openSet(files, fileNameOf(url), redactor.apply(input));
+        if (!set) {
+            return named(set.error(), input, redactor);
+        }
+        auto view = sharded::viewOf(*set);
+        out.checkpoint =
+            view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+        out.set = std::move(*set);
+        return out;
+    }
+    auto c = openRemoteFile(client, url, shown, options);
+    if (!c) {
+        return c.error();
+    }
+    out.checkpoint = *c;
+    return out;
+}
+
+// s3://BUCKET/KEY (a file, or a set's index) and s3://BUCKET/PREFIX/ (a folder: a set, or its one
+// checkpoint file), every request signed as the AWS CLI would sign it (s3.h).
+Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& options)
+{
+    auto name = s3::parseName(input);
+    if (!name) {
+        return name.error();
+    }
+    auto settings = s3::findSettings(options.noSignRequest);
+    if (!settings) {
+        return named(settings.error(), input, Redactor());
+    }
+    const std::string bucketUrl = s3::bucketUrl(*settings, name->bucket);
+    Credentials creds;
+    creds.redactor.add(settings->secretAccessKey);
+    creds.redactor.add(settings->sessionToken);
+    creds.signer = std::make_shared<s3::Signer>(*settings, originOf(bucketUrl));
+    auto newClient = [creds, options]() { return std::make_shared<HttpClient>(creds, options.http, options.stats); };
+    auto client = newClient();
+    std::string key = name->key;
+    std::string shown = input;
+    if (name->isPrefix()) {
+        auto listing = listPrefix(*client, bucketUrl, key);
+        auto file = listing ? prefixFileOf(*listing, input) : Expected<std::string>(listing.error());
+        if (!file) {
+            return named(file.error(), input, creds.redactor);
+        }
+        key += *file;
+        shown += *file;
+    }
+    const std::string url = s3::objectUrl(*settings, {name->bucket, key});
+    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options);
+}
+
+}  // namespace
+
 Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
                                  const RemoteOptions& options)
 {
+    if (input.starts_with(s3::kScheme)) {
+        if (!extraHeaders.empty()) {
+            return makeError(ErrorCode::Usage, "--header is for http(s) and hf:// inputs: s3:// requests are signed "
+                                               "with your AWS credentials");
+        }
+        return openS3(input, options);
+    }
     const std::string endpoint = hubEndpoint();
     auto loc = parseLocation(input, endpoint);
     if (!loc) {
@@ -286,7 +419,9 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     }
     creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
     const Redactor redactor = creds.redactor;
-    auto newClient = [creds, options]() { return std::make_shared<HttpClient>(creds, options.http, options.stats); };
+    NewClient newClient = [creds, options]() {
+        return std::make_shared<HttpClient>(creds, options.http, options.stats);
+    };
     auto client = newClient();
 
     std::string shown = input;
@@ -299,34 +434,10 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
-    RemoteInput out;
-    if (fileNameOf(loc->url).ends_with(".index.json")) {
-        // A sharded set: the shards lie beside the index.
-        const std::string base = loc->scheme == Scheme::Http
-                                     ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
-                                     : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-        auto files =
-            std::make_shared<RemoteSetFiles>(client, newClient, base, redactor.apply(parentOf(shown)), options);
-        constexpr std::uint64_t kIndexLimit = std::uint64_t{64} << 20;  // as core/sharded reads an index
-        if (auto text = files->readText(fileNameOf(loc->url), kIndexLimit); text && *text) {
-            files->prefetch(shardNamesOf(**text));
-        }
-        auto set = sharded::openSet(files, fileNameOf(loc->url), redactor.apply(input));
-        if (!set) {
-            return named(set.error(), input, redactor);
-        }
-        auto view = sharded::viewOf(*set);
-        out.checkpoint =
-            view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-        out.set = std::move(*set);
-        return out;
-    }
-    auto c = openRemoteFile(client, loc->url, shown, options);
-    if (!c) {
-        return c.error();
-    }
-    out.checkpoint = *c;
-    return out;
+    const std::string base = loc->scheme == Scheme::Http
+                                 ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
+                                 : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
+    return openFileOrSet(client, newClient, loc->url, base, input, shown, options);
 }
 
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,

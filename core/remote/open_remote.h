@@ -1,5 +1,8 @@
-// The one path from a remote input (an http(s) URL, hf://ORG/REPO[@REV]/PATH, hf://ORG/REPO[@REV])
-// to a Checkpoint, for every command: only the bytes that answer the question are fetched.
+// The one path from a remote input (an http(s) URL, hf://ORG/REPO[@REV]/PATH, hf://ORG/REPO[@REV],
+// s3://BUCKET/KEY, s3://BUCKET/PREFIX/) to a Checkpoint, for every command: only the bytes that
+// answer the question are fetched. An s3:// object is a URL of its store whose requests are signed
+// (s3.h); a prefix is listed (ListObjectsV2) and opens as its Hugging Face set or its one
+// checkpoint file.
 //
 // A file is an HttpSource (http_source.h) read by readSource (checkpoint.h), as any byte source
 // is: the readers ask for the ranges they need (a torch zip's end records, directory and
@@ -28,6 +31,8 @@ struct RemoteOptions {
     // unlinked temporary file (in $TMPDIR, gone when the process is), at most `downloadLimit`.
     bool download = false;
     std::uint64_t downloadLimit = std::uint64_t{1} << 40;
+    // --no-sign-request: s3:// requests go unsigned (a public bucket), as the AWS CLI's option.
+    bool noSignRequest = false;
 };
 
 // What a remote input opened as: one file, or a Hugging Face sharded set (a repository whose

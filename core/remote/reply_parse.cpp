@@ -47,7 +47,7 @@ std::optional<std::int64_t> retryAfterSeconds(const std::string& value)
         return std::nullopt;
     }
     std::int64_t seconds = 0;
-    const auto* end = value.data() + value.size();  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    const auto* end = value.data() + value.size();
     if (auto [p, ec] = std::from_chars(value.data(), end, seconds); ec == std::errc() && p == end) {
         return std::max<std::int64_t>(seconds, 0);
     }
@@ -94,6 +94,12 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
             files.push_back(s["rfilename"].get<std::string>());
         }
     }
+    return folderFileOf(files, "the repository", "hf://" + repo + "/FILE");
+}
+
+Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
+                                   const std::string& nameOne)
+{
     auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
     for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
         if (has(f)) {
@@ -118,7 +124,7 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
     }
     if (weights.empty()) {
         return makeError(ErrorCode::NotCheckpoint,
-                         "the repository holds no checkpoint file (" + std::to_string(files.size()) + " files)");
+                         what + " holds no checkpoint file (" + std::to_string(files.size()) + " files)");
     }
     // The first few: a listing may name thousands, and the message is one line.
     constexpr std::size_t kNamed = 5;
@@ -129,8 +135,30 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
     if (weights.size() > kNamed) {
         list += ", ... (" + std::to_string(weights.size()) + " in all)";
     }
-    return makeError(ErrorCode::Usage,
-                     "the repository holds several checkpoint files (" + list + "): name one, hf://" + repo + "/FILE");
+    return makeError(ErrorCode::Usage, what + " holds several checkpoint files (" + list + "): name one, " + nameOne);
+}
+
+Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown)
+{
+    auto has = [&](std::string_view f) {
+        return std::find(listing.files.begin(), listing.files.end(), f) != listing.files.end();
+    };
+    const bool zero = has("latest") || has("zero_to_fp32.py") ||
+                      std::any_of(listing.folders.begin(), listing.folders.end(),
+                                  [](const std::string& f) { return f.starts_with("global_step"); });
+    if (has(".metadata") || zero) {
+        return makeError(ErrorCode::Unsupported,
+                         std::string("is a ") + (zero ? "DeepSpeed ZeRO" : "DCP") +
+                             " checkpoint folder: ckptscope reads Hugging Face sets and single files from object "
+                             "stores, not yet DCP, ZeRO or FSDP folders; download it (aws s3 cp --recursive) "
+                             "and open the local copy");
+    }
+    if (listing.files.empty()) {
+        return makeError(ErrorCode::Io,
+                         "holds no files" +
+                             std::string(listing.folders.empty() ? " (no such prefix?)" : " directly, only folders"));
+    }
+    return folderFileOf(listing.files, "the folder", shown + "FILE");
 }
 
 std::vector<std::string> shardNamesOf(std::string_view indexText)

@@ -6,9 +6,11 @@
 
 #include "archive/zip.h"
 #include "checkpoint/record_crc.h"
+#include "pickle/value.h"
 #include "sharded/consolidate_progress.h"
 #include "sharded/sharded.h"
 #include "util/checked.h"
+#include "util/dtype.h"
 #include "write/output_file.h"
 
 #include <algorithm>
@@ -117,16 +119,28 @@ Expected<void> writeRecord(archive::ZipWriter& zw, const std::string& record, st
     return zw.endRecord();
 }
 
+// The bytes of the storages `a` declares: the records a torch zip written from it holds.
+[[nodiscard]] inline std::uint64_t storageBytes(const pickle::Arena& a)
+{
+    std::uint64_t n = 0;
+    for (const auto& s : a.storages) {
+        n += s.untyped ? s.numel : s.numel * elementSize(s.dtype);
+    }
+    return n;
+}
+
 // A consolidated set as one torch zip at `target`, the skeleton every set's consolidation shares:
 // data.pkl (`pickled`), byteorder, one `data/<i>` record per storage written by
 // `writeStorage(zw, i, record)` (which opens, fills and closes it), version; then `unchanged()`
 // checks that no source changed under the read before the file is committed in place. Returns
-// the written file's size (0 when it cannot be read back).
+// the written file's size (0 when it cannot be read back). `recordBytes` (storageBytes of the
+// pickle's arena) sizes the progress the scope reports (consolidate_progress.h).
 template <class WriteStorage, class Unchanged>
 Expected<std::uint64_t> writeTorchArchive(const std::string& target, const std::string& pickled,
-                                          std::size_t storageCount, const WriteStorage& writeStorage,
-                                          const Unchanged& unchanged)
+                                          std::size_t storageCount, std::uint64_t recordBytes,
+                                          const WriteStorage& writeStorage, const Unchanged& unchanged)
 {
+    expectConsolidated(pickled.size() + recordBytes);
     auto file = write::detail::OutputFile::create(target, write::Durability::Lazy);
     if (!file) {
         return file.error();

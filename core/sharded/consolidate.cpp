@@ -82,8 +82,12 @@ Expected<void> writeStorage(const ShardedSet& set, const detail::ShardStorage& s
     const Checkpoint& shard = **opened;
     const StorageEntry& se = shard.storages[s.storage];
     if (shard.file && !se.compressed && se.present) {
-        return zw.addRecordFromFile(record, shard.file->fd(), se.fileOffset, s.nbytes,
-                                    wholeRecordCrc(shard, s.storage, 0, s.nbytes));
+        const archive::FileRecord one{record, se.fileOffset, s.nbytes, wholeRecordCrc(shard, s.storage, 0, s.nbytes)};
+        auto added = zw.addRecordsFromFile({&one, 1}, shard.file->fd(), detail::copyGoesOn(zw));
+        if (!added) {
+            return added.error();
+        }
+        return {};
     }
     if (auto r = zw.beginRecord(record, s.nbytes); !r) {
         return r;
@@ -120,18 +124,18 @@ Expected<void> checkTargetIsNoShard(const ShardedSet& set, const std::string& ta
 namespace {
 
 // The innermost ConsolidateProgressScope of this thread, or null.
-const std::function<bool(std::uint64_t)>*& consolidateProgress()
+ConsolidateProgressScope::Installed*& consolidateProgress()
 {
-    thread_local const std::function<bool(std::uint64_t)>* current = nullptr;
+    thread_local ConsolidateProgressScope::Installed* current = nullptr;
     return current;
 }
 
 }  // namespace
 
-ConsolidateProgressScope::ConsolidateProgressScope(std::function<bool(std::uint64_t bytesWritten)> progress)
-    : progress_(std::move(progress)), previous_(consolidateProgress())
+ConsolidateProgressScope::ConsolidateProgressScope(std::function<bool(const ConsolidateProgress&)> progress)
+    : installed_{std::move(progress), 0}, previous_(consolidateProgress())
 {
-    consolidateProgress() = &progress_;
+    consolidateProgress() = &installed_;
 }
 
 ConsolidateProgressScope::~ConsolidateProgressScope()
@@ -206,7 +210,7 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
         return consolidationCancelled();
     }
     if (const auto crc = wholeRecordCrc(src, p.storage, p.byteOffset, p.bytes); !cast && src.file && crc) {
-        return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, *crc);
+        return zw.writeChunkFromFile(src.file->fd(), stored.fileOffset, p.bytes, *crc, copyGoesOn(zw));
     }
     std::vector<std::byte> converted;
     std::optional<Error> failed;
@@ -244,8 +248,28 @@ Expected<void> writePiece(archive::ZipWriter& zw, const Checkpoint& src, const P
 
 bool consolidationGoesOn(std::uint64_t bytesWritten)
 {
-    const auto* progress = consolidateProgress();
-    return progress == nullptr || (*progress)(bytesWritten);
+    const auto* installed = consolidateProgress();
+    return installed == nullptr || !installed->progress ||
+           installed->progress({bytesWritten, std::max(installed->total, bytesWritten)});
+}
+
+CopyStep copyGoesOn(const archive::ZipWriter& zw)
+{
+    if (consolidateProgress() == nullptr) {
+        return {};
+    }
+    // `zw` counts a copy's bytes once it is done: the copy's own count comes on top until then.
+    return [&zw, start = zw.bytesWritten(), copied = std::uint64_t{0}](std::uint64_t n) mutable {
+        copied += n;
+        return consolidationGoesOn(start + copied);
+    };
+}
+
+void expectConsolidated(std::uint64_t bytes)
+{
+    if (auto* installed = consolidateProgress()) {
+        installed->total = bytes;
+    }
 }
 
 Error consolidationCancelled()
@@ -343,7 +367,7 @@ Expected<ConsolidateResult> writeAssembled(const std::vector<Assembled>& tensors
         return pickled.error();
     }
     auto size = writeTorchArchive(
-        *target, *pickled, recorded.size(),
+        *target, *pickled, recorded.size(), storageBytes(a),
         [&](archive::ZipWriter& zw, std::size_t k, const std::string& record) -> Expected<void> {
             const auto& t = tensors[recorded[k]];
             std::uint64_t bytes = 0;
@@ -406,7 +430,7 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
         return pickled.error();
     }
     auto size = detail::writeTorchArchive(
-        *target, *pickled, storages.size(),
+        *target, *pickled, storages.size(), detail::storageBytes(arena),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeStorage(set, storages[i], zw, record);
         },

@@ -1,4 +1,4 @@
-// DCP directories (SHARDED.md §1; pytorch/pytorch torch/distributed/checkpoint/metadata.py,
+// DCP directories (docs/format.md §12; pytorch/pytorch torch/distributed/checkpoint/metadata.py,
 // filesystem.py, format_utils.py, _traverse.py). `.metadata` is read into the unpickler's value
 // tree, where every DCP class is an opaque Object whose BUILD state holds its fields; nothing is
 // instantiated. Chunks are read through the ordinary torch zip reader on a slice of the mapping.
@@ -6,7 +6,9 @@
 
 #include "archive/safetensors.h"
 #include "archive/zip.h"
+#include "archive/zstd.h"
 #include "checkpoint/index.h"
+#include "checkpoint/loaders.h"
 #include "pickle/pickler.h"
 #include "pickle/tensor_record.h"
 #include "pickle/unpickler.h"
@@ -15,6 +17,7 @@
 #include "sharded/set_view.h"
 #include "util/budget.h"
 #include "util/checked.h"
+#include "util/json_text.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -41,6 +44,15 @@ using pickle::ValueId;
 std::uint64_t Item::numel() const
 {
     return sharded::detail::numelOf(size);
+}
+
+std::uint64_t Location::mostBytes() const
+{
+    std::uint64_t most = length;
+    if (encoding == Encoding::Zstd && !checkedMul(length, archive::kZstdMostInflation, most)) {
+        most = UINT64_MAX;
+    }
+    return most;
 }
 
 bool Set::complete() const
@@ -263,6 +275,40 @@ bool isDataFileName(std::string_view p)
     return std::regex_match(p.begin(), p.end(), re);
 }
 
+// `_StorageInfo.transform_descriptors`: absent or empty for a plain torch.save item; ["stream.zstd/1"]
+// for the ZStandard stream extension. The reader rebuilds each descriptor through its
+// ExtensionRegistry (_extension.py: `name/version`, ZStandard.from_descriptor accepting a version
+// whose major part is "1"), which knows no other name: dcp.load fails on any other ("Unknown
+// extension"), and so does ckptscope, naming it.
+Expected<Encoding> readTransforms(const Arena& a, ValueId id, std::string_view fqn)
+{
+    if (isNone(a, id)) {
+        return Encoding::TorchSave;
+    }
+    if (a[id].kind != Kind::List && a[id].kind != Kind::Tuple) {
+        return corrupt("the transform_descriptors of '" + std::string(fqn) + "' are no list");
+    }
+    if (a[id].items.empty()) {
+        return Encoding::TorchSave;
+    }
+    std::string names;
+    for (const auto t : a[id].items) {
+        names += (names.empty() ? "" : ", ") + str(a, t).value_or("?");
+    }
+    const auto only = a[id].items.size() == 1 ? str(a, a[id].items[0]) : std::nullopt;
+    if (only && only->rfind("stream.zstd/", 0) == 0) {
+        const std::string version = only->substr(std::string_view("stream.zstd/").size());
+        if (version.substr(0, version.find('.')) == "1") {
+            return Encoding::Zstd;
+        }
+    }
+    return makeError(ErrorCode::Unsupported,
+                     "DCP item '" + std::string(fqn) + "' is stored through the transforms [" + names +
+                         "] (torch.distributed.checkpoint._extension): ckptscope reads one stream.zstd/1 (the "
+                         "ZStandard extension), the only one PyTorch's ExtensionRegistry knows; load it where the "
+                         "extension that wrote it is registered");
+}
+
 Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId storage, FqnIds& fqns,
                                                    std::vector<std::string>& files)
 {
@@ -291,29 +337,13 @@ Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId stora
         if (!fqn || !path || !offset || !length || *offset < 0 || *length < 0) {
             return corrupt("a storage_data entry lacks its fqn, relative_path, offset or length");
         }
-        if (!isDataFileName(*path) && !path->ends_with(".safetensors")) {
+        if (!isDataFileName(*path)) {
             return corrupt("item '" + std::string(*fqn) + "' names the data file '" + std::string(*path) +
                            "', not a __R_N.distcp file in the folder, which is all a DCP set reads");
         }
-        const ValueId transforms = field(a, *info, "transform_descriptors");
-        if (!isNone(a, transforms) && (a[transforms].kind != Kind::List || !a[transforms].items.empty())) {
-            std::string names;
-            if (a[transforms].kind == Kind::List) {
-                for (const auto t : a[transforms].items) {
-                    names += (names.empty() ? "" : ", ") + str(a, t).value_or("?");
-                }
-            }
-            return makeError(ErrorCode::Unsupported,
-                             "DCP item '" + std::string(*fqn) + "' is stored through transforms (" + names +
-                                 ", torch.distributed.checkpoint._extension, e.g. zstd compression), which ckptscope "
-                                 "does not read; convert it with dcp_to_torch_save");
-        }
-        if (path->size() > 12 && path->substr(path->size() - 12) == ".safetensors") {
-            return makeError(ErrorCode::Unsupported, "DCP item '" + std::string(*fqn) + "' is in " +
-                                                         std::string(*path) +
-                                                         ", a safetensors-format DCP file "
-                                                         "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
-                                                         "ckptscope does not read yet");
+        auto encoding = readTransforms(a, field(a, *info, "transform_descriptors"), *fqn);
+        if (!encoding) {
+            return encoding.error();
         }
         auto [it, added] = fileIndex.emplace(*path, static_cast<std::uint32_t>(files.size()));
         if (added) {
@@ -327,7 +357,8 @@ Expected<std::map<IndexKey, Location>> readStorage(const Arena& a, ValueId stora
             }
             k.offset = std::move(*off);
         }
-        out[k] = Location{it->second, static_cast<std::uint64_t>(*offset), static_cast<std::uint64_t>(*length), true};
+        out[k] = Location{it->second, static_cast<std::uint64_t>(*offset), static_cast<std::uint64_t>(*length), true,
+                          *encoding};
     }
     return out;
 }
@@ -558,7 +589,8 @@ void checkCoverage(const Metadata& md, std::vector<SetFinding>& out)
                              out);
 }
 
-void checkFiles(Set& set)
+// `layout`: what resolveSafetensors found wrong with a safetensors data file's chunks.
+void checkFiles(Set& set, const std::vector<std::string>& layout)
 {
     std::vector<std::string> missing;
     for (std::size_t i = 0; i < set.meta.files.size(); ++i) {
@@ -599,7 +631,14 @@ void checkFiles(Set& set)
         if (!checkedAdd(at.offset, at.length, end) || end > all.size()) {
             unreadable.push_back(what + ": bytes " + std::to_string(at.offset) + " + " + std::to_string(at.length) +
                                  " lie past the end of " + file + " (" + std::to_string(all.size()) + " bytes)");
-        } else if (at.length < 4 || std::memcmp(all.data() + at.offset, "PK\x03\x04", 4) != 0) {
+            return;
+        }
+        const Bytes item = all.subspan(at.offset, at.length);
+        if (at.encoding == Encoding::Zstd && !archive::looksLikeZstd(item)) {
+            unreadable.push_back(what + ": the bytes at " + std::to_string(at.offset) + " of " + file +
+                                 " are no zstd frame, which its transform_descriptors say");
+        } else if (at.encoding == Encoding::TorchSave &&
+                   (at.length < 4 || std::memcmp(item.data(), "PK\x03\x04", 4) != 0)) {
             unreadable.push_back(what + ": the bytes at " + std::to_string(at.offset) + " of " + file +
                                  " are no torch.save record");
         }
@@ -613,6 +652,7 @@ void checkFiles(Set& set)
             checkRange(t.fqn, t.bytes);
         }
     }
+    unreadable.insert(unreadable.end(), layout.begin(), layout.end());
     if (!unreadable.empty()) {
         set.findings.push_back(
             finding("dcp-item-unreadable", "Items whose bytes are not in their data file",
@@ -763,13 +803,12 @@ void coverageFindings(const Coverage& c, const std::string& consequence, std::ve
 void releasePages(Bytes mapped)
 {
     static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    const auto begin =
-        reinterpret_cast<std::uintptr_t>(mapped.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    const auto begin = reinterpret_cast<std::uintptr_t>(mapped.data());
     const std::uintptr_t first = (begin + page - 1) / page * page;
     const std::uintptr_t last = (begin + mapped.size()) / page * page;
     if (last > first) {
         // Advisory: a failure only leaves the pages resident.
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast, performance-no-int-to-ptr)
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
         (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
     }
 }
@@ -1057,6 +1096,186 @@ void megatronFindings(Set& set)
     set.findings.push_back(std::move(f));
 }
 
+// FileSystemWriter(serialization_format=SAFETENSORS) (filesystem.py `_write_files_from_queue`): a
+// rank's data file holds its BYTE_IO items as torch.save records first, then one safetensors file
+// (`safetensors.torch.save`) of its tensor chunks under their fqns, whose `__metadata__` holds
+// DCP_SHARDING_INFO (json {fqn: {"saved_offsets": the chunk's offsets}}), DCP_VERSION "1.0" and
+// format "pt" (_hf_utils.py). `_write_item` writes nothing for such a chunk, so .metadata gives each
+// the offset where that safetensors file starts and its byte count as length. Each chunk found
+// there is pointed at its own bytes in the safetensors data buffer (Encoding::Raw), checked against
+// .metadata: dtype, shape, saved offsets and size; what does not match goes to `problems`.
+Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
+{
+    std::map<std::pair<std::uint32_t, std::uint64_t>, std::vector<std::pair<const Item*, Chunk*>>> byStart;
+    std::map<std::uint32_t, std::vector<std::pair<const Item*, Chunk*>>> zstdChunks;
+    for (auto& t : set.meta.items) {
+        for (auto& c : t.chunks) {
+            if (!c.at.found || c.at.file >= set.data.size() || !set.data.present(c.at.file)) {
+                continue;
+            }
+            if (c.at.encoding == Encoding::TorchSave) {
+                byStart[{c.at.file, c.at.offset}].emplace_back(&t, &c);
+            } else if (c.at.encoding == Encoding::Zstd) {
+                zstdChunks[c.at.file].emplace_back(&t, &c);
+            }
+        }
+    }
+    // With the ZStandard extension as well, `_write_item` wraps the nothing it writes for each chunk
+    // in a zstd frame of its own, an empty one (its header records 0 bytes), and the safetensors file
+    // follows the last of them: its chunks are read from there as without the extension.
+    for (auto& [file, chunks] : zstdChunks) {
+        auto mapped = set.data.map(file);
+        if (!mapped) {
+            return mapped.error();
+        }
+        const Bytes all = (*mapped)->bytes();
+        std::uint64_t end = 0;
+        const bool empty = std::all_of(chunks.begin(), chunks.end(), [&](const auto& tc) {
+            const Chunk& c = *tc.second;
+            const auto frame =
+                c.at.offset < all.size() ? archive::zstdFrameInfo(all.subspan(c.at.offset)) : std::nullopt;
+            end = frame ? std::max(end, c.at.offset + frame->stored) : end;
+            return frame && frame->content == std::uint64_t{0};
+        });
+        if (empty && end < all.size() && archive::looksLikeSafetensors(all.subspan(end))) {
+            auto& into = byStart[{file, end}];
+            into.insert(into.end(), chunks.begin(), chunks.end());
+        }
+    }
+    for (auto& [start, chunks] : byStart) {
+        auto mapped = set.data.map(start.first);
+        if (!mapped) {
+            return mapped.error();
+        }
+        const Bytes all = (*mapped)->bytes();
+        if (start.second >= all.size() || !archive::looksLikeSafetensors(all.subspan(start.second))) {
+            continue;  // a torch.save record, or bytes that are none: checkFiles says which
+        }
+        const std::string& file = set.meta.files[start.first];
+        const std::string where = file + " @ " + std::to_string(start.second);
+        auto refuse = [&](const std::string& why) {
+            for (auto& [t, c] : chunks) {
+                c->at.encoding = Encoding::Raw;  // reported here, not again as "no torch.save record"
+            }
+            problems.push_back(where + ": " + why);
+        };
+        auto st = archive::parseSafetensors(all.subspan(start.second));
+        if (!st) {
+            refuse("a safetensors file that cannot be read (" + st.error().message + ")");
+            continue;
+        }
+        const auto info = std::find_if(st->metadata.begin(), st->metadata.end(),
+                                       [](const auto& kv) { return kv.first == "DCP_SHARDING_INFO"; });
+        auto sharding = info == st->metadata.end() ? Expected<nlohmann::json>(makeError(ErrorCode::Corrupt, "absent"))
+                                                   : parseJsonText<nlohmann::json>(info->second, "DCP_SHARDING_INFO");
+        if (!sharding || !sharding->is_object()) {
+            refuse("a safetensors file without a readable DCP_SHARDING_INFO in its __metadata__, so nothing says "
+                   "which box of each tensor it holds");
+            continue;
+        }
+        if (std::find(set.safetensorsFiles.begin(), set.safetensorsFiles.end(), file) == set.safetensorsFiles.end()) {
+            set.safetensorsFiles.push_back(file);
+        }
+        std::unordered_map<std::string_view, const archive::SafetensorsEntry*> byName;
+        for (const auto& e : st->tensors) {
+            byName.emplace(e.name, &e);
+        }
+        for (auto& [t, c] : chunks) {
+            const std::string what = t->fqn + " chunk at " + dims(c->offsets);
+            const auto found = byName.find(t->fqn);
+            const auto saved = sharding->find(t->fqn);
+            std::optional<std::vector<std::int64_t>> offsets;
+            if (saved != sharding->end() && saved->is_object() && saved->contains("saved_offsets") &&
+                (*saved)["saved_offsets"].is_array()) {
+                offsets.emplace();
+                for (const auto& o : (*saved)["saved_offsets"]) {
+                    offsets->push_back(o.is_number_integer() ? o.get<std::int64_t>() : -1);
+                }
+            }
+            c->at.encoding = Encoding::Raw;
+            if (found == byName.end()) {
+                problems.push_back(what + ": " + where + " holds no tensor of that name");
+                continue;
+            }
+            const archive::SafetensorsEntry& e = *found->second;
+            const std::uint64_t nbytes = sharded::detail::numelOf(c->sizes) * elementSize(t->dtype);
+            if (e.dtype != t->dtype || e.shape != c->sizes || e.end - e.begin != nbytes) {
+                problems.push_back(what + ": " + where + " holds it as " + e.dtypeCode + " " + dims(e.shape) +
+                                   " where .metadata says " + std::string(dtypeName(t->dtype)) + " " + dims(c->sizes));
+                continue;
+            }
+            if (offsets != c->offsets) {
+                problems.push_back(what + ": DCP_SHARDING_INFO of " + where + " places it at " +
+                                   (offsets ? dims(*offsets) : std::string("no saved_offsets")));
+                continue;
+            }
+            c->at.offset = start.second + st->dataStart + e.begin;
+            c->at.length = nbytes;
+        }
+    }
+    return {};
+}
+
+// TransformerEngine modules keep their FP8 scaling state as `_extra_state` (nn.Module's extra-state
+// hook); Megatron-LM saves it per layer as a ShardedObject, `torch.save([state])` written as a
+// BYTE_IO item under `..._extra_state/shard_<offset>_<shape>` (MCoreSavePlanner.transform_object
+// writes the bytes as they are), where `state` is None, an io.BytesIO or a uint8 tensor by TE
+// version. dcp_to_torch_save writes each as torch.load gives it; so does convert, unless
+// --drop-extra-state leaves them out: the finding says which, and carries that option as its fix.
+void extraStateFindings(Set& set)
+{
+    for (const auto& t : set.meta.items) {
+        if (!t.isTensor &&
+            (transform::isExtraStateKey(t.fqn) || (!t.path.empty() && transform::isExtraStateKey(t.path.back().key)))) {
+            set.extraState.push_back(t.fqn);
+        }
+    }
+    if (set.extraState.empty()) {
+        return;
+    }
+    SetFinding f;
+    f.code = "extra-state";
+    f.severity = diagnose::Severity::Info;
+    f.title = "Module _extra_state values (TransformerEngine FP8 state): convert keeps them";
+    f.detail = std::to_string(set.extraState.size()) +
+               " value(s) hold a module's _extra_state, the FP8 scaling state TransformerEngine layers keep "
+               "(Megatron-LM saves it per layer as a ShardedObject, torch.save([state])): " +
+               listed(set.extraState) +
+               ". convert writes them as dcp_to_torch_save does, a uint8 tensor inside one as a tensor; a "
+               "model with TransformerEngine layers loads them with load_state_dict, any other needs "
+               "strict=False. To leave them out, convert with --drop-extra-state (the window: Drop "
+               "_extra_state under Export).";
+    f.paths = set.extraState;
+    transform::Options fix;
+    fix.dropExtraState = true;
+    f.fix = fix;
+    set.findings.push_back(std::move(f));
+}
+
+// PyTorch's own FileSystemReader (dcp.load, dcp_to_torch_save; filesystem.py read_data) reads every
+// tensor item as torch.load of the byte range .metadata gives, which for this layout is the start
+// of the safetensors file: PyTorch 2.14 fails there ("Weights only load failed ... Unsupported
+// operand 112", the header length's first byte), and HuggingFaceStorageReader reads only files named
+// *.safetensors. Said as a warning: the set is whole, and ckptscope reads and converts it.
+void safetensorsFindings(Set& set)
+{
+    if (set.safetensorsFiles.empty()) {
+        return;
+    }
+    set.findings.push_back(
+        {"dcp-safetensors-format", diagnose::Severity::Warning,
+         "Safetensors data files: PyTorch's own DCP reader cannot load this set",
+         std::to_string(set.safetensorsFiles.size()) + " data file(s) (" + listed(set.safetensorsFiles) +
+             ") were written with FileSystemWriter(serialization_format=SAFETENSORS): each ends in a safetensors "
+             "file of its rank's tensor chunks. torch.distributed.checkpoint.load and dcp_to_torch_save read each "
+             "tensor with torch.load at the byte range .metadata gives, which is that safetensors header, and fail "
+             "(PyTorch 2.14: \"Weights only load failed ... Unsupported operand 112\"); "
+             "HuggingFaceStorageReader reads only files named *.safetensors. ckptscope reads the chunks from the "
+             "safetensors files: `ckptscope convert DIR -o model.pt` writes the state dict as one file torch.load "
+             "reads.",
+         set.safetensorsFiles, std::nullopt});
+}
+
 template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
 {
     const SetLocation& loc = set.loc;
@@ -1067,30 +1286,22 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
         }
         set.data.add(*member);
     }
-    // FileSystemWriter(serialization_format=SAFETENSORS) still names its files __R_N.distcp, but
-    // each is a safetensors file whose header carries DCP_SHARDING_INFO (_hf_utils.py).
-    for (std::size_t i = 0; i < set.data.size(); ++i) {
-        auto mapped = set.data.present(i)
-                          ? set.data.map(i)
-                          : Expected<std::shared_ptr<const MappedFile>>(std::shared_ptr<const MappedFile>());
-        if (!mapped) {
-            return fail(mapped.error());
-        }
-        const Bytes b = *mapped ? (*mapped)->bytes() : Bytes{};
-        if (!b.empty() && archive::looksLikeSafetensors(b) &&
-            asText(b.first(std::min<std::size_t>(b.size(), 1U << 20))).find("DCP_SHARDING_INFO") !=
-                std::string_view::npos) {
-            return fail(makeError(ErrorCode::Unsupported,
-                                  set.meta.files[i] +
-                                      " is a safetensors-format DCP file "
-                                      "(FileSystemWriter(serialization_format=SAFETENSORS)), which "
-                                      "ckptscope does not read yet; convert it with dcp_to_torch_save"));
-        }
+    std::vector<std::string> layout;
+    if (auto r = resolveSafetensors(set, layout); !r) {
+        return fail(r.error());
     }
-    checkFiles(set);
+    for (const auto& t : set.meta.items) {
+        for (const auto& c : t.chunks) {
+            set.zstdItems += c.at.encoding == Encoding::Zstd ? 1 : 0;
+        }
+        set.zstdItems += !t.isTensor && t.bytes.encoding == Encoding::Zstd ? 1 : 0;
+    }
+    checkFiles(set, layout);
     checkCoverage(set.meta, set.findings);
     pickleFindings(set);
     megatronFindings(set);
+    extraStateFindings(set);
+    safetensorsFindings(set);
     return set;
 }
 
@@ -1157,7 +1368,16 @@ Expected<Set> open(const SetLocation& loc)
     return finishOpen(std::move(set), fail);
 }
 
-Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what)
+namespace {
+
+// An item's bytes, checked to lie inside its data file, with the mapping that holds them.
+struct ItemBytes {
+    std::shared_ptr<const MappedFile> file;
+    Bytes item;
+    std::string name;  // "__0_0.distcp @ 1234", for messages and the item's path
+};
+
+Expected<ItemBytes> itemBytes(const Set& set, const Location& at, const std::string& what)
 {
     if (!at.found || at.file >= set.data.size() || !set.data.present(at.file)) {
         return makeError(ErrorCode::Corrupt, what + ": its data file is missing");
@@ -1167,7 +1387,6 @@ Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::
         return mapped.error();
     }
     const Bytes all = (*mapped)->bytes();
-    const std::string name = set.meta.files[at.file] + " @ " + std::to_string(at.offset);
     if (at.offset > all.size() || at.length > all.size() - at.offset) {
         Error e = makeError(ErrorCode::Truncated, what + ": bytes " + std::to_string(at.offset) + ".." +
                                                       std::to_string(at.offset + at.length) + " lie past the end of " +
@@ -1176,14 +1395,49 @@ Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::
         e.path = (fs::path(set.loc.dir) / set.meta.files[at.file]).string();
         return e;
     }
-    auto c = readCheckpoint(all.subspan(at.offset, at.length), name);
-    if (auto same = (*mapped)->checkUnchanged(); !same) {
+    return ItemBytes{*mapped, all.subspan(at.offset, at.length),
+                     set.meta.files[at.file] + " @ " + std::to_string(at.offset)};
+}
+
+// An item read as the torch.save zip it holds: over the mapping, which the Checkpoint keeps, or over
+// its zstd frame inflated (at most `zstdLimit` bytes) into memory the Checkpoint owns.
+Expected<CheckpointPtr> readItem(const Set& set, const Location& at, const std::string& what, std::uint64_t zstdLimit)
+{
+    auto bytes = itemBytes(set, at, what);
+    if (!bytes) {
+        return bytes.error();
+    }
+    auto named = [&](Error e) {
+        e.message = what + " (" + bytes->name + "): " + e.message;
+        e.path = (fs::path(set.loc.dir) / set.meta.files[at.file]).string();
+        return e;
+    };
+    std::shared_ptr<const std::vector<std::byte>> inflated;
+    Bytes zip = bytes->item;
+    if (at.encoding == Encoding::Zstd) {
+        auto out = archive::unzstdFrame(bytes->item, zstdLimit);
+        if (auto same = bytes->file->checkUnchanged(); !same) {
+            return same.error();
+        }
+        if (!out) {
+            return named(out.error());
+        }
+        inflated = std::make_shared<const std::vector<std::byte>>(std::move(*out));
+        zip = *inflated;
+    }
+    auto c = readCheckpoint(zip, bytes->name);
+    if (auto same = bytes->file->checkUnchanged(); !same) {
         return same.error();
     }
     if (!c) {
         Error e = c.error();
-        e.message = what + " (" + name + "): " + e.message;
+        e.message = what + " (" + bytes->name + (inflated ? ", inflated" : "") + "): " + e.message;
         return e;
+    }
+    if (inflated) {
+        auto owner = std::const_pointer_cast<Checkpoint>(*c);  // built for this call alone
+        owner->inflated = std::move(inflated);
+        return CheckpointPtr(std::move(owner));
     }
     // The item views the mapping, which the set's cache may close at any time: the item owns it too
     // (shared_ptr's aliasing constructor: one control block for both, the checkpoint's pointer).
@@ -1191,9 +1445,96 @@ Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::
         CheckpointPtr item;
         std::shared_ptr<const MappedFile> file;
     };
-    auto owned = std::make_shared<const Owned>(Owned{*c, *mapped});
+    auto owned = std::make_shared<const Owned>(Owned{*c, bytes->file});
     return CheckpointPtr(owned, owned->item.get());
 }
+
+// A safetensors chunk (Encoding::Raw) as a Checkpoint of the one C-contiguous tensor .metadata says
+// it is, its storage the chunk's bytes in the data file's mapping (which it keeps).
+Expected<CheckpointPtr> rawChunk(const Set& set, const Item& t, const Chunk& chunk, const std::string& what)
+{
+    auto bytes = itemBytes(set, chunk.at, what);
+    if (!bytes) {
+        return bytes.error();
+    }
+    auto c = std::make_shared<Checkpoint>();
+    pickle::StorageRef ref;
+    ref.key = "0";
+    ref.location = "cpu";
+    ref.dtype = t.dtype;
+    ref.numel = sharded::detail::numelOf(chunk.sizes);
+    c->arena.storages.push_back(std::move(ref));
+    c->root = pickle::contiguousTensor(c->arena, 0, t.dtype, chunk.sizes);
+    c->format = Format::Safetensors;
+    c->path = bytes->name;
+    c->file = bytes->file;
+    c->bytes = bytes->file->bytes();
+    c->fileSize = c->bytes.size();
+    if (auto r = ckpt::detail::adoptStorages(*c); !r) {
+        return r.error();
+    }
+    auto& st = c->storages[StorageIndex{0}];
+    if (st.nbytes != chunk.at.length) {
+        return makeError(ErrorCode::Corrupt, what + " (" + bytes->name + "): " + std::to_string(chunk.at.length) +
+                                                 " bytes where its chunk needs " + std::to_string(st.nbytes));
+    }
+    st.fileOffset = chunk.at.offset;
+    st.storedBytes = chunk.at.length;
+    st.present = true;
+    if (auto r = ckpt::detail::buildIndex(*c); !r) {
+        return r.error();
+    }
+    return CheckpointPtr(std::move(c));
+}
+
+// Room around a chunk's bytes in its torch.save zip (data.pkl, the small records, the central
+// directory, 64-byte alignment): a zstd chunk may inflate to its bytes and this much, no more.
+constexpr std::uint64_t kChunkZipRoom = 1ULL << 20;
+
+}  // namespace
+
+Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what)
+{
+    // A BYTE_IO value inflates at most as a gzip-wrapped file may (compressed.h): the read budget's
+    // base and 64 times its stored bytes.
+    std::uint64_t limit = 0;
+    if (!checkedMul(at.length, std::uint64_t{64}, limit) || !checkedAdd(limit, MemoryBudget::kBase, limit)) {
+        limit = UINT64_MAX;
+    }
+    return readItem(set, at, what, limit);
+}
+
+namespace {
+
+// One tensor chunk, opened by its encoding. A zstd chunk may inflate to its own bytes (what
+// .metadata says it holds: the writer clones a view before saving it) and the zip around them.
+Expected<CheckpointPtr> openChunk(const Set& set, const Item& t, const Chunk& chunk)
+{
+    const std::string what = "tensor '" + t.fqn + "'";
+    if (chunk.at.encoding == Encoding::Raw) {
+        return rawChunk(set, t, chunk, what);
+    }
+    std::uint64_t limit = 0;
+    if (!checkedMul(sharded::detail::numelOf(chunk.sizes), elementSize(t.dtype), limit) ||
+        !checkedAdd(limit, kChunkZipRoom, limit)) {
+        limit = UINT64_MAX;
+    }
+    return readItem(set, chunk.at, what, limit);
+}
+
+// The pages a chunk's read brought into this process's resident set, dropped (they stay cached): a
+// torch.save item's own range of the mapping, a safetensors chunk's bytes; an inflated item is
+// memory of its own, which freeing it gives back.
+void releaseChunk(const Checkpoint& c, const Chunk& chunk)
+{
+    if (chunk.at.encoding == Encoding::TorchSave) {
+        detail::releasePages(c.bytes);
+    } else if (chunk.at.encoding == Encoding::Raw && c.bytes.size() >= chunk.at.offset + chunk.at.length) {
+        detail::releasePages(c.bytes.subspan(chunk.at.offset, chunk.at.length));
+    }
+}
+
+}  // namespace
 
 std::string valueText(const Set& set, const Item& item)
 {
@@ -1207,10 +1548,18 @@ std::string valueText(const Set& set, const Item& item)
 namespace {
 
 // Copies a value read from a BYTE_IO item into the output arena; the memo keeps shared values
-// shared (and stops on cycles). Tensors are not expected there: the planner writes them as items.
+// shared (and stops on cycles). DCP's planner writes tensors as items of their own, but a value may
+// still hold one: Megatron-LM's ShardedObjects are `torch.save([obj])` written as they are
+// (MCoreSavePlanner.transform_object), and TransformerEngine's `_extra_state` obj is a uint8 tensor.
+// A plain strided tensor is copied with its storage, which `storageOf` (the item storage's index)
+// makes a storage of the output; any other tensor is refused.
 class ValueCopier {
 public:
-    ValueCopier(const Arena& from, Arena& to) : from_(from), to_(to) {}
+    using StorageOf = std::function<Expected<std::uint32_t>(std::uint32_t)>;
+    ValueCopier(const Arena& from, Arena& to, StorageOf storageOf = nullptr)
+        : from_(from), to_(to), storageOf_(std::move(storageOf))
+    {
+    }
 
     Expected<ValueId> copy(ValueId id, int depth = 0)
     {
@@ -1223,9 +1572,19 @@ public:
         const pickle::Value& v = from_[id];
         switch (v.kind) {
         case Kind::Tensor:
-        case Kind::Storage:
+            return copyTensor(id, depth);
+        case Kind::Storage: {
+            if (!storageOf_ || v.i < 0 || static_cast<std::size_t>(v.i) >= from_.storages.size()) {
+                return makeError(ErrorCode::Unsupported, "a bytes item holds a storage, which is not written");
+            }
+            auto s = storageOf_(static_cast<std::uint32_t>(v.i));
+            if (!s) {
+                return s.error();
+            }
+            return remember(id, to_.storage(*s));
+        }
         case Kind::PersistentId:
-            return makeError(ErrorCode::Unsupported, "a bytes item holds a tensor or storage, which is not written");
+            return makeError(ErrorCode::Unsupported, "a bytes item holds a persistent id, which is not written");
         case Kind::Global:
             return remember(id, to_.global(pickle::globalOf(from_, id)));
         case Kind::Object: {
@@ -1291,6 +1650,26 @@ public:
     }
 
 private:
+    Expected<ValueId> copyTensor(ValueId id, int depth)
+    {
+        const pickle::TensorInfo& t = pickle::tensorOf(from_, id);
+        if (t.form != pickle::TensorForm::Strided || !t.storage.valid() || t.subclassType.valid()) {
+            return makeError(ErrorCode::Unsupported,
+                             "a bytes item holds a tensor that is no plain strided one, which is not written");
+        }
+        pickle::TensorInfo out = t;
+        for (ValueId* field : {&out.rawArgs, &out.storage, &out.backwardHooks, &out.metadata, &out.parameterHooks,
+                               &out.parameterState}) {
+            if (field->valid()) {
+                auto c = copy(*field, depth + 1);
+                if (!c) {
+                    return c;
+                }
+                *field = *c;
+            }
+        }
+        return remember(id, to_.tensor(std::move(out)));
+    }
     ValueId remember(ValueId from, ValueId to)
     {
         memo_[from.v] = to;
@@ -1298,6 +1677,7 @@ private:
     }
     const Arena& from_;
     Arena& to_;
+    StorageOf storageOf_;
     std::unordered_map<std::uint32_t, ValueId> memo_;
 };
 
@@ -1405,9 +1785,18 @@ private:
     std::unordered_map<ChildKey, std::size_t, ChildHash> children_;
 };
 
+// A storage of a tensor inside a BYTE_IO value: storage `storage` of item `item`'s torch.save.
+struct Embedded {
+    std::size_t item = 0;
+    std::uint32_t storage = 0;
+    std::uint64_t nbytes = 0;
+};
+
 struct Output {
     Arena arena;
     std::vector<std::size_t> tensorItems;  // storage i holds items[tensorItems[i]]
+    // Storage tensorItems.size() + k is embedded[k].
+    std::vector<Embedded> embedded;
 };
 
 Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Output& out,
@@ -1453,8 +1842,25 @@ Expected<ValueId> buildValue(const Set& set, const Tree& tree, std::size_t n, Ou
         if (!c) {
             return c.error();
         }
-        ValueCopier copier((*c)->arena, a);
-        auto v = copier.copy((*c)->root);
+        const Checkpoint& held = **c;
+        std::unordered_map<std::uint32_t, std::uint32_t> copied;  // the item's storage -> the output's
+        ValueCopier copier(held.arena, a, [&](std::uint32_t from) -> Expected<std::uint32_t> {
+            if (auto it = copied.find(from); it != copied.end()) {
+                return it->second;
+            }
+            const StorageEntry& st = held.storages[StorageIndex{from}];
+            if (!st.present) {
+                return makeError(ErrorCode::Corrupt, "a tensor's storage is not in its torch.save");
+            }
+            pickle::StorageRef ref = held.arena.storages[from];
+            const auto index = static_cast<std::uint32_t>(a.storages.size());
+            ref.key = std::to_string(index);  // its saved location kept: load_bytes maps nothing
+            a.storages.push_back(std::move(ref));
+            out.embedded.push_back({node.item, from, st.nbytes});
+            copied.emplace(from, index);
+            return index;
+        });
+        auto v = copier.copy(held.root);
         if (!v) {
             Error e = v.error();
             e.message = "value '" + item.fqn + "': " + e.message;
@@ -1575,7 +1981,7 @@ Expected<const TensorEntry*> chunkTensor(const Checkpoint& c, const Item& t, con
 // Whether `chunk` of `t` is stored as a contiguous tensor (streamSlabs copies those as they lie).
 Expected<bool> chunkIsContiguous(const Set& set, const Item& t, const Chunk& chunk)
 {
-    auto ckpt = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+    auto ckpt = openChunk(set, t, chunk);
     if (!ckpt) {
         return ckpt.error();
     }
@@ -1591,7 +1997,7 @@ Expected<bool> chunkIsContiguous(const Set& set, const Item& t, const Chunk& chu
 // with the record's own CRC.
 Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, archive::ZipWriter& zw)
 {
-    auto ckpt = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+    auto ckpt = openChunk(set, t, chunk);
     if (!ckpt) {
         return ckpt.error();
     }
@@ -1603,7 +2009,9 @@ Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, arc
     const std::uint64_t es = elementSize(t.dtype);
     const std::uint64_t bytes = e->numel * es;
     const std::uint64_t offset = static_cast<std::uint64_t>(e->storageOffset) * es;
-    const auto crc = wholeRecordCrc(**ckpt, e->storage, offset, bytes);
+    // Only a torch.save item's record lies in the data file as it is: file to file.
+    const auto crc =
+        chunk.at.encoding == Encoding::TorchSave ? wholeRecordCrc(**ckpt, e->storage, offset, bytes) : std::nullopt;
     Expected<void> r;
     if (crc) {
         auto mapped = set.data.map(chunk.at.file);  // the one openItem holds: cached, or still owned by it
@@ -1616,7 +2024,7 @@ Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, arc
         r = sharded::detail::streamInto(zw, **ckpt, e->storage, offset, bytes);
     }
     // What was read, and on the copy path the item's headers and what fault-around mapped beside them.
-    detail::releasePages((*ckpt)->bytes);
+    releaseChunk(**ckpt, chunk);
     return r;
 }
 
@@ -1666,7 +2074,7 @@ Expected<void> placeChunks(const Set& set, const Item& t, std::vector<std::byte>
 {
     std::vector<std::byte> scratch;
     for (const auto& chunk : t.chunks) {
-        auto c = openItem(set, chunk.at, "tensor '" + t.fqn + "'");
+        auto c = openChunk(set, t, chunk);
         if (!c) {
             return c.error();
         }
@@ -1681,7 +2089,7 @@ Expected<void> placeChunks(const Set& set, const Item& t, std::vector<std::byte>
         if (auto r = detail::placeBox(t.fqn, t.dtype, t.size, {chunk.offsets, chunk.sizes}, **e, *bytes, buffer); !r) {
             return r;
         }
-        detail::releasePages((*c)->bytes);
+        releaseChunk(**c, chunk);
     }
     return {};
 }
@@ -1694,7 +2102,7 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
     const std::uint64_t nbytes = t.numel() * elementSize(t.dtype);  // checked when .metadata was read
     std::uint64_t stored = 0;
     for (const auto& c : t.chunks) {
-        stored = checkedAdd(stored, c.at.length, stored) ? stored : UINT64_MAX;
+        stored = checkedAdd(stored, c.at.mostBytes(), stored) ? stored : UINT64_MAX;
     }
     if (nbytes / 4 > stored && nbytes > (64ULL << 20)) {
         return makeError(ErrorCode::Limit, "tensor '" + t.fqn + "' is " + humanBytes(nbytes) +
@@ -1709,6 +2117,68 @@ Expected<void> writeTensor(const Set& set, const Item& t, archive::ZipWriter& zw
 }  // namespace
 
 namespace {
+
+// Storage `e.storage` of a BYTE_IO item's torch.save, streamed from that item into the record.
+Expected<void> streamEmbedded(const Set& set, const Embedded& e, std::uint64_t offset, std::uint64_t length,
+                              const std::function<bool(Bytes)>& sink, std::size_t chunk)
+{
+    const Item& item = set.meta.items[e.item];
+    auto c = openItem(set, item.bytes, "value '" + item.fqn + "'");
+    if (!c) {
+        return c.error();
+    }
+    return (*c)->streamStorage(StorageIndex{e.storage}, offset, length, sink, chunk);
+}
+
+Expected<void> writeEmbedded(const Set& set, const Embedded& e, archive::ZipWriter& zw, const std::string& record)
+{
+    if (auto r = zw.beginRecord(record, e.nbytes); !r) {
+        return r;
+    }
+    std::optional<Error> failed;
+    auto streamed = streamEmbedded(
+        set, e, 0, e.nbytes,
+        [&](Bytes piece) {
+            if (auto w = zw.writeChunk(piece); !w) {
+                failed = w.error();
+            }
+            return !failed;
+        },
+        4U << 20);
+    if (failed) {
+        return *failed;
+    }
+    if (!streamed) {
+        return streamed;
+    }
+    return zw.endRecord();
+}
+
+// The view's storages: each tensor item's from its chunks (box_view.h), then each storage of a tensor
+// inside a BYTE_IO value from that value's item.
+class DcpStorages final : public StorageSource {
+public:
+    DcpStorages(std::shared_ptr<const Set> set, std::shared_ptr<const StorageSource> boxes, std::size_t tensors,
+                std::vector<Embedded> embedded)
+        : set_(std::move(set)), boxes_(std::move(boxes)), tensors_(tensors), embedded_(std::move(embedded))
+    {
+    }
+    Expected<void> stream(StorageIndex storage, std::uint64_t offset, std::uint64_t length,
+                          const std::function<bool(Bytes)>& sink, std::size_t chunk) const override
+    {
+        if (storage.value() < tensors_) {
+            return boxes_->stream(storage, offset, length, sink, chunk);
+        }
+        return streamEmbedded(*set_, embedded_.at(storage.value() - tensors_), offset, length, sink, chunk);
+    }
+    [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
+
+private:
+    std::shared_ptr<const Set> set_;
+    std::shared_ptr<const StorageSource> boxes_;
+    std::size_t tensors_ = 0;
+    std::vector<Embedded> embedded_;
+};
 
 // Whether the set makes one state dict (what the view and consolidate refuse otherwise).
 Expected<void> checkWhole(const Set& set)
@@ -1752,7 +2222,7 @@ public:
     {
         const Item& t = set_->meta.items.at(items_.at(tensor));
         const Chunk& chunk = t.chunks.at(box);
-        auto c = openItem(*set_, chunk.at, "tensor '" + t.fqn + "'");
+        auto c = openChunk(*set_, t, chunk);
         if (!c) {
             return c.error();
         }
@@ -1760,7 +2230,8 @@ public:
         if (!e) {
             return e.error();
         }
-        return sharded::detail::OpenedBox{*c, *e, true};  // an item is a range of its data file's mapping
+        // A torch.save or safetensors item is a range of its data file's mapping; an inflated one is not.
+        return sharded::detail::OpenedBox{*c, *e, chunk.at.encoding != Encoding::Zstd};
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
 
@@ -1792,21 +2263,27 @@ Expected<CheckpointPtr> view(const Set& set)
         sharded::detail::BoxedTensor b{t.fqn, t.dtype, t.size, {}, 0};
         for (const auto& chunk : t.chunks) {
             b.boxes.push_back({chunk.offsets, chunk.sizes});
-            b.storedBytes = checkedAdd(b.storedBytes, chunk.at.length, b.storedBytes) ? b.storedBytes : UINT64_MAX;
+            b.storedBytes = checkedAdd(b.storedBytes, chunk.at.mostBytes(), b.storedBytes) ? b.storedBytes : UINT64_MAX;
         }
         nbytes.push_back(b.nbytes());
         c->fileSize += nbytes.back();
         tensors.push_back(std::move(b));
     }
+    for (const auto& e : out.embedded) {
+        nbytes.push_back(e.nbytes);
+        c->fileSize += e.nbytes;
+    }
     for (const auto& f : set.meta.files) {
         c->setFiles.push_back((fs::path(set.loc.dir) / f).string());
     }
     c->setMembers = sharded::memberFiles(set.loc);
+    auto shared = std::make_shared<const Set>(set);
+    const std::size_t tensorCount = out.tensorItems.size();
+    auto boxes = sharded::detail::boxStorages(std::move(tensors),
+                                              std::make_shared<const ChunkFiles>(shared, std::move(out.tensorItems)));
     return sharded::detail::finishView(
         std::move(c), nbytes,
-        sharded::detail::boxStorages(
-            std::move(tensors),
-            std::make_shared<const ChunkFiles>(std::make_shared<const Set>(set), std::move(out.tensorItems))));
+        std::make_shared<const DcpStorages>(shared, std::move(boxes), tensorCount, std::move(out.embedded)));
 }
 
 Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPath)
@@ -1837,15 +2314,23 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return pickled.error();
     }
     auto size = sharded::detail::writeTorchArchive(
-        *target, *pickled, out.tensorItems.size(),
+        *target, *pickled, out.tensorItems.size() + out.embedded.size(), sharded::detail::storageBytes(out.arena),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
+            if (i >= out.tensorItems.size()) {
+                return writeEmbedded(set, out.embedded[i - out.tensorItems.size()], zw, record);
+            }
             return writeTensor(set, set.meta.items[out.tensorItems[i]], zw, record);
         },
         [&]() -> Expected<void> { return set.data.checkUnchanged(); });
     if (!size) {
         return size.error();
     }
-    return ConsolidateResult{*target, *size, out.tensorItems.size(), set.meta.files.size()};
+    std::string note;
+    if (!set.extraState.empty()) {
+        note = std::to_string(set.extraState.size()) +
+               " _extra_state values kept, as dcp_to_torch_save writes them (--drop-extra-state leaves them out)";
+    }
+    return ConsolidateResult{*target, *size, out.tensorItems.size() + out.embedded.size(), set.meta.files.size(), note};
 }
 
 }  // namespace ckpt::sharded::dcp

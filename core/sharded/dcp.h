@@ -1,4 +1,4 @@
-// torch.distributed.checkpoint (DCP) directories (SHARDED.md §1): `.metadata`, a plain pickle of
+// torch.distributed.checkpoint (DCP) directories (docs/format.md §12): `.metadata`, a plain pickle of
 // `Metadata`, names every item of the flattened state dict; tensors are boxes (chunks) of a global
 // tensor, each a complete torch.save zip at [offset, offset + length) of a `__R_N.distcp` file;
 // other values are torch.save'd objects the same way. Nothing here runs any of it: `.metadata`
@@ -20,12 +20,23 @@
 
 namespace ckpt::sharded::dcp {
 
+// How an item's bytes are stored (filesystem.py `_write_item`): a torch.save zip, FileSystemWriter's
+// default; that zip as one zstd frame, when `_StorageInfo.transform_descriptors` is
+// ["stream.zstd/1"] (the ZStandard stream extension, _extension.py); or, for a tensor chunk of a
+// `serialization_format=SAFETENSORS` save, the chunk's C-order bytes inside the safetensors file that
+// ends its data file (`offset` and `length` then point at those bytes, resolved by open()).
+enum class Encoding : std::uint8_t { TorchSave, Zstd, Raw };
+
 // Where one item's bytes are: `_StorageInfo(relative_path, offset, length)`.
 struct Location {
     std::uint32_t file = 0;  // index into Metadata::files
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
     bool found = false;  // storage_data lists the item
+    Encoding encoding = Encoding::TorchSave;
+    // The most bytes the item can hold once read: `length`, or what a zstd frame of that length can
+    // inflate to at most (archive::kZstdMostInflation).
+    [[nodiscard]] std::uint64_t mostBytes() const;
 };
 
 struct Chunk {
@@ -75,7 +86,7 @@ struct Metadata {
 // Parses `.metadata`'s bytes: a pickled Metadata, or an instance of any class with Metadata's state
 // (state_dict_metadata, storage_data), as Megatron-LM's MCoreMetadata subclass adds mcore_data to
 // it and dcp.load reads it through the base class's fields. Corrupt when it is neither; Unsupported, naming it,
-// for the 1.12 prototype (`storage_key` records) and for transforms (zstd) or safetensors items.
+// for the 1.12 prototype (`storage_key` records) and for transforms other than one stream.zstd/1.
 // `name` is the file's, for messages and findings.
 Expected<Metadata> parseMetadata(Bytes data, const std::string& name = ".metadata");
 
@@ -90,6 +101,13 @@ struct Set {
     // Per file of meta.files, in its order: mapped when read, a few kept open (members.h), so a
     // save of more ranks than the descriptor limit opens.
     MemberFiles data;
+    // The data files written with serialization_format=SAFETENSORS (meta.files' names): each ends in a
+    // safetensors file holding its rank's tensor chunks.
+    std::vector<std::string> safetensorsFiles;
+    std::size_t zstdItems = 0;  // items stored through the ZStandard stream extension
+    // The BYTE_IO items that hold a module's `_extra_state` (transform::isExtraStateKey), by fqn:
+    // TransformerEngine's FP8 state, which convert keeps unless told to drop it.
+    std::vector<std::string> extraState;
     std::vector<SetFinding> findings;  // coverage and missing files
     // BYTE_IO values whose pickle calls code (their unsafe-callable findings): the view holds them,
     // for check's rules and convert's plan to drop; consolidate refuses to copy them.
@@ -101,8 +119,9 @@ struct Set {
 // does (chunk-out-of-bounds, chunk-overlap, chunk-hole) plus shard-missing for absent files.
 Expected<Set> open(const SetLocation& loc);
 
-// The torch.save zip of one item: a Checkpoint over [offset, offset + length) of its file's
-// mapping (no copy), which it keeps mapped while it lives: hold few at once.
+// The torch.save zip of one BYTE_IO item: a Checkpoint over [offset, offset + length) of its file's
+// mapping (no copy), which it keeps mapped while it lives: hold few at once. A zstd item is inflated
+// into memory the Checkpoint owns, at most the single-file read budget for its stored bytes.
 Expected<CheckpointPtr> openItem(const Set& set, const Location& at, const std::string& what);
 
 // One BYTE_IO value in a short Python-like repr, or the reason it cannot be read.

@@ -292,7 +292,8 @@ Expected<std::uint64_t> append(const std::string& from, std::ofstream& to, const
 }  // namespace
 
 Expected<DcpWriteResult> writeDcpFolder(const Checkpoint& in, const transform::Plan& plan, const std::string& outDir,
-                                        const write::WriteOptions& options)
+                                        const write::WriteOptions& options,
+                                        const std::function<void(const write::WriteProgress&)>& progress)
 {
     const Arena& a = plan.arena;
     if (a[plan.root].kind != Kind::Dict) {
@@ -346,13 +347,26 @@ Expected<DcpWriteResult> writeDcpFolder(const Checkpoint& in, const transform::P
     DcpWriteResult result;
     result.dir = outDir;
     std::uint64_t offset = 0;
+    // Progress over the whole data file: the items' storages (what nearly all of it is), the items
+    // written so far, and the one being written.
+    std::uint64_t planned = 0;
+    for (const auto& s : plan.storages) {
+        planned += s.nbytes;
+    }
+    std::function<void(const write::WriteProgress&)> itemProgress;
+    if (progress) {
+        itemProgress = [&](const write::WriteProgress& p) {
+            const std::uint64_t done = offset + p.bytesDone;
+            progress({done, std::max(done, planned), {}});
+        };
+    }
     // BYTE_IO items first, then tensors, as _split_by_size_and_type orders a rank's file.
     for (const bool tensors : {false, true}) {
         for (const auto& l : leaves) {
             if ((a[l.value].kind == Kind::Tensor) != tensors) {
                 continue;
             }
-            auto written = write::writeCheckpoint(in, itemPlan(plan, l.value), itemPath, {}, {}, options);
+            auto written = write::writeCheckpoint(in, itemPlan(plan, l.value), itemPath, itemProgress, {}, options);
             if (!written) {
                 return written.error();
             }

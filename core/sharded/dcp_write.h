@@ -1,6 +1,6 @@
 // One checkpoint -> a single-rank torch.distributed.checkpoint (DCP) folder, as
 // `dcp.save(state_dict, checkpoint_id=DIR, no_dist=True)` or format_utils.torch_save_to_dcp write
-// it with PyTorch 2.4+'s DefaultSavePlanner and FileSystemWriter (SHARDED.md §2; docs/format.md §12).
+// it with PyTorch 2.4+'s DefaultSavePlanner and FileSystemWriter (docs/format.md §12).
 #pragma once
 
 #include "checkpoint/checkpoint.h"
@@ -9,6 +9,7 @@
 #include "write/write.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,9 @@ struct DcpWriteResult {
 // `outDir` first and is moved in once complete.
 // Errors: Usage (the root is no dict; a key is no str, int or bool; two paths flatten to one key;
 // `outDir` is no folder or already holds a DCP set), Unsupported (a tensor that is not a plain
-// strided tensor), WriteFailed.
+// strided tensor), WriteFailed. `progress`: bytes of the data file written so far, of about its size.
 Expected<DcpWriteResult> writeDcpFolder(const Checkpoint& in, const transform::Plan& plan, const std::string& outDir,
-                                        const write::WriteOptions& options);
+                                        const write::WriteOptions& options,
+                                        const std::function<void(const write::WriteProgress&)>& progress = {});
 
 }  // namespace ckpt::sharded

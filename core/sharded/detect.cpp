@@ -1,4 +1,4 @@
-// Which multi-file format a path belongs to, from file names alone (SHARDED.md §7): nothing is
+// Which multi-file format a path belongs to, from file names alone (docs/format.md §16.1): nothing is
 // parsed here except a Hugging Face index, to learn which index lists a given shard.
 #include "sharded/dcp.h"
 #include "sharded/formats.h"
@@ -52,7 +52,7 @@ bool endsWith(std::string_view s, std::string_view tail)
     return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-// huggingface_hub's shard names (SHARDED.md §4): {stem}-{i:05d}-of-{N:05d}{ext}.
+// huggingface_hub's shard names (docs/format.md §16.2): {stem}-{i:05d}-of-{N:05d}{ext}.
 bool isHfShardName(const std::string& name)
 {
     static const std::regex re(R"(^.+-[0-9]{5}-of-[0-9]{5}\.(bin|safetensors)$)");

@@ -1,4 +1,4 @@
-// The set formats ckptscope reads (SHARDED.md), one entry each: what every front end asks of a set
+// The set formats ckptscope reads (docs/format.md §12 and §16), one entry each: what every front end asks of a set
 // whatever its kind, so listing, opening in place and consolidating choose a format in one place.
 // Adding a format: its reader in a file of its own, its probe (probes.h, detect.cpp), a SetKind
 // value, one entry in formats.cpp (its names, calls and member policy), a section in

@@ -1,4 +1,4 @@
-// Per-rank FSDP pickles (SHARDED.md §3; pytorch/pytorch torch/distributed/_shard/sharded_tensor/
+// Per-rank FSDP pickles (docs/format.md §12; pytorch/pytorch torch/distributed/_shard/sharded_tensor/
 // api.py, fsdp/_shard_utils.py, tensor/_api.py, tensor/placement_types.py). Each rank file is an
 // ordinary Checkpoint; the wrappers' state is read from its value tree.
 #include "sharded/fsdp.h"
@@ -774,7 +774,7 @@ Expected<ConsolidateResult> consolidate(const Set& set, const std::string& outPa
         return pickled.error();
     }
     auto size = sharded::detail::writeTorchArchive(
-        *target, *pickled, set.tensors.size(),
+        *target, *pickled, set.tensors.size(), sharded::detail::storageBytes(a),
         [&](archive::ZipWriter& zw, std::size_t i, const std::string& record) {
             return writeTensor(set, set.tensors[i], zw, record);
         },

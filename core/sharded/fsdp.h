@@ -1,4 +1,4 @@
-// Per-rank FSDP pickles (SHARDED.md §3): each rank's torch.save(model.state_dict()) under
+// Per-rank FSDP pickles (docs/format.md §12): each rank's torch.save(model.state_dict()) under
 // SHARDED_STATE_DICT, every parameter a ShardedTensor or a DTensor. Both reduce to
 // _rebuild_from_type_v2(_rebuild_wrapper_subclass, cls, args, state) (torch/_tensor.py), so the
 // ordinary reader sees a storage-less wrapper whose state holds the rank's local tensor(s) and

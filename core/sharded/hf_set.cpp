@@ -1,4 +1,4 @@
-// A Hugging Face sharded set (SHARDED.md §4) as one view: each shard is read as the single file it
+// A Hugging Face sharded set (docs/format.md §16.2) as one view: each shard is read as the single file it
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
 #include "diagnose/diagnose.h"
@@ -7,6 +7,7 @@
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/model_config.h"
+#include "util/progress.h"
 #include "util/tied_pairs.h"
 
 #include <algorithm>
@@ -380,6 +381,7 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
         e.path = path;
         return e;
     }
+    progress::noteReading(path);  // which shard a progress line names
     if (files) {
         auto ck = files->open(shardFiles.at(i));
         if (!ck) {

@@ -105,6 +105,48 @@ std::string rankFiles(const zero::Set& set, const zero::Tensor& t)
 
 }  // namespace
 
+std::string whatLoadsSet(const SetListing& l)
+{
+    const auto fact = [&](std::string_view name) -> const std::variant<bool, std::string, std::int64_t>* {
+        for (const auto& [k, v] : l.facts) {
+            if (k == name) {
+                return &v;
+            }
+        }
+        return nullptr;
+    };
+    switch (l.kind) {
+    case SetKind::HuggingFace: {
+        const bool safetensors = std::any_of(l.files.begin(), l.files.end(),
+                                             [](const std::string& f) { return f.ends_with(".safetensors"); });
+        return safetensors ? "transformers' from_pretrained(DIR) (each shard with safetensors.torch.load_file; "
+                             "torch.load reads no safetensors)"
+                           : "transformers' from_pretrained(DIR) (each shard with torch.load)";
+    }
+    case SetKind::DeepSpeedZero:
+        return "DeepSpeed's engine.load_checkpoint(DIR), or zero_to_fp32.py into one file torch.load reads";
+    case SetKind::Dcp: {
+        const auto* format = fact("serialization_format");
+        if (format != nullptr && std::holds_alternative<std::string>(*format) &&
+            std::get<std::string>(*format) == "safetensors") {
+            return "no PyTorch reader as it is (see dcp-safetensors-format); `ckptscope convert DIR -o model.pt` "
+                   "writes one file torch.load reads";
+        }
+        const auto* zstd = fact("zstd_items");
+        const bool compressed =
+            zstd != nullptr && std::holds_alternative<std::int64_t>(*zstd) && std::get<std::int64_t>(*zstd) > 0;
+        return std::string("torch.distributed.checkpoint.load (dcp.load) into a model's state dict, or "
+                           "dcp_to_torch_save(DIR, FILE) into one file torch.load reads") +
+               (compressed ? " (its zstd items need the zstandard or pyzstd module)" : "");
+    }
+    case SetKind::FsdpRanks:
+        return "each rank's own torch.load under the process groups that saved it (FSDP SHARDED_STATE_DICT)";
+    default:
+        break;
+    }
+    return "its writer's own loader";
+}
+
 SetListing listingOf(const dcp::Set& set)
 {
     const auto& loc = set.loc;
@@ -114,12 +156,22 @@ SetListing listingOf(const dcp::Set& set)
     }
     l.summary = (set.meta.version.empty() ? std::string("no version (PyTorch < 2.4)") : "version " + set.meta.version) +
                 (set.meta.oldTensorProperties ? ", TensorProperties under torch.distributed._shard" : "") +
-                (set.meta.subclass.empty() ? "" : ", metadata class " + set.meta.subclass);
+                (set.meta.subclass.empty() ? "" : ", metadata class " + set.meta.subclass) +
+                (set.safetensorsFiles.empty() ? "" : ", data files in safetensors (serialization_format=SAFETENSORS)") +
+                (set.zstdItems == 0 ? "" : ", " + std::to_string(set.zstdItems) + " items zstd-compressed") +
+                (set.extraState.empty() ? ""
+                                        : ", " + std::to_string(set.extraState.size()) +
+                                              " _extra_state values (convert keeps them; --drop-extra-state "
+                                              "leaves them out)");
     l.facts.emplace_back("version", set.meta.version);
     l.facts.emplace_back("old_tensor_properties", set.meta.oldTensorProperties);
     if (!set.meta.subclass.empty()) {
         l.facts.emplace_back("metadata_class", set.meta.subclass);
     }
+    l.facts.emplace_back("serialization_format",
+                         std::string(set.safetensorsFiles.empty() ? "torch_save" : "safetensors"));
+    l.facts.emplace_back("zstd_items", static_cast<std::int64_t>(set.zstdItems));
+    l.facts.emplace_back("extra_state_values", static_cast<std::int64_t>(set.extraState.size()));
     for (const auto& t : set.meta.items) {
         if (!t.isTensor) {
             l.values.push_back({t.fqn,

@@ -77,7 +77,7 @@ struct SetListing {
     std::string summary;
     // Format facts a script may want beside the common fields: a DCP folder's metadata version, an
     // FSDP rank file opened alone.
-    std::vector<std::pair<std::string, std::variant<bool, std::string>>> facts;
+    std::vector<std::pair<std::string, std::variant<bool, std::string, std::int64_t>>> facts;
     // Stored bytes: a tied name's are its key's, counted once.
     [[nodiscard]] std::uint64_t totalBytes() const;
 };
@@ -85,6 +85,12 @@ struct SetListing {
 // The stable identifier of a set kind in JSON ("huggingface", "deepspeed-zero", "dcp", "megatron",
 // "fsdp-ranks"); setKindName() is the phrase for people.
 [[nodiscard]] std::string_view setKindId(SetKind k);
+
+// What reads the set as it is, for words that must not say torch.load does (torch.load reads one
+// file, never a set's folder): "transformers' from_pretrained(DIR) (safetensors.torch.load_file per
+// shard)", "torch.distributed.checkpoint.load (dcp.load) into a model's state dict, or
+// dcp_to_torch_save into one file", ... by kind, from the listing's files and facts.
+[[nodiscard]] std::string whatLoadsSet(const SetListing& l);
 
 // The listing of a set already open, for front ends that opened it themselves.
 [[nodiscard]] SetListing listingOf(const ShardedSet& set);

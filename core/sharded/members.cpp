@@ -1,6 +1,7 @@
 #include "sharded/members.h"
 
 #include "sharded/open_control.h"
+#include "util/progress.h"
 
 #include <cerrno>
 #include <sys/stat.h>
@@ -87,6 +88,7 @@ Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) cons
         e.path = m.path;
         return e;
     }
+    progress::noteReading(m.path);  // which member a progress line names
     return state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> {
         auto mapped = MappedFile::open(m.path);
         if (!mapped) {
@@ -146,6 +148,7 @@ Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
         e.path = m.path;
         return e;
     }
+    progress::noteReading(m.path);  // which member a progress line names
     return state_->open.get(i, [&]() -> Expected<CheckpointPtr> {
         auto ck = openMember(m.path, i, state_->members.size());
         auto identity = ck ? identityOfCheckpoint(**ck, m.path) : Expected<FileIdentity>(ck.error());

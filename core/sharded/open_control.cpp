@@ -1,5 +1,7 @@
 #include "sharded/open_control.h"
 
+#include "util/progress.h"
+
 namespace ckpt::sharded {
 namespace {
 
@@ -34,6 +36,7 @@ Expected<CheckpointPtr> openMember(const std::string& path, std::size_t index, s
             t_control->progress(index, total, path);
         }
     }
+    progress::noteReading(path);
     return openCheckpoint(path, OpenOptions{.modelConfig = false});  // the set ties its model
 }
 

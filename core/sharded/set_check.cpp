@@ -20,7 +20,7 @@ std::vector<diagnose::Finding> setFindings(const std::vector<SetFinding>& found)
     std::vector<diagnose::Finding> out;
     out.reserve(found.size());
     for (const auto& f : found) {
-        out.push_back({f.code, f.severity, f.title, f.detail, f.paths, std::nullopt});
+        out.push_back({f.code, f.severity, f.title, f.detail, f.paths, f.fix});
     }
     mostSevereFirst(out);
     return out;

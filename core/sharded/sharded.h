@@ -1,4 +1,4 @@
-// Multi-file checkpoints: a set of files that together hold one model (SHARDED.md).
+// Multi-file checkpoints: a set of files that together hold one model (docs/format.md §12 and §16).
 //
 // detectSet() names the format a path belongs to from its files alone (a directory, an index file,
 // or any one shard or rank file). openSet() reads a Hugging Face sharded set as one view: every
@@ -66,6 +66,9 @@ struct SetFinding {
     std::string title;
     std::string detail;
     std::vector<std::string> paths;
+    // The convert options that act on it, where there are any (check prints them; the window's Fix
+    // adds them to the export).
+    std::optional<transform::Options> fix;
     // About a value the set's view holds (a DCP BYTE_IO value's pickle): the single-file rules on
     // the view report it too, at its key path and with the fix, so checkSet says it once, theirs.
     bool inView = false;
@@ -153,6 +156,8 @@ struct ConsolidateResult {
     std::uint64_t bytes = 0;
     std::size_t tensors = 0;
     std::size_t files = 0;  // of the set, read for it (shards, DCP data files, rank files)
+    // What the writer chose that a user should hear of ("4 _extra_state values kept, as ..."); "" if none.
+    std::string note;
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 // The refusal of an incomplete set (Corrupt, naming its error findings), before anything is written.

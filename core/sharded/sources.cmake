@@ -1,4 +1,4 @@
-# ckptscope_sharded: multi-file checkpoints (sharded.h): detection of every format SHARDED.md
+# ckptscope_sharded: multi-file checkpoints (sharded.h): detection of every format docs/format.md §16.1
 # lists, the Hugging Face sharded-set view and its consolidation into one torch zip.
 ckptscope_core_library(ckptscope_sharded
     SOURCES sharded/detect.cpp sharded/hf_set.cpp sharded/consolidate.cpp sharded/zero.cpp sharded/split.cpp

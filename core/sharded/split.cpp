@@ -283,10 +283,19 @@ Expected<SplitResult> writeShardedSet(const Checkpoint& in, const transform::Pla
         return tmp.error();
     }
     std::map<std::string, std::string> weightMap;
+    std::uint64_t shardsDone = 0;  // bytes of the shards already written
     for (std::size_t s = 0; s < shards.size(); ++s) {
         const std::string name = shardFileName(st, s, shards.size());
         const transform::Plan sub = subPlan(plan, *entries, shards[s]);
-        auto written = write::writeCheckpoint(in, sub, (fs::path(tmp->path()) / name).string(), {}, {}, options.write);
+        std::function<void(const write::WriteProgress&)> progress;
+        if (options.progress) {
+            progress = [&](const write::WriteProgress& p) {
+                const std::uint64_t done = shardsDone + p.bytesDone;
+                options.progress({done, std::max(done, result.totalSize), name});
+            };
+        }
+        auto written =
+            write::writeCheckpoint(in, sub, (fs::path(tmp->path()) / name).string(), progress, {}, options.write);
         if (!written) {
             Error e = written.error();
             if (e.code == ErrorCode::WriteFailed || e.code == ErrorCode::Cancelled) {
@@ -302,6 +311,7 @@ Expected<SplitResult> writeShardedSet(const Checkpoint& in, const transform::Pla
         }
         result.files.push_back(name);
         result.tensors += shards[s].size();
+        shardsDone += written->bytes;
     }
     std::vector<std::string> files = result.files;
     if (shards.size() > 1) {

@@ -1,4 +1,4 @@
-// One checkpoint -> a Hugging Face sharded set (SHARDED.md §4): the plan's flat state dict split
+// One checkpoint -> a Hugging Face sharded set (docs/format.md §16.2): the plan's flat state dict split
 // greedily in key order as huggingface_hub's split_torch_state_dict_into_shards does, each shard
 // written by the ordinary single-file writers, plus the `*.index.json` transformers reads.
 #pragma once
@@ -9,6 +9,7 @@
 #include "write/write.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,9 @@ Expected<std::uint64_t> parseShardSize(std::string_view text);
 struct SplitOptions {
     std::uint64_t maxShardBytes = 5'000'000'000ULL;  // the hub's default "5GB"
     write::WriteOptions write;
+    // Bytes written of the whole set (its total_size and the shards' headers), with the shard being
+    // written as WriteProgress::file.
+    std::function<void(const write::WriteProgress&)> progress;
 };
 
 struct SplitResult {

@@ -1,4 +1,4 @@
-// DeepSpeed ZeRO folders (SHARDED.md §2), rebuilt as deepspeed/utils/zero_to_fp32.py does, but as a
+// DeepSpeed ZeRO folders (docs/format.md §12.1), rebuilt as deepspeed/utils/zero_to_fp32.py does, but as a
 // plan of pieces: no tensor's bytes are read until consolidate() streams them into the output.
 #include "sharded/zero.h"
 

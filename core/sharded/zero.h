@@ -1,4 +1,4 @@
-// DeepSpeed ZeRO folders (SHARDED.md §2) read as one checkpoint: the model as zero_to_fp32.py
+// DeepSpeed ZeRO folders (docs/format.md §12.1) read as one checkpoint: the model as zero_to_fp32.py
 // rebuilds it, each tensor described as pieces of the rank files that hold it, so a listing needs
 // no tensor bytes and consolidation streams one piece at a time.
 #pragma once

@@ -155,23 +155,32 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
     return map;
 }
 
-std::string Options::renamedKey(std::string key) const
+Options::KeyEdit Options::keyEdit(std::string_view key) const
 {
+    KeyEdit e;
+    std::size_t kept = 0;  // where the part of `key` that stays begins
     for (const auto& p : stripPrefixes) {
-        if (!p.empty() && key.starts_with(p)) {
-            key.erase(0, p.size());
+        if (!p.empty() && key.substr(kept).starts_with(p)) {
+            kept += p.size();
         }
     }
     if (singleModulePrefix) {
-        while (key.starts_with(kDataParallelPrefix)) {
-            key.erase(0, kDataParallelPrefix.size());
+        while (key.substr(kept).starts_with(kDataParallelPrefix)) {
+            kept += kDataParallelPrefix.size();
         }
-        key.insert(0, kDataParallelPrefix);
+        e.added = kDataParallelPrefix;
     }
     if (addPrefix) {
-        key.insert(0, *addPrefix);
+        e.added.insert(0, *addPrefix);
     }
-    return key;
+    e.removed = key.substr(0, kept);
+    return e;
+}
+
+std::string Options::renamedKey(const std::string& key) const
+{
+    const KeyEdit e = keyEdit(key);
+    return e.added + key.substr(e.removed.size());
 }
 
 std::string Options::toJson() const
@@ -206,6 +215,9 @@ std::string Options::toJson() const
     }
     if (singleModulePrefix) {
         j["multi_card"] = true;
+    }
+    if (dropExtraState) {
+        j["drop_extra_state"] = true;
     }
     if (format != OutputFormat::Torch) {
         j["format"] = "safetensors";
@@ -300,7 +312,8 @@ Expected<Options> Options::fromJson(const std::string& json)
                 return m.error();
             }
             o.mapLocation = std::move(*m);
-        } else if (key == "unwrap" || key == "weights_only" || key == "compact" || key == "multi_card") {
+        } else if (key == "unwrap" || key == "weights_only" || key == "compact" || key == "multi_card" ||
+                   key == "drop_extra_state") {
             auto b = boolField(v, key);
             if (!b) {
                 return b.error();
@@ -308,7 +321,8 @@ Expected<Options> Options::fromJson(const std::string& json)
             bool& target = key == "unwrap"         ? o.unwrapModules
                            : key == "weights_only" ? o.weightsOnly
                            : key == "compact"      ? o.compact
-                                                   : o.singleModulePrefix;
+                           : key == "multi_card"   ? o.singleModulePrefix
+                                                   : o.dropExtraState;
             target = *b;
         } else if (key == "format") {
             auto s = stringField(v, key);
@@ -366,6 +380,7 @@ void Options::merge(const Options& other)
     weightsOnly = weightsOnly || other.weightsOnly;
     compact = compact || other.compact;
     singleModulePrefix = singleModulePrefix || other.singleModulePrefix;
+    dropExtraState = dropExtraState || other.dropExtraState;
     if (other.format != OutputFormat::Torch) {
         format = other.format;
     }

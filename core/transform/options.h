@@ -60,6 +60,9 @@ struct Options {
     bool weightsOnly = false;         // make torch.load(weights_only=True) accept it
     bool compact = false;             // storages shrunk to what tensors reach
     bool singleModulePrefix = false;  // --multi-card: every state-dict key gets exactly one `module.`
+    // --drop-extra-state: every value under a TransformerEngine `_extra_state` key left out
+    // (isExtraStateKey); kept otherwise, as dcp_to_torch_save and torch.save keep them.
+    bool dropExtraState = false;
     OutputFormat format = OutputFormat::Torch;
     // Block-quantized FP8 weights (a float8 `weight` beside its `weight_scale_inv`,
     // checkpoint/block_quant.h) written as this dtype (bfloat16, float16 or float32), their scales
@@ -67,19 +70,37 @@ struct Options {
     std::optional<DType> dequantize;
 
     // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),
-    // map_location, unwrap, weights_only, compact, multi_card, format, dequantize: the `fix` of a
-    // finding.
+    // map_location, unwrap, weights_only, compact, multi_card, drop_extra_state, format, dequantize:
+    // the `fix` of a finding.
     [[nodiscard]] std::string toJson() const;
     static Expected<Options> fromJson(const std::string& json);
     // Merges `other` into this (used when the window applies several findings' fixes).
     void merge(const Options& other);
     // A state-dict key after the prefix edits: each strip prefix removed when the key starts with
     // it (in list order), then with --multi-card exactly one `module.`, then the added prefix.
-    [[nodiscard]] std::string renamedKey(std::string key) const;
+    [[nodiscard]] std::string renamedKey(const std::string& key) const;
+    // What renamedKey does to `key`: the prefix it takes off and the one it puts in its place (the
+    // rest of the key stays); the rule a plan's summary groups renames by.
+    struct KeyEdit {
+        std::string removed;
+        std::string added;
+    };
+    [[nodiscard]] KeyEdit keyEdit(std::string_view key) const;
 };
 
 // The dtype `--dequantize` names: bf16/bfloat16, fp16/float16/half, fp32/float32/float; Usage otherwise.
 Expected<DType> parseDequantizeDtype(std::string_view name);
+
+// Whether a key-path component names a module's extra state (nn.Module's `_extra_state` suffix,
+// _EXTRA_STATE_KEY_SUFFIX): `_extra_state`, `...._extra_state`, or Megatron-LM's ShardedObject key
+// for it, `..._extra_state/shard_<offset>_<shape>` (mapping.py ShardedObject.unique_key), the FP8
+// scaling state TransformerEngine modules keep there.
+[[nodiscard]] inline bool isExtraStateKey(std::string_view name)
+{
+    constexpr std::string_view kSuffix = "_extra_state";
+    const std::string_view key = name.substr(0, name.find('/'));
+    return key.ends_with(kSuffix) && (key.size() == kSuffix.size() || key[key.size() - kSuffix.size() - 1] == '.');
+}
 
 Options singleCardPreset();
 Options multiCardPreset();

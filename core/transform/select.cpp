@@ -161,6 +161,18 @@ Expected<void> dropPaths(Builder& b)
         }
         targets.push_back({idx, path});
     }
+    if (b.opts.dropExtraState) {
+        // Every extra-state value of the selected tree, outermost only (what holds one is gone whole).
+        for (std::uint32_t i = 0; i < b.in.nodes.size(); ++i) {
+            const NodeIndex idx{i};
+            if (idx != selected && transform::isExtraStateKey(b.in.nodes[idx].name) &&
+                isDescendant(b.in, idx, selected) && std::none_of(targets.begin(), targets.end(), [&](const Target& t) {
+                    return t.node == idx || isDescendant(b.in, idx, t.node);
+                })) {
+                targets.push_back({idx, b.in.pathOf(idx)});
+            }
+        }
+    }
     // Later list positions first, so earlier removals do not shift the rows still to be removed.
     std::stable_sort(targets.begin(), targets.end(),
                      [&](const Target& x, const Target& y) { return b.in.rowOf(x.node) > b.in.rowOf(y.node); });

@@ -11,4 +11,5 @@ ckptscope_core_library(ckptscope_transform
         transform/prefix.cpp
         transform/storages.cpp
         transform/dequantize.cpp
+        transform/plan_summary.cpp
     DEPS ckptscope_checkpoint ckptscope_transform_options)

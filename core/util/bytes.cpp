@@ -25,8 +25,8 @@ struct GuardSlot {
     std::atomic<std::uintptr_t> end{0};
     std::atomic<bool> faulted{false};
 };
-std::array<GuardSlot, kGuardSlots> gGuards;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
-std::uintptr_t gPageSize = 4096;             // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+std::array<GuardSlot, kGuardSlots> gGuards;
+std::uintptr_t gPageSize = 4096;
 
 extern "C" void onBusError(int sig, siginfo_t* info, void* /*context*/)
 {
@@ -39,7 +39,7 @@ extern "C" void onBusError(int sig, siginfo_t* info, void* /*context*/)
             const std::uintptr_t page = at & ~(gPageSize - 1);
             void* p = ::mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,  // NOLINT
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-            if (p != MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)
+            if (p != MAP_FAILED) {
                 g.faulted.store(true);
                 return;
             }
@@ -56,7 +56,7 @@ void installBusGuard()
     std::call_once(once, [] {
         gPageSize = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
         struct sigaction sa {};
-        sa.sa_sigaction = &onBusError;  // NOLINT(cppcoreguidelines-pro-type-union-access)
+        sa.sa_sigaction = &onBusError;
         sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
         ::sigaction(SIGBUS, &sa, nullptr);
@@ -99,7 +99,6 @@ Expected<int> openRegularFile(const std::string& path, struct stat& st)
     // O_NONBLOCK: opening a FIFO for reading blocks until someone writes to it, so a named pipe
     // planted as a shard, an index or a diff side would hang the command before fstat could tell.
     // It means nothing for a regular file, and is cleared once the file is known to be one.
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         return fail(std::string("cannot open: ") + systemErrorText(errno));
@@ -116,7 +115,6 @@ Expected<int> openRegularFile(const std::string& path, struct stat& st)
                     : S_ISDIR(st.st_mode)  ? "is a directory, not a regular file"
                                            : "is not a regular file");
     }
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-vararg)
     (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     return fd;
 }
@@ -176,7 +174,7 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
     m->size_ = static_cast<std::size_t>(st.st_size);
     if (m->size_ > 0) {
         void* p = ::mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, *fd, 0);
-        if (p == MAP_FAILED) {  // NOLINT(cppcoreguidelines-pro-type-cstyle-cast)
+        if (p == MAP_FAILED) {
             return fail(std::string("cannot map: ") + systemErrorText(errno));
         }
         m->data_ = p;
@@ -243,7 +241,7 @@ std::string humanBytes(std::uint64_t n)
         ++u;
     }
     std::array<char, 32> buf{};
-    std::snprintf(buf.data(), buf.size(), "%.1f %s", v, kUnits.at(u));  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    std::snprintf(buf.data(), buf.size(), "%.1f %s", v, kUnits.at(u));
     return buf.data();
 }
 
@@ -252,7 +250,7 @@ std::uint64_t hashBytes(Bytes b)
     // Four independent multiply-xor lanes over 8-byte words keep the loop at memory speed.
     constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ULL;
     std::uint64_t lanes[4] = {0x243F6A8885A308D3ULL, 0x13198A2E03707344ULL, 0xA4093822299F31D0ULL,
-                              0x082EFA98EC4E6C89ULL};  // NOLINT(modernize-avoid-c-arrays)
+                              0x082EFA98EC4E6C89ULL};
     const std::byte* p = b.data();
     std::size_t n = b.size();
     while (n >= 32) {
@@ -260,7 +258,7 @@ std::uint64_t hashBytes(Bytes b)
             std::uint64_t word = 0;
             std::memcpy(&word, p, sizeof word);
             lane = std::rotl((lane ^ word) * kMul, 29);
-            p += 8;  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+            p += 8;
         }
         n -= 32;
     }
@@ -268,7 +266,7 @@ std::uint64_t hashBytes(Bytes b)
     for (const auto lane : lanes) {
         h = std::rotl(h ^ lane, 31) * kMul;
     }
-    for (; n > 0; --n, ++p) {  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+    for (; n > 0; --n, ++p) {
         h = (h ^ std::to_integer<std::uint64_t>(*p)) * kMul;
     }
     return h ^ (h >> 32U);

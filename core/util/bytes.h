@@ -18,13 +18,12 @@ using Bytes = std::span<const std::byte>;
 
 inline std::string_view asText(Bytes b)
 {
-    return {reinterpret_cast<const char*>(b.data()), b.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
 inline Bytes asBytes(std::string_view s)
 {
-    return {reinterpret_cast<const std::byte*>(s.data()),
-            s.size()};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
 // Little-endian loads that never read past the span (callers check the size first).

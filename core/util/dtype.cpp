@@ -15,7 +15,6 @@ struct DTypeRow {
     std::string_view storage;  // legacy typed storage class, "" = untyped (v3)
 };
 
-// NOLINTNEXTLINE(cert-err58-cpp)
 constexpr std::array<DTypeRow, kDTypeCount> kRows{{
     {DType::Float64, "float64", 8, "DoubleStorage"},
     {DType::Float32, "float32", 4, "FloatStorage"},

@@ -48,8 +48,8 @@ struct Error {
 // C++20 has no std::expected; this is the minimal subset the project uses.
 template <class T> class [[nodiscard]] Expected {
 public:
-    Expected(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
-    Expected(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+    Expected(T value) : v_(std::move(value)) {}
+    Expected(Error error) : v_(std::move(error)) {}
 
     [[nodiscard]] bool ok() const { return v_.index() == 0; }
     explicit operator bool() const { return ok(); }
@@ -70,7 +70,7 @@ private:
 template <> class [[nodiscard]] Expected<void> {
 public:
     Expected() = default;
-    Expected(Error error) : e_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+    Expected(Error error) : e_(std::move(error)) {}
     [[nodiscard]] bool ok() const { return !e_.has_value(); }
     explicit operator bool() const { return ok(); }
     [[nodiscard]] const Error& error() const { return *e_; }

@@ -117,7 +117,7 @@ struct TempSlot {
     bool dir = false;
     std::array<char, PATH_MAX> path{};
 };
-std::array<TempSlot, kSlots> gTemps;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+std::array<TempSlot, kSlots> gTemps;
 
 extern "C" void removeTempsAndExit(int sig)
 {
@@ -350,7 +350,7 @@ void removeRegisteredTemps()
 void removeTempsOnSignals()
 {
     struct sigaction sa {};
-    sa.sa_handler = &removeTempsAndExit;  // NOLINT(cppcoreguidelines-pro-type-union-access)
+    sa.sa_handler = &removeTempsAndExit;
     sigemptyset(&sa.sa_mask);
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         sigaddset(&sa.sa_mask, sig);

@@ -87,12 +87,22 @@ WriteOrder writeOrder(const Checkpoint& in, const transform::Plan& plan, const s
 
 // A record whose bytes are not a plain range of the input file (a deflated member, an input read
 // from memory), streamed a chunk at a time: a 4 MB deflate bomb never becomes 4 GB of memory.
+// `meter` advances as the bytes go, so a record of gigabytes read from a set or over HTTP is no
+// silence on a progress line.
 Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in, const transform::OutStorage& s,
-                                   const std::string& name, const std::stop_token& stop)
+                                   const std::string& name, const std::stop_token& stop, ProgressMeter& meter)
 {
     // A set read in place: a storage whole in one member file is copied from it file to file.
     if (auto span = inputSpanOf(in, s); span && span->member) {
-        return zip.addRecordFromFile(name, span->fd, span->offset, s.nbytes, span->crc);
+        const archive::FileRecord one{name, span->offset, s.nbytes, span->crc};
+        auto added = zip.addRecordsFromFile({&one, 1}, span->fd, [&](std::uint64_t n) {
+            meter.advance(n);
+            return !stop.stop_requested();
+        });
+        if (!added) {
+            return added.error();
+        }
+        return {};
     }
     if (auto ok = zip.beginRecord(name, s.nbytes); !ok) {
         return ok;
@@ -120,11 +130,13 @@ Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in
         if (auto ok = zip.writeChunk(*bytes); !ok) {
             return ok;
         }
+        meter.advance(bytes->size());
         return zip.endRecord();
     }
     Expected<void> written;
     auto read = in.streamStorage(s.source, s.byteOffset, s.nbytes, [&](Bytes piece) {
         written = zip.writeChunk(piece);
+        meter.advance(piece.size());
         return written.ok() && !stop.stop_requested();
     });
     if (!written) {
@@ -205,11 +217,10 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
             return cancelled(target);
         }
         const auto& s = plan.storages[i];
-        if (auto ok = writeStreamedRecord(zip, in, s, folder + "data/" + s.key, stop); !ok) {
+        if (auto ok = writeStreamedRecord(zip, in, s, folder + "data/" + s.key, stop, meter); !ok) {
             return ok.error().code == ErrorCode::Cancelled ? Expected<std::uint64_t>(cancelled(target))
                                                            : fail(ok.error());
         }
-        meter.advance(s.nbytes);
         out.writeBehind(zip.bytesWritten());
     }
     if (auto ok = zip.addRecord(folder + "version", asBytes(kVersion)); !ok) {

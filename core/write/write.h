@@ -16,6 +16,8 @@ namespace ckpt::write {
 struct WriteProgress {
     std::uint64_t bytesDone = 0;
     std::uint64_t bytesTotal = 0;
+    // The file being written, where one write makes several (a split's shards); "" otherwise.
+    std::string file;
 };
 
 // When the output counts as written. Lazy is what `cp` and torch.save do: the bytes are in the

@@ -15,6 +15,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <tuple>
 #include <unistd.h>
 
@@ -265,6 +266,60 @@ private Q_SLOTS:
             QVERIFY2(res[0].toObject().value(QStringLiteral("ok")).toBool(),
                      QJsonDocument(res[0].toObject()).toJson().constData());
         }
+    }
+
+    // A rule that touches many keys is one line, with a count and two examples; --verbose and
+    // --dry-run list every step; the closing line says what was written and what was dropped.
+    void planSummarisesRulesAndClosesWithTheDrops()
+    {
+        const std::string src = fixture(QStringLiteral("ddp_sd.pt")).toStdString();
+        const std::string out = dir_.filePath(QStringLiteral("summary.pt")).toStdString();
+        Run r = convert({src, "-o", out, "--single-card"});
+        QCOMPARE(r.rc, 0);
+        QVERIFY2(r.out.find("  rename  strip 'module.' from 9 keys: module.conv.weight -> conv.weight, "
+                            "module.conv.bias -> conv.bias, ...\n") != std::string::npos,
+                 r.out.c_str());
+        QVERIFY2(r.out.find("rename  module.fc.weight") == std::string::npos, r.out.c_str());
+        QVERIFY(r.out.find("  (10 steps in all: --verbose lists each)\n") != std::string::npos);
+        QVERIFY2(r.out.ends_with(" KiB, 9 tensors); 0 values dropped\n") &&
+                     r.out.rfind("\nwrote ") != std::string::npos,
+                 r.out.c_str());
+
+        for (const char* every : {"--verbose", "--dry-run"}) {
+            r = convert({src, "-o", out, "--single-card", every});
+            QCOMPARE(r.rc, 0);
+            QVERIFY2(r.out.find("  rename  module.bn.running_var -> bn.running_var\n") != std::string::npos &&
+                         r.out.find("  rename  module.fc.bias -> fc.bias\n") != std::string::npos &&
+                         r.out.find("strip 'module.'") == std::string::npos &&
+                         r.out.find("steps in all") == std::string::npos,
+                     r.out.c_str());
+        }
+        QVERIFY2(r.out.ends_with("dry run: nothing written; 0 values would be dropped\n"), r.out.c_str());
+
+        // Drops: counted and named in the closing line (in plan order), two at most.
+        r = convert({fixture(QStringLiteral("train_ckpt.pt")).toStdString(), "-o", out, "--drop", "optimizer", "--drop",
+                     "epoch", "--drop", "args"});
+        QCOMPARE(r.rc, 0);
+        QVERIFY2(r.out.find("; 3 values dropped (args, optimizer, ...)\n") != std::string::npos, r.out.c_str());
+        // Steps of small rules are listed one by one, in the plan's order.
+        QVERIFY2(r.out.find("  drop    args: argparse.Namespace dropped\n  drop    optimizer: ") != std::string::npos,
+                 r.out.c_str());
+        r = convert({fixture(QStringLiteral("train_ckpt.pt")).toStdString(), "-o", out, "--drop", "optimizer"});
+        QVERIFY2(r.out.ends_with("; 1 value dropped (optimizer)\n"), r.out.c_str());
+
+        // 40,000 keys: one line for the rule, not 40,000.
+        r = convert({fixture(QStringLiteral("big40k.pt")).toStdString(), "-o", out, "--add-prefix", "model."});
+        QCOMPARE(r.rc, 0);
+        QVERIFY2(r.out.find("  rename  add 'model.' to 40000 keys: layers.0.weight -> model.layers.0.weight, "
+                            "layers.1.weight -> model.layers.1.weight, ...\n") != std::string::npos,
+                 r.out.substr(0, 2000).c_str());
+        QVERIFY2(std::count(r.out.begin(), r.out.end(), '\n') < 10, r.out.substr(0, 2000).c_str());
+        // --json lists every rename whatever the summary.
+        r = convert({fixture(QStringLiteral("big40k.pt")).toStdString(), "-o", out, "--add-prefix", "model.", "--json",
+                     "--dry-run"});
+        const auto steps =
+            QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object().value(QStringLiteral("steps"));
+        QCOMPARE(steps.toArray().size(), 40000);
     }
 
     void dryRunWritesNothing()

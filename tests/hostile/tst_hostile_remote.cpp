@@ -53,12 +53,26 @@ void checkRefused(const ProcessResult& r)
 {
     QVERIFY2(!r.timedOut && r.rc == 2 && r.err.count('\n') == 1, qPrintable(describe(r)));
     QVERIFY2(r.ms < ckpt::test::timeBoundMs(kBoundMs), qPrintable(describe(r)));
-    QVERIFY2(r.maxRssKiB < kBoundKiB, qPrintable(describe(r)));
+    QVERIFY2(!ckpt::test::kRssIsTheProgramsOwn || r.maxRssKiB < kBoundKiB, qPrintable(describe(r)));
 }
 
 bool rawControls(const QByteArray& b)
 {
     return b.contains('\x1b') || b.contains('\x07') || b.contains("\xc2\x9b");
+}
+
+// A listing's outcome: refused as bad input (rc 2) or exit `rc`, saying `says` in a short line,
+// with no raw terminal control in anything printed.
+void checkOutcome(const ProcessResult& r, int rc, const QString& says)
+{
+    if (rc == 2) {
+        checkRefused(r);
+    } else {
+        QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+    }
+    QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
+    QVERIFY2(r.err.size() < 1000, qPrintable(describe(r)));
+    QVERIFY2(!rawControls(r.out) && !rawControls(r.err), r.out.toPercentEncoding().left(600).constData());
 }
 
 std::string s(const QString& q)
@@ -196,16 +210,65 @@ private Q_SLOTS:
         qputenv("HF_ENDPOINT", server.url(QString()).toUtf8());
         const auto r = run({"inspect", "hf://hub/" + s(listing)});
         qunsetenv("HF_ENDPOINT");
-        if (rc == 2) {
-            checkRefused(r);
-        } else {
-            QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+        checkOutcome(r, rc, says);
+        if (QTest::currentTestFailed()) {
+            return;
         }
-        QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
-        QVERIFY2(r.err.size() < 1000, qPrintable(describe(r)));
-        QVERIFY2(!rawControls(r.out) && !rawControls(r.err), r.out.toPercentEncoding().left(600).constData());
         const auto outside = pathsOutside({QStringLiteral("/api/models/hub/") + listing + QLatin1Char('/'),
                                            QStringLiteral("/hub/") + listing + QStringLiteral("/resolve/")});
+        QVERIFY2(outside.isEmpty(), qPrintable(outside.join(QLatin1Char(' '))));
+    }
+
+    // ---- S3-compatible stores (issue 41) --------------------------------------------------------
+
+    // What `s3://CASE/dir/` makes of a store whose replies are bent per CASE (hostile_server.py's
+    // S3_CASES): a listing without end, in a loop, not XML, with entities or nesting that would
+    // blow up a naive parser, or past its size bound, ends in one line and exit 2; a 503 SlowDown
+    // is waited out; a wrong region, an expired token say what to do and which credentials were
+    // sent. The secret never shows.
+    void s3Replies_data()
+    {
+        QTest::addColumn<QString>("input");
+        QTest::addColumn<int>("rc");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("endless listing") << "s3://s3-endless/dir/" << 2 << "goes on past 100 pages";
+        QTest::newRow("token loop") << "s3://s3-loop/dir/" << 2 << "continuation token it gave before";
+        QTest::newRow("truncated, no token") << "s3://s3-no-token/dir/" << 2 << "no NextContinuationToken";
+        QTest::newRow("billion laughs") << "s3://s3-laughs/dir/" << 2 << "not a ListObjectsV2 reply";
+        QTest::newRow("deep nesting") << "s3://s3-deep/dir/" << 2 << "not a ListObjectsV2 reply";
+        QTest::newRow("not xml") << "s3://s3-not-xml/dir/" << 2 << "not a ListObjectsV2 reply";
+        QTest::newRow("huge page") << "s3://s3-huge/dir/" << 2 << "larger than";
+        QTest::newRow("size not a number") << "s3://s3-bad-size/dir/" << 2 << "no number";
+        QTest::newRow("wrong region") << "s3://s3-region/dir/model.pt" << 2 << "set AWS_REGION=eu-west-1";
+        QTest::newRow("expired token") << "s3://s3-expired/dir/model.pt" << 2
+                                       << "ExpiredToken: The provided token has expired. (signed with the key "
+                                          "...MPLE from AWS_ACCESS_KEY_ID, with its session token";
+        QTest::newRow("503 SlowDown, then good") << "s3://s3-slowdown/dir/" << 0 << "remote: ";
+    }
+    void s3Replies()
+    {
+        QFETCH(QString, input);
+        QFETCH(int, rc);
+        QFETCH(QString, says);
+        LoopbackServer server;
+        QVERIFY(serve(server, QStringLiteral("zip.pt")));
+        const QByteArray secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+        qputenv("AWS_ENDPOINT_URL", server.url(QString()).toUtf8());
+        qputenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+        qputenv("AWS_SECRET_ACCESS_KEY", secret);
+        qputenv("AWS_SESSION_TOKEN", "session-token-secret");
+        const auto r = run({"inspect", s(input)});
+        for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}) {
+            qunsetenv(v);
+        }
+        checkOutcome(r, rc, says);
+        if (QTest::currentTestFailed()) {
+            return;
+        }
+        QVERIFY2(!r.err.contains(secret) && !r.out.contains(secret), qPrintable(describe(r)));
+        QVERIFY2(!r.err.contains("session-token-secret"), qPrintable(describe(r)));
+        const QString bucket = input.section(QLatin1Char('/'), 2, 2);
+        const auto outside = pathsOutside({QLatin1Char('/') + bucket + QLatin1Char('/')});
         QVERIFY2(outside.isEmpty(), qPrintable(outside.join(QLatin1Char(' '))));
     }
 

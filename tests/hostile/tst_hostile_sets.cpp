@@ -28,15 +28,7 @@ using ckpt::test::runProcess;
 
 namespace {
 
-// Peak RSS under AddressSanitizer counts its shadow memory and its 64 MiB quarantine: the 5,000-rank
-// DCP inspect that peaks at 24.5 MB in release peaks at 300 MB there. The memory targets are held in
-// the release run (scripts/test.sh); the sanitizer run checks the same commands for exit codes,
-// messages and memory errors.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kRssIsTheProgramsOwn = false;
-#else
-constexpr bool kRssIsTheProgramsOwn = true;
-#endif
+using ckpt::test::kRssIsTheProgramsOwn;
 
 // Every file under `dir` (symlinks not followed) with its content's hash: what must not change.
 QMap<QString, QByteArray> hashes(const QString& dir)
@@ -726,6 +718,74 @@ private Q_SLOTS:
         qInfo("%s %s: %s", qPrintable(set), qPrintable(command), qPrintable(what));
         checkRefused(r);
         QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < budgetKiB, qPrintable(what));
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // DCP's zstd items (the ZStandard stream extension): a frame whose header claims 1 TiB, one that
+    // really inflates to 64 MiB where its chunk holds 48 bytes, a BYTE_IO value inflating to 16 GiB,
+    // and a frame cut short. Each is refused in one line (exit 2) by convert and diff, which read
+    // the bytes, nothing is written, and memory stays within the item's limit (a chunk's bytes and
+    // 1 MiB; a value's 64 MiB + 64x its bytes, the gzip rule).
+    void dcpZstdBombsAreRefused_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("claims 1 TiB") << "dcp_zstd_claims_tib"
+                                      << "says it holds 1.0 TiB";
+        QTest::newRow("inflates past its chunk") << "dcp_zstd_bomb"
+                                                 << "inflates past";
+        QTest::newRow("a value inflating to 16 GiB") << "dcp_zstd_value_bomb"
+                                                     << "inflates past";
+        QTest::newRow("cut short") << "dcp_zstd_truncated"
+                                   << "ends early";
+    }
+    void dcpZstdBombsAreRefused()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, says);
+        const QString dir = copyOf(set);
+        const QString out = m_work.filePath(set + QStringLiteral(".pt"));
+        for (const auto& args : {std::vector<std::string>{"convert", s(dir), "-o", s(out)},
+                                 std::vector<std::string>{"diff", s(dir), s(dir)}}) {
+            const auto r = run(args);
+            const QString what = describe(r) + QStringLiteral(", peak RSS %1 KiB").arg(r.maxRssKiB);
+            qInfo("%s %s: %s", qPrintable(set), args.front().c_str(), qPrintable(what));
+            checkRefused(r);
+            // diff's one line says a tensor could not be read; its report says why.
+            QVERIFY2((r.err + r.out).contains(says.toUtf8()), qPrintable(what + QString::fromUtf8(r.out)));
+            QVERIFY2(!kRssIsTheProgramsOwn || r.maxRssKiB < 400 * 1024, qPrintable(what));
+        }
+        QVERIFY(!QFile::exists(out));
+    }
+
+    // A safetensors-format DCP data file whose DCP_SHARDING_INFO places a chunk elsewhere, whose
+    // header gives it another shape, or none, or offsets past the file: check names it
+    // (dcp-item-unreadable, exit 1) and convert refuses the set in one line, writing nothing.
+    void dcpSafetensorsLiesAreFindings_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("moved") << "dcp_safetensors_moved"
+                               << "places it at [1, 0]";
+        QTest::newRow("reshaped") << "dcp_safetensors_reshaped"
+                                  << "holds it as F32 [4, 3]";
+        QTest::newRow("no sharding info") << "dcp_safetensors_no_info"
+                                          << "without a readable DCP_SHARDING_INFO";
+        QTest::newRow("offsets past the end") << "dcp_safetensors_past_end"
+                                              << "cannot be read";
+    }
+    void dcpSafetensorsLiesAreFindings()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, says);
+        const QString dir = copyOf(set);
+        const auto checked = run({"check", s(dir)});
+        QVERIFY2(checked.rc == 1 && checked.out.contains("dcp-item-unreadable") && checked.out.contains(says.toUtf8()),
+                 qPrintable(describe(checked) + QString::fromUtf8(checked.out)));
+        const QString out = m_work.filePath(set + QStringLiteral(".pt"));
+        const auto converted = run({"convert", s(dir), "-o", s(out)});
+        checkRefused(converted);
+        QVERIFY2(converted.err.contains("dcp-item-unreadable"), qPrintable(describe(converted)));
         QVERIFY(!QFile::exists(out));
     }
 

@@ -28,6 +28,8 @@ Hostile replies to what a Hub client asks (HF_ENDPOINT pointing here), each requ
                    (LISTINGS below); /hub/CASE/resolve/REV/NAME serves FILE
   /set/CASE/NAME   a sharded set whose index (model.safetensors.index.json) names the shards of
                    SET_INDEXES[CASE]; any other NAME serves FILE
+S3-compatible replies (AWS_ENDPOINT_URL pointing here, path-style), bucket CASE in S3_CASES:
+  /CASE/?list-type=2...  a ListObjectsV2 reply bent per CASE; /CASE/KEY serves FILE with ranges
 Prints its port on stdout, then serves until stdin closes.
 """
 import http.server
@@ -44,6 +46,38 @@ import urllib.parse
 
 DATA = b""
 COUNTS = {}
+
+
+def s3_page(keys, token=None, truncated=False):
+    contents = "".join(f"<Contents><Key>{k}</Key><Size>{len(DATA)}</Size></Contents>" for k in keys)
+    more = f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+    if token:
+        more += f"<NextContinuationToken>{token}</NextContinuationToken>"
+    return (f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult>{contents}{more}'
+            "</ListBucketResult>").encode()
+
+
+LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+          + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i else b"&lol;") * 10) for i in range(10))
+          + b"]><ListBucketResult><Contents><Key>&lol9;</Key></Contents></ListBucketResult>")
+
+# What a bucket named CASE answers to ListObjectsV2 (its prefix "dir/"), by the continuation token
+# asked with (None for the first page).
+S3_CASES = {
+    # A new token on every page, for ever: the listing stops at its page bound.
+    "s3-endless": lambda token: s3_page([], token=f"t{int((token or 't0')[1:]) + 1}", truncated=True),
+    # The first page's token again on the second: a loop.
+    "s3-loop": lambda token: s3_page([f"dir/f{token}.txt"], token="again", truncated=True),
+    "s3-no-token": lambda token: s3_page(["dir/a.txt"], truncated=True),
+    "s3-laughs": lambda token: LAUGHS,
+    "s3-deep": lambda token: b"<ListBucketResult>" + b"<a>" * 100000 + b"</a>" * 100000 + b"</ListBucketResult>",
+    "s3-not-xml": lambda token: b"{\"this\": \"is json\"}",
+    "s3-huge": lambda token: s3_page([f"dir/{i:09d}.txt" for i in range(400000)]),
+    "s3-bad-size": lambda token: b"<ListBucketResult><Contents><Key>dir/m.pt</Key><Size>-1</Size></Contents>"
+                                 b"<IsTruncated>false</IsTruncated></ListBucketResult>",
+    # Good listings of one checkpoint file, served only after two 503 SlowDown replies.
+    "s3-slowdown": lambda token: s3_page(["dir/model.pt"]),
+}
 
 
 def siblings(names):
@@ -165,8 +199,44 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def s3(self, kind):
+        parsed = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(parsed.query)
+        if kind == "s3-slowdown" and self.count(kind) <= 2:
+            body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif kind == "s3-region":
+            body = (b"<Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be "
+                    b"addressed using the specified endpoint.</Message><Endpoint>s3-region.s3.eu-west-1.amazonaws.com"
+                    b"</Endpoint></Error>")
+            self.send_response(301)
+            self.send_header("x-amz-bucket-region", "eu-west-1")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif kind == "s3-expired":
+            body = b"<Error><Code>ExpiredToken</Code><Message>The provided token has expired.</Message></Error>"
+            self.send_response(400)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif "list-type" in query:
+            body = S3_CASES[kind](query.get("continuation-token", [None])[0])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.send_range()
+
     def route(self, kind):
-        if kind == "good":
+        if kind.startswith("s3-"):
+            self.s3(kind)
+        elif kind == "good":
             self.send_range()
         elif kind == "ignore-range":
             self.send_response(200)

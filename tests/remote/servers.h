@@ -33,13 +33,20 @@ public:
     // Starts `script` with `args`; ports() holds what it printed once it listens.
     bool start(const QString& script, const QStringList& args)
     {
+        return launch(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{script} + args) && waitReady(20000);
+    }
+    // Starts `program` with `args` (a server that prints its line when it listens) without waiting
+    // for it, so several start at once; waitReady() then reads that line.
+    bool launch(const QString& program, const QStringList& args)
+    {
         proc_ = std::make_unique<QProcess>();
         proc_->setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        proc_->start(QStringLiteral(CKPTSCOPE_PYTHON), QStringList{script} + args);
-        if (!proc_->waitForStarted(10000)) {
-            return false;
-        }
-        for (int i = 0; i < 100 && !proc_->canReadLine(); ++i) {
+        proc_->start(program, args);
+        return proc_->waitForStarted(10000);
+    }
+    bool waitReady(int timeoutMs)
+    {
+        for (int waited = 0; waited < timeoutMs && !proc_->canReadLine(); waited += 200) {
             if (!proc_->waitForReadyRead(200) && proc_->state() != QProcess::Running) {
                 return false;
             }
@@ -48,8 +55,14 @@ public:
         for (const auto& p : line.split(' ')) {
             if (p.startsWith('/')) {
                 certificate_ = QString::fromUtf8(p);
+                continue;
+            }
+            bool number = false;
+            const int port = p.toInt(&number);
+            if (number) {
+                ports_.push_back(port);
             } else {
-                ports_.push_back(p.toInt());
+                words_.push_back(QString::fromUtf8(p));
             }
         }
         return !ports_.empty() && ports_.front() > 0;
@@ -68,6 +81,8 @@ public:
         }
     }
     [[nodiscard]] int port(int i = 0) const { return ports_.value(i); }
+    // What it printed beside its ports (s3_server.py: the access key and its secret).
+    [[nodiscard]] QString word(int i) const { return words_.value(i); }
     // nginx's self-signed certificate for its TLS port (port(2)).
     [[nodiscard]] const QString& certificate() const { return certificate_; }
     [[nodiscard]] QString url(const QString& path, int i = 0) const
@@ -78,6 +93,7 @@ public:
 private:
     std::unique_ptr<QProcess> proc_;
     QList<int> ports_;
+    QStringList words_;
     QString certificate_;
 };
 

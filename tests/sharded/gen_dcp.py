@@ -27,6 +27,7 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import types
 from dataclasses import dataclass, field
@@ -245,9 +246,41 @@ def tensor_properties(tp_cls, t):
                   memory_format=torch.contiguous_format, pin_memory=False)
 
 
+def zstd_frame(data):
+    """One zstd frame without its content size, as zstandard's stream_writer leaves it (the
+    ZStandard stream extension, _extension.py), by the zstd command line."""
+    return subprocess.run(["zstd", "-q", "-c", "--no-content-size"], input=bytes(data), check=True,
+                          stdout=subprocess.PIPE).stdout
+
+
+ST_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64",
+             torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+             torch.bool: "BOOL"}
+
+
+def safetensors_blob(chunks):
+    """safetensors.torch.save of a rank's tensor chunks as _write_files_from_queue calls it under
+    SerializationFormat.SAFETENSORS: each chunk under its fqn, C-contiguous, and __metadata__ holding
+    DCP_SHARDING_INFO (json {fqn: {"saved_offsets": offsets}}), DCP_VERSION and format."""
+    header, data, info = {}, b"", {}
+    for fqn, offsets, t in chunks:
+        raw = t.detach().contiguous()
+        raw = raw.view(torch.int16) if raw.dtype == torch.bfloat16 else raw
+        b = raw.numpy().tobytes()
+        header[fqn] = {"dtype": ST_DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+        info[fqn] = {"saved_offsets": list(offsets)}
+    header = {"__metadata__": {"DCP_SHARDING_INFO": json.dumps(info), "DCP_VERSION": "1.0", "format": "pt"}, **header}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text + data
+
+
 def write_dcp(out, sd, *, world=2, replicated_rank=1, tp_cls=NewTP, new_metadata=True, single_file=True,
-              transforms=True, expected=True):
-    """What save() with DefaultSavePlanner + FileSystemWriter writes for `sd` from `world` ranks."""
+              transforms=True, expected=True, layout="torch_save"):
+    """What save() with DefaultSavePlanner + FileSystemWriter writes for `sd` from `world` ranks.
+    layout "zstd": every item a zstd frame (_extensions=[ZStandard()]); "safetensors": each rank's
+    tensor chunks in one safetensors file after its BYTE_IO items (serialization_format=SAFETENSORS)."""
     os.makedirs(out, exist_ok=True)
     flat, mappings = flatten_state_dict(sd)
     md, storage, per_rank = {}, {}, {r: [] for r in range(world)}
@@ -270,6 +303,7 @@ def write_dcp(out, sd, *, world=2, replicated_rank=1, tp_cls=NewTP, new_metadata
         tensor_items = sorted((i for i in items if i[0] == "tensor"),
                               key=lambda i: i[2].numel() * i[2].element_size(), reverse=True)
         stream, name, count = None, None, 0
+        pending = []
         for kind, index, value in byte_items + tensor_items:
             if stream is None or not single_file:
                 if stream:
@@ -278,21 +312,33 @@ def write_dcp(out, sd, *, world=2, replicated_rank=1, tp_cls=NewTP, new_metadata
                 count += 1
                 stream = open(os.path.join(out, name), "wb")
             offset = stream.tell()
-            if kind == "bytes":
-                buf = io.BytesIO()
+            buf = io.BytesIO()
+            if kind == "bytes" and isinstance(value, io.BytesIO):
+                buf.write(value.getvalue())  # written as it is, as Megatron's MCoreSavePlanner does
+            elif kind == "bytes":
                 torch.save(value, buf)
-                stream.write(buf.getbuffer())
             else:
                 t = value.detach().cpu()
                 if t.storage().size() != t.numel():
                     t = t.clone()
-                torch.save(t, stream)
+                if layout == "safetensors":
+                    # Nothing is written here: the chunk goes into the file's safetensors at its end,
+                    # and _write_item records this offset and the chunk's bytes.
+                    pending.append((index, t))
+                    storage[index] = _StorageInfo(name, offset, t.numel() * t.element_size())
+                    continue
+                torch.save(t, buf)
+            stream.write(zstd_frame(buf.getbuffer()) if layout == "zstd" else buf.getbuffer())
             length = stream.tell() - offset
-            if new_metadata:
+            if layout == "zstd":
+                info = _StorageInfo(name, offset, length, ["stream.zstd/1"])
+            elif new_metadata:
                 info = _StorageInfo(name, offset, length, [] if transforms else None)
             else:
                 info = _StorageInfo(name, offset, length)
             storage[index] = info
+        if pending:
+            stream.write(safetensors_blob([(i.fqn, i.offset, t) for i, t in pending]))
         if stream:
             stream.close()
     if new_metadata:
@@ -385,27 +431,14 @@ def prototype(out):
     torch.save(torch.zeros(2), os.path.join(out, "__0_0.distcp"))
 
 
-def zstd_set(out):
+def unknown_transform_set(out):
+    """An item through a transform torch's ExtensionRegistry does not know ("Unknown extension")."""
     write_dcp(out, {"w": torch.ones(3)}, world=1, replicated_rank=0, expected=False)
     meta = pickle.load(open(os.path.join(out, ".metadata"), "rb"))
     for info in meta.storage_data.values():
-        info.transform_descriptors = ["stream.zstd/1"]
+        info.transform_descriptors = ["stream.lz4/1"]
     with open(os.path.join(out, ".metadata"), "wb") as f:
         pickle.dump(meta, f)
-
-
-def safetensors_set(out):
-    """SerializationFormat.SAFETENSORS (filesystem.py, _hf_utils.py): the .distcp file is a
-    safetensors file keyed by fqn whose __metadata__ holds DCP_SHARDING_INFO and DCP_VERSION."""
-    write_dcp(out, {"w": torch.ones(3)}, world=1, replicated_rank=0, expected=False)
-    data = torch.ones(3).numpy().tobytes()
-    header = {"__metadata__": {"DCP_SHARDING_INFO": json.dumps({"w": {"saved_offsets": [0]}}),
-                               "DCP_VERSION": "1.0", "format": "pt"},
-              "w": {"dtype": "F32", "shape": [3], "data_offsets": [0, len(data)]}}
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(os.path.join(out, "__0_0.distcp"), "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text + data)
 
 
 def main(root):
@@ -422,8 +455,22 @@ def main(root):
     cut = os.path.join(root, "dcp_truncated", "__1_0.distcp")
     os.truncate(cut, os.path.getsize(cut) // 2)
     prototype(os.path.join(root, "dcp_prototype"))
-    zstd_set(os.path.join(root, "dcp_zstd"))
-    safetensors_set(os.path.join(root, "dcp_safetensors"))
+    write_dcp(os.path.join(root, "dcp_zstd"), model_state(7), layout="zstd")
+    write_dcp(os.path.join(root, "dcp_safetensors"), model_state(8), layout="safetensors")
+    unknown_transform_set(os.path.join(root, "dcp_unknown_transform"))
+    # TransformerEngine _extra_state as Megatron-LM's torch_dist saves it: each layer's a BYTE_IO item
+    # holding torch.save([state]) under `<key>/shard_<layer>_<layers>`, state None or a uint8 tensor.
+    def sharded_object(state):
+        b = io.BytesIO()
+        torch.save([state], b)
+        return b
+
+    fp8 = torch.frombuffer(bytearray(pickle.dumps({"scale_fwd": [1.0, 1.0]})), dtype=torch.uint8)
+    write_dcp(os.path.join(root, "dcp_extra_state"),
+              {"decoder.layers.linear_fc1.weight": torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(9)),
+               "decoder.layers.linear_fc1._extra_state/shard_0_2": sharded_object(None),
+               "decoder.layers.linear_fc1._extra_state/shard_1_2": sharded_object(fp8)},
+              world=1, replicated_rank=0, expected=False)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "dialogs.h"
 #include "documentview.h"
 #include "exportpanel.h"
+#include "findingspanel.h"
 #include "mainwindow.h"
 #include "set_tab.h"
 #include "setfilespanel.h"
@@ -15,6 +16,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
@@ -347,6 +349,79 @@ private Q_SLOTS:
                 QVERIFY(!v->setFiles()->openAloneButton()->isEnabled());
             }
         }
+    }
+
+    // Issue 40: a DCP set with TransformerEngine _extra_state (Megatron-LM's ShardedObjects, one
+    // holding a uint8 tensor) reads whole in the window; its extra-state finding's Fix ticks Drop
+    // _extra_state under Export, whose plan then drops every such value, and the export holds none.
+    void extraStateIsDroppedByItsFix()
+    {
+        MainWindow w;
+        auto* v = openSet(w, QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/dcp_extra_state"));
+        QVERIFY(v != nullptr);
+        QVERIFY(v->unreadableSetBar() == nullptr || !v->unreadableSetBar()->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(v->diagnosis(), 20000);
+        auto* findings = v->findings();
+        const int extra = findings->indexOfCode(QStringLiteral("extra-state"));
+        QVERIFY(extra >= 0);
+        findings->select(extra);
+        auto* panel = v->exportPanel();
+        auto* check = panel->findChild<QCheckBox*>(QStringLiteral("dropExtraStateCheck"));
+        QVERIFY(check != nullptr && !check->isChecked());
+        QTest::mouseClick(findings->findChild<QPushButton*>(QStringLiteral("fixButton")), Qt::LeftButton);
+        QVERIFY(check->isChecked());
+        QTemporaryDir tmp;
+        const QString out = tmp.filePath(QStringLiteral("model.pt"));
+        const auto done = exportTo(v, out);
+        QVERIFY2(done.first, qPrintable(done.second));
+        auto back = ckpt::openCheckpoint(out.toStdString());
+        QVERIFY(static_cast<bool>(back));
+        QVERIFY((*back)->find("decoder.layers.linear_fc1.weight").valid());
+        QVERIFY(!(*back)->find("decoder.layers.linear_fc1._extra_state/shard_1_2").valid());
+    }
+
+    // Issue 40: a set read by its writer's loader never says "torch.load should read this file": the
+    // no-findings text names what reads it (here transformers' from_pretrained).
+    void noFindingsNamesWhatReadsTheSet()
+    {
+        MainWindow w;
+        auto* v = openSet(w, set("hf_st"));
+        QVERIFY(v != nullptr);
+        const QString text = noFindingsText(*v->document());
+        QVERIFY2(text.contains(QStringLiteral("from_pretrained")) &&
+                     !text.contains(QStringLiteral("torch.load should")),
+                 qPrintable(text));
+        // The Findings tab shows it once the diagnosis is in, unless the set has findings.
+        auto* detail = v->findings()->findChild<QLabel*>(QStringLiteral("findingDetail"));
+        QTRY_VERIFY_WITH_TIMEOUT(detail->text() == text || v->findings()->count() > 0, 20000);
+    }
+
+    // Issue 40: a head restored as a tie (config.json ties it; no shard stores it) is said to be
+    // stored under no name of its own, and the Files panel counts for each shard the tensors its file
+    // holds, not the restored name.
+    void aRestoredTieIsStoredNowhere()
+    {
+        MainWindow w;
+        auto* v = openSet(w, set("hf_tied_dropped"));
+        QVERIFY(v != nullptr);
+        QVERIFY(v->selectPath(QStringLiteral("lm_head.weight")));
+        const QString html = v->details()->findChild<QTextBrowser*>()->toPlainText();
+        QVERIFY2(html.contains(QStringLiteral("none under this name: tied to model.embed_tokens.weight")),
+                 qPrintable(html));
+        auto* list = v->setFiles()->list();
+        int shards = 0;
+        for (int i = 0; i < list->topLevelItemCount(); ++i) {
+            const QString name = list->topLevelItem(i)->text(0);
+            if (!name.contains(QStringLiteral("-of-"))) {
+                continue;
+            }
+            auto c = ckpt::openCheckpoint(QDir(set("hf_tied_dropped")).filePath(name).toStdString());
+            QVERIFY(static_cast<bool>(c));
+            QCOMPARE(list->topLevelItem(i)->data(ckpt::ui::SetFilesPanel::Tensors, Qt::DisplayRole).toInt(),
+                     static_cast<int>((*c)->tensors.size()));
+            ++shards;
+        }
+        QVERIFY(shards > 0);
     }
 
     // File > Open Folder… opens a set, which File > Open's file dialog cannot pick.

@@ -403,6 +403,80 @@ def gzip_sparse_hole(out):
         f.truncate(f.tell() + (1 << 30))
 
 
+def zstd_rle_frame(blocks, block_size=128 * 1024, claims=None):
+    """A zstd frame built by hand (RFC 8878): no checksum, a 1 MiB window, `blocks` RLE blocks of
+    `block_size` zero bytes (4 bytes each: the most a frame can inflate per byte), and when `claims`
+    is given a Frame_Content_Size field saying so (8 bytes)."""
+    fhd = (3 << 6) if claims is not None else 0
+    out = bytearray(b"\x28\xb5\x2f\xfd") + bytes([fhd, 10 << 3])
+    if claims is not None:
+        out += claims.to_bytes(8, "little")
+    for i in range(blocks):
+        last = 1 if i == blocks - 1 else 0
+        out += (last | (1 << 1) | (block_size << 3)).to_bytes(3, "little") + b"\x00"
+    return bytes(out)
+
+
+def dcp_layout_sets(out):
+    """DCP's newer layouts bent: zstd items that claim or inflate to far more than their chunk holds,
+    or are cut short; safetensors data files whose DCP_SHARDING_INFO or header lie."""
+    sd = {"w": torch.arange(12, dtype=torch.float32).reshape(3, 4), "step": 7}
+
+    def zstd_set(name, frame_of):
+        folder = os.path.join(out, name)
+        gen_dcp.write_dcp(folder, sd, world=1, replicated_rank=0, expected=False, layout="zstd")
+        md = dcp_metadata(folder)
+        data = open(os.path.join(folder, "__0_0.distcp"), "rb").read()
+        blob, at = b"", 0
+        for index in sorted(md.storage_data, key=lambda i: md.storage_data[i].offset):
+            info = md.storage_data[index]
+            item = data[info.offset:info.offset + info.length]
+            item = frame_of(index.fqn, item)
+            info.offset, info.length = len(blob), len(item)
+            blob += item
+        open(os.path.join(folder, "__0_0.distcp"), "wb").write(blob)
+        dump_metadata(folder, md)
+
+    # A 4-byte RLE block under a header claiming 1 TiB: refused before a byte is inflated.
+    zstd_set("dcp_zstd_claims_tib", lambda fqn, item: zstd_rle_frame(1, 1024, claims=1 << 40) if fqn == "w" else item)
+    # 64 MiB of zeros in 2 KiB where .metadata says the chunk holds 48 bytes: stops at its limit.
+    zstd_set("dcp_zstd_bomb", lambda fqn, item: zstd_rle_frame(512) if fqn == "w" else item)
+    # The same for a BYTE_IO value: 16 GiB of zeros in 512 KiB (the value's limit is 64 MiB + 64x).
+    zstd_set("dcp_zstd_value_bomb", lambda fqn, item: zstd_rle_frame(131072) if fqn == "step" else item)
+    # A real frame cut in half.
+    zstd_set("dcp_zstd_truncated", lambda fqn, item: item[:len(item) // 2] if fqn == "w" else item)
+
+    def safetensors_set(name, bend):
+        folder = os.path.join(out, name)
+        gen_dcp.write_dcp(folder, sd, world=1, replicated_rank=0, expected=False, layout="safetensors")
+        path = os.path.join(folder, "__0_0.distcp")
+        data = open(path, "rb").read()
+        start = dcp_metadata(folder).storage_data[gen_dcp.MetadataIndex("w", torch.Size([0, 0]))].offset
+        n = int.from_bytes(data[start:start + 8], "little")
+        header = json.loads(data[start + 8:start + 8 + n])
+        bend(header)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        open(path, "wb").write(data[:start] + len(text).to_bytes(8, "little") + text + data[start + 8 + n:])
+
+    def moved(header):
+        header["__metadata__"]["DCP_SHARDING_INFO"] = json.dumps({"w": {"saved_offsets": [1, 0]}})
+
+    def reshaped(header):
+        header["w"]["shape"] = [4, 3]
+
+    def no_info(header):
+        del header["__metadata__"]["DCP_SHARDING_INFO"]
+
+    def past_end(header):
+        header["w"]["data_offsets"] = [0, 1 << 40]
+
+    safetensors_set("dcp_safetensors_moved", moved)
+    safetensors_set("dcp_safetensors_reshaped", reshaped)
+    safetensors_set("dcp_safetensors_no_info", no_info)
+    safetensors_set("dcp_safetensors_past_end", past_end)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -412,6 +486,7 @@ def main():
     hf_total_sizes(out)
     hf_huge_index(out)
     dcp_sets(out)
+    dcp_layout_sets(out)
     dcp_many_chunks(out)
     zero_sets(out)
     fsdp_sets(out)

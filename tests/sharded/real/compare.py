@@ -84,6 +84,26 @@ def consolidated(ckptscope, path, tmp, name):
     return torch.load(out, map_location="cpu")
 
 
+def converted(ckptscope, path, tmp, name):
+    """`convert SET -o OUT` with no option: what dcp_to_torch_save writes, read by 2.x's default
+    torch.load (weights_only=True)."""
+    out = os.path.join(tmp, name + ".as_is.pt")
+    run(ckptscope, "convert", path, "-o", out)
+    return torch.load(out)
+
+
+def plain(obj):
+    """io.BytesIO values by their bytes (two loads of one never compare equal as objects)."""
+    import io
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [plain(v) for v in obj]
+    if isinstance(obj, io.BytesIO):
+        return ("BytesIO", obj.getvalue())
+    return obj
+
+
 def tree(ckptscope, path):
     """What inspect --json says of each tensor, without file names (the writers place replicated
     items on different ranks) and in key order."""
@@ -216,6 +236,71 @@ def case(ckptscope, name, tmp):
             elif isinstance(item, torch.Tensor) and list(item.shape) != list(want.size):
                 errors.append(f"{name}: item {index.fqn} has shape {list(item.shape)}")
         return errors
+    elif name in ("dcp_safetensors", "dcp_safetensors_threads", "dcp_safetensors_zstd"):
+        # FileSystemWriter(serialization_format=SAFETENSORS), one data file a rank or two: PyTorch's own
+        # reader fails on it (the oracle's step records how), so the oracle is dcp_to_torch_save of the
+        # same state dict saved in the default layout in the same run; ckptscope reads both alike.
+        oracle = load("dcp_layouts_torch_save.dcp_to_torch_save.pt")
+        errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)
+        errors += same_values(name + " as it is", converted(ckptscope, s(name), tmp, name), oracle)
+        errors += same_tree(ckptscope, s(name), s("dcp_layouts_torch_save"))
+        said = open(s("dcp_safetensors.torch_reads.txt")).read()
+        if "Weights only load failed" not in said:
+            errors.append(f"{name}: PyTorch's own reader said {said[-300:]!r}, not what the finding tells")
+        info = json.loads(run(ckptscope, "inspect", "--json", s(name)))["set"]
+        if info.get("serialization_format") != "safetensors":
+            errors.append(f"{name}: inspect --json says serialization_format {info.get('serialization_format')!r}")
+        want = ["dcp-safetensors-format"]
+    elif name == "dcp_zstd":
+        # The ZStandard stream extension: every item a zstd frame, which PyTorch reads back itself.
+        oracle = load("dcp_zstd.dcp_to_torch_save.pt")
+        errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)
+        errors += same_values(name + " as it is", converted(ckptscope, s(name), tmp, name), oracle)
+        errors += same_values(name + " vs the default layout", oracle, load("dcp_layouts_torch_save.dcp_to_torch_save.pt"))
+        errors += same_tree(ckptscope, s(name), s("dcp_layouts_torch_save"))
+        info = json.loads(run(ckptscope, "inspect", "--json", s(name)))["set"]
+        if info.get("zstd_items", 0) == 0:
+            errors.append(f"{name}: inspect --json counts {info.get('zstd_items')!r} zstd items")
+        want = []
+    elif name == "dcp_megatron_extra_state":
+        # TransformerEngine _extra_state as Megatron-LM saves it: convert keeps every value as
+        # dcp_to_torch_save writes it (a uint8 tensor inside one as a tensor), --drop-extra-state
+        # leaves them out, and both say so.
+        oracle = torch.load(s(name + ".dcp_to_torch_save.pt"), weights_only=False)
+        out = os.path.join(tmp, "kept.pt")
+        said = run(ckptscope, "convert", s(name), "-o", out)
+        if "4 _extra_state values kept" not in said:
+            errors.append(f"{name}: convert does not say it kept them: {said!r}")
+        errors += same_values(name, plain(torch.load(out, weights_only=False)), plain(oracle))
+        # Kept as the writer saved it, the io.BytesIO is what 2.14's default torch.load refuses: said,
+        # with the two options whose output it loads (--weights-only makes that value None).
+        if "refuses the output, which holds _io.BytesIO" not in said or "--weights-only" not in said:
+            errors.append(f"{name}: convert does not say the default torch.load refuses its output: {said!r}")
+        plained = os.path.join(tmp, "weights_only.pt")
+        run(ckptscope, "convert", s(name), "-o", plained, "--weights-only")
+
+        def none_for_bytesio(obj):
+            import io
+            if isinstance(obj, dict):
+                return {k: none_for_bytesio(v) for k, v in obj.items()}
+            if isinstance(obj, list):
+                return [none_for_bytesio(v) for v in obj]
+            return None if isinstance(obj, io.BytesIO) else obj
+        errors += same_values(name + " --weights-only", torch.load(plained), none_for_bytesio(oracle))
+        dropped = os.path.join(tmp, "dropped.pt")
+        said = run(ckptscope, "convert", s(name), "-o", dropped, "--drop-extra-state")
+        if said.count("drop ") != 4:
+            errors.append(f"{name}: convert --drop-extra-state names {said.count('drop ')} drops: {said!r}")
+        want_dropped = {k: v for k, v in oracle.items() if "_extra_state" not in k}
+        errors += same_values(name + " --drop-extra-state", torch.load(dropped), want_dropped)
+        info = json.loads(run(ckptscope, "inspect", "--json", s(name)))["set"]
+        if info.get("extra_state_values") != 4:
+            errors.append(f"{name}: inspect --json says extra_state_values {info.get('extra_state_values')!r}")
+        found = [f for f in json.loads(run(ckptscope, "check", "--json", s(name), ok=(0, 1)))["findings"]
+                 if f["code"] == "extra-state"]
+        if len(found) != 1 or found[0].get("fix", {}).get("drop_extra_state") is not True:
+            errors.append(f"{name}: check's extra-state finding is {found!r}")
+        want = ["extra-state", "megatron-torch-dist", "not-weights-only"]
     elif name == "dcp_fsdp2_tp":
         oracle = load("dcp_fsdp2_tp.dcp_to_torch_save.pt")
         errors += same_values(name, consolidated(ckptscope, s(name), tmp, name), oracle)

@@ -27,7 +27,7 @@ import traceback
 import torch
 from torch import nn
 
-STEPS = ("fsdp2", "fsdp2_tp", "transformers", "lightning", "accelerate", "errors")
+STEPS = ("fsdp2", "fsdp2_tp", "transformers", "lightning", "accelerate", "dcp_layouts", "errors")
 
 
 class Net(nn.Module):
@@ -64,9 +64,9 @@ def oracle(dcp_dir):
     dcp_to_torch_save(dcp_dir, dcp_dir + ".dcp_to_torch_save.pt")
 
 
-def fsdp2_worker(rank, world, out, port):
-    dist = init_pg(rank, world, port)
-    import torch.distributed.checkpoint as dcp
+def fsdp2_trained(world):
+    """Net under FSDP2 over `world` gloo ranks after one AdamW step: the model and its sharded model
+    and optimizer state dicts (get_state_dict)."""
     from torch.distributed.checkpoint.state_dict import get_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -79,6 +79,13 @@ def fsdp2_worker(rank, world, out, port):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     fake_step(model, opt)
     msd, osd = get_state_dict(model, opt)
+    return model, msd, osd
+
+
+def fsdp2_worker(rank, world, out, port):
+    dist = init_pg(rank, world, port)
+    import torch.distributed.checkpoint as dcp
+    model, msd, osd = fsdp2_trained(world)
     dcp.save({"model": msd, "optim": osd}, checkpoint_id=f"{out}/dcp_fsdp2")
     # The same with FileSystemWriter(thread_count=2): each rank's items spread over more files.
     from torch.distributed.checkpoint import FileSystemWriter
@@ -115,6 +122,109 @@ def fsdp2_tp_worker(rank, world, out, port):
     torch.save(sd, f"{out}/fsdp2_tp_rank_pickles/rank{rank}.pt")
     dist.barrier()
     dist.destroy_process_group()
+
+
+def dcp_layouts_worker(rank, world, out, port):
+    """The same FSDP2 model and AdamW state through FileSystemWriter's newer layouts: data files in
+    safetensors (serialization_format=SAFETENSORS) and items through the ZStandard stream extension,
+    beside the default layout of the same state dict, whose dcp_to_torch_save is the oracle of both
+    (PyTorch's own FileSystemReader cannot read the safetensors one back: it torch.loads the bytes
+    .metadata gives, which are the safetensors header)."""
+    dist = init_pg(rank, world, port)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    from torch.distributed.checkpoint._extension import ZStandard
+    from torch.distributed.checkpoint.filesystem import SerializationFormat
+    _, msd, osd = fsdp2_trained(world)
+    sd = {"model": msd, "optim": osd}
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_layouts_torch_save"))
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors",
+                                                 serialization_format=SerializationFormat.SAFETENSORS))
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_zstd", _extensions=[ZStandard()]))
+    # Both: each chunk's item an empty zstd frame, the safetensors file after the last of them.
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors_zstd", _extensions=[ZStandard()],
+                                                 serialization_format=SerializationFormat.SAFETENSORS))
+    # Two threads a rank: each rank's chunks over two data files, each ending in its own safetensors file.
+    dcp.save(sd, storage_writer=FileSystemWriter(f"{out}/dcp_safetensors_threads", thread_count=2,
+                                                 serialization_format=SerializationFormat.SAFETENSORS))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+MCORE_PLANNER_SRC = '''
+from torch.distributed.checkpoint import DefaultSavePlanner
+
+
+class MCoreSavePlanner(DefaultSavePlanner):
+    """megatron/core/dist_checkpointing/strategies/torch.py: a ShardedObject's io.BytesIO is
+    written as it is, not torch.save'd again."""
+
+    def transform_object(self, write_item, object):
+        return object
+'''
+
+
+def write_megatron_extra_state(out):
+    """A Megatron-LM torch_dist folder of a model with TransformerEngine layers: stacked layer
+    weights, and each layer's _extra_state as megatron-core saves a ShardedObject
+    (_mcore_to_torch_sharded_object: torch.save([state]) into an io.BytesIO, keyed
+    `<key>/shard_<offset>_<shape>`), written by MCoreSavePlanner (defined under megatron-core's module
+    name, which Debian does not package), with common.pt and metadata.json beside it. `state` is what
+    TransformerEngine versions return from get_extra_state: None, an io.BytesIO of torch.save(None),
+    an empty uint8 tensor (no FP8), or a uint8 tensor of the pickled FP8 state."""
+    import io
+    import pickle
+    import torch.distributed.checkpoint as dcp
+    stub = os.path.join(out + ".megatron", "megatron", "core", "dist_checkpointing", "strategies")
+    os.makedirs(stub, exist_ok=True)
+    for d in (stub, os.path.dirname(stub), os.path.dirname(os.path.dirname(stub)),
+              os.path.dirname(os.path.dirname(os.path.dirname(stub)))):
+        open(os.path.join(d, "__init__.py"), "a").close()
+    with open(os.path.join(stub, "torch.py"), "w") as f:
+        f.write(MCORE_PLANNER_SRC)
+    sys.path.insert(0, out + ".megatron")
+    from megatron.core.dist_checkpointing.strategies.torch import MCoreSavePlanner
+
+    def sharded_object(state):
+        b = io.BytesIO()
+        torch.save([state], b)
+        return b
+
+    old_te = io.BytesIO()
+    torch.save(None, old_te)
+    fp8 = torch.frombuffer(bytearray(pickle.dumps({"scale_fwd": torch.ones(3), "amax_history_fwd": torch.zeros(4, 3)})),
+                           dtype=torch.uint8)
+    torch.manual_seed(0)
+    sd = {"embedding.word_embeddings.weight": torch.randn(16, 8),
+          "decoder.layers.mlp.linear_fc1.weight": torch.randn(2, 32, 8),
+          "decoder.layers.mlp.linear_fc1._extra_state/shard_0_2": sharded_object(None),
+          "decoder.layers.mlp.linear_fc1._extra_state/shard_1_2": sharded_object(old_te),
+          "decoder.layers.self_attention.linear_proj.weight": torch.randn(2, 8, 8),
+          "decoder.layers.self_attention.linear_proj._extra_state/shard_0_2":
+              sharded_object(torch.empty(0, dtype=torch.uint8)),
+          "decoder.layers.self_attention.linear_proj._extra_state/shard_1_2": sharded_object(fp8)}
+    dcp.save(sd, checkpoint_id=out, planner=MCoreSavePlanner())
+    torch.save({"checkpoint_version": 3.0, "iteration": 10}, os.path.join(out, "common.pt"))
+    with open(os.path.join(out, "metadata.json"), "w") as f:
+        json.dump({"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch",
+                   "common_backend_version": 1}, f)
+
+
+def step_dcp_layouts(out):
+    spawn(dcp_layouts_worker, 2, out, 29514)
+    oracle(f"{out}/dcp_layouts_torch_save")
+    oracle(f"{out}/dcp_zstd")
+    # What PyTorch's own reader makes of the safetensors layout, for the finding's words.
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    try:
+        dcp_to_torch_save(f"{out}/dcp_safetensors", f"{out}/dcp_safetensors.dcp_to_torch_save.pt")
+        said = "OK"
+    except BaseException as e:  # noqa: BLE001 - CheckpointException is no Exception; its message is recorded
+        said = f"{type(e).__name__}: {e}"[-2000:]
+    with open(f"{out}/dcp_safetensors.torch_reads.txt", "w") as f:
+        f.write(said + "\n")
+    write_megatron_extra_state(f"{out}/dcp_megatron_extra_state")
+    oracle(f"{out}/dcp_megatron_extra_state")
 
 
 def spawn(fn, world, out, port):

@@ -1,0 +1,45 @@
+// What an S3 server's XML replies say, parsed with expat (libexpat1-dev) and without a connection,
+// so the parsers are fuzzed alone (tests/fuzz/fuzz_s3_xml.cpp): an error reply's Code, Message and
+// Region, and a ListObjectsV2 page. A reply with a DOCTYPE (entities: the billion laughs), nesting
+// deeper than kMaxDepth, or larger than the caller's bound is refused, never expanded.
+#pragma once
+
+#include "util/error.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ckpt::remote::s3 {
+
+inline constexpr int kMaxDepth = 16;
+
+struct ErrorReply {
+    std::string code;      // AccessDenied, ExpiredToken, SlowDown, PermanentRedirect...
+    std::string message;   // the server's sentence
+    std::string region;    // a redirect's or a wrong region's <Region>, when it names one
+    std::string endpoint;  // a PermanentRedirect's <Endpoint>
+};
+
+// An <Error> document's fields; none when `body` is no such document.
+[[nodiscard]] std::optional<ErrorReply> parseErrorReply(std::string_view body);
+
+struct ListedObject {
+    std::string key;
+    std::uint64_t size = 0;
+};
+
+struct ListPage {
+    std::vector<ListedObject> objects;
+    std::vector<std::string> commonPrefixes;  // with a delimiter: the sub-folders
+    bool truncated = false;
+    std::string nextToken;  // NextContinuationToken, when truncated
+};
+
+// One <ListBucketResult> page of ListObjectsV2. Corrupt when it is not one, or a truncated page
+// gives no continuation token (a listing that could never end).
+[[nodiscard]] Expected<ListPage> parseListPage(std::string_view body);
+
+}  // namespace ckpt::remote::s3
