@@ -353,7 +353,7 @@ std::optional<Quantizer::Values> componentValues(const Checkpoint& c, pickle::Va
 std::string number(double x)
 {
     std::array<char, 32> buf{};
-    std::snprintf(buf.data(), buf.size(), "%.6g", x);  // NOLINT(cppcoreguidelines-pro-type-vararg)
+    std::snprintf(buf.data(), buf.size(), "%.6g", x);
     return buf.data();
 }
 

@@ -171,7 +171,7 @@ private:
 
     Expected<std::vector<float>> readScales(const Checkpoint& in) const
     {
-        std::uint64_t count = static_cast<std::uint64_t>(blockRows_ * blockCols_);
+        auto count = static_cast<std::uint64_t>(blockRows_ * blockCols_);
         for (std::size_t d = 0; d + 2 < shape_.size(); ++d) {
             count *= static_cast<std::uint64_t>(shape_[d]);
         }
@@ -229,11 +229,10 @@ private:
     static void encodeRun(Bytes piece, std::size_t from, std::size_t to, float s, const std::array<float, 256>& lut,
                           std::vector<std::byte>& out, Encode encode)
     {
-        const auto* q =
-            reinterpret_cast<const std::uint8_t*>(piece.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-        auto* o = reinterpret_cast<Out*>(out.data());             // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+        const auto* q = reinterpret_cast<const std::uint8_t*>(piece.data());
+        auto* o = reinterpret_cast<Out*>(out.data());
         for (std::size_t k = from; k < to; ++k) {
-            o[k] = encode(lut[q[k]] * s);  // NOLINT(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+            o[k] = encode(lut[q[k]] * s);
         }
     }
 

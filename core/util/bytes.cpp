@@ -190,12 +190,11 @@ void releaseMappedPages(const MappedFile& file, Bytes range)
         return;
     }
     static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast)
     const auto begin = reinterpret_cast<std::uintptr_t>(range.data());
     const std::uintptr_t first = (begin + page - 1) / page * page;
     const std::uintptr_t last = (begin + range.size()) / page * page;
     if (last > first) {
-        // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast, performance-no-int-to-ptr)
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
         (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
     }
 }

@@ -16,7 +16,7 @@ struct TiedClass {
 };
 
 constexpr TiedClass kTiedClasses[] = {
-// NOLINT(modernize-avoid-c-arrays): sized by the generated list
+// A C array: sized by the generated list.
 #include "util/tied_weights.inc"
 };
 
