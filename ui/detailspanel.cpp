@@ -1,5 +1,6 @@
 #include "detailspanel.h"
 
+#include "checkpoint/block_quant.h"
 #include "checkpoint/layout.h"
 #include "diagnose/values.h"
 #include "histogramwidget.h"
@@ -122,13 +123,34 @@ QString DetailsPanel::tensorHtml(const TensorEntry& t) const
         rows += row(tr("Stride"), shapeText(t.stride) + (t.contiguous ? tr(" (contiguous)") : tr(" (not contiguous)")));
     }
     if (const auto q = quantizerOf(ck, t)) {
-        rows += row(tr("Quantizer"), qs(q->text));
+        rows += row(tr("Quantizer"), qs(q->scheme) + QStringLiteral(": ") + qs(q->summary()));
+    }
+    // Block-quantized FP8 (checkpoint/block_quant.h): the weight's scale and block, or whose scale it is.
+    const BlockQuantization blocks = blockQuantization(ck);
+    const TensorIndex self = ck.nodes[t.node].tensor;
+    if (const auto* b = blocks.ofWeight(self)) {
+        rows += row(b->ok() ? tr("FP8 blocks") : tr("FP8 blocks (broken)"), qs(blockScaleText(ck, *b)));
+    } else if (const auto* s = blocks.ofScale(self)) {
+        rows += row(tr("Scale of"), qs(ck.tensors[s->weight].path));
+    }
+    for (const auto& tied : ck.ties.restored) {
+        if (tied.name == t.path.view()) {
+            rows += row(tr("Tied to"), tr("%1: not stored in the file; %2 ties it (%3), as model.state_dict() "
+                                          "has it")
+                                           .arg(qs(tied.source), qs(ck.ties.architecture), qs(ck.ties.decidedBy)));
+        }
     }
     for (const auto& part : sparseParts(ck, t)) {
         rows += row(qs(part.name), qs(dtypeName(part.dtype)) + QLatin1Char(' ') + shapeText(part.shape));
     }
     rows += row(tr("Elements"), QString::number(t.numel));
-    rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
+    if (t.hasData()) {
+        rows += row(tr("Bytes"), QStringLiteral("%1 (%2)").arg(humanSize(t.nbytes)).arg(t.nbytes));
+    } else {
+        rows +=
+            row(tr("Bytes"),
+                tr("no data: a meta tensor (saved from the meta device); it would take %1").arg(humanSize(t.nbytes)));
+    }
     rows += row(tr("Saved on"), qs(t.location));
     // A set's tensor: the file(s) of the set its bytes are read from.
     if (m_doc->set) {

@@ -34,6 +34,8 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace ckpt::ui {
 
 namespace {
@@ -113,6 +115,13 @@ void ExportPanel::buildUi()
     m_format = named(new QComboBox(this), "formatCombo");
     m_format->addItem(tr("PyTorch (.pt)"));
     m_format->addItem(tr("safetensors"));
+    m_dequantize = named(new QComboBox(this), "dequantizeCombo");
+    m_dequantize->addItem(tr("Keep as stored"), int(DType::Unknown));
+    for (const auto t : {DType::BFloat16, DType::Float16, DType::Float32}) {
+        m_dequantize->addItem(qs(dtypeName(t)), int(t));
+    }
+    m_dequantize->setToolTip(tr("Block-quantized FP8 weights (a float8 weight beside its weight_scale_inv) written "
+                                "as this dtype, each value float32(weight) x its block's scale, the scales left out"));
     m_strip = named(new QLineEdit(this), "stripEdit");
     m_strip->setPlaceholderText(tr("module., _orig_mod."));
     m_addPrefix = named(new QLineEdit(this), "addPrefixEdit");
@@ -141,6 +150,7 @@ void ExportPanel::buildUi()
         connect(box, &QCheckBox::toggled, this, &ExportPanel::fieldsToOptions);
     }
     connect(m_format, &QComboBox::currentIndexChanged, this, &ExportPanel::fieldsToOptions);
+    connect(m_dequantize, &QComboBox::currentIndexChanged, this, &ExportPanel::fieldsToOptions);
     connect(m_preset, &QComboBox::activated, this,
             [this](int i) { setPreset(static_cast<Preset>(m_preset->itemData(i).toInt())); });
 
@@ -156,6 +166,7 @@ void ExportPanel::buildUi()
     };
     addRow(tr("Preset:"), m_preset);
     addRow(tr("Format:"), m_format);
+    addRow(tr("Dequantize FP8:"), m_dequantize);
     addRow(tr("Strip prefixes:"), m_strip);
     addRow(tr("Add prefix:"), m_addPrefix);
     addRow(tr("Map location:"), m_mapLocation);
@@ -353,6 +364,8 @@ void ExportPanel::optionsToFields()
     m_multiCard->setChecked(m_options.singleModulePrefix);
     m_dropExtraState->setChecked(m_options.dropExtraState);
     m_format->setCurrentIndex(m_options.format == transform::OutputFormat::Safetensors ? 1 : 0);
+    m_dequantize->setCurrentIndex(
+        std::max(0, m_dequantize->findData(int(m_options.dequantize.value_or(DType::Unknown)))));
     // A list longer than its field shows its start ("module., _orig_mod., …"), not its last
     // characters, where setText leaves the cursor; the tooltip has all of it.
     for (auto* edit : {m_strip, m_addPrefix, m_mapLocation, m_select, m_drop}) {
@@ -392,6 +405,9 @@ void ExportPanel::fieldsToOptions()
     o.dropExtraState = m_dropExtraState->isChecked();
     const auto oldFormat = m_options.format;
     o.format = m_format->currentIndex() == 1 ? transform::OutputFormat::Safetensors : transform::OutputFormat::Torch;
+    if (const auto t = static_cast<DType>(m_dequantize->currentData().toInt()); t != DType::Unknown) {
+        o.dequantize = t;
+    }
     m_options = o;
     m_preset->setCurrentIndex(m_preset->findData(int(Custom)));
     if (oldFormat != o.format && m_doc && !m_outputEdited) {

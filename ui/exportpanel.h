@@ -101,6 +101,7 @@ private:
     QCheckBox* m_multiCard = nullptr;
     QCheckBox* m_dropExtraState = nullptr;
     QComboBox* m_format = nullptr;
+    QComboBox* m_dequantize = nullptr;  // FP8 block-quantized weights: kept, or written as bf16/fp16/fp32
     QTableView* m_planTable = nullptr;
     // What the resize filter watches, kept so the filter never calls into a table being destroyed.
     QObject* m_planViewport = nullptr;

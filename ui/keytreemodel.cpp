@@ -217,6 +217,9 @@ QVariant KeyTreeModel::display(NodeIndex node, int column) const
     case Device:
         return t ? qs(t->location) : QVariant();
     case Size:
+        if (t && !t->hasData()) {
+            return tr("no data");  // a meta tensor: its shape and dtype are all the file holds
+        }
         return n.bytes > 0 || t ? humanSize(n.bytes) : QVariant();
     default:
         return {};

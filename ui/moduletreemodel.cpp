@@ -195,6 +195,7 @@ std::uint64_t ModuleTreeModel::addModule(QStandardItem* parent, NodeIndex module
             }
         }
     }
+    params += addPackedParams(nameItem, module, dot);
     if (const auto children = childNamed(ck, module, "_modules"); children.valid()) {
         const auto& c = ck.nodes[children];
         for (std::uint32_t r = 0; r < c.childCount; ++r) {
@@ -206,6 +207,51 @@ std::uint64_t ModuleTreeModel::addModule(QStandardItem* parent, NodeIndex module
     }
     countItem->setText(QLocale().toString(qulonglong(params)));
     countItem->setData(qulonglong(params), kCountRole);
+    return params;
+}
+
+std::uint64_t ModuleTreeModel::addPackedParams(QStandardItem* nameItem, NodeIndex module, const QString& dot)
+{
+    // A quantized module keeps its weight and bias packed, not in _parameters: a dynamic Linear's
+    // LinearPackedParams submodule, a quantized Conv itself, hold them in `_packed_params`, a
+    // ScriptObject whose state is (weight, bias). state_dict() gives them, so they are counted and
+    // shown as the module's parameters. A `_packed_params` that is a module counts at its own turn.
+    const auto& ck = *m_doc->checkpoint;
+    const auto packed = childNamed(ck, module, "_packed_params");
+    if (!packed.valid() || ck.nodes[packed].kind == NodeKind::Module) {
+        return 0;
+    }
+    std::vector<NodeIndex> tensors;
+    std::vector<NodeIndex> stack{packed};
+    while (!stack.empty()) {
+        const auto at = stack.back();
+        stack.pop_back();
+        const auto& n = ck.nodes[at];
+        if (n.kind == NodeKind::Tensor && n.tensor.valid()) {
+            tensors.push_back(at);
+            continue;
+        }
+        for (std::uint32_t r = n.childCount; r-- > 0;) {
+            stack.push_back(n.child(r));
+        }
+    }
+    std::uint64_t params = 0;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const auto t = tensors[i];
+        const auto& entry = ck.tensors[ck.nodes[t].tensor];
+        // (weight, bias) as the packed params' __getstate__ gives them
+        const QString name = tensors.size() <= 2 ? (i == 0 ? tr("weight") : tr("bias")) : qs(ck.nodes[t].name);
+        auto* tName = cell(name, t);
+        tName->setIcon(icons::tensor());
+        tName->setData(dot + name, StateKeyRole);
+        tName->setToolTip(tr("%1: packed in %2").arg(dot + name, qs(ck.pathOf(t))));
+        auto* tType = cell(tr("packed parameter %1").arg(qs(dtypeName(entry.dtype))), t);
+        auto* tCount = cell(QLocale().toString(qulonglong(entry.numel)), t);
+        tCount->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+        nameItem->appendRow({tName, tType, cell(shapeText(entry.shape), t), tCount});
+        m_rows.emplace(t.value(), QPersistentModelIndex(tName->index()));
+        params += entry.numel;
+    }
     return params;
 }
 

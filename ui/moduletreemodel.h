@@ -37,6 +37,8 @@ private:
     // The root dict's keys that are no module, as rows after the model's.
     void addOtherTopLevelKeys();
     std::uint64_t addModule(QStandardItem* parent, NodeIndex module, const QString& name, const QString& prefix);
+    // The tensors a quantized module keeps packed in `_packed_params`, as parameter rows; their numel.
+    std::uint64_t addPackedParams(QStandardItem* nameItem, NodeIndex module, const QString& dot);
     DocumentPtr m_doc;
     std::unordered_map<std::uint32_t, QPersistentModelIndex> m_rows;
     std::unordered_set<NodeIndex> m_highlighted;

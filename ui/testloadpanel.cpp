@@ -19,6 +19,7 @@
 #include <QStandardItemModel>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <optional>
 
 namespace ckpt::ui {
@@ -470,7 +471,15 @@ void TestLoadPanel::showReport(const device::TestloadReport& r)
                        .arg(durationText(r.seconds))
                        .arg(rateText(r.bytes, r.seconds), peakText(r), other);
     if (!r.skipped.empty()) {
-        text += tr(" %n tensor(s) skipped.", nullptr, static_cast<int>(r.skipped.size()));
+        // Why, in the engine's words (core/device/load_selection.cpp): the first reason, and how many
+        // share it, so a checkpoint of meta tensors says it holds no data rather than loading 0 B.
+        const auto& first = r.skipped.front();
+        const auto same = std::count_if(r.skipped.begin(), r.skipped.end(),
+                                        [&](const device::SkippedTensor& s) { return s.reason == first.reason; });
+        text += tr(" %n tensor(s) skipped", nullptr, static_cast<int>(r.skipped.size())) +
+                QStringLiteral(": %1 (%2%3).")
+                    .arg(qs(first.reason).toHtmlEscaped(), qs(first.path).toHtmlEscaped(),
+                         same > 1 ? tr(" and %n more", nullptr, static_cast<int>(same - 1)) : QString());
     }
     if (r.engine == "cuda" && r.contextSource != "unknown") {
         text += tr(" The CUDA context took %1; torch.load(map_location='%2') would peak at %3.")

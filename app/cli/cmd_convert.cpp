@@ -57,6 +57,7 @@ struct Args {
     std::string zeroWeights = "fp32";
     bool keepOptimizer = false;
     bool fileOnly = false;
+    std::string dequantize;  // bf16, float16, float32: block-quantized FP8 weights as that dtype
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -95,6 +96,13 @@ Expected<Options> optionsFrom(const Args& a)
             return m.error();
         }
         o.mapLocation = std::move(*m);  // an explicit spec replaces the preset's `cpu`
+    }
+    if (!a.dequantize.empty()) {
+        auto t = transform::parseDequantizeDtype(a.dequantize);
+        if (!t) {
+            return t.error();
+        }
+        o.dequantize = *t;
     }
     if (a.format == "dcp" && a.mapLocation.empty()) {
         // FileSystemWriter asserts that every item it writes is on the CPU (_write_item).
@@ -266,6 +274,18 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                    "torch (default), safetensors, or dcp: a single-rank torch.distributed.checkpoint folder at -o")
         ->type_name("FORMAT")
         ->check(CLI::IsMember({"torch", "safetensors", "dcp"}));
+    app.add_option("--dequantize", a.dequantize,
+                   "block-quantized FP8 weights (float8 weight beside weight_scale_inv) written as bf16, float16 or "
+                   "float32, computed on the CPU a piece at a time; their scales left out")
+        ->type_name("DTYPE")
+        // The other names parseDequantizeDtype takes (bfloat16, fp16, half, fp32, float) stand for these.
+        ->check(CLI::IsMember({"bf16", "float16", "float32"}, [](std::string name) -> std::string {
+            const auto t = transform::parseDequantizeDtype(name);
+            if (!t) {
+                return name;
+            }
+            return *t == DType::BFloat16 ? "bf16" : *t == DType::Float16 ? "float16" : "float32";
+        }));
     app.add_flag("--dry-run", a.dryRun, "print the plan and write nothing");
     app.add_flag("-v,--verbose", a.verbose,
                  "list every step of the plan (otherwise a rule that touches many keys is one line with a count "
@@ -364,7 +384,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp" &&
-                          !a.dropExtraState;
+                          !a.dropExtraState && a.dequantize.empty();
     SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,

@@ -1,5 +1,6 @@
 #include "cli/cmd_inspect.h"
 
+#include "checkpoint/block_quant.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/dtensor.h"
 #include "checkpoint/file_formats.h"
@@ -55,6 +56,22 @@ bool allScalarSequence(const Checkpoint& c, const Node& n)
     return true;
 }
 
+// Whether every tensor under `node` is a meta tensor (nothing in the file holds their values).
+bool hasNoData(const Checkpoint& c, NodeIndex node)
+{
+    const auto& n = c.nodes[node];
+    if (n.kind == NodeKind::Tensor) {
+        return !c.tensors[n.tensor].hasData();
+    }
+    for (std::uint32_t row = 0; row < n.childCount; ++row) {
+        const auto& k = c.nodes[n.child(row)];
+        if (k.tensorCount > 0 && !hasNoData(c, n.child(row))) {
+            return false;
+        }
+    }
+    return n.tensorCount > 0;
+}
+
 struct Row {
     std::string key;
     std::string kind;
@@ -87,7 +104,7 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
                 r.dtype = dtypeName(t.dtype);
                 r.shape = tensorShapeText(c, t);
                 r.device = displayText(t.location);
-                r.size = humanBytes(t.nbytes);
+                r.size = t.hasData() ? humanBytes(t.nbytes) : std::string("no data");
                 // A DTensor holds one rank's piece: its shape and bytes, the global shape beside them.
                 if (const auto piece = dtensor::localPiece(c.arena, pickle::tensorOf(c.arena, t.value))) {
                     r.shape = shapeText(piece->shape) + " of " + shapeText(t.shape) + " " + piece->placements;
@@ -98,7 +115,7 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
             } else if (allScalarSequence(c, n)) {
                 r.shape = displayText(pickle::shortRepr(c.arena, n.value, 60));
             } else if (n.tensorCount > 0) {
-                r.size = humanBytes(n.bytes);
+                r.size = n.bytes == 0 && hasNoData(c, it.node) ? std::string("no data") : humanBytes(n.bytes);
                 r.shape = std::to_string(n.tensorCount) + (n.tensorCount == 1 ? " tensor" : " tensors");
             } else {
                 r.shape = std::to_string(n.childCount) + (n.childCount == 1 ? " entry" : " entries");
@@ -111,6 +128,56 @@ template <class Visit> void forEachRow(const Checkpoint& c, NodeIndex node, int 
         for (std::uint32_t k = n.childCount; k-- > 0;) {
             stack.push_back({n.child(k), it.depth + 1});
         }
+    }
+}
+
+// What the table cannot show of some tensors, each kind under its own heading: names restored as
+// ties (config.json), FP8 weights with their block scales, quantized tensors' scales and zero
+// points, tensors without data.
+void printTensorFacts(const Checkpoint& c, std::ostream& out)
+{
+    if (!c.ties.restored.empty()) {
+        out << "\nTied names restored (" << displayText(c.ties.architecture) << " ties them; "
+            << displayText(c.ties.decidedBy) << "), not stored in the file:\n";
+        for (const auto& t : c.ties.restored) {
+            out << "  " << displayText(t.name) << " -> " << displayText(t.source) << '\n';
+        }
+    }
+    const BlockQuantization q = blockQuantization(c);
+    if (!q.weights.empty()) {
+        out << "\nFP8 block-quantized weights (" << q.weights.size();
+        if (q.config) {
+            out << "; config.json quantization_config: " << displayText(q.config->method)
+                << (q.config->format.empty() ? "" : ", " + displayText(q.config->format));
+        }
+        out << "):\n";
+        for (const auto& b : q.weights) {
+            const auto& w = c.tensors[b.weight];
+            out << "  " << displayText(w.path) << "  " << dtypeName(w.dtype) << " "
+                << shapeText(std::vector<std::int64_t>(w.shape.begin(), w.shape.end())) << "  "
+                << displayText(blockScaleText(c, b)) << '\n';
+        }
+    }
+    for (const auto t : q.unscaled) {
+        out << "FP8 weight without a scale: " << displayText(c.tensors[t].path) << '\n';
+    }
+    bool heading = false;
+    for (const auto& t : c.tensors) {
+        if (const auto qz = quantizerOf(c, t)) {
+            if (!heading) {
+                out << "\nQuantized tensors (values = (q - zero point) x scale):\n";
+                heading = true;
+            }
+            out << "  " << displayText(t.path) << "  " << dtypeName(t.dtype) << "  " << displayText(qz->summary())
+                << '\n';
+        }
+    }
+    const auto meta = static_cast<std::size_t>(
+        std::count_if(c.tensors.begin(), c.tensors.end(), [](const TensorEntry& t) { return !t.hasData(); }));
+    if (meta > 0) {
+        out << '\n'
+            << meta << (meta == 1 ? " tensor holds" : " tensors hold")
+            << " no data: saved from the meta device (shape and dtype only; `ckptscope check` says more)\n";
     }
 }
 
@@ -146,12 +213,14 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     std::uint64_t heldBytes = 0;
     std::uint64_t globalBytes = 0;
     for (const auto& t : c.tensors) {
-        heldBytes += dtensor::heldBytes(c.arena, pickle::tensorOf(c.arena, t.value), t.nbytes);
-        globalBytes += t.nbytes;
+        heldBytes += dtensor::heldBytes(c.arena, pickle::tensorOf(c.arena, t.value), t.dataBytes());
+        globalBytes += t.dataBytes();
     }
     if (c.folder) {
-        out << "opened " << displayText(c.folder->model()) << ", the model of " << displayText(c.folder->layout) << " "
-            << displayText(c.folder->dir) << "; its files: " << displayText(c.folder->memberList()) << "\n\n";
+        out << "opened " << displayText(c.folder->model())
+            << (c.folder->adapter() ? ", the adapter (it needs its base model) of " : ", the model of ")
+            << displayText(c.folder->layout) << " " << displayText(c.folder->dir)
+            << "; its files: " << displayText(c.folder->memberList()) << "\n\n";
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
         << humanBytes(heldBytes)
@@ -198,6 +267,7 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
     if (c.torchScript) {
         printScriptStateDict(c, out);
     }
+    printTensorFacts(c, out);
     out << "\nStorage bytes by location:";
     for (const auto& [loc, n] : c.bytesByLocation()) {
         out << "  " << displayText(loc) << " " << humanBytes(n);

@@ -1,5 +1,6 @@
 #include "cli/json_out.h"
 
+#include "checkpoint/block_quant.h"
 #include "checkpoint/dtensor.h"
 #include "checkpoint/file_formats.h"
 #include "checkpoint/layout.h"
@@ -9,8 +10,10 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <ostream>
 #include <type_traits>
+#include <unordered_map>
 
 namespace ckpt::cli {
 
@@ -149,6 +152,75 @@ void writeScriptStateDict(const Checkpoint& c, JsonText& out)
     out << "]}";
 }
 
+// A double as JSON: the shortest text that reads back the same; null for NaN and infinities, which
+// JSON cannot hold.
+std::string jsonNumber(double x)
+{
+    if (!std::isfinite(x)) {
+        return "null";
+    }
+    std::array<char, 32> buf{};
+    const auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), x);
+    return ec == std::errc() ? std::string(buf.data(), end) : std::string("null");
+}
+
+void writeValues(const Quantizer::Values& v, JsonText& out)
+{
+    out << "{\"dtype\": ";
+    out.quoted(dtypeName(v.dtype));
+    out << ", \"count\": " << v.count << ", \"first\": [";
+    for (std::size_t i = 0; i < v.values.size(); ++i) {
+        out << (i ? ", " : "");
+        out << jsonNumber(v.values[i]);
+    }
+    out << "], \"min\": " << (v.min ? jsonNumber(*v.min) : std::string("null"))
+        << ", \"max\": " << (v.max ? jsonNumber(*v.max) : std::string("null")) << '}';
+}
+
+// A quantized tensor's quantizer: `scheme`, and `scale`/`zero_point` per tensor or `axis`,
+// `scales`, `zero_points` per channel (docs: README, JSON).
+void writeQuantizer(const Quantizer& q, JsonText& out)
+{
+    out << R"(, "quantizer": {"scheme": )";
+    out.quoted(q.scheme);
+    if (q.perTensorAffine) {
+        out << ", \"scale\": " << jsonNumber(q.scale) << ", \"zero_point\": " << q.zeroPoint;
+    }
+    if (q.axis) {
+        out << ", \"axis\": " << *q.axis;
+    }
+    if (q.scales) {
+        out << ", \"scales\": ";
+        writeValues(*q.scales, out);
+    }
+    if (q.zeroPoints) {
+        out << ", \"zero_points\": ";
+        writeValues(*q.zeroPoints, out);
+    }
+    out << ", \"summary\": ";
+    out.quoted(q.summary());
+    out << '}';
+}
+
+void writeBlockScale(const Checkpoint& c, const BlockScale& b, JsonText& out)
+{
+    out << R"(, "block_scale": {"scale": )";
+    out.quoted(c.tensors[b.scale].path);
+    out << ", \"block\": ";
+    out.dims(b.block);
+    out << ", \"block_from\": ";
+    out.quoted(b.blockFrom);
+    out << ", \"expected_scale_shape\": ";
+    out.dims(b.expectedScaleShape);
+    out << ", \"problem\": ";
+    if (b.ok()) {
+        out << "null";
+    } else {
+        out.quoted(b.problem);
+    }
+    out << '}';
+}
+
 void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
 {
     out << "{\n \"schema\": " << kJsonSchema << ",\n \"file\": ";
@@ -184,6 +256,11 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
     }
     out << ",\n \"tensors\": [";
     std::uint64_t tensorBytes = 0;
+    const BlockQuantization blocks = blockQuantization(c);
+    std::unordered_map<std::string_view, const TiedName*> restored;
+    for (const auto& t : c.ties.restored) {
+        restored.emplace(t.name, &t);
+    }
     for (std::uint32_t i = 0; i < c.tensors.size(); ++i) {
         const auto& t = c.tensors[TensorIndex{i}];
         out << (i ? ",\n  {" : "\n  {") << "\"path\": ";
@@ -241,8 +318,24 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             }
             out << '}';
         }
+        if (!t.hasData()) {
+            out << R"(, "has_data": false)";
+        }
+        if (const auto it = restored.find(t.path); it != restored.end()) {
+            out << R"(, "tied_to": )";
+            out.quoted(it->second->source);
+        }
+        if (const auto q = quantizerOf(c, t)) {
+            writeQuantizer(*q, out);
+        }
+        if (const auto* b = blocks.ofWeight(TensorIndex{i})) {
+            writeBlockScale(c, *b, out);
+        } else if (const auto* s = blocks.ofScale(TensorIndex{i})) {
+            out << R"(, "scale_of": )";
+            out.quoted(c.tensors[s->weight].path);
+        }
         out << '}';
-        tensorBytes += t.nbytes;
+        tensorBytes += t.dataBytes();
     }
     out << (c.tensors.empty() ? "]" : "\n ]") << ",\n \"storages\": [";
     std::uint64_t storageBytes = 0;

@@ -1,5 +1,6 @@
 #include "cli/sharded_cli.h"
 
+#include "checkpoint/block_quant.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -39,6 +40,23 @@ std::string pieceText(const sharded::SetListing& l, const sharded::SetRow& r, co
         s += " @ " + std::to_string(*p.fileOffset) + " (" + humanBytes(p.fileLength) + ")";
     }
     return s;
+}
+
+// The set's block-quantized FP8 weights (checkpoint/block_quant.h), its rows as the tensors and the
+// config.json beside it: what inspect shows of a file's, for a set.
+struct SetBlocks {
+    std::vector<BlockEntry> entries;
+    BlockQuantization q;
+};
+SetBlocks setBlocks(const sharded::SetListing& l)
+{
+    SetBlocks b;
+    for (const auto& r : l.rows) {
+        b.entries.push_back({r.key, r.dtype, r.shape, true, true});
+    }
+    const auto config = readModelConfig(l.dir);
+    b.q = blockQuantization(b.entries, config ? config->quantization : std::nullopt);
+    return b;
 }
 
 // Boxes listed under one row at most: a tensor split over thousands of ranks says how many more.
@@ -95,6 +113,14 @@ void printSetText(const sharded::SetListing& l, const std::string& file, std::os
         cell(displayText(v.key), wKey);
         out << "= " << displayText(v.value) << '\n';
     }
+    if (const auto blocks = setBlocks(l); !blocks.q.weights.empty()) {
+        out << "\nFP8 block-quantized weights (" << blocks.q.weights.size() << "):\n";
+        for (const auto& b : blocks.q.weights) {
+            const auto& w = blocks.entries[b.weight.value()];
+            out << "  " << displayText(w.key) << "  " << dtypeName(w.dtype) << " " << shapeText(w.shape) << "  "
+                << displayText(blockScaleText(blocks.entries[b.scale.value()], b)) << '\n';
+        }
+    }
     if (!l.findings.empty()) {
         out << "\n" << l.findings.size() << " finding(s) about the set: run `ckptscope check` on it\n";
     }
@@ -135,7 +161,9 @@ void printSetJson(const sharded::SetListing& l, const std::string& file, std::os
     auto tensors = json::array();
     std::uint64_t tensorBytes = 0;
     std::map<std::string, std::uint64_t> byLocation;
-    for (const auto& r : l.rows) {
+    const auto blocks = setBlocks(l);
+    for (std::size_t row = 0; row < l.rows.size(); ++row) {
+        const auto& r = l.rows[row];
         json t{{"path", r.key},
                {"dtype", std::string(dtypeName(r.dtype))},
                {"shape", r.shape},
@@ -166,6 +194,15 @@ void printSetJson(const sharded::SetListing& l, const std::string& file, std::os
                 pieces.push_back(std::move(piece));
             }
             t["pieces"] = pieces;
+        }
+        if (const auto* b = blocks.q.ofWeight(TensorIndex{static_cast<std::uint32_t>(row)})) {
+            t["block_scale"] = {{"scale", blocks.entries[b->scale.value()].key},
+                                {"block", b->block},
+                                {"block_from", b->blockFrom},
+                                {"expected_scale_shape", b->expectedScaleShape},
+                                {"problem", b->ok() ? json(nullptr) : json(b->problem)}};
+        } else if (const auto* s = blocks.q.ofScale(TensorIndex{static_cast<std::uint32_t>(row)})) {
+            t["scale_of"] = blocks.entries[s->weight.value()].key;
         }
         tensorBytes += r.nbytes;
         tensors.push_back(std::move(t));

@@ -16,6 +16,8 @@
 #include "util/bytes.h"
 #include "util/dtype.h"
 #include "util/error.h"
+#include "util/model_config.h"
+#include "util/tied_pairs.h"
 
 #include <bitset>
 #include <cstdint>
@@ -154,6 +156,11 @@ struct TensorEntry {
     bool isParameter = false;
     bool contiguous = true;
     pickle::TensorForm form = pickle::TensorForm::Strided;
+    // Whether the file holds its values: not a meta tensor (torch.save of a model built on the
+    // meta device, `_rebuild_meta_tensor_no_storage`), whose shape and dtype are all there is.
+    // `nbytes` is what it would take; sizes shown and summed count 0 for it.
+    [[nodiscard]] bool hasData() const { return form != pickle::TensorForm::Meta; }
+    [[nodiscard]] std::uint64_t dataBytes() const { return hasData() ? nbytes : 0; }
 };
 
 struct ObjectEntry {
@@ -248,6 +255,13 @@ public:
     // accelerate save_state folder, a PEFT adapter, a Trainer checkpoint-N/): that folder, with what
     // each of its files is; null when the file itself was named. `path` is the model file's.
     std::shared_ptr<const ModelFolder> folder;
+    // config.json beside a safetensors model file (or a Hugging Face set's folder): its class, ties and
+    // quantization_config; nullopt without one.
+    std::optional<ModelConfig> modelConfig;
+    // The names that model ties (util/tied_pairs.h): `restored` ones are keys of the root dict holding
+    // the tensor they are tied to, as model.state_dict() has them (convert writes them so); the rest
+    // are reported. Empty unless a safetensors model file was opened by its path.
+    TieReport ties;
     // A set opened as one checkpoint (sharded/set_view.h): what its assembled storages read from;
     // `path` is then the set's folder, and `file` and `bytes` are empty.
     std::shared_ptr<const StorageSource> source;
@@ -298,7 +312,12 @@ using CheckpointPtr = std::shared_ptr<const Checkpoint>;
 // model beside its training state (model_folder.h) opens that model, with `folder` set. A DCP data file
 // (`__R_N.distcp`: several torch.save records back to back that only its folder's .metadata
 // locates) is refused as such, Unsupported; its folder is what opens (core/sharded).
-Expected<CheckpointPtr> openCheckpoint(const std::string& path);
+struct OpenOptions {
+    // Read config.json beside a safetensors model file and restore the names its model ties
+    // (util/tied_pairs.h); off for a set's members, whose set does that for the whole model.
+    bool modelConfig = true;
+};
+Expected<CheckpointPtr> openCheckpoint(const std::string& path, const OpenOptions& opts = {});
 // Reads from memory (fuzzing, tests); `name` is used in messages.
 Expected<CheckpointPtr> readCheckpoint(Bytes data, const std::string& name);
 // Reads from any byte source. One that is not mapped (a file over HTTP) is read by range: a torch

@@ -673,7 +673,7 @@ Expected<void> buildIndex(Checkpoint& c, const IndexLimits& limits)
             }
             n.tensor = c.tensors.nextIndex();
             n.tensorCount = 1;
-            n.bytes = e.nbytes;
+            n.bytes = e.dataBytes();  // a meta tensor holds none
             c.tensors.push_back(std::move(e));
         } else if (n.kind == NodeKind::Module || n.kind == NodeKind::Object) {
             ObjectEntry o;

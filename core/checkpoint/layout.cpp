@@ -3,6 +3,7 @@
 #include "checkpoint/tensor_bytes.h"
 #include "util/shape_text.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -279,7 +280,110 @@ std::string componentText(const Checkpoint& c, pickle::ValueId v)
     return text + hex.data();
 }
 
+template <class T> T loadAs(Bytes b)
+{
+    T v{};
+    std::memcpy(&v, b.data(), sizeof(T));  // the files are little-endian, as the hosts we run on
+    return v;
+}
+
+// One element of a per-channel quantizer's tensor as a double (scales are float64, zero points
+// int64, or float for per_channel_affine_float_qparams).
+std::optional<double> elementValue(DType t, Bytes b)
+{
+    switch (t) {
+    case DType::Float64:
+        return loadAs<double>(b);
+    case DType::Float32:
+        return static_cast<double>(loadAs<float>(b));
+    case DType::Float16:
+        return halfToDouble(loadAs<std::uint16_t>(b));
+    case DType::BFloat16:
+        return static_cast<double>(bfloat16ToFloat(loadAs<std::uint16_t>(b)));
+    case DType::Int64:
+        return static_cast<double>(loadAs<std::int64_t>(b));
+    case DType::Int32:
+        return static_cast<double>(loadAs<std::int32_t>(b));
+    default:
+        return std::nullopt;
+    }
+}
+
+// A per-channel quantizer's scales or zero points: the first values, and the range of all.
+std::optional<Quantizer::Values> componentValues(const Checkpoint& c, pickle::ValueId v)
+{
+    const pickle::Arena& a = c.arena;
+    if (!v.valid() || a[v].kind != pickle::Kind::Tensor) {
+        return std::nullopt;
+    }
+    const pickle::TensorInfo& t = pickle::tensorOf(a, v);
+    Quantizer::Values out;
+    out.dtype = t.dtype;
+    out.count = 1;
+    for (const auto d : t.shape) {
+        out.count *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+    }
+    const std::uint64_t es = elementSize(t.dtype);
+    if (!t.storage.valid() || a[t.storage].kind != pickle::Kind::Storage || t.storageOffset < 0 || es == 0 ||
+        t.shape.size() > 1 || (t.shape.size() == 1 && !t.stride.empty() && t.stride[0] != 1)) {
+        return out;
+    }
+    const StorageIndex si{static_cast<std::uint32_t>(a[t.storage].i)};
+    std::vector<std::byte> scratch;
+    auto data = si.value() < c.storages.size() ? c.storageData(si, scratch)
+                                               : Expected<Bytes>(makeError(ErrorCode::Corrupt, ""));
+    const std::uint64_t from = static_cast<std::uint64_t>(t.storageOffset) * es;
+    if (!data || from + out.count * es > data->size()) {
+        return out;
+    }
+    for (std::uint64_t i = 0; i < out.count; ++i) {
+        const auto x = elementValue(t.dtype, data->subspan(static_cast<std::size_t>(from + i * es), es));
+        if (!x) {
+            return out;
+        }
+        if (out.values.size() < Quantizer::kShownValues) {
+            out.values.push_back(*x);
+        }
+        out.min = out.min ? std::min(*out.min, *x) : *x;
+        out.max = out.max ? std::max(*out.max, *x) : *x;
+    }
+    return out;
+}
+
+std::string number(double x)
+{
+    std::array<char, 32> buf{};
+    std::snprintf(buf.data(), buf.size(), "%.6g", x);
+    return buf.data();
+}
+
+std::string rangeText(const Quantizer::Values& v)
+{
+    if (!v.min) {
+        return std::string(dtypeName(v.dtype)) + "[" + std::to_string(v.count) + "] (unreadable)";
+    }
+    return *v.min == *v.max ? "all " + number(*v.min) : number(*v.min) + " to " + number(*v.max);
+}
+
 }  // namespace
+
+std::string Quantizer::summary() const
+{
+    if (perTensorAffine) {
+        return "scale " + number(scale) + ", zero point " + std::to_string(zeroPoint);
+    }
+    std::string s = scheme;
+    if (axis) {
+        s += " on axis " + std::to_string(*axis);
+    }
+    if (scales) {
+        s += ": " + std::to_string(scales->count) + " scales " + rangeText(*scales);
+    }
+    if (zeroPoints) {
+        s += ", zero points " + rangeText(*zeroPoints);
+    }
+    return s;
+}
 
 std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
 {
@@ -302,6 +406,7 @@ std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
     const pickle::ValueId scheme = p[0];
     const std::string schemeName =
         a[scheme].kind == pickle::Kind::Global ? pickle::globalOf(a, scheme).name : pickle::shortRepr(a, scheme, 40);
+    q.scheme = schemeName;
     if (schemeName == "per_tensor_affine" && p.size() == 3 && a[p[1]].kind == pickle::Kind::Float &&
         a[p[2]].kind == pickle::Kind::Int) {
         q.perTensorAffine = true;
@@ -312,6 +417,13 @@ std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t)
         return q;
     }
     q.text = schemeName;
+    if (p.size() == 4) {
+        q.scales = componentValues(c, p[1]);
+        q.zeroPoints = componentValues(c, p[2]);
+        if (a[p[3]].kind == pickle::Kind::Int) {
+            q.axis = a[p[3]].i;
+        }
+    }
     for (std::size_t i = 1; i < p.size(); ++i) {
         static const char* const kNames[] = {"", "scales ", "zero points ", "axis "};
         q.text += std::string(", ") + (i < 4 ? kNames[i] : "") + componentText(c, p[i]);  // NOLINT

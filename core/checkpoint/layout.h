@@ -56,10 +56,24 @@ struct SparsePart {
 // two tensors compare by; a per-channel quantizer's scale and zero-point tensors appear in it by
 // content hash.
 struct Quantizer {
+    std::string scheme;  // "per_tensor_affine", "per_channel_affine", ... (the qscheme's name)
     bool perTensorAffine = false;
     double scale = 1;
     std::int64_t zeroPoint = 0;
-    std::string text;  // "per_tensor_affine, scale 0.1, zero point 10"
+    // A per-channel quantizer's axis, scales and zero points (tensors of the file, read here).
+    std::optional<std::int64_t> axis;
+    struct Values {
+        DType dtype = DType::Unknown;
+        std::uint64_t count = 0;
+        std::vector<double> values;      // the first kShownValues, in order
+        std::optional<double> min, max;  // over all of them; none when they could not be read
+    };
+    static constexpr std::size_t kShownValues = 8;
+    std::optional<Values> scales;
+    std::optional<Values> zeroPoints;
+    std::string text;  // "per_tensor_affine, scale 0.1, zero point 10" (compared by diff; hashes tensors)
+    // For people: "scale 0.1, zero point 10"; "axis 0: 4 scales 0.0123 to 0.0456, zero points 0 to 0".
+    [[nodiscard]] std::string summary() const;
 };
 // Empty for a tensor that is not quantized.
 [[nodiscard]] std::optional<Quantizer> quantizerOf(const Checkpoint& c, const TensorEntry& t);

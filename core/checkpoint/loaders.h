@@ -53,6 +53,10 @@ Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget);
 Expected<RangedRead> loadZipRanged(std::shared_ptr<Checkpoint>& c, MemoryBudget& budget, std::uint64_t wholeLimit);
 bool startsLikeSafetensors(Bytes head, std::uint64_t size);
 Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget);
+// A `save_pretrained` file (model.safetensors with config.json beside it, opened by its path) lacks
+// the names its model ties (util/tied_pairs.h): adds them to the root dict as second names of the
+// tensor each is tied to, as model.state_dict() has them, and records the decision in `c.ties`.
+void restoreModelTies(Checkpoint& c);
 Expected<RangedRead> loadSafetensorsRanged(std::shared_ptr<Checkpoint>& c, MemoryBudget& budget,
                                            std::uint64_t wholeLimit);
 bool startsLikeLegacyStream(Bytes data);

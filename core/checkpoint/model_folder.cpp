@@ -44,8 +44,8 @@ std::string roleOf(std::string_view n)
     static constexpr std::array<Named, 24> kExact{{
         {"model.safetensors", "model"},
         {"pytorch_model.bin", "model"},
-        {"adapter_model.safetensors", "model"},
-        {"adapter_model.bin", "model"},
+        {"adapter_model.safetensors", std::string_view(kAdapterRole)},
+        {"adapter_model.bin", std::string_view(kAdapterRole)},
         {"model.pt", "model"},
         {"model.pth", "model"},
         {"optimizer.pt", "optimizer"},
@@ -134,7 +134,8 @@ std::string layoutOf(const std::vector<FolderMember>& members)
 void keepSafetensorsOverTwins(ModelFolder& f)
 {
     for (auto& m : f.members) {
-        if (m.role != "model" || !m.name.ends_with(".bin")) {
+        const bool adapter = m.role == kAdapterRole;
+        if ((m.role != "model" && !adapter) || !m.name.ends_with(".bin")) {
             continue;
         }
         std::string twin = m.name.substr(0, m.name.size() - 4);
@@ -145,12 +146,20 @@ void keepSafetensorsOverTwins(ModelFolder& f)
         const bool hasTwin =
             std::any_of(f.members.begin(), f.members.end(), [&](const FolderMember& o) { return o.name == twin; });
         if (hasTwin) {
-            m.role = "model, as .bin (" + twin + " holds it too and is what loaders read)";
+            m.role = std::string(adapter ? "adapter" : "model") + ", as .bin (" + twin +
+                     " holds it too and is what loaders read)";
         }
     }
 }
 
 }  // namespace
+
+bool ModelFolder::adapter() const
+{
+    const std::string one = model();
+    return !one.empty() && std::any_of(members.begin(), members.end(),
+                                       [&](const FolderMember& m) { return m.name == one && m.role == kAdapterRole; });
+}
 
 std::string ModelFolder::memberList() const
 {
@@ -187,7 +196,7 @@ std::optional<ModelFolder> readModelFolder(const std::string& dir)
     }
     keepSafetensorsOverTwins(f);
     for (const auto& m : f.members) {
-        if (m.role == "model") {
+        if (m.role == "model" || m.role == kAdapterRole) {
             f.models.push_back(m.name);
         }
     }

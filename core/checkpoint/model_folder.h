@@ -17,6 +17,10 @@
 
 namespace ckpt {
 
+// A PEFT adapter's weights (adapter_model.safetensors): what the folder opens, but no model: the
+// LoRA (or other PEFT) weights over a base model that adapter_config.json names.
+inline constexpr const char* kAdapterRole = "adapter, which needs its base model";
+
 struct FolderMember {
     std::string name;  // file name in the folder
     std::string role;  // "model", "optimizer", "scheduler", "RNG state", "adapter config", ...
@@ -26,9 +30,11 @@ struct ModelFolder {
     std::string dir;
     std::string layout;                 // "an accelerate save_state folder", "a PEFT adapter folder", ...
     std::vector<FolderMember> members;  // every file with a known role, in name order
-    std::vector<std::string> models;    // the members whose role is "model"
+    std::vector<std::string> models;    // the members whose role is "model" (or a PEFT adapter)
     // The one model the folder opens as; empty when it holds none or several (models says which).
     [[nodiscard]] std::string model() const { return models.size() == 1 ? models.front() : std::string(); }
+    // The file it opens is a PEFT adapter (kAdapterRole), not a model.
+    [[nodiscard]] bool adapter() const;
     // "model.safetensors (model), optimizer.bin (optimizer), ..." for messages and findings.
     [[nodiscard]] std::string memberList() const;
 };

@@ -354,8 +354,9 @@ std::string undecodableWarning(const Checkpoint& c)
     return w + "; shown with \\xNN escapes";
 }
 
+// `modelFile`: a file opened by its path as a model, whose folder's config.json is read (ties).
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
-                                 source::SourcePtr input = nullptr);
+                                 source::SourcePtr input = nullptr, bool modelFile = false);
 
 // AllenNLP's model archive (allennlp/models/archival.py, archive_model): a gzipped tar of
 // `weights.th` (the model's torch.save state dict), `config.json` and `vocabulary/`, which
@@ -534,7 +535,7 @@ Expected<CheckpointPtr> finishRead(std::shared_ptr<Checkpoint> c, MemoryBudget& 
 }
 
 Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::shared_ptr<const MappedFile> file,
-                                 source::SourcePtr input)
+                                 source::SourcePtr input, bool modelFile)
 {
     if (const auto kind = archive::sniffCompression(data); kind != archive::Compression::None) {
         return readCompressed(data, name, kind, file);
@@ -585,6 +586,9 @@ Expected<CheckpointPtr> readImpl(Bytes data, const std::string& name, std::share
     }
     MemoryBudget budget;
     Expected<void> loaded = format->load(*c, budget);
+    if (loaded && modelFile && c->format == Format::Safetensors) {
+        detail::restoreModelTies(*c);
+    }
     // A text file that starts with 'L', 'I' or '(' is no protocol-0 pickle: say what it is.
     if (!loaded && format->weakSniff && c->file) {
         if (auto text = textFileError(data)) {
@@ -648,7 +652,8 @@ Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
     auto inner = openCheckpoint(*model);
     if (!inner) {
         Error e = inner.error();
-        e.message = "is " + folder.layout + "; its model " + displayText(folder.model()) + ": " + e.message;
+        e.message = "is " + folder.layout + (folder.adapter() ? "; its adapter " : "; its model ") +
+                    displayText(folder.model()) + ": " + e.message;
         e.path = folder.dir;
         return e;
     }
@@ -659,7 +664,7 @@ Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
 
 }  // namespace
 
-Expected<CheckpointPtr> openCheckpoint(const std::string& path)
+Expected<CheckpointPtr> openCheckpoint(const std::string& path, const OpenOptions& opts)
 {
     if (auto folder = readModelFolder(path)) {
         return openModelFolder(*folder);
@@ -687,6 +692,9 @@ Expected<CheckpointPtr> openCheckpoint(const std::string& path)
     auto mapped = source::MappedSource::open(path);
     if (!mapped) {
         return mapped.error();
+    }
+    if (const auto span = (*mapped)->span()) {
+        return readImpl(*span, path, (*mapped)->file(), *mapped, opts.modelConfig);
     }
     return readSource(*mapped, path);
 }

@@ -7,6 +7,8 @@
 #include "pickle/tensor_record.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <regex>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -65,6 +67,33 @@ Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget)
         return st.error();
     }
     return fillSafetensors(c, budget, *st);
+}
+
+// Restored names are what inspect lists and convert writes. A shard of a set (`-0000i-of-0000N`) is
+// no model alone: the set restores its ties (sharded/hf_set.cpp).
+void restoreModelTies(Checkpoint& c)
+{
+    static const std::regex shardName(R"(-[0-9]{5}-of-[0-9]{5}\.safetensors$)");
+    if (std::regex_search(c.path, shardName) || !c.root.valid() || c.arena[c.root].kind != pickle::Kind::Dict) {
+        return;
+    }
+    c.modelConfig = readModelConfig(std::filesystem::path(c.path).parent_path().string());
+    std::vector<ValueId> items(c.arena[c.root].items.begin(), c.arena[c.root].items.end());
+    std::vector<std::string> keys;
+    std::unordered_map<std::string, ValueId> valueOf;
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        keys.emplace_back(c.arena[items[i]].text);
+        valueOf.emplace(keys.back(), items[i + 1]);
+    }
+    c.ties = tiedWeights(c.modelConfig, keys);
+    if (c.ties.restored.empty()) {
+        return;
+    }
+    for (const auto& t : c.ties.restored) {
+        items.push_back(c.arena.str(t.name));
+        items.push_back(valueOf.at(t.source));
+    }
+    c.arena[c.root].items.assign(items.begin(), items.end());
 }
 
 // A safetensors file from ranges: its length, then its header if the first read did not hold it.

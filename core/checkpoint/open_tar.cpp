@@ -38,11 +38,13 @@ public:
 
     [[nodiscard]] const MemoryBudget& budget() const { return budget_; }
 
-    Expected<ValueId> pickle()
+    // `resolve`: the persistent ids of objects read before (UnpickleOptions::resolvePersistentId).
+    Expected<ValueId> pickle(std::function<std::optional<ValueId>(ValueId)> resolve = nullptr)
     {
         pickle::UnpickleOptions opts;
         opts.legacyPersistentIds = true;
         opts.budget = budget_;
+        opts.resolvePersistentId = std::move(resolve);
         auto r = pickle::unpickle(rest_, c_.arena, opts);
         if (!r) {
             Error e = r.error();
@@ -383,8 +385,25 @@ Expected<void> loadTorchTar(Checkpoint& c, MemoryBudget& budget)
     if (auto ok = readTensors(c, t, loaded); !ok) {
         return ok;
     }
+    // The object's ids are resolved as they are met, as legacy_load's persistent_load returns
+    // `deserialized_objects[int(saved_id)]`: a 0.1 Variable's BUILD then sees its data tensor.
     MemberReader p(c, *pkl, budget);
-    auto root = p.pickle();
+    auto root = p.pickle([&](ValueId pid) -> std::optional<ValueId> {
+        Arena& a = c.arena;
+        const auto key = a[pid].kind == Kind::Str || a[pid].kind == Kind::Bytes || a[pid].kind == Kind::Int
+                             ? intValue(a, pid)
+                             : std::nullopt;
+        if (!key) {
+            return std::nullopt;
+        }
+        if (const auto t = loaded.tensors.find(*key); t != loaded.tensors.end()) {
+            return t->second;
+        }
+        if (const auto st = loaded.storages.find(*key); st != loaded.storages.end()) {
+            return c.arena.storage(st->second);
+        }
+        return std::nullopt;  // an unknown key: left to resolveIds, which says so
+    });
     if (!root) {
         return root.error();
     }

@@ -64,6 +64,11 @@ Expected<LoadSelection> selectForLoad(const Checkpoint& ck, const std::string& s
             continue;
         }
         any = true;
+        if (!t.hasData()) {
+            out.skipped.push_back({t.path, "a meta tensor: the file holds no data for it (saved from the meta device), "
+                                           "so there is nothing to load"});
+            continue;
+        }
         if (!t.storage.valid() || (t.form != pickle::TensorForm::Strided && t.form != pickle::TensorForm::Quantized)) {
             out.skipped.push_back({t.path, "no storage to place (" + t.location + " / non-strided form)"});
             continue;

@@ -8,7 +8,7 @@
 
 namespace ckpt::diagnose {
 
-inline constexpr std::array<std::string_view, 51> kFindingCodes{
+inline constexpr std::array<std::string_view, 56> kFindingCodes{
     // Wrapper prefixes (rules_prefix.cpp, rules_pickle.cpp)
     "module-prefix", "nested-prefix", "compile-prefix", "opacus-prefix", "fsdp-prefix", "mixed-prefix",
     // Devices (rules_device.cpp)
@@ -19,6 +19,8 @@ inline constexpr std::array<std::string_view, 51> kFindingCodes{
     "legacy-format", "duplicate-member", "archive-member", "model-folder", "compressed-file", "torchscript-archive",
     "export-archive", "truncated-archive", "truncated-or-missing-storage", "unreadable-storage", "storage-bloat",
     "shared-storage",
+    // What a tensor's values need beyond its bytes (rules_tensors.cpp)
+    "meta-tensors", "tie-unknown", "fp8-block-quantized", "fp8-scale-shape", "fp8-scale-missing",
     // Values (values.cpp, with --values)
     "nonfinite-values", "values-unscanned",
     // Against the model (against.cpp, with --against)

@@ -29,6 +29,7 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
     deviceRules(ckpt, out);
     pickleRules(ckpt, out);
     storageRules(ckpt, out);
+    tensorRules(ckpt, out);
     zeroRules(ckpt, out);
     if (stop.stop_requested()) {
         return makeError(ErrorCode::Cancelled, "check cancelled");

@@ -46,6 +46,11 @@ Expected<std::vector<Finding>> check(const Checkpoint& ckpt, const CheckOptions&
 // each file would). None for a safetensors file.
 [[nodiscard]] std::vector<Finding> unsafeCode(const Checkpoint& ckpt);
 
+// The tied-weight findings of a safetensors file or Hugging Face set (util/tied_pairs.h's report):
+// tied-weight-missing (restored, or untied by the config) and tie-unknown. `what` names it in the
+// titles ("the file", "the set").
+[[nodiscard]] std::vector<Finding> tieFindings(const TieReport& r, std::string_view what);
+
 // JSON for one finding (the shape used by `check --json` and the window).
 [[nodiscard]] std::string findingToJson(const Finding& f);
 

@@ -125,6 +125,9 @@ std::string fixFlags(const transform::Options& fix)
     if (fix.format == transform::OutputFormat::Safetensors) {
         cmd += " --format safetensors";
     }
+    if (fix.dequantize) {
+        cmd += " --dequantize " + std::string(fix.dequantize == DType::BFloat16 ? "bf16" : dtypeName(*fix.dequantize));
+    }
     return cmd.empty() ? cmd : cmd.substr(1);
 }
 

@@ -22,6 +22,8 @@ void storageRules(const Checkpoint& ckpt, Findings& out);  // archive-member, mo
                                                            // legacy-format, torchscript-archive, storage-bloat,
                                                            // shared-storage, truncated-or-missing-storage,
                                                            // unreadable-storage, truncated-archive
+// tied-weight-missing and tie-unknown (a safetensors model's ties), meta-tensors, fp8-block-scale
+void tensorRules(const Checkpoint& ckpt, Findings& out);
 // zero3-placeholder-module on one ZeRO-3 rank's model states read alone; run after the other rules,
 // whose fixes it takes away (an export of the file would write its placeholders).
 void zeroRules(const Checkpoint& ckpt, Findings& out);

@@ -129,10 +129,21 @@ void modelFolder(const Checkpoint& ckpt, Findings& out)
     Finding f;
     f.code = "model-folder";
     f.severity = Severity::Info;
-    f.title = "The folder is " + folder.layout + "; shown is its model, " + folder.model();
-    f.detail = "Each file in it is saved on its own: " + folder.memberList() +
-               ". torch.load (or safetensors) reads the model file, not the folder; inspect, check or convert "
-               "another member by its name.";
+    if (folder.adapter()) {
+        f.title = "The folder is " + folder.layout + "; shown is its adapter, " + folder.model() +
+                  ", which needs its base model";
+        f.detail = "Each file in it is saved on its own: " + folder.memberList() + ". " + folder.model() +
+                   " holds the adapter's weights alone (LoRA matrices and the like, keyed as the base model's "
+                   "modules with the adapter's names), not a model: load the base model adapter_config.json names "
+                   "(base_model_name_or_path) and apply it with peft's PeftModel.from_pretrained, or merge it "
+                   "into the base model (merge_and_unload) to have one model file. torch.load (or safetensors) reads "
+                   "the adapter file, not the folder; inspect, check or convert another member by its name.";
+    } else {
+        f.title = "The folder is " + folder.layout + "; shown is its model, " + folder.model();
+        f.detail = "Each file in it is saved on its own: " + folder.memberList() +
+                   ". torch.load (or safetensors) reads the model file, not the folder; inspect, check or convert "
+                   "another member by its name.";
+    }
     for (const auto& m : folder.members) {
         f.paths.push_back(m.name);
     }

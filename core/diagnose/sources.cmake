@@ -10,6 +10,7 @@ ckptscope_core_library(ckptscope_diagnose
         diagnose/rules_device.cpp
         diagnose/rules_pickle.cpp
         diagnose/rules_storage.cpp
+        diagnose/rules_tensors.cpp
         diagnose/values.cpp
         diagnose/against.cpp
         diagnose/reference.cpp

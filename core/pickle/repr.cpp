@@ -2,6 +2,7 @@
 // and depth however large, shared or cyclic the value graph is.
 #include "pickle/text.h"
 #include "pickle/value.h"
+#include "util/shape_text.h"
 
 #include <algorithm>
 #include <array>
@@ -459,13 +460,18 @@ private:
     }
 
     // Objects that stand for one value show that value, as Python prints them: a numpy scalar its
-    // number, a path `PosixPath('/runs/x')`. False (nothing written) for every other object.
+    // number, a numpy array its dtype and shape (`ndarray <u4 [624]`, as the plan names it), a path
+    // `PosixPath('/runs/x')`. False (nothing written) for every other object.
     bool valueLike(ValueId id, const ObjectInfo& o)
     {
         NumpyInfo np;
         if (decodeNumpy(a_, id, np)) {
             if (const auto item = numpyScalarItem(np)) {
                 out += numpyItemText(*item);
+                return true;
+            }
+            if (!np.isScalar) {
+                out += "ndarray " + np.dtype + " " + shapeText(np.shape);
                 return true;
             }
             return false;

@@ -187,6 +187,26 @@ private:
     bool legacySetState(TensorInfo& t, ValueId state);
     bool validateGeometry(const std::string& fn, TensorInfo& t);
     bool legacyTensorBuild(ValueId target, ValueId state);
+    bool legacyVariableBuild(ValueId target, ValueId state, Known k);
+    // The object value `target` is, from now on, the tensor `t` (what BUILD made of it).
+    void becomeTensor(ValueId target, TensorInfo t)
+    {
+        const auto index = static_cast<std::int64_t>(a_.tensors.size());
+        a_.tensors.push_back(std::move(t));
+        Value& v = a_[target];
+        v.kind = Kind::Tensor;
+        v.i = index;
+    }
+    // Parameter(data, requires_grad) keeps the flag as the Parameter's; Variable(...) as the tensor's.
+    static void setLegacyGrad(TensorInfo& t, Known k, bool requiresGrad)
+    {
+        if (k == Known::ParameterClass) {
+            t.isParameter = true;
+            t.parameterRequiresGrad = requiresGrad;
+        } else {
+            t.requiresGrad = requiresGrad;
+        }
+    }
     bool buildTensor(ValueId target, ValueId state);
 
     // Argument helpers for rebuild calls: false when the argument is not of that type.
@@ -584,12 +604,7 @@ std::optional<ValueId> TorchGlobals::Impl::constructLegacy(Known k, ValueId args
         return std::nullopt;
     }
     TensorInfo t = tensorOf(a_, av[0]);
-    if (k == Known::ParameterClass) {
-        t.isParameter = true;
-        t.parameterRequiresGrad = requiresGrad;
-    } else {
-        t.requiresGrad = requiresGrad;
-    }
+    setLegacyGrad(t, k, requiresGrad);
     return a_.tensor(std::move(t));
 }
 
@@ -780,19 +795,46 @@ bool TorchGlobals::Impl::legacyTensorBuild(ValueId target, ValueId state)
     if (!validateGeometry(fn, t)) {
         return false;
     }
-    const auto index = static_cast<std::int64_t>(a_.tensors.size());
-    a_.tensors.push_back(std::move(t));
-    Value& v = a_[target];
-    v.kind = Kind::Tensor;
-    v.i = index;
+    becomeTensor(target, std::move(t));
+    return true;
+}
+
+// PyTorch 0.1's Variable, and Parameter (its subclass then), pickled by plain object reduction:
+// NEWOBJ of the class with no arguments, then BUILD with the 5-tuple state `(data, creator,
+// backward_hooks, requires_grad, volatile)` (docs/format.md §3.3). Today's Tensor.__setstate__
+// still reads it ("legacy serialization of Variable": data is state[0], requires_grad state[3]),
+// so torch.load gives the data tensor, as a Parameter for the second; so does this.
+bool TorchGlobals::Impl::legacyVariableBuild(ValueId target, ValueId state, Known k)
+{
+    const ObjectInfo& o = objectOf(a_, target);
+    if (o.state.valid() || (o.args.valid() && !val(o.args).items.empty()) || kindOf(state) != Kind::Tuple) {
+        return false;
+    }
+    std::span<const ValueId> sv = val(state).items;
+    if (sv.size() != 5 || kindOf(sv[0]) != Kind::Tensor) {
+        return false;
+    }
+    TensorInfo t = tensorOf(a_, sv[0]);
+    bool requiresGrad = k == Known::ParameterClass;
+    if (!boolArg(sv[3], requiresGrad)) {
+        return fail(ErrorCode::Corrupt, "malformed state for torch.Tensor.__setstate__: requires_grad is a " +
+                                            std::string(kindName(kindOf(sv[3]))));
+    }
+    setLegacyGrad(t, k, requiresGrad);
+    becomeTensor(target, std::move(t));
     return true;
 }
 
 bool TorchGlobals::Impl::build(ValueId target, ValueId state)
 {
     switch (kindOf(target)) {
-    case Kind::Object:
-        return classify(objectOf(a_, target).callable) == Known::LegacyTensorClass && legacyTensorBuild(target, state);
+    case Kind::Object: {
+        const Known k = classify(objectOf(a_, target).callable);
+        if (k == Known::ParameterClass || k == Known::VariableClass) {
+            return legacyVariableBuild(target, state, k);
+        }
+        return k == Known::LegacyTensorClass && legacyTensorBuild(target, state);
+    }
     case Kind::Tensor:
         return buildTensor(target, state);
     default:

@@ -17,7 +17,7 @@ class Machine {
 public:
     Machine(Bytes data, Arena& arena, const UnpickleOptions& opts)
         : data_(data), a_(arena), budget_(opts.budget.value_or(MemoryBudget{data.size()})),
-          torch_(arena, problems_, opts.legacyPersistentIds, data.size())
+          torch_(arena, problems_, opts.legacyPersistentIds, data.size()), resolve_(opts.resolvePersistentId)
     {
         stack_.reserve(64);
     }
@@ -25,6 +25,16 @@ public:
     Expected<UnpickleResult> run();
 
 private:
+    ValueId persistentLoad(ValueId pid)
+    {
+        if (resolve_) {
+            if (const auto known = resolve_(pid)) {
+                return *known;
+            }
+        }
+        return torch_.persistentLoad(pid);
+    }
+
     // ---- errors -------------------------------------------------------------------------------
     bool fail(ErrorCode code, std::string message) { return problems_.fail(code, std::move(message)); }
     [[nodiscard]] std::string opName() const
@@ -193,6 +203,7 @@ private:
     MemoryBudget budget_;
     detail::Problems problems_;
     detail::TorchGlobals torch_;
+    std::function<std::optional<ValueId>(ValueId)> resolve_;  // UnpickleOptions::resolvePersistentId
     std::size_t pos_ = 0;
     std::uint8_t op_ = 0;
     std::vector<ValueId> stack_;
@@ -640,14 +651,14 @@ bool Machine::step()
         if (!readLine(s)) {
             return false;
         }
-        push(torch_.persistentLoad(a_.str(detail::decodeByteString(s))));
+        push(persistentLoad(a_.str(detail::decodeByteString(s))));
         return true;
     }
     case op::BINPERSID:
         if (!pop(x)) {
             return false;
         }
-        push(torch_.persistentLoad(x));
+        push(persistentLoad(x));
         return true;
     default:
         break;

@@ -17,6 +17,7 @@
 
 #include <bitset>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct UnpickleOptions {
     // Refuse pickles whose values take more memory than this (ErrorCode::Limit); unset: 64 MiB
     // plus 32 times the pickle's own size (util/budget.h).
     std::optional<MemoryBudget> budget;
+    // A persistent id naming a value the caller has read already (a PyTorch 0.1 tar's tensors and
+    // storages, read from their own members first), returned as torch's persistent_load returns it,
+    // so what the pickle builds on it (a 0.1 Variable's BUILD) sees the tensor; nullopt: the usual rules.
+    std::function<std::optional<ValueId>(ValueId pid)> resolvePersistentId;
 };
 
 struct UnpickleResult {

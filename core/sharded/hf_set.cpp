@@ -1,10 +1,12 @@
 // A Hugging Face sharded set (docs/format.md §16.2) as one view: each shard is read as the single file it
 // is, and the index's weight_map says which shard holds each consolidated key. The checks are the
 // ones from_pretrained would fail (or silently paper over) on.
+#include "diagnose/diagnose.h"
 #include "sharded/open_control.h"
 #include "sharded/sharded.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
+#include "util/model_config.h"
 #include "util/progress.h"
 #include "util/tied_pairs.h"
 
@@ -287,119 +289,45 @@ void restoreTiedNames(ShardedSet& set, const nlohmann::json& meta,
     }
 }
 
-// config.json beside the set: whether it names a class with an LM head, and its
-// tie_word_embeddings (top level or text_config; absent means true, PretrainedConfig's default).
-struct HeadConfig {
-    bool hasHead = false;
-    bool tied = true;
-};
-std::optional<HeadConfig> headConfig(const ShardedSet& set)
+// config.json beside the set (its model class, ties and quantization_config), read once.
+std::optional<ModelConfig> setConfig(const ShardedSet& set)
 {
-    Expected<std::string> text = std::string();
-    if (set.files) {
-        auto remote = set.files->readText("config.json", kMaxIndexBytes);
-        if (!remote || !*remote) {
-            return std::nullopt;
-        }
-        text = std::move(**remote);
-    } else {
-        text = readSmallFile((fs::path(set.dir) / "config.json").string(), kMaxIndexBytes);
+    if (!set.files) {
+        return readModelConfig(set.dir);
     }
-    auto parsed = text ? parseJsonText<nlohmann::json>(*text, "config.json") : Expected<nlohmann::json>(text.error());
-    if (!parsed || !parsed->is_object()) {
+    auto remote = set.files->readText("config.json", kMaxIndexBytes);
+    if (!remote || !*remote) {
         return std::nullopt;
     }
-    const auto& j = *parsed;
-    HeadConfig c;
-    if (j.contains("architectures") && j["architectures"].is_array()) {
-        for (const auto& a : j["architectures"]) {
-            const std::string name = a.is_string() ? a.get<std::string>() : std::string();
-            c.hasHead = c.hasHead || name.ends_with("ForCausalLM") || name.ends_with("LMHeadModel") ||
-                        name.ends_with("ForConditionalGeneration");
-        }
-    }
-    if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()) {
-        c.tied = j["tie_word_embeddings"].get<bool>();
-    } else if (j.contains("text_config") && j["text_config"].is_object() &&
-               j["text_config"].contains("tie_word_embeddings") &&
-               j["text_config"]["tie_word_embeddings"].is_boolean()) {
-        c.tied = j["text_config"]["tie_word_embeddings"].get<bool>();
-    }
-    return c;
+    auto parsed = parseModelConfig(**remote);
+    return parsed ? std::optional<ModelConfig>(std::move(*parsed)) : std::nullopt;
 }
 
-// A safetensors set whose LM head is absent: transformers drops a tied head when saving
-// (safetensors cannot alias) and re-ties it on load; any other loader misses the key, and with
-// tie_word_embeddings false transformers itself leaves the head random. Names recorded in the
-// index metadata were restored above and count as present. Returns the pairs config.json ties.
-std::vector<TiedPair> tiedWeightFindings(ShardedSet& set)
+// The names the set's model ties (util/tied_pairs.h) over its safetensors files, which cannot alias
+// (a .bin shard keeps a tie as a shared storage): each absent name the model ties comes back as the
+// metadata-recorded ties do, a second name of the tensor it is tied to, shown in the set and written
+// by a consolidation; the rest are findings (diagnose::tieFindings). Names recorded in the index
+// metadata were restored before and count as stored.
+void restoreConfigTies(ShardedSet& set)
 {
-    std::vector<TiedPair> tied;
     const bool safetensors = std::any_of(set.shardFiles.begin(), set.shardFiles.end(),
                                          [](const std::string& f) { return f.ends_with(".safetensors"); });
     if (!safetensors) {
-        return tied;
+        return;
     }
-    const auto config = headConfig(set);
-    if (!config || !config->hasHead) {
-        return tied;
+    std::vector<std::string> keys;
+    std::unordered_map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < set.tensors.size(); ++i) {
+        keys.push_back(set.tensors[i].name);
+        index.emplace(set.tensors[i].name, i);
     }
-    std::unordered_set<std::string> present;
-    for (const auto& t : set.tensors) {
-        present.insert(t.name);
+    const TieReport report = tiedWeights(set.config, keys);
+    for (const auto& t : report.restored) {
+        addTiedName(set, index.at(t.source), t.name);
     }
-    for (const auto& pair : kTiedPairs) {
-        if (present.contains(pair.output) || !present.contains(pair.input)) {
-            continue;
-        }
-        const std::string out = pair.output;
-        const std::string in = pair.input;
-        if (config->tied) {
-            tied.push_back(pair);
-            present.insert(out);
-            set.findings.push_back(
-                {"tied-weight-missing",
-                 diagnose::Severity::Warning,
-                 "A tied weight is not stored in the set",
-                 "'" + out + "' is not in the index: it is tied to '" + in +
-                     "' (config.json: tie_word_embeddings true), so it was stored once, as safetensors requires. "
-                     "from_pretrained re-ties it, but loading the files into the model any other way fails with "
-                     "Missing key(s) in state_dict: \"" +
-                     out +
-                     "\". Load with from_pretrained, or call model.tie_weights() after load_state_dict(strict=False); "
-                     "`ckptscope convert` restores the tie: its output holds '" +
-                     out + "' as a view of '" + in + "', one storage, as model.state_dict() does.",
-                 {out, in}});
-        } else {
-            set.findings.push_back(
-                {"tied-weight-missing",
-                 diagnose::Severity::Error,
-                 "The LM head is missing and config.json says it is not tied",
-                 "'" + out +
-                     "' is not in the index and config.json has tie_word_embeddings false, so nothing "
-                     "ties it to '" +
-                     in +
-                     "': from_pretrained leaves it randomly initialised (\"Some weights of "
-                     "... were not initialized from the model checkpoint ... and are newly initialized: ['" +
-                     out +
-                     "']\"). If the model was trained with tied embeddings, set tie_word_embeddings to true; "
-                     "otherwise the head was lost when saving: save it again.",
-                 {out, in}});
-        }
-    }
-    return tied;
-}
-
-// A head config.json ties comes back as the metadata-recorded ties do: a second name of its
-// input embedding, shown in the set and written by a consolidation.
-void restoreConfigTies(ShardedSet& set, const std::vector<TiedPair>& tied)
-{
-    for (const auto& pair : tied) {
-        const auto it = std::find_if(set.tensors.begin(), set.tensors.end(),
-                                     [&](const SetTensor& t) { return t.name == pair.input; });
-        if (it != set.tensors.end()) {
-            addTiedName(set, static_cast<std::size_t>(it - set.tensors.begin()), pair.output);
-        }
+    for (auto& f : diagnose::tieFindings(report, "the set")) {
+        set.findings.push_back(
+            {std::move(f.code), f.severity, std::move(f.title), std::move(f.detail), std::move(f.paths)});
     }
 }
 
@@ -472,7 +400,8 @@ Expected<CheckpointPtr> ShardedSet::shard(std::size_t i) const
 Expected<CheckpointPtr> ShardedSet::readShard(std::size_t i) const
 {
     const std::string& path = shardPaths.at(i);
-    auto ck = openCheckpoint(path);
+    // A member is no model alone: the set restores its ties for the whole model (restoreConfigTies).
+    auto ck = openCheckpoint(path, OpenOptions{.modelConfig = false});
     auto identity = ck ? identityOfCheckpoint(**ck, path) : Expected<FileIdentity>(ck.error());
     if (!identity) {
         return identity.error();
@@ -646,7 +575,8 @@ Expected<ShardedSet> readIndexedSet(ShardedSet set, const Index& parsed)
         names.erase(it);
     }
     restoreTiedNames(set, meta, wanted);
-    restoreConfigTies(set, tiedWeightFindings(set));
+    set.config = setConfig(set);
+    restoreConfigTies(set);
     if (!absent.empty()) {
         set.findings.push_back(
             {"index-missing-tensor", diagnose::Severity::Error, "The index names tensors its shards do not hold",

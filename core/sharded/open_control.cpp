@@ -37,7 +37,7 @@ Expected<CheckpointPtr> openMember(const std::string& path, std::size_t index, s
         }
     }
     progress::noteReading(path);
-    return openCheckpoint(path);
+    return openCheckpoint(path, OpenOptions{.modelConfig = false});  // the set ties its model
 }
 
 }  // namespace ckpt::sharded

@@ -189,6 +189,7 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
     c->path = set.dir;
     c->setFiles = set.shardFiles;
     c->setMembers = memberFiles({set.kind, set.dir, set.indexPath, ""});
+    c->modelConfig = set.config;  // its ties are the set's findings; its quantization_config is the view's
     std::vector<std::uint64_t> nbytes;
     for (const auto& s : storages) {
         nbytes.push_back(s.nbytes);

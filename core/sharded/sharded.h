@@ -118,9 +118,11 @@ struct ShardedSet {
     std::vector<SetFinding> findings;
     std::uint64_t declaredTotalSize = 0;  // metadata.total_size, 0 when absent
     // Names stored once under another (removed, kept), as the index metadata records them or
-    // as config.json ties the LM head (tie_word_embeddings): restored as tensors of `tensors`
+    // as config.json's model ties them (util/tied_pairs.h): restored as tensors of `tensors`
     // that view the kept one.
     std::vector<std::pair<std::string, std::string>> tiedNames;
+    // config.json beside the index (its model class decides the ties; an FP8 set's quantization_config).
+    std::optional<ModelConfig> config;
     [[nodiscard]] std::map<std::string, std::string> tiedMap() const { return {tiedNames.begin(), tiedNames.end()}; }
     [[nodiscard]] bool complete() const;  // no finding of severity error
     [[nodiscard]] bool shardRead(std::size_t i) const { return shardErrors[i].empty(); }

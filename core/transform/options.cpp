@@ -222,6 +222,9 @@ std::string Options::toJson() const
     if (format != OutputFormat::Torch) {
         j["format"] = "safetensors";
     }
+    if (dequantize) {
+        j["dequantize"] = std::string(dtypeName(*dequantize));
+    }
     return dumpJson(j);
 }
 
@@ -333,6 +336,16 @@ Expected<Options> Options::fromJson(const std::string& json)
             } else {
                 return badJson(R"('format' must be "torch" or "safetensors", not ")" + *s + "\"");
             }
+        } else if (key == "dequantize") {
+            auto s = stringField(v, key);
+            if (!s) {
+                return s.error();
+            }
+            auto t = parseDequantizeDtype(*s);
+            if (!t) {
+                return badJson("'dequantize': " + t.error().message);
+            }
+            o.dequantize = *t;
         } else {
             return badJson("unknown key '" + key + "'");
         }
@@ -371,6 +384,24 @@ void Options::merge(const Options& other)
     if (other.format != OutputFormat::Torch) {
         format = other.format;
     }
+    if (other.dequantize) {
+        dequantize = other.dequantize;
+    }
+}
+
+Expected<DType> parseDequantizeDtype(std::string_view name)
+{
+    if (name == "bf16" || name == "bfloat16") {
+        return DType::BFloat16;
+    }
+    if (name == "fp16" || name == "float16" || name == "half") {
+        return DType::Float16;
+    }
+    if (name == "fp32" || name == "float32" || name == "float") {
+        return DType::Float32;
+    }
+    return makeError(ErrorCode::Usage,
+                     "'" + std::string(name) + "' is not a dtype to dequantize to (bf16, float16 or float32)");
 }
 
 Options singleCardPreset()

@@ -2,6 +2,7 @@
 // `fix` (as JSON), and from the window's export panel.
 #pragma once
 
+#include "util/dtype.h"
 #include "util/error.h"
 
 #include <array>
@@ -63,10 +64,14 @@ struct Options {
     // (isExtraStateKey); kept otherwise, as dcp_to_torch_save and torch.save keep them.
     bool dropExtraState = false;
     OutputFormat format = OutputFormat::Torch;
+    // Block-quantized FP8 weights (a float8 `weight` beside its `weight_scale_inv`,
+    // checkpoint/block_quant.h) written as this dtype (bfloat16, float16 or float32), their scales
+    // left out (transform/dequantize.cpp).
+    std::optional<DType> dequantize;
 
     // JSON object with keys strip_prefix (string or list), add_prefix, select, drop (list),
-    // map_location, unwrap, weights_only, compact, multi_card, drop_extra_state, format: the `fix` of
-    // a finding.
+    // map_location, unwrap, weights_only, compact, multi_card, drop_extra_state, format, dequantize:
+    // the `fix` of a finding.
     [[nodiscard]] std::string toJson() const;
     static Expected<Options> fromJson(const std::string& json);
     // Merges `other` into this (used when the window applies several findings' fixes).
@@ -82,6 +87,9 @@ struct Options {
     };
     [[nodiscard]] KeyEdit keyEdit(std::string_view key) const;
 };
+
+// The dtype `--dequantize` names: bf16/bfloat16, fp16/float16/half, fp32/float32/float; Usage otherwise.
+Expected<DType> parseDequantizeDtype(std::string_view name);
 
 // Whether a key-path component names a module's extra state (nn.Module's `_extra_state` suffix,
 // _EXTRA_STATE_KEY_SUFFIX): `_extra_state`, `...._extra_state`, or Megatron-LM's ShardedObject key

@@ -19,6 +19,8 @@ struct Builder {
     std::unordered_set<std::uint32_t> stateDicts;  // dict values whose keys are state-dict keys
     // Storages the plan added (arena storage index -> bytes): numpy arrays made tensors.
     std::unordered_map<std::uint32_t, std::shared_ptr<const std::string>> inlineStorages;
+    // Storages the plan computes as they are written (arena storage index -> how): dequantized weights.
+    std::unordered_map<std::uint32_t, std::shared_ptr<const ComputedBytes>> computedStorages;
 
     void step(StepKind kind, std::string path, std::string before, std::string after, std::string detail = {})
     {
@@ -42,11 +44,15 @@ inline constexpr std::uint32_t kMaxRewriteDepth = 1000;
 // either form writes the edited tensor.
 void refreshStridedArgs(pickle::Arena& a, pickle::ValueId tensor);
 
+// Removes the input's node `idx` from its container in the plan's arena; `path` names it in errors.
+Expected<void> removeNode(Builder& b, NodeIndex idx, const std::string& path);  // select.cpp
+
 Expected<void> selectRoot(Builder& b);     // select.cpp
 Expected<void> dropPaths(Builder& b);      // select.cpp
 Expected<void> unwrapModules(Builder& b);  // unwrap.cpp
 Expected<void> sanitize(Builder& b);       // weights_only.cpp
 Expected<void> editPrefixes(Builder& b);   // prefix.cpp
+Expected<void> dequantize(Builder& b);     // dequantize.cpp
 void planStorages(Builder& b);             // storages.cpp
 
 }  // namespace ckpt::transform::detail

@@ -63,6 +63,8 @@ bool eraseDictPair(Arena& a, ValueId dict, std::string_view name)
     return false;
 }
 
+}  // namespace
+
 Expected<void> removeNode(Builder& b, NodeIndex idx, const std::string& path)
 {
     const Node& n = b.in.nodes[idx];
@@ -110,8 +112,6 @@ Expected<void> removeNode(Builder& b, NodeIndex idx, const std::string& path)
     return makeError(ErrorCode::Usage, "--drop '" + path + "': the value is part of " + describeNode(b.in, n.parent) +
                                            " in a way that cannot be removed on its own");
 }
-
-}  // namespace
 
 Expected<void> selectRoot(Builder& b)
 {

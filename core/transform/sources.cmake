@@ -10,5 +10,6 @@ ckptscope_core_library(ckptscope_transform
         transform/weights_only.cpp
         transform/prefix.cpp
         transform/storages.cpp
+        transform/dequantize.cpp
         transform/plan_summary.cpp
     DEPS ckptscope_checkpoint ckptscope_transform_options)

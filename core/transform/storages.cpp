@@ -56,6 +56,9 @@ public:
         case Kind::Tensor: {
             ++tensors;
             const auto& t = pickle::tensorOf(a_, v);
+            if (t.form == pickle::TensorForm::Meta) {
+                metaPaths.push_back(path);
+            }
             if (t.form == pickle::TensorForm::Strided && t.storage.valid() && a_[t.storage].kind == Kind::Storage) {
                 meet(static_cast<std::uint32_t>(a_[t.storage].i), path).views.push_back(v);
             } else {
@@ -96,6 +99,7 @@ public:
     std::vector<std::uint32_t> order;  // storage indices, first met first
     std::unordered_map<std::uint32_t, StorageUse> uses;
     std::uint64_t tensors = 0;
+    std::vector<std::string> metaPaths;  // tensors without data (the meta device)
 
 private:
     StorageUse& meet(std::uint32_t storage, const std::string& path)
@@ -186,10 +190,13 @@ void planStorages(Builder& b)
         if (auto made = b.inlineStorages.find(s); made != b.inlineStorages.end()) {
             out.inlineBytes = made->second;
             out.nbytes = made->second->size();
+        } else if (auto computed = b.computedStorages.find(s); computed != b.computedStorages.end()) {
+            out.computed = computed->second;
+            out.nbytes = computed->second->size();
         } else {
             out.nbytes = b.in.storages[out.source].nbytes;
         }
-        if (b.opts.compact && !out.inlineBytes) {
+        if (b.opts.compact && !out.madeByPlan()) {
             compactStorage(b, s, walk.uses[s], out);
         }
         pickle::StorageRef ref = a.storages[s];
@@ -241,6 +248,17 @@ void planStorages(Builder& b)
     }
     a.storages = std::move(refs);
     b.plan.tensorCount = walk.tensors;
+    if (!walk.metaPaths.empty()) {
+        // They were never data: written as they are, a meta tensor again, and said so before writing.
+        const std::size_t n = walk.metaPaths.size();
+        const bool safetensors = b.opts.format == OutputFormat::Safetensors;
+        b.step(StepKind::Note, walk.metaPaths.front(), "", "",
+               std::to_string(n) + (n == 1 ? " tensor holds" : " tensors hold") +
+                   " no data (saved from the meta device): " +
+                   (safetensors ? "safetensors stores data, so this output cannot be written"
+                                : "written as meta tensors again, shape and dtype only") +
+                   "; no conversion can give them values (`ckptscope check` says how to save them with data)");
+    }
 }
 
 }  // namespace ckpt::transform::detail

@@ -142,13 +142,50 @@ std::string Plan::toJson() const
                       {"location", s.location},
                       {"byte_offset", s.byteOffset},
                       {"nbytes", s.nbytes},
-                      {"made_by_plan", s.inlineBytes != nullptr}});
+                      {"made_by_plan", s.madeByPlan()}});
     }
     j["tensors"] = tensorCount;
     j["dropped"] = droppedCount();
     j["changes_nothing"] = changesNothing();
     return dumpJson(j);
 }
+
+namespace {
+
+// The names config.json's model ties that the reader restored (Checkpoint::ties): a torch output holds
+// each as a second name of its source's tensor, which the input file did not store, so the plan says
+// so rather than "nothing to change". A safetensors output stores each tie once, as the input did.
+void noteRestoredTies(detail::Builder& b)
+{
+    if (b.opts.format != OutputFormat::Torch || !b.rootPath.empty()) {
+        return;
+    }
+    std::vector<std::string> written;
+    for (const auto& t : b.in.ties.restored) {
+        const bool dropped = std::any_of(b.plan.steps.begin(), b.plan.steps.end(), [&](const PlanStep& s) {
+            return s.kind == StepKind::Drop && s.path == t.name;
+        });
+        if (!dropped) {
+            written.push_back("'" + t.name + "' = '" + t.source + "'");
+        }
+    }
+    if (written.empty()) {
+        return;
+    }
+    std::string list;
+    for (const auto& w : written) {
+        list += (list.empty() ? "" : ", ") + w;
+    }
+    const auto& first = b.in.ties.restored.front();
+    b.step(StepKind::Note, first.name, "", "",
+           std::to_string(written.size()) + (written.size() == 1 ? " name" : " names") +
+               " the file does not store, tied by the model (" + b.in.ties.architecture + ", " + b.in.ties.decidedBy +
+               "), written as views of the tensor each is tied to, one storage, as "
+               "model.state_dict() holds them: " +
+               list);
+}
+
+}  // namespace
 
 Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
 {
@@ -168,8 +205,8 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
             b.stateDicts.insert(n.value.v);
         }
     }
-    for (auto pass :
-         {detail::selectRoot, detail::dropPaths, detail::unwrapModules, detail::sanitize, detail::editPrefixes}) {
+    for (auto pass : {detail::selectRoot, detail::dropPaths, detail::dequantize, detail::unwrapModules,
+                      detail::sanitize, detail::editPrefixes}) {
         if (auto ok = pass(b); !ok) {
             Error e = ok.error();
             e.path = in.path;
@@ -177,6 +214,7 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         }
     }
     detail::planStorages(b);
+    noteRestoredTies(b);
     // Containers torch.load cannot read as they are (a gzip wrapper) or only without weights_only
     // (the 0.1 tar): the rewrite itself is the fix, so the plan says so.
     if (!in.compression.empty() || in.format == Format::TorchTar) {

@@ -7,6 +7,7 @@
 #include "transform/options.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,23 @@ struct PlanStep {
     std::uint64_t count = 0;
 };
 
+// Bytes the plan computes from input storages as they are written (a block-quantized FP8 weight
+// dequantized, transform/dequantize.cpp): handed on in order, a piece at a time, so a write holds
+// one piece of them, never the tensor or the file.
+class ComputedBytes {
+public:
+    ComputedBytes() = default;
+    ComputedBytes(const ComputedBytes&) = delete;
+    ComputedBytes& operator=(const ComputedBytes&) = delete;
+    ComputedBytes(ComputedBytes&&) = delete;
+    ComputedBytes& operator=(ComputedBytes&&) = delete;
+    virtual ~ComputedBytes() = default;
+    [[nodiscard]] virtual std::uint64_t size() const = 0;
+    // Bytes [0, size()) of the result to `sink`, in order; `sink` returning false stops with Cancelled.
+    // Errors name the input's storage they could not read.
+    virtual Expected<void> stream(const Checkpoint& in, const std::function<bool(Bytes)>& sink) const = 0;
+};
+
 // One storage of the output: where its bytes come from.
 struct OutStorage {
     StorageIndex source{0};        // the input's storage
@@ -37,6 +55,10 @@ struct OutStorage {
     // Bytes the plan made itself (a numpy array kept as a tensor), written instead of a range of
     // the input; `source` is then meaningless.
     std::shared_ptr<const std::string> inlineBytes;
+    // Bytes computed from the input as they are written (ComputedBytes); `source` is then meaningless.
+    std::shared_ptr<const ComputedBytes> computed;
+    // Neither a range of an input storage nor anything else the input file holds as it is.
+    [[nodiscard]] bool madeByPlan() const { return inlineBytes != nullptr || computed != nullptr; }
 };
 
 struct Plan {

@@ -69,7 +69,9 @@ bool numpyScalarValue(Arena& a, const pickle::NumpyInfo& np, Value& out, std::st
 }
 
 // The torch dtype holding a numpy numeric array's values exactly, and the element size numpy
-// stores; uint16/uint32 widen (torch 1.x has no such storage), uint64 and dates have none.
+// stores. torch.from_numpy keeps uint16/uint32/uint64 as torch.uint16/uint32/uint64 (PyTorch 2.3+),
+// which PyTorch before 2.3 cannot load (no such storage), so uint16 and uint32 widen to int32 and
+// int64, which hold every value; uint64 and dates have no such type.
 struct NumpyTarget {
     DType dtype = DType::Unknown;
     std::size_t fromSize = 0;
@@ -620,8 +622,15 @@ private:
             const ValueId made = a_.tensor(std::move(info));
             a_[v] = a_[made];
             refreshStridedArgs(a_, v);
-            b_.step(StepKind::Convert, path, before, std::string("tensor ") + std::string(dtypeName(t->dtype)),
-                    "same values and shape, as torch.from_numpy gives (weights_only=True refuses numpy)");
+            const std::string to(dtypeName(t->dtype));
+            b_.step(StepKind::Convert, path, before, "tensor " + to,
+                    t->fromSize == t->toSize
+                        ? std::string("the same values, dtype and shape, as torch.from_numpy gives; weights_only=True "
+                                      "refuses numpy")
+                        : "the same values and shape as " + to + ": torch.from_numpy gives uint" +
+                              std::to_string(8 * t->fromSize) +
+                              " since PyTorch 2.3, which older PyTorch cannot load, and " + to +
+                              " holds every value; weights_only=True refuses numpy");
             return Fate::Keep;
         }
         const char kind = np.dtype.size() > 2 ? np.dtype[1] : '?';

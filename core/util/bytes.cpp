@@ -1,5 +1,7 @@
 #include "util/bytes.h"
 
+#include "util/mapped_pages.h"
+
 #include <array>
 #include <atomic>
 #include <bit>
@@ -179,6 +181,22 @@ Expected<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& 
         m->guardSlot_ = guardMapping(p, m->size_);
     }
     return std::shared_ptr<const MappedFile>(std::move(m));
+}
+
+void releaseMappedPages(const MappedFile& file, Bytes range)
+{
+    const Bytes all = file.bytes();
+    if (range.empty() || range.data() < all.data() || range.data() + range.size() > all.data() + all.size()) {
+        return;
+    }
+    static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(range.data());
+    const std::uintptr_t first = (begin + page - 1) / page * page;
+    const std::uintptr_t last = (begin + range.size()) / page * page;
+    if (last > first) {
+        // NOLINTNEXTLINE(performance-no-int-to-ptr)
+        (void)::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    }
 }
 
 Expected<void> MappedFile::checkUnchanged() const

@@ -296,6 +296,13 @@ Expected<void> checkExpansion(const Checkpoint& in, std::uint64_t outputTensorBy
 
 Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorage& s)
 {
+    if (s.computed) {
+        if (s.byteOffset + s.nbytes > s.computed->size()) {
+            return makeError(ErrorCode::Internal,
+                             "the plan's computed storage '" + s.key + "' is shorter than it declares");
+        }
+        return {};
+    }
     if (s.inlineBytes) {
         if (s.byteOffset + s.nbytes > s.inlineBytes->size()) {
             return makeError(ErrorCode::Internal, "the plan's own storage '" + s.key + "' is shorter than it declares");
@@ -322,7 +329,7 @@ Expected<void> checkSourceRange(const Checkpoint& in, const transform::OutStorag
 
 std::optional<std::uint64_t> fileOffsetOf(const Checkpoint& in, const transform::OutStorage& s)
 {
-    if (s.inlineBytes) {
+    if (s.madeByPlan()) {
         return std::nullopt;
     }
     const StorageEntry& src = in.storages[s.source];
@@ -337,7 +344,7 @@ std::optional<InputSpan> inputSpanOf(const Checkpoint& in, const transform::OutS
     if (auto offset = fileOffsetOf(in, s)) {
         return InputSpan{in.file->fd(), *offset, std::nullopt, nullptr};
     }
-    if (s.inlineBytes || !in.source) {
+    if (s.madeByPlan() || !in.source) {
         return std::nullopt;
     }
     const StorageEntry& src = in.storages[s.source];
@@ -355,6 +362,19 @@ std::optional<InputSpan> inputSpanOf(const Checkpoint& in, const transform::OutS
 
 Expected<Bytes> sourceBytes(const Checkpoint& in, const transform::OutStorage& s, std::vector<std::byte>& scratch)
 {
+    if (s.computed) {
+        // Whole, for a writer that gathers a view: one tensor's bytes (the torch writer streams them).
+        scratch.clear();
+        scratch.reserve(static_cast<std::size_t>(s.computed->size()));
+        auto made = s.computed->stream(in, [&](Bytes piece) {
+            scratch.insert(scratch.end(), piece.begin(), piece.end());
+            return true;
+        });
+        if (!made) {
+            return made.error();
+        }
+        return Bytes(scratch).subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));
+    }
     if (s.inlineBytes) {
         return asBytes(*s.inlineBytes)
             .subspan(static_cast<std::size_t>(s.byteOffset), static_cast<std::size_t>(s.nbytes));

@@ -172,7 +172,8 @@ const char* formName(pickle::TensorForm f)
     case pickle::TensorForm::Sparse:
         return "a sparse tensor";
     case pickle::TensorForm::Meta:
-        return "a meta tensor (no data)";
+        return "a meta tensor: the file holds no data for it (saved from the meta device), and safetensors "
+               "stores data";
     case pickle::TensorForm::Wrapper:
         return "a tensor subclass without storage";
     case pickle::TensorForm::DeviceFromCpu:
@@ -362,7 +363,15 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     }
     const transform::OutStorage& s = plan.storages[t.storage];
     const std::uint64_t start = static_cast<std::uint64_t>(t.offset) * elementSize(t.dtype);
-    if (t.contiguous && !s.inlineBytes) {
+    if (s.computed && t.contiguous && start == 0 && s.byteOffset == 0 && t.nbytes == s.computed->size()) {
+        Expected<void> written;
+        auto made = s.computed->stream(in, [&](Bytes piece) {
+            written = writeChunked(fd, piece, target, meter, stop);
+            return written.ok();
+        });
+        return written ? made : written;
+    }
+    if (t.contiguous && !s.madeByPlan()) {
         if (auto span = inputSpanOf(in, s)) {
             return copyFromInput(span->fd, span->offset + start, t.nbytes, fd, target, meter, stop);
         }

@@ -107,7 +107,21 @@ Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in
     if (auto ok = zip.beginRecord(name, s.nbytes); !ok) {
         return ok;
     }
-    if (s.inlineBytes) {
+    if (s.computed && s.byteOffset == 0 && s.nbytes == s.computed->size()) {
+        Expected<void> written;
+        auto made = s.computed->stream(in, [&](Bytes piece) {
+            written = zip.writeChunk(piece);
+            return written.ok() && !stop.stop_requested();
+        });
+        if (!written) {
+            return written;
+        }
+        if (!made) {
+            return made;
+        }
+        return zip.endRecord();
+    }
+    if (s.madeByPlan()) {
         std::vector<std::byte> unused;
         auto bytes = sourceBytes(in, s, unused);
         if (!bytes) {

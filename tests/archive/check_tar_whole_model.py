@@ -12,8 +12,15 @@ modules; torch 1.13's torch.load reads it back and is the oracle. Checks: inspec
 torch.load gives, at the same path with the same dtype, shape, stride and offset; the pickled
 module shows as a module of its class; check reports `not-weights-only` (weights_only refuses the
 tar format).
+
+Two files: one whose parameters are plain tensors, and one whose parameters are PyTorch 0.1's
+Variables, as 0.1 pickled them: `Parameter` (then a Variable subclass) by plain object reduction,
+NEWOBJ with no arguments and a BUILD of `(data, creator, backward_hooks, requires_grad, volatile)`,
+which Tensor.__setstate__ still reads as "legacy serialization of Variable". torch.load gives a
+Parameter at `weight` there, not `weight/__state__/0`, and `convert --unwrap` must write every one.
 """
 import collections
+import copyreg
 import inspect
 import io
 import json
@@ -35,10 +42,17 @@ class TarNet(nn.Module):
         super().__init__()
 
 
-class TarPickler(pickle.Pickler):
+class TarPickler(pickle._Pickler):  # the Python pickler: its save_reduce writes NEWOBJ for another class
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.seen = set()
+
+    def save(self, obj, save_persistent_id=True):
+        if isinstance(obj, LegacyVariable):
+            # obj=None: the object is not a Parameter, which save_reduce would otherwise refuse
+            self.save_reduce(copyreg.__newobj__, (nn.Parameter,), obj.state(), obj=None)
+            return
+        super().save(obj, save_persistent_id)
 
     def persistent_id(self, obj):
         if isinstance(obj, gen.TensorRef):
@@ -49,6 +63,17 @@ class TarPickler(pickle.Pickler):
         return None
 
 
+class LegacyVariable:
+    """Stands for a PyTorch 0.1 Parameter: TarPickler writes it as 0.1 did, `torch.nn.parameter.Parameter`
+    NEWOBJ'd with no arguments, then BUILD with its 5-tuple state."""
+
+    def __init__(self, key, requires_grad=True):
+        self.key, self.requires_grad = key, requires_grad
+
+    def state(self):
+        return (gen.TensorRef(self.key), None, collections.OrderedDict(), self.requires_grad, False)
+
+
 def module(cls, params, children):
     m = object.__new__(cls)
     m.__dict__.update(training=True, _parameters=collections.OrderedDict(params), _buffers=collections.OrderedDict(),
@@ -57,7 +82,7 @@ def module(cls, params, children):
     return m
 
 
-def build(path):
+def build(path, legacy_variables=False):
     w, b, h = 140234567890112, 140234567890368, 140234567890624
     storages = io.BytesIO()
     pickle.dump(3, storages, protocol=2)
@@ -70,8 +95,9 @@ def build(path):
     gen.tensor_record(tensors, 1001, w, torch.FloatTensor, [3, 4], [4, 1], 0)
     gen.tensor_record(tensors, 1002, b, torch.FloatTensor, [3], [1], 0)
     gen.tensor_record(tensors, 1003, h, torch.FloatTensor, [2, 2], [2, 1], 0)
-    fc1 = module(nn.Linear, {"weight": gen.TensorRef(1001), "bias": gen.TensorRef(1002)}, {})
-    fc2 = module(nn.Linear, {"weight": gen.TensorRef(1003), "bias": None}, {})
+    param = LegacyVariable if legacy_variables else (lambda key: gen.TensorRef(key))
+    fc1 = module(nn.Linear, {"weight": param(1001), "bias": param(1002)}, {})
+    fc2 = module(nn.Linear, {"weight": param(1003), "bias": None}, {})
     fc1.__dict__.update(in_features=4, out_features=3)
     fc2.__dict__.update(in_features=2, out_features=2)
     model = module(TarNet, {}, {"fc1": fc1, "fc2": fc2})
@@ -99,10 +125,8 @@ def walk(obj, path, out):
     return out
 
 
-def main(tool, work):
-    os.makedirs(work, exist_ok=True)
-    path = os.path.join(work, "tar_whole_model.tar")
-    build(path)
+def check_one(tool, path, legacy_variables):
+    build(path, legacy_variables)
     loaded = torch.load(path)
     errors = []
     if type(loaded) is not TarNet or type(loaded.fc1) is not nn.Linear:
@@ -110,16 +134,16 @@ def main(tool, work):
     want = walk(loaded, "", {})
     r = subprocess.run([tool, "inspect", "--json", path], capture_output=True, text=True)
     if r.returncode != 0:
-        print(f"inspect exited {r.returncode}: {r.stderr.strip()}")
-        return 1
+        return [f"inspect exited {r.returncode}: {r.stderr.strip()}"]
     info = json.loads(r.stdout)
     mine = {t["path"]: t for t in info["tensors"]}
     if set(mine) != set(want):
         errors.append(f"tensor paths: ckptscope {sorted(mine)}, torch {sorted(want)}")
     for p in sorted(set(mine) & set(want)):
         m, t = mine[p], want[p]
-        got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"))
-        exp = (str(t.dtype).removeprefix("torch."), list(t.shape), list(t.stride()), t.storage_offset())
+        got = (m["dtype"], m["shape"], m.get("stride"), m.get("storage_offset"), m["parameter"])
+        exp = (str(t.dtype).removeprefix("torch."), list(t.shape), list(t.stride()), t.storage_offset(),
+               isinstance(t, nn.Parameter))
         if got != exp:
             errors.append(f"{p}: ckptscope {got}, torch {exp}")
     types = {o.get("path", ""): o.get("type") for o in info.get("objects", [])}
@@ -129,10 +153,31 @@ def main(tool, work):
     codes = [f["code"] for f in json.loads(r.stdout)["findings"]]
     if "not-weights-only" not in codes:
         errors.append(f"check: no not-weights-only ({codes})")
-    for e in errors:
-        print(e)
-    print("tar whole model:", "ok" if not errors else f"{len(errors)} difference(s)", f"(torch {torch.__version__})")
-    return 1 if errors else 0
+    # convert --unwrap writes model.state_dict(): every parameter, value for value
+    out = path + ".unwrapped.pt"
+    r = subprocess.run([tool, "convert", path, "-o", out, "--unwrap"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return errors + [f"convert --unwrap exited {r.returncode}: {r.stderr.strip()}"]
+    got = torch.load(out)
+    sd = loaded.state_dict()
+    if sorted(got) != sorted(sd):
+        errors.append(f"convert --unwrap wrote {sorted(got)}, state_dict() has {sorted(sd)}")
+    for k in set(got) & set(sd):
+        if not torch.equal(got[k], sd[k]):
+            errors.append(f"{k}: converted values differ")
+    return errors
+
+
+def main(tool, work):
+    os.makedirs(work, exist_ok=True)
+    failed = False
+    for name, legacy in (("tar_whole_model.tar", False), ("tar_whole_model_variables.tar", True)):
+        errors = check_one(tool, os.path.join(work, name), legacy)
+        for e in errors:
+            print(f"{name}: {e}")
+        print(f"{name}:", "ok" if not errors else f"{len(errors)} difference(s)", f"(torch {torch.__version__})")
+        failed |= bool(errors)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

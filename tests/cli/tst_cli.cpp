@@ -3,6 +3,7 @@
 // its JSON type, so a renamed or retyped field fails here before it breaks someone's script.
 #include "cli_json.h"
 #include "cli_run.h"
+#include "python_file.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -34,6 +35,7 @@ private Q_SLOTS:
     void inspectText();
     void sparseLayoutShown();
     void inspectJsonMatchesGolden();
+    void quantizersAndMetaTensorsInJson();
     void inspectSeveralFiles();
     void badInputIsOneLineExit2();
     void usageErrorsExit2();
@@ -124,6 +126,51 @@ void TestCli::inspectJsonMatchesGolden()
     for (const auto& line : got) {
         QVERIFY2(want.contains(line), qPrintable(QStringLiteral("JSON gained (update the golden file): ") + line));
     }
+}
+
+// Issue 40: a quantized tensor's scale and zero point (per tensor, per channel) and a meta tensor's
+// missing data, in inspect --json as torch itself reports them.
+void TestCli::quantizersAndMetaTensorsInJson()
+{
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("q.pt"));
+    const QString wrote = ckpt::test::writeWithPython(
+        QStringLiteral("import sys, torch\n"
+                       "x = torch.linspace(-1, 1, 12).reshape(3, 4)\n"
+                       "torch.save({'q': torch.quantize_per_tensor(x, 0.25, 3, torch.quint8),\n"
+                       "            'qc': torch.quantize_per_channel(x, torch.tensor([0.5, 0.125, 0.25], "
+                       "dtype=torch.float64), torch.tensor([1, 0, -1]), 0, torch.qint8),\n"
+                       "            'm': torch.empty(64, 64, device='meta'), 'x': x}, sys.argv[1])\n"),
+        file);
+    QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
+    const auto r = ckptscope({"inspect", "--json", file.toStdString()});
+    QCOMPARE(r.rc, 0);
+    const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+    QJsonObject byPath;
+    for (const auto& t : doc.value(QStringLiteral("tensors")).toArray()) {
+        byPath.insert(t.toObject().value(QStringLiteral("path")).toString(), t);
+    }
+    const auto q = byPath.value(QStringLiteral("q")).toObject().value(QStringLiteral("quantizer")).toObject();
+    QCOMPARE(q.value(QStringLiteral("scheme")).toString(), QStringLiteral("per_tensor_affine"));
+    QCOMPARE(q.value(QStringLiteral("scale")).toDouble(), 0.25);
+    QCOMPARE(q.value(QStringLiteral("zero_point")).toInt(), 3);
+    const auto qc = byPath.value(QStringLiteral("qc")).toObject().value(QStringLiteral("quantizer")).toObject();
+    QCOMPARE(qc.value(QStringLiteral("axis")).toInt(), 0);
+    const auto scales = qc.value(QStringLiteral("scales")).toObject();
+    QCOMPARE(scales.value(QStringLiteral("count")).toInt(), 3);
+    QCOMPARE(scales.value(QStringLiteral("first")).toArray(), (QJsonArray{0.5, 0.125, 0.25}));
+    QCOMPARE(scales.value(QStringLiteral("min")).toDouble(), 0.125);
+    QCOMPARE(qc.value(QStringLiteral("zero_points")).toObject().value(QStringLiteral("first")).toArray(),
+             (QJsonArray{1.0, 0.0, -1.0}));
+    const auto m = byPath.value(QStringLiteral("m")).toObject();
+    QCOMPARE(m.value(QStringLiteral("has_data")).toBool(true), false);
+    QVERIFY(!byPath.value(QStringLiteral("x")).toObject().contains(QStringLiteral("has_data")));
+    // totals count what the file holds: 0 for the meta tensor
+    const auto totals = doc.value(QStringLiteral("totals")).toObject();
+    QCOMPARE(totals.value(QStringLiteral("tensor_bytes")).toInteger(), 12 + 12 + 48);
+    const auto text = ckptscope({"inspect", file.toStdString()});
+    QVERIFY2(text.out.find("scale 0.25, zero point 3") != std::string::npos, text.out.c_str());
+    QVERIFY(text.out.find("no data") != std::string::npos);
 }
 
 void TestCli::inspectSeveralFiles()

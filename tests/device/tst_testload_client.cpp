@@ -1,7 +1,9 @@
 // The test-load client against a scripted helper (tests/device/fake_helper.sh) and a fake NVML:
 // event streaming, error mapping, a crashing, silent, flooding or babbling helper, cancel, a
 // missing helper, and the "did any other GPU move" bookkeeping, all without LibTorch or a GPU.
+#include "device/load_selection.h"
 #include "device/testload.h"
+#include "python_file.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -131,6 +133,29 @@ private Q_SLOTS:
         qunsetenv("CKPTSCOPE_HELPER_TIMEOUT");
         qunsetenv("CKPTSCOPE_TORCH_HELPER");
         qunsetenv("CKPTSCOPE_NVML_LIBRARY");
+    }
+
+    // A meta tensor (saved from the meta device) has nothing to load: both engines skip it with
+    // that reason, which the command line and the window show (issue 40: "0 tensors, 0 B" and no why).
+    void metaTensorsAreSkippedWithTheirReason()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("meta.pt"));
+        const QString wrote =
+            ckpt::test::writeWithPython(QStringLiteral("import sys, torch\n"
+                                                       "torch.save({'w': torch.empty(4, 4, device='meta'), "
+                                                       "'b': torch.ones(2)}, sys.argv[1])\n"),
+                                        file);
+        QVERIFY2(wrote.isEmpty(), qPrintable(wrote));
+        auto ck = ckpt::openCheckpoint(file.toStdString());
+        QVERIFY(ck);
+        auto sel = ckpt::device::selectForLoad(**ck, "");
+        QVERIFY(sel);
+        QCOMPARE(sel->tensorCount, std::uint64_t{1});
+        QCOMPARE(sel->skipped.size(), std::size_t{1});
+        QCOMPARE(QString::fromStdString(sel->skipped[0].path), QStringLiteral("w"));
+        QVERIFY2(sel->skipped[0].reason.find("a meta tensor: the file holds no data") != std::string::npos,
+                 sel->skipped[0].reason.c_str());
     }
 
     void streamsProgressAndResult()

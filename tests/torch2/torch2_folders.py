@@ -18,6 +18,7 @@ The folders:
 - olmo_layout: torch.save of model, optimizer and trainer state as model.pt, optim.pt, train.pt;
 - peft_adapter: adapter_model.safetensors and adapter_config.json in PEFT's names (peft is not
   packaged in Debian, so the safetensors writer writes the LoRA tensors under the keys peft gives);
+  the folder opens as the adapter it is, which needs its base model, not as "its model";
 - megatron_torch_dist: a DCP folder whose .metadata is Megatron-LM's MCoreMetadata (the dataclass
   subclass megatron-core pickles, adding mcore_data; defined here under megatron-core's module name
   as megatron-core defines it, since Debian does not package it), with common.pt and metadata.json
@@ -25,7 +26,8 @@ The folders:
   subclass, what it adds, and the two files (megatron-torch-dist).
 
 For each folder with one model, ckptscope must:
-- `inspect --json DIR`: list exactly the model file's tensors (the writer's own loader reads it);
+- `inspect --json DIR`: list exactly the model file's tensors as its loader gives them (a
+  save_pretrained file through from_pretrained, the names its model ties included);
 - `check --json DIR`: report `model-folder`, naming the model and every other member;
 - `convert DIR -o OUT.pt`: write a file whose default torch.load holds every tensor bit for bit;
 - `diff DIR MODELFILE`: say they are the same (exit 0).
@@ -197,6 +199,16 @@ def model_file(folder):
 
 
 def load_model(path):
+    """The model's state dict as its loader gives it: a save_pretrained file (config.json beside it
+    naming a transformers class) through from_pretrained, whose state_dict() holds the names the
+    model ties and the file leaves out (issue 40); any other file through its own reader."""
+    config = os.path.join(os.path.dirname(path), "config.json")
+    if path.endswith(".safetensors") and os.path.exists(config):
+        import transformers
+        with open(config) as f:
+            arch = (json.load(f).get("architectures") or [None])[0]
+        if arch and hasattr(transformers, arch):
+            return getattr(transformers, arch).from_pretrained(os.path.dirname(path)).state_dict()
     if path.endswith(".safetensors"):
         from safetensors.torch import load_file
 
@@ -231,6 +243,8 @@ def check_folder(tool, folder, work):
         errors.append(f"check: {len(found)} model-folder findings, 1 expected")
     elif name not in found[0]["title"]:
         errors.append(f"check: the model-folder finding does not name {name}: {found[0]['title']}")
+    elif name.startswith("adapter_model") and "needs its base model" not in found[0]["title"]:
+        errors.append(f"check: a PEFT adapter is called a model: {found[0]['title']}")
     else:
         listed = found[0]["detail"]
         missing = [m for m in members if m not in listed and not m.endswith((".md", ".txt"))]

@@ -136,10 +136,11 @@ private Q_SLOTS:
                  (QStringList{QStringLiteral("convert"), QStringLiteral("best_acc"), QStringLiteral("numpy scalar <f8"),
                               QStringLiteral("float"), QStringLiteral("the value .item() gives")}));
         QCOMPARE(rowText(2),
-                 (QStringList{QStringLiteral("convert"), QStringLiteral("rng"), QStringLiteral("numpy array <i8 [8]"),
-                              QStringLiteral("tensor int64"),
-                              QStringLiteral("same values and shape, as torch.from_numpy gives (weights_only=True "
-                                             "refuses numpy)")}));
+                 (QStringList{
+                     QStringLiteral("convert"), QStringLiteral("rng"), QStringLiteral("numpy array <i8 [8]"),
+                     QStringLiteral("tensor int64"),
+                     QStringLiteral("the same values, dtype and shape, as torch.from_numpy gives; weights_only=True "
+                                    "refuses numpy")}));
         QCOMPARE(rowText(3),
                  (QStringList{QStringLiteral("rename"), QStringLiteral("model/module.conv.weight"),
                               QStringLiteral("module.conv.weight"), QStringLiteral("conv.weight"), QString()}));
