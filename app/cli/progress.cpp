@@ -2,6 +2,7 @@
 
 #include "util/printable.h"
 #include "util/progress.h"
+#include "util/signals.h"
 #include "write/write.h"
 
 #include <array>
@@ -241,15 +242,7 @@ void eraseProgressLine()
 
 void clearProgressOnSignals()
 {
-    struct sigaction sa {};
-    sa.sa_handler = &clearLineThenPrevious;
-    sigemptyset(&sa.sa_mask);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-        sigaddset(&sa.sa_mask, sig);
-    }
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-        ::sigaction(sig, &sa, &g_previous.at(static_cast<std::size_t>(sig)));
-    }
+    onTerminationSignals(&clearLineThenPrevious, &g_previous);
 }
 
 ProgressLine::ProgressLine(std::ostream& err, bool json, std::string label, bool background)

@@ -1,5 +1,7 @@
 #include "write/targets.h"
 
+#include "util/signals.h"
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -349,15 +351,7 @@ void removeRegisteredTemps()
 
 void removeTempsOnSignals()
 {
-    struct sigaction sa {};
-    sa.sa_handler = &removeTempsAndExit;
-    sigemptyset(&sa.sa_mask);
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-        sigaddset(&sa.sa_mask, sig);
-    }
-    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
-        ::sigaction(sig, &sa, nullptr);
-    }
+    onTerminationSignals(&removeTempsAndExit);
 }
 
 std::optional<ExtensionMismatch> extensionMismatch(const std::string& target, bool safetensors)
