@@ -637,10 +637,6 @@ Expected<std::optional<CheckpointPtr>> readRanged(const source::SourcePtr& src, 
     return std::optional<CheckpointPtr>();
 }
 
-}  // namespace
-
-namespace {
-
 // A folder named where a checkpoint is taken opens its one model (model_folder.h); errors say
 // which folder and which file, as a tar member's do.
 Expected<CheckpointPtr> openModelFolder(const ModelFolder& folder)
