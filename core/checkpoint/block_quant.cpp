@@ -144,7 +144,7 @@ BlockQuantization blockQuantization(const std::vector<BlockEntry>& tensors,
         }
         if (!scale) {
             if (fp8Config) {
-                out.unscaled.push_back(TensorIndex{i});
+                out.unscaled.emplace_back(i);
             }
             continue;
         }
