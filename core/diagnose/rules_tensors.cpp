@@ -38,6 +38,7 @@ std::string missingKeysText(const std::vector<TiedName>& names)
 std::vector<std::string> pathsOf(const std::vector<TiedName>& names)
 {
     std::vector<std::string> paths;
+    paths.reserve(2 * names.size());
     for (const auto& n : names) {
         paths.push_back(n.name);
     }
