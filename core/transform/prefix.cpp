@@ -46,7 +46,9 @@ void putEntry(MetaEntries& entries, std::string key, ValueId value)
 // consume_prefix_in_state_dict_if_present on `_metadata`: each renamed entry is popped and
 // re-inserted (so it moves to the end unless its new key exists). Entries naming wrappers inside
 // a multi-level prefix (`module` for `module.module.`) no longer name anything and go.
-// Whether any entry was renamed or dropped.
+// Whether any entry was renamed (an inner wrapper's entry dropped alone does not count: a nested
+// prefix that matches no key drops `module` where stripping `module.` alone renames it to '', as
+// torch's consume_prefix_in_state_dict_if_present does).
 bool stripMeta(MetaEntries& entries, const std::string& prefix)
 {
     const std::string base = withoutTrailingDot(prefix);
@@ -66,7 +68,7 @@ bool stripMeta(MetaEntries& entries, const std::string& prefix)
         if (renamed) {
             putEntry(entries, key == base ? std::string() : key.substr(prefix.size()), value);
         }
-        changed = true;
+        changed = changed || renamed;
     }
     return changed;
 }

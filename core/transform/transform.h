@@ -70,9 +70,10 @@ struct Plan {
     pickle::ValueId root;
     std::vector<OutStorage> storages;  // parallel to arena.storages
     std::uint64_t tensorCount = 0;     // distinct tensors the output holds
-    // The strip prefixes (options.stripPrefixes, in its order) that took something off a key or a
-    // _metadata entry: with only these the plan is the same, since a strip that matched nothing
-    // left every key as the next one found it (the window's presets show these).
+    // The strip prefixes (options.stripPrefixes, in its order) that took something off a key or
+    // renamed a _metadata entry: with only these every key is renamed the same (a strip that matched
+    // nothing left each key as the next one found it), and _metadata as torch's
+    // consume_prefix_in_state_dict_if_present renames it (the window's presets show these).
     std::vector<std::string> stripPrefixesUsed;
     [[nodiscard]] bool changesNothing() const;
     [[nodiscard]] std::uint64_t droppedCount() const;  // values left out (drop steps)
