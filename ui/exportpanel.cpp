@@ -1,6 +1,7 @@
 #include "exportpanel.h"
 
 #include "batchmodel.h"
+#include "checkpoint/block_quant.h"
 #include "dialogs.h"
 #include "drops.h"
 #include "planmodel.h"
@@ -160,13 +161,15 @@ void ExportPanel::buildUi()
     // wide, and scrolls (in its scroll area) rather than cutting fields off.
     int row = 0;
     const auto addRow = [&](const QString& label, QWidget* field) {
-        grid->addWidget(new QLabel(label, this), row, 0);
+        auto* name = new QLabel(label, this);
+        grid->addWidget(name, row, 0);
         grid->addWidget(field, row, 1);
         ++row;
+        return name;
     };
     addRow(tr("Preset:"), m_preset);
     addRow(tr("Format:"), m_format);
-    addRow(tr("Dequantize FP8:"), m_dequantize);
+    m_dequantizeLabel = addRow(tr("Dequantize FP8:"), m_dequantize);
     addRow(tr("Strip prefixes:"), m_strip);
     addRow(tr("Add prefix:"), m_addPrefix);
     addRow(tr("Map location:"), m_mapLocation);
@@ -290,7 +293,31 @@ void ExportPanel::setDocument(DocumentPtr doc)
     if (m_doc) {
         m_output->setText(defaultOutputFor(qs(m_doc->checkpoint->path)));
     }
+    showChoicesOfDocument();
     schedulePlan();
+}
+
+void ExportPanel::showChoicesOfDocument()
+{
+    // A choice that would change nothing in this document is not offered: Dequantize FP8 where
+    // there is a block-quantized FP8 weight, Drop _extra_state where there is such a value.
+    const Checkpoint* c = m_doc ? m_doc->checkpoint.get() : nullptr;
+    const bool fp8 = c != nullptr && !blockQuantization(*c).weights.empty();
+    const bool extraState = c != nullptr && std::any_of(c->nodes.begin(), c->nodes.end(), [](const Node& n) {
+                                return transform::isExtraStateKey(n.name);
+                            });
+    m_dequantize->setVisible(fp8);
+    m_dequantizeLabel->setVisible(fp8);
+    m_dropExtraState->setVisible(extraState);
+    if ((!fp8 && m_options.dequantize) || (!extraState && m_options.dropExtraState)) {
+        if (!fp8) {
+            m_options.dequantize.reset();
+        }
+        if (!extraState) {
+            m_options.dropExtraState = false;
+        }
+        optionsToFields();
+    }
 }
 
 ExportPanel::Preset ExportPanel::preset() const
@@ -476,24 +503,35 @@ void ExportPanel::computePlan()
         return;
     }
     m_planStatus->setText(tr("Planning…"));
-    using Steps = PlanModel::Steps;
+    struct Planned {
+        PlanModel::Steps steps;
+        std::vector<std::string> stripsUsed;  // Plan::stripPrefixesUsed
+    };
     m_planJobs.start(
-        [doc = m_doc, opts = m_options](std::stop_token, const ProgressFn&) -> Expected<Steps> {
+        [doc = m_doc, opts = m_options](std::stop_token, const ProgressFn&) -> Expected<Planned> {
             auto plan = transform::makePlan(*doc->checkpoint, opts);
             if (!plan) {
                 return plan.error();
             }
-            return Steps(std::make_shared<std::vector<transform::PlanStep>>(std::move(plan->steps)));
+            return Planned{std::make_shared<std::vector<transform::PlanStep>>(std::move(plan->steps)),
+                           std::move(plan->stripPrefixesUsed)};
         },
-        [this](Expected<Steps> steps) {
-            if (!steps) {
+        [this, strips = m_options.stripPrefixes](Expected<Planned> planned) {
+            if (!planned) {
                 m_planModel->setSteps({});
-                m_planStatus->setText(errorHtml(qs(steps.error().message)));
+                m_planStatus->setText(errorHtml(qs(planned.error().message)));
                 m_export->setEnabled(false);
             } else {
-                m_planModel->setSteps(*steps);
+                // A preset strips every wrapper prefix there is; the field shows those this document's
+                // keys carry, which plan the same (Plan::stripPrefixesUsed), not every combination.
+                if (preset() != Custom && strips == m_options.stripPrefixes && planned->stripsUsed != strips) {
+                    m_options.stripPrefixes = planned->stripsUsed;
+                    optionsToFields();
+                }
+                const auto& steps = planned->steps;
+                m_planModel->setSteps(steps);
                 fitPlanRows();
-                m_planStatus->setText(planSummary(m_doc->checkpoint->format, m_options.format, (*steps)->size()));
+                m_planStatus->setText(planSummary(m_doc->checkpoint->format, m_options.format, steps->size()));
                 if (const auto& cut = m_doc->checkpoint->truncation; cut.salvaged) {
                     m_planStatus->setText(
                         errorHtml(tr("This file is cut off (it ends %1): Export does not write what survived. "

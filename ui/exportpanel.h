@@ -77,6 +77,8 @@ private:
     void fitPlanColumns();
     void buildUi();
     void optionsToFields();
+    // Dequantize FP8 and Drop _extra_state shown only for a document that holds what they act on.
+    void showChoicesOfDocument();
     void fieldsToOptions();
     void schedulePlan();
     void computePlan();
@@ -102,6 +104,7 @@ private:
     QCheckBox* m_dropExtraState = nullptr;
     QComboBox* m_format = nullptr;
     QComboBox* m_dequantize = nullptr;  // FP8 block-quantized weights: kept, or written as bf16/fp16/fp32
+    QLabel* m_dequantizeLabel = nullptr;
     QTableView* m_planTable = nullptr;
     // What the resize filter watches, kept so the filter never calls into a table being destroyed.
     QObject* m_planViewport = nullptr;

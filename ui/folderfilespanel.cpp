@@ -3,6 +3,7 @@
 #include "checkpoint/extensions.h"
 #include "checkpoint/model_folder.h"
 #include "text.h"
+#include "util/printable.h"
 
 #include <QDir>
 #include <QFileInfo>
@@ -22,6 +23,7 @@ FolderFilesPanel::FolderFilesPanel(QWidget* parent)
     : FileListPanel(tr("Open"), "folderFilesList", "openFolderFileButton", parent)
 {
     setObjectName(QStringLiteral("folderFilesPanel"));
+    header()->setTextFormat(Qt::RichText);  // escaped: a folder's names are never markup
     list()->setHeaderLabels({tr("File"), tr("What it is"), tr("Size")});
     // The file names whole (what the user opens), what each is in the rest.
     list()->header()->setStretchLastSection(false);
@@ -65,9 +67,13 @@ void FolderFilesPanel::setDocument(const DocumentPtr& doc)
         }
         item->setTextAlignment(Size, Qt::AlignRight | Qt::AlignVCenter);
     }
-    header()->setText(tr("%1 is %2: each file is saved on its own, %3 in all. Open one to see it in a tab of "
-                         "its own.")
-                          .arg(dir.dirName(), qs(folder->layout), humanSize(static_cast<std::uint64_t>(total))));
+    QString text = tr("%1 is %2: each file is saved on its own, %3 in all. Open one to see it in a tab of its own.")
+                       .arg(dir.dirName(), qs(folder->layout), humanSize(static_cast<std::uint64_t>(total)));
+    if (folder->adapterConfig) {
+        // What adapter_config.json names is the file's text: made printable, and plain (escaped) in the label.
+        text += QLatin1Char(' ') + tr("The adapter's %1.").arg(qs(displayText(adapterSummary(*folder->adapterConfig))));
+    }
+    header()->setText(text.toHtmlEscaped());
     selectFirst();
 }
 

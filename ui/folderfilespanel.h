@@ -16,6 +16,7 @@ public:
     explicit FolderFilesPanel(QWidget* parent = nullptr);
     // `doc`'s checkpoint was opened from a model folder (Checkpoint::folder).
     void setDocument(const DocumentPtr& doc);
+    using FileListPanel::header;
     using FileListPanel::openButton;
     // Whether `name` (a member of the folder) opens as a checkpoint of its own: a torch or
     // safetensors file, not a JSON config.

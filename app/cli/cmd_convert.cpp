@@ -15,6 +15,7 @@
 #include "transform/transform.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "write/model_config_file.h"
 #include "write/targets.h"
 #include "write/write.h"
 
@@ -181,6 +182,11 @@ int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, s
     if (!written) {
         return writeFailed(written.error(), a, doc, out, err);
     }
+    // The model's config.json beside the weights, so from_pretrained loads the folder.
+    auto config = write::writeModelConfig(in, plan, written->dir, options.write.durability);
+    if (!config) {
+        return writeFailed(config.error(), a, doc, out, err);
+    }
     auto tied = nlohmann::ordered_json::object();
     for (const auto& [removed, kept] : written->tied) {
         tied[removed] = kept;
@@ -189,11 +195,19 @@ int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, s
         doc["output"] = {{"path", written->dir},        {"shards", written->files},         {"index", written->index},
                          {"tensors", written->tensors}, {"total_size", written->totalSize}, {"tied", tied},
                          {"notes", written->notes}};
+        doc["output"]["config"] = nullptr;
+        if (*config) {
+            doc["output"]["config"] = {
+                {"path", (*config)->path}, {"written", (*config)->written}, {"note", (*config)->note}};
+        }
         out << dumpJson(doc, 1) << '\n';
         return kExitOk;
     }
     for (const auto& n : written->notes) {
         out << "note: " << displayText(n) << '\n';
+    }
+    if (*config) {
+        out << "note: " << displayText((*config)->note) << '\n';
     }
     for (const auto& [removed, kept] : written->tied) {
         out << "note: '" << displayText(removed) << "' is tied to '" << displayText(kept) << "': stored once as '"
@@ -299,7 +313,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                  "flushes it later");
     app.add_option("--shard-size", a.shardSize,
                    "write a Hugging Face sharded set into the folder -o names, shards of at most this size "
-                   "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers)")
+                   "(5GB, 500MB, 2GiB, bytes; KB/MB/GB are powers of 1000 as in transformers), with the input's "
+                   "config.json (dequantized: without its quantization_config)")
         ->type_name("SIZE");
     app.add_flag("--salvage", a.salvage,
                  "write what survived of a truncated zip: every tensor whose bytes were cut off is dropped");

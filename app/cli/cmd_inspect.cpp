@@ -220,7 +220,11 @@ void printText(const Checkpoint& c, int maxDepth, std::ostream& out)
         out << "opened " << displayText(c.folder->model())
             << (c.folder->adapter() ? ", the adapter (it needs its base model) of " : ", the model of ")
             << displayText(c.folder->layout) << " " << displayText(c.folder->dir)
-            << "; its files: " << displayText(c.folder->memberList()) << "\n\n";
+            << "; its files: " << displayText(c.folder->memberList()) << "\n";
+        if (c.folder->adapterConfig) {
+            out << "the adapter's " << displayText(adapterSummary(*c.folder->adapterConfig)) << "\n";
+        }
+        out << "\n";
     }
     out << displayText(c.path) << ": " << formatName(c.format) << ", " << c.tensors.size() << " tensors ("
         << humanBytes(heldBytes)

@@ -243,7 +243,36 @@ void writeInspectJsonTo(const Checkpoint& c, JsonText& out)
             out.quoted(c.folder->members[i].role);
             out << '}';
         }
-        out << "]}";
+        out << ']';
+        if (const auto& a = c.folder->adapterConfig) {
+            // adapter_config.json's facts (a PEFT folder): null where the file does not say.
+            auto text = [&](const std::string& s) {
+                if (s.empty()) {
+                    out << "null";
+                } else {
+                    out.quoted(s);
+                }
+            };
+            out << R"(, "adapter": {"base_model_name_or_path": )";
+            text(a->baseModel);
+            out << R"(, "peft_type": )";
+            text(a->peftType);
+            out << R"(, "r": )";
+            if (a->rank) {
+                out << *a->rank;
+            } else {
+                out << "null";
+            }
+            out << R"(, "target_modules": [)";
+            for (std::size_t i = 0; i < a->targetModules.size(); ++i) {
+                out << (i ? ", " : "");
+                out.quoted(a->targetModules[i]);
+            }
+            out << R"(], "target_modules_left_out": )" << a->moreModules << R"(, "problem": )";
+            text(a->problem);
+            out << '}';
+        }
+        out << '}';
     }
     if (fileFormat(c.format).zipArchive) {
         out << ",\n \"archive_folder\": ";

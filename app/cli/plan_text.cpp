@@ -49,6 +49,8 @@ std::string stepBody(const PlanStep& s)
     return body;
 }
 
+}  // namespace
+
 void printStep(const PlanStep& s, std::ostream& out)
 {
     printKind(s.kind, out);
@@ -60,6 +62,8 @@ void printStep(const PlanStep& s, std::ostream& out)
     }
     out << body << (detail.empty() ? "" : " (" + detail + ")") << '\n';
 }
+
+namespace {
 
 // One line for a rule's many steps: how many, and the first two.
 // "  rename  strip 'module.' from 40000 keys: module.a -> a, module.b -> b, ..."

@@ -20,6 +20,9 @@ inline constexpr std::size_t kStepsListed = 4;
 void printPlan(const Checkpoint& in, const std::string& inputName, const transform::Plan& plan,
                const std::string& output, const std::string& kind, bool everyStep, std::ostream& out);
 
+// One step as the plan lists it: "  note    lm_head.weight: 1 name the file does not store, ...".
+void printStep(const transform::PlanStep& s, std::ostream& out);
+
 // What the plan drops, for the closing line: "0 values dropped", "1 value dropped (optimizer)",
 // "5 values dropped (optimizer, lr_scheduler, ...)"; with `would`, "... would be dropped".
 [[nodiscard]] std::string droppedText(const transform::Plan& plan, bool would = false);

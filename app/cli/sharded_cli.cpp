@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/json_out.h"
+#include "cli/plan_text.h"
 #include "cli/progress.h"
 #include "cli/set_text.h"
 #include "diagnose/safety.h"
@@ -14,6 +15,7 @@
 #include "sharded/set_view.h"
 #include "sharded/sharded.h"
 #include "sharded/zero.h"
+#include "transform/transform.h"
 #include "util/bytes.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -398,6 +400,10 @@ std::optional<int> convertSet(const std::string& input, const std::optional<shar
     }
     if (!done) {
         return failed(done.error(), input, err);
+    }
+    // The names the set's model ties, written as views of their tensors: the line a file's plan has.
+    if (const auto ties = transform::restoredTiesNote(done->ties, "the set")) {
+        printStep(*ties, out);
     }
     out << "wrote " << displayText(done->path) << " (" << humanBytes(done->bytes) << ", " << done->tensors
         << " tensors assembled from " << done->files << " " << (setFormat != nullptr ? setFormat->members : "files")

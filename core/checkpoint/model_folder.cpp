@@ -1,6 +1,8 @@
 #include "checkpoint/model_folder.h"
 
+#include "util/bytes.h"
 #include "util/folder_member.h"
+#include "util/json_text.h"
 
 #include <algorithm>
 #include <array>
@@ -152,7 +154,102 @@ void keepSafetensorsOverTwins(ModelFolder& f)
     }
 }
 
+// A text of adapter_config.json as shown: at most kMaxAdapterText bytes, cut before a UTF-8
+// sequence rather than inside it, with "..." where it was cut.
+std::string cutText(const std::string& s)
+{
+    if (s.size() <= kMaxAdapterText) {
+        return s;
+    }
+    std::size_t n = kMaxAdapterText;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0U) == 0x80U) {
+        --n;
+    }
+    return s.substr(0, n) + "...";
+}
+
+std::string textAt(const nlohmann::json& j, const char* key)
+{
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? cutText(it->get<std::string>()) : std::string();
+}
+
+void readAdapterConfig(ModelFolder& f)
+{
+    if (!f.adapter()) {
+        return;
+    }
+    AdapterConfig c;
+    auto path = memberOfFolder(f.dir, "adapter_config.json", "the PEFT folder");
+    auto text = path ? readSmallFile(*path, kMaxAdapterConfigBytes) : Expected<std::string>(path.error());
+    if (!text) {
+        c.problem = "adapter_config.json cannot be read: " + text.error().message;
+    } else {
+        c = parseAdapterConfig(*text);
+    }
+    f.adapterConfig = std::move(c);
+}
+
 }  // namespace
+
+AdapterConfig parseAdapterConfig(std::string_view text)
+{
+    AdapterConfig c;
+    auto parsed = parseJsonText<nlohmann::json>(text, "adapter_config.json");
+    if (!parsed || !parsed->is_object()) {
+        c.problem = "adapter_config.json is not a JSON object";
+        return c;
+    }
+    const auto& j = *parsed;
+    c.baseModel = textAt(j, "base_model_name_or_path");
+    c.peftType = textAt(j, "peft_type");
+    if (const auto r = j.find("r"); r != j.end() && r->is_number_integer()) {
+        c.rank = r->get<std::int64_t>();
+    }
+    if (const auto t = j.find("target_modules"); t != j.end()) {
+        if (t->is_string()) {
+            c.targetModules.push_back(cutText(t->get<std::string>()));  // one regex over module names
+        } else if (t->is_array()) {
+            for (const auto& m : *t) {
+                if (!m.is_string()) {
+                    continue;
+                }
+                if (c.targetModules.size() == kMaxAdapterModules) {
+                    ++c.moreModules;
+                } else {
+                    c.targetModules.push_back(cutText(m.get<std::string>()));
+                }
+            }
+        }
+    }
+    return c;
+}
+
+std::string adapterSummary(const AdapterConfig& c)
+{
+    if (!c.problem.empty()) {
+        return c.problem + ", so the base model it needs is not known";
+    }
+    std::string s = c.baseModel.empty()
+                        ? std::string("adapter_config.json names no base model "
+                                      "(base_model_name_or_path)")
+                        : "base model '" + c.baseModel + "' (adapter_config.json base_model_name_or_path)";
+    std::string kind = c.peftType;
+    if (c.rank) {
+        kind += (kind.empty() ? "r " : ", r ") + std::to_string(*c.rank);
+    }
+    if (!c.targetModules.empty()) {
+        std::string modules;
+        for (const auto& m : c.targetModules) {
+            modules += (modules.empty() ? "" : ", ") + m;
+        }
+        if (c.moreModules > 0) {
+            modules += " and " + std::to_string(c.moreModules) + " more";
+        }
+        kind += (kind.empty() ? "target modules " : ", target modules ") + modules;
+    }
+    return kind.empty() ? s : s + "; " + kind;
+}
 
 bool ModelFolder::adapter() const
 {
@@ -200,6 +297,7 @@ std::optional<ModelFolder> readModelFolder(const std::string& dir)
             f.models.push_back(m.name);
         }
     }
+    readAdapterConfig(f);
     return f;
 }
 

@@ -130,12 +130,15 @@ void modelFolder(const Checkpoint& ckpt, Findings& out)
     f.code = "model-folder";
     f.severity = Severity::Info;
     if (folder.adapter()) {
+        const AdapterConfig about = folder.adapterConfig.value_or(AdapterConfig{});
         f.title = "The folder is " + folder.layout + "; shown is its adapter, " + folder.model() +
-                  ", which needs its base model";
-        f.detail = "Each file in it is saved on its own: " + folder.memberList() + ". " + folder.model() +
+                  ", which needs its base model" + (about.baseModel.empty() ? "" : " '" + about.baseModel + "'");
+        f.detail = "Each file in it is saved on its own: " + folder.memberList() +
+                   ". The adapter: " + adapterSummary(about) + ". " + folder.model() +
                    " holds the adapter's weights alone (LoRA matrices and the like, keyed as the base model's "
-                   "modules with the adapter's names), not a model: load the base model adapter_config.json names "
-                   "(base_model_name_or_path) and apply it with peft's PeftModel.from_pretrained, or merge it "
+                   "modules with the adapter's names), not a model: load " +
+                   (about.baseModel.empty() ? std::string("its base model") : "that base model") +
+                   " and apply the adapter with peft's PeftModel.from_pretrained, or merge it "
                    "into the base model (merge_and_unload) to have one model file. torch.load (or safetensors) reads "
                    "the adapter file, not the folder; inspect, check or convert another member by its name.";
     } else {

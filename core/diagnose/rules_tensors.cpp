@@ -269,8 +269,11 @@ void blockScales(const Checkpoint& ckpt, Findings& out)
 
 void tensorRules(const Checkpoint& ckpt, Findings& out)
 {
-    for (auto& f : tieFindings(ckpt.ties, "the file")) {
-        out.push_back(std::move(f));
+    // A set's view carries the set's ties, whose findings are the set's own (sharded/hf_set.cpp).
+    if (ckpt.setFiles.empty()) {
+        for (auto& f : tieFindings(ckpt.ties, "the file")) {
+            out.push_back(std::move(f));
+        }
     }
     metaTensors(ckpt, out);
     blockScales(ckpt, out);

@@ -438,7 +438,7 @@ Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::s
     if (!size) {
         return size.error();
     }
-    return ConsolidateResult{*target, *size, set.tensors.size(), set.shardFiles.size()};
+    return ConsolidateResult{*target, *size, set.tensors.size(), set.shardFiles.size(), {}, set.ties};
 }
 
 }  // namespace ckpt::sharded

@@ -321,7 +321,8 @@ void restoreConfigTies(ShardedSet& set)
         keys.push_back(set.tensors[i].name);
         index.emplace(set.tensors[i].name, i);
     }
-    const TieReport report = tiedWeights(set.config, keys);
+    set.ties = tiedWeights(set.config, keys);
+    const TieReport& report = set.ties;
     for (const auto& t : report.restored) {
         addTiedName(set, index.at(t.source), t.name);
     }

@@ -190,6 +190,8 @@ Expected<CheckpointPtr> viewOf(const ShardedSet& set)
     c->setFiles = set.shardFiles;
     c->setMembers = memberFiles({set.kind, set.dir, set.indexPath, ""});
     c->modelConfig = set.config;  // its ties are the set's findings; its quantization_config is the view's
+    // The names restored are rows of the view (set.tensors); a conversion's plan says so as for a file.
+    c->ties = set.ties;
     std::vector<std::uint64_t> nbytes;
     for (const auto& s : storages) {
         nbytes.push_back(s.nbytes);

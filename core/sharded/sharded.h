@@ -121,6 +121,9 @@ struct ShardedSet {
     // as config.json's model ties them (util/tied_pairs.h): restored as tensors of `tensors`
     // that view the kept one.
     std::vector<std::pair<std::string, std::string>> tiedNames;
+    // The rule behind the names config.json's model ties (util/tied_pairs.h) over the whole set:
+    // what decided the ties, the names restored (also in tiedNames) and those it could not know.
+    TieReport ties;
     // config.json beside the index (its model class decides the ties; an FP8 set's quantization_config).
     std::optional<ModelConfig> config;
     [[nodiscard]] std::map<std::string, std::string> tiedMap() const { return {tiedNames.begin(), tiedNames.end()}; }
@@ -158,6 +161,9 @@ struct ConsolidateResult {
     std::size_t files = 0;  // of the set, read for it (shards, DCP data files, rank files)
     // What the writer chose that a user should hear of ("4 _extra_state values kept, as ..."); "" if none.
     std::string note;
+    // A Hugging Face set's ties config.json decided (ShardedSet::ties): its restored names are written
+    // as views of their tensors, which the plan of a file's conversion would say (restoredTiesNote).
+    TieReport ties;
 };
 Expected<ConsolidateResult> consolidateTorch(const ShardedSet& set, const std::string& outPath);
 // The refusal of an incomplete set (Corrupt, naming its error findings), before anything is written.

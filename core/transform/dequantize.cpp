@@ -338,7 +338,8 @@ Expected<void> dequantize(Builder& b)
     if (b.in.modelConfig && b.in.modelConfig->quantization) {
         b.step(StepKind::Note, b.rootPath, "", "",
                "config.json's quantization_config (quant_method " + b.in.modelConfig->quantization->method +
-                   ") describes the input: from_pretrained of the output needs a config.json without it");
+                   ") describes the input: from_pretrained of the output needs a config.json without it (a "
+                   "--shard-size folder gets one; beside a file, write it yourself)");
     }
     return {};
 }

@@ -155,13 +155,17 @@ Expected<LocationMap> LocationMap::parse(const std::string& spec)
     return map;
 }
 
-Options::KeyEdit Options::keyEdit(std::string_view key) const
+Options::KeyEdit Options::keyEdit(std::string_view key, std::vector<bool>* stripsUsed) const
 {
     KeyEdit e;
     std::size_t kept = 0;  // where the part of `key` that stays begins
-    for (const auto& p : stripPrefixes) {
+    for (std::size_t i = 0; i < stripPrefixes.size(); ++i) {
+        const std::string& p = stripPrefixes[i];
         if (!p.empty() && key.substr(kept).starts_with(p)) {
             kept += p.size();
+            if (stripsUsed != nullptr) {
+                (*stripsUsed)[i] = true;
+            }
         }
     }
     if (singleModulePrefix) {

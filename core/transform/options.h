@@ -85,7 +85,8 @@ struct Options {
         std::string removed;
         std::string added;
     };
-    [[nodiscard]] KeyEdit keyEdit(std::string_view key) const;
+    // `stripsUsed` (sized as stripPrefixes): each strip that took something off is marked true.
+    [[nodiscard]] KeyEdit keyEdit(std::string_view key, std::vector<bool>* stripsUsed = nullptr) const;
 };
 
 // The dtype `--dequantize` names: bf16/bfloat16, fp16/float16/half, fp32/float32/float; Usage otherwise.

@@ -21,6 +21,8 @@ struct Builder {
     std::unordered_map<std::uint32_t, std::shared_ptr<const std::string>> inlineStorages;
     // Storages the plan computes as they are written (arena storage index -> how): dequantized weights.
     std::unordered_map<std::uint32_t, std::shared_ptr<const ComputedBytes>> computedStorages;
+    // Which of opts.stripPrefixes took something off a key or a _metadata entry (prefix.cpp).
+    std::vector<bool> stripUsed;
 
     void step(StepKind kind, std::string path, std::string before, std::string after, std::string detail = {})
     {

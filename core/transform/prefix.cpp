@@ -46,10 +46,14 @@ void putEntry(MetaEntries& entries, std::string key, ValueId value)
 // consume_prefix_in_state_dict_if_present on `_metadata`: each renamed entry is popped and
 // re-inserted (so it moves to the end unless its new key exists). Entries naming wrappers inside
 // a multi-level prefix (`module` for `module.module.`) no longer name anything and go.
-void stripMeta(MetaEntries& entries, const std::string& prefix)
+// Whether any entry was renamed (an inner wrapper's entry dropped alone does not count: a nested
+// prefix that matches no key drops `module` where stripping `module.` alone renames it to '', as
+// torch's consume_prefix_in_state_dict_if_present does).
+bool stripMeta(MetaEntries& entries, const std::string& prefix)
 {
     const std::string base = withoutTrailingDot(prefix);
     const MetaEntries snapshot = entries;
+    bool changed = false;
     for (const auto& [key, value] : snapshot) {
         if (key.empty()) {
             continue;
@@ -64,7 +68,9 @@ void stripMeta(MetaEntries& entries, const std::string& prefix)
         if (renamed) {
             putEntry(entries, key == base ? std::string() : key.substr(prefix.size()), value);
         }
+        changed = changed || renamed;
     }
+    return changed;
 }
 
 // What wrapping in a module held under `prefix` gives: '' for the wrapper, one entry per
@@ -87,11 +93,11 @@ void addMeta(Arena& a, MetaEntries& entries, const std::string& prefix)
     entries = std::move(out);
 }
 
-void rewriteMeta(Arena& a, const Options& o, MetaEntries& entries)
+void rewriteMeta(Arena& a, const Options& o, MetaEntries& entries, std::vector<bool>& stripUsed)
 {
-    for (const auto& p : o.stripPrefixes) {
-        if (!p.empty()) {
-            stripMeta(entries, p);
+    for (std::size_t i = 0; i < o.stripPrefixes.size(); ++i) {
+        if (!o.stripPrefixes[i].empty() && stripMeta(entries, o.stripPrefixes[i])) {
+            stripUsed[i] = true;
         }
     }
     if (o.singleModulePrefix) {
@@ -139,7 +145,7 @@ void editMetadata(Builder& b, ValueId d, const std::string& path)
         entries.emplace_back(pickle::keyText(a, a[meta].items[i]), a[meta].items[i + 1]);
     }
     const MetaEntries before = entries;
-    rewriteMeta(a, b.opts, entries);
+    rewriteMeta(a, b.opts, entries, b.stripUsed);
     // Compared by content: stripping then re-adding `module.` rebuilds the wrapper's {'version': 1}.
     const bool same = entries.size() == before.size() &&
                       std::equal(entries.begin(), entries.end(), before.begin(), [&](const auto& x, const auto& y) {
@@ -177,6 +183,7 @@ Expected<void> editDict(Builder& b, ValueId d, const std::string& path)
             continue;
         }
         const std::string& old = a[items[i]].text;
+        (void)b.opts.keyEdit(old, &b.stripUsed);
         std::string name = b.opts.renamedKey(old);
         auto [it, fresh] = taken.try_emplace(name, old);
         if (!fresh) {

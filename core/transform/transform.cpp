@@ -153,39 +153,49 @@ std::string Plan::toJson() const
 namespace {
 
 // The names config.json's model ties that the reader restored (Checkpoint::ties): a torch output holds
-// each as a second name of its source's tensor, which the input file did not store, so the plan says
+// each as a second name of its source's tensor, which the input did not store, so the plan says
 // so rather than "nothing to change". A safetensors output stores each tie once, as the input did.
 void noteRestoredTies(detail::Builder& b)
 {
     if (b.opts.format != OutputFormat::Torch || !b.rootPath.empty()) {
         return;
     }
-    std::vector<std::string> written;
-    for (const auto& t : b.in.ties.restored) {
-        const bool dropped = std::any_of(b.plan.steps.begin(), b.plan.steps.end(), [&](const PlanStep& s) {
-            return s.kind == StepKind::Drop && s.path == t.name;
+    auto note =
+        restoredTiesNote(b.in.ties, b.in.setFiles.empty() ? "the file" : "the set", [&](const std::string& name) {
+            return std::any_of(b.plan.steps.begin(), b.plan.steps.end(),
+                               [&](const PlanStep& s) { return s.kind == StepKind::Drop && s.path == name; });
         });
-        if (!dropped) {
+    if (note) {
+        b.plan.steps.push_back(std::move(*note));
+    }
+}
+
+}  // namespace
+
+std::optional<PlanStep> restoredTiesNote(const TieReport& ties, std::string_view input,
+                                         const std::function<bool(const std::string&)>& dropped)
+{
+    std::vector<std::string> written;
+    for (const auto& t : ties.restored) {
+        if (!dropped || !dropped(t.name)) {
             written.push_back("'" + t.name + "' = '" + t.source + "'");
         }
     }
     if (written.empty()) {
-        return;
+        return std::nullopt;
     }
     std::string list;
     for (const auto& w : written) {
         list += (list.empty() ? "" : ", ") + w;
     }
-    const auto& first = b.in.ties.restored.front();
-    b.step(StepKind::Note, first.name, "", "",
-           std::to_string(written.size()) + (written.size() == 1 ? " name" : " names") +
-               " the file does not store, tied by the model (" + b.in.ties.architecture + ", " + b.in.ties.decidedBy +
-               "), written as views of the tensor each is tied to, one storage, as "
-               "model.state_dict() holds them: " +
-               list);
+    return PlanStep{StepKind::Note, ties.restored.front().name, "", "",
+                    std::to_string(written.size()) + (written.size() == 1 ? " name" : " names") + " " +
+                        std::string(input) + " does not store, tied by the model (" + ties.architecture + ", " +
+                        ties.decidedBy +
+                        "), written as views of the tensor each is tied to, one storage, as "
+                        "model.state_dict() holds them: " +
+                        list};
 }
-
-}  // namespace
 
 Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
 {
@@ -199,7 +209,7 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         e.path = in.path;
         return e;
     }
-    detail::Builder b{in, opts, plan, "", {}, {}};
+    detail::Builder b{in, opts, plan, "", {}, {}, {}, std::vector<bool>(opts.stripPrefixes.size(), false)};
     for (const auto& n : in.nodes) {
         if (n.stateDictLike) {
             b.stateDicts.insert(n.value.v);
@@ -214,6 +224,11 @@ Expected<Plan> makePlan(const Checkpoint& in, const Options& opts)
         }
     }
     detail::planStorages(b);
+    for (std::size_t i = 0; i < opts.stripPrefixes.size(); ++i) {
+        if (b.stripUsed[i]) {
+            plan.stripPrefixesUsed.push_back(opts.stripPrefixes[i]);
+        }
+    }
     noteRestoredTies(b);
     // Containers torch.load cannot read as they are (a gzip wrapper) or only without weights_only
     // (the 0.1 tar): the rewrite itself is the fix, so the plan says so.

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ckpt::transform {
@@ -68,11 +70,23 @@ struct Plan {
     pickle::ValueId root;
     std::vector<OutStorage> storages;  // parallel to arena.storages
     std::uint64_t tensorCount = 0;     // distinct tensors the output holds
+    // The strip prefixes (options.stripPrefixes, in its order) that took something off a key or
+    // renamed a _metadata entry: with only these every key is renamed the same (a strip that matched
+    // nothing left each key as the next one found it), and _metadata as torch's
+    // consume_prefix_in_state_dict_if_present renames it (the window's presets show these).
+    std::vector<std::string> stripPrefixesUsed;
     [[nodiscard]] bool changesNothing() const;
     [[nodiscard]] std::uint64_t droppedCount() const;  // values left out (drop steps)
     [[nodiscard]] std::string toJson() const;
 };
 
 Expected<Plan> makePlan(const Checkpoint& in, const Options& opts);
+
+// The note a torch output's plan carries for the names a model ties that the input does not store
+// (TieReport::restored, but those `dropped` says the plan leaves out): which names are written as
+// views of which tensor, and what decided the tie; `input` is "the file" or "the set". nullopt when
+// no such name is written. A set's consolidation, which makes no plan, prints the same note.
+std::optional<PlanStep> restoredTiesNote(const TieReport& ties, std::string_view input,
+                                         const std::function<bool(const std::string&)>& dropped = {});
 
 }  // namespace ckpt::transform

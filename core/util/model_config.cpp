@@ -36,6 +36,7 @@ Expected<ModelConfig> parseModelConfig(std::string_view text)
         return makeError(ErrorCode::Corrupt, "config.json is not a JSON object");
     }
     ModelConfig c;
+    c.text = std::string(text);
     if (const auto it = j.find("architectures"); it != j.end() && it->is_array()) {
         for (const auto& a : *it) {
             if (a.is_string()) {
@@ -70,6 +71,30 @@ Expected<ModelConfig> parseModelConfig(std::string_view text)
         c.quantization = std::move(q);
     }
     return c;
+}
+
+Expected<std::string> configForCopy(const ModelConfig& config, std::optional<DType> dequantizedTo)
+{
+    if (!dequantizedTo) {
+        return config.text;
+    }
+    auto parsed = parseJsonText<nlohmann::ordered_json>(config.text, "config.json");
+    if (!parsed) {
+        return parsed.error();
+    }
+    auto& j = *parsed;
+    if (!j.is_object()) {
+        return makeError(ErrorCode::Corrupt, "config.json is not a JSON object");
+    }
+    j.erase("quantization_config");
+    const std::string dtype(dtypeName(*dequantizedTo));
+    if (j.contains("torch_dtype")) {
+        j["torch_dtype"] = dtype;
+    }
+    if (j.contains("dtype") || !j.contains("torch_dtype")) {
+        j["dtype"] = dtype;
+    }
+    return dumpJson(std::move(j), 2) + "\n";
 }
 
 std::optional<ModelConfig> readModelConfig(const std::string& dir)

@@ -1,8 +1,10 @@
 // What a Hugging Face model folder's config.json says that ckptscope reads: the model class (which
 // decides the tied weights, util/tied_pairs.h), tie_word_embeddings as transformers reads it, and a
-// block-quantized (FP8) checkpoint's quantization_config. Nothing else of the file is used.
+// block-quantized (FP8) checkpoint's quantization_config. The rest of the file is kept as text only,
+// for a folder written from the model (configForCopy).
 #pragma once
 
+#include "util/dtype.h"
 #include "util/error.h"
 
 #include <cstdint>
@@ -29,10 +31,19 @@ struct ModelConfig {
         std::string scaleFormat;  // `scale_fmt` ("ue8m0" for power-of-two scales), "" when absent
     };
     std::optional<Quantization> quantization;
+    std::string text;  // the file as read, which configForCopy rewrites for a copy of the model
 };
 
 // Parses config.json's text: a Corrupt error when it is not a JSON object.
 [[nodiscard]] Expected<ModelConfig> parseModelConfig(std::string_view text);
+
+// config.json for a Hugging Face folder written from this model (convert --shard-size): the text as
+// read; where the weights were dequantized (`dequantizedTo`), without `quantization_config` and with
+// the dtype transformers reads (`dtype`, and `torch_dtype` where the file has that older name) set to
+// the one written, so from_pretrained loads the folder as the plain model it now is (with the
+// quantization_config, it would take the weights for FP8 and look for their scales). Keys keep their
+// order; transformers' indent of 2. Corrupt when the text is not a JSON object.
+[[nodiscard]] Expected<std::string> configForCopy(const ModelConfig& config, std::optional<DType> dequantizedTo);
 
 // config.json in `dir`, when there is one that parses (at most 64 MiB is read); nullopt otherwise.
 [[nodiscard]] std::optional<ModelConfig> readModelConfig(const std::string& dir);

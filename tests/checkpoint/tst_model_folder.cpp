@@ -4,6 +4,7 @@
 // against PyTorch 2.14 by tests/torch2/torch2_folders.py; these are the rules' edges.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_folder.h"
+#include "util/printable.h"
 
 #include <QDir>
 #include <QFile>
@@ -121,6 +122,57 @@ private Q_SLOTS:
         QCOMPARE(roleIn(*folder, "dl_state_dict.bin"), std::string("dataloader state"));
         QCOMPARE(roleIn(*folder, "notes.txt"), std::string());
         QCOMPARE(roleIn(*folder, "optimizer_x.bin"), std::string());
+    }
+
+    // adapter_config.json's base model and adapter, read safely: a hostile file's texts are cut
+    // (and shown only through displayText), a file past the limit or not JSON is named as unread.
+    void adapterConfigIsReadSafely()
+    {
+        QTemporaryDir dir;
+        touch(dir.filePath(QStringLiteral("adapter_model.safetensors")));
+        auto write = [&](const QByteArray& text) {
+            QFile f(dir.filePath(QStringLiteral("adapter_config.json")));
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write(text);
+        };
+        write("{\"base_model_name_or_path\": \"meta-llama/Llama-3.2-1B\", \"peft_type\": \"LORA\", \"r\": 16, "
+              "\"target_modules\": [\"q_proj\", \"v_proj\"]}");
+        auto folder = readModelFolder(dir.path().toStdString());
+        QVERIFY(folder && folder->adapterConfig);
+        QCOMPARE(folder->adapterConfig->baseModel, std::string("meta-llama/Llama-3.2-1B"));
+        QCOMPARE(adapterSummary(*folder->adapterConfig),
+                 std::string("base model 'meta-llama/Llama-3.2-1B' (adapter_config.json base_model_name_or_path); "
+                             "LORA, r 16, target modules q_proj, v_proj"));
+
+        // An escape sequence and a name of 10,000 bytes; 40 target modules; r given as text.
+        QByteArray hostile = "{\"base_model_name_or_path\": \"\\u001b]0;pwned\\u0007" + QByteArray(10000, 'x') +
+                             "\", \"r\": \"8\", \"target_modules\": [";
+        for (int i = 0; i < 40; ++i) {
+            hostile += (i ? ", \"m" : "\"m") + QByteArray::number(i) + '"';
+        }
+        write(hostile + "]}");
+        folder = readModelFolder(dir.path().toStdString());
+        QVERIFY(folder && folder->adapterConfig);
+        const AdapterConfig& a = *folder->adapterConfig;
+        QVERIFY(a.problem.empty());
+        QVERIFY(a.baseModel.size() <= kMaxAdapterText + 3 && a.baseModel.ends_with("..."));
+        QVERIFY(!a.rank);
+        QCOMPARE(a.targetModules.size(), kMaxAdapterModules);
+        QCOMPARE(a.moreModules, std::size_t{40} - kMaxAdapterModules);
+        const std::string shown = displayText(adapterSummary(a));
+        QVERIFY2(shown.find('\x1b') == std::string::npos && shown.find('\a') == std::string::npos, shown.c_str());
+        QVERIFY2(shown.find("and 24 more") != std::string::npos, shown.c_str());
+
+        write("not json");
+        folder = readModelFolder(dir.path().toStdString());
+        QVERIFY(folder && folder->adapterConfig);
+        QCOMPARE(folder->adapterConfig->problem, std::string("adapter_config.json is not a JSON object"));
+        write(QByteArray(static_cast<qsizetype>(kMaxAdapterConfigBytes) + 1, ' '));
+        folder = readModelFolder(dir.path().toStdString());
+        QVERIFY(folder && folder->adapterConfig);
+        QVERIFY2(folder->adapterConfig->problem.starts_with("adapter_config.json cannot be read"),
+                 folder->adapterConfig->problem.c_str());
+        QVERIFY(adapterSummary(*folder->adapterConfig).ends_with("so the base model it needs is not known"));
     }
 
     // A model file alone, or unrelated checkpoints, make no such folder: the folder stays a folder.

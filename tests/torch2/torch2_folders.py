@@ -18,7 +18,9 @@ The folders:
 - olmo_layout: torch.save of model, optimizer and trainer state as model.pt, optim.pt, train.pt;
 - peft_adapter: adapter_model.safetensors and adapter_config.json in PEFT's names (peft is not
   packaged in Debian, so the safetensors writer writes the LoRA tensors under the keys peft gives);
-  the folder opens as the adapter it is, which needs its base model, not as "its model";
+  adapter_config.json as peft 0.13's LoraConfig.save_pretrained writes it, peft not being in the root
+  either); the folder opens as the adapter it is, which needs its base model, not as "its model", and
+  inspect, --json and check name that base model (base_model_name_or_path) and the adapter (LORA, r);
 - megatron_torch_dist: a DCP folder whose .metadata is Megatron-LM's MCoreMetadata (the dataclass
   subclass megatron-core pickles, adding mcore_data; defined here under megatron-core's module name
   as megatron-core defines it, since Debian does not package it), with common.pt and metadata.json
@@ -143,9 +145,20 @@ def write_peft_adapter(out):
         tensors[f"base_model.model.{layer}.lora_A.weight"] = torch.randn(4, 6)
         tensors[f"base_model.model.{layer}.lora_B.weight"] = torch.zeros(7, 4)
     save_file(tensors, os.path.join(out, "adapter_model.safetensors"), metadata={"format": "pt"})
+    # LoraConfig.to_dict() as peft 0.13's save_pretrained writes it (json.dumps(indent=2, sort_keys=True);
+    # target_modules, a set in the config, as a list).
+    config = {"alpha_pattern": {}, "auto_mapping": None, "base_model_name_or_path": PEFT_BASE_MODEL,
+              "bias": "none", "fan_in_fan_out": False, "inference_mode": True, "init_lora_weights": True,
+              "layer_replication": None, "layers_pattern": None, "layers_to_transform": None,
+              "loftq_config": {}, "lora_alpha": 8, "lora_dropout": 0.0, "megatron_config": None,
+              "megatron_core": "megatron.core", "modules_to_save": None, "peft_type": "LORA", "r": 4,
+              "rank_pattern": {}, "revision": None, "target_modules": ["fc2", "fc1"], "task_type": None,
+              "use_dora": False, "use_rslora": False}
     with open(os.path.join(out, "adapter_config.json"), "w") as f:
-        json.dump({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["fc1", "fc2"],
-                   "base_model_name_or_path": None, "task_type": None}, f)
+        f.write(json.dumps(config, indent=2, sort_keys=True))
+
+
+PEFT_BASE_MODEL = "openai-community/gpt2"
 
 
 MCORE_SRC = '''
@@ -221,6 +234,24 @@ def same(a, b):
                                                                       b.contiguous().view(-1).view(torch.uint8))
 
 
+def check_adapter_named(tool, folder, info):
+    """A PEFT adapter names the base model adapter_config.json gives, and what adapter it is, in
+    inspect's text and --json."""
+    errors = []
+    with open(os.path.join(folder, "adapter_config.json")) as f:
+        config = json.load(f)
+    adapter = info.get("folder", {}).get("adapter")
+    want = {"base_model_name_or_path": config["base_model_name_or_path"], "peft_type": config["peft_type"],
+            "r": config["r"], "target_modules": config["target_modules"], "target_modules_left_out": 0,
+            "problem": None}
+    if adapter != want:
+        errors.append(f"inspect --json: folder.adapter {adapter}, adapter_config.json says {want}")
+    text = run(tool, "inspect", folder).stdout
+    if f"base model '{config['base_model_name_or_path']}'" not in text or "LORA, r 4" not in text:
+        errors.append(f"inspect does not name the base model and the adapter: {text[:400]}")
+    return errors
+
+
 def check_folder(tool, folder, work):
     errors = []
     name = model_file(folder)
@@ -236,6 +267,8 @@ def check_folder(tool, folder, work):
         if got != exp:
             errors.append(f"inspect: {k}: ckptscope {got}, writer {exp}")
 
+    if name.startswith("adapter_model"):
+        errors += check_adapter_named(tool, folder, info)
     checked = run(tool, "check", "--json", folder, ok=(0, 1))
     found = [f for f in json.loads(checked.stdout)["findings"] if f["code"] == "model-folder"]
     members = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)))
@@ -245,6 +278,8 @@ def check_folder(tool, folder, work):
         errors.append(f"check: the model-folder finding does not name {name}: {found[0]['title']}")
     elif name.startswith("adapter_model") and "needs its base model" not in found[0]["title"]:
         errors.append(f"check: a PEFT adapter is called a model: {found[0]['title']}")
+    elif name.startswith("adapter_model") and f"'{PEFT_BASE_MODEL}'" not in found[0]["title"]:
+        errors.append(f"check: the PEFT adapter's finding does not name its base model: {found[0]['title']}")
     else:
         listed = found[0]["detail"]
         missing = [m for m in members if m not in listed and not m.endswith((".md", ".txt"))]

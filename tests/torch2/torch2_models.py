@@ -12,7 +12,8 @@ The cases:
   must list exactly the keys of from_pretrained(DIR).state_dict() (restored names with `tied_to`),
   `check` must report tied-weight-missing where save_pretrained left a tie out, and `convert DIR -o
   OUT.pt` must write every key, value for value, loading under the default torch.load and into a
-  fresh model with load_state_dict(strict=True), tied names sharing one storage. t5_alone (the
+  fresh model with load_state_dict(strict=True), tied names sharing one storage, and say which names
+  it writes as ties (a set too, consolidated directly or planned in place). t5_alone (the
   model.safetensors without its config.json) and custom_class (config.json naming a class
   transformers does not have) must say the tie cannot be known (tie-unknown) and restore nothing.
 - meta tensors: meta_device (a model built under torch.device("meta")), meta_accelerate (accelerate's
@@ -165,12 +166,18 @@ def check_tied(tool, path, work, want_codes):
     out = os.path.join(work, "out.pt")
     said = run(tool, "convert", path, "-o", out).stdout
     restored = sorted(name for name, t in listed.items() if t.get("tied_to"))
-    if os.path.exists(os.path.join(path, "model.safetensors")):
-        # one file's plan says which names it writes that the file does not store
+
+    def says_restored(said, how):
+        # the conversion says which names it writes that the file or set does not store, in one line
         notes = [line for line in said.splitlines() if line.lstrip().startswith("note") and "tied by the model" in line]
         named = sorted(n for n in restored if notes and f"'{n}' = " in notes[0])
         if named != restored:
-            errors.append(f"convert's plan names {named} as restored ties, inspect lists {restored}: {said[:300]}")
+            errors.append(f"{how} names {named} as restored ties, inspect lists {restored}: {said[:300]}")
+    says_restored(said, "convert")
+    if not os.path.exists(os.path.join(path, "model.safetensors")):
+        # a set: consolidated directly above; read in place (the plan) here, with the same line
+        says_restored(run(tool, "convert", path, "-o", os.path.join(work, "planned.pt"), "--dry-run").stdout,
+                      "convert --dry-run of the set")
     got = torch.load(out)  # the default: weights_only=True
     if set(got) != set(want):
         errors.append(f"convert wrote {sorted(set(got) - set(want))} more, {sorted(set(want) - set(got))} fewer keys")
@@ -602,6 +609,47 @@ def check_fp8(tool, path, work, bad=False):
             errors.append(f"the dequantized set's {k} differs from torch's")
     if any(k in got for k in pairs.values()):
         errors.append("the dequantized set still holds scales")
+    errors += check_fp8_from_pretrained(path, split, stored, pairs)
+    return errors
+
+
+def check_fp8_from_pretrained(path, split, stored, pairs):
+    """The dequantized folder carries the input's config.json without quantization_config and with
+    dtype bfloat16, and (where the input's config is a whole model's) transformers' from_pretrained
+    loads it as it is, every weight equal to torch's dequantization and every other tensor unchanged."""
+    errors = []
+    with open(os.path.join(path, "config.json")) as f:
+        given = json.load(f)
+    try:
+        with open(os.path.join(split, "config.json")) as f:
+            written = json.load(f)
+    except OSError as e:
+        return [f"the dequantized set has no config.json: {e}"]
+    want = {k: v for k, v in given.items() if k != "quantization_config"}
+    want["dtype"] = "bfloat16"
+    if "torch_dtype" in given:
+        want["torch_dtype"] = "bfloat16"
+    if written != want:
+        differ = sorted(k for k in set(written) | set(want) if written.get(k, "(absent)") != want.get(k, "(absent)"))
+        errors.append(f"the dequantized set's config.json differs from the input's without quantization_config "
+                      f"in {differ[:6]}")
+    if "hidden_size" not in given:
+        return errors  # a config naming the class alone, which no model can be built from
+    import transformers
+    model = transformers.AutoModelForCausalLM.from_pretrained(split)
+    if getattr(model.config, "quantization_config", None) is not None:
+        errors.append("from_pretrained of the dequantized set still sees a quantization_config")
+    loaded = model.state_dict()
+    want_keys = set(stored) - set(pairs.values())
+    if set(loaded) != want_keys:
+        errors.append(f"from_pretrained: keys {sorted(set(loaded) ^ want_keys)[:6]} differ")
+    for k in want_keys & set(loaded):
+        if k in pairs:
+            want_value = reference_dequantize(stored[k], stored[pairs[k]], torch.bfloat16)
+        else:
+            want_value = stored[k].to(torch.bfloat16)
+        if not same_bits(loaded[k].to(torch.bfloat16), want_value):
+            errors.append(f"from_pretrained of the dequantized set: {k} differs from torch's dequantization")
     return errors
 
 

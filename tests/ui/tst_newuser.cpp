@@ -293,6 +293,38 @@ private Q_SLOTS:
         QVERIFY(!text->isVisible());
     }
 
+    // 5b. A PEFT adapter folder: the Files panel's heading and the finding name the base model
+    // adapter_config.json gives, as text (a name that looks like markup stays text).
+    void peftFolderNamesItsBaseModel()
+    {
+        QTemporaryDir dir;
+        const QString folder = dir.filePath(QStringLiteral("lora"));
+        QVERIFY(!copied(dir, "model.safetensors", QStringLiteral("lora/adapter_model.safetensors")).isEmpty());
+        {
+            QFile config(dir.filePath(QStringLiteral("lora/adapter_config.json")));
+            QVERIFY(config.open(QIODevice::WriteOnly));
+            config.write("{\"base_model_name_or_path\": \"org/<b>base</b>\", \"peft_type\": \"LORA\", \"r\": 8, "
+                         "\"target_modules\": [\"q_proj\", \"v_proj\"]}");
+        }
+        MainWindow w;
+        w.show();
+        auto* view = uitest::openOne(w, folder);
+        QVERIFY2(view != nullptr, qPrintable(w.errorText()));
+        auto* files = view->folderFiles();
+        QVERIFY(files != nullptr);
+        const QString heading = files->header()->text();
+        QVERIFY2(heading.contains(QStringLiteral("base model 'org/&lt;b&gt;base&lt;/b&gt;'")) &&
+                     heading.contains(QStringLiteral("LORA, r 8, target modules q_proj, v_proj")),
+                 qPrintable(heading));
+        if (!view->diagnosis()) {
+            QSignalSpy ready(view, &DocumentView::findingsReady);
+            QVERIFY(ready.wait(20000));
+        }
+        view->findings()->select(view->findings()->indexOfCode(QStringLiteral("model-folder")));
+        const QString detail = view->findings()->detailText();
+        QVERIFY2(detail.contains(QStringLiteral("org/&lt;b&gt;base&lt;/b&gt;")), qPrintable(detail));
+    }
+
     // 5. A Trainer checkpoint-N/ folder: the tab says which folder, a Files panel lists every file with
     // what it is and opens the optimizer, and the finding's file names are links that open them.
     void modelFolderHasItsFiles()
