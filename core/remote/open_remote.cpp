@@ -2,10 +2,13 @@
 
 #include "remote/http_source.h"
 #include "remote/location.h"
+#include "remote/remote_folder.h"
 #include "remote/reply_parse.h"
 #include "remote/s3.h"
 #include "remote/s3_xml.h"
 #include "remote/sigv4.h"
+#include "sharded/dcp.h"
+#include "sharded/listing.h"
 #include "sharded/set_view.h"
 
 #include <algorithm>
@@ -315,13 +318,41 @@ namespace {
 
 using NewClient = std::function<std::shared_ptr<HttpClient>()>;
 
-// A file, or a Hugging Face set when `url` is its index (its shards beside it, at `base`).
+// A DCP folder at `base` (shown as `shownBase`), read through its UrlFolder as a local one is
+// through its LocalFolder: .metadata, then what its findings need of the data files.
+Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                    const std::string& shownBase, std::optional<std::vector<std::string>> listing,
+                                    const std::string& input)
+{
+    const Redactor& redactor = client->redactor();
+    auto folder = std::make_shared<const UrlFolder>(client, base, redactor.apply(shownBase), std::move(listing));
+    const sharded::SetLocation loc{sharded::SetKind::Dcp, folder->shown(), folder->pathOf(std::string(kDcpMetadata)),
+                                   "torch.distributed.checkpoint (DCP) directory"};
+    auto set = sharded::dcp::open(folder, loc);
+    if (!set) {
+        return named(set.error(), input, redactor);
+    }
+    RemoteInput out;
+    auto view = sharded::dcp::view(*set);
+    out.checkpoint =
+        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+    out.set = sharded::listingOf(*set);
+    return out;
+}
+
+// A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), or a DCP
+// folder when it is the folder's URL (ending in '/') or its .metadata. `listing`: the folder's
+// files, where the transport listed them (an s3:// prefix).
 Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
                                     const std::string& url, const std::string& base, const std::string& input,
-                                    const std::string& shown, const RemoteOptions& options)
+                                    const std::string& shown, const RemoteOptions& options,
+                                    std::optional<std::vector<std::string>> listing = std::nullopt)
 {
     const Redactor& redactor = client->redactor();
     RemoteInput out;
+    if (const std::string name = fileNameOf(url); name.empty() || name == kDcpMetadata) {
+        return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
+    }
     if (fileNameOf(url).ends_with(".index.json")) {
         // A sharded set: the shards lie beside the index.
         auto files =
@@ -337,7 +368,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         auto view = sharded::viewOf(*set);
         out.checkpoint =
             view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-        out.set = std::move(*set);
+        out.set = sharded::listingOf(*set);
         return out;
     }
     auto c = openRemoteFile(client, url, shown, options);
@@ -369,6 +400,7 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
     auto client = newClient();
     std::string key = name->key;
     std::string shown = input;
+    std::optional<std::vector<std::string>> files;
     if (name->isPrefix()) {
         auto listing = listPrefix(*client, bucketUrl, key);
         auto file = listing ? prefixFileOf(*listing, input) : Expected<std::string>(listing.error());
@@ -377,9 +409,10 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
         }
         key += *file;
         shown += *file;
+        files = std::move(listing->files);
     }
     const std::string url = s3::objectUrl(*settings, {name->bucket, key});
-    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options);
+    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options, std::move(files));
 }
 
 }  // namespace

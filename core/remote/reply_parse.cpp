@@ -111,6 +111,13 @@ Expected<std::string> folderFileOf(const std::vector<std::string>& files, const 
             return std::string(f);  // a sharded set
         }
     }
+    // A DCP folder: its .metadata (or, saved without collectives, its ranks' __R.metadata) opens it.
+    const bool rankMetadata = std::any_of(files.begin(), files.end(), [](const std::string& f) {
+        return f.starts_with("__") && f.ends_with(".metadata");
+    });
+    if (has(kDcpMetadata) || rankMetadata) {
+        return std::string(kDcpMetadata);
+    }
     std::vector<std::string> weights;
     for (const auto& f : files) {
         for (const std::string_view ext : {".safetensors", ".bin", ".pt", ".pth", ".ckpt"}) {
@@ -146,12 +153,11 @@ Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::stri
     const bool zero = has("latest") || has("zero_to_fp32.py") ||
                       std::any_of(listing.folders.begin(), listing.folders.end(),
                                   [](const std::string& f) { return f.starts_with("global_step"); });
-    if (has(".metadata") || zero) {
+    if (zero && !has(kDcpMetadata)) {
         return makeError(ErrorCode::Unsupported,
-                         std::string("is a ") + (zero ? "DeepSpeed ZeRO" : "DCP") +
-                             " checkpoint folder: ckptscope reads Hugging Face sets and single files from object "
-                             "stores, not yet DCP, ZeRO or FSDP folders; download it (aws s3 cp --recursive) "
-                             "and open the local copy");
+                         "is a DeepSpeed ZeRO checkpoint folder: ckptscope reads Hugging Face sets, DCP folders "
+                         "and single files from object stores, not yet ZeRO or FSDP folders; download it (aws s3 "
+                         "cp --recursive) and open the local copy");
     }
     if (listing.files.empty()) {
         return makeError(ErrorCode::Io,

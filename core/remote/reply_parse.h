@@ -45,8 +45,11 @@ struct ContentRange {
 // (the first few, and how many) when there are several. A reply nesting deeper than JSON files
 // are read (kMaxJsonDepth) lists no files.
 [[nodiscard]] Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo);
+// A DCP folder's metadata file: a folder holding it (or its ranks' __R.metadata) opens as the set.
+inline constexpr std::string_view kDcpMetadata = ".metadata";
 // The same choice among a folder's `files` (an s3:// prefix's listing): `what` names the folder in
-// messages ("the repository"), `nameOne` says how to name one file instead.
+// messages ("the repository"), `nameOne` says how to name one file instead. A DCP folder is its
+// kDcpMetadata.
 [[nodiscard]] Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
                                                  const std::string& nameOne);
 
@@ -57,8 +60,8 @@ struct PrefixListing {
 };
 
 // The file an s3:// folder opens as (`shown` is how it was typed, ending in '/'): its Hugging Face
-// set's index or its one checkpoint file (folderFileOf); a DCP or DeepSpeed ZeRO folder is named and
-// refused (Unsupported), as no remote folder interface reads them yet (issue 37).
+// set's index, its DCP .metadata, or its one checkpoint file (folderFileOf); a DeepSpeed ZeRO folder
+// is named and refused (Unsupported): its reader does not take a remote folder yet (issue 37).
 [[nodiscard]] Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown);
 
 // The shard names an index's weight_map gives, each once, in order, each a plain file name; none

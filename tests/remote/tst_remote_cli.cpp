@@ -52,6 +52,7 @@ class TestRemoteCli : public QObject {
     LoopbackServer nginx_;
     QStringList fixtures_;
     QString big_;
+    QString dcpBig_;
 
     QString url(const QString& path) const { return nginx_.url(path); }
 
@@ -71,6 +72,26 @@ private Q_SLOTS:
         served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
                << big_ + QStringLiteral("/big_rezipped.pt") << big_ + QStringLiteral("/big_zip64.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
+        // The DCP fixtures under files/dcp/NAME/, and a 16 MiB set of two ranks as files/dcp/big/.
+        dcpBig_ = tmp_.filePath(QStringLiteral("dcp_big"));
+        QVERIFY2(ckpt::test::runProcess({CKPTSCOPE_PYTHON, "-c", R"(
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import gen_dcp
+torch.manual_seed(0)
+sd = {f'layer{i}.weight': gen_dcp.shard_dim(torch.randn(1024, 1024), 0, 2) for i in range(4)}
+sd['step'] = 7
+gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
+)",
+                                         std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded", dcpBig_.toStdString()})
+                         .rc == 0,
+                 "python3 with torch could not write the big DCP set");
+        QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/files/dcp"))));
+        const QDir dcp(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR));
+        for (const auto& name : dcp.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot)) {
+            QVERIFY(QFile::link(dcp.filePath(name), tmp_.filePath(QStringLiteral("root/files/dcp/") + name)));
+        }
+        QVERIFY(QFile::link(dcpBig_, tmp_.filePath(QStringLiteral("root/files/dcp/big"))));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
         qunsetenv("HF_TOKEN");
@@ -151,6 +172,96 @@ private Q_SLOTS:
         const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), out.filePath(QStringLiteral("o.pt")),
                             sets.filePath(QStringLiteral("hf_st"))});
         QVERIFY2(d.rc == 0, d.out.constData());
+    }
+
+    // Every DCP fixture folder, named by its URL (ending in '/') or its .metadata's: check's
+    // findings and exit code as for the folder on disk, read through the same folder interface.
+    void dcpFoldersEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR));
+        const auto names = sets.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 10);
+        for (const auto& name : names) {
+            const QString dir = sets.filePath(name);
+            const QString base = url(QStringLiteral("/files/dcp/") + name);
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            for (const QString& u : {base + QStringLiteral("/"), base + QStringLiteral("/.metadata")}) {
+                const auto remote = cli({QStringLiteral("check"), QStringLiteral("--json"), u});
+                QVERIFY2(remote.rc == local.rc, qPrintable(name + QStringLiteral(": ") + QString::number(remote.rc) +
+                                                           QStringLiteral(" ") + QString::fromUtf8(remote.err)));
+                QByteArray l = local.out;
+                l.replace(dir.toUtf8(), "SET");
+                QByteArray r = remote.out;
+                r.replace(base.toUtf8(), "SET");
+                const auto lf = QJsonDocument::fromJson(l).object().value(QStringLiteral("findings")).toArray();
+                const auto rf = QJsonDocument::fromJson(r).object().value(QStringLiteral("findings")).toArray();
+                QVERIFY2(rf == lf, qPrintable(name + QStringLiteral("\n") + QString::fromUtf8(r) +
+                                              QStringLiteral("\nlocal:\n") + QString::fromUtf8(l)));
+                if (remote.rc == 2) {
+                    QCOMPARE(lines(remote.err), 1);
+                }
+            }
+            // inspect lists the same tensors and values.
+            const auto li = cli({QStringLiteral("inspect"), QStringLiteral("--json"), dir});
+            const auto ri = cli({QStringLiteral("inspect"), QStringLiteral("--json"), base + QStringLiteral("/")});
+            QCOMPARE(ri.rc, li.rc);
+            if (li.rc == 0) {
+                const auto rows = [](const QByteArray& out) {
+                    return QJsonDocument::fromJson(out).object().value(QStringLiteral("tensors")).toArray();
+                };
+                QVERIFY2(!rows(li.out).isEmpty(), li.out.left(400).constData());
+                QCOMPARE(rows(ri.out).size(), rows(li.out).size());
+            }
+        }
+        // convert from the URL writes what the folder holds.
+        QTemporaryDir out;
+        for (const char* name : {"dcp_basic", "dcp_zstd", "dcp_safetensors", "dcp_extra_state"}) {
+            const QString o = out.filePath(QLatin1String(name) + QStringLiteral(".pt"));
+            const auto w = cli({QStringLiteral("convert"),
+                                url(QStringLiteral("/files/dcp/") + QLatin1String(name) + QStringLiteral("/")),
+                                QStringLiteral("-o"), o});
+            QVERIFY2(w.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(w.err)));
+            const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o,
+                                QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + QLatin1String(name)});
+            QVERIFY2(d.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(d.out)));
+        }
+    }
+
+    // A DCP folder of 16 MiB over plain HTTP (no listing): inspect and check read .metadata and, of
+    // the data files, only what the findings need (each item's first bytes, the values' pickles),
+    // counted in requests and bytes; check --values reads the tensors too.
+    void dcpCheckReadsLittle()
+    {
+        const QString u = url(QStringLiteral("/files/dcp/big/"));
+        std::uint64_t total = 0;
+        for (const auto& f : QDir(dcpBig_).entryInfoList(QDir::Files | QDir::Hidden)) {
+            total += static_cast<std::uint64_t>(f.size());
+        }
+        QVERIFY(total > (16U << 20));
+        for (const char* command : {"inspect", "check"}) {
+            const auto r = cli({QLatin1String(command), QStringLiteral("--json"), u});
+            QVERIFY2(r.rc == 0, r.err.constData());
+            const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+            const auto requests = remote.value(QStringLiteral("requests")).toInt();
+            const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
+            qInfo("%s: %d requests, %llu of %llu bytes", command, requests, static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(total));
+            // .metadata (and its check), each data file's first request, the chunks' first bytes
+            // (4 MiB apart: one request each), the Megatron files probed.
+            QVERIFY2(requests <= 16, qPrintable(QString::number(requests)));
+            QVERIFY2(bytes < (1U << 20), qPrintable(QString::number(bytes)));
+        }
+        const auto values = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--values"), u});
+        const auto local =
+            cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--values"), dcpBig_});
+        QCOMPARE(values.rc, local.rc);
+        const auto read = QJsonDocument::fromJson(values.out)
+                              .object()
+                              .value(QStringLiteral("remote"))
+                              .toObject()
+                              .value(QStringLiteral("bytes_read"))
+                              .toDouble();
+        QVERIFY2(read >= 16U << 20, qPrintable(QString::number(read)));
     }
 
     void inspectRequests()
