@@ -467,9 +467,14 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
-    const std::string base = loc->scheme == Scheme::Http
-                                 ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
-                                 : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
+    // hf://ORG/REPO/PATH/ is a folder of the repository (a DCP folder), as an http(s) URL ending in '/'.
+    const bool hubFolder = loc->scheme == Scheme::HubFile && input.ends_with('/');
+    if (hubFolder) {
+        loc->url += '/';
+    }
+    const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
+                             : hubFolder                 ? loc->url
+                                         : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
     return openFileOrSet(client, newClient, loc->url, base, input, shown, options);
 }
 

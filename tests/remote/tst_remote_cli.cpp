@@ -82,6 +82,15 @@ torch.manual_seed(0)
 sd = {f'layer{i}.weight': gen_dcp.shard_dim(torch.randn(1024, 1024), 0, 2) for i in range(4)}
 sd['step'] = 7
 gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
+# A copy whose .metadata names a data file outside the folder.
+import pickle, shutil
+evil = sys.argv[2] + '_evil'
+shutil.copytree(sys.argv[2], evil)
+md = pickle.load(open(evil + '/.metadata', 'rb'))
+for v in md.storage_data.values():
+    if v.relative_path == '__1_0.distcp':
+        v.relative_path = '../secret.distcp'
+pickle.dump(md, open(evil + '/.metadata', 'wb'))
 )",
                                          std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded", dcpBig_.toStdString()})
                          .rc == 0,
@@ -92,6 +101,10 @@ gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
             QVERIFY(QFile::link(dcp.filePath(name), tmp_.filePath(QStringLiteral("root/files/dcp/") + name)));
         }
         QVERIFY(QFile::link(dcpBig_, tmp_.filePath(QStringLiteral("root/files/dcp/big"))));
+        QVERIFY(QFile::link(dcpBig_ + QStringLiteral("_evil"), tmp_.filePath(QStringLiteral("root/files/dcp/evil"))));
+        // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
+        QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
+                            tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
         qunsetenv("HF_TOKEN");
@@ -212,6 +225,28 @@ gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
                 QVERIFY2(!rows(li.out).isEmpty(), li.out.left(400).constData());
                 QCOMPARE(rows(ri.out).size(), rows(li.out).size());
             }
+        }
+        // A folder of a Hub repository, every member through the redirect to the CDN.
+        {
+            const QString dir = sets.filePath(QStringLiteral("dcp_basic"));
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            const auto hub =
+                cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/model/dcp_basic/")});
+            QVERIFY2(hub.rc == local.rc, hub.err.constData());
+            QCOMPARE(findings(hub.out, QStringLiteral("hf://org/model/dcp_basic")), findings(local.out, dir));
+        }
+        // A .metadata naming a data file outside its folder: refused in one line, nothing requested
+        // for it (nginx's access log).
+        {
+            const auto evil = cli({QStringLiteral("check"), url(QStringLiteral("/files/dcp/evil/"))});
+            QCOMPARE(evil.rc, 2);
+            QCOMPARE(lines(evil.err), 1);
+            QVERIFY2(evil.err.contains("'../secret.distcp'"), evil.err.constData());
+            QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+            QVERIFY(log.open(QIODevice::ReadOnly));
+            const QByteArray requests = log.readAll();
+            QVERIFY(requests.contains("/files/dcp/evil/.metadata"));
+            QVERIFY(!requests.contains("secret"));
         }
         // convert from the URL writes what the folder holds.
         QTemporaryDir out;
