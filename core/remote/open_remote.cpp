@@ -1,5 +1,6 @@
 #include "remote/open_remote.h"
 
+#include "checkpoint/model_folder.h"
 #include "remote/http_source.h"
 #include "remote/location.h"
 #include "remote/remote_folder.h"
@@ -37,8 +38,8 @@ Error named(Error e, const std::string& input, const Redactor& redactor)
     return e;
 }
 
-// The file a whole repository opens as (reply_parse.h), from the Hub API's listing of it.
-Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
+// A whole repository's files (reply_parse.h), from the Hub API's listing of it.
+Expected<std::vector<std::string>> repositoryFiles(HttpClient& client, const Location& loc)
 {
     std::string rev = loc.revision;
     for (std::size_t at = 0; (at = rev.find('/', at)) != std::string::npos;) {
@@ -48,7 +49,7 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     if (!text) {
         return text.error();
     }
-    return repositoryFileOf(*text, loc.repo);
+    return repositoryFilesOf(*text, loc.repo);
 }
 
 // A member a set's index names (a shard, config.json): a plain file name beside the index, as on
@@ -340,8 +341,47 @@ Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, c
     return out;
 }
 
-// A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), or a DCP
-// folder when it is the folder's URL (ending in '/') or its .metadata. `listing`: the folder's
+// `c`, the file `name` of a listed folder, with that folder's layout when it is the model of one
+// (an accelerate, PEFT or Trainer folder: model_folder.h), as a local folder's model is opened.
+CheckpointPtr withModelFolder(const CheckpointPtr& c, const std::string& name, const std::string& shownBase,
+                              const std::optional<std::vector<std::string>>& listing)
+{
+    if (!listing) {
+        return c;
+    }
+    auto folder =
+        modelFolderOf(shownBase.ends_with('/') ? shownBase.substr(0, shownBase.size() - 1) : shownBase, *listing);
+    if (!folder || folder->model() != name) {
+        return c;
+    }
+    auto owned = std::const_pointer_cast<Checkpoint>(c);  // built for this call alone
+    owned->folder = std::make_shared<const ModelFolder>(std::move(*folder));
+    return owned;
+}
+
+// Which of kFolderEntryNames the folder at `base` holds, asked one by one (a byte each): a folder
+// URL's DCP .metadata, model file, set index or adapter. An Io error naming them when none is there.
+Expected<std::string> probeFolderEntry(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                       const std::string& shownBase)
+{
+    const UrlFolder folder(client, base, shownBase, std::nullopt);
+    std::string tried;
+    for (const std::string_view name : kFolderEntryNames) {
+        auto there = folder.exists(std::string(name));
+        if (!there) {
+            return there.error();
+        }
+        if (*there) {
+            return std::string(name);
+        }
+        tried += (tried.empty() ? "" : ", ") + std::string(name);
+    }
+    return makeError(ErrorCode::Io, "a folder URL that holds none of " + tried +
+                                        " (a server lists no folder over HTTP): name the checkpoint file");
+}
+
+// A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
+// folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
 Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
                                     const std::string& url, const std::string& base, const std::string& input,
@@ -350,7 +390,16 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
 {
     const Redactor& redactor = client->redactor();
     RemoteInput out;
-    if (const std::string name = fileNameOf(url); name.empty() || name == kDcpMetadata) {
+    if (fileNameOf(url).empty()) {
+        // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
+        auto entry = probeFolderEntry(client, base, parentOf(shown));
+        if (!entry) {
+            return named(entry.error(), input, redactor);
+        }
+        return openFileOrSet(client, newClient, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
+                             options, std::move(listing));
+    }
+    if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
     }
     if (fileNameOf(url).ends_with(".index.json")) {
@@ -375,7 +424,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     if (!c) {
         return c.error();
     }
-    out.checkpoint = *c;
+    out.checkpoint = withModelFolder(*c, fileNameOf(url), parentOf(shown), listing);
     return out;
 }
 
@@ -458,11 +507,18 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     auto client = newClient();
 
     std::string shown = input;
+    std::optional<std::vector<std::string>> listing;
     if (loc->scheme == Scheme::HubRepo) {
-        auto name = repositoryFile(*client, *loc);
+        auto files = repositoryFiles(*client, *loc);
+        auto name = files ? folderFileOf(*files, "the repository", "hf://" + loc->repo + "/FILE")
+                          : Expected<std::string>(files.error());
         if (!name) {
             return named(name.error(), input, redactor);
         }
+        // The files at its top: the folder the chosen file is read from, as an s3:// prefix's listing.
+        listing.emplace();
+        std::copy_if(files->begin(), files->end(), std::back_inserter(*listing),
+                     [](const std::string& f) { return isPlainFileName(f); });
         loc->path = *name;
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
@@ -475,7 +531,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
                              : hubFolder                 ? loc->url
                                          : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-    return openFileOrSet(client, newClient, loc->url, base, input, shown, options);
+    return openFileOrSet(client, newClient, loc->url, base, input, shown, options, std::move(listing));
 }
 
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,

@@ -102,6 +102,24 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         }
         QVERIFY(QFile::link(dcpBig_, tmp_.filePath(QStringLiteral("root/files/dcp/big"))));
         QVERIFY(QFile::link(dcpBig_ + QStringLiteral("_evil"), tmp_.filePath(QStringLiteral("root/files/dcp/evil"))));
+        // An accelerate folder under files/acc/ and as the repository org/acc; a PEFT adapter folder.
+        for (const QString& at : {QStringLiteral("root/files/acc/"), QStringLiteral("root/cdn/org/acc/main/")}) {
+            QVERIFY(QDir().mkpath(tmp_.filePath(at)));
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/model.safetensors"),
+                                tmp_.filePath(at + QStringLiteral("model.safetensors"))));
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/ddp_sd.pt"),
+                                tmp_.filePath(at + QStringLiteral("optimizer.bin"))));
+        }
+        QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/files/peft"))));
+        QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/model.safetensors"),
+                            tmp_.filePath(QStringLiteral("root/files/peft/adapter_model.safetensors"))));
+        {
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/acc/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/acc/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            api.write(R"({"id": "org/acc", "siblings": [{"rfilename": "model.safetensors"}, )"
+                      R"({"rfilename": "optimizer.bin"}]})");
+        }
         // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
         QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
                             tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
@@ -297,6 +315,34 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
                               .value(QStringLiteral("bytes_read"))
                               .toDouble();
         QVERIFY2(read >= 16U << 20, qPrintable(QString::number(read)));
+    }
+
+    // Model folders (model_folder.h) by URL: a folder URL ending in '/' opens the first model file
+    // it holds (probed: nothing lists a folder over HTTP), a Hub repository holding an accelerate
+    // folder opens its model with the model-folder finding, as the folder on disk does.
+    void modelFolders()
+    {
+        const QString acc = tmp_.filePath(QStringLiteral("root/files/acc"));
+        const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), acc});
+        QVERIFY2(local.rc == 0 && local.out.contains("model-folder"), local.out.constData());
+        const auto hub = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/acc")});
+        QVERIFY2(hub.rc == 0, hub.err.constData());
+        QCOMPARE(findings(hub.out, QStringLiteral("hf://org/acc")), findings(local.out, acc));
+        const auto rows = [](const QByteArray& out) {
+            return QJsonDocument::fromJson(out).object().value(QStringLiteral("tensors")).toArray();
+        };
+        const auto model =
+            cli({QStringLiteral("inspect"), QStringLiteral("--json"), acc + QStringLiteral("/model.safetensors")});
+        for (const QString& folder : {QStringLiteral("acc"), QStringLiteral("peft")}) {
+            const auto r = cli({QStringLiteral("inspect"), QStringLiteral("--json"),
+                                url(QStringLiteral("/files/") + folder + QStringLiteral("/"))});
+            QVERIFY2(r.rc == 0, r.err.constData());
+            QCOMPARE(rows(r.out), rows(model.out));
+        }
+        const auto none = cli({QStringLiteral("inspect"), url(QStringLiteral("/files/dcp/"))});
+        QCOMPARE(none.rc, 2);
+        QCOMPARE(lines(none.err), 1);
+        QVERIFY2(none.err.contains("holds none of .metadata, model.safetensors"), none.err.constData());
     }
 
     void inspectRequests()
