@@ -102,6 +102,22 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         }
         QVERIFY(QFile::link(dcpBig_, tmp_.filePath(QStringLiteral("root/files/dcp/big"))));
         QVERIFY(QFile::link(dcpBig_ + QStringLiteral("_evil"), tmp_.filePath(QStringLiteral("root/files/dcp/evil"))));
+        // A Megatron torch_dist folder: a DCP folder beside common.pt and metadata.json.
+        {
+            const QString meg = tmp_.filePath(QStringLiteral("dcp_megatron"));
+            QVERIFY(QDir().mkpath(meg));
+            const QDir basic(dcp.filePath(QStringLiteral("dcp_basic")));
+            for (const auto& f : basic.entryList(QDir::Files | QDir::Hidden)) {
+                QVERIFY(QFile::copy(basic.filePath(f), meg + QLatin1Char('/') + f));
+            }
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/train_ckpt.pt"),
+                                meg + QStringLiteral("/common.pt")));
+            QFile json(meg + QStringLiteral("/metadata.json"));
+            QVERIFY(json.open(QIODevice::WriteOnly));
+            json.write(R"({"sharded_backend": "torch_dist", "sharded_backend_version": 1})");
+            json.close();
+            QVERIFY(QFile::link(meg, tmp_.filePath(QStringLiteral("root/files/dcp/megatron"))));
+        }
         // An accelerate folder under files/acc/ and as the repository org/acc; a PEFT adapter folder.
         for (const QString& at : {QStringLiteral("root/files/acc/"), QStringLiteral("root/cdn/org/acc/main/")}) {
             QVERIFY(QDir().mkpath(tmp_.filePath(at)));
@@ -210,10 +226,12 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
     void dcpFoldersEqualOnDisk()
     {
         const QDir sets(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR));
-        const auto names = sets.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
+        auto names = sets.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
         QVERIFY(names.size() >= 10);
+        names << QStringLiteral("megatron");  // tmp_'s, beside common.pt and metadata.json
         for (const auto& name : names) {
-            const QString dir = sets.filePath(name);
+            const QString dir = name == QStringLiteral("megatron") ? tmp_.filePath(QStringLiteral("dcp_megatron"))
+                                                                   : sets.filePath(name);
             const QString base = url(QStringLiteral("/files/dcp/") + name);
             const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
             for (const QString& u : {base + QStringLiteral("/"), base + QStringLiteral("/.metadata")}) {
@@ -230,6 +248,9 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
                                               QStringLiteral("\nlocal:\n") + QString::fromUtf8(l)));
                 if (remote.rc == 2) {
                     QCOMPARE(lines(remote.err), 1);
+                }
+                if (name == QStringLiteral("megatron")) {  // the backend read from metadata.json over HTTP
+                    QVERIFY2(remote.out.contains("torch_dist version 1"), remote.out.constData());
                 }
             }
             // inspect lists the same tensors and values.
