@@ -9,6 +9,7 @@
 #include "remote/s3_xml.h"
 #include "remote/sigv4.h"
 #include "sharded/dcp.h"
+#include "sharded/fsdp.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
 
@@ -380,6 +381,52 @@ Expected<std::string> probeFolderEntry(const std::shared_ptr<HttpClient>& client
                                         " (a server lists no folder over HTTP): name the checkpoint file");
 }
 
+// FSDP rank files of a listed folder (fsdp.h: `{stem}rank{R}{ext}`), read through its UrlFolder as
+// a local folder's are: `first` names the stem.
+Expected<RemoteInput> openFsdpFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                     const std::string& shownBase, std::optional<std::vector<std::string>> listing,
+                                     const std::string& first, const std::string& input)
+{
+    const Redactor& redactor = client->redactor();
+    auto folder = std::make_shared<const UrlFolder>(client, base, redactor.apply(shownBase), std::move(listing));
+    const auto stem = sharded::fsdp::rankFileName(first);
+    const sharded::SetLocation loc{sharded::SetKind::FsdpRanks, folder->shown(), folder->pathOf(first),
+                                   "FSDP per-rank state dicts (" + (stem ? stem->first : first) + ")"};
+    auto set = sharded::fsdp::open(folder, loc, false);
+    if (!set) {
+        return named(set.error(), input, redactor);
+    }
+    RemoteInput out;
+    auto view = sharded::fsdp::view(*set);
+    out.checkpoint =
+        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+    out.set = sharded::listingOf(*set);
+    return out;
+}
+
+// The first FSDP rank file of a listed folder whose checkpoint files are all rank files of one
+// stem and none of kFolderEntryNames: what the folder opens as, an FSDP set.
+std::optional<std::string> fsdpRankFileOf(const std::vector<std::string>& files)
+{
+    if (std::any_of(kFolderEntryNames.begin(), kFolderEntryNames.end(),
+                    [&](std::string_view n) { return std::find(files.begin(), files.end(), n) != files.end(); })) {
+        return std::nullopt;
+    }
+    std::optional<std::pair<std::string, std::string>> first;  // name, stem
+    for (const auto& f : files) {
+        if (const auto k = sharded::fsdp::rankFileName(f)) {
+            if (!first) {
+                first.emplace(f, k->first);
+            } else if (k->first != first->second) {
+                return std::nullopt;
+            } else if (f < first->first) {
+                first->first = f;
+            }
+        }
+    }
+    return first ? std::optional(first->first) : std::nullopt;
+}
+
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
@@ -401,6 +448,9 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     }
     if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
+    }
+    if (listing && sharded::fsdp::rankFileName(fileNameOf(url)) && fsdpRankFileOf(*listing)) {
+        return openFsdpFolder(client, base, parentOf(shown), std::move(listing), fileNameOf(url), input);
     }
     if (fileNameOf(url).ends_with(".index.json")) {
         // A sharded set: the shards lie beside the index.
@@ -452,7 +502,10 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
     std::optional<std::vector<std::string>> files;
     if (name->isPrefix()) {
         auto listing = listPrefix(*client, bucketUrl, key);
-        auto file = listing ? prefixFileOf(*listing, input) : Expected<std::string>(listing.error());
+        auto rank = listing ? fsdpRankFileOf(listing->files) : std::nullopt;
+        auto file = rank      ? Expected<std::string>(*rank)
+                    : listing ? prefixFileOf(*listing, input)
+                              : Expected<std::string>(listing.error());
         if (!file) {
             return named(file.error(), input, creds.redactor);
         }
@@ -510,8 +563,10 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     std::optional<std::vector<std::string>> listing;
     if (loc->scheme == Scheme::HubRepo) {
         auto files = repositoryFiles(*client, *loc);
-        auto name = files ? folderFileOf(*files, "the repository", "hf://" + loc->repo + "/FILE")
-                          : Expected<std::string>(files.error());
+        const auto rank = files ? fsdpRankFileOf(*files) : std::nullopt;
+        auto name = rank    ? Expected<std::string>(*rank)
+                    : files ? folderFileOf(*files, "the repository", "hf://" + loc->repo + "/FILE")
+                            : Expected<std::string>(files.error());
         if (!name) {
             return named(name.error(), input, redactor);
         }

@@ -49,7 +49,11 @@ Expected<void> checkMembersUnchanged(const std::vector<std::shared_ptr<const Ope
         }
     }
     for (const auto& m : members) {
-        if (m.present) {
+        if (m.kept) {
+            if (auto same = m.kept->checkUnchanged(); !same) {
+                return same;
+            }
+        } else if (m.present) {
             if (auto same = checkStillSame(m.path, m.identity); !same) {
                 return same;
             }
@@ -151,19 +155,22 @@ Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::stri
     return identityOf(st);
 }
 
-void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first)
+void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first, bool remote)
 {
     Member m;
     m.path = path;
     const std::size_t i = state_->members.size();
-    if (first) {
+    if (first && remote) {
+        m.present = true;
+        m.kept = first;
+    } else if (first) {
         if (auto identity = identityOfCheckpoint(*first, path)) {
             m.present = true;
             m.identity = *identity;
         }
     }
     state_->members.push_back(std::move(m));
-    if (state_->members.back().present) {
+    if (state_->members.back().present && !remote) {
         (void)state_->open.get(i, [&]() -> Expected<CheckpointPtr> { return first; });
     }
 }
@@ -177,6 +184,9 @@ Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
         return e;
     }
     progress::noteReading(m.path);  // which member a progress line names
+    if (m.kept) {
+        return m.kept;
+    }
     return state_->open.get(i, [&]() -> Expected<CheckpointPtr> {
         auto ck = openMember(m.path, i, state_->members.size());
         auto identity = ck ? identityOfCheckpoint(**ck, m.path) : Expected<FileIdentity>(ck.error());
@@ -203,7 +213,7 @@ Expected<void> MemberCheckpoints::checkNotMember(const std::string& target) cons
     }
     const FileIdentity out = identityOf(st);
     for (const auto& m : state_->members) {
-        if (m.present && m.identity.dev == out.dev && m.identity.ino == out.ino) {
+        if (m.present && !m.kept && m.identity.dev == out.dev && m.identity.ino == out.ino) {
             Error e = makeError(ErrorCode::Usage, "the output is " + m.path +
                                                       ", a file of the set being read; choose another output "
                                                       "(the input is never modified)");

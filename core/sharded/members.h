@@ -149,7 +149,9 @@ public:
     MemberCheckpoints() : state_(std::make_shared<State>()) {}
 
     // Adds the member at `path` as read into `first`; null for a member missing or unreadable.
-    void add(const std::string& path, const CheckpointPtr& first);
+    // `remote`: read from a remote folder, holding no descriptor: kept for the set's life, its
+    // source's own size and ETag checks standing for the identity check.
+    void add(const std::string& path, const CheckpointPtr& first, bool remote = false);
     [[nodiscard]] std::size_t size() const { return state_->members.size(); }
     [[nodiscard]] bool present(std::size_t i) const { return state_->members.at(i).present; }
     // Present member `i`, read again when the cache dropped it: an Io error when the file changed
@@ -166,6 +168,7 @@ private:
         std::string path;
         bool present = false;
         FileIdentity identity;
+        CheckpointPtr kept;  // a remote member
     };
     struct State {
         std::vector<Member> members;

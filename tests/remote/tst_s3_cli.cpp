@@ -129,6 +129,15 @@ private Q_SLOTS:
                                dir.filePath(f);
             }
         }
+        // FSDP rank files (ShardedTensor, DTensor), found by the prefix's listing.
+        for (const char* name : {"fsdp_st", "fsdp_dtensor", "fsdp_lost_rank"}) {
+            const QDir dir(fixtures_ + QStringLiteral("/fsdp/") + QLatin1String(name));
+            for (const auto& f : dir.entryList(QDir::Files)) {
+                objects << QStringLiteral("--object")
+                        << QStringLiteral("bkt/") + QLatin1String(name) + QLatin1Char('/') + f + QLatin1Char('=') +
+                               dir.filePath(f);
+            }
+        }
         objects << QStringLiteral("--object")
                 << QStringLiteral("bkt/zero/latest=") + fixtures_ + QStringLiteral("/ddp_sd.pt");
         const QString script = ckpt::test::scriptPath("s3_server.py");
@@ -266,6 +275,23 @@ private Q_SLOTS:
             QVERIFY2(r.rc == l.rc, qPrintable(QLatin1String(name) + QStringLiteral(": ") + describe(r)));
             QCOMPARE(findings(r.out, prefix), findings(l.out, dir));
         }
+        // FSDP rank folders by their prefix: the set's findings as on disk.
+        for (const char* name : {"fsdp_st", "fsdp_dtensor", "fsdp_lost_rank"}) {
+            const QString dir = fixtures_ + QStringLiteral("/fsdp/") + QLatin1String(name);
+            const QString prefix = QStringLiteral("s3://bkt/") + QLatin1String(name);
+            const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--no-sign-request"),
+                                prefix + QLatin1Char('/')});
+            QVERIFY2(r.rc == l.rc, qPrintable(QLatin1String(name) + QStringLiteral(": ") + describe(r)));
+            QCOMPARE(findings(r.out, prefix), findings(l.out, dir));
+        }
+        const QString fsdpOut = tmp_.filePath(QStringLiteral("fsdp.pt"));
+        const auto fsdpConv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
+                                   QStringLiteral("s3://bkt/fsdp_st/"), QStringLiteral("-o"), fsdpOut});
+        QVERIFY2(fsdpConv.rc == 0, qPrintable(describe(fsdpConv)));
+        const auto fsdpSame = cli(
+            {QStringLiteral("diff"), QStringLiteral("--strict"), fsdpOut, fixtures_ + QStringLiteral("/fsdp/fsdp_st")});
+        QVERIFY2(fsdpSame.rc == 0, qPrintable(describe(fsdpSame)));
         const QString dcpOut = tmp_.filePath(QStringLiteral("dcp.pt"));
         const auto dcpConv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
                                   QStringLiteral("s3://bkt/dcp_basic/"), QStringLiteral("-o"), dcpOut});
