@@ -136,6 +136,21 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
             api.write(R"({"id": "org/acc", "siblings": [{"rfilename": "model.safetensors"}, )"
                       R"({"rfilename": "optimizer.bin"}]})");
         }
+        // FSDP rank files as the repository org/fsdp (the API's listing names them).
+        {
+            const QDir fsdp(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/fsdp/fsdp_st"));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/cdn/org/fsdp_repo"))));
+            QVERIFY(QFile::link(fsdp.path(), tmp_.filePath(QStringLiteral("root/cdn/org/fsdp_repo/main"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/fsdp_repo/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/fsdp_repo/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            QByteArray listing = R"({"id": "org/fsdp_repo", "siblings": [)";
+            const auto names = fsdp.entryList(QDir::Files);
+            for (int i = 0; i < names.size(); ++i) {
+                listing += (i ? ", " : "") + QByteArray(R"({"rfilename": ")") + names[i].toUtf8() + "\"}";
+            }
+            api.write(listing + "]}");
+        }
         // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
         QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
                             tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
@@ -360,6 +375,12 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
             QVERIFY2(r.rc == 0, r.err.constData());
             QCOMPARE(rows(r.out), rows(model.out));
         }
+        // A repository of FSDP rank files opens as their set.
+        const QString fsdp = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/fsdp/fsdp_st");
+        const auto fl = cli({QStringLiteral("check"), QStringLiteral("--json"), fsdp});
+        const auto fr = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/fsdp_repo")});
+        QVERIFY2(fr.rc == fl.rc, fr.err.constData());
+        QCOMPARE(findings(fr.out, QStringLiteral("hf://org/fsdp_repo")), findings(fl.out, fsdp));
         const auto none = cli({QStringLiteral("inspect"), url(QStringLiteral("/files/dcp/"))});
         QCOMPARE(none.rc, 2);
         QCOMPARE(lines(none.err), 1);
