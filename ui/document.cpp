@@ -170,11 +170,11 @@ Expected<DocumentPtr> loadRemoteDocument(const std::string& input, std::stop_tok
     }
     Expected<std::shared_ptr<Document>> doc = makeError(ErrorCode::Internal, "not opened");
     if (opened->set) {
-        // A Hugging Face sharded set over HTTP: a set's document, its files named as the index does.
+        // A set over HTTP (Hugging Face, DCP): a set's document, its files named as the set does.
         const auto& set = *opened->set;
         const std::optional<Error> notWhole =
             opened->checkpoint ? std::nullopt : std::optional<Error>(opened->checkpoint.error());
-        doc = setDocument({set.kind, set.dir, set.indexPath, ""}, sharded::listingOf(set),
+        doc = setDocument({set.kind, set.dir, set.index, ""}, set,
                           opened->checkpoint ? *opened->checkpoint : CheckpointPtr(), notWhole, stop);
     } else if (opened->checkpoint) {
         doc = makeDocument(*opened->checkpoint, stop);

@@ -330,7 +330,7 @@ int cmdInspect(const std::vector<std::string>& args, std::ostream& out, std::ost
             auto in = remote.openInput(file);
             if (in && in->set && !several) {  // a sharded set over HTTP: listed as a local set is
                 std::ostringstream listing;
-                printSet(sharded::listingOf(*in->set), file, json, listing);
+                printSet(*in->set, file, json, listing);
                 out << (json ? remote.withJson(listing.str()) : listing.str());
                 if (!json) {
                     remote.report(err);

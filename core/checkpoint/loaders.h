@@ -52,6 +52,12 @@ void readThroughSource(Checkpoint& c, std::vector<SourceStorages::Entry> entries
 Expected<void> loadZip(Checkpoint& c, MemoryBudget& budget);
 Expected<RangedRead> loadZipRanged(std::shared_ptr<Checkpoint>& c, MemoryBudget& budget, std::uint64_t wholeLimit);
 bool startsLikeSafetensors(Bytes head, std::uint64_t size);
+// The header (its length and the whole JSON: 8 + n bytes) of the safetensors file that starts at
+// `start` of `src` and runs to its end, nullopt when the bytes there start none: what a ranged read
+// of a safetensors file and a DCP data file's trailing safetensors file read first. `firstBytes` is
+// the first read's length: the header often lies within it.
+Expected<std::optional<source::Held>> safetensorsHeaderAt(const source::ByteSource& src, std::uint64_t start,
+                                                          std::uint64_t firstBytes);
 Expected<void> loadSafetensors(Checkpoint& c, MemoryBudget& budget);
 // A `save_pretrained` file (model.safetensors with config.json beside it, opened by its path) lacks
 // the names its model ties (util/tied_pairs.h): adds them to the root dict as second names of the

@@ -273,14 +273,21 @@ std::optional<ModelFolder> readModelFolder(const std::string& dir)
     if (!fs::is_directory(dir, ec)) {
         return std::nullopt;
     }
-    ModelFolder f;
-    f.dir = dir;
+    std::vector<std::string> names;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         std::error_code st;
-        if (!it->is_regular_file(st)) {
-            continue;
+        if (it->is_regular_file(st)) {
+            names.push_back(it->path().filename().string());
         }
-        const std::string name = it->path().filename().string();
+    }
+    return modelFolderOf(dir, names);
+}
+
+std::optional<ModelFolder> modelFolderOf(const std::string& dir, const std::vector<std::string>& names)
+{
+    ModelFolder f;
+    f.dir = dir;
+    for (const auto& name : names) {
         if (auto role = roleOf(name); !role.empty()) {
             f.members.push_back({name, std::move(role)});
         }

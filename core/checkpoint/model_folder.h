@@ -71,6 +71,9 @@ struct ModelFolder {
 // not a folder, or holds no file whose name says it is one of these layouts' state beside the model
 // (a folder of unrelated checkpoints stays a plain folder).
 [[nodiscard]] std::optional<ModelFolder> readModelFolder(const std::string& dir);
+// The same from the names of the folder's regular files, wherever they were listed (an s3:// prefix,
+// a Hub repository's files); `dir` names the folder.
+[[nodiscard]] std::optional<ModelFolder> modelFolderOf(const std::string& dir, const std::vector<std::string>& names);
 
 // The file a folder named as a checkpoint opens as: its one model. Usage when the folder holds
 // several models or none, naming its members and what to open instead.

@@ -96,30 +96,42 @@ void restoreModelTies(Checkpoint& c)
     c.arena[c.root].items.assign(items.begin(), items.end());
 }
 
+Expected<std::optional<source::Held>> safetensorsHeaderAt(const source::ByteSource& src, std::uint64_t start,
+                                                          std::uint64_t firstBytes)
+{
+    const std::uint64_t size = start < src.size() ? src.size() - start : 0;
+    auto first = src.read(start, std::min(size, firstBytes));
+    if (!first) {
+        return first.error();
+    }
+    if (!startsLikeSafetensors(first->bytes, size)) {
+        return std::optional<source::Held>();
+    }
+    const std::uint64_t n = loadLE(first->bytes, 0, 8);
+    if (8 + n <= first->bytes.size()) {
+        first->bytes = first->bytes.first(static_cast<std::size_t>(8 + n));
+        return std::optional(std::move(*first));
+    }
+    auto more = src.read(start, 8 + n);
+    if (!more) {
+        return more.error();
+    }
+    return std::optional(std::move(*more));
+}
+
 // A safetensors file from ranges: its length, then its header if the first read did not hold it.
 Expected<RangedRead> loadSafetensorsRanged(std::shared_ptr<Checkpoint>& checkpoint, MemoryBudget& budget,
                                            std::uint64_t /*wholeLimit*/)
 {
     Checkpoint& c = *checkpoint;
-    const std::uint64_t size = c.input->size();
-    auto first = c.input->read(0, std::min(size, kHeadBytes));
-    if (!first) {
-        return first.error();
+    auto header = safetensorsHeaderAt(*c.input, 0, kHeadBytes);
+    if (!header) {
+        return header.error();
     }
-    const source::Held& head = *first;
-    if (!startsLikeSafetensors(head.bytes, size)) {
+    if (!*header) {
         return RangedRead::NotThisFormat;
     }
-    const std::uint64_t n = loadLE(head.bytes, 0, 8);
-    source::Held header = head;
-    if (8 + n > head.bytes.size()) {
-        auto more = c.input->read(0, 8 + n);
-        if (!more) {
-            return more.error();
-        }
-        header = std::move(*more);
-    }
-    auto st = archive::parseSafetensors(header.bytes.first(static_cast<std::size_t>(8 + n)), size);
+    auto st = archive::parseSafetensors((*header)->bytes, c.input->size());
     if (!st) {
         return st.error();
     }

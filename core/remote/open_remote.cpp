@@ -1,11 +1,16 @@
 #include "remote/open_remote.h"
 
+#include "checkpoint/model_folder.h"
 #include "remote/http_source.h"
 #include "remote/location.h"
+#include "remote/remote_folder.h"
 #include "remote/reply_parse.h"
 #include "remote/s3.h"
 #include "remote/s3_xml.h"
 #include "remote/sigv4.h"
+#include "sharded/dcp.h"
+#include "sharded/fsdp.h"
+#include "sharded/listing.h"
 #include "sharded/set_view.h"
 
 #include <algorithm>
@@ -34,8 +39,8 @@ Error named(Error e, const std::string& input, const Redactor& redactor)
     return e;
 }
 
-// The file a whole repository opens as (reply_parse.h), from the Hub API's listing of it.
-Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
+// A whole repository's files (reply_parse.h), from the Hub API's listing of it.
+Expected<std::vector<std::string>> repositoryFiles(HttpClient& client, const Location& loc)
 {
     std::string rev = loc.revision;
     for (std::size_t at = 0; (at = rev.find('/', at)) != std::string::npos;) {
@@ -45,7 +50,7 @@ Expected<std::string> repositoryFile(HttpClient& client, const Location& loc)
     if (!text) {
         return text.error();
     }
-    return repositoryFileOf(*text, loc.repo);
+    return repositoryFilesOf(*text, loc.repo);
 }
 
 // A member a set's index names (a shard, config.json): a plain file name beside the index, as on
@@ -315,13 +320,138 @@ namespace {
 
 using NewClient = std::function<std::shared_ptr<HttpClient>()>;
 
-// A file, or a Hugging Face set when `url` is its index (its shards beside it, at `base`).
+// A DCP folder at `base` (shown as `shownBase`), read through its UrlFolder as a local one is
+// through its LocalFolder: .metadata, then what its findings need of the data files.
+Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                    const std::string& shownBase, std::optional<std::vector<std::string>> listing,
+                                    const std::string& input)
+{
+    const Redactor& redactor = client->redactor();
+    auto folder = std::make_shared<const UrlFolder>(client, base, redactor.apply(shownBase), std::move(listing));
+    const sharded::SetLocation loc{sharded::SetKind::Dcp, folder->shown(), folder->pathOf(std::string(kDcpMetadata)),
+                                   "torch.distributed.checkpoint (DCP) directory"};
+    auto set = sharded::dcp::open(folder, loc);
+    if (!set) {
+        return named(set.error(), input, redactor);
+    }
+    RemoteInput out;
+    auto view = sharded::dcp::view(*set);
+    out.checkpoint =
+        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+    out.set = sharded::listingOf(*set);
+    return out;
+}
+
+// `c`, the file `name` of a listed folder, with that folder's layout when it is the model of one
+// (an accelerate, PEFT or Trainer folder: model_folder.h), as a local folder's model is opened.
+CheckpointPtr withModelFolder(const CheckpointPtr& c, const std::string& name, const std::string& shownBase,
+                              const std::optional<std::vector<std::string>>& listing)
+{
+    if (!listing) {
+        return c;
+    }
+    auto folder =
+        modelFolderOf(shownBase.ends_with('/') ? shownBase.substr(0, shownBase.size() - 1) : shownBase, *listing);
+    if (!folder || folder->model() != name) {
+        return c;
+    }
+    auto owned = std::const_pointer_cast<Checkpoint>(c);  // built for this call alone
+    owned->folder = std::make_shared<const ModelFolder>(std::move(*folder));
+    return owned;
+}
+
+// Which of kFolderEntryNames the folder at `base` holds, asked one by one (a byte each): a folder
+// URL's DCP .metadata, model file, set index or adapter. An Io error naming them when none is there.
+Expected<std::string> probeFolderEntry(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                       const std::string& shownBase)
+{
+    const UrlFolder folder(client, base, shownBase, std::nullopt);
+    std::string tried;
+    for (const std::string_view name : kFolderEntryNames) {
+        auto there = folder.exists(std::string(name));
+        if (!there) {
+            return there.error();
+        }
+        if (*there) {
+            return std::string(name);
+        }
+        tried += (tried.empty() ? "" : ", ") + std::string(name);
+    }
+    return makeError(ErrorCode::Io, "a folder URL that holds none of " + tried +
+                                        " (a server lists no folder over HTTP): name the checkpoint file");
+}
+
+// FSDP rank files of a listed folder (fsdp.h: `{stem}rank{R}{ext}`), read through its UrlFolder as
+// a local folder's are: `first` names the stem.
+Expected<RemoteInput> openFsdpFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                     const std::string& shownBase, std::optional<std::vector<std::string>> listing,
+                                     const std::string& first, const std::string& input)
+{
+    const Redactor& redactor = client->redactor();
+    auto folder = std::make_shared<const UrlFolder>(client, base, redactor.apply(shownBase), std::move(listing));
+    const auto stem = sharded::fsdp::rankFileName(first);
+    const sharded::SetLocation loc{sharded::SetKind::FsdpRanks, folder->shown(), folder->pathOf(first),
+                                   "FSDP per-rank state dicts (" + (stem ? stem->first : first) + ")"};
+    auto set = sharded::fsdp::open(folder, loc, false);
+    if (!set) {
+        return named(set.error(), input, redactor);
+    }
+    RemoteInput out;
+    auto view = sharded::fsdp::view(*set);
+    out.checkpoint =
+        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+    out.set = sharded::listingOf(*set);
+    return out;
+}
+
+// The first FSDP rank file of a listed folder whose checkpoint files are all rank files of one
+// stem and none of kFolderEntryNames: what the folder opens as, an FSDP set.
+std::optional<std::string> fsdpRankFileOf(const std::vector<std::string>& files)
+{
+    if (std::any_of(kFolderEntryNames.begin(), kFolderEntryNames.end(),
+                    [&](std::string_view n) { return std::find(files.begin(), files.end(), n) != files.end(); })) {
+        return std::nullopt;
+    }
+    std::optional<std::pair<std::string, std::string>> first;  // name, stem
+    for (const auto& f : files) {
+        if (const auto k = sharded::fsdp::rankFileName(f)) {
+            if (!first) {
+                first.emplace(f, k->first);
+            } else if (k->first != first->second) {
+                return std::nullopt;
+            } else if (f < first->first) {
+                first->first = f;
+            }
+        }
+    }
+    return first ? std::optional(first->first) : std::nullopt;
+}
+
+// A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
+// folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
+// files, where the transport listed them (an s3:// prefix).
 Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
                                     const std::string& url, const std::string& base, const std::string& input,
-                                    const std::string& shown, const RemoteOptions& options)
+                                    const std::string& shown, const RemoteOptions& options,
+                                    std::optional<std::vector<std::string>> listing = std::nullopt)
 {
     const Redactor& redactor = client->redactor();
     RemoteInput out;
+    if (fileNameOf(url).empty()) {
+        // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
+        auto entry = probeFolderEntry(client, base, parentOf(shown));
+        if (!entry) {
+            return named(entry.error(), input, redactor);
+        }
+        return openFileOrSet(client, newClient, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
+                             options, std::move(listing));
+    }
+    if (fileNameOf(url) == kDcpMetadata) {
+        return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
+    }
+    if (listing && sharded::fsdp::rankFileName(fileNameOf(url)) && fsdpRankFileOf(*listing)) {
+        return openFsdpFolder(client, base, parentOf(shown), std::move(listing), fileNameOf(url), input);
+    }
     if (fileNameOf(url).ends_with(".index.json")) {
         // A sharded set: the shards lie beside the index.
         auto files =
@@ -337,14 +467,14 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         auto view = sharded::viewOf(*set);
         out.checkpoint =
             view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-        out.set = std::move(*set);
+        out.set = sharded::listingOf(*set);
         return out;
     }
     auto c = openRemoteFile(client, url, shown, options);
     if (!c) {
         return c.error();
     }
-    out.checkpoint = *c;
+    out.checkpoint = withModelFolder(*c, fileNameOf(url), parentOf(shown), listing);
     return out;
 }
 
@@ -369,17 +499,22 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
     auto client = newClient();
     std::string key = name->key;
     std::string shown = input;
+    std::optional<std::vector<std::string>> files;
     if (name->isPrefix()) {
         auto listing = listPrefix(*client, bucketUrl, key);
-        auto file = listing ? prefixFileOf(*listing, input) : Expected<std::string>(listing.error());
+        auto rank = listing ? fsdpRankFileOf(listing->files) : std::nullopt;
+        auto file = rank      ? Expected<std::string>(*rank)
+                    : listing ? prefixFileOf(*listing, input)
+                              : Expected<std::string>(listing.error());
         if (!file) {
             return named(file.error(), input, creds.redactor);
         }
         key += *file;
         shown += *file;
+        files = std::move(listing->files);
     }
     const std::string url = s3::objectUrl(*settings, {name->bucket, key});
-    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options);
+    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options, std::move(files));
 }
 
 }  // namespace
@@ -425,19 +560,33 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     auto client = newClient();
 
     std::string shown = input;
+    std::optional<std::vector<std::string>> listing;
     if (loc->scheme == Scheme::HubRepo) {
-        auto name = repositoryFile(*client, *loc);
+        auto files = repositoryFiles(*client, *loc);
+        const auto rank = files ? fsdpRankFileOf(*files) : std::nullopt;
+        auto name = rank    ? Expected<std::string>(*rank)
+                    : files ? folderFileOf(*files, "the repository", "hf://" + loc->repo + "/FILE")
+                            : Expected<std::string>(files.error());
         if (!name) {
             return named(name.error(), input, redactor);
         }
+        // The files at its top: the folder the chosen file is read from, as an s3:// prefix's listing.
+        listing.emplace();
+        std::copy_if(files->begin(), files->end(), std::back_inserter(*listing),
+                     [](const std::string& f) { return isPlainFileName(f); });
         loc->path = *name;
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
     }
-    const std::string base = loc->scheme == Scheme::Http
-                                 ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
-                                 : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-    return openFileOrSet(client, newClient, loc->url, base, input, shown, options);
+    // hf://ORG/REPO/PATH/ is a folder of the repository (a DCP folder), as an http(s) URL ending in '/'.
+    const bool hubFolder = loc->scheme == Scheme::HubFile && input.ends_with('/');
+    if (hubFolder) {
+        loc->url += '/';
+    }
+    const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
+                             : hubFolder                 ? loc->url
+                                         : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
+    return openFileOrSet(client, newClient, loc->url, base, input, shown, options, std::move(listing));
 }
 
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,

@@ -14,7 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "remote/http_client.h"
-#include "sharded/sharded.h"
+#include "sharded/listing.h"
 
 #include <memory>
 #include <optional>
@@ -35,14 +35,16 @@ struct RemoteOptions {
     bool noSignRequest = false;
 };
 
-// What a remote input opened as: one file, or a Hugging Face sharded set (a repository whose
+// What a remote input opened as: one file, or a set: a Hugging Face sharded set (a repository whose
 // weights are sharded, or a `*.index.json` named), whose index is fetched, then each shard's header
-// or directory; `checkpoint` is then the set opened as one (sharded/set_view.h).
+// or directory; or a DCP folder (its URL ending in '/', its .metadata, a repository or s3:// prefix
+// holding one), read through its folder (remote_folder.h). `checkpoint` is then the set opened as
+// one (sharded/set_view.h) and `set` its listing, as a local set's.
 struct RemoteInput {
     // A set that reads but cannot be opened as one checkpoint (a tensor no consolidation writes)
     // holds the reason here, as sharded::viewOf gives it.
     Expected<CheckpointPtr> checkpoint = CheckpointPtr();
-    std::optional<sharded::ShardedSet> set;
+    std::optional<sharded::SetListing> set;
 };
 
 // Opens `input` (see location.h); `extraHeaders` are --header lines ("Name: value"), sent to the

@@ -83,6 +83,15 @@ bool isPlainFileName(std::string_view name)
 
 Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo)
 {
+    auto files = repositoryFilesOf(apiReply, repo);
+    if (!files) {
+        return files.error();
+    }
+    return folderFileOf(*files, "the repository", "hf://" + repo + "/FILE");
+}
+
+Expected<std::vector<std::string>> repositoryFilesOf(std::string_view apiReply, const std::string& repo)
+{
     auto doc = parseJsonText<nlohmann::json>(apiReply, "the Hub API's reply");
     if (!doc || !doc->is_object() || !doc->contains("siblings") || !(*doc)["siblings"].is_array()) {
         return makeError(ErrorCode::Io, "the Hub API's reply for " + repo + " lists no files");
@@ -94,21 +103,23 @@ Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::str
             files.push_back(s["rfilename"].get<std::string>());
         }
     }
-    return folderFileOf(files, "the repository", "hf://" + repo + "/FILE");
+    return files;
 }
 
 Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
                                    const std::string& nameOne)
 {
     auto has = [&](std::string_view f) { return std::find(files.begin(), files.end(), f) != files.end(); };
-    for (const std::string_view f : {"model.safetensors", "pytorch_model.bin"}) {
+    // A DCP folder saved without collectives has its ranks' __R.metadata and no .metadata.
+    const bool rankMetadata = std::any_of(files.begin(), files.end(), [](const std::string& f) {
+        return f.starts_with("__") && f.ends_with(".metadata");
+    });
+    if (rankMetadata && !has(kDcpMetadata)) {
+        return std::string(kDcpMetadata);
+    }
+    for (const std::string_view f : kFolderEntryNames) {
         if (has(f)) {
             return std::string(f);
-        }
-    }
-    for (const std::string_view f : {"model.safetensors.index.json", "pytorch_model.bin.index.json"}) {
-        if (has(f)) {
-            return std::string(f);  // a sharded set
         }
     }
     std::vector<std::string> weights;
@@ -146,12 +157,11 @@ Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::stri
     const bool zero = has("latest") || has("zero_to_fp32.py") ||
                       std::any_of(listing.folders.begin(), listing.folders.end(),
                                   [](const std::string& f) { return f.starts_with("global_step"); });
-    if (has(".metadata") || zero) {
+    if (zero && !has(kDcpMetadata)) {
         return makeError(ErrorCode::Unsupported,
-                         std::string("is a ") + (zero ? "DeepSpeed ZeRO" : "DCP") +
-                             " checkpoint folder: ckptscope reads Hugging Face sets and single files from object "
-                             "stores, not yet DCP, ZeRO or FSDP folders; download it (aws s3 cp --recursive) "
-                             "and open the local copy");
+                         "is a DeepSpeed ZeRO checkpoint folder: ckptscope reads Hugging Face sets, DCP folders "
+                         "and single files from object stores, not yet ZeRO or FSDP folders; download it (aws s3 "
+                         "cp --recursive) and open the local copy");
     }
     if (listing.files.empty()) {
         return makeError(ErrorCode::Io,

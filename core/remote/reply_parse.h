@@ -5,6 +5,7 @@
 
 #include "util/error.h"
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -45,8 +46,24 @@ struct ContentRange {
 // (the first few, and how many) when there are several. A reply nesting deeper than JSON files
 // are read (kMaxJsonDepth) lists no files.
 [[nodiscard]] Expected<std::string> repositoryFileOf(std::string_view apiReply, const std::string& repo);
+// The repository paths the Hub API's reply lists (its `siblings`); Io when it lists none.
+[[nodiscard]] Expected<std::vector<std::string>> repositoryFilesOf(std::string_view apiReply, const std::string& repo);
+// A DCP folder's metadata file: a folder holding it (or its ranks' __R.metadata) opens as the set.
+inline constexpr std::string_view kDcpMetadata = ".metadata";
+// The files a folder opens as, most preferred first: a DCP folder's .metadata, the weights
+// transformers and accelerate save, a sharded set's index, a PEFT adapter's weights (the model
+// files of core/checkpoint/model_folder.h's layouts). folderFileOf takes the first a listing holds;
+// a folder nothing lists (an http(s) URL ending in '/') is probed for them in this order.
+inline constexpr std::array<std::string_view, 7> kFolderEntryNames{kDcpMetadata,
+                                                                   "model.safetensors",
+                                                                   "pytorch_model.bin",
+                                                                   "model.safetensors.index.json",
+                                                                   "pytorch_model.bin.index.json",
+                                                                   "adapter_model.safetensors",
+                                                                   "adapter_model.bin"};
 // The same choice among a folder's `files` (an s3:// prefix's listing): `what` names the folder in
-// messages ("the repository"), `nameOne` says how to name one file instead.
+// messages ("the repository"), `nameOne` says how to name one file instead. A DCP folder is its
+// kDcpMetadata.
 [[nodiscard]] Expected<std::string> folderFileOf(const std::vector<std::string>& files, const std::string& what,
                                                  const std::string& nameOne);
 
@@ -57,8 +74,8 @@ struct PrefixListing {
 };
 
 // The file an s3:// folder opens as (`shown` is how it was typed, ending in '/'): its Hugging Face
-// set's index or its one checkpoint file (folderFileOf); a DCP or DeepSpeed ZeRO folder is named and
-// refused (Unsupported), as no remote folder interface reads them yet (issue 37).
+// set's index, its DCP .metadata, or its one checkpoint file (folderFileOf); a DeepSpeed ZeRO folder
+// is named and refused (Unsupported): its reader does not take a remote folder yet (issue 37).
 [[nodiscard]] Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown);
 
 // The shard names an index's weight_map gives, each once, in order, each a plain file name; none

@@ -8,7 +8,7 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(EXPAT REQUIRED)
 ckptscope_core_library(ckptscope_remote
     SOURCES remote/location.cpp remote/credentials.cpp remote/http_client.cpp remote/http_source.cpp
-            remote/reply_parse.cpp remote/sigv4.cpp remote/s3.cpp remote/s3_xml.cpp
+            remote/reply_parse.cpp remote/sigv4.cpp remote/s3.cpp remote/s3_xml.cpp remote/remote_folder.cpp
     DEPS ckptscope_source ckptscope_util CURL::libcurl OpenSSL::Crypto EXPAT::EXPAT nlohmann_json::nlohmann_json)
 # The one path from a remote input to a Checkpoint (open_remote.h).
 ckptscope_core_library(ckptscope_remote_open

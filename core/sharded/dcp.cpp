@@ -589,6 +589,42 @@ void checkCoverage(const Metadata& md, std::vector<SetFinding>& out)
                              out);
 }
 
+// What is read of each item to tell what it is: a zstd frame's or a zip local header's magic (4
+// bytes), a safetensors file's header length and its '{' (9).
+constexpr std::uint64_t kMagicBytes = 4;
+constexpr std::uint64_t kSniffBytes = 16;
+// What is asked for ahead of each BYTE_IO value (a step count, an RNG state: a few KiB each).
+constexpr std::uint64_t kValueBytes = std::uint64_t{1} << 20;
+
+// The first `bytes` of every item (at most its length) of every present data file, asked of the
+// sources together: nothing for a mapped file, a few merged range requests for a remote one.
+void prefetchItems(const Set& set, std::uint64_t bytes, bool valuesOnly = false)
+{
+    if (set.data.local()) {
+        return;
+    }
+    std::map<std::uint32_t, std::vector<source::Range>> ranges;
+    auto add = [&](const Location& at) {
+        if (at.found && at.file < set.data.size() && set.data.present(at.file)) {
+            ranges[at.file].push_back({at.offset, std::min(at.length, bytes)});
+        }
+    };
+    for (const auto& t : set.meta.items) {
+        if (!t.isTensor) {
+            add(t.bytes);
+        } else if (!valuesOnly) {
+            for (const auto& c : t.chunks) {
+                add(c.at);
+            }
+        }
+    }
+    for (const auto& [file, rs] : ranges) {
+        if (auto src = set.data.source(file)) {
+            (void)(*src)->prefetch(rs);  // a failure shows when the bytes are read
+        }
+    }
+}
+
 // `layout`: what resolveSafetensors found wrong with a safetensors data file's chunks.
 void checkFiles(Set& set, const std::vector<std::string>& layout)
 {
@@ -620,20 +656,25 @@ void checkFiles(Set& set, const std::vector<std::string>& layout)
         if (!at.found || at.file >= set.data.size() || !set.data.present(at.file)) {
             return;
         }
-        auto mapped = set.data.map(at.file);
-        if (!mapped) {
-            unreadable.push_back(what + ": " + mapped.error().message);
+        auto src = set.data.source(at.file);
+        if (!src) {
+            unreadable.push_back(what + ": " + src.error().message);
             return;
         }
-        const Bytes all = (*mapped)->bytes();
+        const std::uint64_t size = (*src)->size();
         const std::string& file = set.meta.files[at.file];
         std::uint64_t end = 0;
-        if (!checkedAdd(at.offset, at.length, end) || end > all.size()) {
+        if (!checkedAdd(at.offset, at.length, end) || end > size) {
             unreadable.push_back(what + ": bytes " + std::to_string(at.offset) + " + " + std::to_string(at.length) +
-                                 " lie past the end of " + file + " (" + std::to_string(all.size()) + " bytes)");
+                                 " lie past the end of " + file + " (" + std::to_string(size) + " bytes)");
             return;
         }
-        const Bytes item = all.subspan(at.offset, at.length);
+        auto head = (*src)->read(at.offset, std::min(at.length, kMagicBytes));
+        if (!head) {
+            unreadable.push_back(what + ": " + head.error().message);
+            return;
+        }
+        const Bytes item = head->bytes;
         if (at.encoding == Encoding::Zstd && !archive::looksLikeZstd(item)) {
             unreadable.push_back(what + ": the bytes at " + std::to_string(at.offset) + " of " + file +
                                  " are no zstd frame, which its transform_descriptors say");
@@ -936,40 +977,65 @@ struct RankMetadata {
     std::vector<int> missing;  // wrote data files but left no __R.metadata
 };
 
-Expected<RankMetadata> readRankMetadata(const fs::path& dir)
+// A small member read whole (a metadata pickle: the unpickler reads one span), at most `maxBytes`.
+struct WholeMember {
+    source::SourcePtr src;
+    source::Held bytes;
+};
+Expected<WholeMember> readWhole(const source::Folder& dir, const std::string& name, std::uint64_t maxBytes)
 {
-    std::vector<std::pair<int, fs::path>> files;
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string n = it->path().filename().string();
-        names.push_back(n);
+    auto src = dir.open(name, "the folder");
+    if (!src) {
+        return src.error();
+    }
+    if ((*src)->size() > maxBytes) {
+        Error e = makeError(ErrorCode::Limit, "is " + humanBytes((*src)->size()) + ", more than the " +
+                                                  humanBytes(maxBytes) + " such a file is read up to");
+        e.path = dir.pathOf(name);
+        return e;
+    }
+    auto held = (*src)->read(0, (*src)->size());
+    if (!held) {
+        return held.error();
+    }
+    return WholeMember{*src, std::move(*held)};
+}
+
+// What a metadata pickle is read up to: MemoryBudget's pickles are held to far less once parsed.
+constexpr std::uint64_t kMetadataLimit = std::uint64_t{16} << 30;
+
+// Without a listing (plain HTTP) no __R.metadata can be found: nothing is read.
+Expected<RankMetadata> readRankMetadata(const source::Folder& dir)
+{
+    std::vector<std::pair<int, std::string>> files;
+    auto listed = dir.list();
+    if (!listed) {
+        return listed.error();
+    }
+    const std::vector<std::string> names = listed->value_or(std::vector<std::string>());
+    for (const auto& n : names) {
         if (auto r = rankOfMetadata(n)) {
-            files.emplace_back(*r, it->path());
+            files.emplace_back(*r, n);
         }
     }
     std::sort(files.begin(), files.end());
     RankMetadata out;
     std::optional<RankMerger> merger;  // over out.meta, once rank 0's (the first) is read
-    for (auto& [rank, path] : files) {
-        auto member = memberOfFolder(dir.string(), path.filename().string(), "the folder");
-        if (!member) {
-            return member.error();
+    for (auto& [rank, name] : files) {
+        auto whole = readWhole(dir, name, kMetadataLimit);
+        if (!whole) {
+            return whole.error();
         }
-        auto m = MappedFile::open(*member);
-        if (!m) {
-            return m.error();
-        }
-        auto md = parseMetadata((*m)->bytes(), path.filename().string());
+        auto md = parseMetadata(whole->bytes.bytes, name);
         if (!md) {
             Error e = md.error();
-            e.message = path.filename().string() + ": " + e.message;
+            e.message = name + ": " + e.message;
             return e;
         }
         if (out.ranks.empty()) {
             out.meta = std::move(*md);
             merger.emplace(out.meta);
-        } else if (auto merged = merger->merge(std::move(*md), path.filename().string()); !merged) {
+        } else if (auto merged = merger->merge(std::move(*md), name); !merged) {
             return merged.error();
         }
         out.ranks.push_back(rank);
@@ -1044,7 +1110,17 @@ void pickleFindings(Set& set)
     }
 }
 
-// The data files' mappings and the checks, once the plan is known.
+// A small member's text, at most `maxBytes` of it.
+Expected<std::string> readText(const source::Folder& dir, const std::string& name, std::uint64_t maxBytes)
+{
+    auto whole = readWhole(dir, name, maxBytes);
+    if (!whole) {
+        return whole.error();
+    }
+    const Bytes b = whole->bytes.bytes;
+    return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
 // Megatron-LM's torch_dist save (megatron/core/dist_checkpointing): a DCP folder whose .metadata may
 // be MCoreMetadata, beside common.pt (torch.save of what every rank shares: args, iteration, RNG
 // and optimizer scalars) and metadata.json (the backend and its version). The tensors are the
@@ -1052,10 +1128,13 @@ void pickleFindings(Set& set)
 // rest of the run's state is. Nothing in them is read but metadata.json's two backend fields.
 void megatronFindings(Set& set)
 {
-    const fs::path dir = set.loc.dir.empty() ? fs::path(".") : fs::path(set.loc.dir);
-    std::error_code ec;
-    const bool common = fs::is_regular_file(dir / "common.pt", ec);
-    const bool metaJson = fs::is_regular_file(dir / "metadata.json", ec);
+    const source::Folder& dir = *set.data.folder();
+    auto has = [&](const std::string& name) {
+        auto there = dir.exists(name);
+        return there && *there;  // a probe that fails reads as absent: the finding only names files
+    };
+    const bool common = has("common.pt");
+    const bool metaJson = has("metadata.json");
     if (!common && !metaJson && set.meta.subclass.empty()) {
         return;
     }
@@ -1065,7 +1144,7 @@ void megatronFindings(Set& set)
     f.title = "A Megatron-LM torch_dist checkpoint: the tensors are its DCP files";
     std::string backend;
     if (metaJson) {
-        if (auto text = readSmallFile((dir / "metadata.json").string(), 1U << 20)) {
+        if (auto text = readText(dir, "metadata.json", 1U << 20)) {
             const auto j = nlohmann::json::parse(*text, nullptr, false);
             if (j.is_object() && j.contains("sharded_backend") && j["sharded_backend"].is_string()) {
                 backend = j["sharded_backend"].get<std::string>();
@@ -1087,11 +1166,11 @@ void megatronFindings(Set& set)
     if (common) {
         f.detail += " common.pt holds the state every rank shares (args, iteration, RNG): a torch.save file "
                     "of its own, inspect it by name.";
-        f.paths.push_back((dir / "common.pt").string());
+        f.paths.push_back(dir.pathOf("common.pt"));
     }
     if (metaJson) {
         f.detail += " metadata.json names the backend" + (backend.empty() ? std::string() : " (" + backend + ")") + ".";
-        f.paths.push_back((dir / "metadata.json").string());
+        f.paths.push_back(dir.pathOf("metadata.json"));
     }
     set.findings.push_back(std::move(f));
 }
@@ -1124,34 +1203,52 @@ Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
     // in a zstd frame of its own, an empty one (its header records 0 bytes), and the safetensors file
     // follows the last of them: its chunks are read from there as without the extension.
     for (auto& [file, chunks] : zstdChunks) {
-        auto mapped = set.data.map(file);
-        if (!mapped) {
-            return mapped.error();
+        auto src = set.data.source(file);
+        if (!src) {
+            return src.error();
         }
-        const Bytes all = (*mapped)->bytes();
+        const std::uint64_t size = (*src)->size();
         std::uint64_t end = 0;
-        const bool empty = std::all_of(chunks.begin(), chunks.end(), [&](const auto& tc) {
+        bool empty = true;
+        for (const auto& tc : chunks) {
             const Chunk& c = *tc.second;
-            const auto frame =
-                c.at.offset < all.size() ? archive::zstdFrameInfo(all.subspan(c.at.offset)) : std::nullopt;
+            // An empty frame is its header, one empty block and a checksum: far less than this.
+            constexpr std::uint64_t kEmptyFrameBytes = 256;
+            auto head = c.at.offset < size ? (*src)->read(c.at.offset, std::min(size - c.at.offset, kEmptyFrameBytes))
+                                           : Expected<source::Held>(source::Held{});
+            const auto frame = head && !head->bytes.empty() ? archive::zstdFrameInfo(head->bytes) : std::nullopt;
             end = frame ? std::max(end, c.at.offset + frame->stored) : end;
-            return frame && frame->content == std::uint64_t{0};
-        });
-        if (empty && end < all.size() && archive::looksLikeSafetensors(all.subspan(end))) {
-            auto& into = byStart[{file, end}];
-            into.insert(into.end(), chunks.begin(), chunks.end());
+            if (!frame || frame->content != std::uint64_t{0}) {
+                empty = false;
+                break;
+            }
+        }
+        if (empty && end < size) {
+            auto header = ckpt::detail::safetensorsHeaderAt(**src, end, kSniffBytes);
+            if (!header) {
+                return header.error();
+            }
+            if (*header) {
+                auto& into = byStart[{file, end}];
+                into.insert(into.end(), chunks.begin(), chunks.end());
+            }
         }
     }
     for (auto& entry : byStart) {
         // Named, not a structured binding: clang 14 (clang-tidy's) refuses a lambda capturing one.
         const auto& start = entry.first;
         auto& chunks = entry.second;
-        auto mapped = set.data.map(start.first);
-        if (!mapped) {
-            return mapped.error();
+        auto src = set.data.source(start.first);
+        if (!src) {
+            return src.error();
         }
-        const Bytes all = (*mapped)->bytes();
-        if (start.second >= all.size() || !archive::looksLikeSafetensors(all.subspan(start.second))) {
+        const std::uint64_t size = (*src)->size();
+        auto header = start.second < size ? ckpt::detail::safetensorsHeaderAt(**src, start.second, kSniffBytes)
+                                          : Expected<std::optional<source::Held>>(std::nullopt);
+        if (!header) {
+            return header.error();
+        }
+        if (!*header) {
             continue;  // a torch.save record, or bytes that are none: checkFiles says which
         }
         const std::string& file = set.meta.files[start.first];
@@ -1162,7 +1259,7 @@ Expected<void> resolveSafetensors(Set& set, std::vector<std::string>& problems)
             }
             problems.push_back(where + ": " + why);
         };
-        auto st = archive::parseSafetensors(all.subspan(start.second));
+        auto st = archive::parseSafetensors((**header).bytes, size - start.second);
         if (!st) {
             refuse("a safetensors file that cannot be read (" + st.error().message + ")");
             continue;
@@ -1279,16 +1376,16 @@ void safetensorsFindings(Set& set)
          set.safetensorsFiles, std::nullopt});
 }
 
-template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
+template <typename Fail> Expected<Set> finishOpen(Set set, source::FolderPtr folder, const Fail& fail)
 {
-    const SetLocation& loc = set.loc;
+    set.data = MemberFiles(std::move(folder));
     for (const auto& f : set.meta.files) {
-        auto member = memberOfFolder(loc.dir, f, ".metadata's storage_data");
-        if (!member) {
-            return fail(member.error());
+        if (auto added = set.data.add(f, ".metadata's storage_data"); !added) {
+            return fail(added.error());
         }
-        set.data.add(*member);
     }
+    // The first bytes of every item, asked for at once: over HTTP close ones share a request.
+    prefetchItems(set, kSniffBytes);
     std::vector<std::string> layout;
     if (auto r = resolveSafetensors(set, layout); !r) {
         return fail(r.error());
@@ -1301,6 +1398,8 @@ template <typename Fail> Expected<Set> finishOpen(Set set, const Fail& fail)
     }
     checkFiles(set, layout);
     checkCoverage(set.meta, set.findings);
+    // The values' pickles are read whole (pickleFindings): close ones in one request.
+    prefetchItems(set, kValueBytes, true);
     pickleFindings(set);
     megatronFindings(set);
     extraStateFindings(set);
@@ -1326,6 +1425,11 @@ std::optional<int> rankOfMetadata(const std::string& name)
 
 Expected<Set> open(const SetLocation& loc)
 {
+    return open(std::make_shared<const source::LocalFolder>(loc.dir), loc);
+}
+
+Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc)
+{
     auto fail = [&](Error e) {
         if (e.message.rfind(loc.what, 0) != 0) {
             e.message = loc.what + ": " + e.message;
@@ -1333,8 +1437,10 @@ Expected<Set> open(const SetLocation& loc)
         e.path = loc.index;
         return e;
     };
-    if (!fs::exists(loc.index)) {
-        auto rm = readRankMetadata(fs::path(loc.dir));
+    auto whole = readWhole(*folder, ".metadata", kMetadataLimit);
+    auto there = whole || whole.error().code != ErrorCode::Io ? Expected<bool>(true) : folder->exists(".metadata");
+    if (there && !*there) {
+        auto rm = readRankMetadata(*folder);
         if (!rm) {
             return fail(rm.error());
         }
@@ -1343,23 +1449,21 @@ Expected<Set> open(const SetLocation& loc)
             set.loc = loc;
             set.meta = std::move(rm->meta);
             rankLocalFindings(*rm, set.findings);
-            return finishOpen(std::move(set), fail);
+            return finishOpen(std::move(set), folder, fail);
         }
     }
-    auto member = memberOfFolder(loc.dir, ".metadata", "the folder");
-    if (!member) {
-        return fail(member.error());
+    if (!whole && whole.error().code == ErrorCode::Corrupt) {
+        return fail(whole.error());  // the member rule: .metadata leads outside the folder
     }
-    auto m = MappedFile::open(*member);
-    if (!m) {
-        Error e = m.error();
+    if (!whole) {
+        Error e = whole.error();
         e.message = "no readable .metadata (" + e.message +
                     "); the save did not finish (FileSystemWriter writes "
                     "it last), or only some ranks' files were copied";
         return fail(e);
     }
-    auto md = parseMetadata((*m)->bytes());
-    if (auto same = (*m)->checkUnchanged(); !same) {
+    auto md = parseMetadata(whole->bytes.bytes);
+    if (auto same = whole->src->checkUnchanged(); !same) {
         return fail(same.error());
     }
     if (!md) {
@@ -1368,15 +1472,16 @@ Expected<Set> open(const SetLocation& loc)
     Set set;
     set.loc = loc;
     set.meta = std::move(*md);
-    return finishOpen(std::move(set), fail);
+    return finishOpen(std::move(set), folder, fail);
 }
 
 namespace {
 
-// An item's bytes, checked to lie inside its data file, with the mapping that holds them.
+// An item's bytes, checked to lie inside its data file: a source of its own over that range of
+// the member's (SliceSource), whose span is the mapping's where the member is mapped.
 struct ItemBytes {
-    std::shared_ptr<const MappedFile> file;
-    Bytes item;
+    source::SourcePtr file;  // the member
+    source::SourcePtr item;
     std::string name;  // "__0_0.distcp @ 1234", for messages and the item's path
 };
 
@@ -1385,24 +1490,25 @@ Expected<ItemBytes> itemBytes(const Set& set, const Location& at, const std::str
     if (!at.found || at.file >= set.data.size() || !set.data.present(at.file)) {
         return makeError(ErrorCode::Corrupt, what + ": its data file is missing");
     }
-    auto mapped = set.data.map(at.file);
-    if (!mapped) {
-        return mapped.error();
+    auto src = set.data.source(at.file);
+    if (!src) {
+        return src.error();
     }
-    const Bytes all = (*mapped)->bytes();
-    if (at.offset > all.size() || at.length > all.size() - at.offset) {
+    const std::uint64_t size = (*src)->size();
+    if (at.offset > size || at.length > size - at.offset) {
         Error e = makeError(ErrorCode::Truncated, what + ": bytes " + std::to_string(at.offset) + ".." +
                                                       std::to_string(at.offset + at.length) + " lie past the end of " +
-                                                      set.meta.files[at.file] + " (" + std::to_string(all.size()) +
+                                                      set.meta.files[at.file] + " (" + std::to_string(size) +
                                                       " bytes): the file was cut short");
-        e.path = (fs::path(set.loc.dir) / set.meta.files[at.file]).string();
+        e.path = set.data.folder()->pathOf(set.meta.files[at.file]);
         return e;
     }
-    return ItemBytes{*mapped, all.subspan(at.offset, at.length),
+    return ItemBytes{*src, std::make_shared<const source::SliceSource>(*src, at.offset, at.length),
                      set.meta.files[at.file] + " @ " + std::to_string(at.offset)};
 }
 
-// An item read as the torch.save zip it holds: over the mapping, which the Checkpoint keeps, or over
+// An item read as the torch.save zip it holds: over the mapping, which the Checkpoint keeps; by
+// range from a remote member (readSource: its directory and pickle, storages when read); or over
 // its zstd frame inflated (at most `zstdLimit` bytes) into memory the Checkpoint owns.
 Expected<CheckpointPtr> readItem(const Set& set, const Location& at, const std::string& what, std::uint64_t zstdLimit)
 {
@@ -1412,14 +1518,35 @@ Expected<CheckpointPtr> readItem(const Set& set, const Location& at, const std::
     }
     auto named = [&](Error e) {
         e.message = what + " (" + bytes->name + "): " + e.message;
-        e.path = (fs::path(set.loc.dir) / set.meta.files[at.file]).string();
+        e.path = set.data.folder()->pathOf(set.meta.files[at.file]);
         return e;
     };
+    const auto span = bytes->item->span();
+    if (!span && at.encoding != Encoding::Zstd) {
+        auto c = readSource(bytes->item, bytes->name);
+        if (!c) {
+            Error e = c.error();
+            e.message = what + " (" + bytes->name + "): " + e.message;
+            return e;
+        }
+        return c;
+    }
+    source::Held whole;  // a remote zstd item's frame, fetched
+    if (!span) {
+        auto got = bytes->item->read(0, at.length);
+        if (!got) {
+            return named(got.error());
+        }
+        whole = std::move(*got);
+    }
+    const Bytes item = span ? *span : whole.bytes;
+    // A mapping's SIGBUS guard; fetched bytes were checked against the first reply's ETag as they came.
+    auto unchanged = [&]() { return span ? bytes->file->checkUnchanged() : Expected<void>(); };
     std::shared_ptr<const std::vector<std::byte>> inflated;
-    Bytes zip = bytes->item;
+    Bytes zip = item;
     if (at.encoding == Encoding::Zstd) {
-        auto out = archive::unzstdFrame(bytes->item, zstdLimit);
-        if (auto same = bytes->file->checkUnchanged(); !same) {
+        auto out = archive::unzstdFrame(item, zstdLimit);
+        if (auto same = unchanged(); !same) {
             return same.error();
         }
         if (!out) {
@@ -1429,7 +1556,7 @@ Expected<CheckpointPtr> readItem(const Set& set, const Location& at, const std::
         zip = *inflated;
     }
     auto c = readCheckpoint(zip, bytes->name);
-    if (auto same = bytes->file->checkUnchanged(); !same) {
+    if (auto same = unchanged(); !same) {
         return same.error();
     }
     if (!c) {
@@ -1446,7 +1573,7 @@ Expected<CheckpointPtr> readItem(const Set& set, const Location& at, const std::
     // (shared_ptr's aliasing constructor: one control block for both, the checkpoint's pointer).
     struct Owned {
         CheckpointPtr item;
-        std::shared_ptr<const MappedFile> file;
+        source::SourcePtr file;
     };
     auto owned = std::make_shared<const Owned>(Owned{*c, bytes->file});
     return CheckpointPtr(owned, owned->item.get());
@@ -1470,9 +1597,13 @@ Expected<CheckpointPtr> rawChunk(const Set& set, const Item& t, const Chunk& chu
     c->root = pickle::contiguousTensor(c->arena, 0, t.dtype, chunk.sizes);
     c->format = Format::Safetensors;
     c->path = bytes->name;
-    c->file = bytes->file;
-    c->bytes = bytes->file->bytes();
-    c->fileSize = c->bytes.size();
+    const auto* mapped = dynamic_cast<const source::MappedSource*>(bytes->file.get());
+    if (mapped != nullptr) {
+        c->file = mapped->file();
+        c->bytes = c->file->bytes();
+    }
+    c->input = bytes->file;
+    c->fileSize = bytes->file->size();
     if (auto r = ckpt::detail::adoptStorages(*c); !r) {
         return r.error();
     }
@@ -1484,6 +1615,9 @@ Expected<CheckpointPtr> rawChunk(const Set& set, const Item& t, const Chunk& chu
     st.fileOffset = chunk.at.offset;
     st.storedBytes = chunk.at.length;
     st.present = true;
+    if (mapped == nullptr) {  // a remote member: the chunk's bytes are read by range when read
+        ckpt::detail::readThroughSource(*c, std::vector<SourceStorages::Entry>(1));
+    }
     if (auto r = ckpt::detail::buildIndex(*c); !r) {
         return r.error();
     }
@@ -1528,8 +1662,11 @@ Expected<CheckpointPtr> openChunk(const Set& set, const Item& t, const Chunk& ch
 // The pages a chunk's read brought into this process's resident set, dropped (they stay cached): a
 // torch.save item's own range of the mapping, a safetensors chunk's bytes; an inflated item is
 // memory of its own, which freeing it gives back.
-void releaseChunk(const Checkpoint& c, const Chunk& chunk)
+void releaseChunk(const Set& set, const Checkpoint& c, const Chunk& chunk)
 {
+    if (!set.data.local()) {
+        return;  // nothing of a remote member is mapped; its bytes may be memory of the reader's
+    }
     if (chunk.at.encoding == Encoding::TorchSave) {
         detail::releasePages(c.bytes);
     } else if (chunk.at.encoding == Encoding::Raw && c.bytes.size() >= chunk.at.offset + chunk.at.length) {
@@ -2016,18 +2153,18 @@ Expected<void> streamSlab(const Set& set, const Item& t, const Chunk& chunk, arc
     const auto crc =
         chunk.at.encoding == Encoding::TorchSave ? wholeRecordCrc(**ckpt, e->storage, offset, bytes) : std::nullopt;
     Expected<void> r;
-    if (crc) {
-        auto mapped = set.data.map(chunk.at.file);  // the one openItem holds: cached, or still owned by it
-        if (!mapped) {
-            return mapped.error();
-        }
-        r = zw.writeChunkFromFile((*mapped)->fd(), chunk.at.offset + (*ckpt)->storages[e->storage].fileOffset, bytes,
+    auto member = crc ? set.data.source(chunk.at.file) : Expected<source::SourcePtr>(source::SourcePtr());
+    if (!member) {
+        return member.error();
+    }
+    if (crc && (*member)->fd() >= 0) {  // the one openItem holds: cached, or still owned by it
+        r = zw.writeChunkFromFile((*member)->fd(), chunk.at.offset + (*ckpt)->storages[e->storage].fileOffset, bytes,
                                   *crc);
     } else {
         r = sharded::detail::streamInto(zw, **ckpt, e->storage, offset, bytes);
     }
     // What was read, and on the copy path the item's headers and what fault-around mapped beside them.
-    releaseChunk(**ckpt, chunk);
+    releaseChunk(set, **ckpt, chunk);
     return r;
 }
 
@@ -2092,7 +2229,7 @@ Expected<void> placeChunks(const Set& set, const Item& t, std::vector<std::byte>
         if (auto r = detail::placeBox(t.fqn, t.dtype, t.size, {chunk.offsets, chunk.sizes}, **e, *bytes, buffer); !r) {
             return r;
         }
-        releaseChunk(**c, chunk);
+        releaseChunk(set, **c, chunk);
     }
     return {};
 }
@@ -2233,8 +2370,9 @@ public:
         if (!e) {
             return e.error();
         }
-        // A torch.save or safetensors item is a range of its data file's mapping; an inflated one is not.
-        return sharded::detail::OpenedBox{*c, *e, chunk.at.encoding != Encoding::Zstd};
+        // A torch.save or safetensors item of a local file is a range of its mapping; an inflated or
+        // remote one is not.
+        return sharded::detail::OpenedBox{*c, *e, set_->data.local() && chunk.at.encoding != Encoding::Zstd};
     }
     [[nodiscard]] Expected<void> checkUnchanged() const override { return set_->data.checkUnchanged(); }
 
@@ -2277,7 +2415,7 @@ Expected<CheckpointPtr> view(const Set& set)
         c->fileSize += e.nbytes;
     }
     for (const auto& f : set.meta.files) {
-        c->setFiles.push_back((fs::path(set.loc.dir) / f).string());
+        c->setFiles.push_back(set.data.folder()->pathOf(f));
     }
     c->setMembers = sharded::memberFiles(set.loc);
     auto shared = std::make_shared<const Set>(set);

@@ -98,8 +98,8 @@ std::optional<int> rankOfMetadata(const std::string& name);
 struct Set {
     SetLocation loc;
     Metadata meta;
-    // Per file of meta.files, in its order: mapped when read, a few kept open (members.h), so a
-    // save of more ranks than the descriptor limit opens.
+    // Per file of meta.files, in its order, from the set's folder: mapped when read, a few kept open
+    // (members.h), so a save of more ranks than the descriptor limit opens; or read by range.
     MemberFiles data;
     // The data files written with serialization_format=SAFETENSORS (meta.files' names): each ends in a
     // safetensors file holding its rank's tensor chunks.
@@ -118,6 +118,10 @@ struct Set {
 // Reads `.metadata`, maps the data files it names and checks coverage as _validate_global_plan
 // does (chunk-out-of-bounds, chunk-overlap, chunk-hole) plus shard-missing for absent files.
 Expected<Set> open(const SetLocation& loc);
+// The same from `folder` (source/folder.h: a local folder, a URL's, an S3 prefix): `.metadata`, or
+// where the folder can be listed the __R.metadata files, then the data files they name, each read
+// by range where it is not mapped. `loc` names the set in messages.
+Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc);
 
 // The torch.save zip of one BYTE_IO item: a Checkpoint over [offset, offset + length) of its file's
 // mapping (no copy), which it keeps mapped while it lives: hold few at once. A zstd item is inflated

@@ -12,6 +12,7 @@
 #include "sharded/chunks.h"
 #include "sharded/open_control.h"
 #include "sharded/set_view.h"
+#include "util/progress.h"
 #include "write/output_file.h"
 #include "write/targets.h"
 
@@ -439,22 +440,77 @@ void checkWorld(Set& set, int world, const std::set<int>& ranks)
 
 Expected<Set> open(const SetLocation& loc, bool oneFile)
 {
+    return open(std::make_shared<const source::LocalFolder>(loc.dir), loc, oneFile);
+}
+
+namespace {
+
+// The rank files of `loc.index`'s stem in `folder`, in name order, from its listing (a local folder,
+// an s3:// prefix, a Hub repository): a folder nothing lists has no set of rank files to read.
+Expected<std::vector<std::string>> rankFilesOf(const source::Folder& folder, const SetLocation& loc)
+{
+    const auto key = rankFileName(fs::path(loc.index).filename().string());
+    std::vector<std::string> names;
+    auto listed = folder.list();
+    if (!listed) {
+        return listed.error();
+    }
+    if (*listed) {
+        for (const auto& n : **listed) {
+            const auto k = rankFileName(n);
+            std::error_code ec;
+            if (k && key && k->first == key->first &&
+                (!folder.local() || fs::is_regular_file(fs::path(folder.pathOf(n)), ec))) {
+                names.push_back(n);
+            }
+        }
+        std::sort(names.begin(), names.end());
+        return names;
+    }
+    Error e = makeError(ErrorCode::Unsupported, "FSDP rank files are found by listing their folder, which a web "
+                                                "server does not do: name one rank file to read it alone, or read "
+                                                "the folder from a local copy or an s3:// prefix");
+    e.path = loc.dir;
+    return e;
+}
+
+// Rank file `name`: a local one as every member is opened (openMember, under the member rule), a
+// remote one read by range from its source.
+Expected<CheckpointPtr> openRankFile(const source::Folder& folder, const std::string& name, std::size_t i,
+                                     std::size_t total)
+{
+    if (const auto* local = dynamic_cast<const source::LocalFolder*>(&folder)) {
+        auto member = local->memberPath(name, "the folder");
+        return member ? openMember(*member, i, total) : Expected<CheckpointPtr>(member.error());
+    }
+    progress::noteReading(folder.pathOf(name));
+    auto src = folder.open(name, "the folder");
+    if (!src) {
+        return src.error();
+    }
+    return readSource(*src, folder.pathOf(name));
+}
+
+}  // namespace
+
+Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc, bool oneFile)
+{
     Set set;
     set.loc = loc;
     set.oneFile = oneFile;
     std::vector<std::string> paths;
-    if (oneFile) {
+    if (oneFile && folder->local()) {
         paths.push_back(loc.index);
+    } else if (oneFile) {
+        paths.push_back(folder->pathOf(fs::path(loc.index).filename().string()));
     } else {
-        const auto key = rankFileName(fs::path(loc.index).filename().string());
-        std::error_code ec;
-        for (fs::directory_iterator it(loc.dir, ec), end; !ec && it != end; it.increment(ec)) {
-            const auto k = rankFileName(it->path().filename().string());
-            if (k && key && k->first == key->first && it->is_regular_file(ec)) {
-                paths.push_back(it->path().string());
-            }
+        auto names = rankFilesOf(*folder, loc);
+        if (!names) {
+            return names.error();
         }
-        std::sort(paths.begin(), paths.end());
+        for (const auto& n : *names) {
+            paths.push_back(folder->pathOf(n));
+        }
     }
     std::map<std::string, std::size_t> byKey;
     std::set<int> ranks;
@@ -463,9 +519,9 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
     bool dtensors = false;
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const auto& p = paths[i];
-        auto member =
-            oneFile ? Expected<std::string>(p) : memberOfFolder(loc.dir, fs::path(p).filename().string(), "the folder");
-        auto c = member ? openMember(*member, i, paths.size()) : Expected<CheckpointPtr>(member.error());
+        const std::string fileName = fs::path(p).filename().string();
+        auto c = oneFile && folder->local() ? openMember(p, i, paths.size())
+                                            : openRankFile(*folder, fileName, i, paths.size());
         if (!c) {
             return c.error();
         }
@@ -499,7 +555,7 @@ Expected<Set> open(const SetLocation& loc, bool oneFile)
             }
         }
         set.files.push_back({p, std::move(others), fr->rank, fr->world});
-        set.sources.add(*member, *c);
+        set.sources.add(p, *c, !folder->local());
         ranks.insert(fr->rank);
         world = std::max(world, fr->world);
         sharded = sharded || fr->shardedTensor;

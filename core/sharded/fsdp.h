@@ -67,6 +67,9 @@ struct Set {
 // (`{stem}rank{R}{ext}`). Unsupported for LOCAL_STATE_DICT dumps (`_flat_param`), which cannot be
 // unflattened without the model.
 Expected<Set> open(const SetLocation& loc, bool oneFile);
+// The same from `folder` (source/folder.h): the rank files listed where it can be listed (a local
+// folder, an s3:// prefix), else asked for by rank from 0 (plain HTTP); a remote one read by range.
+Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc, bool oneFile);
 
 // What consolidate writes, as one Checkpoint read in place (sharded/set_view.h, box_view.h): each
 // global tensor a storage assembled from its local shards as it is read. Refuses what consolidate

@@ -49,7 +49,11 @@ Expected<void> checkMembersUnchanged(const std::vector<std::shared_ptr<const Ope
         }
     }
     for (const auto& m : members) {
-        if (m.present) {
+        if (m.kept) {
+            if (auto same = m.kept->checkUnchanged(); !same) {
+                return same;
+            }
+        } else if (m.present) {
             if (auto same = checkStillSame(m.path, m.identity); !same) {
                 return same;
             }
@@ -60,27 +64,36 @@ Expected<void> checkMembersUnchanged(const std::vector<std::shared_ptr<const Ope
 
 }  // namespace
 
-void MemberFiles::add(const std::string& path)
+Expected<void> MemberFiles::add(const std::string& name, const std::string& entry)
 {
     Member m;
-    m.path = path;
+    m.name = name;
+    m.path = state_->folder->pathOf(name);
     const std::size_t i = state_->members.size();
-    auto mapped = MappedFile::open(path);
-    const auto identity = mapped ? identityOfFd((*mapped)->fd()) : std::nullopt;
-    if (identity) {
-        m.present = true;
-        m.identity = *identity;
+    auto opened = state_->folder->open(name, entry);
+    if (!opened && opened.error().code == ErrorCode::Corrupt) {
+        return opened.error();  // the member rule: nothing was read
+    }
+    if (opened) {
+        m.size = (*opened)->size();
+        m.identity = identityOfFd((*opened)->fd());
+        m.present = !state_->folder->local() || m.identity.has_value();
+        m.error = m.present ? std::string() : "cannot stat it";
+        if (!state_->folder->local()) {
+            m.kept = *opened;
+        }
     } else {
-        m.error = mapped ? "cannot stat it" : mapped.error().message;
+        m.error = opened.error().message;
     }
     state_->members.push_back(std::move(m));
-    if (identity) {
+    if (state_->members.back().present && state_->folder->local()) {
         // Cached as the first one to use: the set's checks read the members in this order.
-        (void)state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> { return *mapped; });
+        (void)state_->open.get(i, [&]() -> Expected<source::SourcePtr> { return *opened; });
     }
+    return {};
 }
 
-Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) const
+Expected<source::SourcePtr> MemberFiles::source(std::size_t i) const
 {
     const Member& m = state_->members.at(i);
     if (!m.present) {
@@ -89,22 +102,41 @@ Expected<std::shared_ptr<const MappedFile>> MemberFiles::map(std::size_t i) cons
         return e;
     }
     progress::noteReading(m.path);  // which member a progress line names
-    return state_->open.get(i, [&]() -> Expected<std::shared_ptr<const MappedFile>> {
-        auto mapped = MappedFile::open(m.path);
-        if (!mapped) {
-            return mapped.error();
+    if (m.kept) {
+        return m.kept;
+    }
+    return state_->open.get(i, [&]() -> Expected<source::SourcePtr> {
+        auto opened = state_->folder->open(m.name, "the set");
+        if (!opened) {
+            return opened.error();
         }
-        const auto identity = identityOfFd((*mapped)->fd());
-        if (auto same = checkSameFile(m.path, m.identity, identity.value_or(FileIdentity{})); !same) {
+        const auto identity = identityOfFd((*opened)->fd());
+        if (auto same = checkSameFile(m.path, *m.identity, identity.value_or(FileIdentity{})); !same) {
             return same.error();
         }
-        return std::shared_ptr<const MappedFile>(*mapped);
+        return *opened;
     });
 }
 
 Expected<void> MemberFiles::checkUnchanged() const
 {
-    return checkMembersUnchanged(state_->open.cached(), state_->members);
+    for (const auto& o : state_->open.cached()) {
+        if (auto same = o->checkUnchanged(); !same) {
+            return same;
+        }
+    }
+    for (const auto& m : state_->members) {
+        if (m.kept) {
+            if (auto same = m.kept->checkUnchanged(); !same) {
+                return same;
+            }
+        } else if (m.present && m.identity) {
+            if (auto same = checkStillSame(m.path, *m.identity); !same) {
+                return same;
+            }
+        }
+    }
+    return {};
 }
 
 Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::string& path)
@@ -123,19 +155,22 @@ Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::stri
     return identityOf(st);
 }
 
-void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first)
+void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first, bool remote)
 {
     Member m;
     m.path = path;
     const std::size_t i = state_->members.size();
-    if (first) {
+    if (first && remote) {
+        m.present = true;
+        m.kept = first;
+    } else if (first) {
         if (auto identity = identityOfCheckpoint(*first, path)) {
             m.present = true;
             m.identity = *identity;
         }
     }
     state_->members.push_back(std::move(m));
-    if (state_->members.back().present) {
+    if (state_->members.back().present && !remote) {
         (void)state_->open.get(i, [&]() -> Expected<CheckpointPtr> { return first; });
     }
 }
@@ -149,6 +184,9 @@ Expected<CheckpointPtr> MemberCheckpoints::get(std::size_t i) const
         return e;
     }
     progress::noteReading(m.path);  // which member a progress line names
+    if (m.kept) {
+        return m.kept;
+    }
     return state_->open.get(i, [&]() -> Expected<CheckpointPtr> {
         auto ck = openMember(m.path, i, state_->members.size());
         auto identity = ck ? identityOfCheckpoint(**ck, m.path) : Expected<FileIdentity>(ck.error());
@@ -175,7 +213,7 @@ Expected<void> MemberCheckpoints::checkNotMember(const std::string& target) cons
     }
     const FileIdentity out = identityOf(st);
     for (const auto& m : state_->members) {
-        if (m.present && m.identity.dev == out.dev && m.identity.ino == out.ino) {
+        if (m.present && !m.kept && m.identity.dev == out.dev && m.identity.ino == out.ino) {
             Error e = makeError(ErrorCode::Usage, "the output is " + m.path +
                                                       ", a file of the set being read; choose another output "
                                                       "(the input is never modified)");

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "source/folder.h"
 #include "util/bytes.h"
 #include "util/error.h"
 #include "util/file_identity.h"
@@ -19,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,35 +89,47 @@ Expected<void> checkSameFile(const std::string& path, const FileIdentity& first,
 // `first`, or gone, is an Io error.
 Expected<void> checkStillSame(const std::string& path, const FileIdentity& first);
 
-// The data files of a set (DCP's .distcp files), mapped when read. Copies share one cache.
+// The data files of a set (DCP's .distcp files), read through the set's folder (source/folder.h):
+// local ones mapped when read, a few kept open, each reopened under its identity check; remote ones
+// (HTTP, S3) hold no descriptor and stay open, their own ETag and size checked by the source. Copies
+// share one cache.
 class MemberFiles {
 public:
     MemberFiles() : state_(std::make_shared<State>()) {}
+    explicit MemberFiles(source::FolderPtr folder) : MemberFiles() { state_->folder = std::move(folder); }
 
-    // Adds the member at `path` (already checked by memberOfFolder), mapping it once to learn whether
-    // it can be read and what it is; it is closed again unless the cache keeps it.
-    void add(const std::string& path);
+    // Adds the member `name` of the folder, opening it once to learn whether it can be read and
+    // what it is (a local one is closed again unless the cache keeps it). Corrupt, with nothing
+    // added, when `name` breaks the folder's member rule (`entry` says who named it).
+    Expected<void> add(const std::string& name, const std::string& entry);
     [[nodiscard]] std::size_t size() const { return state_->members.size(); }
     // Read when added; otherwise error() says why ("" for a present member).
     [[nodiscard]] bool present(std::size_t i) const { return state_->members[i].present; }
     [[nodiscard]] const std::string& error(std::size_t i) const { return state_->members[i].error; }
-    [[nodiscard]] std::uint64_t bytes(std::size_t i) const { return state_->members[i].identity.size; }
-    // The mapping of present member `i`, opened again when the cache dropped it (Io error when
-    // the file changed since it was added). Hold it only while reading from it.
-    Expected<std::shared_ptr<const MappedFile>> map(std::size_t i) const;
+    [[nodiscard]] std::uint64_t bytes(std::size_t i) const { return state_->members[i].size; }
+    // Whether the members are local files, mapped when read (their pages can be released).
+    [[nodiscard]] bool local() const { return !state_->folder || state_->folder->local(); }
+    [[nodiscard]] const source::FolderPtr& folder() const { return state_->folder; }
+    // Present member `i` as a byte source, opened again when the cache dropped a local one (Io
+    // error when the file changed since it was added). Hold it only while reading from it.
+    Expected<source::SourcePtr> source(std::size_t i) const;
     // Every present member still the file that was added, and no open mapping faulted.
     [[nodiscard]] Expected<void> checkUnchanged() const;
 
 private:
     struct Member {
-        std::string path;
+        std::string name;
+        std::string path;  // as shown
         bool present = false;
         std::string error;
-        FileIdentity identity;
+        std::uint64_t size = 0;
+        std::optional<FileIdentity> identity;  // a local file's
+        source::SourcePtr kept;                // a remote member, open for the set's life
     };
     struct State {
+        source::FolderPtr folder;
         std::vector<Member> members;
-        MemberLru<MappedFile> open{kOpenMembers};
+        MemberLru<source::ByteSource> open{kOpenMembers};
     };
     std::shared_ptr<State> state_;
 };
@@ -135,7 +149,9 @@ public:
     MemberCheckpoints() : state_(std::make_shared<State>()) {}
 
     // Adds the member at `path` as read into `first`; null for a member missing or unreadable.
-    void add(const std::string& path, const CheckpointPtr& first);
+    // `remote`: read from a remote folder, holding no descriptor: kept for the set's life, its
+    // source's own size and ETag checks standing for the identity check.
+    void add(const std::string& path, const CheckpointPtr& first, bool remote = false);
     [[nodiscard]] std::size_t size() const { return state_->members.size(); }
     [[nodiscard]] bool present(std::size_t i) const { return state_->members.at(i).present; }
     // Present member `i`, read again when the cache dropped it: an Io error when the file changed
@@ -152,6 +168,7 @@ private:
         std::string path;
         bool present = false;
         FileIdentity identity;
+        CheckpointPtr kept;  // a remote member
     };
     struct State {
         std::vector<Member> members;

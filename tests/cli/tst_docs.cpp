@@ -204,7 +204,7 @@ std::vector<Example> examples()
         {"ckptscope testload ckpt.pt --ddp-ranks 4 --map-location cpu", {{"ckpt.pt", kSample}}, 0, {"map_location"}},
         // README: remote files
         {"ckptscope inspect hf://openai-community/gpt2/pytorch_model.bin", {}, 0, {"torch-zip", "remote: "}, true},
-        {"ckptscope check hf://openai-community/gpt2", {}, 0, {"no findings", "remote: 3 requests"}, true},
+        {"ckptscope check hf://openai-community/gpt2", {}, 0, {"[model-folder]", "remote: 3 requests"}, true},
         {"ckptscope inspect hf://meta-llama/Llama-3.1-8B", {}, 0, {"Hugging Face sharded checkpoint"}, true},
         {"ckptscope diff model.safetensors hf://my-org/my-model@v2/model.safetensors",
          {{"model.safetensors", fixture("model.safetensors")}},

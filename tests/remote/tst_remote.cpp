@@ -6,6 +6,7 @@
 #include "remote/credentials.h"
 #include "remote/location.h"
 #include "remote/open_remote.h"
+#include "remote/remote_folder.h"
 #include "servers.h"
 
 #include <QDir>
@@ -91,6 +92,37 @@ private Q_SLOTS:
         for (const char* v : {"http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
             qunsetenv(v);
         }
+    }
+
+    // A folder over HTTP (remote_folder.h): a member is the URL beside the folder's; a name that is
+    // no plain file name is refused with no request at all; exists() answers with one byte.
+    void urlFolderMembers()
+    {
+        using ckpt::remote::UrlFolder;
+        auto stats = std::make_shared<ckpt::remote::TransferStats>();
+        auto client =
+            std::make_shared<ckpt::remote::HttpClient>(ckpt::remote::Credentials{}, ckpt::remote::HttpOptions{}, stats);
+        const UrlFolder folder(client, url(QStringLiteral("/files/")).toStdString(), "FOLDER/", std::nullopt);
+        QCOMPARE(folder.shown(), std::string("FOLDER"));
+        QCOMPARE(folder.pathOf("a.pt"), std::string("FOLDER/a.pt"));
+        for (const char* bad : {"../big.pt", "sub/big.pt", "", "..", "/etc/passwd"}) {
+            auto r = folder.open(bad, "the test's index");
+            QVERIFY2(!r && r.error().code == ckpt::ErrorCode::Corrupt, bad);
+            QVERIFY(r.error().message.find("the test's index names") != std::string::npos);
+        }
+        QCOMPARE(stats->requests.load(), std::uint64_t{0});
+        auto present = folder.exists("big.pt");
+        QVERIFY(present && *present);
+        QCOMPARE(stats->bytesRead.load(), std::uint64_t{1});
+        auto absent = folder.exists("absent.pt");
+        QVERIFY(absent && !*absent);
+        auto opened = folder.open("big.pt", "the test");
+        QVERIFY(opened);
+        QCOMPARE((*opened)->size(),
+                 static_cast<std::uint64_t>(QFileInfo(tmp_.filePath(QStringLiteral("big/big.pt"))).size()));
+        auto missing = folder.open("absent.pt", "the test");
+        QVERIFY(!missing && folder.missing(missing.error()));
+        QCOMPARE(folder.list().value(), std::optional<std::vector<std::string>>());
     }
 
     void locations()

@@ -52,6 +52,7 @@ class TestRemoteCli : public QObject {
     LoopbackServer nginx_;
     QStringList fixtures_;
     QString big_;
+    QString dcpBig_;
 
     QString url(const QString& path) const { return nginx_.url(path); }
 
@@ -71,6 +72,88 @@ private Q_SLOTS:
         served << big_ + QStringLiteral("/big.pt") << big_ + QStringLiteral("/big.safetensors")
                << big_ + QStringLiteral("/big_rezipped.pt") << big_ + QStringLiteral("/big_zip64.pt");
         QVERIFY(ckpt::test::makeServedTree(tmp_.filePath(QStringLiteral("root")), served));
+        // The DCP fixtures under files/dcp/NAME/, and a 16 MiB set of two ranks as files/dcp/big/.
+        dcpBig_ = tmp_.filePath(QStringLiteral("dcp_big"));
+        QVERIFY2(ckpt::test::runProcess({CKPTSCOPE_PYTHON, "-c", R"(
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import gen_dcp
+torch.manual_seed(0)
+sd = {f'layer{i}.weight': gen_dcp.shard_dim(torch.randn(1024, 1024), 0, 2) for i in range(4)}
+sd['step'] = 7
+gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
+# A copy whose .metadata names a data file outside the folder.
+import pickle, shutil
+evil = sys.argv[2] + '_evil'
+shutil.copytree(sys.argv[2], evil)
+md = pickle.load(open(evil + '/.metadata', 'rb'))
+for v in md.storage_data.values():
+    if v.relative_path == '__1_0.distcp':
+        v.relative_path = '../secret.distcp'
+pickle.dump(md, open(evil + '/.metadata', 'wb'))
+)",
+                                         std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded", dcpBig_.toStdString()})
+                         .rc == 0,
+                 "python3 with torch could not write the big DCP set");
+        QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/files/dcp"))));
+        const QDir dcp(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR));
+        for (const auto& name : dcp.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot)) {
+            QVERIFY(QFile::link(dcp.filePath(name), tmp_.filePath(QStringLiteral("root/files/dcp/") + name)));
+        }
+        QVERIFY(QFile::link(dcpBig_, tmp_.filePath(QStringLiteral("root/files/dcp/big"))));
+        QVERIFY(QFile::link(dcpBig_ + QStringLiteral("_evil"), tmp_.filePath(QStringLiteral("root/files/dcp/evil"))));
+        // A Megatron torch_dist folder: a DCP folder beside common.pt and metadata.json.
+        {
+            const QString meg = tmp_.filePath(QStringLiteral("dcp_megatron"));
+            QVERIFY(QDir().mkpath(meg));
+            const QDir basic(dcp.filePath(QStringLiteral("dcp_basic")));
+            for (const auto& f : basic.entryList(QDir::Files | QDir::Hidden)) {
+                QVERIFY(QFile::copy(basic.filePath(f), meg + QLatin1Char('/') + f));
+            }
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/train_ckpt.pt"),
+                                meg + QStringLiteral("/common.pt")));
+            QFile json(meg + QStringLiteral("/metadata.json"));
+            QVERIFY(json.open(QIODevice::WriteOnly));
+            json.write(R"({"sharded_backend": "torch_dist", "sharded_backend_version": 1})");
+            json.close();
+            QVERIFY(QFile::link(meg, tmp_.filePath(QStringLiteral("root/files/dcp/megatron"))));
+        }
+        // An accelerate folder under files/acc/ and as the repository org/acc; a PEFT adapter folder.
+        for (const QString& at : {QStringLiteral("root/files/acc/"), QStringLiteral("root/cdn/org/acc/main/")}) {
+            QVERIFY(QDir().mkpath(tmp_.filePath(at)));
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/model.safetensors"),
+                                tmp_.filePath(at + QStringLiteral("model.safetensors"))));
+            QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/ddp_sd.pt"),
+                                tmp_.filePath(at + QStringLiteral("optimizer.bin"))));
+        }
+        QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/files/peft"))));
+        QVERIFY(QFile::copy(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/model.safetensors"),
+                            tmp_.filePath(QStringLiteral("root/files/peft/adapter_model.safetensors"))));
+        {
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/acc/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/acc/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            api.write(R"({"id": "org/acc", "siblings": [{"rfilename": "model.safetensors"}, )"
+                      R"({"rfilename": "optimizer.bin"}]})");
+        }
+        // FSDP rank files as the repository org/fsdp (the API's listing names them).
+        {
+            const QDir fsdp(QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/fsdp/fsdp_st"));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/cdn/org/fsdp_repo"))));
+            QVERIFY(QFile::link(fsdp.path(), tmp_.filePath(QStringLiteral("root/cdn/org/fsdp_repo/main"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/fsdp_repo/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/fsdp_repo/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            QByteArray listing = R"({"id": "org/fsdp_repo", "siblings": [)";
+            const auto names = fsdp.entryList(QDir::Files);
+            for (int i = 0; i < names.size(); ++i) {
+                listing += (i ? ", " : "") + QByteArray(R"({"rfilename": ")") + names[i].toUtf8() + "\"}";
+            }
+            api.write(listing + "]}");
+        }
+        // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
+        QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
+                            tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
         qunsetenv("HF_TOKEN");
@@ -151,6 +234,157 @@ private Q_SLOTS:
         const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), out.filePath(QStringLiteral("o.pt")),
                             sets.filePath(QStringLiteral("hf_st"))});
         QVERIFY2(d.rc == 0, d.out.constData());
+    }
+
+    // Every DCP fixture folder, named by its URL (ending in '/') or its .metadata's: check's
+    // findings and exit code as for the folder on disk, read through the same folder interface.
+    void dcpFoldersEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR));
+        auto names = sets.entryList({QStringLiteral("dcp_*")}, QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 10);
+        names << QStringLiteral("megatron");  // tmp_'s, beside common.pt and metadata.json
+        for (const auto& name : names) {
+            const QString dir = name == QStringLiteral("megatron") ? tmp_.filePath(QStringLiteral("dcp_megatron"))
+                                                                   : sets.filePath(name);
+            const QString base = url(QStringLiteral("/files/dcp/") + name);
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            for (const QString& u : {base + QStringLiteral("/"), base + QStringLiteral("/.metadata")}) {
+                const auto remote = cli({QStringLiteral("check"), QStringLiteral("--json"), u});
+                QVERIFY2(remote.rc == local.rc, qPrintable(name + QStringLiteral(": ") + QString::number(remote.rc) +
+                                                           QStringLiteral(" ") + QString::fromUtf8(remote.err)));
+                QByteArray l = local.out;
+                l.replace(dir.toUtf8(), "SET");
+                QByteArray r = remote.out;
+                r.replace(base.toUtf8(), "SET");
+                const auto lf = QJsonDocument::fromJson(l).object().value(QStringLiteral("findings")).toArray();
+                const auto rf = QJsonDocument::fromJson(r).object().value(QStringLiteral("findings")).toArray();
+                QVERIFY2(rf == lf, qPrintable(name + QStringLiteral("\n") + QString::fromUtf8(r) +
+                                              QStringLiteral("\nlocal:\n") + QString::fromUtf8(l)));
+                if (remote.rc == 2) {
+                    QCOMPARE(lines(remote.err), 1);
+                }
+                if (name == QStringLiteral("megatron")) {  // the backend read from metadata.json over HTTP
+                    QVERIFY2(remote.out.contains("torch_dist version 1"), remote.out.constData());
+                }
+            }
+            // inspect lists the same tensors and values.
+            const auto li = cli({QStringLiteral("inspect"), QStringLiteral("--json"), dir});
+            const auto ri = cli({QStringLiteral("inspect"), QStringLiteral("--json"), base + QStringLiteral("/")});
+            QCOMPARE(ri.rc, li.rc);
+            if (li.rc == 0) {
+                const auto rows = [](const QByteArray& out) {
+                    return QJsonDocument::fromJson(out).object().value(QStringLiteral("tensors")).toArray();
+                };
+                QVERIFY2(!rows(li.out).isEmpty(), li.out.left(400).constData());
+                QCOMPARE(rows(ri.out).size(), rows(li.out).size());
+            }
+        }
+        // A folder of a Hub repository, every member through the redirect to the CDN.
+        {
+            const QString dir = sets.filePath(QStringLiteral("dcp_basic"));
+            const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            const auto hub =
+                cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/model/dcp_basic/")});
+            QVERIFY2(hub.rc == local.rc, hub.err.constData());
+            QCOMPARE(findings(hub.out, QStringLiteral("hf://org/model/dcp_basic")), findings(local.out, dir));
+        }
+        // A .metadata naming a data file outside its folder: refused in one line, nothing requested
+        // for it (nginx's access log).
+        {
+            const auto evil = cli({QStringLiteral("check"), url(QStringLiteral("/files/dcp/evil/"))});
+            QCOMPARE(evil.rc, 2);
+            QCOMPARE(lines(evil.err), 1);
+            QVERIFY2(evil.err.contains("'../secret.distcp'"), evil.err.constData());
+            QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+            QVERIFY(log.open(QIODevice::ReadOnly));
+            const QByteArray requests = log.readAll();
+            QVERIFY(requests.contains("/files/dcp/evil/.metadata"));
+            QVERIFY(!requests.contains("secret"));
+        }
+        // convert from the URL writes what the folder holds.
+        QTemporaryDir out;
+        for (const char* name : {"dcp_basic", "dcp_zstd", "dcp_safetensors", "dcp_extra_state"}) {
+            const QString o = out.filePath(QLatin1String(name) + QStringLiteral(".pt"));
+            const auto w = cli({QStringLiteral("convert"),
+                                url(QStringLiteral("/files/dcp/") + QLatin1String(name) + QStringLiteral("/")),
+                                QStringLiteral("-o"), o});
+            QVERIFY2(w.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(w.err)));
+            const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o,
+                                QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + QLatin1String(name)});
+            QVERIFY2(d.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(d.out)));
+        }
+    }
+
+    // A DCP folder of 16 MiB over plain HTTP (no listing): inspect and check read .metadata and, of
+    // the data files, only what the findings need (each item's first bytes, the values' pickles),
+    // counted in requests and bytes; check --values reads the tensors too.
+    void dcpCheckReadsLittle()
+    {
+        const QString u = url(QStringLiteral("/files/dcp/big/"));
+        std::uint64_t total = 0;
+        for (const auto& f : QDir(dcpBig_).entryInfoList(QDir::Files | QDir::Hidden)) {
+            total += static_cast<std::uint64_t>(f.size());
+        }
+        QVERIFY(total > (16U << 20));
+        for (const char* command : {"inspect", "check"}) {
+            const auto r = cli({QLatin1String(command), QStringLiteral("--json"), u});
+            QVERIFY2(r.rc == 0, r.err.constData());
+            const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+            const auto requests = remote.value(QStringLiteral("requests")).toInt();
+            const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
+            qInfo("%s: %d requests, %llu of %llu bytes", command, requests, static_cast<unsigned long long>(bytes),
+                  static_cast<unsigned long long>(total));
+            // .metadata (and its check), each data file's first request, the chunks' first bytes
+            // (4 MiB apart: one request each), the Megatron files probed.
+            QVERIFY2(requests <= 16, qPrintable(QString::number(requests)));
+            QVERIFY2(bytes < (1U << 20), qPrintable(QString::number(bytes)));
+        }
+        const auto values = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--values"), u});
+        const auto local =
+            cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--values"), dcpBig_});
+        QCOMPARE(values.rc, local.rc);
+        const auto read = QJsonDocument::fromJson(values.out)
+                              .object()
+                              .value(QStringLiteral("remote"))
+                              .toObject()
+                              .value(QStringLiteral("bytes_read"))
+                              .toDouble();
+        QVERIFY2(read >= 16U << 20, qPrintable(QString::number(read)));
+    }
+
+    // Model folders (model_folder.h) by URL: a folder URL ending in '/' opens the first model file
+    // it holds (probed: nothing lists a folder over HTTP), a Hub repository holding an accelerate
+    // folder opens its model with the model-folder finding, as the folder on disk does.
+    void modelFolders()
+    {
+        const QString acc = tmp_.filePath(QStringLiteral("root/files/acc"));
+        const auto local = cli({QStringLiteral("check"), QStringLiteral("--json"), acc});
+        QVERIFY2(local.rc == 0 && local.out.contains("model-folder"), local.out.constData());
+        const auto hub = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/acc")});
+        QVERIFY2(hub.rc == 0, hub.err.constData());
+        QCOMPARE(findings(hub.out, QStringLiteral("hf://org/acc")), findings(local.out, acc));
+        const auto rows = [](const QByteArray& out) {
+            return QJsonDocument::fromJson(out).object().value(QStringLiteral("tensors")).toArray();
+        };
+        const auto model =
+            cli({QStringLiteral("inspect"), QStringLiteral("--json"), acc + QStringLiteral("/model.safetensors")});
+        for (const QString& folder : {QStringLiteral("acc"), QStringLiteral("peft")}) {
+            const auto r = cli({QStringLiteral("inspect"), QStringLiteral("--json"),
+                                url(QStringLiteral("/files/") + folder + QStringLiteral("/"))});
+            QVERIFY2(r.rc == 0, r.err.constData());
+            QCOMPARE(rows(r.out), rows(model.out));
+        }
+        // A repository of FSDP rank files opens as their set.
+        const QString fsdp = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/fsdp/fsdp_st");
+        const auto fl = cli({QStringLiteral("check"), QStringLiteral("--json"), fsdp});
+        const auto fr = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("hf://org/fsdp_repo")});
+        QVERIFY2(fr.rc == fl.rc, fr.err.constData());
+        QCOMPARE(findings(fr.out, QStringLiteral("hf://org/fsdp_repo")), findings(fl.out, fsdp));
+        const auto none = cli({QStringLiteral("inspect"), url(QStringLiteral("/files/dcp/"))});
+        QCOMPARE(none.rc, 2);
+        QCOMPARE(lines(none.err), 1);
+        QVERIFY2(none.err.contains("holds none of .metadata, model.safetensors"), none.err.constData());
     }
 
     void inspectRequests()

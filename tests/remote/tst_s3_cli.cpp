@@ -78,6 +78,7 @@ class TestS3Cli : public QObject {
     LoopbackServer unsigned_;  // checks nothing
     QString fixtures_ = QStringLiteral(CKPTSCOPE_FIXTURE_DIR);
     QString set_ = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/sharded/hf_st");
+    QString dcp_ = QStringLiteral(CKPTSCOPE_FIXTURE_DIR "/dcp");
 
     QString endpoint(const LoopbackServer& s) const { return s.url(QString()); }
 
@@ -118,11 +119,27 @@ private Q_SLOTS:
             objects << QStringLiteral("--object")
                     << QStringLiteral("bkt/hf/") + f + QLatin1Char('=') + set_ + QLatin1Char('/') + f;
         }
-        // A DCP folder's names (their bytes do not matter: it is refused by its listing).
+        // DCP folders, read through the same folder interface as on disk; a ZeRO folder's names
+        // (their bytes do not matter: it is refused by its listing).
+        for (const char* name : {"dcp_basic", "dcp_safetensors", "dcp_missing_file"}) {
+            const QDir dir(dcp_ + QLatin1Char('/') + QLatin1String(name));
+            for (const auto& f : dir.entryList(QDir::Files | QDir::Hidden)) {
+                objects << QStringLiteral("--object")
+                        << QStringLiteral("bkt/") + QLatin1String(name) + QLatin1Char('/') + f + QLatin1Char('=') +
+                               dir.filePath(f);
+            }
+        }
+        // FSDP rank files (ShardedTensor, DTensor), found by the prefix's listing.
+        for (const char* name : {"fsdp_st", "fsdp_dtensor", "fsdp_lost_rank"}) {
+            const QDir dir(fixtures_ + QStringLiteral("/fsdp/") + QLatin1String(name));
+            for (const auto& f : dir.entryList(QDir::Files)) {
+                objects << QStringLiteral("--object")
+                        << QStringLiteral("bkt/") + QLatin1String(name) + QLatin1Char('/') + f + QLatin1Char('=') +
+                               dir.filePath(f);
+            }
+        }
         objects << QStringLiteral("--object")
-                << QStringLiteral("bkt/dcp/.metadata=") + fixtures_ + QStringLiteral("/ddp_sd.pt")
-                << QStringLiteral("--object")
-                << QStringLiteral("bkt/dcp/__0_0.distcp=") + fixtures_ + QStringLiteral("/ddp_sd.pt");
+                << QStringLiteral("bkt/zero/latest=") + fixtures_ + QStringLiteral("/ddp_sd.pt");
         const QString script = ckpt::test::scriptPath("s3_server.py");
         QVERIFY(signed_.launch(kTorch2Python, QStringList{script} + objects));
         QVERIFY(
@@ -166,6 +183,19 @@ private Q_SLOTS:
                                                               .arg(read)
                                                               .arg(QFileInfo(local).size())));
         }
+    }
+
+    // A DCP folder named by its .metadata's key, signed: no listing, the data files it names read
+    // by range.
+    void signedDcpByMetadata()
+    {
+        useSigned();
+        const QString dir = dcp_ + QStringLiteral("/dcp_basic");
+        const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+        const auto r =
+            cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("s3://bkt/dcp_basic/.metadata")});
+        QVERIFY2(r.rc == l.rc, qPrintable(describe(r)));
+        QCOMPARE(findings(r.out, QStringLiteral("s3://bkt/dcp_basic")), findings(l.out, dir));
     }
 
     void signedSetByIndex()
@@ -234,10 +264,45 @@ private Q_SLOTS:
         QVERIFY2(conv.rc == 0, qPrintable(describe(conv)));
         const auto same = cli({QStringLiteral("diff"), out, set_ + QStringLiteral("/model.safetensors.index.json")});
         QVERIFY2(same.rc == 0, qPrintable(describe(same)));
-        const auto dcp =
-            cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/dcp/")});
-        QCOMPARE(dcp.rc, 2);
-        QVERIFY2(dcp.err.contains("is a DCP checkpoint folder"), qPrintable(describe(dcp)));
+        // A DCP folder by its prefix (listed: its files known without probing): check's findings as
+        // on disk; a missing data file is the same finding.
+        for (const char* name : {"dcp_basic", "dcp_safetensors", "dcp_missing_file"}) {
+            const QString dir = dcp_ + QLatin1Char('/') + QLatin1String(name);
+            const QString prefix = QStringLiteral("s3://bkt/") + QLatin1String(name);
+            const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--no-sign-request"),
+                                prefix + QLatin1Char('/')});
+            QVERIFY2(r.rc == l.rc, qPrintable(QLatin1String(name) + QStringLiteral(": ") + describe(r)));
+            QCOMPARE(findings(r.out, prefix), findings(l.out, dir));
+        }
+        // FSDP rank folders by their prefix: the set's findings as on disk.
+        for (const char* name : {"fsdp_st", "fsdp_dtensor", "fsdp_lost_rank"}) {
+            const QString dir = fixtures_ + QStringLiteral("/fsdp/") + QLatin1String(name);
+            const QString prefix = QStringLiteral("s3://bkt/") + QLatin1String(name);
+            const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
+            const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--no-sign-request"),
+                                prefix + QLatin1Char('/')});
+            QVERIFY2(r.rc == l.rc, qPrintable(QLatin1String(name) + QStringLiteral(": ") + describe(r)));
+            QCOMPARE(findings(r.out, prefix), findings(l.out, dir));
+        }
+        const QString fsdpOut = tmp_.filePath(QStringLiteral("fsdp.pt"));
+        const auto fsdpConv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
+                                   QStringLiteral("s3://bkt/fsdp_st/"), QStringLiteral("-o"), fsdpOut});
+        QVERIFY2(fsdpConv.rc == 0, qPrintable(describe(fsdpConv)));
+        const auto fsdpSame = cli(
+            {QStringLiteral("diff"), QStringLiteral("--strict"), fsdpOut, fixtures_ + QStringLiteral("/fsdp/fsdp_st")});
+        QVERIFY2(fsdpSame.rc == 0, qPrintable(describe(fsdpSame)));
+        const QString dcpOut = tmp_.filePath(QStringLiteral("dcp.pt"));
+        const auto dcpConv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
+                                  QStringLiteral("s3://bkt/dcp_basic/"), QStringLiteral("-o"), dcpOut});
+        QVERIFY2(dcpConv.rc == 0, qPrintable(describe(dcpConv)));
+        const auto dcpSame =
+            cli({QStringLiteral("diff"), QStringLiteral("--strict"), dcpOut, dcp_ + QStringLiteral("/dcp_basic")});
+        QVERIFY2(dcpSame.rc == 0, qPrintable(describe(dcpSame)));
+        const auto zero =
+            cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/zero/")});
+        QCOMPARE(zero.rc, 2);
+        QVERIFY2(zero.err.contains("is a DeepSpeed ZeRO checkpoint folder"), qPrintable(describe(zero)));
         const auto many =
             cli({QStringLiteral("inspect"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/many/")});
         QCOMPARE(many.rc, 2);

@@ -1,0 +1,56 @@
+#include "remote/remote_folder.h"
+
+#include "remote/http_source.h"
+#include "remote/location.h"
+#include "remote/reply_parse.h"
+
+#include <algorithm>
+
+namespace ckpt::remote {
+
+Expected<source::SourcePtr> UrlFolder::openFirst(const std::string& name, const std::string& entry,
+                                                 std::uint64_t firstBytes) const
+{
+    if (!isPlainFileName(name)) {
+        Error e = makeError(ErrorCode::Corrupt, entry + " names '" + name +
+                                                    "', which is not a file name in the folder: a set reads only "
+                                                    "its own files, so it was not requested");
+        e.path = client_->redactor().apply(shown_);
+        return e;
+    }
+    auto opened = HttpSource::open(client_, base_ + encodedName(name), HttpSource::First::Head, firstBytes);
+    if (!opened) {
+        Error e = opened.error();
+        e.message = client_->redactor().apply(e.message);
+        e.path = client_->redactor().apply(pathOf(name));
+        return e;
+    }
+    return source::SourcePtr(*opened);
+}
+
+Expected<source::SourcePtr> UrlFolder::open(const std::string& name, const std::string& entry) const
+{
+    return openFirst(name, entry, kFirstBytes);
+}
+
+Expected<bool> UrlFolder::exists(const std::string& name) const
+{
+    if (listing_) {
+        return std::find(listing_->begin(), listing_->end(), name) != listing_->end();
+    }
+    auto opened = openFirst(name, "the folder", 1);  // one byte: the answer without the file
+    if (opened) {
+        return true;
+    }
+    if (missing(opened.error())) {
+        return false;
+    }
+    return opened.error();
+}
+
+bool UrlFolder::missing(const Error& e) const
+{
+    return e.message.starts_with("HTTP 404");
+}
+
+}  // namespace ckpt::remote
