@@ -30,6 +30,9 @@ public:
     Expected<remote::RemoteInput> openInput(const std::string& input);
     // openInput()'s checkpoint (a set's view).
     Expected<CheckpointPtr> open(const std::string& input);
+    // What an s3:// output is written with: --no-sign-request, and the run's counters.
+    [[nodiscard]] bool noSignRequest() const { return noSignRequest_; }
+    [[nodiscard]] const std::shared_ptr<remote::TransferStats>& stats() const { return stats_; }
     [[nodiscard]] bool used() const { return used_; }
     [[nodiscard]] std::uint64_t bytesRead() const { return stats_->bytesRead.load(); }
     [[nodiscard]] std::uint64_t requests() const { return stats_->requests.load(); }

@@ -361,10 +361,7 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
         return named(settings.error(), input, Redactor());
     }
     const std::string bucketUrl = s3::bucketUrl(*settings, name->bucket);
-    Credentials creds;
-    creds.redactor.add(settings->secretAccessKey);
-    creds.redactor.add(settings->sessionToken);
-    creds.signer = std::make_shared<s3::Signer>(*settings, originOf(bucketUrl));
+    const Credentials creds = s3::credentialsFor(*settings, name->bucket);
     auto newClient = [creds, options]() { return std::make_shared<HttpClient>(creds, options.http, options.stats); };
     auto client = newClient();
     std::string key = name->key;
