@@ -82,13 +82,7 @@ Expected<S3Written> writeS3Object(const Checkpoint& in, const transform::Plan& p
     // The writers name the torch archive's folder after the output's name, as for a local file.
     auto written = write::writeCheckpointTo(in, plan, **upload, output, progress, stop, writeOptions);
     if (!written) {
-        Error e = written.error();
-        if (auto aborted = (*upload)->abort(); !aborted) {
-            e.message += "; and " + aborted.error().message;
-        } else if (e.code == ErrorCode::WriteFailed || e.code == ErrorCode::Cancelled) {
-            e.message += " (the upload was aborted: nothing is at the key)";
-        }
-        return e;
+        return (*upload)->abandon(written.error());
     }
     if (auto done = (*upload)->complete(options.replace); !done) {
         return named(done.error(), output);

@@ -182,10 +182,7 @@ Expected<std::string> Upload::send(HttpClient& client, const Part& part)
 
 Expected<void> Upload::complete(bool replace)
 {
-    auto fail = [&](Error e) -> Expected<void> {
-        static_cast<void>(abort());
-        return e;
-    };
+    auto fail = [&](Error e) -> Expected<void> { return abandon(std::move(e)); };
     if (finished_) {
         return makeError(ErrorCode::Internal, "the upload was already completed or aborted");
     }
@@ -230,6 +227,16 @@ Expected<void> Upload::complete(bool replace)
     }
     finished_ = true;
     return {};
+}
+
+Error Upload::abandon(Error e)
+{
+    if (auto aborted = abort(); !aborted) {
+        e.message += "; and " + aborted.error().message;
+    } else {
+        e.message += " (the upload was aborted: nothing is at the key)";
+    }
+    return e;
 }
 
 Expected<void> Upload::abort()

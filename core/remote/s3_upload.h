@@ -63,6 +63,8 @@ public:
     // If-None-Match: * so an object that appeared at the key since it was checked is not replaced.
     // A reply that is an <Error> (S3 answers 200 first) is a failure. On failure the upload is aborted.
     Expected<void> complete(bool replace);
+    // `e` after abort(), saying whether the upload was aborted ("nothing is at the key") or not.
+    [[nodiscard]] Error abandon(Error e);
     // AbortMultipartUpload (once; a stopped run's too: it has a connection of its own). Its error
     // when the server did not confirm it.
     Expected<void> abort();
