@@ -373,7 +373,6 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                "  ckptscope convert train.pt -o train-dcp/ --format dcp   (loads with torch.distributed.checkpoint)\n"
                "  ckptscope convert pytorch_model.bin.index.json -o model.safetensors --strip-prefix model.\n"
                "  ckptscope convert ds_run/ -o model.pt   (DeepSpeed ZeRO 1/2/3 -> fp32, as zero_to_fp32.py)\n"
-               "  ckptscope convert s3://runs/step-900/ -o s3://models/step-900.safetensors   (no local copy)\n"
                "Exit codes: 0 written (or planned), 1 the write failed, 2 bad input or usage.");
     RemoteSession remote;
     remote.addOptions(app);
