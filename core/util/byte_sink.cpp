@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <unistd.h>
-#include <utility>
 #include <vector>
 
 namespace ckpt {
@@ -26,8 +25,6 @@ Expected<void> ByteSink::writeAt(Bytes /*data*/, std::uint64_t offset)
     return makeError(ErrorCode::Internal,
                      "bytes at " + std::to_string(offset) + " were to be rewritten in an output written in order");
 }
-
-FileSink::FileSink(FileSink&& other) noexcept : ByteSink(std::move(other)), fd_(std::exchange(other.fd_, -1)) {}
 
 Expected<void> FileSink::append(Bytes data)
 {

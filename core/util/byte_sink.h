@@ -54,7 +54,6 @@ public:
     [[nodiscard]] int fd() const { return fd_; }
 
 protected:
-    FileSink(FileSink&& other) noexcept;
     int fd_ = -1;
 };
 

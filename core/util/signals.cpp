@@ -101,7 +101,7 @@ void StopOnTerminationSignal::restore()
     }
 }
 
-int StopOnTerminationSignal::signal() const
+int StopOnTerminationSignal::signal()
 {
     return g_stopSignal.load();
 }

@@ -35,7 +35,7 @@ public:
 
     [[nodiscard]] std::stop_token token() const { return stop_.get_token(); }
     // The signal that came, 0 when none did.
-    [[nodiscard]] int signal() const;
+    [[nodiscard]] static int signal();
     // Puts the handlers back and raises the signal that came again, for them (the process then ends
     // with 128 + it); nothing when none came.
     void raiseAgain();

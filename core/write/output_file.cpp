@@ -82,7 +82,7 @@ OutputFile::OutputFile(std::string target, std::string temp, int fd, Durability 
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : FileSink(std::move(other)), target_(std::move(other.target_)), temp_(std::move(other.temp_)),
+    : FileSink(std::exchange(other.fd_, -1)), target_(std::move(other.target_)), temp_(std::move(other.temp_)),
       durability_(other.durability_), written_(other.written_), flushedUpTo_(other.flushedUpTo_),
       signalSlot_(std::exchange(other.signalSlot_, -1))
 {

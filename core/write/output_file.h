@@ -28,7 +28,7 @@ public:
     OutputFile& operator=(OutputFile&&) = delete;
     OutputFile(const OutputFile&) = delete;
     OutputFile& operator=(const OutputFile&) = delete;
-    ~OutputFile();
+    ~OutputFile() override;
 
     [[nodiscard]] const std::string& tempPath() const { return temp_; }
     // Each append is followed by writeBehind (a copy's every piece too).

@@ -387,6 +387,40 @@ private Q_SLOTS:
         QVERIFY(after.value(key).isNull());
     }
 
+    // testload of an object: the engines map local files, so it is downloaded whole into a temporary
+    // file in $TMPDIR, loaded onto the fake driver's cuda:0 and verified against the object's bytes,
+    // and the file is gone afterwards. An absent key and a set's index say so in one line.
+    void testloadDownloads()
+    {
+        useSigned();
+        QTemporaryDir tmpdir;
+        QTemporaryDir machine;
+        qputenv("TMPDIR", tmpdir.path().toUtf8());
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH);
+        qputenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH);
+        qputenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_TEST_ENGINE);
+        qputenv("FAKE_GPU_STATE", machine.filePath(QStringLiteral("gpu.state")).toUtf8());
+        const auto r = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/big40k.pt"),
+                            QStringLiteral("--device"), QStringLiteral("cuda:0"), QStringLiteral("--verify")});
+        const auto absent = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/absent.pt")});
+        const auto set = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/hf/model.safetensors.index.json")});
+        for (const char* v : {"TMPDIR", "CKPTSCOPE_CUDA_LIBRARY", "CKPTSCOPE_NVML_LIBRARY", "CKPTSCOPE_CUDA_ENGINE",
+                              "FAKE_GPU_STATE"}) {
+            qunsetenv(v);
+        }
+        QVERIFY2(r.rc == 0, qPrintable(describe(r)));
+        QVERIFY2(r.out.contains("s3://bkt/big40k.pt: loaded 40000 tensors") && r.out.contains("verified: ") &&
+                     r.out.contains("equal to the file"),
+                 qPrintable(QString::fromUtf8(r.out)));
+        QVERIFY2(r.err.contains("remote: 1 request"), qPrintable(describe(r)));
+        QVERIFY2(QDir(tmpdir.path()).isEmpty(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot),
+                 "the download was left in TMPDIR");
+        QCOMPARE(absent.rc, 2);
+        QVERIFY2(absent.err.contains("NoSuchKey"), qPrintable(describe(absent)));
+        QCOMPARE(set.rc, 2);
+        QVERIFY2(set.err.contains("is a sharded set over the network"), qPrintable(describe(set)));
+    }
+
     // Folders (unsigned, on the server that checks nothing): one file, a set, a DCP folder, a
     // listing of 2100 keys over three pages; a set's folder converts to what the set on disk holds.
     void folders()
