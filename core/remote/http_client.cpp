@@ -340,11 +340,11 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         curl_easy_setopt(c, CURLOPT_URL, url.c_str());
         if (req == nullptr) {
             curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-        } else if (req->method == "HEAD") {
+        } else if (req->method == kMethodHead) {
             curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
         } else {
             curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method.c_str());
-            if (req->method != "DELETE" || !req->body.empty()) {
+            if (req->method != kMethodDelete || !req->body.empty()) {
                 // The body from memory, as it is (curl copies nothing and adds no encoding).
                 const char* body = req->body.empty() ? "" : reinterpret_cast<const char*>(req->body.data());
                 curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);

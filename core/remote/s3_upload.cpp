@@ -41,7 +41,7 @@ Expected<std::unique_ptr<Upload>> Upload::create(const Settings& settings, const
     Credentials creds = credentialsFor(settings, name.bucket);
     HttpClient client(creds, options.http, options.stats);
     HttpRequest req;
-    req.method = "POST";
+    req.method = kMethodPost;
     req.url = url + "?uploads";
     auto reply = client.send(req);
     if (!reply) {
@@ -165,7 +165,7 @@ void Upload::work(HttpClient& client)
 Expected<std::string> Upload::send(HttpClient& client, const Part& part)
 {
     HttpRequest req;
-    req.method = "PUT";
+    req.method = kMethodPut;
     req.url = url_ + "?partNumber=" + std::to_string(part.number) + "&" + uploadQuery();
     req.body = Bytes(part.bytes.data(), part.bytes.size());
     auto reply = client.send(req);
@@ -203,7 +203,7 @@ Expected<void> Upload::complete(bool replace)
               [](const UploadedPart& a, const UploadedPart& b) { return a.number < b.number; });
     const std::string body = completeBody(done_);
     HttpRequest req;
-    req.method = "POST";
+    req.method = kMethodPost;
     req.url = url_ + "?" + uploadQuery();
     req.body = asBytes(body);
     req.headers.emplace_back("Content-Type: application/xml");
@@ -260,7 +260,7 @@ Expected<void> Upload::abort()
     http.stop = {};
     HttpClient client(credentials_, http, options_.stats);
     HttpRequest req;
-    req.method = "DELETE";
+    req.method = kMethodDelete;
     req.url = url_ + "?" + uploadQuery();
     req.accept = {kStatusNoContent, kStatusOk, kStatusNotFound};
     auto reply = client.send(req);
@@ -277,7 +277,7 @@ Expected<bool> objectExists(const Settings& settings, const ObjectName& name, co
 {
     HttpClient client(credentialsFor(settings, name.bucket), http, stats);
     HttpRequest req;
-    req.method = "HEAD";
+    req.method = kMethodHead;
     req.url = objectUrl(settings, name);
     req.accept = {kStatusOk, kStatusNotFound};
     auto reply = client.send(req);
