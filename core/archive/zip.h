@@ -209,6 +209,10 @@ private:
     // of at least a page) the first record's bytes start at its source's offset within a page, in
     // the first page of a block; with 0, on torch's plain alignment.
     [[nodiscard]] std::vector<Placement> placeRun(std::span<const FileRecord> records, std::uint64_t phaseBlock) const;
+    // A run placed by placeRun copied in one go, then its gaps written over (a patchable sink): the
+    // entries added.
+    Expected<std::vector<Entry>> copyRun(std::span<const FileRecord> records, const std::vector<Placement>& run,
+                                         int srcFd, const CopyStep& step);
     // A run placed by placeRun written in order (a sink that cannot be patched): each record's bytes
     // read once, for the sink and for its CRC, then its descriptor and the next header.
     Expected<std::vector<Entry>> streamRun(std::span<const FileRecord> records, const std::vector<Placement>& run,

@@ -408,26 +408,31 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
     if (auto ok = flush(); !ok) {
         return std::move(ok.error());
     }
-    if (!sink_->patchable()) {
-        auto streamed = streamRun(records, run, srcFd, step);
-        if (!streamed) {
-            failed_ = true;
-            return std::move(streamed.error());
-        }
-        for (Entry& e : *streamed) {
-            names_.insert(e.name);
-            entries_.push_back(std::move(e));
-        }
-        if (last.size > 0) {
-            if (auto ok = writeDescriptor(entries_.back()); !ok) {
-                return std::move(ok.error());
-            }
-        }
-        return run.size();
+    auto added = sink_->patchable() ? copyRun(records, run, srcFd, step) : streamRun(records, run, srcFd, step);
+    if (!added) {
+        failed_ = true;
+        return std::move(added.error());
     }
+    for (Entry& e : *added) {
+        names_.insert(e.name);
+        entries_.push_back(std::move(e));
+    }
+    if (last.size > 0) {
+        if (auto ok = writeDescriptor(entries_.back()); !ok) {
+            return std::move(ok.error());
+        }
+    }
+    return run.size();
+}
+
+Expected<std::vector<ZipWriter::Entry>> ZipWriter::copyRun(std::span<const FileRecord> records,
+                                                           const std::vector<Placement>& run, int srcFd,
+                                                           const CopyStep& step)
+{
+    const FileRecord& first = records.front();
+    const FileRecord& last = records[run.size() - 1];
     const std::uint64_t span = last.srcOffset + last.size - first.srcOffset;
     if (auto ok = sink_->appendFromFile(srcFd, first.srcOffset, span, step); !ok) {
-        failed_ = true;
         Error e = ok.error();
         e.message = "cannot copy record \"" + first.name + "\" into the archive: " + e.message;
         return e;
@@ -444,7 +449,6 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
         } else {
             auto computed = crcOfRange(srcFd, r.srcOffset, r.size, buf_);
             if (!computed) {
-                failed_ = true;
                 return std::move(computed.error());
             }
             crc = *computed;
@@ -459,23 +463,13 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
         gap.append(localHeader(records[k].name, records[k].size, run[k].header, run[k].pad));
         const std::uint64_t at = run[k - 1].data + prev.size;
         if (at + gap.bytes().size() != run[k].data) {
-            failed_ = true;
             return makeError(ErrorCode::Internal, "zip run placement is inconsistent at \"" + records[k].name + "\"");
         }
         if (auto ok = writeAt(gap.bytes(), at); !ok) {
-            return ok.error();
-        }
-    }
-    for (Entry& e : added) {
-        names_.insert(e.name);
-        entries_.push_back(std::move(e));
-    }
-    if (last.size > 0) {
-        if (auto ok = writeDescriptor(entries_.back()); !ok) {
             return std::move(ok.error());
         }
     }
-    return run.size();
+    return added;
 }
 
 Expected<void> ZipWriter::writeAt(Bytes b, std::uint64_t offset)

@@ -6,26 +6,35 @@
 namespace ckpt::remote {
 namespace {
 
-Expected<s3::ObjectName> objectName(const std::string& output)
+Error named(Error e, const std::string& output)
+{
+    e.path = output;
+    return e;
+}
+
+struct Target {
+    s3::ObjectName name;
+    s3::Settings settings;
+};
+
+// The object `output` names, and the settings its requests go with; a prefix is refused.
+Expected<Target> targetOf(const std::string& output, bool noSignRequest)
 {
     auto name = s3::parseName(output);
     if (!name) {
         return name.error();
     }
     if (name->isPrefix()) {
-        Error e = makeError(ErrorCode::Usage, "names a folder (a prefix); convert writes one object to an object "
-                                              "store: give its key (s3://BUCKET/KEY). Sets and DCP folders are "
-                                              "written locally, then copied (aws s3 cp --recursive)");
-        e.path = output;
-        return e;
+        return named(makeError(ErrorCode::Usage, "names a folder (a prefix); convert writes one object to an object "
+                                                 "store: give its key (s3://BUCKET/KEY). Sets and DCP folders are "
+                                                 "written locally, then copied (aws s3 cp --recursive)"),
+                     output);
     }
-    return name;
-}
-
-Error named(Error e, const std::string& output)
-{
-    e.path = output;
-    return e;
+    auto settings = s3::findSettings(noSignRequest);
+    if (!settings) {
+        return named(settings.error(), output);
+    }
+    return Target{std::move(*name), std::move(*settings)};
 }
 
 }  // namespace
@@ -37,18 +46,14 @@ bool isS3Output(const std::string& output)
 
 Expected<void> checkS3Output(const std::string& output, const S3OutputOptions& options)
 {
-    auto name = objectName(output);
-    if (!name) {
-        return name.error();
-    }
-    auto settings = s3::findSettings(options.noSignRequest);
-    if (!settings) {
-        return named(settings.error(), output);
+    auto target = targetOf(output, options.noSignRequest);
+    if (!target) {
+        return target.error();
     }
     if (options.replace) {
         return {};
     }
-    auto exists = s3::objectExists(*settings, *name, options.http, options.stats);
+    auto exists = s3::objectExists(target->settings, target->name, options.http, options.stats);
     if (!exists) {
         return named(exists.error(), output);
     }
@@ -65,17 +70,13 @@ Expected<S3Written> writeS3Object(const Checkpoint& in, const transform::Plan& p
                                   const std::stop_token& stop, const write::WriteOptions& writeOptions,
                                   const S3OutputOptions& options)
 {
-    auto name = objectName(output);
-    if (!name) {
-        return name.error();
-    }
-    auto settings = s3::findSettings(options.noSignRequest);
-    if (!settings) {
-        return named(settings.error(), output);
+    auto target = targetOf(output, options.noSignRequest);
+    if (!target) {
+        return target.error();
     }
     s3::UploadOptions uploadOptions{options.http, options.stats, options.partsInFlight};
     uploadOptions.http.stop = stop;  // a stop ends the parts being sent too
-    auto upload = s3::Upload::create(*settings, *name, uploadOptions);
+    auto upload = s3::Upload::create(target->settings, target->name, uploadOptions);
     if (!upload) {
         return named(upload.error(), output);
     }

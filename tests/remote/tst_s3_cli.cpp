@@ -344,6 +344,34 @@ private Q_SLOTS:
         QVERIFY2(localForce.err.contains("--force is for an s3:// output"), qPrintable(describe(localForce)));
     }
 
+    // What is no object key, or not one file, is refused in one line before anything is sent.
+    void outputsRefused_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("a prefix") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/dir/")}
+                                  << QStringLiteral("names a folder (a prefix)");
+        QTest::newRow("a sharded set") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/set/"),
+                                                      QStringLiteral("--shard-size"), QStringLiteral("1GB")}
+                                       << QStringLiteral("is written to a local folder only");
+        QTest::newRow("a DCP folder") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/dcp-out/"),
+                                                     QStringLiteral("--format"), QStringLiteral("dcp")}
+                                      << QStringLiteral("is written to a local folder only");
+        QTest::newRow("another URL") << QStringList{QStringLiteral("-o"), QStringLiteral("https://example.org/m.pt")}
+                                     << QStringLiteral("convert writes files and s3:// objects");
+    }
+    void outputsRefused()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, says);
+        useSigned();
+        const auto r = cli(QStringList{QStringLiteral("convert"), fixtures_ + QStringLiteral("/ddp_sd.pt")} + args);
+        QCOMPARE(r.rc, 2);
+        QCOMPARE(r.err.trimmed().count('\n'), 0);
+        QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
+        QCOMPARE(objects({}).value(QStringLiteral("uploads")).toInt(-1), 0);
+    }
+
     // Ctrl-C or kill while parts are being sent (1 GiB, sparse): the upload is aborted before the
     // process ends with 128 + the signal, and the bucket holds neither the key nor an upload.
     void interruptedUploadIsAborted_data()
