@@ -9,12 +9,14 @@
 #include "cli/progress.h"
 #include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
+#include "remote/s3_output.h"
 #include "sharded/dcp_write.h"
 #include "sharded/listing.h"
 #include "sharded/split.h"
 #include "transform/transform.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "util/signals.h"
 #include "write/model_config_file.h"
 #include "write/targets.h"
 #include "write/write.h"
@@ -59,6 +61,7 @@ struct Args {
     bool keepOptimizer = false;
     bool fileOnly = false;
     std::string dequantize;  // bf16, float16, float32: block-quantized FP8 weights as that dtype
+    bool force = false;      // an s3:// output replaces an object already at its key
 };
 
 // The preset first, then every finding's fix, then the flags given explicitly (which win).
@@ -220,6 +223,44 @@ int writeSet(const Checkpoint& in, const transform::Plan& plan, const Args& a, s
     return kExitOk;
 }
 
+// `-o s3://BUCKET/KEY`: the file's bytes as a multipart upload (remote/s3_output.h). A termination
+// signal stops the write and aborts the upload before the process ends as the signal would end it.
+int writeS3(const Checkpoint& in, const transform::Plan& plan, const Args& a, const write::WriteOptions& options,
+            const remote::S3OutputOptions& s3, const RemoteSession& remote, nlohmann::ordered_json& doc,
+            std::ostream& out, std::ostream& err)
+{
+    StopOnTerminationSignal signals;
+    ProgressLine progress(err, a.json, "convert");
+    auto written = remote::writeS3Object(in, plan, a.output, progress.forWrite(), signals.token(), options, s3);
+    progress.finish();
+    if (!written) {
+        const int rc = writeFailed(written.error(), a, doc, out, err);
+        signals.raiseAgain();  // a signal stopped it: the process ends as the signal would have ended it
+        return rc;
+    }
+    const auto& r = written->result;
+    if (a.json) {
+        doc["output"] = {{"path", r.path},
+                         {"bytes", r.bytes},
+                         {"notes", r.notes},
+                         {"parts", written->parts},
+                         {"part_size", written->partSize}};
+        if (remote.used()) {
+            doc["remote"] = {{"bytes_read", remote.bytesRead()}, {"requests", remote.requests()}};
+        }
+        out << dumpJson(doc, 1) << '\n';
+        return kExitOk;
+    }
+    for (const auto& n : r.notes) {
+        out << "note: " << displayText(n) << '\n';
+    }
+    out << "wrote " << displayText(r.path) << " (" << humanBytes(r.bytes) << ", " << plan.tensorCount
+        << " tensors, uploaded in " << written->parts << (written->parts == 1 ? " part" : " parts") << " of "
+        << humanBytes(written->partSize) << "); " << droppedText(plan) << "\n";
+    remote.report(err);
+    return kExitOk;
+}
+
 int writeDcp(const Checkpoint& in, const transform::Plan& plan, const Args& a, const write::WriteOptions& options,
              nlohmann::ordered_json& doc, std::ostream& out, std::ostream& err)
 {
@@ -258,7 +299,8 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
                    "what to read, one or more of: " + inputKindsHelp() + "; globs allowed (several: -o names a folder)")
         ->required();
     app.add_option("-o,--output", a.output,
-                   "file to write (a temporary file beside it is renamed into place), or the folder to write into")
+                   "file to write (a temporary file beside it is renamed into place), the folder to write into, or "
+                   "an s3://BUCKET/KEY object (a multipart upload: nothing is at the key until it completes)")
         ->type_name("OUT");
     auto* single = app.add_flag("--single-card", a.singleCard,
                                 "strip module./module.module./_orig_mod., unwrap, weights-only, map all to cpu");
@@ -328,6 +370,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         "a DeepSpeed ZeRO folder: write {model, optimizer: {state: {name: {step, exp_avg, ...}}, param_groups}}, "
         "the optimizer state consolidated per parameter like the fp32 weights");
     keep->excludes(single);
+    app.add_flag("--force", a.force,
+                 "-o s3://BUCKET/KEY: replace an object already at the key (without it, one there is left as it "
+                 "is and nothing is written)");
     app.add_flag("--file-only", a.fileOnly,
                  "a shard, index or rank file: read this file alone, not the multi-file checkpoint it belongs to");
     app.add_option("--fix", a.fixes, "a finding's fix as JSON (from `ckptscope check --json`); repeatable")
@@ -373,11 +418,27 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
         shardBytes = *parsed;
     }
     a.output = outputPath(a);
+    const bool toS3 = remote::isS3Output(a.output);
+    if (!toS3 && !a.output.empty() && RemoteSession::isRemote(a.output)) {
+        err << "ckptscope convert: " << displayText(a.output)
+            << ": convert writes files and s3:// objects, not other URLs; nothing written\n";
+        return kExitBadInput;
+    }
+    if (toS3 && (shardBytes || a.format == "dcp")) {
+        err << "ckptscope convert: " << displayText(a.output) << ": "
+            << (shardBytes ? "a sharded set (--shard-size)" : "a DCP folder (--format dcp)")
+            << " is written to a local folder only; write it there, then copy it (aws s3 cp --recursive)\n";
+        return kExitBadInput;
+    }
+    if (a.force && !toS3) {
+        err << "ckptscope convert: --force is for an s3:// output (a local file is replaced as cp replaces it)\n";
+        return kExitBadInput;
+    }
     // A file of the set being read (a shard, the index, `latest`, a rank file, a .distcp) is never
     // an output, however the set was named (folder, index, shard) and whatever the edits: the
     // input-is-output check below sees only what was named. A folder output (a split, a
     // DCP folder) is checked by the writer: it takes no folder already holding a set's files.
-    if (!isRemote && !a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
+    if (!isRemote && !toS3 && !a.fileOnly && !a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
         if (auto ok = sharded::checkOutputOutsideSet(sharded::detectSet(a.input), a.output); !ok) {
             printError(err, ok.error());
             return kExitBadInput;
@@ -399,7 +460,7 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const bool plainSet = a.stripPrefixes.empty() && !a.addPrefixGiven && !a.selectGiven && a.drop.empty() &&
                           !a.unwrap && a.mapLocation.empty() && !a.multiCard && a.fixes.empty() && !a.dryRun &&
                           !a.weightsOnly && !a.compact && !a.json && !shardBytes && a.format != "dcp" &&
-                          !a.dropExtraState && a.dequantize.empty();
+                          !a.dropExtraState && a.dequantize.empty() && !toS3;
     SetSource setSource;
     const sharded::zero::Options zero{a.zeroWeights == "module" ? sharded::zero::Weights::Module
                                                                 : sharded::zero::Weights::Fp32Master,
@@ -420,10 +481,21 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     const std::string& source = a.input;
     // Refused before the input is even read: an output that is the input, or not a regular file
     // (a sharded set's folder is checked by the split itself, its files above).
-    if (!a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp") {
+    if (!a.output.empty() && !a.dryRun && !shardBytes && a.format != "dcp" && !toS3) {
         if (auto ok = write::checkConversions({{source, a.output}}); !ok) {
             printError(err, ok.error());
             return kExitBadInput;
+        }
+    }
+    remote::S3OutputOptions s3;
+    s3.noSignRequest = remote.noSignRequest();
+    s3.replace = a.force;
+    s3.stats = remote.stats();
+    // Before the input is read: a key already taken (without --force) or a name that is no key.
+    if (toS3 && !a.dryRun) {
+        if (auto ok = remote::checkS3Output(a.output, s3); !ok) {
+            printError(err, ok.error());
+            return exitCodeFor(ok.error().code);
         }
     }
     auto opts = optionsFrom(a);
@@ -493,6 +565,9 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (a.format == "dcp") {
         return writeDcp(**ck, *plan, a, writeOptions, doc, out, err);
+    }
+    if (toS3) {
+        return writeS3(**ck, *plan, a, writeOptions, s3, remote, doc, out, err);
     }
     ProgressLine progress(err, a.json, "convert");
     auto written = write::writeCheckpoint(**ck, *plan, a.output, progress.forWrite(), {}, writeOptions);

@@ -6,6 +6,7 @@
 #include "cli/json_out.h"
 #include "cli/parse.h"
 #include "cli/progress.h"
+#include "cli/remote_cli.h"
 #include "cli/sharded_cli.h"
 #include "device/ddp_replay.h"
 #include "device/nvml.h"
@@ -15,10 +16,12 @@
 #include "sharded/set_view.h"
 #include "util/json_text.h"
 #include "util/printable.h"
+#include "write/output_file.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <optional>
@@ -29,6 +32,24 @@ namespace ckpt::cli {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+
+Expected<write::detail::OutputFile> downloadForEngines(RemoteSession& remote, const std::string& url)
+{
+    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+    const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    std::string name = url.substr(url.find_last_of('/') + 1);
+    name = name.substr(0, name.find_first_of("?#"));
+    auto file = write::detail::OutputFile::create(dir + "/" + (name.empty() ? std::string("remote") : name),
+                                                  write::Durability::Lazy);
+    if (!file) {
+        return file.error();
+    }
+    auto got = remote.download(url, *file);
+    if (!got) {
+        return got.error();
+    }
+    return file;
+}
 
 ojson timelineJson(const device::Timeline& t)
 {
@@ -463,6 +484,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
                "CKPTSCOPE_HELPER_TIMEOUT the seconds it may\n"
                "stay silent before it is killed (default 30); CKPTSCOPE_NVML_LIBRARY the NVML library.\n"
                "Exit codes: 0 loaded, 1 failed to load, 2 bad input.");
+    RemoteSession remote;
+    remote.addOptions(app, false);
     if (const auto done = parseCommand(app, args, "testload", out, err)) {
         return *done;
     }
@@ -477,7 +500,21 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     std::string input = file;
-    const auto loc = fileOnly ? std::nullopt : sharded::wholeSetInput(file);
+    // A remote file (s3://, http(s)://, hf://): the engines map local files, so it is downloaded
+    // whole into a temporary file in $TMPDIR, removed when the run ends (or is stopped by a signal).
+    std::optional<write::detail::OutputFile> downloaded;
+    if (RemoteSession::isRemote(file)) {
+        remote.showProgress(err, json);
+        auto got = downloadForEngines(remote, file);
+        remote.report(err);
+        if (!got) {
+            printError(err, got.error());
+            return exitCodeFor(got.error().code);
+        }
+        downloaded.emplace(std::move(*got));
+        input = downloaded->tempPath();
+    }
+    const auto loc = fileOnly || downloaded ? std::nullopt : sharded::wholeSetInput(input);
     const bool set = loc.has_value();
     if (set && !json) {
         noteSetOfFile(file, loc, out);

@@ -23,15 +23,17 @@ void RemoteSession::showProgress(std::ostream& err, bool json)
     };
 }
 
-void RemoteSession::addOptions(CLI::App& app)
+void RemoteSession::addOptions(CLI::App& app, bool withDownload)
 {
     app.add_option("--header", headers_,
                    "an HTTP header for a URL input's own host, 'Name: value' (e.g. 'Authorization: Bearer TOKEN'); "
                    "repeatable. Hub inputs (hf://) use HF_TOKEN or the `huggingface-cli login` token")
         ->type_name("HEADER");
-    app.add_flag("--download", download_,
-                 "a URL whose server does not support range requests is downloaded whole into a temporary "
-                 "file (unlinked: nothing is left behind) instead of refused");
+    if (withDownload) {
+        app.add_flag("--download", download_,
+                     "a URL whose server does not support range requests is downloaded whole into a temporary "
+                     "file (unlinked: nothing is left behind) instead of refused");
+    }
     app.add_flag("--no-sign-request", noSignRequest_,
                  "s3:// requests are sent unsigned, for a public bucket (as the AWS CLI's option); otherwise they "
                  "are signed with the credentials the AWS CLI would use (AWS_ACCESS_KEY_ID, AWS_PROFILE, "
@@ -59,6 +61,23 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
         opened_ = true;
     }
     return r;
+}
+
+Expected<std::uint64_t> RemoteSession::download(const std::string& input, ByteSink& into)
+{
+    used_ = true;
+    remote::RemoteOptions options;
+    options.stats = stats_;
+    options.noSignRequest = noSignRequest_;
+    auto got = remote::downloadRemoteFile(input, headers_, options, into);
+    if (progress_) {
+        progress_->clear();
+    }
+    if (got) {
+        remoteBytes_ += *got;
+        opened_ = true;
+    }
+    return got;
 }
 
 Expected<CheckpointPtr> RemoteSession::open(const std::string& input)

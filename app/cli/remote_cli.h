@@ -20,16 +20,22 @@ class ProgressLine;
 
 class RemoteSession {
 public:
-    // Adds the repeatable --header option, --download and --no-sign-request to a command.
-    void addOptions(CLI::App& app);
+    // Adds the repeatable --header option, --download (unless `withDownload` is false: a command
+    // that downloads every remote input) and --no-sign-request to a command.
+    void addOptions(CLI::App& app, bool withDownload = true);
     // A progress line on `err` (cli/progress.h: rewritten in place once transfers pass a second, on a
     // terminal, never with --json or --quiet) while no other work shows its own. report() erases it.
     void showProgress(std::ostream& err, bool json);
     [[nodiscard]] static bool isRemote(const std::string& input);
     // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
     Expected<remote::RemoteInput> openInput(const std::string& input);
+    // The remote file `input` names downloaded whole into `into` (remote::downloadRemoteFile).
+    Expected<std::uint64_t> download(const std::string& input, ByteSink& into);
     // openInput()'s checkpoint (a set's view).
     Expected<CheckpointPtr> open(const std::string& input);
+    // What an s3:// output is written with: --no-sign-request, and the run's counters.
+    [[nodiscard]] bool noSignRequest() const { return noSignRequest_; }
+    [[nodiscard]] const std::shared_ptr<remote::TransferStats>& stats() const { return stats_; }
     [[nodiscard]] bool used() const { return used_; }
     [[nodiscard]] std::uint64_t bytesRead() const { return stats_->bytesRead.load(); }
     [[nodiscard]] std::uint64_t requests() const { return stats_->requests.load(); }

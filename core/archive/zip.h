@@ -13,6 +13,7 @@
 #pragma once
 
 #include "source/byte_source.h"
+#include "util/byte_sink.h"
 #include "util/bytes.h"
 #include "util/error.h"
 #include "util/file_copy.h"
@@ -142,10 +143,15 @@ struct FileRecord {
     std::optional<std::uint32_t> knownCrc;  // the source's CRC-32 when the bytes are a whole source record
 };
 
-// Streams an archive into a file descriptor, record by record, with torch's alignment.
+// Streams an archive into a file descriptor or a ByteSink, record by record, with torch's alignment.
 class ZipWriter {
 public:
+    // Into the file `fd` at its position (a FileSink of its own).
     explicit ZipWriter(int fd, std::uint32_t alignment = 64);
+    // Into `sink`, which outlives the writer. A sink that is not patchable (a stream) gets the same
+    // bytes strictly in order: a stretch of records is then copied record by record, each record's
+    // CRC computed as its bytes pass where it is not known, and our headers written between them.
+    explicit ZipWriter(ByteSink& sink, std::uint32_t alignment = 64);
 
     // A record whose bytes are all in memory.
     Expected<void> addRecord(std::string_view name, Bytes data);
@@ -203,9 +209,18 @@ private:
     // of at least a page) the first record's bytes start at its source's offset within a page, in
     // the first page of a block; with 0, on torch's plain alignment.
     [[nodiscard]] std::vector<Placement> placeRun(std::span<const FileRecord> records, std::uint64_t phaseBlock) const;
+    // A run placed by placeRun copied in one go, then its gaps written over (a patchable sink): the
+    // entries added.
+    Expected<std::vector<Entry>> copyRun(std::span<const FileRecord> records, const std::vector<Placement>& run,
+                                         int srcFd, const CopyStep& step);
+    // A run placed by placeRun written in order (a sink that cannot be patched): each record's bytes
+    // read once, for the sink and for its CRC, then its descriptor and the next header.
+    Expected<std::vector<Entry>> streamRun(std::span<const FileRecord> records, const std::vector<Placement>& run,
+                                           int srcFd, const CopyStep& step);
     Expected<void> writeDescriptor(const Entry& e);
 
-    int fd_;
+    std::unique_ptr<FileSink> ownSink_;  // ZipWriter(int fd)
+    ByteSink* sink_;
     std::uint32_t alignment_;
     std::uint64_t pos_ = 0;
     std::vector<Entry> entries_;

@@ -2,8 +2,6 @@
 #include "util/file_copy.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <unistd.h>
 #include <zlib.h>
 
 namespace ckpt::archive {
@@ -60,11 +58,6 @@ std::uint16_t flagsFor(std::uint64_t size)
 std::uint64_t clamp32(std::uint64_t v)
 {
     return std::min(v, kMax32);
-}
-
-Error writeFailed(const std::string& what, int err)
-{
-    return makeError(ErrorCode::WriteFailed, what + ": " + systemErrorText(err));
 }
 
 Error usage(const std::string& what)
@@ -143,14 +136,21 @@ Out descriptor(std::uint64_t size, std::uint64_t headerOffset, std::uint32_t crc
 }  // namespace
 
 ZipWriter::ZipWriter(int fd, std::uint32_t alignment)
-    : fd_(fd), alignment_(std::clamp<std::uint32_t>(alignment, 1, 0x10000))  // the pad length is 16-bit
+    : ownSink_(std::make_unique<FileSink>(fd)), sink_(ownSink_.get()),
+      alignment_(std::clamp<std::uint32_t>(alignment, 1, 0x10000))  // the pad length is 16-bit
+{
+    buf_.reserve(kBufferSize);
+}
+
+ZipWriter::ZipWriter(ByteSink& sink, std::uint32_t alignment)
+    : sink_(&sink), alignment_(std::clamp<std::uint32_t>(alignment, 1, 0x10000))
 {
     buf_.reserve(kBufferSize);
 }
 
 Expected<void> ZipWriter::writeRaw(Bytes b)
 {
-    auto ok = appendBytes(fd_, b.data(), b.size());
+    auto ok = sink_->append(b);
     if (!ok) {
         failed_ = true;
     }
@@ -269,7 +269,7 @@ Expected<void> ZipWriter::writeChunkFromFile(int srcFd, std::uint64_t srcOffset,
     if (auto ok = flush(); !ok) {
         return ok;
     }
-    if (auto ok = appendFileRange(srcFd, srcOffset, size, fd_, step); !ok) {
+    if (auto ok = sink_->appendFromFile(srcFd, srcOffset, size, step); !ok) {
         failed_ = true;
         Error e = ok.error();
         e.message = "cannot copy into record \"" + open_->name + "\": " + e.message;
@@ -408,9 +408,31 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
     if (auto ok = flush(); !ok) {
         return std::move(ok.error());
     }
-    const std::uint64_t span = last.srcOffset + last.size - first.srcOffset;
-    if (auto ok = appendFileRange(srcFd, first.srcOffset, span, fd_, step); !ok) {
+    auto added = sink_->patchable() ? copyRun(records, run, srcFd, step) : streamRun(records, run, srcFd, step);
+    if (!added) {
         failed_ = true;
+        return std::move(added.error());
+    }
+    for (Entry& e : *added) {
+        names_.insert(e.name);
+        entries_.push_back(std::move(e));
+    }
+    if (last.size > 0) {
+        if (auto ok = writeDescriptor(entries_.back()); !ok) {
+            return std::move(ok.error());
+        }
+    }
+    return run.size();
+}
+
+Expected<std::vector<ZipWriter::Entry>> ZipWriter::copyRun(std::span<const FileRecord> records,
+                                                           const std::vector<Placement>& run, int srcFd,
+                                                           const CopyStep& step)
+{
+    const FileRecord& first = records.front();
+    const FileRecord& last = records[run.size() - 1];
+    const std::uint64_t span = last.srcOffset + last.size - first.srcOffset;
+    if (auto ok = sink_->appendFromFile(srcFd, first.srcOffset, span, step); !ok) {
         Error e = ok.error();
         e.message = "cannot copy record \"" + first.name + "\" into the archive: " + e.message;
         return e;
@@ -427,7 +449,6 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
         } else {
             auto computed = crcOfRange(srcFd, r.srcOffset, r.size, buf_);
             if (!computed) {
-                failed_ = true;
                 return std::move(computed.error());
             }
             crc = *computed;
@@ -442,40 +463,72 @@ Expected<std::size_t> ZipWriter::addRecordsFromFile(std::span<const FileRecord> 
         gap.append(localHeader(records[k].name, records[k].size, run[k].header, run[k].pad));
         const std::uint64_t at = run[k - 1].data + prev.size;
         if (at + gap.bytes().size() != run[k].data) {
-            failed_ = true;
             return makeError(ErrorCode::Internal, "zip run placement is inconsistent at \"" + records[k].name + "\"");
         }
         if (auto ok = writeAt(gap.bytes(), at); !ok) {
-            return ok.error();
-        }
-    }
-    for (Entry& e : added) {
-        names_.insert(e.name);
-        entries_.push_back(std::move(e));
-    }
-    if (last.size > 0) {
-        if (auto ok = writeDescriptor(entries_.back()); !ok) {
             return std::move(ok.error());
         }
     }
-    return run.size();
+    return added;
 }
 
 Expected<void> ZipWriter::writeAt(Bytes b, std::uint64_t offset)
 {
-    while (!b.empty()) {
-        const ssize_t n = ::pwrite(fd_, b.data(), b.size(), static_cast<off_t>(offset));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            failed_ = true;
-            return writeFailed("cannot write the archive", n < 0 ? errno : EIO);
-        }
-        b = b.subspan(static_cast<std::size_t>(n));
-        offset += static_cast<std::uint64_t>(n);
+    auto ok = sink_->writeAt(b, offset);
+    if (!ok) {
+        failed_ = true;
     }
-    return {};
+    return ok;
+}
+
+Expected<std::vector<ZipWriter::Entry>> ZipWriter::streamRun(std::span<const FileRecord> records,
+                                                             const std::vector<Placement>& run, int srcFd,
+                                                             const CopyStep& step)
+{
+    // The bytes the patched copy leaves, in their order: record k's data, then (between records) its
+    // descriptor and record k+1's header, whose padding the placement chose as the copy would.
+    std::vector<Entry> added;
+    added.reserve(run.size());
+    std::vector<std::byte> scratch;
+    for (std::size_t k = 0; k < run.size(); ++k) {
+        const FileRecord& r = records[k];
+        std::uint32_t crc = 0;
+        Expected<void> appended;
+        auto read = readFileRange(srcFd, r.srcOffset, r.size, scratch, [&](Bytes piece) {
+            if (!r.knownCrc) {
+                crc = archive::crc32(piece, crc);
+            }
+            appended = sink_->append(piece);
+            return appended.ok() && (!step || step(piece.size()));
+        });
+        if (!appended) {
+            return std::move(appended.error());
+        }
+        if (!read) {
+            Error e = read.error();
+            if (e.code != ErrorCode::Cancelled) {
+                e.message = "cannot copy record \"" + r.name + "\" into the archive: " + e.message;
+            }
+            return e;
+        }
+        pos_ += r.size;
+        added.push_back({r.name, run[k].header, r.size, r.knownCrc.value_or(crc)});
+        if (k + 1 < run.size()) {
+            Out gap = descriptor(r.size, run[k].header, added.back().crc);
+            gap.append(localHeader(records[k + 1].name, records[k + 1].size, run[k + 1].header, run[k + 1].pad));
+            if (pos_ + gap.bytes().size() != run[k + 1].data) {
+                return makeError(ErrorCode::Internal,
+                                 "zip run placement is inconsistent at \"" + records[k + 1].name + "\"");
+            }
+            if (auto ok = writeAll(gap.bytes()); !ok) {
+                return std::move(ok.error());
+            }
+            if (auto ok = flush(); !ok) {
+                return std::move(ok.error());
+            }
+        }
+    }
+    return added;
 }
 
 Expected<void> ZipWriter::finish()

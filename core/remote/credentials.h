@@ -37,8 +37,12 @@ private:
     std::vector<std::string> secrets_;
 };
 
-// The method of the client's requests (reads); a writer's would be PUT, POST, DELETE.
+// The methods of the client's requests: reads, and an S3 upload's (s3_upload.h).
 inline constexpr std::string_view kMethodGet = "GET";
+inline constexpr std::string_view kMethodHead = "HEAD";
+inline constexpr std::string_view kMethodPut = "PUT";
+inline constexpr std::string_view kMethodPost = "POST";
+inline constexpr std::string_view kMethodDelete = "DELETE";
 
 // Headers computed for each request from its method and URL at the time it is sent: S3's
 // Signature Version 4 (s3.h). Sent to the origins it signs for only, so a redirect elsewhere

@@ -120,6 +120,7 @@ HttpOptions HttpOptions::fromEnvironment()
 // One HTTP exchange's state, shared with curl's callbacks.
 struct HttpClient::Exchange {
     // Request side.
+    const HttpRequest* request = nullptr;  // send(): its method, headers and body; a GET otherwise
     const std::function<bool(Bytes)>* sink = nullptr;
     const std::function<void(std::uint64_t)>* progress = nullptr;
     const std::stop_token* stop = nullptr;
@@ -313,15 +314,43 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         for (const auto& h : credentials_.headersFor(originOf(url))) {
             headers = curl_slist_append(headers, h.c_str());
         }
+        const HttpRequest* req = x.request;
+        if (req != nullptr) {
+            for (const auto& h : req->headers) {
+                headers = curl_slist_append(headers, h.c_str());
+            }
+            // No 100-continue round trip before a part's body.
+            headers = curl_slist_append(headers, "Expect:");
+            // Bytes, never the form curl would name a POST body (a server may read it as one).
+            const bool typed = std::any_of(req->headers.begin(), req->headers.end(), [](const std::string& h) {
+                return lowered(h.substr(0, h.find(':'))) == "content-type";
+            });
+            if (!typed) {
+                headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+            }
+        }
         // Signed at each try: a signature carries its time, and S3 refuses one 15 minutes old.
         if (credentials_.signer && credentials_.signer->signs(originOf(url))) {
-            for (const auto& h :
-                 credentials_.signer->headersFor(std::string(kMethodGet), url, std::string(sigv4::kEmptyPayloadHash))) {
+            const std::string method = req != nullptr ? req->method : std::string(kMethodGet);
+            const std::string hash = req != nullptr ? req->payloadHash : std::string(sigv4::kEmptyPayloadHash);
+            for (const auto& h : credentials_.signer->headersFor(method, url, hash)) {
                 headers = curl_slist_append(headers, h.c_str());
             }
         }
         curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        if (req == nullptr) {
+            curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+        } else if (req->method == kMethodHead) {
+            curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+        } else {
+            curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method.c_str());
+            if (req->method != kMethodDelete || !req->body.empty()) {
+                // The body from memory, as it is (curl copies nothing and adds no encoding).
+                const char* body = req->body.empty() ? "" : reinterpret_cast<const char*>(req->body.data());
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req->body.size()));
+            }
+        }
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -352,7 +381,7 @@ Expected<void> HttpClient::perform(const std::string& url, const std::optional<B
         long status = 0;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         x.status = status;
-        if (x.status == x.successStatus) {
+        if (x.status == x.successStatus && x.request == nullptr) {
             stats_->bytesRead.fetch_add(x.delivered, std::memory_order_relaxed);
         }
         if (x.redirect() && rc == CURLE_OK) {
@@ -418,11 +447,8 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         char* next = nullptr;
         curl_easy_getinfo(static_cast<CURL*>(curl_), CURLINFO_REDIRECT_URL, &next);
         if (next == nullptr || *next == '\0') {
-            // S3's answer to a request for a bucket in another region: a 301 naming the region.
-            if (const std::string region = x.header("x-amz-bucket-region"); !region.empty()) {
-                return fail(ErrorCode::Io, url,
-                            "HTTP " + std::to_string(x.status) + ": the bucket is in region " + clipped(region) +
-                                " (x-amz-bucket-region): set AWS_REGION=" + clipped(region));
+            if (!x.header("x-amz-bucket-region").empty()) {
+                return statusError(url, x);
             }
             return fail(ErrorCode::Io, url,
                         "HTTP " + std::to_string(x.status) + " redirect without a Location to follow");
@@ -444,6 +470,19 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
     }
     if (x.status == x.successStatus) {
         return {};
+    }
+    return statusError(url, x);
+}
+
+Error HttpClient::statusError(const std::string& url, const Exchange& x) const
+{
+    if (x.redirect()) {
+        // S3's answer to a request for a bucket in another region: a 301 naming the region.
+        if (const std::string region = x.header("x-amz-bucket-region"); !region.empty()) {
+            return fail(ErrorCode::Io, url,
+                        "HTTP " + std::to_string(x.status) + ": the bucket is in region " + clipped(region) +
+                            " (x-amz-bucket-region): set AWS_REGION=" + clipped(region));
+        }
     }
     std::string reason = clipped(x.header("x-error-message"));
     const bool signedOrigin = credentials_.signer && credentials_.signer->signs(originOf(url));
@@ -541,6 +580,44 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
                         std::to_string(x.bodyLimit) + " bytes (truncated)");
     }
     return got ? got->first : 0;
+}
+
+Expected<HttpReply> HttpClient::send(const HttpRequest& request)
+{
+    const std::lock_guard lock(mutex_);
+    HttpRequest req = request;
+    if (req.payloadHash.empty()) {
+        req.payloadHash =
+            sigv4::sha256Hex(std::string_view(reinterpret_cast<const char*>(req.body.data()), req.body.size()));
+    }
+    HttpReply reply;
+    const std::function<bool(Bytes)> sink = [&](Bytes b) {
+        reply.body.append(reinterpret_cast<const char*>(b.data()), b.size());
+        return true;
+    };
+    Exchange x;
+    x.request = &req;
+    x.sink = &sink;
+    // The first status accepted is the one whose body is read as the answer; the others' bodies are
+    // kept as an error's are (a HEAD has none).
+    x.successStatus = req.accept.empty() ? kStatusOk : req.accept.front();
+    x.bodyLimit = req.replyLimit;
+    auto done = perform(req.url, std::nullopt, x);
+    if (!done && x.abort && x.abort->message.starts_with("the server sent more")) {
+        return fail(ErrorCode::Limit, req.url, "the reply is larger than " + std::to_string(req.replyLimit) + " bytes");
+    }
+    if (!done) {
+        return done.error();
+    }
+    if (std::find(req.accept.begin(), req.accept.end(), x.status) == req.accept.end()) {
+        return statusError(req.url, x);
+    }
+    reply.status = x.status;
+    reply.headers = x.headers;
+    if (x.status != x.successStatus) {
+        reply.body = x.errorBody;
+    }
+    return reply;
 }
 
 Expected<RangeReply> checkRangeReply(const ByteRange& asked, long status, const std::string& contentRange,

@@ -24,6 +24,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ckpt::remote {
 
@@ -83,6 +84,24 @@ struct RangeReply {
 [[nodiscard]] Expected<RangeReply> checkRangeReply(const ByteRange& asked, long status, const std::string& contentRange,
                                                    const std::string& etag, std::optional<FileIdentity>& identity);
 
+// A request whose body is in memory, for S3's writes (s3_upload.h): sent, signed and retried as a
+// read is (429/5xx and failed connections, with backoff), following no redirect.
+struct HttpRequest {
+    std::string method;  // PUT, POST, DELETE, HEAD
+    std::string url;
+    std::vector<std::string> headers;               // "Name: value", besides the signature's
+    Bytes body;                                     // held by the caller until send() returns
+    std::string payloadHash;                        // the body's hex SHA-256 (for the signature); computed when empty
+    std::vector<long> accept{200};                  // the statuses that are answers; any other is an error
+    std::size_t replyLimit = std::size_t{1} << 20;  // the most of an answer's body that is kept
+};
+
+struct HttpReply {
+    long status = 0;
+    std::map<std::string, std::string> headers;  // lowercased names
+    std::string body;
+};
+
 class HttpClient {
 public:
     HttpClient(Credentials credentials, HttpOptions options, std::shared_ptr<TransferStats> stats);
@@ -106,6 +125,11 @@ public:
     Expected<std::uint64_t> getWhole(const std::string& url, std::uint64_t maxBytes,
                                      const std::function<bool(Bytes)>& sink);
 
+    // Sends `request`; a reply whose status `accept` names is returned (its body up to replyLimit,
+    // Limit past it), any other status is the one-line error a read gets (S3's error code, the
+    // credentials' note on 401/403, the region of a 301).
+    Expected<HttpReply> send(const HttpRequest& request);
+
     [[nodiscard]] const Redactor& redactor() const { return credentials_.redactor; }
     [[nodiscard]] const std::shared_ptr<TransferStats>& stats() const { return stats_; }
 
@@ -117,6 +141,8 @@ private:
     // A whole GET; a body past `maxBytes` ends it, Limit.
     Expected<void> fetchAtMost(const std::string& url, Exchange& x, std::uint64_t maxBytes);
     [[nodiscard]] Error fail(ErrorCode code, const std::string& url, const std::string& message) const;
+    // The error of a reply whose status is not the one asked for (fetch's, send's).
+    [[nodiscard]] Error statusError(const std::string& url, const Exchange& x) const;
 
     Credentials credentials_;
     HttpOptions options_;

@@ -478,9 +478,20 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     return out;
 }
 
+// Where a remote input's file is and how to ask for it: a client (and a way to make more, for a
+// set's shards), the file's URL, the folder its set's members would be in, and the name shown.
+struct Resolved {
+    std::shared_ptr<HttpClient> client;
+    NewClient newClient;
+    std::string url;
+    std::string base;
+    std::string shown;
+    std::optional<std::vector<std::string>> listing;  // the folder's files, where the transport listed them
+};
+
 // s3://BUCKET/KEY (a file, or a set's index) and s3://BUCKET/PREFIX/ (a folder: a set, or its one
 // checkpoint file), every request signed as the AWS CLI would sign it (s3.h).
-Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& options)
+Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& options)
 {
     auto name = s3::parseName(input);
     if (!name) {
@@ -491,11 +502,10 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
         return named(settings.error(), input, Redactor());
     }
     const std::string bucketUrl = s3::bucketUrl(*settings, name->bucket);
-    Credentials creds;
-    creds.redactor.add(settings->secretAccessKey);
-    creds.redactor.add(settings->sessionToken);
-    creds.signer = std::make_shared<s3::Signer>(*settings, originOf(bucketUrl));
-    auto newClient = [creds, options]() { return std::make_shared<HttpClient>(creds, options.http, options.stats); };
+    const Credentials creds = s3::credentialsFor(*settings, name->bucket);
+    NewClient newClient = [creds, options]() {
+        return std::make_shared<HttpClient>(creds, options.http, options.stats);
+    };
     auto client = newClient();
     std::string key = name->key;
     std::string shown = input;
@@ -514,21 +524,13 @@ Expected<RemoteInput> openS3(const std::string& input, const RemoteOptions& opti
         files = std::move(listing->files);
     }
     const std::string url = s3::objectUrl(*settings, {name->bucket, key});
-    return openFileOrSet(client, newClient, url, parentOf(url), input, shown, options, std::move(files));
+    return Resolved{client, newClient, url, parentOf(url), shown, std::move(files)};
 }
 
-}  // namespace
-
-Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                 const RemoteOptions& options)
+// http(s):// and hf:// (a file, or a whole repository's one file), --header sent to the input's host.
+Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::string>& extraHeaders,
+                               const RemoteOptions& options)
 {
-    if (input.starts_with(s3::kScheme)) {
-        if (!extraHeaders.empty()) {
-            return makeError(ErrorCode::Usage, "--header is for http(s) and hf:// inputs: s3:// requests are signed "
-                                               "with your AWS credentials");
-        }
-        return openS3(input, options);
-    }
     const std::string endpoint = hubEndpoint();
     auto loc = parseLocation(input, endpoint);
     if (!loc) {
@@ -586,7 +588,62 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
                              : hubFolder                 ? loc->url
                                          : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-    return openFileOrSet(client, newClient, loc->url, base, input, shown, options, std::move(listing));
+    return Resolved{client, newClient, loc->url, base, shown, std::move(listing)};
+}
+
+Expected<Resolved> resolve(const std::string& input, const std::vector<std::string>& extraHeaders,
+                           const RemoteOptions& options)
+{
+    if (input.starts_with(s3::kScheme)) {
+        if (!extraHeaders.empty()) {
+            return makeError(ErrorCode::Usage, "--header is for http(s) and hf:// inputs: s3:// requests are signed "
+                                               "with your AWS credentials");
+        }
+        return resolveS3(input, options);
+    }
+    return resolveHttp(input, extraHeaders, options);
+}
+
+}  // namespace
+
+Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                 const RemoteOptions& options)
+{
+    auto r = resolve(input, extraHeaders, options);
+    if (!r) {
+        return r.error();
+    }
+    return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing));
+}
+
+Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                           const RemoteOptions& options, ByteSink& into)
+{
+    auto r = resolve(input, extraHeaders, options);
+    if (!r) {
+        return r.error();
+    }
+    const Redactor& redactor = r->client->redactor();
+    if (fileNameOf(r->url).ends_with(".index.json")) {
+        return named(makeError(ErrorCode::Usage, "is a sharded set over the network, which is read where it is, "
+                                                 "not downloaded: download its folder to test-load it"),
+                     r->shown, redactor);
+    }
+    std::optional<Error> failed;
+    auto got = r->client->getWhole(r->url, options.downloadLimit, [&](Bytes b) {
+        if (auto ok = into.append(b); !ok) {
+            failed = ok.error();
+            return false;
+        }
+        return true;
+    });
+    if (failed) {
+        return named(*failed, r->shown, redactor);
+    }
+    if (!got) {
+        return named(got.error(), r->shown, redactor);
+    }
+    return got;
 }
 
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,

@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "remote/http_client.h"
 #include "sharded/listing.h"
+#include "util/byte_sink.h"
 
 #include <memory>
 #include <optional>
@@ -55,6 +56,11 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
 // has its client. Also the fuzzer's way in, with a client that serves bytes from memory.
 Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
                                        const std::string& shown, const RemoteOptions& options);
+// The file `input` names (a file, or a folder's or repository's one file) downloaded whole into
+// `into`, at most RemoteOptions::downloadLimit bytes: for what reads local files only (testload's
+// engines). A sharded set is refused (Usage). Returns the bytes downloaded.
+Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                           const RemoteOptions& options, ByteSink& into);
 // openRemote()'s checkpoint.
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
                                         const RemoteOptions& options);

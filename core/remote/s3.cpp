@@ -336,6 +336,15 @@ std::string objectUrl(const Settings& settings, const ObjectName& name)
     return bucketUrl(settings, name.bucket) + sigv4::uriEncode(name.key, true);
 }
 
+Credentials credentialsFor(const Settings& settings, const std::string& bucket)
+{
+    Credentials creds;
+    creds.redactor.add(settings.secretAccessKey);
+    creds.redactor.add(settings.sessionToken);
+    creds.signer = std::make_shared<Signer>(settings, originOf(bucketUrl(settings, bucket)));
+    return creds;
+}
+
 std::string credentialNote(const Settings& settings)
 {
     if (!settings.sign) {

@@ -75,6 +75,10 @@ private:
     std::function<std::chrono::system_clock::time_point()> now_;
 };
 
+// What a client needs to send requests to `bucket` signed (the Signer, for its origin) with the
+// secrets given to its redactor.
+[[nodiscard]] Credentials credentialsFor(const Settings& settings, const std::string& bucket);
+
 // What a refused request says about the credentials sent (or not): "(signed with the key from
 // AWS_ACCESS_KEY_ID, region us-east-1 from AWS_REGION)".
 [[nodiscard]] std::string credentialNote(const Settings& settings);

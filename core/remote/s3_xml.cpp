@@ -151,4 +151,98 @@ Expected<ListPage> parseListPage(std::string_view body)
     return page;
 }
 
+namespace {
+
+// S3 sends spaces while it assembles the parts (keeping the connection alive), before the document.
+std::string_view withoutLeadingSpace(std::string_view body)
+{
+    const auto first = body.find_first_not_of(" \t\r\n");
+    return first == std::string_view::npos ? std::string_view() : body.substr(first);
+}
+
+Error replyError(ErrorCode code, const std::string& what, std::string_view body)
+{
+    if (const auto e = parseErrorReply(body)) {
+        return makeError(code, what + ": " + e->code + (e->message.empty() ? "" : ": " + e->message));
+    }
+    return makeError(ErrorCode::Corrupt, what + ": the server's reply is not the XML document S3 answers with");
+}
+
+std::string escaped(std::string_view text)
+{
+    std::string out;
+    for (const char c : text) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        default:
+            out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+Expected<std::string> parseInitiateReply(std::string_view body)
+{
+    body = withoutLeadingSpace(body);
+    std::string id;
+    bool isResult = false;
+    Walk walk(
+        [&](const std::string& path, const std::string& text) {
+            if (path == "InitiateMultipartUploadResult/UploadId") {
+                id = text;
+            } else if (path == "InitiateMultipartUploadResult") {
+                isResult = true;
+            }
+        },
+        [](const std::string&) {});
+    if (!walk.run(body) || !isResult) {
+        return replyError(ErrorCode::WriteFailed, "CreateMultipartUpload", body);
+    }
+    if (id.empty()) {
+        return makeError(ErrorCode::Corrupt, "CreateMultipartUpload: the server's reply gives no UploadId");
+    }
+    return id;
+}
+
+Expected<void> parseCompleteReply(std::string_view body)
+{
+    body = withoutLeadingSpace(body);
+    bool isResult = false;
+    Walk walk(
+        [&](const std::string& path, const std::string& /*text*/) {
+            if (path == "CompleteMultipartUploadResult") {
+                isResult = true;
+            }
+        },
+        [](const std::string&) {});
+    if (!walk.run(body) || !isResult) {
+        return replyError(ErrorCode::WriteFailed, "CompleteMultipartUpload", body);
+    }
+    return {};
+}
+
+std::string completeBody(const std::vector<UploadedPart>& parts)
+{
+    std::string out = R"(<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)";
+    for (const auto& p : parts) {
+        out += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + escaped(p.etag) +
+               "</ETag></Part>";
+    }
+    out += "</CompleteMultipartUpload>";
+    return out;
+}
+
 }  // namespace ckpt::remote::s3

@@ -1,7 +1,8 @@
 // What an S3 server's XML replies say, parsed with expat (libexpat1-dev) and without a connection,
 // so the parsers are fuzzed alone (tests/fuzz/fuzz_s3_xml.cpp): an error reply's Code, Message and
-// Region, and a ListObjectsV2 page. A reply with a DOCTYPE (entities: the billion laughs), nesting
-// deeper than kMaxDepth, or larger than the caller's bound is refused, never expanded.
+// Region, a ListObjectsV2 page, and a multipart upload's replies (its UploadId, its completion);
+// and the one document ckptscope sends (CompleteMultipartUpload). A reply with a DOCTYPE (entities: the billion
+// laughs), nesting deeper than kMaxDepth, or larger than the caller's bound is refused, never expanded.
 #pragma once
 
 #include "util/error.h"
@@ -41,5 +42,22 @@ struct ListPage {
 // One <ListBucketResult> page of ListObjectsV2. Corrupt when it is not one, or a truncated page
 // gives no continuation token (a listing that could never end).
 [[nodiscard]] Expected<ListPage> parseListPage(std::string_view body);
+
+// CreateMultipartUpload's <InitiateMultipartUploadResult>: its UploadId. Corrupt when the reply is
+// none (an <Error> says its code) or gives no UploadId.
+[[nodiscard]] Expected<std::string> parseInitiateReply(std::string_view body);
+
+// CompleteMultipartUpload's answer, which S3 gives with 200 before it knows whether the upload
+// completes (and may send spaces meanwhile): a <CompleteMultipartUploadResult> completed; an
+// <Error> (InternalError, InvalidPart, ...) is a failure whatever the status said, WriteFailed with
+// its code; anything else is Corrupt.
+[[nodiscard]] Expected<void> parseCompleteReply(std::string_view body);
+
+struct UploadedPart {
+    int number = 0;    // 1..10000
+    std::string etag;  // as UploadPart's ETag header gave it, quotes included
+};
+// The <CompleteMultipartUpload> document listing `parts` in order, text escaped.
+[[nodiscard]] std::string completeBody(const std::vector<UploadedPart>& parts);
 
 }  // namespace ckpt::remote::s3

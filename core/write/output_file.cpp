@@ -76,14 +76,14 @@ Error cancelled(const std::string& target)
 }
 
 OutputFile::OutputFile(std::string target, std::string temp, int fd, Durability durability)
-    : target_(std::move(target)), temp_(std::move(temp)), fd_(fd), durability_(durability),
+    : FileSink(fd), target_(std::move(target)), temp_(std::move(temp)), durability_(durability),
       signalSlot_(registerTemp(temp_))
 {
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : target_(std::move(other.target_)), temp_(std::move(other.temp_)), fd_(std::exchange(other.fd_, -1)),
-      durability_(other.durability_), flushedUpTo_(other.flushedUpTo_),
+    : FileSink(std::exchange(other.fd_, -1)), target_(std::move(other.target_)), temp_(std::move(other.temp_)),
+      durability_(other.durability_), written_(other.written_), flushedUpTo_(other.flushedUpTo_),
       signalSlot_(std::exchange(other.signalSlot_, -1))
 {
     other.temp_.clear();
@@ -144,16 +144,35 @@ Expected<OutputFile> OutputFile::create(const std::string& target, Durability du
     return writeError(target, "cannot create a temporary file in " + dir, EEXIST);
 }
 
-void OutputFile::writeBehind(std::uint64_t writtenSoFar)
+void OutputFile::writeBehind()
 {
     static constexpr std::uint64_t kWriteBehind = 32ULL << 20;
-    if (durability_ != Durability::Durable || writtenSoFar < flushedUpTo_ + kWriteBehind) {
+    if (durability_ != Durability::Durable || written_ < flushedUpTo_ + kWriteBehind) {
         return;
     }
     // Only a hint: errors surface in the fsync of commit().
-    ::sync_file_range(fd_, static_cast<off_t>(flushedUpTo_), static_cast<off_t>(writtenSoFar - flushedUpTo_),
+    ::sync_file_range(fd_, static_cast<off_t>(flushedUpTo_), static_cast<off_t>(written_ - flushedUpTo_),
                       SYNC_FILE_RANGE_WRITE);
-    flushedUpTo_ = writtenSoFar;
+    flushedUpTo_ = written_;
+}
+
+Expected<void> OutputFile::append(Bytes data)
+{
+    auto ok = FileSink::append(data);
+    if (ok) {
+        written_ += data.size();
+        writeBehind();
+    }
+    return ok;
+}
+
+Expected<void> OutputFile::appendFromFile(int inFd, std::uint64_t offset, std::uint64_t size, const CopyStep& step)
+{
+    return FileSink::appendFromFile(inFd, offset, size, [&](std::uint64_t n) {
+        written_ += n;
+        writeBehind();
+        return !step || step(n);
+    });
 }
 
 Expected<void> OutputFile::commit()
@@ -251,16 +270,16 @@ Error onTargetAt(Error e, const std::string& target)
 
 }  // namespace
 
-Expected<void> writeBytes(int outFd, Bytes data, const std::string& target)
+Expected<void> writeBytes(ByteSink& out, Bytes data, const std::string& target)
 {
-    if (auto ok = appendBytes(outFd, data.data(), data.size()); !ok) {
+    if (auto ok = out.append(data); !ok) {
         return onTargetAt(ok.error(), target);
     }
     return {};
 }
 
-Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
-                             ProgressMeter& progress, const std::stop_token& stop)
+Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, ByteSink& out,
+                             const std::string& target, ProgressMeter& progress, const std::stop_token& stop)
 {
     auto step = [&](std::uint64_t n) {
         progress.advance(n);
@@ -269,7 +288,7 @@ Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size,
     if (stop.stop_requested()) {
         return cancelled(target);
     }
-    if (auto ok = appendFileRange(inFd, offset, size, outFd, step); !ok) {
+    if (auto ok = out.appendFromFile(inFd, offset, size, step); !ok) {
         return onTargetAt(ok.error(), target);
     }
     return {};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "checkpoint/checkpoint.h"
+#include "util/byte_sink.h"
 #include "util/bytes.h"
 #include "util/error.h"
 #include "util/file_copy.h"
@@ -18,33 +19,37 @@ namespace ckpt::write::detail {
 
 // `<dir>/.<name>.ckptscope-<pid>-XXXXXX` (targets.h), created with O_EXCL and the umask's mode and
 // held with flock. Unless commit() succeeds, the destructor closes and unlinks it, so every early
-// return leaves nothing behind; a signal handler can remove it too (removeTempsOnSignals).
-class OutputFile {
+// return leaves nothing behind; a signal handler can remove it too (removeTempsOnSignals). The
+// writers write it as a ByteSink (util/byte_sink.h): a file, patchable.
+class OutputFile final : public FileSink {
 public:
     static Expected<OutputFile> create(const std::string& target, Durability durability);
     OutputFile(OutputFile&& other) noexcept;
     OutputFile& operator=(OutputFile&&) = delete;
     OutputFile(const OutputFile&) = delete;
     OutputFile& operator=(const OutputFile&) = delete;
-    ~OutputFile();
+    ~OutputFile() override;
 
-    [[nodiscard]] int fd() const { return fd_; }
     [[nodiscard]] const std::string& tempPath() const { return temp_; }
-    // Durable only: starts writeback of what was written since the last call once 32 MiB have piled
-    // up, so the data goes to disk while the copy runs and the final fsync has little left to wait
-    // for. (Lazy skips it: sync_file_range blocks on a busy disk and slowed a 1 GiB copy 2.5x.)
-    void writeBehind(std::uint64_t writtenSoFar);
+    // Each append is followed by writeBehind (a copy's every piece too).
+    Expected<void> append(Bytes data) override;
+    Expected<void> appendFromFile(int inFd, std::uint64_t offset, std::uint64_t size,
+                                  const CopyStep& step = {}) override;
     // Close and rename over the target; Durable fsyncs the file before and the directory after.
     Expected<void> commit();
 
 private:
     OutputFile(std::string target, std::string temp, int fd, Durability durability);
     void discard();
+    // Durable only: starts writeback of what was written since the last call once 32 MiB have piled
+    // up, so the data goes to disk while the copy runs and the final fsync has little left to wait
+    // for. (Lazy skips it: sync_file_range blocks on a busy disk and slowed a 1 GiB copy 2.5x.)
+    void writeBehind();
 
     std::string target_;
     std::string temp_;
-    int fd_ = -1;
     Durability durability_;
+    std::uint64_t written_ = 0;
     std::uint64_t flushedUpTo_ = 0;
     int signalSlot_ = -1;
 };
@@ -78,11 +83,11 @@ private:
 // enough that cancellation answers quickly and memory stays flat.
 inline constexpr std::uint64_t kChunk = kCopyChunk;
 
-// appendFileRange with progress, cancellation and errors labelled with the target.
-Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, int outFd, const std::string& target,
-                             ProgressMeter& progress, const std::stop_token& stop);
-// Appends memory to `outFd`, retrying short writes.
-Expected<void> writeBytes(int outFd, Bytes data, const std::string& target);
+// sink.appendFromFile with progress, cancellation and errors labelled with the target.
+Expected<void> copyFromInput(int inFd, std::uint64_t offset, std::uint64_t size, ByteSink& out,
+                             const std::string& target, ProgressMeter& progress, const std::stop_token& stop);
+// Appends memory to `out`, errors labelled with the target.
+Expected<void> writeBytes(ByteSink& out, Bytes data, const std::string& target);
 
 // The input's bytes for output storage `i` of the plan: a view into the mapping, or into
 // `scratch` for deflated zip members (then memory is bounded by that one record).

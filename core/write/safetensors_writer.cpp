@@ -294,7 +294,7 @@ std::vector<OutTensor> dedupe(std::vector<OutTensor> tensors, std::vector<std::p
 }
 
 // Writes a contiguous tensor from memory in chunks, so cancellation is seen during big ones.
-Expected<void> writeChunked(int fd, Bytes data, const std::string& target, ProgressMeter& meter,
+Expected<void> writeChunked(ByteSink& out, Bytes data, const std::string& target, ProgressMeter& meter,
                             const std::stop_token& stop)
 {
     while (!data.empty()) {
@@ -302,7 +302,7 @@ Expected<void> writeChunked(int fd, Bytes data, const std::string& target, Progr
             return cancelled(target);
         }
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(data.size(), kChunk));
-        if (auto ok = writeBytes(fd, data.first(n), target); !ok) {
+        if (auto ok = writeBytes(out, data.first(n), target); !ok) {
             return ok;
         }
         meter.advance(n);
@@ -312,7 +312,7 @@ Expected<void> writeChunked(int fd, Bytes data, const std::string& target, Progr
 }
 
 // Strided gather of a non-contiguous view into C order, through one chunk-sized buffer.
-Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::string& target, ProgressMeter& meter,
+Expected<void> gather(ByteSink& out, Bytes storage, const OutTensor& t, const std::string& target, ProgressMeter& meter,
                       const std::stop_token& stop)
 {
     const std::uint64_t esize = elementSize(t.dtype);
@@ -325,7 +325,7 @@ Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::stri
         if (stop.stop_requested()) {
             return cancelled(target);
         }
-        if (auto ok = writeBytes(fd, Bytes(buf.data(), fill), target); !ok) {
+        if (auto ok = writeBytes(out, Bytes(buf.data(), fill), target); !ok) {
             return ok;
         }
         meter.advance(fill);
@@ -336,7 +336,7 @@ Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::stri
     forEachCOrderRun(runs, static_cast<std::uint64_t>(t.offset) * esize, [&](std::uint64_t at, std::uint64_t n) {
         const Bytes run = storage.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
         if (direct) {
-            result = writeChunked(fd, run, target, meter, stop);
+            result = writeChunked(out, run, target, meter, stop);
             return result.ok();
         }
         if (fill + run.size() > buf.size()) {
@@ -354,7 +354,7 @@ Expected<void> gather(int fd, Bytes storage, const OutTensor& t, const std::stri
     return fill > 0 ? flush() : Expected<void>{};
 }
 
-Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan, const OutTensor& t, int fd,
+Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan, const OutTensor& t, ByteSink& out,
                                const std::string& target, ProgressMeter& meter, const std::stop_token& stop,
                                std::vector<std::byte>& scratch)
 {
@@ -366,20 +366,20 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
     if (s.computed && t.contiguous && start == 0 && s.byteOffset == 0 && t.nbytes == s.computed->size()) {
         Expected<void> written;
         auto made = s.computed->stream(in, [&](Bytes piece) {
-            written = writeChunked(fd, piece, target, meter, stop);
+            written = writeChunked(out, piece, target, meter, stop);
             return written.ok();
         });
         return written ? made : written;
     }
     if (t.contiguous && !s.madeByPlan()) {
         if (auto span = inputSpanOf(in, s)) {
-            return copyFromInput(span->fd, span->offset + start, t.nbytes, fd, target, meter, stop);
+            return copyFromInput(span->fd, span->offset + start, t.nbytes, out, target, meter, stop);
         }
         // A deflated member, inflated a chunk at a time (a strided view below needs it whole,
         // which storageData allows only within the memory budget).
         Expected<void> written;
         auto read = in.streamStorage(s.source, s.byteOffset + start, t.nbytes, [&](Bytes piece) {
-            written = writeChunked(fd, piece, target, meter, stop);
+            written = writeChunked(out, piece, target, meter, stop);
             return written.ok();
         });
         return written ? read : written;
@@ -389,15 +389,15 @@ Expected<void> writeTensorData(const Checkpoint& in, const transform::Plan& plan
         return bytes.error();
     }
     if (t.contiguous) {
-        return writeChunked(fd, bytes->subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(t.nbytes)),
+        return writeChunked(out, bytes->subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(t.nbytes)),
                             target, meter, stop);
     }
-    return gather(fd, *bytes, t, target, meter, stop);
+    return gather(out, *bytes, t, target, meter, stop);
 }
 
 }  // namespace
 
-Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, ByteSink& out,
                                          const std::string& target,
                                          const std::function<void(const WriteProgress&)>& progress,
                                          const std::stop_token& stop, std::vector<std::string>& notes, bool allowExpand)
@@ -476,21 +476,19 @@ Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::
     }
     total += header->size();
     ProgressMeter meter(progress, total);
-    if (auto ok = writeBytes(out.fd(), asBytes(*header), target); !ok) {
+    out.expectSize(total);
+    if (auto ok = writeBytes(out, asBytes(*header), target); !ok) {
         return ok.error();
     }
     meter.advance(header->size());
     std::vector<std::byte> scratch;
-    std::uint64_t written = header->size();
     for (const auto& t : tensors) {
         if (stop.stop_requested()) {
             return cancelled(target);
         }
-        if (auto ok = writeTensorData(in, plan, t, out.fd(), target, meter, stop, scratch); !ok) {
+        if (auto ok = writeTensorData(in, plan, t, out, target, meter, stop, scratch); !ok) {
             return ok.error();
         }
-        written += t.nbytes;
-        out.writeBehind(written);
     }
     meter.finish();
     return total;

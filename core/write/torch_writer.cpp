@@ -1,7 +1,7 @@
 // Plan -> torch zip archive, records as torch.save lays them out (docs/format.md §2.1, §2.3): data.pkl,
 // byteorder, data/<key> (in the input's order, see writeOrder), version. Storage bytes go from the
 // input file to the output with copy_file_range; only deflated input members pass through memory,
-// one record at a time.
+// one record at a time. Into a stream (a sink that cannot be patched) the same bytes go in order.
 #include "archive/zip.h"
 #include "checkpoint/record_crc.h"
 #include "pickle/pickler.h"
@@ -150,7 +150,7 @@ Expected<void> writeStreamedRecord(archive::ZipWriter& zip, const Checkpoint& in
 
 }  // namespace
 
-Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, ByteSink& out,
                                    const std::string& target, const std::function<void(const WriteProgress&)>& progress,
                                    const std::stop_token& stop, std::vector<std::string>& /*notes*/)
 {
@@ -174,9 +174,14 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
         total += s.nbytes;
     }
     ProgressMeter meter(progress, total);
+    // The archive's own bytes besides the records' (headers, padding, descriptors, the directory)
+    // are a few hundred bytes a record; a big stretch copied in one go may pad up to 64 KiB.
+    static constexpr std::uint64_t kPerRecord = 4096;
+    static constexpr std::uint64_t kArchiveSlack = 1U << 20;
+    out.expectSize(total + (plan.storages.size() + 3) * kPerRecord + kArchiveSlack);
 
     const std::string folder = archiveFolderFor(target) + "/";
-    archive::ZipWriter zip(out.fd());
+    archive::ZipWriter zip(out);
     auto fail = [&](Error e) -> Expected<std::uint64_t> { return onTarget(std::move(e), target); };
 
     if (auto ok = zip.addRecord(folder + "data.pkl", asBytes(*pickled)); !ok) {
@@ -197,12 +202,8 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
         }
         // Progress counts the copy's bytes, gaps between records included (a few hundred bytes per
         // record); finish() settles the total.
-        const std::uint64_t base = zip.bytesWritten();
-        std::uint64_t copied = 0;
         auto step = [&](std::uint64_t n) {
-            copied += n;
             meter.advance(n);
-            out.writeBehind(base + copied);
             return !stop.stop_requested();
         };
         auto added = zip.addRecordsFromFile(fromFile.subspan(i), in.file->fd(), step);
@@ -221,7 +222,6 @@ Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& 
             return ok.error().code == ErrorCode::Cancelled ? Expected<std::uint64_t>(cancelled(target))
                                                            : fail(ok.error());
         }
-        out.writeBehind(zip.bytesWritten());
     }
     if (auto ok = zip.addRecord(folder + "version", asBytes(kVersion)); !ok) {
         return fail(ok.error());

@@ -4,6 +4,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "transform/transform.h"
+#include "util/byte_sink.h"
 
 #include <cstdint>
 #include <functional>
@@ -53,5 +54,14 @@ struct WriteResult {
 Expected<WriteResult> writeCheckpoint(const Checkpoint& in, const transform::Plan& plan, const std::string& outPath,
                                       const std::function<void(const WriteProgress&)>& progress = {},
                                       std::stop_token stop = {}, const WriteOptions& options = {});
+
+// The same bytes into `sink` instead of a file: what writeCheckpoint writes for `outPath` (the
+// torch archive's folder is named after it), byte for byte, into a sink that may take them in order
+// only (an S3 multipart upload, remote/s3_upload.h). The caller completes or abandons the sink: on
+// an error nothing here undoes what was appended. Errors as writeCheckpoint's.
+Expected<WriteResult> writeCheckpointTo(const Checkpoint& in, const transform::Plan& plan, ByteSink& sink,
+                                        const std::string& outPath,
+                                        const std::function<void(const WriteProgress&)>& progress = {},
+                                        std::stop_token stop = {}, const WriteOptions& options = {});
 
 }  // namespace ckpt::write

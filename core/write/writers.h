@@ -1,5 +1,6 @@
-// The two output formats behind writeCheckpoint(); each writes into an open OutputFile and returns
-// the bytes written. The caller owns the file's fate (commit or discard).
+// The two output formats behind writeCheckpoint() and writeCheckpointTo(); each writes into a
+// ByteSink (the temporary file, or a stream that takes bytes in order only) and returns the bytes
+// written. The caller owns the output's fate (commit or discard).
 #pragma once
 
 #include "checkpoint/checkpoint.h"
@@ -14,11 +15,11 @@
 
 namespace ckpt::write::detail {
 
-Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+Expected<std::uint64_t> writeTorch(const Checkpoint& in, const transform::Plan& plan, ByteSink& out,
                                    const std::string& target, const std::function<void(const WriteProgress&)>& progress,
                                    const std::stop_token& stop, std::vector<std::string>& notes);
 
-Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, OutputFile& out,
+Expected<std::uint64_t> writeSafetensors(const Checkpoint& in, const transform::Plan& plan, ByteSink& out,
                                          const std::string& target,
                                          const std::function<void(const WriteProgress&)>& progress,
                                          const std::stop_token& stop, std::vector<std::string>& notes,

@@ -1,6 +1,7 @@
-// libFuzzer entry for S3's XML replies (core/remote/s3_xml.h): any bytes as a ListObjectsV2 page
-// and as an error document must parse or be refused, never a crash, a hang, an entity expanded or
-// a sanitizer report (DOCTYPEs, deep nesting, floods of keys, sizes that are no number).
+// libFuzzer entry for S3's XML replies (core/remote/s3_xml.h): any bytes as a ListObjectsV2 page,
+// an error document, and a multipart upload's CreateMultipartUpload and CompleteMultipartUpload
+// replies must parse or be refused, never a crash, a hang, an entity expanded or a sanitizer report
+// (DOCTYPEs, deep nesting, floods of keys, sizes that are no number).
 #include "remote/s3_xml.h"
 
 #include <cstddef>
@@ -26,6 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e->code.empty()) {
             __builtin_trap();
         }
+    }
+    if (auto id = ckpt::remote::s3::parseInitiateReply(text)) {
+        if (id->empty()) {
+            __builtin_trap();
+        }
+    }
+    // A completion is an answer only as <CompleteMultipartUploadResult>: never an <Error> document.
+    if (ckpt::remote::s3::parseCompleteReply(text) && ckpt::remote::s3::parseErrorReply(text)) {
+        __builtin_trap();
     }
     return 0;
 }

@@ -272,6 +272,74 @@ private Q_SLOTS:
         QVERIFY2(outside.isEmpty(), qPrintable(outside.join(QLatin1Char(' '))));
     }
 
+    // What `convert -o s3://CASE/dir/out.pt` makes of a store whose replies to a multipart upload are
+    // bent per CASE (hostile_server.py's S3_WRITES): a completion answered 200 with an <Error> body,
+    // parts refused or without an ETag, a start without an UploadId or with entities, an object
+    // already there or appearing meanwhile, another region. Each ends in one short line; once an
+    // upload was started it is aborted (DELETE ?uploadId), and a 503 SlowDown on a part is waited
+    // out. The secret never shows.
+    void s3Writes_data()
+    {
+        QTest::addColumn<QString>("bucket");
+        QTest::addColumn<int>("rc");
+        QTest::addColumn<QString>("says");
+        QTest::addColumn<bool>("aborted");  // DELETE ?uploadId was sent
+        QTest::newRow("complete: 200 with an <Error>")
+            << "s3w-complete-error" << 1 << "the upload did not complete: CompleteMultipartUpload: InternalError"
+            << true;
+        QTest::newRow("part: 503 SlowDown, then good") << "s3w-part-slowdown" << 0 << "uploaded in 1 part" << false;
+        QTest::newRow("part: 500") << "s3w-part-500" << 1
+                                   << "cannot upload part 1 (UploadPart): HTTP 500: InternalError" << true;
+        QTest::newRow("part: no ETag") << "s3w-no-etag" << 1 << "the server's reply has no ETag" << true;
+        QTest::newRow("start: no UploadId") << "s3w-no-upload-id" << 1 << "gives no UploadId" << false;
+        QTest::newRow("start: billion laughs") << "s3w-laughs" << 1 << "not the XML document S3 answers with" << false;
+        QTest::newRow("key taken") << "s3w-exists" << 2 << "an object is already at this key; nothing written" << false;
+        QTest::newRow("key taken meanwhile") << "s3w-precondition" << 2 << "an object appeared at the key" << true;
+        QTest::newRow("wrong region") << "s3w-region" << 2 << "set AWS_REGION=eu-west-1" << false;
+        QTest::newRow("good") << "s3w-good" << 0 << "uploaded in 1 part" << false;
+    }
+    void s3Writes()
+    {
+        QFETCH(QString, bucket);
+        QFETCH(int, rc);
+        QFETCH(QString, says);
+        QFETCH(bool, aborted);
+        LoopbackServer server;
+        const QString methods = m_work.filePath(QStringLiteral("methods.log"));
+        QFile::remove(methods);
+        qputenv("HOSTILE_METHOD_LOG", methods.toUtf8());
+        QVERIFY(serve(server, QStringLiteral("zip.pt")));
+        const QByteArray secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+        qputenv("AWS_ENDPOINT_URL", server.url(QString()).toUtf8());
+        qputenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+        qputenv("AWS_SECRET_ACCESS_KEY", secret);
+        const auto r = run({"convert", s(gen(QStringLiteral("zip.pt"))), "-o",
+                            s(QStringLiteral("s3://") + bucket + QStringLiteral("/dir/out.pt"))});
+        for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HOSTILE_METHOD_LOG"}) {
+            qunsetenv(v);
+        }
+        QVERIFY2(r.rc == rc && !r.timedOut, qPrintable(describe(r)));
+        const QByteArray said = rc == 0 ? r.out : r.err;
+        QVERIFY2(said.contains(says.toUtf8()),
+                 qPrintable(describe(r) + QStringLiteral("; stdout: ") + QString::fromUtf8(r.out.right(300))));
+        if (rc != 0) {
+            QVERIFY2(r.err.count('\n') == 1 && r.err.size() < 1000, qPrintable(describe(r)));
+        }
+        QVERIFY2(!r.err.contains(secret) && !r.out.contains(secret), qPrintable(describe(r)));
+        QFile log(methods);
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        const QString sent = QString::fromUtf8(log.readAll());
+        const bool deleted =
+            sent.contains(QStringLiteral("DELETE /") + bucket + QStringLiteral("/dir/out.pt?uploadId=up-1"));
+        QVERIFY2(deleted == aborted, qPrintable(sent));
+        if (bucket == QStringLiteral("s3w-part-slowdown")) {
+            QCOMPARE(sent.count(QStringLiteral("PUT /s3w-part-slowdown/dir/out.pt?partNumber=1")), 3);
+        }
+        if (bucket == QStringLiteral("s3w-exists")) {
+            QVERIFY2(!sent.contains(QStringLiteral("POST")), qPrintable(sent));  // refused before any upload
+        }
+    }
+
     // ---- a sharded set's member names -----------------------------------------------------------
 
     // An index over HTTP whose weight_map names no file beside it: nothing outside the set's folder

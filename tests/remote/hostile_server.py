@@ -30,6 +30,9 @@ Hostile replies to what a Hub client asks (HF_ENDPOINT pointing here), each requ
                    SET_INDEXES[CASE]; any other NAME serves FILE
 S3-compatible replies (AWS_ENDPOINT_URL pointing here, path-style), bucket CASE in S3_CASES:
   /CASE/?list-type=2...  a ListObjectsV2 reply bent per CASE; /CASE/KEY serves FILE with ranges
+S3 writes (convert -o s3://CASE/KEY, a multipart upload), bucket CASE in S3_WRITES, every request
+logged as "METHOD PATH?QUERY" to $HOSTILE_METHOD_LOG: HEAD (404: no object there), POST ?uploads,
+PUT ?partNumber, POST ?uploadId (complete), DELETE ?uploadId (abort), each bent per CASE.
 Prints its port on stdout, then serves until stdin closes.
 """
 import http.server
@@ -106,6 +109,19 @@ SET_INDEXES = {
     "encoded": {"w": "%2e%2e%2fescape.safetensors"},
     "query": {"w": "model.safetensors?../../escape"},
 }
+# What each bucket of an S3 write does wrong (Handler.s3_write); the others answer as S3 does.
+S3_WRITES = {
+    "s3w-complete-error",   # CompleteMultipartUpload: 200, then an <Error> body (S3 does this)
+    "s3w-part-slowdown",    # UploadPart: 503 SlowDown twice, then good
+    "s3w-part-500",         # UploadPart: 500, always
+    "s3w-no-etag",          # UploadPart: 200 without an ETag
+    "s3w-no-upload-id",     # CreateMultipartUpload: a result without an UploadId
+    "s3w-laughs",           # CreateMultipartUpload: the billion laughs
+    "s3w-exists",           # HEAD: an object is there
+    "s3w-precondition",     # CompleteMultipartUpload: 412 (an object appeared at the key)
+    "s3w-region",           # HEAD: 301 with x-amz-bucket-region
+    "s3w-good",             # as S3
+}
 LOCK = threading.Lock()
 ETAGS = itertools.count()
 
@@ -161,6 +177,84 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("ETag", etag)
         self.end_headers()
         self.wfile.write(body if body_cut is None else body[:body_cut])
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def s3_write(self, kind):
+        with open(os.environ.get("HOSTILE_METHOD_LOG", os.devnull), "a") as f:
+            f.write(f"{self.command} {self.path}\n")
+        self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query, keep_blank_values=True)
+        error = b"<Error><Code>%s</Code><Message>%s</Message></Error>"
+        if self.command == "HEAD":
+            if kind == "s3w-exists":
+                return self.reply(200, headers=[("ETag", '"there"')])
+            if kind == "s3w-region":
+                return self.reply(301, headers=[("x-amz-bucket-region", "eu-west-1")])
+            return self.reply(404)
+        if self.command == "POST" and "uploads" in query:
+            if kind == "s3w-no-upload-id":
+                return self.reply(200, b"<InitiateMultipartUploadResult><Bucket>b</Bucket>"
+                                       b"</InitiateMultipartUploadResult>")
+            if kind == "s3w-laughs":
+                return self.reply(200, LAUGHS)
+            return self.reply(200, b'<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult>'
+                                   b"<UploadId>up-1</UploadId></InitiateMultipartUploadResult>")
+        if self.command == "PUT" and "partNumber" in query:
+            if kind == "s3w-part-slowdown" and self.count(kind) <= 2:
+                return self.reply(503, error % (b"SlowDown", b"Please reduce your request rate."))
+            if kind == "s3w-part-500":
+                return self.reply(500, error % (b"InternalError", b"We encountered an internal error."))
+            if kind == "s3w-no-etag":
+                return self.reply(200)
+            return self.reply(200, headers=[("ETag", '"part-%s"' % query["partNumber"][0])])
+        if self.command == "POST" and "uploadId" in query:
+            if kind == "s3w-precondition":
+                return self.reply(412, error % (b"PreconditionFailed", b"At least one of the pre-conditions "
+                                                                       b"you specified did not hold"))
+            # S3 answers 200 at once and sends spaces while it assembles the parts.
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b" " * 100)
+            if kind == "s3w-complete-error":
+                self.wfile.write(error % (b"InternalError", b"We encountered an internal error. Please try again."))
+            else:
+                self.wfile.write(b'<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult>'
+                                 b'<ETag>"done-1"</ETag></CompleteMultipartUploadResult>')
+            return None
+        if self.command == "DELETE" and "uploadId" in query:
+            return self.reply(204)
+        return self.reply(400, error % (b"InvalidRequest", b"not a request of a multipart upload"))
+
+    def do_HEAD(self):
+        self.write_request()
+
+    def do_PUT(self):
+        self.write_request()
+
+    def do_POST(self):
+        self.write_request()
+
+    def do_DELETE(self):
+        self.write_request()
+
+    def write_request(self):
+        kind = (self.path.split("/") + ["", ""])[1]
+        try:
+            if kind in S3_WRITES:
+                self.s3_write(kind)
+            else:
+                self.reply(405)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def do_GET(self):
         if self.path.startswith("http://"):

@@ -4,10 +4,13 @@
 // requests and folder listings, which moto cannot check: see s3_server.py). check of a file over
 // S3 equals check on disk, reading a fraction of it; a set, a folder of one file, a listing over
 // three pages; credentials from the environment and from ~/.aws files; a refused key says where it
-// came from and never shows its secret. Without the root or moto the suite is not run (exit 77).
+// came from and never shows its secret. convert -o s3://: the object another client downloads is the
+// local file's bytes and real torch loads it; a key already taken needs --force; a run stopped by a
+// signal aborts its upload. Without the root or moto the suite is not run (exit 77).
 #include "process_run.h"
 #include "servers.h"
 
+#include <QCryptographicHash>
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -16,6 +19,7 @@
 #include <QtEndian>
 #include <QtTest>
 
+#include <csignal>
 #include <cstdio>
 
 using ckpt::test::LoopbackServer;
@@ -68,6 +72,17 @@ bool writeFile(const QString& path, const QByteArray& text)
     return QDir().mkpath(QFileInfo(path).path()) && f.open(QIODevice::WriteOnly) && f.write(text) == text.size();
 }
 
+QString sha256Of(const QString& path)
+{
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        return {};
+    }
+    QCryptographicHash h(QCryptographicHash::Sha256);
+    h.addData(&f);
+    return QString::fromLatin1(h.result().toHex());
+}
+
 }  // namespace
 
 class TestS3Cli : public QObject {
@@ -89,6 +104,21 @@ class TestS3Cli : public QObject {
         qputenv("AWS_ENDPOINT_URL", endpoint(signed_).toUtf8());
         qputenv("AWS_ACCESS_KEY_ID", signed_.word(0).toUtf8());
         qputenv("AWS_SECRET_ACCESS_KEY", signed_.word(1).toUtf8());
+    }
+
+    // s3_objects.py against the signing server: the bucket's uploads in progress and each key's
+    // SHA-256, size and what torch.load made of it, as another S3 client reads them.
+    QJsonObject objects(const QStringList& keys, const QString& command = QStringLiteral("report"))
+    {
+        QProcess p;
+        p.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        p.start(kTorch2Python, QStringList{ckpt::test::scriptPath("s3_objects.py"), endpoint(signed_), signed_.word(0),
+                                           signed_.word(1), command, QStringLiteral("bkt")} +
+                                   keys);
+        if (!p.waitForFinished(300000) || p.exitCode() != 0) {
+            return {};
+        }
+        return json(p.readAllStandardOutput());
     }
 
 private Q_SLOTS:
@@ -247,6 +277,206 @@ private Q_SLOTS:
         QFile::remove(home + QStringLiteral("/.aws/config"));
         QFile::remove(home + QStringLiteral("/.aws/credentials"));
         clearAws();
+    }
+
+    // convert -o s3://: a file of one part and one of three (16 MiB in 8 MiB parts), torch zip and
+    // safetensors, from a local file and from an s3:// one. The object another client downloads is
+    // the bytes convert writes to a local file of the same name, real torch.load takes it with
+    // weights_only=True, and no multipart upload is left in the bucket.
+    void convertToS3()
+    {
+        useSigned();
+        const QString big = tmp_.filePath(QStringLiteral("big.safetensors"));
+        const QString ddp = fixtures_ + QStringLiteral("/ddp_sd.pt");
+        struct Case {
+            QString input;
+            QString key;
+            QStringList args;
+            int parts;
+            int tensors;  // what torch.load gives for a .pt key
+        };
+        const QList<Case> cases{
+            {ddp, QStringLiteral("out/model.pt"), {QStringLiteral("--single-card")}, 1, 9},
+            {big, QStringLiteral("out/big.pt"), {}, 3, 1},
+            {big, QStringLiteral("out/big.safetensors"), {}, 3, 0},
+            {QStringLiteral("s3://bkt/ddp_sd.pt"),
+             QStringLiteral("out/from-s3.pt"),
+             {QStringLiteral("--strip-prefix"), QStringLiteral("module.")},
+             1,
+             9},
+        };
+        const QString local = tmp_.filePath(QStringLiteral("local"));
+        QVERIFY(QDir().mkpath(local));
+        QStringList keys;
+        QMap<QString, QString> expected;
+        for (const auto& c : cases) {
+            const QString target = QStringLiteral("s3://bkt/") + c.key;
+            const auto r = cli(QStringList{QStringLiteral("convert"), c.input, QStringLiteral("-o"), target} + c.args);
+            QVERIFY2(r.rc == 0, qPrintable(describe(r)));
+            const QString parts = QStringLiteral("uploaded in %1 part").arg(c.parts);
+            QVERIFY2(QString::fromUtf8(r.out).contains(parts), qPrintable(QString::fromUtf8(r.out)));
+            const QString file = local + QLatin1Char('/') + QFileInfo(c.key).fileName();
+            const auto l = cli(QStringList{QStringLiteral("convert"), c.input, QStringLiteral("-o"), file} + c.args);
+            QVERIFY2(l.rc == 0, qPrintable(describe(l)));
+            keys << c.key;
+            expected[c.key] = sha256Of(file);
+        }
+        const QJsonObject report = objects(keys);
+        QVERIFY2(!report.isEmpty(), "s3_objects.py failed");
+        QCOMPARE(report.value(QStringLiteral("uploads")).toInt(-1), 0);
+        for (const auto& c : cases) {
+            const QJsonObject o = report.value(c.key).toObject();
+            QVERIFY2(!o.isEmpty(), qPrintable(c.key + QStringLiteral(": no object")));
+            QCOMPARE(o.value(QStringLiteral("sha256")).toString(), expected[c.key]);
+            if (c.key.endsWith(QStringLiteral(".pt"))) {
+                QVERIFY2(o.value(QStringLiteral("load")).toInt(-1) == c.tensors,
+                         qPrintable(c.key + QStringLiteral(": ") +
+                                    QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact))));
+            }
+        }
+    }
+
+    // A key already taken is left alone without --force (one line, before the input is read) and
+    // replaced with it; --force is refused for a local output.
+    void existingKeyNeedsForce()
+    {
+        useSigned();
+        const QString ddp = fixtures_ + QStringLiteral("/ddp_sd.pt");
+        const QString target = QStringLiteral("s3://bkt/force/model.pt");
+        const auto first = cli({QStringLiteral("convert"), ddp, QStringLiteral("-o"), target});
+        QVERIFY2(first.rc == 0, qPrintable(describe(first)));
+        const QString before = objects({QStringLiteral("force/model.pt")})
+                                   .value(QStringLiteral("force/model.pt"))
+                                   .toObject()
+                                   .value(QStringLiteral("sha256"))
+                                   .toString();
+        QVERIFY(!before.isEmpty());
+        const auto again =
+            cli({QStringLiteral("convert"), ddp, QStringLiteral("-o"), target, QStringLiteral("--single-card")});
+        QCOMPARE(again.rc, 2);
+        QCOMPARE(again.err.trimmed().count('\n'), 0);
+        QVERIFY2(again.err.contains("an object is already at this key; nothing written: add --force"),
+                 qPrintable(describe(again)));
+        const QJsonObject kept = objects({QStringLiteral("force/model.pt")});
+        QCOMPARE(kept.value(QStringLiteral("force/model.pt")).toObject().value(QStringLiteral("sha256")).toString(),
+                 before);
+        const auto forced = cli({QStringLiteral("convert"), ddp, QStringLiteral("-o"), target,
+                                 QStringLiteral("--single-card"), QStringLiteral("--force")});
+        QVERIFY2(forced.rc == 0, qPrintable(describe(forced)));
+        const QJsonObject replaced = objects({QStringLiteral("force/model.pt")});
+        const QJsonObject o = replaced.value(QStringLiteral("force/model.pt")).toObject();
+        QVERIFY(o.value(QStringLiteral("sha256")).toString() != before);
+        QCOMPARE(o.value(QStringLiteral("load")).toInt(-1), 9);
+        QCOMPARE(replaced.value(QStringLiteral("uploads")).toInt(-1), 0);
+        const auto localForce = cli({QStringLiteral("convert"), ddp, QStringLiteral("-o"),
+                                     tmp_.filePath(QStringLiteral("f.pt")), QStringLiteral("--force")});
+        QCOMPARE(localForce.rc, 2);
+        QVERIFY2(localForce.err.contains("--force is for an s3:// output"), qPrintable(describe(localForce)));
+    }
+
+    // What is no object key, or not one file, is refused in one line before anything is sent.
+    void outputsRefused_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("a prefix") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/dir/")}
+                                  << QStringLiteral("names a folder (a prefix)");
+        QTest::newRow("a sharded set") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/set/"),
+                                                      QStringLiteral("--shard-size"), QStringLiteral("1GB")}
+                                       << QStringLiteral("is written to a local folder only");
+        QTest::newRow("a DCP folder") << QStringList{QStringLiteral("-o"), QStringLiteral("s3://bkt/dcp-out/"),
+                                                     QStringLiteral("--format"), QStringLiteral("dcp")}
+                                      << QStringLiteral("is written to a local folder only");
+        QTest::newRow("another URL") << QStringList{QStringLiteral("-o"), QStringLiteral("https://example.org/m.pt")}
+                                     << QStringLiteral("convert writes files and s3:// objects");
+    }
+    void outputsRefused()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, says);
+        useSigned();
+        const auto r = cli(QStringList{QStringLiteral("convert"), fixtures_ + QStringLiteral("/ddp_sd.pt")} + args);
+        QCOMPARE(r.rc, 2);
+        QCOMPARE(r.err.trimmed().count('\n'), 0);
+        QVERIFY2(r.err.contains(says.toUtf8()), qPrintable(describe(r)));
+        QCOMPARE(objects({}).value(QStringLiteral("uploads")).toInt(-1), 0);
+    }
+
+    // Ctrl-C or kill while parts are being sent (1 GiB, sparse): the upload is aborted before the
+    // process ends with 128 + the signal, and the bucket holds neither the key nor an upload.
+    void interruptedUploadIsAborted_data()
+    {
+        QTest::addColumn<int>("sig");
+        QTest::newRow("SIGINT") << static_cast<int>(SIGINT);
+        QTest::newRow("SIGTERM") << static_cast<int>(SIGTERM);
+    }
+    void interruptedUploadIsAborted()
+    {
+        QFETCH(int, sig);
+        useSigned();
+        const QString huge = tmp_.filePath(QStringLiteral("huge.safetensors"));
+        if (!QFileInfo::exists(huge)) {
+            constexpr qint64 kBytes = qint64{1} << 30;
+            const QByteArray header = R"({"w":{"dtype":"U8","shape":[1073741824],"data_offsets":[0,1073741824]}})";
+            QByteArray head(8, '\0');
+            qToLittleEndian<quint64>(header.size(), head.data());
+            QFile f(huge);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            QVERIFY(f.write(head + header) == head.size() + header.size());
+            QVERIFY(f.resize(head.size() + header.size() + kBytes));
+        }
+        const QString key = QStringLiteral("killed/huge-%1.pt").arg(sig);
+        QProcess waiter;
+        waiter.setProcessChannelMode(QProcess::ForwardedChannels);
+        waiter.start(kTorch2Python, {ckpt::test::scriptPath("s3_objects.py"), endpoint(signed_), signed_.word(0),
+                                     signed_.word(1), QStringLiteral("wait-upload"), QStringLiteral("bkt")});
+        QVERIFY(waiter.waitForStarted());
+        ckpt::test::Process p;
+        QVERIFY(p.start({CKPTSCOPE_TEST_CLI, "convert", huge.toStdString(), "-o",
+                         (QStringLiteral("s3://bkt/") + key).toStdString()}));
+        QVERIFY2(waiter.waitForFinished(120000) && waiter.exitCode() == 0, "no upload was seen in progress");
+        p.signal(sig);
+        const auto r = p.wait(60000);
+        QCOMPARE(r.rc, 128 + sig);
+        QVERIFY2(r.err.contains("the upload was aborted: nothing is at the key"), qPrintable(describe(r)));
+        const QJsonObject after = objects({key});
+        QVERIFY(!after.isEmpty());
+        QCOMPARE(after.value(QStringLiteral("uploads")).toInt(-1), 0);
+        QVERIFY(after.value(key).isNull());
+    }
+
+    // testload of an object: the engines map local files, so it is downloaded whole into a temporary
+    // file in $TMPDIR, loaded onto the fake driver's cuda:0 and verified against the object's bytes,
+    // and the file is gone afterwards. An absent key and a set's index say so in one line.
+    void testloadDownloads()
+    {
+        useSigned();
+        QTemporaryDir tmpdir;
+        QTemporaryDir machine;
+        qputenv("TMPDIR", tmpdir.path().toUtf8());
+        qputenv("CKPTSCOPE_CUDA_LIBRARY", FAKE_CUDA_PATH);
+        qputenv("CKPTSCOPE_NVML_LIBRARY", FAKE_NVML_PATH);
+        qputenv("CKPTSCOPE_CUDA_ENGINE", CKPTSCOPE_TEST_ENGINE);
+        qputenv("FAKE_GPU_STATE", machine.filePath(QStringLiteral("gpu.state")).toUtf8());
+        const auto r = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/big40k.pt"),
+                            QStringLiteral("--device"), QStringLiteral("cuda:0"), QStringLiteral("--verify")});
+        const auto absent = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/absent.pt")});
+        const auto set = cli({QStringLiteral("testload"), QStringLiteral("s3://bkt/hf/model.safetensors.index.json")});
+        for (const char* v : {"TMPDIR", "CKPTSCOPE_CUDA_LIBRARY", "CKPTSCOPE_NVML_LIBRARY", "CKPTSCOPE_CUDA_ENGINE",
+                              "FAKE_GPU_STATE"}) {
+            qunsetenv(v);
+        }
+        QVERIFY2(r.rc == 0, qPrintable(describe(r)));
+        QVERIFY2(r.out.contains("s3://bkt/big40k.pt: loaded 40000 tensors") && r.out.contains("verified: ") &&
+                     r.out.contains("equal to the file"),
+                 qPrintable(QString::fromUtf8(r.out)));
+        QVERIFY2(r.err.contains("remote: 1 request"), qPrintable(describe(r)));
+        QVERIFY2(QDir(tmpdir.path()).isEmpty(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot),
+                 "the download was left in TMPDIR");
+        QCOMPARE(absent.rc, 2);
+        QVERIFY2(absent.err.contains("NoSuchKey"), qPrintable(describe(absent)));
+        QCOMPARE(set.rc, 2);
+        QVERIFY2(set.err.contains("is a sharded set over the network"), qPrintable(describe(set)));
     }
 
     // Folders (unsigned, on the server that checks nothing): one file, a set, a DCP folder, a

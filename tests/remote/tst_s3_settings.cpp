@@ -1,7 +1,10 @@
 // Where s3:// settings come from (core/remote/s3.h), as the AWS CLI and boto3 find them: the
 // environment before the profile, the profile's files, the endpoint's and region's order, and the
-// addressing the S3 endpoint rules choose. No server.
+// addressing the S3 endpoint rules choose; an upload's part size and the documents it sends and
+// reads (s3_upload.h, s3_xml.h). No server.
 #include "remote/s3.h"
+#include "remote/s3_upload.h"
+#include "remote/s3_xml.h"
 
 #include <QDir>
 #include <QFile>
@@ -146,6 +149,40 @@ private Q_SLOTS:
                                  "x-amz-security-token, Signature="));
         s.sign = false;
         QVERIFY(s3::Signer(s, "http://127.0.0.1:9000").headersFor("GET", "http://127.0.0.1:9000/b/k", "x").empty());
+    }
+
+    // The AWS CLI's sizes: 8 MiB, doubled until the output fits 10,000 parts, at most 5 GiB.
+    void partSizes()
+    {
+        constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+        QCOMPARE(s3::partSizeFor(0), 8 * kMiB);
+        QCOMPARE(s3::partSizeFor(10000 * 8 * kMiB), 8 * kMiB);
+        QCOMPARE(s3::partSizeFor(10000 * 8 * kMiB + 1), 16 * kMiB);
+        QCOMPARE(s3::partSizeFor(std::uint64_t{1} << 40), 128 * kMiB);  // 1 TiB: 8192 parts
+        QCOMPARE(s3::partSizeFor(std::uint64_t{100} << 40), s3::kMaxPartSize);
+    }
+
+    void uploadDocuments()
+    {
+        const std::string body = s3::completeBody({{1, "\"a&b\""}, {2, "\"<c>\""}});
+        QCOMPARE(body, std::string(R"(<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)"
+                                   "<Part><PartNumber>1</PartNumber><ETag>&quot;a&amp;b&quot;</ETag></Part>"
+                                   "<Part><PartNumber>2</PartNumber><ETag>&quot;&lt;c&gt;&quot;</ETag></Part>"
+                                   "</CompleteMultipartUpload>"));
+        auto id = s3::parseInitiateReply("<?xml version=\"1.0\"?><InitiateMultipartUploadResult><Bucket>b</Bucket>"
+                                         "<UploadId>VXBsb2FkIElE</UploadId></InitiateMultipartUploadResult>");
+        QVERIFY(id.ok() && *id == "VXBsb2FkIElE");
+        QVERIFY(!s3::parseInitiateReply("<Error><Code>AccessDenied</Code></Error>").ok());
+        // S3's spaces before the answer, then a result or an error (with status 200 either way).
+        QVERIFY(s3::parseCompleteReply("  \n <CompleteMultipartUploadResult><ETag>\"x-2\"</ETag>"
+                                       "</CompleteMultipartUploadResult>")
+                    .ok());
+        auto failed =
+            s3::parseCompleteReply("   <Error><Code>InternalError</Code><Message>try again</Message></Error>");
+        QVERIFY(!failed.ok());
+        QCOMPARE(failed.error().message, std::string("CompleteMultipartUpload: InternalError: try again"));
+        QCOMPARE(failed.error().code, ckpt::ErrorCode::WriteFailed);
+        QVERIFY(!s3::parseCompleteReply("").ok());
     }
 };
 
