@@ -320,6 +320,18 @@ namespace {
 
 using NewClient = std::function<std::shared_ptr<HttpClient>()>;
 
+// A set read over the network as a remote input: its view (or why there is none, named as the input)
+// and its listing.
+template <class Set, class View>
+RemoteInput setInput(const Set& set, const View& view, const std::string& input, const Redactor& redactor)
+{
+    RemoteInput out;
+    out.checkpoint =
+        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
+    out.set = sharded::listingOf(set);
+    return out;
+}
+
 // A DCP folder at `base` (shown as `shownBase`), read through its UrlFolder as a local one is
 // through its LocalFolder: .metadata, then what its findings need of the data files.
 Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
@@ -334,12 +346,7 @@ Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, c
     if (!set) {
         return named(set.error(), input, redactor);
     }
-    RemoteInput out;
-    auto view = sharded::dcp::view(*set);
-    out.checkpoint =
-        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-    out.set = sharded::listingOf(*set);
-    return out;
+    return setInput(*set, sharded::dcp::view(*set), input, redactor);
 }
 
 // `c`, the file `name` of a listed folder, with that folder's layout when it is the model of one
@@ -396,12 +403,7 @@ Expected<RemoteInput> openFsdpFolder(const std::shared_ptr<HttpClient>& client, 
     if (!set) {
         return named(set.error(), input, redactor);
     }
-    RemoteInput out;
-    auto view = sharded::fsdp::view(*set);
-    out.checkpoint =
-        view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-    out.set = sharded::listingOf(*set);
-    return out;
+    return setInput(*set, sharded::fsdp::view(*set), input, redactor);
 }
 
 // The first FSDP rank file of a listed folder whose checkpoint files are all rank files of one
@@ -436,7 +438,6 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
                                     std::optional<std::vector<std::string>> listing = std::nullopt)
 {
     const Redactor& redactor = client->redactor();
-    RemoteInput out;
     if (fileNameOf(url).empty()) {
         // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
         auto entry = probeFolderEntry(client, base, parentOf(shown));
@@ -464,16 +465,13 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         if (!set) {
             return named(set.error(), input, redactor);
         }
-        auto view = sharded::viewOf(*set);
-        out.checkpoint =
-            view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-        out.set = sharded::listingOf(*set);
-        return out;
+        return setInput(*set, sharded::viewOf(*set), input, redactor);
     }
     auto c = openRemoteFile(client, url, shown, options);
     if (!c) {
         return c.error();
     }
+    RemoteInput out;
     out.checkpoint = withModelFolder(*c, fileNameOf(url), parentOf(shown), listing);
     return out;
 }

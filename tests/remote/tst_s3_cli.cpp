@@ -494,20 +494,16 @@ private Q_SLOTS:
         QVERIFY2(conv.rc == 0, qPrintable(describe(conv)));
         const auto same = cli({QStringLiteral("diff"), out, set_ + QStringLiteral("/model.safetensors.index.json")});
         QVERIFY2(same.rc == 0, qPrintable(describe(same)));
-        // A DCP folder by its prefix (listed: its files known without probing): check's findings as
-        // on disk; a missing data file is the same finding.
-        for (const char* name : {"dcp_basic", "dcp_safetensors", "dcp_missing_file"}) {
-            const QString dir = dcp_ + QLatin1Char('/') + QLatin1String(name);
-            const QString prefix = QStringLiteral("s3://bkt/") + QLatin1String(name);
-            const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
-            const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--no-sign-request"),
-                                prefix + QLatin1Char('/')});
-            QVERIFY2(r.rc == l.rc, qPrintable(QLatin1String(name) + QStringLiteral(": ") + describe(r)));
-            QCOMPARE(findings(r.out, prefix), findings(l.out, dir));
-        }
-        // FSDP rank folders by their prefix: the set's findings as on disk.
-        for (const char* name : {"fsdp_st", "fsdp_dtensor", "fsdp_lost_rank"}) {
-            const QString dir = fixtures_ + QStringLiteral("/fsdp/") + QLatin1String(name);
+        // DCP folders and FSDP rank folders by their prefix (listed: their files known without
+        // probing): check's findings as on disk; a missing data file or rank is the same finding.
+        const QList<std::pair<QString, const char*>> folders{{dcp_, "dcp_basic"},
+                                                             {dcp_, "dcp_safetensors"},
+                                                             {dcp_, "dcp_missing_file"},
+                                                             {fixtures_ + QStringLiteral("/fsdp"), "fsdp_st"},
+                                                             {fixtures_ + QStringLiteral("/fsdp"), "fsdp_dtensor"},
+                                                             {fixtures_ + QStringLiteral("/fsdp"), "fsdp_lost_rank"}};
+        for (const auto& [parent, name] : folders) {
+            const QString dir = parent + QLatin1Char('/') + QLatin1String(name);
             const QString prefix = QStringLiteral("s3://bkt/") + QLatin1String(name);
             const auto l = cli({QStringLiteral("check"), QStringLiteral("--json"), dir});
             const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), QStringLiteral("--no-sign-request"),
