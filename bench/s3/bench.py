@@ -22,7 +22,9 @@ that cost per request on both sides: the bytes and requests are the transport's 
 wall ratios a floor. A command ckptscope refuses (a feature not there yet) is printed as refused with its message, so
 the table says what is missing rather than leaving it out.
 
-Usage: bench.py BUILD_DIR [WORKDIR]      (needs s3cmd: apt-get install s3cmd)
+Usage: bench.py [--counts-only] BUILD_DIR [WORKDIR]      (needs s3cmd: apt-get install s3cmd)
+--counts-only: the bytes and requests table alone, with each command's single wall time (minutes
+instead of the half hour the best-of runs take against moto on a 2-core machine).
 """
 import json
 import os
@@ -125,12 +127,14 @@ def measured(cli, store, args):
 
 
 def main():
-    if len(sys.argv) < 2:
+    counts_only = "--counts-only" in sys.argv[1:]
+    argv = [a for a in sys.argv if a != "--counts-only"]
+    if len(argv) < 2:
         sys.exit(__doc__)
     if not shutil.which("s3cmd"):
         sys.exit("bench.py: needs s3cmd (apt-get install s3cmd)")
-    cli = os.path.join(sys.argv[1], "app", "ckptscope")
-    work = sys.argv[2] if len(sys.argv) > 2 else os.path.join(tempfile.gettempdir(), "ckptscope-s3-bench")
+    cli = os.path.join(argv[1], "app", "ckptscope")
+    work = argv[2] if len(argv) > 2 else os.path.join(tempfile.gettempdir(), "ckptscope-s3-bench")
     big = make_files(os.path.join(work, "root"))
     dcp = make_dcp(work)
     members = sorted(os.listdir(dcp))
@@ -139,6 +143,7 @@ def main():
     local = os.path.join(work, "local")
     store = Store(objects)
     rows, times = [], []
+    print_header()
     try:
         file_url, dir_url = "s3://%s/big_1gib.pt" % BUCKET, "s3://%s/dcp/" % BUCKET
         for what, url, size, local_input in (("1 GiB torch zip", file_url, os.path.getsize(big), big),
@@ -146,7 +151,8 @@ def main():
             for cmd in ("inspect", "check"):
                 wall, b, r = measured(cli, store, [cmd, url])
                 rows.append(("%s %s" % (cmd, what), b, r, size, wall))
-                if wall is None:
+                print_row(rows[-1])
+                if wall is None or counts_only:
                     continue
 
                 def fetch_then_local():
@@ -162,6 +168,7 @@ def main():
 
                 t_s3 = best(lambda: run([cli, cmd, url, "--no-sign-request"], store.env())[0])
                 times.append(("%s %s" % (cmd, what), t_s3, best(fetch_then_local, 2)))
+                print_time(times[-1])
 
         # The folder, consolidated from the store into one object of the store.
         runs = iter(range(100))  # each convert writes a key of its own: none is replaced
@@ -173,6 +180,9 @@ def main():
         wall, p = convert_to_store()
         if p.returncode != 0:
             rows.append(("convert the DCP folder, S3 to S3", refused(p), None, dcp_bytes, None))
+            print_row(rows[-1])
+        elif counts_only:
+            print("| convert the DCP folder, S3 to S3 (one run) | | %s | | %.3f s |" % (fmt(dcp_bytes), wall), flush=True)
         else:
             def fetch_convert_put():
                 shutil.rmtree(local, ignore_errors=True)
@@ -189,24 +199,39 @@ def main():
 
             t = best(lambda: convert_to_store()[0], 2)
             times.append(("convert the DCP folder, S3 to S3", t, best(fetch_convert_put, 2)))
+            print_time(times[-1])
     finally:
         store.close()
         shutil.rmtree(local, ignore_errors=True)
 
+    print("\nBest of 3 (s3cmd: of 2) above; the tables again:\n")
+    print_header()
+    for row in rows:
+        print_row(row)
+    if times:
+        print("\n| task | ckptscope on s3:// | s3cmd get, then local | ratio |")
+        print("|---|---|---|---|")
+        for t in times:
+            print_time(t)
+
+
+def print_header():
     print("moto on loopback, %d ms added to every request; bytes and requests from --json's `remote`\n" % DELAY_MS)
     print("| command | bytes read | of | requests | wall |")
-    print("|---|---|---|---|---|")
-    for label, b, r, of, wall in rows:
-        if wall is None:
-            print("| %s | refused: %s | %s | | |" % (label, b, fmt(of)))
-        else:
-            print("| %s | %s | %s | %d | %.3f s |" % (label, fmt(b), fmt(of), r, wall))
-    print("\nBest of 3 (s3cmd: of 2), the same %d ms:\n" % DELAY_MS)
-    print("| task | ckptscope on s3:// | s3cmd get, then local | ratio |")
-    print("|---|---|---|---|")
-    for label, ours, theirs in times:
-        print("| %s | %.3f s | %.3f s | %.1fx |" % (label, ours, theirs, theirs / ours))
+    print("|---|---|---|---|---|", flush=True)
 
+
+def print_row(row):
+    label, b, r, of, wall = row
+    if wall is None:
+        print("| %s | refused: %s | %s | | |" % (label, b, fmt(of)), flush=True)
+    else:
+        print("| %s | %s | %s | %d | %.3f s |" % (label, fmt(b), fmt(of), r, wall), flush=True)
+
+
+def print_time(t):
+    label, ours, theirs = t
+    print("| %s (s3cmd get, then local) | %.3f s | %.3f s | %.1fx |" % (label, ours, theirs, theirs / ours), flush=True)
 
 if __name__ == "__main__":
     main()
