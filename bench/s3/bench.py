@@ -204,6 +204,8 @@ def main():
         store.close()
         shutil.rmtree(local, ignore_errors=True)
 
+    if counts_only:
+        return
     print("\nBest of 3 (s3cmd: of 2) above; the tables again:\n")
     print_header()
     for row in rows:
