@@ -12,6 +12,7 @@
 #include "setfilespanel.h"
 #include "text.h"
 #include "uitest.h"
+#include "window_probe.h"
 
 #include <QAction>
 #include <QApplication>
@@ -38,17 +39,8 @@
 namespace {
 
 using ckpt::ui::MainWindow;
-
-std::size_t tensorsOnDisk(const char* name)
-{
-    auto c = ckpt::openCheckpoint(ckpt::uitest::fixture(name).toStdString());
-    return c ? (*c)->tensors.size() : 0;
-}
-
-QAction* action(const MainWindow& w, const char* name)
-{
-    return w.findChild<QAction*>(QLatin1String(name));
-}
+using ckpt::uitest::action;
+using ckpt::uitest::tensorsOnDisk;
 
 }  // namespace
 
@@ -95,14 +87,7 @@ private Q_SLOTS:
         QCOMPARE(tabs->tabText(tabs->currentIndex()), QStringLiteral("ddp_sd_cuda0.pt"));
         QVERIFY(w.statusBar()->currentMessage().contains(QStringLiteral("over HTTP")));
         // The findings are a file's: the DDP prefix and the pinned storages, read without their bytes.
-        if (!v->diagnosis()) {
-            QSignalSpy ready(v, &ckpt::ui::DocumentView::findingsReady);
-            QVERIFY(ready.wait(20000));
-        }
-        QStringList codes;
-        for (const auto& f : v->diagnosis()->list) {
-            codes << QString::fromStdString(f.code);
-        }
+        const QStringList codes = ckpt::uitest::findingCodes(*v);
         QVERIFY2(codes.contains(QStringLiteral("module-prefix")), qPrintable(codes.join(u',')));
         // No test load from a URL; everything else is there.
         QVERIFY(!v->sideTabs()->isTabEnabled(1));

@@ -9,6 +9,7 @@
 #include "mainwindow.h"
 #include "servers.h"
 #include "uitest.h"
+#include "window_probe.h"
 
 #include <QAction>
 #include <QFile>
@@ -24,19 +25,10 @@
 namespace {
 
 using ckpt::ui::MainWindow;
+using ckpt::uitest::action;
+using ckpt::uitest::tensorsOnDisk;
 
 const QString kTorch2Python = QStringLiteral(CKPTSCOPE_SOURCE_DIR "/scripts/torch2-python.sh");
-
-QAction* action(const MainWindow& w, const char* name)
-{
-    return w.findChild<QAction*>(QLatin1String(name));
-}
-
-std::size_t tensorsOnDisk(const char* name)
-{
-    auto c = ckpt::openCheckpoint(ckpt::uitest::fixture(name).toStdString());
-    return c ? (*c)->tensors.size() : 0;
-}
 
 // Every value the window's settings hold, as text, to look for a secret in.
 QString allSettings()
@@ -110,14 +102,7 @@ private Q_SLOTS:
         QVERIFY2(doc.remote->requests->load() <= 4, qPrintable(QString::number(doc.remote->requests->load())));
         auto* tabs = w.findChild<QTabWidget*>(QStringLiteral("documentTabs"));
         QCOMPARE(tabs->tabText(tabs->currentIndex()), QStringLiteral("ddp_sd_cuda0.pt"));
-        if (!v->diagnosis()) {
-            QSignalSpy ready(v, &ckpt::ui::DocumentView::findingsReady);
-            QVERIFY(ready.wait(20000));
-        }
-        QStringList codes;
-        for (const auto& f : v->diagnosis()->list) {
-            codes << QString::fromStdString(f.code);
-        }
+        const QStringList codes = ckpt::uitest::findingCodes(*v);
         QVERIFY2(codes.contains(QStringLiteral("module-prefix")), qPrintable(codes.join(u',')));
         const auto recent = w.findChild<QMenu*>(QStringLiteral("recentMenu"))->actions();
         QVERIFY(!recent.isEmpty());
