@@ -35,8 +35,7 @@ using ojson = nlohmann::ordered_json;
 
 Expected<write::detail::OutputFile> downloadForEngines(RemoteSession& remote, const std::string& url)
 {
-    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
-    const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    const std::string dir = remote::downloadDirectory();
     std::string name = url.substr(url.find_last_of('/') + 1);
     name = name.substr(0, name.find_first_of("?#"));
     auto file = write::detail::OutputFile::create(dir + "/" + (name.empty() ? std::string("remote") : name),
@@ -44,7 +43,7 @@ Expected<write::detail::OutputFile> downloadForEngines(RemoteSession& remote, co
     if (!file) {
         return file.error();
     }
-    auto got = remote.download(url, *file);
+    auto got = remote.download(url, *file, dir);
     if (!got) {
         return got.error();
     }

@@ -63,13 +63,13 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
     return r;
 }
 
-Expected<std::uint64_t> RemoteSession::download(const std::string& input, ByteSink& into)
+Expected<std::uint64_t> RemoteSession::download(const std::string& input, FileSink& into, const std::string& dir)
 {
     used_ = true;
     remote::RemoteOptions options;
     options.stats = stats_;
     options.noSignRequest = noSignRequest_;
-    auto got = remote::downloadRemoteFile(input, headers_, options, into);
+    auto got = remote::downloadRemoteFile(input, headers_, options, into, dir);
     if (progress_) {
         progress_->clear();
     }

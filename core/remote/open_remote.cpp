@@ -79,43 +79,50 @@ std::uint64_t roomFor(int fd)
     return avail - std::min(kKeptFree, avail / 10);
 }
 
+// The one whole download (--download's and testload's): the body at `url` appended to `into`, a
+// file in `dir`, at most options.downloadLimit bytes. A body without end, or larger than the disk,
+// stops while the file's filesystem still has room for others: it is often /tmp, shared by every
+// job on the node.
+Expected<std::uint64_t> downloadInto(HttpClient& client, const std::string& url, const RemoteOptions& options,
+                                     FileSink& into, const std::string& dir)
+{
+    const std::uint64_t room = roomFor(into.fd());
+    const std::uint64_t limit = std::min(options.downloadLimit, room);
+    std::optional<Error> writeError;
+    auto got = client.getWhole(url, limit, [&](Bytes b) {
+        if (auto ok = into.append(b); !ok) {
+            writeError = ok.error();
+            writeError->message = "cannot write the download to " + dir + ": " + writeError->message;
+            return false;
+        }
+        return true;
+    });
+    if (writeError) {
+        return *writeError;
+    }
+    if (!got && got.error().code == ErrorCode::Limit && limit == room) {
+        return makeError(ErrorCode::Limit, "the download stopped: the file is larger than the " + humanBytes(room) +
+                                               " " + dir + " has room for (a tenth of its free space, up to " +
+                                               humanBytes(kKeptFree) + ", is left free)");
+    }
+    return got;
+}
+
 // The whole file at `url` downloaded into an unlinked temporary file, then read as a local file
 // is (mapped; its storages copied from it): --download, for servers without range requests.
 Expected<CheckpointPtr> downloadFile(HttpClient& client, const std::string& url, const std::string& shown,
                                      const RemoteOptions& options)
 {
-    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
-    const std::string dir = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    const std::string dir = downloadDirectory();
     const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         return makeError(ErrorCode::Io,
                          "cannot make a temporary file in " + dir + " for --download: " + systemErrorText(errno));
     }
-    // A body without end (or larger than the disk) stops while the temporary file's filesystem
-    // still has room for others: it is often /tmp, shared by every job on the node.
-    const std::uint64_t room = roomFor(fd);
-    const std::uint64_t limit = std::min(options.downloadLimit, room);
-    std::optional<Error> writeError;
-    auto got = client.getWhole(url, limit, [&](Bytes b) {
-        while (!b.empty()) {
-            const ssize_t n = ::write(fd, b.data(), b.size());
-            if (n <= 0) {
-                writeError =
-                    makeError(ErrorCode::Io, "cannot write the download to " + dir + ": " + systemErrorText(errno));
-                return false;
-            }
-            b = b.subspan(static_cast<std::size_t>(n));
-        }
-        return true;
-    });
-    if (!got || writeError) {
+    FileSink sink(fd);
+    if (auto got = downloadInto(client, url, options, sink, dir); !got) {
         ::close(fd);
-        if (!writeError && got.error().code == ErrorCode::Limit && limit == room) {
-            return makeError(ErrorCode::Limit, "--download stopped: the file is larger than the " + humanBytes(room) +
-                                                   " " + dir + " has room for (a tenth of its free space, up to " +
-                                                   humanBytes(kKeptFree) + ", is left free)");
-        }
-        return writeError ? *writeError : got.error();
+        return got.error();
     }
     // The magic link opens the unlinked file again, for the mapping that outlives this descriptor.
     auto c = openCheckpoint("/proc/self/fd/" + std::to_string(fd));
@@ -614,8 +621,14 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing));
 }
 
+std::string downloadDirectory()
+{
+    const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
+    return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+}
+
 Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                           const RemoteOptions& options, ByteSink& into)
+                                           const RemoteOptions& options, FileSink& into, const std::string& dir)
 {
     auto r = resolve(input, extraHeaders, options);
     if (!r) {
@@ -627,17 +640,7 @@ Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::
                                                  "not downloaded: download its folder to test-load it"),
                      r->shown, redactor);
     }
-    std::optional<Error> failed;
-    auto got = r->client->getWhole(r->url, options.downloadLimit, [&](Bytes b) {
-        if (auto ok = into.append(b); !ok) {
-            failed = ok.error();
-            return false;
-        }
-        return true;
-    });
-    if (failed) {
-        return named(*failed, r->shown, redactor);
-    }
+    auto got = downloadInto(*r->client, r->url, options, into, dir);
     if (!got) {
         return named(got.error(), r->shown, redactor);
     }

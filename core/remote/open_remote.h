@@ -56,11 +56,14 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
 // has its client. Also the fuzzer's way in, with a client that serves bytes from memory.
 Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client, const std::string& url,
                                        const std::string& shown, const RemoteOptions& options);
+// Where a whole download goes: $TMPDIR, else /tmp.
+std::string downloadDirectory();
 // The file `input` names (a file, or a folder's or repository's one file) downloaded whole into
-// `into`, at most RemoteOptions::downloadLimit bytes: for what reads local files only (testload's
-// engines). A sharded set is refused (Usage). Returns the bytes downloaded.
+// `into`, a file in `dir`: for what reads local files only (testload's engines). At most
+// RemoteOptions::downloadLimit bytes, and no more than leaves a tenth of `dir`'s filesystem free (up
+// to 1 GiB), as --download. A sharded set is refused (Usage). Returns the bytes downloaded.
 Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                           const RemoteOptions& options, ByteSink& into);
+                                           const RemoteOptions& options, FileSink& into, const std::string& dir);
 // openRemote()'s checkpoint.
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
                                         const RemoteOptions& options);

@@ -489,6 +489,41 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         QCOMPARE(findings(c.out, u), findings(l.out, big_ + QStringLiteral("/big.pt")));
     }
 
+    // A whole download, testload's and --download's alike, stops while its filesystem keeps a tenth
+    // free: in a mount namespace of its own with a 16 MiB tmpfs as TMPDIR, the 24 MiB big.pt stops
+    // at 14.4 MiB with one line naming the room, exit 2, and nothing is left in the tmpfs. (Before
+    // there was one download, testload's filled the tmpfs and failed on the full disk.)
+    void downloadsLeaveRoom()
+    {
+        const auto probe = runProcess({"/usr/bin/unshare", "--mount", "--propagation", "private", "true"}, 10000);
+        if (probe.rc != 0) {
+            QSKIP(qPrintable(QStringLiteral("no mount namespace here (unshare --mount): ") +
+                             QString::fromUtf8(probe.err).trimmed()));
+        }
+        LoopbackServer plain;
+        QVERIFY(plain.start(ckpt::test::scriptPath("hostile_server.py"), {big_ + QStringLiteral("/big.pt")}));
+        QTemporaryDir small;
+        // The command's own stdout, then what the tmpfs holds once it has ended ("left: NAMES").
+        const std::string inSmallTmp = R"sh(mount -t tmpfs -o size=16m ckpt-room "$0" || exit 99
+TMPDIR="$0" "$@"; rc=$?; printf 'left: %s' "$(ls -A "$0")"; exit $rc)sh";
+        const std::vector<std::vector<std::string>> commands{
+            {CKPTSCOPE_TEST_CLI, "testload", url(QStringLiteral("/files/big.pt")).toStdString()},
+            {CKPTSCOPE_TEST_CLI, "inspect", "--download", plain.url(QStringLiteral("/no-ranges/big.pt")).toStdString()},
+        };
+        for (const auto& command : commands) {
+            std::vector<std::string> argv{"/usr/bin/unshare", "--mount", "--propagation", "private",
+                                          "/bin/sh",          "-c",      inSmallTmp,      small.path().toStdString()};
+            argv.insert(argv.end(), command.begin(), command.end());
+            const auto r = runProcess(argv);
+            QVERIFY2(r.rc == 2, (command[1] + ": " + r.err.toStdString() + r.out.toStdString()).c_str());
+            QVERIFY2(r.err.contains("the download stopped: the file is larger than the 14.4 MiB") &&
+                         r.err.contains("has room for (a tenth of its free space"),
+                     r.err.constData());
+            QCOMPARE(lines(r.err), 1);
+            QCOMPARE(r.out, QByteArray("left: "));
+        }
+    }
+
     // Ctrl-C while a transfer hangs: exit 130 at once, and the temporary output is gone.
     void interrupted()
     {
