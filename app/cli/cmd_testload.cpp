@@ -13,6 +13,7 @@
 #include "device/sha256.h"
 #include "device/testload.h"
 #include "sharded/listing.h"
+#include "sharded/out_dir.h"
 #include "sharded/set_view.h"
 #include "util/json_text.h"
 #include "util/printable.h"
@@ -33,21 +34,24 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-Expected<write::detail::OutputFile> downloadForEngines(RemoteSession& remote, const std::string& url)
+// What a remote input names, downloaded for the engines (which map local files) into a new hidden
+// folder in $TMPDIR, removed when the run ends or is stopped by a signal.
+struct ForEngines {
+    sharded::detail::TempDir dir;
+    remote::Downloaded got;
+};
+
+Expected<ForEngines> downloadForEngines(RemoteSession& remote, const std::string& url, bool fileOnly)
 {
-    const std::string dir = remote::downloadDirectory();
-    std::string name = url.substr(url.find_last_of('/') + 1);
-    name = name.substr(0, name.find_first_of("?#"));
-    auto file = write::detail::OutputFile::create(dir + "/" + (name.empty() ? std::string("remote") : name),
-                                                  write::Durability::Lazy);
-    if (!file) {
-        return file.error();
+    auto dir = sharded::detail::TempDir::create(remote::downloadDirectory() + "/remote");
+    if (!dir) {
+        return dir.error();
     }
-    auto got = remote.download(url, *file, dir);
+    auto got = remote.download(url, dir->path(), fileOnly);
     if (!got) {
         return got.error();
     }
-    return file;
+    return ForEngines{std::move(*dir), std::move(*got)};
 }
 
 ojson timelineJson(const device::Timeline& t)
@@ -499,21 +503,22 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     }
 
     std::string input = file;
-    // A remote file (s3://, http(s)://, hf://): the engines map local files, so it is downloaded
-    // whole into a temporary file in $TMPDIR, removed when the run ends (or is stopped by a signal).
-    std::optional<write::detail::OutputFile> downloaded;
+    // A remote file or set (s3://, http(s)://, hf://): the engines map local files, so it is
+    // downloaded whole into a temporary folder in $TMPDIR, removed when the run ends (or is stopped
+    // by a signal), and read from there.
+    std::optional<ForEngines> downloaded;
     if (RemoteSession::isRemote(file)) {
         remote.showProgress(err, json);
-        auto got = downloadForEngines(remote, file);
+        auto got = downloadForEngines(remote, file, fileOnly);
         remote.report(err);
         if (!got) {
             printError(err, got.error());
             return exitCodeFor(got.error().code);
         }
         downloaded.emplace(std::move(*got));
-        input = downloaded->tempPath();
+        input = downloaded->got.path;
     }
-    const auto loc = fileOnly || downloaded ? std::nullopt : sharded::wholeSetInput(input);
+    const auto loc = fileOnly || (downloaded && !downloaded->got.set) ? std::nullopt : sharded::wholeSetInput(input);
     const bool set = loc.has_value();
     if (set && !json) {
         noteSetOfFile(file, loc, out);

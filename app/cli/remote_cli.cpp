@@ -63,18 +63,18 @@ Expected<remote::RemoteInput> RemoteSession::openInput(const std::string& input)
     return r;
 }
 
-Expected<std::uint64_t> RemoteSession::download(const std::string& input, FileSink& into, const std::string& dir)
+Expected<remote::Downloaded> RemoteSession::download(const std::string& input, const std::string& dir, bool fileOnly)
 {
     used_ = true;
     remote::RemoteOptions options;
     options.stats = stats_;
     options.noSignRequest = noSignRequest_;
-    auto got = remote::downloadRemoteFile(input, headers_, options, into, dir);
+    auto got = remote::downloadRemote(input, headers_, options, dir, fileOnly);
     if (progress_) {
         progress_->clear();
     }
     if (got) {
-        remoteBytes_ += *got;
+        remoteBytes_ += got->bytes;
         opened_ = true;
     }
     return got;

@@ -29,9 +29,9 @@ public:
     [[nodiscard]] static bool isRemote(const std::string& input);
     // Opens a remote input (isRemote): a file, or a sharded set with its view as one checkpoint.
     Expected<remote::RemoteInput> openInput(const std::string& input);
-    // The remote file `input` names downloaded whole into `into`, a file in `dir`
-    // (remote::downloadRemoteFile).
-    Expected<std::uint64_t> download(const std::string& input, FileSink& into, const std::string& dir);
+    // What the remote `input` names (a file, or a set's members) downloaded whole into the new
+    // folder `dir` (remote::downloadRemote).
+    Expected<remote::Downloaded> download(const std::string& input, const std::string& dir, bool fileOnly);
     // openInput()'s checkpoint (a set's view).
     Expected<CheckpointPtr> open(const std::string& input);
     // What an s3:// output is written with: --no-sign-request, and the run's counters.

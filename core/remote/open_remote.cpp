@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -621,30 +622,106 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing));
 }
 
+namespace {
+
+// The file at `url` downloaded into `path`, a new file in `dir`. One that is not there (404) makes
+// no file: `missingIsNone` (a set's member, which the local read of the set then reports missing,
+// as for a folder on disk) gives nullopt, otherwise the 404 is the error.
+Expected<std::optional<std::uint64_t>> downloadTo(HttpClient& client, const std::string& url, const std::string& path,
+                                                  const RemoteOptions& options, const std::string& dir,
+                                                  bool missingIsNone)
+{
+    const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return makeError(ErrorCode::Io, "cannot make " + path + " for the download: " + systemErrorText(errno));
+    }
+    FileSink sink(fd);
+    auto got = downloadInto(client, url, options, sink, dir);
+    ::close(fd);
+    if (!got) {
+        ::unlink(path.c_str());
+        if (missingIsNone && notFound(got.error())) {
+            return std::optional<std::uint64_t>();
+        }
+        return got.error();
+    }
+    return std::optional<std::uint64_t>(*got);
+}
+
+// Whether the file a resolved input names is what a set is opened by: a DCP folder's .metadata, a
+// Hugging Face index, or an FSDP rank file of a listed folder of them.
+bool opensSet(const std::string& name, const std::optional<std::vector<std::string>>& listing)
+{
+    return name == kDcpMetadata || name.ends_with(".index.json") ||
+           (listing && sharded::fsdp::rankFileName(name) && fsdpRankFileOf(*listing));
+}
+
+}  // namespace
+
 std::string downloadDirectory()
 {
     const char* tmp = std::getenv("TMPDIR");  // NOLINT(concurrency-mt-unsafe): read before any thread starts
     return tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
 }
 
-Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                           const RemoteOptions& options, FileSink& into, const std::string& dir)
+Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                    const RemoteOptions& options, const std::string& dir, bool fileOnly)
 {
     auto r = resolve(input, extraHeaders, options);
     if (!r) {
         return r.error();
     }
     const Redactor& redactor = r->client->redactor();
-    if (fileNameOf(r->url).ends_with(".index.json")) {
-        return named(makeError(ErrorCode::Usage, "is a sharded set over the network, which is read where it is, "
-                                                 "not downloaded: download its folder to test-load it"),
-                     r->shown, redactor);
+    std::string name = fileNameOf(r->shown);
+    if (name.empty()) {
+        // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
+        auto entry = probeFolderEntry(r->client, r->base, parentOf(r->shown));
+        if (!entry) {
+            return named(entry.error(), input, redactor);
+        }
+        name = *entry;
     }
-    auto got = downloadInto(*r->client, r->url, options, into, dir);
-    if (!got) {
-        return named(got.error(), r->shown, redactor);
+    Downloaded out;
+    if (fileOnly || !opensSet(name, r->listing)) {
+        // Saved under its own name where that is a plain one (engines and messages show it).
+        out.path = dir + "/" + (isPlainFileName(name) ? name : std::string("remote"));
+        const std::string url = fileNameOf(r->shown).empty() ? r->base + encodedName(name) : r->url;
+        auto got = downloadTo(*r->client, url, out.path, options, dir, false);
+        if (!got) {
+            return named(got.error(), r->shown, redactor);
+        }
+        out.bytes = **got;
+        return out;
     }
-    return got;
+    // A set: opened where it is first, for the names of its members; then each is downloaded
+    // beside the others, as the folder holds them.
+    auto opened = openFileOrSet(r->client, r->newClient, r->base + encodedName(name), r->base, input,
+                                parentOf(r->shown) + name, options, r->listing);
+    if (!opened) {
+        return opened.error();
+    }
+    if (!opened->set) {
+        return named(makeError(ErrorCode::Internal, "opened as no set"), input, redactor);
+    }
+    const auto& listing = *opened->set;
+    std::vector<std::string> members = listing.files;
+    if (!listing.index.empty()) {
+        members.push_back(fileNameOf(listing.index));
+    }
+    std::sort(members.begin(), members.end());
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    for (const auto& m : members) {
+        auto url = memberUrl(r->base, m);
+        auto got = url ? downloadTo(*r->client, *url, dir + "/" + m, options, dir, true)
+                       : Expected<std::optional<std::uint64_t>>(url.error());
+        if (!got) {
+            return named(got.error(), parentOf(r->shown) + m, redactor);
+        }
+        out.bytes += got->value_or(0);
+    }
+    out.set = true;
+    out.path = name.ends_with(".index.json") ? dir + "/" + name : dir;
+    return out;
 }
 
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,

@@ -58,12 +58,21 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
                                        const std::string& shown, const RemoteOptions& options);
 // Where a whole download goes: $TMPDIR, else /tmp.
 std::string downloadDirectory();
-// The file `input` names (a file, or a folder's or repository's one file) downloaded whole into
-// `into`, a file in `dir`: for what reads local files only (testload's engines). At most
-// RemoteOptions::downloadLimit bytes, and no more than leaves a tenth of `dir`'s filesystem free (up
-// to 1 GiB), as --download. A sharded set is refused (Usage). Returns the bytes downloaded.
-Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,
-                                           const RemoteOptions& options, FileSink& into, const std::string& dir);
+// What downloadRemote() left in its folder: the path to open, and the bytes downloaded.
+struct Downloaded {
+    std::string path;
+    bool set = false;  // a set's members, `path` its index or folder
+    std::uint64_t bytes = 0;
+};
+// What `input` names downloaded whole into the folder `dir` (empty, made by the caller), for what
+// reads local files only (testload's engines): a file (a folder's or repository's one file), or a
+// set's members (a Hugging Face index and its shards, a DCP folder's .metadata and data files, an
+// FSDP folder's rank files) under their own names, a member the set names but the folder lacks
+// left out for the local read to report. `fileOnly`: the file the input names, never its set. Each
+// file at most RemoteOptions::downloadLimit bytes, and together no more than leaves a tenth of
+// `dir`'s filesystem free (up to 1 GiB), as --download.
+Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<std::string>& extraHeaders,
+                                    const RemoteOptions& options, const std::string& dir, bool fileOnly);
 // openRemote()'s checkpoint.
 Expected<CheckpointPtr> openRemoteInput(const std::string& input, const std::vector<std::string>& extraHeaders,
                                         const RemoteOptions& options);
