@@ -17,11 +17,7 @@ void mostSevereFirst(std::vector<diagnose::Finding>& findings)
 
 std::vector<diagnose::Finding> setFindings(const std::vector<SetFinding>& found)
 {
-    std::vector<diagnose::Finding> out;
-    out.reserve(found.size());
-    for (const auto& f : found) {
-        out.push_back({f.code, f.severity, f.title, f.detail, f.paths, f.fix});
-    }
+    std::vector<diagnose::Finding> out(found.begin(), found.end());  // each the finding it is
     mostSevereFirst(out);
     return out;
 }

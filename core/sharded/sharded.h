@@ -60,15 +60,10 @@ struct SetLocation {
 Expected<void> checkOutputOutsideSet(const SetLocation& loc, const std::string& output);
 
 // A set-level problem, reported by `check` with a stable code (docs/findings.md).
-struct SetFinding {
-    std::string code;                                        // "shard-missing", "index-missing-tensor", ...
-    diagnose::Severity severity = diagnose::Severity::Info;  // check exits 1 on a warning or an error
-    std::string title;
-    std::string detail;
-    std::vector<std::string> paths;
-    // The convert options that act on it, where there are any (check prints them; the window's Fix
-    // adds them to the export).
-    std::optional<transform::Options> fix;
+// A set's finding: a finding as every rule gives one (diagnose::Finding: code, severity, title,
+// detail, key paths, the convert options that act on it, which check prints and the window's Fix
+// adds to the export), and where it is about.
+struct SetFinding : diagnose::Finding {
     // About a value the set's view holds (a DCP BYTE_IO value's pickle): the single-file rules on
     // the view report it too, at its key path and with the fix, so checkSet says it once, theirs.
     bool inView = false;
