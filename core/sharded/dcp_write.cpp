@@ -117,25 +117,54 @@ Expected<void> collect(const Arena& a, ValueId id, Leaf& at, int depth, std::vec
     return {};
 }
 
-// The plan of one item: the caller's arena with the item as root and only its storage, renumbered 0.
-transform::Plan itemPlan(const transform::Plan& plan, ValueId value)
-{
-    transform::Plan sub;
-    sub.options = plan.options;
-    sub.options.format = transform::OutputFormat::Torch;
-    sub.arena = plan.arena;
-    sub.arena.storages.clear();
-    if (plan.arena[value].kind == Kind::Tensor) {
-        const ValueId storage = pickle::tensorOf(plan.arena, value).storage;
-        const auto index = static_cast<std::size_t>(plan.arena[storage].i);
-        sub.storages.push_back(plan.storages[index]);
-        sub.arena.storages.push_back(plan.arena.storages[index]);
-        sub.arena[storage].i = 0;
-        sub.tensorCount = 1;
+// The plan of each item in turn: the caller's arena with the item as root and only its storage,
+// renumbered 0. One copy of the arena serves every item (each item's storage number is put back
+// once it is written): a copy per item made a 40,000-tensor convert quadratic, minutes for what
+// takes a second.
+class ItemPlans {
+public:
+    explicit ItemPlans(const transform::Plan& plan) : whole_(plan)
+    {
+        sub_.options = plan.options;
+        sub_.options.format = transform::OutputFormat::Torch;
+        sub_.arena = plan.arena;
     }
-    sub.root = value;
-    return sub;
-}
+    ItemPlans(const ItemPlans&) = delete;
+    ItemPlans& operator=(const ItemPlans&) = delete;
+    ItemPlans(ItemPlans&&) = delete;
+    ItemPlans& operator=(ItemPlans&&) = delete;
+    ~ItemPlans() = default;
+
+    // Valid until the next call.
+    const transform::Plan& of(ValueId value)
+    {
+        if (renumbered_.valid()) {
+            sub_.arena[renumbered_].i = oldIndex_;
+            renumbered_ = {};
+        }
+        sub_.arena.storages.clear();
+        sub_.storages.clear();
+        sub_.tensorCount = 0;
+        if (whole_.arena[value].kind == Kind::Tensor) {
+            const ValueId storage = pickle::tensorOf(whole_.arena, value).storage;
+            oldIndex_ = whole_.arena[storage].i;
+            const auto index = static_cast<std::size_t>(oldIndex_);
+            sub_.storages.push_back(whole_.storages[index]);
+            sub_.arena.storages.push_back(whole_.arena.storages[index]);
+            sub_.arena[storage].i = 0;
+            renumbered_ = storage;
+            sub_.tensorCount = 1;
+        }
+        sub_.root = value;
+        return sub_;
+    }
+
+private:
+    const transform::Plan& whole_;
+    transform::Plan sub_;
+    ValueId renumbered_;         // the storage value whose number `of` changed
+    std::int64_t oldIndex_ = 0;  // its number in the caller's arena
+};
 
 // Builds the Metadata pickle's values in their own arena.
 class MetadataBuilder {
@@ -361,12 +390,13 @@ Expected<DcpWriteResult> writeDcpFolder(const Checkpoint& in, const transform::P
         };
     }
     // BYTE_IO items first, then tensors, as _split_by_size_and_type orders a rank's file.
+    ItemPlans items(plan);
     for (const bool tensors : {false, true}) {
         for (const auto& l : leaves) {
             if ((a[l.value].kind == Kind::Tensor) != tensors) {
                 continue;
             }
-            auto written = write::writeCheckpoint(in, itemPlan(plan, l.value), itemPath, itemProgress, {}, options);
+            auto written = write::writeCheckpoint(in, items.of(l.value), itemPath, itemProgress, {}, options);
             if (!written) {
                 return written.error();
             }
