@@ -158,6 +158,11 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
         const auto values = run({"check", "--values", s(url)});
         QVERIFY2(values.rc == 1 && values.out.contains("values-unscanned"), qPrintable(describe(values)));
+        // diff reads every storage too: the tensors it cannot read make it a bad input, said in its
+        // one line (the transfer's "remote: N requests" line came before it, a second line).
+        const auto diffed = run({"diff", s(url), s(gen(QStringLiteral("legacy_forged_count.pt")))});
+        checkRefused(diffed);
+        QVERIFY2(diffed.err.contains("could not be read"), qPrintable(describe(diffed)));
         // Read from disk the file is valid, and the tensor is what was saved.
         const QString local = m_work.filePath(QStringLiteral("forged-local.pt"));
         QCOMPARE(
