@@ -108,13 +108,11 @@ fi
 # Leftovers of killed runs.
 for old in "$torch2_root".build-*; do
     [[ -d $old ]] || continue
-    torch2_refuse_mounted "$old"
-    rm -rf --one-file-system "$old"
+    torch2_remove "$old"
 done
 build=$(mktemp -d "$torch2_root.build-XXXXXX")
 cleanup() {
-    torch2_refuse_mounted "$build"
-    rm -rf --one-file-system "$build"
+    torch2_remove "$build"
 }
 trap cleanup EXIT
 t0=$SECONDS

@@ -90,3 +90,11 @@ torch2_refuse_mounted() {
     echo "modern-torch.sh: refusing to delete $1: $(wc -l <<<"$left") mount(s) under it (first: $(head -n1 <<<"$left")); unmount them (umount -R $1/...) and run again" >&2
     exit 1
 }
+
+# torch2_remove DIR: deletes DIR (a root, or a build of one), after torch2_refuse_mounted DIR. Every
+# deletion of modern-torch.sh goes through it; --one-file-system alone would not stop at a bind of a
+# folder on the same filesystem (/tmp, the checkout), which is the mount that matters.
+torch2_remove() {
+    torch2_refuse_mounted "$1"
+    rm -rf --one-file-system "$1"
+}

@@ -271,14 +271,15 @@ int cmdDiff(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     } else {
         out << diff::renderText(*r, *a, *b, {.listEqual = listEqual});
     }
-    if (!json) {
-        remote.report(err);
-    }
-    // Bytes that cannot be read make the answer unknown, not "different": a bad input.
+    // Bytes that cannot be read make the answer unknown, not "different": a bad input, whose one
+    // line on stderr is this (a remote input's transfer line is left out, as on any failure).
     if (r->counts.unreadable > 0) {
         err << "ckptscope diff: " << r->counts.unreadable
             << " tensor(s) could not be read, so the files cannot be called equal or different\n";
         return kExitBadInput;
+    }
+    if (!json) {
+        remote.report(err);
     }
     return same(*r, strict) ? kExitOk : kExitProblems;
 }

@@ -15,7 +15,7 @@ target_link_libraries(fuzz_check PRIVATE ckptscope_transform)
 # output) whose data file is the input.
 foreach(layout safetensors zstd)
     add_executable(fuzz_dcp_${layout} ${CMAKE_CURRENT_LIST_DIR}/fuzz_dcp_layout.cpp)
-    target_link_libraries(fuzz_dcp_${layout} PRIVATE ckptscope_sharded)
+    target_link_libraries(fuzz_dcp_${layout} PRIVATE ckptscope_sharded ckptscope_remote)
     target_compile_definitions(fuzz_dcp_${layout}
                                PRIVATE CKPTSCOPE_FUZZ_TEMPLATE="${CMAKE_CURRENT_LIST_DIR}/dcp_templates/${layout}")
     target_link_options(fuzz_dcp_${layout} PRIVATE -fsanitize=fuzzer)

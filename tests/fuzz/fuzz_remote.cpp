@@ -1,5 +1,5 @@
 // libFuzzer over what core/remote makes of a server's bytes, without a network: the input is
-// served by an in-memory client that answers range requests exactly (as nginx does), so the whole
+// served by an in-memory client that answers range requests exactly (memory_client.h), so the whole
 // remote open runs over it (the first suffix or head range, the zip's directory and the records
 // fetched in merged ranges with torch-shaped local headers assumed, the safetensors header, a
 // legacy stream's pickles with its record counts assumed), then every storage is read through the
@@ -10,6 +10,7 @@
 // Content-Range and ETag through the checks every reply passes (checkRangeReply): what they accept
 // must be the range asked for, of the size the first reply gave.
 #include "checkpoint/checkpoint.h"
+#include "memory_client.h"
 #include "remote/open_remote.h"
 #include "remote/reply_parse.h"
 
@@ -17,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,47 +26,6 @@
 #include <vector>
 
 namespace {
-
-class MemoryClient final : public ckpt::remote::HttpClient {
-public:
-    explicit MemoryClient(ckpt::Bytes file)
-        : HttpClient({}, {}, std::make_shared<ckpt::remote::TransferStats>()), file_(file)
-    {
-    }
-
-    ckpt::Expected<std::uint64_t> getRange(const std::string& /*url*/, const ckpt::remote::ByteRange& range,
-                                           std::optional<ckpt::remote::FileIdentity>& identity,
-                                           const std::function<bool(ckpt::Bytes)>& sink) override
-    {
-        const std::uint64_t size = file_.size();
-        if (!identity) {
-            identity = ckpt::remote::FileIdentity{size, "\"fuzz\""};
-        }
-        std::uint64_t first = 0;
-        std::uint64_t end = 0;
-        if (range.kind == ckpt::remote::ByteRange::Kind::Suffix) {
-            first = size - std::min(size, range.length);
-            end = size;
-        } else {
-            if (range.offset >= size || range.length == 0) {
-                return ckpt::makeError(ckpt::ErrorCode::Io, "HTTP 416");
-            }
-            first = range.offset;
-            end = first + std::min(range.length, size - first);
-        }
-        constexpr std::uint64_t kPiece = 16384;
-        for (std::uint64_t at = first; at < end; at += kPiece) {
-            const auto n = static_cast<std::size_t>(std::min(kPiece, end - at));
-            if (!sink(file_.subspan(static_cast<std::size_t>(at), n))) {
-                return ckpt::makeError(ckpt::ErrorCode::Cancelled, "stopped");
-            }
-        }
-        return first;
-    }
-
-private:
-    ckpt::Bytes file_;
-};
 
 std::vector<std::byte> readAll(const ckpt::Checkpoint& c, ckpt::StorageIndex s, bool& ok)
 {
@@ -152,11 +113,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) {
         return 0;
     }
-    auto client = std::make_shared<MemoryClient>(bytes);
     ckpt::remote::RemoteOptions options;
     options.wholeFileLimit = std::uint64_t{8} << 20;
     // The name picks the first request: a head range for a .safetensors name, a suffix otherwise.
     const std::string url = (size % 2 == 0) ? "http://127.0.0.1/f.pt" : "http://127.0.0.1/f.safetensors";
+    auto client = std::make_shared<ckpt::fuzz::MemoryClient>(std::map<std::string, ckpt::Bytes>{{url, bytes}});
     auto remote = ckpt::remote::openRemoteFile(client, url, "f", options);
     if (!remote) {
         return 0;

@@ -19,9 +19,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 using ckpt::test::cli;
 using ckpt::test::LoopbackServer;
+using ckpt::test::nginxPath;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
 
@@ -87,7 +89,8 @@ class TestHostileRemote : public QObject {
 
     QTemporaryDir m_gen;
     QTemporaryDir m_work;
-    QString m_paths;  // hostile_server.py's log of the paths asked for
+    QString m_paths;                            // hostile_server.py's log of the paths asked for
+    std::unique_ptr<LoopbackServer> m_layouts;  // nginx serving the DCP layout sets (dcpLayoutsByUrl)
 
     QString gen(const QString& name) const { return m_gen.filePath(name); }
 
@@ -158,6 +161,11 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
         const auto values = run({"check", "--values", s(url)});
         QVERIFY2(values.rc == 1 && values.out.contains("values-unscanned"), qPrintable(describe(values)));
+        // diff reads every storage too: the tensors it cannot read make it a bad input, said in its
+        // one line (the transfer's "remote: N requests" line came before it, a second line).
+        const auto diffed = run({"diff", s(url), s(gen(QStringLiteral("legacy_forged_count.pt")))});
+        checkRefused(diffed);
+        QVERIFY2(diffed.err.contains("could not be read"), qPrintable(describe(diffed)));
         // Read from disk the file is valid, and the tensor is what was saved.
         const QString local = m_work.filePath(QStringLiteral("forged-local.pt"));
         QCOMPARE(
@@ -338,6 +346,79 @@ private Q_SLOTS:
         if (bucket == QStringLiteral("s3w-exists")) {
             QVERIFY2(!sent.contains(QStringLiteral("POST")), qPrintable(sent));  // refused before any upload
         }
+    }
+
+    // ---- DCP's newer layouts by folder URL (issues 37 and 40) --------------------------------------
+
+    // The zstd and safetensors DCP sets of hostile_sets.py (dcp_layout_sets) served by nginx: read by
+    // range, not mapped, they go through dcp.cpp's other path (a zstd frame fetched, then inflated; a
+    // safetensors header read at the file's end through SourceStorages). A bomb, a frame that claims
+    // 1 TiB, one cut short: convert and diff end in one line and exit 2, bounded, writing nothing. A
+    // safetensors file that lies about its chunk: check names it (dcp-item-unreadable, exit 1) and
+    // convert refuses the set in one line, as on disk (tst_hostile_sets).
+    void dcpLayoutsByUrl_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("says");
+        QTest::newRow("zstd: claims 1 TiB") << "dcp_zstd_claims_tib"
+                                            << "says it holds 1.0 TiB";
+        QTest::newRow("zstd: inflates past its chunk") << "dcp_zstd_bomb"
+                                                       << "inflates past";
+        QTest::newRow("zstd: a value inflating to 16 GiB") << "dcp_zstd_value_bomb"
+                                                           << "inflates past";
+        QTest::newRow("zstd: cut short") << "dcp_zstd_truncated"
+                                         << "ends early";
+        QTest::newRow("safetensors: moved") << "dcp_safetensors_moved"
+                                            << "places it at [1, 0]";
+        QTest::newRow("safetensors: reshaped") << "dcp_safetensors_reshaped"
+                                               << "holds it as F32 [4, 3]";
+        QTest::newRow("safetensors: no sharding info") << "dcp_safetensors_no_info"
+                                                       << "without a readable DCP_SHARDING_INFO";
+        QTest::newRow("safetensors: offsets past the end") << "dcp_safetensors_past_end"
+                                                           << "cannot be read";
+    }
+    void dcpLayoutsByUrl()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, says);
+        if (nginxPath().isEmpty()) {
+            QSKIP("no nginx here");
+        }
+        if (!m_layouts) {  // written and served once, for every row
+            const QString files = m_work.filePath(QStringLiteral("www/files"));
+            QVERIFY(QDir().mkpath(files));
+            QProcess p;
+            p.start(QStringLiteral(CKPTSCOPE_PYTHON),
+                    {QStringLiteral("-c"),
+                     QStringLiteral("import sys; sys.path.insert(0, sys.argv[1]); import hostile_sets; "
+                                    "hostile_sets.dcp_layout_sets(sys.argv[2])"),
+                     QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/hostile/gen"), files});
+            QVERIFY(p.waitForFinished(120000));
+            QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+            m_layouts = std::make_unique<LoopbackServer>();
+            QVERIFY(
+                m_layouts->start(ckpt::test::scriptPath("nginx_server.py"), {m_work.filePath(QStringLiteral("www"))}));
+        }
+        const std::string url = s(m_layouts->url(QStringLiteral("/files/") + set + QLatin1Char('/')));
+        const QString out = m_work.filePath(set + QStringLiteral(".pt"));
+        if (set.startsWith(QStringLiteral("dcp_zstd"))) {
+            for (const auto& args :
+                 {std::vector<std::string>{"convert", url, "-o", s(out)}, std::vector<std::string>{"diff", url, url}}) {
+                const auto r = run(args);
+                checkRefused(r);
+                // diff's one line says a tensor could not be read; its report says why.
+                QVERIFY2((r.err + r.out).contains(says.toUtf8()), qPrintable(describe(r)));
+            }
+        } else {
+            const auto checked = run({"check", url});
+            QVERIFY2(checked.rc == 1 && checked.out.contains("dcp-item-unreadable") &&
+                         checked.out.contains(says.toUtf8()),
+                     qPrintable(describe(checked) + QString::fromUtf8(checked.out.left(600))));
+            const auto converted = run({"convert", url, "-o", s(out)});
+            checkRefused(converted);
+            QVERIFY2(converted.err.contains("dcp-item-unreadable"), qPrintable(describe(converted)));
+        }
+        QVERIFY(!QFile::exists(out));
     }
 
     // ---- a sharded set's member names -----------------------------------------------------------

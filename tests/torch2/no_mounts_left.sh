@@ -6,7 +6,9 @@
 #   2. a run sees the checkout inside the root while the host sees no mount, and a kill -9 of it
 #      leaves none behind;
 #   3. a host that cannot make a mount namespace gets one line and exit 77 (ctest's "not run"),
-#      and nothing mounted.
+#      and nothing mounted;
+#   4. modern-torch.sh's deletion of a root (torch2_remove) refuses one with a bind under it, in
+#      one line, and deletes nothing through the bind; with nothing mounted it deletes the root.
 # Exit 77 when there is no root.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -48,3 +50,25 @@ PATH="$work/bin:$PATH" "$root/scripts/torch2-python.sh" -c 'print(1)' >"$work/ou
 grep -q "mount namespace" "$work/out" || fail "the line does not say why: $(cat "$work/out")"
 [[ -z $(left) ]] || fail "the refused run left mounts"
 echo "ok: without a mount namespace, one line and exit 77: $(cat "$work/out")"
+
+# A root with a folder bound under it, as the old scripts left /tmp and the checkout (in a namespace
+# of this test's own, so the host never sees it): rm -rf --one-file-system alone deletes what the
+# bind shows, since a bind of the same filesystem is no other device.
+mkdir -p "$work/victim" "$work/old-root/tmp"
+echo keep >"$work/victim/keep"
+# shellcheck disable=SC2016 # expanded by the inner shell
+unshare --mount --propagation private -- bash -c '
+    . "$1"
+    mount --bind "$2/victim" "$2/old-root/tmp"
+    rc=0
+    (torch2_remove "$2/old-root") >"$2/refused" 2>&1 || rc=$?
+    echo "$rc" >"$2/refused-rc"' torch2-remove "$root/scripts/torch2-common.sh" "$work"
+[[ -f $work/victim/keep ]] || fail "deleting a root with a bind under it deleted the bound folder's files"
+[[ $(cat "$work/refused-rc") -eq 1 ]] || fail "a root with a bind under it: exit $(cat "$work/refused-rc"), not 1"
+if [[ $(wc -l <"$work/refused") -ne 1 ]] || ! grep -q "refusing to delete" "$work/refused"; then
+    fail "a root with a bind under it, not refused in one line: $(cat "$work/refused")"
+fi
+[[ -d $work/old-root ]] || fail "the refused root was deleted"
+(torch2_remove "$work/old-root") || fail "a root with nothing mounted under it was not deleted"
+[[ ! -e $work/old-root ]] || fail "a root with nothing mounted under it is still there"
+echo "ok: a root with a bind under it is not deleted: $(cat "$work/refused")"
