@@ -310,8 +310,9 @@ std::string inputKindsHelp()
         exts += (exts.empty() ? "" : " ") + std::string(ext);
     }
     return "a checkpoint file (" + exts +
-           "), a multi-file set (its folder, index or one of its files), or a folder holding one model beside a "
-           "run's state (accelerate save_state, a PEFT adapter, a Trainer checkpoint-N)";
+           "), a multi-file set (its folder, index or one of its files), a folder holding one model beside a "
+           "run's state (accelerate save_state, a PEFT adapter, a Trainer checkpoint-N), or any of these remote: an "
+           "http:// or https:// URL, hf://ORG/REPO[@REVISION][/PATH], s3://BUCKET/KEY or s3://BUCKET/PREFIX/";
 }
 
 }  // namespace ckpt::cli

@@ -50,8 +50,8 @@ bool isRemote(std::string_view input)
         return l;
     };
     const std::string head = lower(input);
-    return head.starts_with("http://") || head.starts_with("https://") || head.starts_with(kHub) ||
-           head.starts_with("s3://");
+    return std::any_of(kRemotePrefixes.begin(), kRemotePrefixes.end(),
+                       [&](std::string_view prefix) { return head.starts_with(prefix); });
 }
 
 std::string hubEndpoint()

@@ -6,10 +6,15 @@
 
 #include "util/error.h"
 
+#include <array>
 #include <string>
 #include <string_view>
 
 namespace ckpt::remote {
+
+// The prefixes that make an input remote (case-insensitive), the one list isRemote tests and the
+// docs are held to (tst_docs: each --help of a command that takes them, and the man page, names each).
+inline constexpr std::array<std::string_view, 4> kRemotePrefixes{"http://", "https://", "hf://", "s3://"};
 
 enum class Scheme : std::uint8_t { Http, HubFile, HubRepo };
 
@@ -23,8 +28,8 @@ struct Location {
     std::string path;      // HubFile: the file's path in the repository
 };
 
-// Whether `input` is a remote form at all (http://, https://, hf://, s3:// of s3.h): the one test every command
-// makes before treating it as a path.
+// Whether `input` is a remote form at all (one of kRemotePrefixes; s3:// is s3.h's): the one test every
+// command makes before treating it as a path.
 [[nodiscard]] bool isRemote(std::string_view input);
 
 // $HF_ENDPOINT without its trailing '/', or https://huggingface.co.

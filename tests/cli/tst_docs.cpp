@@ -14,6 +14,7 @@
 #include "cli_docs.h"
 #include "cli_run.h"
 #include "diagnose/codes.h"
+#include "remote/location.h"
 #include "remote/servers.h"
 
 #include <QDir>
@@ -89,6 +90,36 @@ std::string listed(const std::set<std::string>& names)
 }
 
 // A token of `text` equal to `name`: not part of a longer option (`--select` in `--selection`).
+// The string literals of C++ source `code`, comments skipped (a comment may cite anything).
+std::vector<std::string> stringLiterals(const std::string& code)
+{
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < code.size(); ++i) {
+        if (code.compare(i, 2, "//") == 0) {
+            i = code.find('\n', i);
+        } else if (code.compare(i, 2, "/*") == 0) {
+            i = code.find("*/", i + 2) + 1;
+        } else if (code[i] == '\'') {
+            for (++i; i < code.size() && code[i] != '\''; ++i) {
+                i += code[i] == '\\' ? 1 : 0;
+            }
+        } else if (code[i] == '"') {
+            std::string text;
+            for (++i; i < code.size() && code[i] != '"'; ++i) {
+                if (code[i] == '\\') {
+                    text += code[i++];
+                }
+                text += code[i];
+            }
+            out.push_back(text);
+        }
+        if (i == std::string::npos) {
+            break;
+        }
+    }
+    return out;
+}
+
 bool mentions(const std::string& text, const std::string& name)
 {
     for (std::size_t at = 0; (at = text.find(name, at)) != std::string::npos; at += name.size()) {
@@ -739,6 +770,61 @@ private Q_SLOTS:
             }
         }
         QVERIFY2(unread.empty(), ("the docs name variables nothing reads: " + listed(unread)).c_str());
+    }
+
+    // Every remote form the program takes (remote::kRemotePrefixes, what isRemote tests) is named
+    // in the help of each command's input, and in the man page's "Remote files", which names every
+    // command (issue 41 added s3:// and testload's download after issue 44; neither doc said so).
+    void remoteInputsAreDocumented()
+    {
+        const std::string man = readText(source("packaging/ckptscope.1"));
+        const auto at = man.find(".SS Remote files\n");
+        QVERIFY(at != std::string::npos);
+        const std::string section = man.substr(at, man.find("\n.S", at + 1) - at);
+        for (const auto prefix : ckpt::remote::kRemotePrefixes) {
+            QVERIFY(ckpt::remote::isRemote(std::string(prefix) + "host/file.pt"));
+            QVERIFY2(section.find(prefix) != std::string::npos,
+                     ("the man page's Remote files does not name " + std::string(prefix)).c_str());
+            for (const auto& c : m_commands) {
+                const auto input = std::find_if(c.options.begin(), c.options.end(),
+                                                [](const auto& o) { return o.positional; });  // FILE (diff: A)
+                QVERIFY(input != c.options.end());
+                QVERIFY2(
+                    input->help.find(prefix) != std::string::npos,
+                    (c.name + " --help: " + input->names.front() + " does not name " + std::string(prefix)).c_str());
+            }
+        }
+        for (const auto& c : m_commands) {
+            QVERIFY2(section.find("\\fB" + c.name + "\\fR") != std::string::npos ||
+                         section.find("\\fB" + c.name + " ") != std::string::npos,
+                     ("the man page's Remote files does not say what " + c.name + " does with one").c_str());
+        }
+    }
+
+    // No text the program shows cites a file of this repository (docs/format.md, the shared notes):
+    // users of the package have none of them (issue 39: a finding cited "docs/format.md §14").
+    // Comments may; Qt resource paths (":/guide/README.md") are no citation.
+    void messagesCiteNoRepositoryFile()
+    {
+        std::vector<std::string> cited;
+        const std::regex citation(R"((^|[^:])(docs/|[A-Za-z_]+\.md\b)|\xC2\xA7)");
+        for (const char* dir : {"core", "app", "ui"}) {
+            QDirIterator it(qs(source(dir)), {QStringLiteral("*.cpp"), QStringLiteral("*.h")}, QDir::Files,
+                            QDirIterator::Subdirectories);
+            while (it.hasNext()) {
+                const QString path = it.next();
+                for (const auto& literal : stringLiterals(readText(path.toStdString()))) {
+                    if (!literal.starts_with(":/") && std::regex_search(literal, citation)) {
+                        cited.push_back(QDir(qs(source(""))).relativeFilePath(path).toStdString() + ": " + literal);
+                    }
+                }
+            }
+        }
+        std::string all;
+        for (const auto& c : cited) {
+            all += "\n  " + c;
+        }
+        QVERIFY2(cited.empty(), ("text the program shows cites a file users lack:" + all).c_str());
     }
 
     // Every example the docs show is one of these, and each of these is shown.

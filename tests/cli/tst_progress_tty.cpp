@@ -13,6 +13,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -248,6 +249,67 @@ private Q_SLOTS:
         QVERIFY(screen.back().startsWith(QStringLiteral("wrote ")));
         QVERIFY2(screen.join(QLatin1Char('\n')).contains(QStringLiteral("add 'model.' to 40000 keys: ")),
                  qPrintable(screen.join(QLatin1Char('\n'))));
+    }
+
+    // Every other long command of issue 43 shows its own line on a terminal too, and leaves the
+    // screen as the same command leaves it without one: diff (of files and of sets), a set's
+    // consolidation (which first counts the files it opens), a --shard-size split, --format dcp.
+    void everyLongCommandShowsItsLine_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("label");
+        QTest::addColumn<QString>("output");  // removed before each run, so both runs write it afresh
+        QTest::addColumn<QString>("first");   // what the first frame says after the label, when known
+        const QString big = fixture(QStringLiteral("big40k.pt"));
+        const QString set = fixture(QStringLiteral("sharded/hf_st"));
+        const QString out = dir_.filePath(QStringLiteral("long"));
+        QTest::newRow("diff") << QStringList{QStringLiteral("diff"), big, big} << QStringLiteral("diff") << QString()
+                              << QString();
+        QTest::newRow("diff of sets") << QStringList{QStringLiteral("diff"), set, set} << QStringLiteral("diff")
+                                      << QString() << QString();
+        QTest::newRow("set consolidation")
+            << QStringList{QStringLiteral("convert"), set, QStringLiteral("-o"), out + QStringLiteral(".safetensors")}
+            << QStringLiteral("convert") << out + QStringLiteral(".safetensors")
+            << QStringLiteral("opening file 1 of ");
+        QTest::newRow("split") << QStringList{QStringLiteral("convert"),      big,
+                                              QStringLiteral("--shard-size"), QStringLiteral("4MB"),
+                                              QStringLiteral("-o"),           out}
+                               << QStringLiteral("convert") << out << QString();
+        // Not big40k.pt: the DCP writer takes minutes on 40,000 tensors (its time grows as their square).
+        QTest::newRow("dcp") << QStringList{QStringLiteral("convert"),  fixture(QStringLiteral("views.pt")),
+                                            QStringLiteral("--format"), QStringLiteral("dcp"),
+                                            QStringLiteral("-o"),       out}
+                             << QStringLiteral("convert") << out << QString();
+    }
+
+    void everyLongCommandShowsItsLine()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, label);
+        QFETCH(QString, output);
+        QFETCH(QString, first);
+        const auto fresh = [&] {
+            if (!output.isEmpty()) {  // QDir("") is the working directory
+                QFile::remove(output);
+                QDir(output).removeRecursively();
+            }
+        };
+        fresh();
+        const TtyRun r = runOnTerminal(args, {kNow, RLIM_INFINITY, {}});
+        const QStringList frames = framesOf(r.bytes, (label + QStringLiteral(": ")).toUtf8());
+        QVERIFY2(!frames.isEmpty(), r.bytes.constData());
+        QVERIFY2(first.isEmpty() || frames.front().startsWith(label + QStringLiteral(": ") + first),
+                 qPrintable(frames.front()));
+        QVERIFY2(std::any_of(frames.begin(), frames.end(),
+                             [](const QString& f) { return f.contains(QStringLiteral(" of ")) && f.contains(u'%'); }),
+                 qPrintable(frames.join(u'\n')));
+        // CKPTSCOPE_PROGRESS_AFTER_MS=0 shows each of a command's lines (each side's opening, then the
+        // comparison) at once; after that, ten a second at most.
+        QVERIFY2(frames.size() <= r.ms / 100 + 4,
+                 qPrintable(QStringLiteral("%1 frames in %2 ms").arg(frames.size()).arg(r.ms)));
+        const QStringList screen = screenOf(r.bytes);
+        fresh();
+        QCOMPARE(screen, withoutTerminal(args));
     }
 
     // check --values reports once per tensor it scans (40,000 of them): the line is still written

@@ -336,6 +336,55 @@ private Q_SLOTS:
         }
     }
 
+    // Issue 43's progress rule holds for what issue 41 added. Without a terminal, convert -o s3://,
+    // check --values of an S3 DCP folder and convert of it print no progress at all (not a CR, not an
+    // escape). With the line asked for (CKPTSCOPE_PROGRESS=1, from the start), each shows its own
+    // line of bytes done of the total, erased before the command's last words.
+    void progressByTheSameRule()
+    {
+        const QString big = tmp_.filePath(QStringLiteral("big.safetensors"));
+        const QStringList upload{QStringLiteral("convert"), big, QStringLiteral("-o"),
+                                 QStringLiteral("s3://bkt/progress/big.safetensors"), QStringLiteral("--force")};
+        // The folder by its listing, as folders() reads it (the unsigned server).
+        const QStringList scan{QStringLiteral("check"), QStringLiteral("--values"), QStringLiteral("--no-sign-request"),
+                               QStringLiteral("s3://bkt/dcp_basic/")};
+        const QStringList consolidate{QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
+                                      QStringLiteral("s3://bkt/dcp_basic/"), QStringLiteral("-o"),
+                                      tmp_.filePath(QStringLiteral("progress-dcp.pt"))};
+        const auto run = [this](const QStringList& args) {
+            if (args.contains(QStringLiteral("--no-sign-request"))) {
+                clearAws();
+                qputenv("AWS_ENDPOINT_URL", endpoint(unsigned_).toUtf8());
+            } else {
+                useSigned();
+            }
+            return cli(args);
+        };
+        for (const auto& args : {upload, scan, consolidate}) {
+            const auto r = run(args);
+            QVERIFY2(r.rc == 0 || r.rc == 1, qPrintable(args.join(u' ') + QStringLiteral(": ") + describe(r)));
+            QVERIFY2(!r.err.contains('\r') && !r.err.contains('\x1b'), qPrintable(describe(r)));
+        }
+        qputenv("CKPTSCOPE_PROGRESS", "1");
+        qputenv("CKPTSCOPE_PROGRESS_AFTER_MS", "0");
+        const auto unset = qScopeGuard([] {
+            qunsetenv("CKPTSCOPE_PROGRESS");
+            qunsetenv("CKPTSCOPE_PROGRESS_AFTER_MS");
+            clearAws();
+        });
+        const QList<std::pair<QStringList, QByteArray>> shown{
+            {upload, "\rconvert: "}, {scan, "\rcheck: "}, {consolidate, "\rconvert: "}};
+        for (const auto& [args, line] : shown) {
+            const auto r = run(args);
+            QVERIFY2(r.rc == 0 || r.rc == 1, qPrintable(args.join(u' ') + QStringLiteral(": ") + describe(r)));
+            const auto at = r.err.indexOf(line);
+            QVERIFY2(at >= 0 && r.err.indexOf(" of ", at) > at,
+                     qPrintable(args.join(u' ') + QStringLiteral(": ") +
+                                QString::fromUtf8(r.err.toPercentEncoding(" :,()/"))));
+            QVERIFY2(r.err.lastIndexOf("\r\x1b[K") > r.err.lastIndexOf(line), qPrintable(describe(r)));  // erased
+        }
+    }
+
     // A key already taken is left alone without --force (one line, before the input is read) and
     // replaced with it; --force is refused for a local output.
     void existingKeyNeedsForce()
