@@ -449,8 +449,8 @@ int cmdTestload(const std::vector<std::string>& args, std::ostream& out, std::os
     app.add_option("FILE", file,
                    inputKindsHelp() +
                        "; a set is test-loaded as the one checkpoint convert writes from it, each storage read in "
-                       "place from the files that hold it; a remote file is downloaded whole into $TMPDIR first (the "
-                       "engines map local files) and removed when the run ends, and a remote set is refused")
+                       "place from the files that hold it; a remote file or set is downloaded whole into $TMPDIR first "
+                       "(the engines map local files; a set member by member) and removed when the run ends")
         ->required();
     app.add_option("--engine", engineText,
                    "cuda (the driver alone; the default for cuda:N), torch (LibTorch, from the ckptscope-torch "
