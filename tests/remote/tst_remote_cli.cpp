@@ -38,6 +38,22 @@ QJsonArray findings(const QByteArray& json, const QString& name)
     return doc.object().value(QStringLiteral("findings")).toArray();
 }
 
+// --json output with `shown` (how the input was named, and the folder's prefix in every member's
+// path) as SET and the remote figures taken out (with the blanks before the last brace, which
+// RemoteSession::withJson sets): byte for byte what the same folder gives on disk.
+QByteArray sameAsOnDisk(QByteArray json, const QString& input, const QString& shown)
+{
+    json.replace("\"" + input.toUtf8() + "\"", "\"SET\"").replace(shown.toUtf8(), "SET");
+    if (const auto at = json.lastIndexOf(",\n \"remote\": {"); at >= 0) {
+        json.remove(at, json.indexOf('}', at) + 1 - at);
+    }
+    auto close = json.lastIndexOf('}');
+    while (close > 0 && (json[close - 1] == '\n' || json[close - 1] == ' ')) {
+        json.remove(--close, 1);
+    }
+    return json;
+}
+
 int lines(const QByteArray& text)
 {
     return static_cast<int>(text.trimmed().split('\n').size());
@@ -154,6 +170,37 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
         QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
                             tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
+        // The ZeRO fixtures under files/zero/NAME/; zero2_w3 as the repository org/zero_repo (the API
+        // listing `latest` and the tag folder's files) and zero3_w2 as its folder hf://org/model/zero3_w2/;
+        // save folders whose `latest` leads out of them.
+        {
+            const QDir zero(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR));
+            QVERIFY(QFile::link(zero.path(), tmp_.filePath(QStringLiteral("root/files/zero"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo"))));
+            QVERIFY(QFile::link(zero.filePath(QStringLiteral("zero2_w3")),
+                                tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo/main"))));
+            QVERIFY(QFile::link(zero.filePath(QStringLiteral("zero3_w2")),
+                                tmp_.filePath(QStringLiteral("root/cdn/org/model/main/zero3_w2"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/zero_repo/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/zero_repo/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            QJsonArray siblings{QJsonObject{{QStringLiteral("rfilename"), QStringLiteral("latest")}}};
+            for (const auto& f : QDir(zero.filePath(QStringLiteral("zero2_w3/global_step3"))).entryList(QDir::Files)) {
+                siblings.append(QJsonObject{{QStringLiteral("rfilename"), QStringLiteral("global_step3/") + f}});
+            }
+            api.write(QJsonDocument(QJsonObject{{QStringLiteral("id"), QStringLiteral("org/zero_repo")},
+                                                {QStringLiteral("siblings"), siblings}})
+                          .toJson());
+            for (const auto& [name, tag] : {std::pair{"dotdot", "../zero/zero2_w3/global_step3"},
+                                            std::pair{"absolute", "/etc"}, std::pair{"up", ".."},
+                                            std::pair{"empty", ""}}) {
+                const QString dir = tmp_.filePath(QStringLiteral("root/files/zero_evil/") + QLatin1String(name));
+                QVERIFY(QDir().mkpath(dir + QStringLiteral("/global_step3")));
+                QFile latest(dir + QStringLiteral("/latest"));
+                QVERIFY(latest.open(QIODevice::WriteOnly));
+                latest.write(QByteArray(tag) + "\n");
+            }
+        }
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
         qunsetenv("HF_TOKEN");
@@ -313,6 +360,107 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
             const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o,
                                 QStringLiteral(CKPTSCOPE_DCP_FIXTURE_DIR "/") + QLatin1String(name)});
             QVERIFY2(d.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(d.out)));
+        }
+    }
+
+    // Every ZeRO fixture folder by URL, the save folder (with `latest`) and its tag folder alike:
+    // inspect --json and check --json byte for byte as on disk but for the name and the remote
+    // figures, a refusal in one line with the local exit code; check reads the rank files' heads only.
+    void zeroFoldersEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR));
+        const auto names = sets.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 10);
+        for (const auto& name : names) {
+            for (const QString& sub : {QString(), QStringLiteral("/global_step3")}) {
+                const QString dir = sets.filePath(name) + sub;
+                const QString base = url(QStringLiteral("/files/zero/") + name + sub);
+                for (const char* command : {"inspect", "check"}) {
+                    const auto local = cli({QLatin1String(command), QStringLiteral("--json"), dir});
+                    const auto remote =
+                        cli({QLatin1String(command), QStringLiteral("--json"), base + QStringLiteral("/")});
+                    const QString what = name + sub + QLatin1Char(' ') + QLatin1String(command);
+                    QVERIFY2(remote.rc == local.rc,
+                             qPrintable(what + QStringLiteral(": ") + QString::number(remote.rc) +
+                                        QLatin1Char(' ') + QString::fromUtf8(remote.err)));
+                    if (local.rc == 2) {
+                        QCOMPARE(lines(remote.err), 1);
+                        continue;
+                    }
+                    QCOMPARE(sameAsOnDisk(remote.out, base + QStringLiteral("/"), base),
+                             sameAsOnDisk(local.out, dir, dir));
+                }
+            }
+        }
+        // What check reads of a stage-3 folder over plain HTTP (nothing lists it): `latest`, each
+        // rank file's first 64 KiB (these small files whole), the names probed.
+        {
+            const QString dir = sets.filePath(QStringLiteral("zero3_w2"));
+            std::uint64_t total = 0;
+            for (const auto& f : QDir(dir + QStringLiteral("/global_step3")).entryInfoList(QDir::Files)) {
+                total += static_cast<std::uint64_t>(f.size());
+            }
+            const auto r = cli({QStringLiteral("check"), QStringLiteral("--json"), url(QStringLiteral("/files/zero/zero3_w2/"))});
+            QCOMPARE(r.rc, 0);
+            const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+            const auto requests = remote.value(QStringLiteral("requests")).toInt();
+            const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
+            qInfo("check zero3_w2/: %d requests, %llu bytes of the folder's %llu", requests,
+                  static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+            QVERIFY2(requests <= 16, qPrintable(QString::number(requests)));
+            QVERIFY2(bytes <= total + 64, qPrintable(QString::number(bytes)));
+        }
+        // A Hub repository holding a save folder (listed by the API), and a repository's folder.
+        for (const auto& [input, dir] :
+             {std::pair{QStringLiteral("hf://org/zero_repo"), sets.filePath(QStringLiteral("zero2_w3"))},
+              std::pair{QStringLiteral("hf://org/model/zero3_w2/"), sets.filePath(QStringLiteral("zero3_w2"))}}) {
+            for (const char* command : {"inspect", "check"}) {
+                const auto local = cli({QLatin1String(command), QStringLiteral("--json"), dir});
+                const auto hub = cli({QLatin1String(command), QStringLiteral("--json"), input});
+                QVERIFY2(hub.rc == local.rc, qPrintable(input + QStringLiteral(": ") + QString::fromUtf8(hub.err)));
+                QByteArray h = hub.out;
+                h.replace((input.endsWith(QLatin1Char('/')) ? input.chopped(1) : input).toUtf8() + "/latest", "SET");
+                QCOMPARE(sameAsOnDisk(h, input, input.endsWith(QLatin1Char('/')) ? input.chopped(1) : input),
+                         sameAsOnDisk(local.out, dir, dir));
+            }
+        }
+        // convert from the URL writes the tensors the folder holds (as zero_to_fp32.py would).
+        QTemporaryDir out;
+        for (const char* name : {"zero2_w3", "zero3_bf16_w2"}) {
+            for (const QString& sub : {QString(), QStringLiteral("/global_step3")}) {
+                const QString o = out.filePath(QLatin1String(name) + (sub.isEmpty() ? QStringLiteral(".pt") : QStringLiteral("_tag.pt")));
+                const auto w = cli({QStringLiteral("convert"),
+                                    url(QStringLiteral("/files/zero/") + QLatin1String(name) + sub + QStringLiteral("/")),
+                                    QStringLiteral("-o"), o});
+                QVERIFY2(w.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(w.err)));
+                const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o,
+                                    sets.filePath(QLatin1String(name) + QStringLiteral(".expected.pt"))});
+                QVERIFY2(d.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(d.out)));
+            }
+        }
+    }
+
+    // A remote `latest` that names no child of its folder ('../x', an absolute path, '..', nothing):
+    // one line, exit 2, as on disk, and nothing requested but `latest` itself (nginx's access log).
+    void zeroLatestLeadsOut()
+    {
+        for (const char* name : {"dotdot", "absolute", "up", "empty"}) {
+            const QString u = url(QStringLiteral("/files/zero_evil/") + QLatin1String(name) + QStringLiteral("/"));
+            const auto r = cli({QStringLiteral("check"), u});
+            QVERIFY2(r.rc == 2, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(r.err)));
+            QCOMPARE(lines(r.err), 1);
+            QVERIFY2(r.err.contains("not a tag folder inside"), r.err.constData());
+            const auto local = cli({QStringLiteral("check"),
+                                    tmp_.filePath(QStringLiteral("root/files/zero_evil/") + QLatin1String(name))});
+            QCOMPARE(local.rc, 2);
+        }
+        QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        for (const auto& line : log.readAll().split('\n')) {
+            if (line.contains("zero_evil")) {
+                QVERIFY2(line.contains("/.metadata ") || line.contains("/latest "), line.constData());  // the probes
+            }
+            QVERIFY2(!line.contains("/etc") && !line.contains("zero_evil/global_step3"), line.constData());
         }
     }
 
