@@ -17,6 +17,7 @@
 using ckpt::test::LoopbackServer;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
+using ckpt::test::sameAsOnDisk;
 
 namespace {
 
@@ -36,22 +37,6 @@ QJsonArray findings(const QByteArray& json, const QString& name)
     text.replace(name.toUtf8(), "FILE");
     const auto doc = QJsonDocument::fromJson(text);
     return doc.object().value(QStringLiteral("findings")).toArray();
-}
-
-// --json output with `shown` (how the input was named, and the folder's prefix in every member's
-// path) as SET and the remote figures taken out (with the blanks before the last brace, which
-// RemoteSession::withJson sets): byte for byte what the same folder gives on disk.
-QByteArray sameAsOnDisk(QByteArray json, const QString& input, const QString& shown)
-{
-    json.replace("\"" + input.toUtf8() + "\"", "\"SET\"").replace(shown.toUtf8(), "SET");
-    if (const auto at = json.lastIndexOf(",\n \"remote\": {"); at >= 0) {
-        json.remove(at, json.indexOf('}', at) + 1 - at);
-    }
-    auto close = json.lastIndexOf('}');
-    while (close > 0 && (json[close - 1] == '\n' || json[close - 1] == ' ')) {
-        json.remove(--close, 1);
-    }
-    return json;
 }
 
 int lines(const QByteArray& text)
