@@ -377,8 +377,9 @@ Expected<std::string> latestTag(const UrlFolder& folder)
         return src.error();
     }
     if ((*src)->size() > sharded::zero::kMaxLatestBytes) {
-        Error e = makeError(ErrorCode::Limit, "is " + std::to_string((*src)->size()) + " bytes, not a tag name (at most " +
-                                                  std::to_string(sharded::zero::kMaxLatestBytes) + ")");
+        Error e =
+            makeError(ErrorCode::Limit, "is " + std::to_string((*src)->size()) + " bytes, not a tag name (at most " +
+                                            std::to_string(sharded::zero::kMaxLatestBytes) + ")");
         e.path = folder.pathOf(std::string(kZeroLatest));
         return e;
     }
@@ -386,8 +387,8 @@ Expected<std::string> latestTag(const UrlFolder& folder)
     if (!held) {
         return held.error();
     }
-    const std::string tag = sharded::zero::tagIn(
-        std::string_view(reinterpret_cast<const char*>(held->bytes.data()), held->bytes.size()));
+    const std::string tag =
+        sharded::zero::tagIn(std::string_view(reinterpret_cast<const char*>(held->bytes.data()), held->bytes.size()));
     if (!sharded::zero::isChildTag(tag)) {
         return sharded::zero::notChildTag(tag, folder.shown(), folder.pathOf(std::string(kZeroLatest)));
     }
@@ -623,7 +624,13 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
         return listed ? Expected<std::optional<std::vector<std::string>>>(std::move(listed->files))
                       : Expected<std::optional<std::vector<std::string>>>(listed.error());
     };
-    return Resolved{client, newClient, url, parentOf(url), shown, std::move(files), name->isPrefix(),
+    return Resolved{client,
+                    newClient,
+                    url,
+                    parentOf(url),
+                    shown,
+                    std::move(files),
+                    name->isPrefix(),
                     name->isPrefix() ? std::move(listSub) : nullptr};
 }
 
@@ -738,8 +745,9 @@ Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::
     }
     const Redactor& redactor = r->client->redactor();
     const std::string name = fileNameOf(r->url);
-    const bool zero = name == kZeroLatest || (r->folderEntry && std::find(kZeroModelStates.begin(),
-                                                                          kZeroModelStates.end(), name) != kZeroModelStates.end());
+    const bool zero =
+        name == kZeroLatest ||
+        (r->folderEntry && std::find(kZeroModelStates.begin(), kZeroModelStates.end(), name) != kZeroModelStates.end());
     if (name.ends_with(".index.json") || zero) {
         return named(makeError(ErrorCode::Usage, "is a sharded set over the network, which is read where it is, "
                                                  "not downloaded: download its folder to test-load it"),

@@ -66,11 +66,11 @@ inline constexpr std::array<std::string_view, 10> kFolderEntryNames{kDcpMetadata
                                                                     kZeroModelStates[0],
                                                                     kZeroModelStates[1],
                                                                     "model.safetensors",
-                                                                   "pytorch_model.bin",
-                                                                   "model.safetensors.index.json",
-                                                                   "pytorch_model.bin.index.json",
-                                                                   "adapter_model.safetensors",
-                                                                   "adapter_model.bin"};
+                                                                    "pytorch_model.bin",
+                                                                    "model.safetensors.index.json",
+                                                                    "pytorch_model.bin.index.json",
+                                                                    "adapter_model.safetensors",
+                                                                    "adapter_model.bin"};
 // The same choice among a folder's `files` (an s3:// prefix's listing): `what` names the folder in
 // messages ("the repository"), `nameOne` says how to name one file instead. A DCP folder is its
 // kDcpMetadata.

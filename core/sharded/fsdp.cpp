@@ -503,8 +503,9 @@ Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc, bool
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const auto& p = paths[i];
         const std::string fileName = fs::path(p).filename().string();
-        auto c = oneFile && folder->local() ? openMember(p, i, paths.size())
-                                            : readFolderMember(*folder, fileName, "the folder", i, paths.size()).checkpoint;
+        auto c = oneFile && folder->local()
+                     ? openMember(p, i, paths.size())
+                     : readFolderMember(*folder, fileName, "the folder", i, paths.size()).checkpoint;
         if (!c) {
             return c.error();
         }

@@ -1385,8 +1385,8 @@ bool isChildTag(std::string_view tag)
 Error notChildTag(const std::string& tag, const std::string& dir, const std::string& latestPath,
                   const std::string& resolved)
 {
-    Error e = makeError(ErrorCode::Corrupt, "latest names '" + tag + "'" + (resolved.empty() ? "," : resolved) + " not a tag folder inside " +
-                                                dir +
+    Error e = makeError(ErrorCode::Corrupt, "latest names '" + tag + "'" + (resolved.empty() ? "," : resolved) +
+                                                " not a tag folder inside " + dir +
                                                 ": a ZeRO checkpoint's tag folder is a child of the folder "
                                                 "holding latest, so nothing was read");
     e.path = latestPath;

@@ -51,8 +51,8 @@ struct Set {
     int stage = 0;  // 1/2 (one format) or 3
     std::int64_t world = 0;
     bool bf16 = false;
-    std::vector<std::string> files;  // names in the tag folder; Piece::source indexes these
-    MemberCheckpoints sources;       // parallel to files: absent where missing or unreadable
+    std::vector<std::string> files;    // names in the tag folder; Piece::source indexes these
+    MemberCheckpoints sources;         // parallel to files: absent where missing or unreadable
     std::vector<std::size_t> missing;  // files the tag folder does not hold (the others absent are unreadable)
     std::vector<Tensor> tensors;
     std::vector<FlatGroup> flatGroups;  // empty for stage 3, or without every optimizer file

@@ -178,13 +178,14 @@ private Q_SLOTS:
                 for (const auto& g : QDir(at.path()).entryList({at.fileName()}, QDir::Files)) {
                     const QString key = QFileInfo(dir.relativeFilePath(at.path() + QLatin1Char('/') + g)).filePath();
                     objects << QStringLiteral("--object")
-                            << QStringLiteral("bkt/") + QLatin1String(name) + QLatin1Char('/') + key + QLatin1Char('=') +
-                                   at.path() + QLatin1Char('/') + g;
+                            << QStringLiteral("bkt/") + QLatin1String(name) + QLatin1Char('/') + key +
+                                   QLatin1Char('=') + at.path() + QLatin1Char('/') + g;
                 }
             }
         }
         QVERIFY(writeFile(tmp_.filePath(QStringLiteral("evil_latest")), "../zero2_w3/global_step3\n"));
-        objects << QStringLiteral("--object") << QStringLiteral("bkt/zero_evil/latest=") + tmp_.filePath(QStringLiteral("evil_latest"));
+        objects << QStringLiteral("--object")
+                << QStringLiteral("bkt/zero_evil/latest=") + tmp_.filePath(QStringLiteral("evil_latest"));
         const QString script = ckpt::test::scriptPath("s3_server.py");
         QVERIFY(signed_.launch(kTorch2Python, QStringList{script} + objects));
         QVERIFY(
@@ -519,8 +520,8 @@ private Q_SLOTS:
         const auto conv = cli({QStringLiteral("convert"), QStringLiteral("--no-sign-request"),
                                QStringLiteral("s3://bkt/zero3_bf16_w2/"), QStringLiteral("-o"), out});
         QVERIFY2(conv.rc == 0, qPrintable(describe(conv)));
-        const auto same =
-            cli({QStringLiteral("diff"), QStringLiteral("--strict"), out, zeroDir + QStringLiteral("/zero3_bf16_w2.expected.pt")});
+        const auto same = cli({QStringLiteral("diff"), QStringLiteral("--strict"), out,
+                               zeroDir + QStringLiteral("/zero3_bf16_w2.expected.pt")});
         QVERIFY2(same.rc == 0, qPrintable(describe(same)));
         const auto evil =
             cli({QStringLiteral("check"), QStringLiteral("--no-sign-request"), QStringLiteral("s3://bkt/zero_evil/")});
