@@ -54,6 +54,7 @@ class TestRemoteCli : public QObject {
     QStringList fixtures_;
     QString big_;
     QString dcpBig_;
+    QString zeroBig_;
 
     QString url(const QString& path) const { return nginx_.url(path); }
 
@@ -161,6 +162,14 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         {
             const QDir zero(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR));
             QVERIFY(QFile::link(zero.path(), tmp_.filePath(QStringLiteral("root/files/zero"))));
+            zeroBig_ = tmp_.filePath(QStringLiteral("zero_big"));
+            QVERIFY2(ckpt::test::runProcess({CKPTSCOPE_PYTHON,
+                                             std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded/gen_zero.py", "--big",
+                                             zeroBig_.toStdString(), "16"})
+                             .rc == 0,
+                     "python3 with torch could not write the big ZeRO set");
+            QVERIFY(QFile::link(zeroBig_ + QStringLiteral("/zero3_big"),
+                                tmp_.filePath(QStringLiteral("root/files/zero_big"))));
             QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo"))));
             QVERIFY(QFile::link(zero.filePath(QStringLiteral("zero2_w3")),
                                 tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo/main"))));
@@ -377,24 +386,30 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
                 }
             }
         }
-        // What check reads of a stage-3 folder over plain HTTP (nothing lists it): `latest`, each
-        // rank file's first 64 KiB (these small files whole), the names probed.
+        // What inspect and check read of a 16 MiB stage-3 folder of 4 ranks over plain HTTP (nothing
+        // lists it): `latest`, the names probed, each model-states file (5 KiB) and each optimizer
+        // file's head and tail (its zip directory and pickle), never the partitions' bytes.
         {
-            const QString dir = sets.filePath(QStringLiteral("zero3_w2"));
+            const QString dir = zeroBig_ + QStringLiteral("/zero3_big");
             std::uint64_t total = 0;
-            for (const auto& f : QDir(dir + QStringLiteral("/global_step3")).entryInfoList(QDir::Files)) {
+            for (const auto& f : QDir(dir + QStringLiteral("/global_step1")).entryInfoList(QDir::Files)) {
                 total += static_cast<std::uint64_t>(f.size());
             }
-            const auto r =
-                cli({QStringLiteral("check"), QStringLiteral("--json"), url(QStringLiteral("/files/zero/zero3_w2/"))});
-            QCOMPARE(r.rc, 0);
-            const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
-            const auto requests = remote.value(QStringLiteral("requests")).toInt();
-            const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
-            qInfo("check zero3_w2/: %d requests, %llu bytes of the folder's %llu", requests,
-                  static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
-            QVERIFY2(requests <= 16, qPrintable(QString::number(requests)));
-            QVERIFY2(bytes <= total + 64, qPrintable(QString::number(bytes)));
+            QVERIFY(total > (16U << 20));
+            const QString u = url(QStringLiteral("/files/zero_big/"));
+            for (const char* command : {"inspect", "check"}) {
+                const auto r = cli({QLatin1String(command), QStringLiteral("--json"), u});
+                QCOMPARE(r.rc, 0);
+                QCOMPARE(sameAsOnDisk(r.out, u, url(QStringLiteral("/files/zero_big"))),
+                         sameAsOnDisk(cli({QLatin1String(command), QStringLiteral("--json"), dir}).out, dir, dir));
+                const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+                const auto requests = remote.value(QStringLiteral("requests")).toInt();
+                const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
+                qInfo("%s zero3_big/: %d requests, %llu bytes of the folder's %llu", command, requests,
+                      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+                QVERIFY2(requests <= 24, qPrintable(QString::number(requests)));
+                QVERIFY2(bytes < (1U << 20), qPrintable(QString::number(bytes)));
+            }
         }
         // A Hub repository holding a save folder (listed by the API), and a repository's folder.
         for (const auto& [input, dir] :
