@@ -443,6 +443,21 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         }
     }
 
+    // ZeRO's options over the network: refused in one line, nothing written, rather than ignored.
+    void zeroOptionsRefused()
+    {
+        QTemporaryDir out;
+        for (const char* option : {"--keep-optimizer", "--zero-weights=module"}) {
+            const auto r =
+                cli({QStringLiteral("convert"), QLatin1String(option), url(QStringLiteral("/files/zero/zero2_w3/")),
+                     QStringLiteral("-o"), out.filePath(QStringLiteral("o.pt"))});
+            QCOMPARE(r.rc, 2);
+            QCOMPARE(lines(r.err), 1);
+            QVERIFY2(r.err.contains("read a local DeepSpeed ZeRO folder"), r.err.constData());
+            QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+        }
+    }
+
     // A remote `latest` that names no child of its folder ('../x', an absolute path, '..', nothing):
     // one line, exit 2, as on disk, and nothing requested but `latest` itself (nginx's access log).
     void zeroLatestLeadsOut()
