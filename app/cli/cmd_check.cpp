@@ -87,7 +87,8 @@ int cmdCheck(const std::vector<std::string>& args, std::ostream& out, std::ostre
         auto in = remote.openInput(file);
         if (in && in->set) {  // a sharded set over HTTP: its own findings and its view's, as a local set's
             std::ostringstream report;
-            const int rc = checkSetView(file, in->set->findings, in->checkpoint, opts, in->set->dir, json, report, err);
+            const auto view = in->checkpoint || !in->partial ? in->checkpoint : Expected<CheckpointPtr>(in->partial);
+            const int rc = checkSetView(file, in->set->findings, view, opts, in->set->dir, json, report, err);
             out << (json ? remote.withJson(report.str()) : report.str());
             if (!json && rc != kExitBadInput) {
                 remote.report(err);

@@ -472,6 +472,14 @@ int cmdConvert(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (!a.json) {
         noteSetOfFile(a.input, set, out);
     }
+    if (isRemote && (zero.weights == sharded::zero::Weights::Module || zero.keepOptimizer)) {
+        // A ZeRO folder over the network converts to its fp32 weights only: refused before anything
+        // is requested rather than written without what the options ask for.
+        err << "ckptscope convert: " << displayText(a.input)
+            << ": --zero-weights module and --keep-optimizer read a local DeepSpeed ZeRO folder; over the network "
+               "a ZeRO folder converts to its fp32 weights (download the folder for these)\n";
+        return kExitBadInput;
+    }
     if (!isRemote) {
         if (const auto rc =
                 convertSet(a.input, set, a.output, format, plainSet, a.json, setSource, out, err, zero, a.fileOnly)) {

@@ -12,6 +12,7 @@
 #include "sharded/fsdp.h"
 #include "sharded/listing.h"
 #include "sharded/set_view.h"
+#include "sharded/zero.h"
 
 #include <algorithm>
 #include <atomic>
@@ -327,16 +328,33 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
 namespace {
 
 using NewClient = std::function<std::shared_ptr<HttpClient>()>;
+// The plain file names of the sub-folder `name` of a set's folder, where the transport lists it (an
+// s3:// prefix's ListObjectsV2, a Hub repository's files); nullopt where nothing lists it.
+using ListSub = std::function<Expected<std::optional<std::vector<std::string>>>(const std::string& name)>;
+
+// A set's listing, whether its format's listingOf can fail (ZeRO's) or not.
+Expected<sharded::SetListing> listed(sharded::SetListing l)
+{
+    return l;
+}
+Expected<sharded::SetListing> listed(Expected<sharded::SetListing> l)
+{
+    return l;
+}
 
 // A set read over the network as a remote input: its view (or why there is none, named as the input)
 // and its listing.
 template <class Set, class View>
-RemoteInput setInput(const Set& set, const View& view, const std::string& input, const Redactor& redactor)
+Expected<RemoteInput> setInput(const Set& set, const View& view, const std::string& input, const Redactor& redactor)
 {
+    auto listing = listed(sharded::listingOf(set));
+    if (!listing) {
+        return named(listing.error(), input, redactor);
+    }
     RemoteInput out;
     out.checkpoint =
         view ? Expected<CheckpointPtr>(*view) : Expected<CheckpointPtr>(named(view.error(), input, redactor));
-    out.set = sharded::listingOf(set);
+    out.set = std::move(*listing);
     return out;
 }
 
@@ -355,6 +373,75 @@ Expected<RemoteInput> openDcpFolder(const std::shared_ptr<HttpClient>& client, c
         return named(set.error(), input, redactor);
     }
     return setInput(*set, sharded::dcp::view(*set), input, redactor);
+}
+
+// The tag `latest` names, read from `folder` (at most zero::kMaxLatestBytes) and held to the local
+// folder's rule (zero::isChildTag): a tag that leads out of the folder is refused before anything
+// outside it is requested.
+Expected<std::string> latestTag(const UrlFolder& folder)
+{
+    auto src = folder.open(std::string(kZeroLatest), "the DeepSpeed save folder");
+    if (!src) {
+        return src.error();
+    }
+    if ((*src)->size() > sharded::zero::kMaxLatestBytes) {
+        Error e =
+            makeError(ErrorCode::Limit, "is " + std::to_string((*src)->size()) + " bytes, not a tag name (at most " +
+                                            std::to_string(sharded::zero::kMaxLatestBytes) + ")");
+        e.path = folder.pathOf(std::string(kZeroLatest));
+        return e;
+    }
+    auto held = (*src)->read(0, (*src)->size());
+    if (!held) {
+        return held.error();
+    }
+    const std::string tag =
+        sharded::zero::tagIn(std::string_view(reinterpret_cast<const char*>(held->bytes.data()), held->bytes.size()));
+    if (!sharded::zero::isChildTag(tag)) {
+        return sharded::zero::notChildTag(tag, folder.shown(), folder.pathOf(std::string(kZeroLatest)));
+    }
+    return tag;
+}
+
+// A DeepSpeed ZeRO folder at `base` (shown as `shownBase`), read through UrlFolders as a local one is
+// through LocalFolders: `entry` is what it was found by, `latest` (the save folder: the tag folder
+// it names is read, listed by `listSub` where the transport lists) or the rank-0 model states (the
+// tag folder itself).
+Expected<RemoteInput> openZeroFolder(const std::shared_ptr<HttpClient>& client, const std::string& base,
+                                     const std::string& shownBase, std::optional<std::vector<std::string>> listing,
+                                     const std::string& entry, const ListSub& listSub, const std::string& input)
+{
+    const Redactor& redactor = client->redactor();
+    const std::string shown = redactor.apply(shownBase);
+    auto save = std::make_shared<const UrlFolder>(client, base, shown, std::move(listing));
+    auto tag = save;
+    if (entry == kZeroLatest) {
+        auto name = latestTag(*save);
+        if (!name) {
+            return named(name.error(), input, redactor);
+        }
+        auto files = listSub ? listSub(*name) : Expected<std::optional<std::vector<std::string>>>(std::nullopt);
+        if (!files) {
+            return named(files.error(), input, redactor);
+        }
+        tag = std::make_shared<const UrlFolder>(client, base + encodedName(*name) + "/", shown + *name + "/",
+                                                std::move(*files));
+    }
+    const sharded::SetLocation loc{sharded::SetKind::DeepSpeedZero, save->shown(), tag->shown(),
+                                   "DeepSpeed ZeRO checkpoint"};
+    auto set = sharded::zero::open(tag, loc);
+    if (!set) {
+        return named(set.error(), input, redactor);
+    }
+    // As the registry reads a local one (sharded::readSet): param groups as storages, and a set that
+    // is not whole keeps its view as far as it reads, for check.
+    auto view = sharded::viewOf(*set, true);
+    auto whole = sharded::zero::checkConsolidatable(*set);
+    auto out = setInput(*set, whole ? view : Expected<CheckpointPtr>(whole.error()), input, redactor);
+    if (out && !whole && view) {
+        out->partial = *view;
+    }
+    return out;
 }
 
 // `c`, the file `name` of a listed folder, with that folder's layout when it is the model of one
@@ -437,23 +524,37 @@ std::optional<std::string> fsdpRankFileOf(const std::vector<std::string>& files)
     return first ? std::optional(first->first) : std::nullopt;
 }
 
+// Whether `name` opens a ZeRO set: `latest` names the save folder wherever it is named, as on disk;
+// the model states the tag folder where they are what its folder was found by (`folderEntry`; a
+// rank file named alone is that file).
+bool opensZeroSet(const std::string& name, bool folderEntry)
+{
+    return name == kZeroLatest ||
+           (folderEntry && std::find(kZeroModelStates.begin(), kZeroModelStates.end(), name) != kZeroModelStates.end());
+}
+
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
 Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
                                     const std::string& url, const std::string& base, const std::string& input,
                                     const std::string& shown, const RemoteOptions& options,
-                                    std::optional<std::vector<std::string>> listing = std::nullopt)
+                                    std::optional<std::vector<std::string>> listing = std::nullopt,
+                                    bool folderEntry = false, const ListSub& listSub = nullptr)
 {
     const Redactor& redactor = client->redactor();
-    if (fileNameOf(url).empty()) {
+    const std::string name = fileNameOf(url);
+    if (opensZeroSet(name, folderEntry)) {
+        return openZeroFolder(client, base, parentOf(shown), std::move(listing), name, listSub, input);
+    }
+    if (name.empty()) {
         // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
         auto entry = probeFolderEntry(client, base, parentOf(shown));
         if (!entry) {
             return named(entry.error(), input, redactor);
         }
         return openFileOrSet(client, newClient, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
-                             options, std::move(listing));
+                             options, std::move(listing), true, listSub);
     }
     if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
@@ -493,6 +594,8 @@ struct Resolved {
     std::string base;
     std::string shown;
     std::optional<std::vector<std::string>> listing;  // the folder's files, where the transport listed them
+    bool folderEntry = false;                         // `url` is the file a folder or repository opens as
+    ListSub listSub;                                  // its sub-folders' files, where the transport lists them
 };
 
 // s3://BUCKET/KEY (a file, or a set's index) and s3://BUCKET/PREFIX/ (a folder: a set, or its one
@@ -530,7 +633,19 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
         files = std::move(listing->files);
     }
     const std::string url = s3::objectUrl(*settings, {name->bucket, key});
-    return Resolved{client, newClient, url, parentOf(url), shown, std::move(files)};
+    ListSub listSub = [client, bucketUrl, prefix = name->key](const std::string& sub) {
+        auto listed = listPrefix(*client, bucketUrl, prefix + sub + "/");
+        return listed ? Expected<std::optional<std::vector<std::string>>>(std::move(listed->files))
+                      : Expected<std::optional<std::vector<std::string>>>(listed.error());
+    };
+    return Resolved{client,
+                    newClient,
+                    url,
+                    parentOf(url),
+                    shown,
+                    std::move(files),
+                    name->isPrefix(),
+                    name->isPrefix() ? std::move(listSub) : nullptr};
 }
 
 // http(s):// and hf:// (a file, or a whole repository's one file), --header sent to the input's host.
@@ -569,6 +684,7 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
 
     std::string shown = input;
     std::optional<std::vector<std::string>> listing;
+    ListSub listSub;
     if (loc->scheme == Scheme::HubRepo) {
         auto files = repositoryFiles(*client, *loc);
         const auto rank = files ? fsdpRankFileOf(*files) : std::nullopt;
@@ -585,6 +701,16 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
         loc->path = *name;
         loc->url = resolveUrl(loc->endpoint, loc->repo, loc->revision, encodedName(*name));
         shown = input + "/" + *name;
+        // A sub-folder's files (a ZeRO tag folder's) are the repository's files under it.
+        listSub = [all = *files](const std::string& sub) {
+            std::vector<std::string> in;
+            for (const auto& f : all) {
+                if (f.starts_with(sub + "/") && isPlainFileName(std::string_view(f).substr(sub.size() + 1))) {
+                    in.push_back(f.substr(sub.size() + 1));
+                }
+            }
+            return Expected<std::optional<std::vector<std::string>>>(std::move(in));
+        };
     }
     // hf://ORG/REPO/PATH/ is a folder of the repository (a DCP folder), as an http(s) URL ending in '/'.
     const bool hubFolder = loc->scheme == Scheme::HubFile && input.ends_with('/');
@@ -594,7 +720,8 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
     const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
                              : hubFolder                 ? loc->url
                                          : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-    return Resolved{client, newClient, loc->url, base, shown, std::move(listing)};
+    const bool repo = loc->scheme == Scheme::HubRepo;
+    return Resolved{client, newClient, loc->url, base, shown, std::move(listing), repo, std::move(listSub)};
 }
 
 Expected<Resolved> resolve(const std::string& input, const std::vector<std::string>& extraHeaders,
@@ -619,7 +746,8 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     if (!r) {
         return r.error();
     }
-    return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing));
+    return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing),
+                         r->folderEntry, r->listSub);
 }
 
 namespace {
@@ -673,6 +801,7 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
     }
     const Redactor& redactor = r->client->redactor();
     std::string name = fileNameOf(r->shown);
+    bool folderEntry = r->folderEntry;
     if (name.empty()) {
         // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
         auto entry = probeFolderEntry(r->client, r->base, parentOf(r->shown));
@@ -680,6 +809,14 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
             return named(entry.error(), input, redactor);
         }
         name = *entry;
+        folderEntry = true;
+    }
+    if (!fileOnly && opensZeroSet(name, folderEntry)) {
+        // Its members lie in the tag folder `latest` names, which a download would have to rebuild.
+        return named(makeError(ErrorCode::Usage, "is a DeepSpeed ZeRO folder over the network, which is read where "
+                                                 "it is (inspect, check, convert) but not downloaded: download "
+                                                 "its folder to test-load it"),
+                     input, redactor);
     }
     Downloaded out;
     if (fileOnly || !opensSet(name, r->listing)) {
@@ -696,7 +833,7 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
     // A set: opened where it is first, for the names of its members; then each is downloaded
     // beside the others, as the folder holds them.
     auto opened = openFileOrSet(r->client, r->newClient, r->base + encodedName(name), r->base, input,
-                                parentOf(r->shown) + name, options, r->listing);
+                                parentOf(r->shown) + name, options, r->listing, folderEntry, r->listSub);
     if (!opened) {
         return opened.error();
     }

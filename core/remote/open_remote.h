@@ -46,6 +46,9 @@ struct RemoteInput {
     // holds the reason here, as sharded::viewOf gives it.
     Expected<CheckpointPtr> checkpoint = CheckpointPtr();
     std::optional<sharded::SetListing> set;
+    // An incomplete set's view as far as its files were read (sharded::ReadSet::partial), which
+    // `check` reads as a local set's: null where there is none.
+    CheckpointPtr partial;
 };
 
 // Opens `input` (see location.h); `extraHeaders` are --header lines ("Name: value"), sent to the

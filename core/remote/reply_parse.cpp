@@ -151,18 +151,6 @@ Expected<std::string> folderFileOf(const std::vector<std::string>& files, const 
 
 Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown)
 {
-    auto has = [&](std::string_view f) {
-        return std::find(listing.files.begin(), listing.files.end(), f) != listing.files.end();
-    };
-    const bool zero = has("latest") || has("zero_to_fp32.py") ||
-                      std::any_of(listing.folders.begin(), listing.folders.end(),
-                                  [](const std::string& f) { return f.starts_with("global_step"); });
-    if (zero && !has(kDcpMetadata)) {
-        return makeError(ErrorCode::Unsupported,
-                         "is a DeepSpeed ZeRO checkpoint folder: ckptscope reads Hugging Face sets, DCP folders "
-                         "and single files from object stores, not yet ZeRO or FSDP folders; download it (aws s3 "
-                         "cp --recursive) and open the local copy");
-    }
     if (listing.files.empty()) {
         return makeError(ErrorCode::Io,
                          "holds no files" +

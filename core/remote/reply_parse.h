@@ -50,17 +50,27 @@ struct ContentRange {
 [[nodiscard]] Expected<std::vector<std::string>> repositoryFilesOf(std::string_view apiReply, const std::string& repo);
 // A DCP folder's metadata file: a folder holding it (or its ranks' __R.metadata) opens as the set.
 inline constexpr std::string_view kDcpMetadata = ".metadata";
-// The files a folder opens as, most preferred first: a DCP folder's .metadata, the weights
-// transformers and accelerate save, a sharded set's index, a PEFT adapter's weights (the model
-// files of core/checkpoint/model_folder.h's layouts). folderFileOf takes the first a listing holds;
-// a folder nothing lists (an http(s) URL ending in '/') is probed for them in this order.
-inline constexpr std::array<std::string_view, 7> kFolderEntryNames{kDcpMetadata,
-                                                                   "model.safetensors",
-                                                                   "pytorch_model.bin",
-                                                                   "model.safetensors.index.json",
-                                                                   "pytorch_model.bin.index.json",
-                                                                   "adapter_model.safetensors",
-                                                                   "adapter_model.bin"};
+// A DeepSpeed save folder's `latest` (naming its tag folder), and the rank-0 model states of a ZeRO
+// tag folder (stages 1/2, stage 3): a folder holding one opens as the ZeRO set, as on disk.
+inline constexpr std::string_view kZeroLatest = "latest";
+inline constexpr std::array<std::string_view, 2> kZeroModelStates{"mp_rank_00_model_states.pt",
+                                                                  "zero_pp_rank_0_mp_rank_00_model_states.pt"};
+// The files a folder opens as, most preferred first: a DCP folder's .metadata, a ZeRO folder's
+// `latest` or tag folder's model states (a Trainer folder saved under DeepSpeed holds its model
+// file too, and opens as the ZeRO set on disk), the weights transformers and accelerate save, a
+// sharded set's index, a PEFT adapter's weights (the model files of core/checkpoint/model_folder.h's
+// layouts). folderFileOf takes the first a listing holds; a folder nothing lists (an http(s) URL
+// ending in '/') is probed for them in this order.
+inline constexpr std::array<std::string_view, 10> kFolderEntryNames{kDcpMetadata,
+                                                                    kZeroLatest,
+                                                                    kZeroModelStates[0],
+                                                                    kZeroModelStates[1],
+                                                                    "model.safetensors",
+                                                                    "pytorch_model.bin",
+                                                                    "model.safetensors.index.json",
+                                                                    "pytorch_model.bin.index.json",
+                                                                    "adapter_model.safetensors",
+                                                                    "adapter_model.bin"};
 // The same choice among a folder's `files` (an s3:// prefix's listing): `what` names the folder in
 // messages ("the repository"), `nameOne` says how to name one file instead. A DCP folder is its
 // kDcpMetadata.
@@ -73,9 +83,9 @@ struct PrefixListing {
     std::vector<std::string> folders;
 };
 
-// The file an s3:// folder opens as (`shown` is how it was typed, ending in '/'): its Hugging Face
-// set's index, its DCP .metadata, or its one checkpoint file (folderFileOf); a DeepSpeed ZeRO folder
-// is named and refused (Unsupported): its reader does not take a remote folder yet (issue 37).
+// The file an s3:// folder opens as (`shown` is how it was typed, ending in '/'): its DCP .metadata,
+// its ZeRO `latest` or model states, its Hugging Face set's index, or its one checkpoint file
+// (folderFileOf).
 [[nodiscard]] Expected<std::string> prefixFileOf(const PrefixListing& listing, const std::string& shown);
 
 // The shard names an index's weight_map gives, each once, in order, each a plain file name; none

@@ -20,9 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `latest` holds a tag name; a file far beyond that is not one.
-constexpr std::uint64_t kMaxLatestBytes = 4096;
-
 bool isFile(const fs::path& p)
 {
     std::error_code ec;
@@ -137,14 +134,11 @@ std::optional<SetLocation> deepspeedAt(const fs::path& p)
         return SetLocation{SetKind::DeepSpeedZero, dir.string(), dir.string(), "DeepSpeed ZeRO checkpoint"};
     }
     if (isFile(dir / "latest")) {
-        auto text = readSmallFile((dir / "latest").string(), kMaxLatestBytes);
-        std::string t = text ? text->substr(0, text->find('\n')) : std::string();
-        while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) {
-            t.pop_back();
-        }
+        auto text = readSmallFile((dir / "latest").string(), zero::kMaxLatestBytes);
+        const std::string t = text ? zero::tagIn(*text) : std::string();
         // A tag that is no plain child name (`..`, `.`, `../x`) would make the set its parent's or
         // a neighbour's files: it is kept as named, and zero::open refuses it in a sentence.
-        if (!t.empty() && (t == "." || t == ".." || t.find('/') != std::string::npos)) {
+        if (text && !zero::isChildTag(t)) {
             return SetLocation{SetKind::DeepSpeedZero, dir.string(), (dir / t).string(),
                                "DeepSpeed ZeRO checkpoint (latest names '" + t + "')"};
         }

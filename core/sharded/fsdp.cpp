@@ -474,23 +474,6 @@ Expected<std::vector<std::string>> rankFilesOf(const source::Folder& folder, con
     return e;
 }
 
-// Rank file `name`: a local one as every member is opened (openMember, under the member rule), a
-// remote one read by range from its source.
-Expected<CheckpointPtr> openRankFile(const source::Folder& folder, const std::string& name, std::size_t i,
-                                     std::size_t total)
-{
-    if (const auto* local = dynamic_cast<const source::LocalFolder*>(&folder)) {
-        auto member = local->memberPath(name, "the folder");
-        return member ? openMember(*member, i, total) : Expected<CheckpointPtr>(member.error());
-    }
-    progress::noteReading(folder.pathOf(name));
-    auto src = folder.open(name, "the folder");
-    if (!src) {
-        return src.error();
-    }
-    return readSource(*src, folder.pathOf(name));
-}
-
 }  // namespace
 
 Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc, bool oneFile)
@@ -520,8 +503,9 @@ Expected<Set> open(const source::FolderPtr& folder, const SetLocation& loc, bool
     for (std::size_t i = 0; i < paths.size(); ++i) {
         const auto& p = paths[i];
         const std::string fileName = fs::path(p).filename().string();
-        auto c = oneFile && folder->local() ? openMember(p, i, paths.size())
-                                            : openRankFile(*folder, fileName, i, paths.size());
+        auto c = oneFile && folder->local()
+                     ? openMember(p, i, paths.size())
+                     : readFolderMember(*folder, fileName, "the folder", i, paths.size()).checkpoint;
         if (!c) {
             return c.error();
         }

@@ -84,9 +84,7 @@ std::string zeroFileState(const zero::Set& set, std::size_t f)
     if (set.sources.present(f)) {
         return {};
     }
-    std::error_code ec;
-    const bool there = std::filesystem::is_regular_file(std::filesystem::path(set.loc.index) / set.files[f], ec);
-    return there ? "unreadable" : "missing";
+    return set.isMissing(f) ? "missing" : "unreadable";
 }
 
 std::string rankFiles(const zero::Set& set, const zero::Tensor& t)

@@ -4,6 +4,7 @@
 #include "util/progress.h"
 
 #include <cerrno>
+#include <filesystem>
 #include <sys/stat.h>
 
 namespace ckpt::sharded {
@@ -153,6 +154,34 @@ Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::stri
         return e;
     }
     return identityOf(st);
+}
+
+FolderMemberRead readFolderMember(const source::Folder& folder, const std::string& name, const std::string& entry,
+                                  std::size_t index, std::size_t total)
+{
+    FolderMemberRead out;
+    if (const auto* local = dynamic_cast<const source::LocalFolder*>(&folder)) {
+        auto member = local->memberPath(name, entry);
+        if (!member) {
+            out.checkpoint = member.error();
+            out.stops = true;
+            return out;
+        }
+        out.checkpoint = openMember(*member, index, total);
+        std::error_code ec;
+        out.missing = !out.checkpoint && !std::filesystem::is_regular_file(*member, ec);
+        return out;
+    }
+    progress::noteReading(folder.pathOf(name));
+    auto src = folder.open(name, entry);
+    if (!src) {
+        out.missing = folder.missing(src.error());
+        out.stops = !out.missing;
+        out.checkpoint = src.error();
+        return out;
+    }
+    out.checkpoint = readSource(*src, folder.pathOf(name));
+    return out;
 }
 
 void MemberCheckpoints::add(const std::string& path, const CheckpointPtr& first, bool remote)

@@ -138,6 +138,19 @@ private:
 // compression wrapper, with no mapping kept) the file's as it is now.
 Expected<FileIdentity> identityOfCheckpoint(const Checkpoint& c, const std::string& path);
 
+// Member `name` of `folder` read as a checkpoint (a ZeRO or FSDP rank file): a local one as every
+// member is opened (the member rule, then openMember: mapped, under the set's OpenControl), a
+// remote one read by range from its source (readSource). `stops`: the folder refused it (the member
+// rule, nothing read) or could not ask for it (a remote error other than "not there"): the set's read
+// ends with that error. `missing`: the folder has no such file, which a set reports as a finding.
+struct FolderMemberRead {
+    Expected<CheckpointPtr> checkpoint = CheckpointPtr();
+    bool stops = false;
+    bool missing = false;
+};
+FolderMemberRead readFolderMember(const source::Folder& folder, const std::string& name, const std::string& entry,
+                                  std::size_t index, std::size_t total);
+
 // The torch.save files of a set that are parsed to be read (DeepSpeed ZeRO's rank files), as
 // MemberFiles holds mapped ones: each is read once when added, kept while the cache has room, and
 // read again (its identity checked) when it is needed after that. A parsed rank file costs a few

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <string_view>
 
 namespace ckpt::sharded::zero {
 
@@ -25,6 +26,11 @@ std::uint64_t Tensor::numel() const
     return n;
 }
 
+bool Set::isMissing(std::size_t f) const
+{
+    return std::find(missing.begin(), missing.end(), f) != missing.end();
+}
+
 bool Set::complete() const
 {
     const bool errors = std::any_of(findings.begin(), findings.end(), detail::stopsTheRead);
@@ -35,12 +41,6 @@ bool Set::complete() const
 }
 
 namespace {
-
-bool isFile(const fs::path& p)
-{
-    std::error_code ec;
-    return fs::is_regular_file(p, ec);
-}
 
 const pickle::Value* valueAt(const Checkpoint& c, std::string_view path)
 {
@@ -236,20 +236,11 @@ std::string optimName(bool bf16, std::int64_t rank)
     return std::string(bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt";
 }
 
-// zero_to_fp32's glob: every *_optim_states.pt in the tag folder.
-std::vector<std::string> optimFilesIn(const fs::path& tag)
+// zero_to_fp32's glob: *_optim_states.pt.
+bool isOptimFile(const std::string& name)
 {
     static const std::regex re(R"(^.*_optim_states\.pt$)");
-    std::vector<std::string> out;
-    std::error_code ec;
-    for (fs::directory_iterator it(tag, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string n = it->path().filename().string();
-        if (std::regex_match(n, re)) {
-            out.push_back(n);
-        }
-    }
-    std::sort(out.begin(), out.end());
-    return out;
+    return std::regex_match(name, re);
 }
 
 // Hyperparameters and step counts are plain Python values; anything else (a tensor lr, an object)
@@ -305,13 +296,17 @@ pickle::ValueId copyPlain(const pickle::Arena& from, pickle::ValueId id, pickle:
 
 class Builder {
 public:
-    Builder(Set& set, Weights weights, bool keepOptimizer) : s_(set), weights_(weights), keep_(keepOptimizer) {}
+    Builder(Set& set, const source::Folder& tag, Weights weights, bool keepOptimizer)
+        : s_(set), tag_(tag), weights_(weights), keep_(keepOptimizer)
+    {
+    }
 
     Expected<void> run();
 
 private:
     std::size_t addFile(const std::string& name);
     Expected<void> openFiles(bool stage3Files);
+    Expected<std::vector<std::string>> optimFilesPresent();
     void rankFindings(bool stage3Files, const std::vector<std::string>& missing);
     Expected<void> detectStage(bool stage3Files);
     Expected<void> addModule();
@@ -333,6 +328,7 @@ private:
     [[nodiscard]] Expected<CheckpointPtr> source(std::size_t f) const { return s_.sources.get(f); }
 
     Set& s_;
+    const source::Folder& tag_;
     // The two files every stage reads from throughout: kept, whatever the cache of the others does.
     CheckpointPtr model0_;
     CheckpointPtr optim0_;  // null when rank 0's optimizer states are missing or unreadable
@@ -342,7 +338,7 @@ private:
     std::size_t fileCount_ = 0;            // the rank files to read, once rank 0's says the world size
     std::map<std::string, std::size_t, std::less<>> byKey_;
     std::vector<std::string> unreadable_;  // "name: the reader's message"
-    std::optional<Error> refused_;         // a rank file that leads outside the tag folder
+    std::optional<Error> refused_;         // a rank file that leads outside the tag folder, or a failed request
     bool keep_ = false;
     // Where each trainable param sits in the flat partitions, for the optimizer state laid out
     // the same way: stage 1/2 its group and offset in the group's ranks laid end to end, stage 3
@@ -363,13 +359,15 @@ private:
 // own: the set still lists, and consolidate refuses it like a missing one.
 std::size_t Builder::addFile(const std::string& name)
 {
-    const fs::path path = fs::path(s_.loc.index) / name;
     s_.files.push_back(name);
     CheckpointPtr read;
-    if (auto member = memberOfFolder(s_.loc.index, name, "the ZeRO tag folder"); !member) {
-        refused_ = refused_.value_or(member.error());
-    } else if (isFile(path)) {
-        auto ck = openMember(path.string(), s_.files.size() - 1, fileCount_);
+    auto got = readFolderMember(tag_, name, "the ZeRO tag folder", s_.files.size() - 1, fileCount_);
+    if (got.stops) {
+        refused_ = refused_.value_or(got.checkpoint.error());
+    } else if (got.missing) {
+        s_.missing.push_back(s_.files.size() - 1);
+    } else {
+        auto& ck = got.checkpoint;
         if (ck && (*ck)->truncation.salvaged) {
             unreadable_.push_back(name + ": the file is cut off (it ends " + (*ck)->truncation.endsIn + ")");
         } else if (ck) {
@@ -380,7 +378,7 @@ std::size_t Builder::addFile(const std::string& name)
             unreadable_.push_back(name + ": " + ck.error().message);
         }
     }
-    s_.sources.add(path.string(), read);
+    s_.sources.add(tag_.pathOf(name), read, !tag_.local());
     return s_.files.size() - 1;
 }
 
@@ -409,14 +407,12 @@ Tensor& Builder::push(std::string key, std::string role, std::vector<std::int64_
 
 Expected<void> Builder::openFiles(bool stage3Files)
 {
-    const fs::path tag(s_.loc.index);
-    auto member = memberOfFolder(s_.loc.index, modelName(stage3Files, 0), "the ZeRO tag folder");
-    auto first = member ? openMember(*member, 0, 0) : Expected<CheckpointPtr>(member.error());
+    auto first = readFolderMember(tag_, modelName(stage3Files, 0), "the ZeRO tag folder", 0, 0).checkpoint;
     if (!first) {
         return first.error();
     }
     s_.files.push_back(modelName(stage3Files, 0));
-    s_.sources.add(*member, *first);
+    s_.sources.add(tag_.pathOf(s_.files.back()), *first, !tag_.local());
     model0_ = *first;
     detail::unsafeCodeFindings(*model0_, s_.files.back(), s_.findings);
     modelFiles_.push_back(0);
@@ -424,7 +420,7 @@ Expected<void> Builder::openFiles(bool stage3Files)
     if (!world || *world < 1 || *world > 65536) {
         Error e = makeError(ErrorCode::Unsupported, "the rank-0 model states hold no dp_world_size: not a "
                                                     "DeepSpeed engine checkpoint this reads");
-        e.path = (tag / modelName(stage3Files, 0)).string();
+        e.path = tag_.pathOf(modelName(stage3Files, 0));
         return e;
     }
     s_.world = *world;
@@ -440,7 +436,11 @@ Expected<void> Builder::openFiles(bool stage3Files)
         e.path = s_.loc.dir;
         return e;
     }
-    const auto present = optimFilesIn(tag);
+    auto listed = optimFilesPresent();
+    if (!listed) {
+        return listed.error();
+    }
+    const auto& present = *listed;
     // The bf16_ prefix comes with bf16 training; a folder with no optimizer files at all says so
     // in its ds_config.
     s_.bf16 =
@@ -449,14 +449,14 @@ Expected<void> Builder::openFiles(bool stage3Files)
     std::vector<std::string> missing;
     for (std::int64_t r = 1; stage3Files && r < s_.world; ++r) {
         modelFiles_.push_back(addFile(modelName(true, r)));
-        if (!s_.sources.present(s_.files.size() - 1) && !isFile(tag / s_.files.back())) {
+        if (s_.isMissing(s_.files.size() - 1)) {
             missing.push_back(s_.files.back());
         }
     }
     for (std::int64_t r = 0; r < s_.world; ++r) {
-        const bool other = isFile(tag / optimName(!s_.bf16, r));
+        const bool other = std::find(present.begin(), present.end(), optimName(!s_.bf16, r)) != present.end();
         optimFiles_.push_back(addFile(optimName(other ? !s_.bf16 : s_.bf16, r)));
-        if (!s_.sources.present(s_.files.size() - 1) && !isFile(tag / s_.files.back())) {
+        if (s_.isMissing(s_.files.size() - 1)) {
             missing.push_back(s_.files.back());
         }
     }
@@ -509,6 +509,38 @@ Expected<void> Builder::openFiles(bool stage3Files)
              extra});
     }
     return {};
+}
+
+// What zero_to_fp32's glob would find: the tag folder's *_optim_states.pt, from its listing where it
+// has one. A folder nothing lists is asked for rank 0 up to one past the world size (where a stale
+// file of an older, larger save is found), each under the prefix ds_config's bf16 says first.
+Expected<std::vector<std::string>> Builder::optimFilesPresent()
+{
+    auto listed = tag_.list();
+    if (!listed) {
+        return listed.error();
+    }
+    std::vector<std::string> out;
+    if (*listed) {
+        std::copy_if((*listed)->begin(), (*listed)->end(), std::back_inserter(out), isOptimFile);
+        std::sort(out.begin(), out.end());
+        return out;
+    }
+    const bool bf16 = boolAt(model0(), "ds_config/bf16/enabled");
+    for (std::int64_t r = 0; r <= s_.world; ++r) {
+        for (const bool prefixed : {bf16, !bf16}) {
+            auto there = tag_.exists(optimName(prefixed, r));
+            if (!there) {
+                return there.error();
+            }
+            if (*there) {
+                out.push_back(optimName(prefixed, r));
+                break;
+            }
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& missing)
@@ -566,7 +598,7 @@ Expected<void> Builder::detectStage(bool stage3Files)
                                           "`module`"
                                         : "the optimizer states hold no zero_stage: zero_to_fp32.py says \"is not a "
                                           "zero checkpoint\"");
-            e.path = (fs::path(s_.loc.index) / s_.files[optimFiles_.front()]).string();
+            e.path = tag_.pathOf(s_.files[optimFiles_.front()]);
             return e;
         }
         if (*stage < 1 || *stage > 3) {
@@ -1222,12 +1254,14 @@ Expected<void> Builder::addOptimizer()
 
 Expected<void> Builder::run()
 {
-    const fs::path tag(s_.loc.index);
-    const bool stage3Files = isFile(tag / modelName(true, 0));
-    if (auto r = openFiles(stage3Files); !r) {
+    const auto stage3Files = tag_.exists(modelName(true, 0));
+    if (!stage3Files) {
+        return stage3Files.error();
+    }
+    if (auto r = openFiles(*stage3Files); !r) {
         return r;
     }
-    if (auto r = detectStage(stage3Files); !r) {
+    if (auto r = detectStage(*stage3Files); !r) {
         return r;
     }
     if (weights_ == Weights::Module) {
@@ -1283,9 +1317,9 @@ void viewFlatGroups(const Set& set, std::vector<detail::Assembled>& out)
     }
 }
 
-// The tag folder `latest` names is a child of the folder holding `latest` (DeepSpeed writes it so):
-// `..` or `.` would make the set the parent's or its own rank files, a symlink any folder's.
-// `latest` itself is a member of the folder (latestOf).
+// The tag folder `latest` names is a child of the folder holding `latest` (isChildTag), and once
+// symlinks are resolved still one: a symlink would make it any folder's. `latest` itself is a member
+// of the folder (latestOf).
 Expected<void> checkTagFolder(const SetLocation& loc)
 {
     if (auto latest = latestOf(loc.dir); !latest) {
@@ -1296,18 +1330,14 @@ Expected<void> checkTagFolder(const SetLocation& loc)
         return {};
     }
     std::error_code ec;
-    const fs::path real = fs::canonical(tag, ec);
     const fs::path home = fs::canonical(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir), ec);
     const std::string name = tag.filename().string();
-    if (name == "." || name == ".." || ec || real.parent_path() != home) {
-        const std::string named = tag.lexically_relative(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir)).string();
-        const std::string where = real.empty() ? std::string() : ", which resolves to " + real.string() + ",";
-        Error e = makeError(ErrorCode::Corrupt, "latest names '" + named + "'" + where + " not a tag folder inside " +
-                                                    loc.dir +
-                                                    ": a ZeRO checkpoint's tag folder is a child of the folder "
-                                                    "holding latest, so nothing was read");
-        e.path = (fs::path(loc.dir) / "latest").string();
-        return e;
+    const fs::path real = fs::canonical(tag, ec);
+    if (!isChildTag(name) || ec || real.parent_path() != home) {
+        const std::string named =
+            name.empty() ? name : tag.lexically_relative(loc.dir.empty() ? fs::path(".") : fs::path(loc.dir)).string();
+        return notChildTag(named, loc.dir, (fs::path(loc.dir) / "latest").string(),
+                           real.empty() ? std::string() : ", which resolves to " + real.string() + ",");
     }
     return {};
 }
@@ -1319,9 +1349,14 @@ Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
     if (auto tag = checkTagFolder(loc); !tag) {
         return tag.error();
     }
+    return open(std::make_shared<const source::LocalFolder>(loc.index), loc, weights, keepOptimizer);
+}
+
+Expected<Set> open(const source::FolderPtr& tag, const SetLocation& loc, Weights weights, bool keepOptimizer)
+{
     Set set;
     set.loc = loc;
-    Builder b(set, weights, keepOptimizer && weights == Weights::Fp32Master);
+    Builder b(set, *tag, weights, keepOptimizer && weights == Weights::Fp32Master);
     if (auto r = b.run(); !r) {
         Error e = r.error();
         if (e.path.empty()) {
@@ -1330,6 +1365,32 @@ Expected<Set> open(const SetLocation& loc, Weights weights, bool keepOptimizer)
         return e;
     }
     return set;
+}
+
+std::string tagIn(std::string_view latestText)
+{
+    std::string t(latestText.substr(0, latestText.find('\n')));
+    while (!t.empty() && (t.back() == '\r' || t.back() == ' ')) {
+        t.pop_back();
+    }
+    return t;
+}
+
+bool isChildTag(std::string_view tag)
+{
+    return !tag.empty() && tag != "." && tag != ".." && tag.find('/') == std::string_view::npos &&
+           tag.find('\0') == std::string_view::npos;
+}
+
+Error notChildTag(const std::string& tag, const std::string& dir, const std::string& latestPath,
+                  const std::string& resolved)
+{
+    Error e = makeError(ErrorCode::Corrupt, "latest names '" + tag + "'" + (resolved.empty() ? "," : resolved) +
+                                                " not a tag folder inside " + dir +
+                                                ": a ZeRO checkpoint's tag folder is a child of the folder "
+                                                "holding latest, so nothing was read");
+    e.path = latestPath;
+    return e;
 }
 
 Expected<std::string> latestOf(const std::string& dir)

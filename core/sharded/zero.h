@@ -4,6 +4,7 @@
 #pragma once
 
 #include "sharded/sharded.h"
+#include "source/folder.h"
 
 #include <cstdint>
 #include <functional>
@@ -50,12 +51,14 @@ struct Set {
     int stage = 0;  // 1/2 (one format) or 3
     std::int64_t world = 0;
     bool bf16 = false;
-    std::vector<std::string> files;  // names in the tag folder; Piece::source indexes these
-    MemberCheckpoints sources;       // parallel to files: absent where missing or unreadable
+    std::vector<std::string> files;    // names in the tag folder; Piece::source indexes these
+    MemberCheckpoints sources;         // parallel to files: absent where missing or unreadable
+    std::vector<std::size_t> missing;  // files the tag folder does not hold (the others absent are unreadable)
     std::vector<Tensor> tensors;
     std::vector<FlatGroup> flatGroups;  // empty for stage 3, or without every optimizer file
     std::vector<SetFinding> findings;
     [[nodiscard]] bool complete() const;  // no error finding and every tensor's bytes located
+    [[nodiscard]] bool isMissing(std::size_t f) const;
 };
 
 // Reads the rank-0 model states and every rank file present. A folder with missing rank files
@@ -69,6 +72,25 @@ struct Set {
 // param_groups' `params` naming the consolidated parameters (none with elastic lean states, which
 // keep no param_groups). torch.optim's load_state_dict takes this optimizer dict as it is.
 Expected<Set> open(const SetLocation& loc, Weights weights = Weights::Fp32Master, bool keepOptimizer = false);
+// The same from `tag`, the tag folder (source/folder.h): a local one, or a URL folder whose rank files
+// are read by range (`loc.dir` names the folder holding `latest`, `loc.index` the tag folder, as
+// messages show them). The tag folder's listing gives the *_optim_states.pt present; a folder nothing
+// lists (plain HTTP) is asked for each rank's file by name, and for one rank past the world size (a
+// stale file of an older, larger save).
+Expected<Set> open(const source::FolderPtr& tag, const SetLocation& loc, Weights weights = Weights::Fp32Master,
+                   bool keepOptimizer = false);
+
+// `latest` holds a tag name; a file far beyond that is not one.
+inline constexpr std::uint64_t kMaxLatestBytes = 4096;
+// The tag a `latest` file's text names: its first line, trailing blanks dropped.
+[[nodiscard]] std::string tagIn(std::string_view latestText);
+// The one rule for that tag, wherever `latest` is: the tag folder is a child of the folder holding
+// `latest` (DeepSpeed writes it so), so the tag is a plain file name: not empty, no '/', not "." or
+// "..", which would make the set the parent's or a neighbour's files. Corrupt otherwise, saying so
+// of `dir` (the folder as shown); `resolved` (", which resolves to /x,") says where a local one leads.
+[[nodiscard]] bool isChildTag(std::string_view tag);
+[[nodiscard]] Error notChildTag(const std::string& tag, const std::string& dir, const std::string& latestPath,
+                                const std::string& resolved = std::string());
 
 // The path of `dir`'s `latest`, a member like any other (memberOfFolder): one that is no regular
 // file inside `dir` (a symlink to /etc/passwd) is never read, not even by detection, and open()

@@ -201,6 +201,22 @@ open(sys.argv[1] + '/big_legacy_short.pt', 'wb').write(bytes(data))
     return p.waitForFinished(120000) && p.exitCode() == 0;
 }
 
+// --json output with `shown` (how the input was named, and the folder's prefix in every member's
+// path) as SET and the remote figures taken out (with the blanks before the last brace, which
+// RemoteSession::withJson sets): byte for byte what the same folder gives on disk.
+inline QByteArray sameAsOnDisk(QByteArray json, const QString& input, const QString& shown)
+{
+    json.replace("\"" + input.toUtf8() + "\"", "\"SET\"").replace(shown.toUtf8(), "SET");
+    if (const auto at = json.lastIndexOf(",\n \"remote\": {"); at >= 0) {
+        json.remove(at, json.indexOf('}', at) + 1 - at);
+    }
+    auto close = json.lastIndexOf('}');
+    while (close > 0 && (json[close - 1] == '\n' || json[close - 1] == ' ')) {
+        json.remove(--close, 1);
+    }
+    return json;
+}
+
 inline QString scriptPath(const char* name)
 {
     return QStringLiteral(CKPTSCOPE_SOURCE_DIR "/tests/remote/") + QString::fromLatin1(name);

@@ -17,6 +17,7 @@
 using ckpt::test::LoopbackServer;
 using ckpt::test::ProcessResult;
 using ckpt::test::runProcess;
+using ckpt::test::sameAsOnDisk;
 
 namespace {
 
@@ -53,6 +54,7 @@ class TestRemoteCli : public QObject {
     QStringList fixtures_;
     QString big_;
     QString dcpBig_;
+    QString zeroBig_;
 
     QString url(const QString& path) const { return nginx_.url(path); }
 
@@ -154,6 +156,45 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         // A repository folder: hf://org/model/dcp_basic/ through the Hub's redirect to its CDN.
         QVERIFY(QFile::link(dcp.filePath(QStringLiteral("dcp_basic")),
                             tmp_.filePath(QStringLiteral("root/cdn/org/model/main/dcp_basic"))));
+        // The ZeRO fixtures under files/zero/NAME/; zero2_w3 as the repository org/zero_repo (the API
+        // listing `latest` and the tag folder's files) and zero3_w2 as its folder hf://org/model/zero3_w2/;
+        // save folders whose `latest` leads out of them.
+        {
+            const QDir zero(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR));
+            QVERIFY(QFile::link(zero.path(), tmp_.filePath(QStringLiteral("root/files/zero"))));
+            zeroBig_ = tmp_.filePath(QStringLiteral("zero_big"));
+            QVERIFY2(ckpt::test::runProcess({CKPTSCOPE_PYTHON,
+                                             std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded/gen_zero.py", "--big",
+                                             zeroBig_.toStdString(), "16"})
+                             .rc == 0,
+                     "python3 with torch could not write the big ZeRO set");
+            QVERIFY(QFile::link(zeroBig_ + QStringLiteral("/zero3_big"),
+                                tmp_.filePath(QStringLiteral("root/files/zero_big"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo"))));
+            QVERIFY(QFile::link(zero.filePath(QStringLiteral("zero2_w3")),
+                                tmp_.filePath(QStringLiteral("root/cdn/org/zero_repo/main"))));
+            QVERIFY(QFile::link(zero.filePath(QStringLiteral("zero3_w2")),
+                                tmp_.filePath(QStringLiteral("root/cdn/org/model/main/zero3_w2"))));
+            QVERIFY(QDir().mkpath(tmp_.filePath(QStringLiteral("root/api/models/org/zero_repo/revision"))));
+            QFile api(tmp_.filePath(QStringLiteral("root/api/models/org/zero_repo/revision/main")));
+            QVERIFY(api.open(QIODevice::WriteOnly));
+            QJsonArray siblings{QJsonObject{{QStringLiteral("rfilename"), QStringLiteral("latest")}}};
+            for (const auto& f : QDir(zero.filePath(QStringLiteral("zero2_w3/global_step3"))).entryList(QDir::Files)) {
+                siblings.append(QJsonObject{{QStringLiteral("rfilename"), QStringLiteral("global_step3/") + f}});
+            }
+            api.write(QJsonDocument(QJsonObject{{QStringLiteral("id"), QStringLiteral("org/zero_repo")},
+                                                {QStringLiteral("siblings"), siblings}})
+                          .toJson());
+            for (const auto& [name, tag] :
+                 {std::pair{"dotdot", "../zero/zero2_w3/global_step3"}, std::pair{"absolute", "/etc"},
+                  std::pair{"up", ".."}, std::pair{"empty", ""}}) {
+                const QString dir = tmp_.filePath(QStringLiteral("root/files/zero_evil/") + QLatin1String(name));
+                QVERIFY(QDir().mkpath(dir + QStringLiteral("/global_step3")));
+                QFile latest(dir + QStringLiteral("/latest"));
+                QVERIFY(latest.open(QIODevice::WriteOnly));
+                latest.write(QByteArray(tag) + "\n");
+            }
+        }
         QVERIFY(nginx_.start(ckpt::test::scriptPath("nginx_server.py"), {tmp_.filePath(QStringLiteral("root"))}));
         qputenv("HF_ENDPOINT", url(QString()).toUtf8());
         qunsetenv("HF_TOKEN");
@@ -316,6 +357,131 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         }
     }
 
+    // Every ZeRO fixture folder by URL, the save folder (with `latest`) and its tag folder alike:
+    // inspect --json and check --json byte for byte as on disk but for the name and the remote
+    // figures, a refusal in one line with the local exit code; check reads the rank files' heads only.
+    void zeroFoldersEqualOnDisk()
+    {
+        const QDir sets(QStringLiteral(CKPTSCOPE_ZERO_FIXTURE_DIR));
+        const auto names = sets.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+        QVERIFY(names.size() >= 10);
+        for (const auto& name : names) {
+            for (const QString& sub : {QString(), QStringLiteral("/global_step3")}) {
+                const QString dir = sets.filePath(name) + sub;
+                const QString base = url(QStringLiteral("/files/zero/") + name + sub);
+                for (const char* command : {"inspect", "check"}) {
+                    const auto local = cli({QLatin1String(command), QStringLiteral("--json"), dir});
+                    const auto remote =
+                        cli({QLatin1String(command), QStringLiteral("--json"), base + QStringLiteral("/")});
+                    const QString what = name + sub + QLatin1Char(' ') + QLatin1String(command);
+                    QVERIFY2(remote.rc == local.rc,
+                             qPrintable(what + QStringLiteral(": ") + QString::number(remote.rc) + QLatin1Char(' ') +
+                                        QString::fromUtf8(remote.err)));
+                    if (local.rc == 2) {
+                        QCOMPARE(lines(remote.err), 1);
+                        continue;
+                    }
+                    QCOMPARE(sameAsOnDisk(remote.out, base + QStringLiteral("/"), base),
+                             sameAsOnDisk(local.out, dir, dir));
+                }
+            }
+        }
+        // What inspect and check read of a 16 MiB stage-3 folder of 4 ranks over plain HTTP (nothing
+        // lists it): `latest`, the names probed, each model-states file (5 KiB) and each optimizer
+        // file's head and tail (its zip directory and pickle), never the partitions' bytes.
+        {
+            const QString dir = zeroBig_ + QStringLiteral("/zero3_big");
+            std::uint64_t total = 0;
+            for (const auto& f : QDir(dir + QStringLiteral("/global_step1")).entryInfoList(QDir::Files)) {
+                total += static_cast<std::uint64_t>(f.size());
+            }
+            QVERIFY(total > (16U << 20));
+            const QString u = url(QStringLiteral("/files/zero_big/"));
+            for (const char* command : {"inspect", "check"}) {
+                const auto r = cli({QLatin1String(command), QStringLiteral("--json"), u});
+                QCOMPARE(r.rc, 0);
+                QCOMPARE(sameAsOnDisk(r.out, u, url(QStringLiteral("/files/zero_big"))),
+                         sameAsOnDisk(cli({QLatin1String(command), QStringLiteral("--json"), dir}).out, dir, dir));
+                const auto remote = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("remote")).toObject();
+                const auto requests = remote.value(QStringLiteral("requests")).toInt();
+                const auto bytes = static_cast<std::uint64_t>(remote.value(QStringLiteral("bytes_read")).toDouble());
+                qInfo("%s zero3_big/: %d requests, %llu bytes of the folder's %llu", command, requests,
+                      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(total));
+                QVERIFY2(requests <= 24, qPrintable(QString::number(requests)));
+                QVERIFY2(bytes < (1U << 20), qPrintable(QString::number(bytes)));
+            }
+        }
+        // A Hub repository holding a save folder (listed by the API), and a repository's folder.
+        for (const auto& [input, dir] :
+             {std::pair{QStringLiteral("hf://org/zero_repo"), sets.filePath(QStringLiteral("zero2_w3"))},
+              std::pair{QStringLiteral("hf://org/model/zero3_w2/"), sets.filePath(QStringLiteral("zero3_w2"))}}) {
+            for (const char* command : {"inspect", "check"}) {
+                const auto local = cli({QLatin1String(command), QStringLiteral("--json"), dir});
+                const auto hub = cli({QLatin1String(command), QStringLiteral("--json"), input});
+                QVERIFY2(hub.rc == local.rc, qPrintable(input + QStringLiteral(": ") + QString::fromUtf8(hub.err)));
+                QByteArray h = hub.out;
+                h.replace((input.endsWith(QLatin1Char('/')) ? input.chopped(1) : input).toUtf8() + "/latest", "SET");
+                QCOMPARE(sameAsOnDisk(h, input, input.endsWith(QLatin1Char('/')) ? input.chopped(1) : input),
+                         sameAsOnDisk(local.out, dir, dir));
+            }
+        }
+        // convert from the URL writes the tensors the folder holds (as zero_to_fp32.py would).
+        QTemporaryDir out;
+        for (const char* name : {"zero2_w3", "zero3_bf16_w2"}) {
+            for (const QString& sub : {QString(), QStringLiteral("/global_step3")}) {
+                const QString o = out.filePath(QLatin1String(name) +
+                                               (sub.isEmpty() ? QStringLiteral(".pt") : QStringLiteral("_tag.pt")));
+                const auto w =
+                    cli({QStringLiteral("convert"),
+                         url(QStringLiteral("/files/zero/") + QLatin1String(name) + sub + QStringLiteral("/")),
+                         QStringLiteral("-o"), o});
+                QVERIFY2(w.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(w.err)));
+                const auto d = cli({QStringLiteral("diff"), QStringLiteral("--strict"), o,
+                                    sets.filePath(QLatin1String(name) + QStringLiteral(".expected.pt"))});
+                QVERIFY2(d.rc == 0, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(d.out)));
+            }
+        }
+    }
+
+    // ZeRO's options over the network: refused in one line, nothing written, rather than ignored.
+    void zeroOptionsRefused()
+    {
+        QTemporaryDir out;
+        for (const char* option : {"--keep-optimizer", "--zero-weights=module"}) {
+            const auto r =
+                cli({QStringLiteral("convert"), QLatin1String(option), url(QStringLiteral("/files/zero/zero2_w3/")),
+                     QStringLiteral("-o"), out.filePath(QStringLiteral("o.pt"))});
+            QCOMPARE(r.rc, 2);
+            QCOMPARE(lines(r.err), 1);
+            QVERIFY2(r.err.contains("read a local DeepSpeed ZeRO folder"), r.err.constData());
+            QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
+        }
+    }
+
+    // A remote `latest` that names no child of its folder ('../x', an absolute path, '..', nothing):
+    // one line, exit 2, as on disk, and nothing requested but `latest` itself (nginx's access log).
+    void zeroLatestLeadsOut()
+    {
+        for (const char* name : {"dotdot", "absolute", "up", "empty"}) {
+            const QString u = url(QStringLiteral("/files/zero_evil/") + QLatin1String(name) + QStringLiteral("/"));
+            const auto r = cli({QStringLiteral("check"), u});
+            QVERIFY2(r.rc == 2, qPrintable(QLatin1String(name) + QStringLiteral(": ") + QString::fromUtf8(r.err)));
+            QCOMPARE(lines(r.err), 1);
+            QVERIFY2(r.err.contains("not a tag folder inside"), r.err.constData());
+            const auto local = cli({QStringLiteral("check"),
+                                    tmp_.filePath(QStringLiteral("root/files/zero_evil/") + QLatin1String(name))});
+            QCOMPARE(local.rc, 2);
+        }
+        QFile log(QFileInfo(nginx_.certificate()).dir().filePath(QStringLiteral("access.log")));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        for (const auto& line : log.readAll().split('\n')) {
+            if (line.contains("zero_evil")) {
+                QVERIFY2(line.contains("/.metadata ") || line.contains("/latest "), line.constData());  // the probes
+            }
+            QVERIFY2(!line.contains("/etc") && !line.contains("zero_evil/global_step3"), line.constData());
+        }
+    }
+
     // A DCP folder of 16 MiB over plain HTTP (no listing): inspect and check read .metadata and, of
     // the data files, only what the findings need (each item's first bytes, the values' pickles),
     // counted in requests and bytes; check --values reads the tensors too.
@@ -384,7 +550,9 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         const auto none = cli({QStringLiteral("inspect"), url(QStringLiteral("/files/dcp/"))});
         QCOMPARE(none.rc, 2);
         QCOMPARE(lines(none.err), 1);
-        QVERIFY2(none.err.contains("holds none of .metadata, model.safetensors"), none.err.constData());
+        QVERIFY2(none.err.contains("holds none of .metadata, latest, mp_rank_00_model_states.pt, "
+                                   "zero_pp_rank_0_mp_rank_00_model_states.pt, model.safetensors"),
+                 none.err.constData());
     }
 
     void inspectRequests()
