@@ -1,6 +1,7 @@
 #include "exportpanel.h"
 
 #include "batchmodel.h"
+#include "busytext.h"
 #include "checkpoint/block_quant.h"
 #include "dialogs.h"
 #include "drops.h"
@@ -93,8 +94,13 @@ ExportPanel::ExportPanel(QWidget* parent) : QWidget(parent)
 {
     setObjectName(QStringLiteral("exportPanel"));
     buildUi();
-    m_exportJobs.setProgressHandler(
-        [this](double f, const QString&) { m_progress->setValue(static_cast<int>(f * 1000)); });
+    m_exportJobs.setProgressHandler([this](double f, const QString& text) {
+        m_progress->setValue(static_cast<int>(f * 1000));
+        if (!text.isEmpty() && m_exportJobs.isRunning()) {
+            m_result->setText(text.toHtmlEscaped());
+            Q_EMIT exportProgress(text);
+        }
+    });
     // Every tab starts from Single-card: a preset chosen for one file (Multi-card's `module.` on
     // every key) is no default for the next one, and a tab keeps what was chosen in it.
     setPreset(SingleCard);
@@ -654,11 +660,15 @@ void ExportPanel::startExport()
             if (!plan) {
                 return plan.error();
             }
+            BusyText busy("Writing " + out);
             return write::writeCheckpoint(
                 *doc->checkpoint, *plan, out,
-                [&progress](const write::WriteProgress& p) {
-                    progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal) : 0.0,
-                             {});
+                [&progress, &busy](const write::WriteProgress& p) {
+                    if (auto text = busy.due(p.bytesDone, p.bytesTotal)) {
+                        progress(p.bytesTotal ? static_cast<double>(p.bytesDone) / static_cast<double>(p.bytesTotal)
+                                              : 0.0,
+                                 *text);
+                    }
                 },
                 stop, kDurable);
         },

@@ -62,6 +62,8 @@ public:
 Q_SIGNALS:
     void planReady();
     void exportFinished(bool ok, const QString& pathOrError);
+    // What the panel says of an export under way, by the command line's progress rule (busytext.h).
+    void exportProgress(const QString& text);
     void batchFinished();
 
 protected:

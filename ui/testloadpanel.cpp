@@ -1,5 +1,6 @@
 #include "testloadpanel.h"
 
+#include "busytext.h"
 #include "device/ddp_replay.h"
 #include "device/nvml.h"
 #include "device/sampler.h"
@@ -362,14 +363,15 @@ void TestLoadPanel::startLoad()
             // report's timeline that replaces the curve at the end.
             auto tracked = request;
             tracked.onHelperStarted = [&sampler](pid_t pid) { sampler.trackPid(pid); };
+            BusyText busy("Loading onto " + request.device);
             auto report = device::testLoad(
                 tracked,
-                [&progress](const device::TestloadProgress& p) {
-                    const double f =
-                        p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes) : 0.0;
-                    progress(f, QObject::tr("Loaded %1 of %2 (%3 tensors)")
-                                    .arg(humanSize(p.bytes), humanSize(p.totalBytes))
-                                    .arg(p.tensors));
+                [&progress, &busy](const device::TestloadProgress& p) {
+                    if (auto text = busy.due(p.bytes, p.totalBytes, std::to_string(p.tensors) + " tensors")) {
+                        progress(p.totalBytes > 0 ? static_cast<double>(p.bytes) / static_cast<double>(p.totalBytes)
+                                                  : 0.0,
+                                 *text);
+                    }
                 },
                 stop, nvml);
             sampler.stop();

@@ -456,6 +456,19 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
             QVERIFY2(r.err.contains("read a local DeepSpeed ZeRO folder"), r.err.constData());
             QVERIFY(QDir(out.path()).entryList(QDir::Files | QDir::Hidden).isEmpty());
         }
+        // testload downloads what it loads, and a ZeRO folder's members lie in the tag folder
+        // `latest` names: refused in one line, by the folder's URL and by its `latest`.
+        QTemporaryDir tmpdir;
+        qputenv("TMPDIR", tmpdir.path().toUtf8());
+        for (const QString& path :
+             {QStringLiteral("/files/zero/zero2_w3/"), QStringLiteral("/files/zero/zero2_w3/latest")}) {
+            const auto r = cli({QStringLiteral("testload"), url(path)});
+            QCOMPARE(r.rc, 2);
+            QCOMPARE(lines(r.err), 1);
+            QVERIFY2(r.err.contains("is a DeepSpeed ZeRO folder over the network"), r.err.constData());
+        }
+        qunsetenv("TMPDIR");
+        QVERIFY(QDir(tmpdir.path()).isEmpty(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot));
     }
 
     // A remote `latest` that names no child of its folder ('../x', an absolute path, '..', nothing):
