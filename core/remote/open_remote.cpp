@@ -1,6 +1,7 @@
 #include "remote/open_remote.h"
 
 #include "checkpoint/model_folder.h"
+#include "remote/connections.h"
 #include "remote/http_source.h"
 #include "remote/location.h"
 #include "remote/remote_folder.h"
@@ -14,7 +15,6 @@
 #include "sharded/set_view.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
@@ -23,7 +23,6 @@
 #include <mutex>
 #include <set>
 #include <sys/statvfs.h>
-#include <thread>
 #include <unistd.h>
 
 namespace ckpt::remote {
@@ -135,15 +134,14 @@ bool notFound(const Error& e)
 
 // A sharded set's files beside its index: `base` is the index's URL up to its last '/'. Shards
 // are opened once each (their metadata stays in their images, their storages are read from
-// there), several at a time when prefetched: a set of 20 shards then waits for about three round
-// trips rather than twenty.
+// there), several at a time when prefetched (connections.h): a set of 20 shards then waits for
+// about three round trips rather than twenty.
 class RemoteSetFiles final : public sharded::SetFiles {
 public:
-    using NewClient = std::function<std::shared_ptr<HttpClient>()>;
-    RemoteSetFiles(std::shared_ptr<HttpClient> client, NewClient newClient, std::string base, std::string shownBase,
+    RemoteSetFiles(const std::shared_ptr<HttpClient>& client, std::string base, std::string shownBase,
                    RemoteOptions options)
-        : client_(std::move(client)), newClient_(std::move(newClient)), base_(std::move(base)),
-          shownBase_(std::move(shownBase)), options_(std::move(options))
+        : client_(client), connections_(client), base_(std::move(base)), shownBase_(std::move(shownBase)),
+          options_(std::move(options))
     {
     }
 
@@ -182,26 +180,14 @@ public:
 
     [[nodiscard]] std::string pathOf(const std::string& name) const override { return shownBase_ + name; }
 
-    // Opens `names` ahead of open(), kParallel at a time, each worker with its own connection.
+    // Opens `names` ahead of open(), kParallelConnections at a time.
     void prefetch(const std::vector<std::string>& names) const
     {
-        constexpr std::size_t kParallel = 8;
-        std::atomic<std::size_t> next{0};
-        auto work = [&]() {
-            const auto client = newClient_();
-            for (std::size_t k = next++; k < names.size(); k = next++) {
-                auto result = openOne(client, names[k]);
-                const std::lock_guard lock(mutex_);
-                opened_.emplace(names[k], std::move(result));
-            }
-        };
-        std::vector<std::thread> workers;
-        for (std::size_t i = 0; i < std::min(kParallel, names.size()); ++i) {
-            workers.emplace_back(work);
-        }
-        for (auto& w : workers) {
-            w.join();
-        }
+        connections_.run(names.size(), [&](std::size_t k, const std::shared_ptr<HttpClient>& client) {
+            auto result = openOne(client, names[k]);
+            const std::lock_guard lock(mutex_);
+            opened_.emplace(names[k], std::move(result));
+        });
     }
 
 private:
@@ -223,7 +209,7 @@ private:
     }
 
     std::shared_ptr<HttpClient> client_;
-    NewClient newClient_;
+    Connections connections_;
     std::string base_;
     std::string shownBase_;
     RemoteOptions options_;
@@ -317,8 +303,6 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
 }
 
 namespace {
-
-using NewClient = std::function<std::shared_ptr<HttpClient>()>;
 
 // A set read over the network as a remote input: its view (or why there is none, named as the input)
 // and its listing.
@@ -432,8 +416,7 @@ std::optional<std::string> fsdpRankFileOf(const std::vector<std::string>& files)
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
-Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
-                                    const std::string& url, const std::string& base, const std::string& input,
+Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const std::string& url, const std::string& base, const std::string& input,
                                     const std::string& shown, const RemoteOptions& options,
                                     std::optional<std::vector<std::string>> listing = std::nullopt)
 {
@@ -444,7 +427,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         if (!entry) {
             return named(entry.error(), input, redactor);
         }
-        return openFileOrSet(client, newClient, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
+        return openFileOrSet(client, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
                              options, std::move(listing));
     }
     if (fileNameOf(url) == kDcpMetadata) {
@@ -455,8 +438,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     }
     if (fileNameOf(url).ends_with(".index.json")) {
         // A sharded set: the shards lie beside the index.
-        auto files =
-            std::make_shared<RemoteSetFiles>(client, newClient, base, redactor.apply(parentOf(shown)), options);
+        auto files = std::make_shared<RemoteSetFiles>(client, base, redactor.apply(parentOf(shown)), options);
         constexpr std::uint64_t kIndexLimit = std::uint64_t{64} << 20;  // as core/sharded reads an index
         if (auto text = files->readText(fileNameOf(url), kIndexLimit); text && *text) {
             files->prefetch(shardNamesOf(**text));
@@ -476,11 +458,10 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     return out;
 }
 
-// Where a remote input's file is and how to ask for it: a client (and a way to make more, for a
-// set's shards), the file's URL, the folder its set's members would be in, and the name shown.
+// Where a remote input's file is and how to ask for it: a client (connections.h makes more from it),
+// the file's URL, the folder its set's members would be in, and the name shown.
 struct Resolved {
     std::shared_ptr<HttpClient> client;
-    NewClient newClient;
     std::string url;
     std::string base;
     std::string shown;
@@ -501,10 +482,7 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
     }
     const std::string bucketUrl = s3::bucketUrl(*settings, name->bucket);
     const Credentials creds = s3::credentialsFor(*settings, name->bucket);
-    NewClient newClient = [creds, options]() {
-        return std::make_shared<HttpClient>(creds, options.http, options.stats);
-    };
-    auto client = newClient();
+    auto client = std::make_shared<HttpClient>(creds, options.http, options.stats);
     std::string key = name->key;
     std::string shown = input;
     std::optional<std::vector<std::string>> files;
@@ -522,7 +500,7 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
         files = std::move(listing->files);
     }
     const std::string url = s3::objectUrl(*settings, {name->bucket, key});
-    return Resolved{client, newClient, url, parentOf(url), shown, std::move(files)};
+    return Resolved{client, url, parentOf(url), shown, std::move(files)};
 }
 
 // http(s):// and hf:// (a file, or a whole repository's one file), --header sent to the input's host.
@@ -554,10 +532,7 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
     }
     creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
     const Redactor redactor = creds.redactor;
-    NewClient newClient = [creds, options]() {
-        return std::make_shared<HttpClient>(creds, options.http, options.stats);
-    };
-    auto client = newClient();
+    auto client = std::make_shared<HttpClient>(creds, options.http, options.stats);
 
     std::string shown = input;
     std::optional<std::vector<std::string>> listing;
@@ -586,7 +561,7 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
     const std::string base = loc->scheme == Scheme::Http ? parentOf(loc->url.substr(0, loc->url.find_first_of("?#")))
                              : hubFolder                 ? loc->url
                                          : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
-    return Resolved{client, newClient, loc->url, base, shown, std::move(listing)};
+    return Resolved{client, loc->url, base, shown, std::move(listing)};
 }
 
 Expected<Resolved> resolve(const std::string& input, const std::vector<std::string>& extraHeaders,
@@ -611,7 +586,7 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     if (!r) {
         return r.error();
     }
-    return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing));
+    return openFileOrSet(r->client, r->url, r->base, input, r->shown, options, std::move(r->listing));
 }
 
 Expected<std::uint64_t> downloadRemoteFile(const std::string& input, const std::vector<std::string>& extraHeaders,

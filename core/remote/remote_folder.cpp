@@ -18,7 +18,8 @@ Expected<source::SourcePtr> UrlFolder::openFirst(const std::string& name, const 
         e.path = client_->redactor().apply(shown_);
         return e;
     }
-    auto opened = HttpSource::open(client_, base_ + encodedName(name), HttpSource::First::Head, firstBytes);
+    auto opened =
+        HttpSource::open(client_, base_ + encodedName(name), HttpSource::First::Head, firstBytes, connections_);
     if (!opened) {
         Error e = opened.error();
         e.message = client_->redactor().apply(e.message);
@@ -46,6 +47,20 @@ Expected<bool> UrlFolder::exists(const std::string& name) const
         return false;
     }
     return opened.error();
+}
+
+Expected<void> UrlFolder::prefetch(std::span<const Wanted> wanted) const
+{
+    std::vector<HttpSource::Wanted> own;
+    for (const auto& w : wanted) {
+        // The members this folder opened are HttpSources; anything else asks for its own.
+        if (const auto* s = dynamic_cast<const HttpSource*>(w.source.get())) {
+            own.push_back({s, w.ranges});
+        } else if (auto ok = w.source->prefetch(w.ranges); !ok) {
+            return ok;
+        }
+    }
+    return HttpSource::prefetchAll(*connections_, own);
 }
 
 bool UrlFolder::missing(const Error& e) const

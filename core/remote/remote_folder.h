@@ -2,10 +2,12 @@
 // folder's own (an http(s) folder URL, a Hub repository's resolve URL, an S3 prefix's object URL),
 // opened as an HttpSource whose first request reads its head. A listing is what the transport gave
 // (S3's ListObjectsV2 of the prefix); plain HTTP has none, and readers ask for the names their
-// format fixes. The member rule is the local one: a name that is no plain file name is refused
-// before any request.
+// format fixes. A member's prefetch, and the folder's of several members, makes its requests
+// several at a time (connections.h). The member rule is the local one: a name that is no plain
+// file name is refused before any request.
 #pragma once
 
+#include "remote/connections.h"
 #include "remote/http_client.h"
 #include "source/folder.h"
 
@@ -21,7 +23,8 @@ public:
     // `base`: the folder's URL up to and with its last '/'; `shown`: the same as messages show it.
     UrlFolder(std::shared_ptr<HttpClient> client, std::string base, std::string shown,
               std::optional<std::vector<std::string>> listing)
-        : client_(std::move(client)), base_(std::move(base)), shown_(std::move(shown)), listing_(std::move(listing))
+        : client_(client), connections_(std::make_shared<const Connections>(std::move(client))),
+          base_(std::move(base)), shown_(std::move(shown)), listing_(std::move(listing))
     {
     }
     // Without its last '/', as a local folder's path is shown.
@@ -34,6 +37,8 @@ public:
     [[nodiscard]] Expected<std::optional<std::vector<std::string>>> list() const override { return listing_; }
     [[nodiscard]] Expected<bool> exists(const std::string& name) const override;
     [[nodiscard]] bool missing(const Error& e) const override;
+    // The requests of every member's ranges made together, kParallelConnections at a time.
+    Expected<void> prefetch(std::span<const Wanted> wanted) const override;
 
     // What a member's first request reads of its head: a DCP data file's first item's zip header
     // and more, a small file whole.
@@ -44,6 +49,7 @@ private:
                                                         std::uint64_t firstBytes) const;
 
     std::shared_ptr<HttpClient> client_;
+    std::shared_ptr<const Connections> connections_;  // the members' prefetches, shared by them
     std::string base_;
     std::string shown_;
     std::optional<std::vector<std::string>> listing_;
