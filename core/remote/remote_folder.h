@@ -11,7 +11,9 @@
 #include "remote/http_client.h"
 #include "source/folder.h"
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +39,9 @@ public:
     [[nodiscard]] Expected<std::optional<std::vector<std::string>>> list() const override { return listing_; }
     [[nodiscard]] Expected<bool> exists(const std::string& name) const override;
     [[nodiscard]] bool missing(const Error& e) const override;
+    // Opens `names` (their first requests) kParallelConnections at a time, up to the first that
+    // breaks the member rule (open() refuses it, and a set stops there).
+    void willOpen(const std::vector<std::string>& names) const override;
     // The requests of every member's ranges made together, kParallelConnections at a time.
     Expected<void> prefetch(std::span<const Wanted> wanted) const override;
 
@@ -45,7 +50,8 @@ public:
     static constexpr std::uint64_t kFirstBytes = std::uint64_t{64} << 10;
 
 private:
-    [[nodiscard]] Expected<source::SourcePtr> openFirst(const std::string& name, const std::string& entry,
+    [[nodiscard]] Expected<source::SourcePtr> openFirst(const std::shared_ptr<HttpClient>& client,
+                                                        const std::string& name, const std::string& entry,
                                                         std::uint64_t firstBytes) const;
 
     std::shared_ptr<HttpClient> client_;
@@ -53,6 +59,8 @@ private:
     std::string base_;
     std::string shown_;
     std::optional<std::vector<std::string>> listing_;
+    mutable std::mutex mutex_;
+    mutable std::map<std::string, Expected<source::SourcePtr>> opened_;  // by willOpen, until open() takes it
 };
 
 }  // namespace ckpt::remote

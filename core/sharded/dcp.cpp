@@ -1381,6 +1381,7 @@ void safetensorsFindings(Set& set)
 
 template <typename Fail> Expected<Set> finishOpen(Set set, source::FolderPtr folder, const Fail& fail)
 {
+    folder->willOpen(set.meta.files);  // a remote folder's data files: their first requests together
     set.data = MemberFiles(std::move(folder));
     for (const auto& f : set.meta.files) {
         if (auto added = set.data.add(f, ".metadata's storage_data"); !added) {

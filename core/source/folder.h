@@ -51,6 +51,11 @@ public:
     // pages released once copied; a remote member holds no descriptor and stays open.
     [[nodiscard]] virtual bool local() const { return false; }
 
+    // Members about to be opened one by one (a DCP folder's data files, named by its .metadata): a
+    // remote folder opens them now, several at a time (remote/connections.h), and open() hands each
+    // over; nothing to do otherwise.
+    virtual void willOpen(const std::vector<std::string>& /*names*/) const {}
+
     // Ranges of members this folder opened, about to be read (a DCP folder's items' first bytes).
     struct Wanted {
         SourcePtr source;
