@@ -104,10 +104,11 @@ Expected<void> HttpSource::fetchOn(HttpClient& client, source::Range range) cons
     }();
     auto body = std::make_shared<std::vector<std::byte>>();
     body->reserve(static_cast<std::size_t>(range.length));
-    auto at = client.getRange(url_, ByteRange{ByteRange::Kind::Span, range.offset, range.length}, identity, [&](Bytes b) {
-        body->insert(body->end(), b.begin(), b.end());
-        return true;
-    });
+    auto at =
+        client.getRange(url_, ByteRange{ByteRange::Kind::Span, range.offset, range.length}, identity, [&](Bytes b) {
+            body->insert(body->end(), b.begin(), b.end());
+            return true;
+        });
     if (!at) {
         return at.error();
     }

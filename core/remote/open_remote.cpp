@@ -416,8 +416,9 @@ std::optional<std::string> fsdpRankFileOf(const std::vector<std::string>& files)
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
-Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const std::string& url, const std::string& base, const std::string& input,
-                                    const std::string& shown, const RemoteOptions& options,
+Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                    const std::string& base, const std::string& input, const std::string& shown,
+                                    const RemoteOptions& options,
                                     std::optional<std::vector<std::string>> listing = std::nullopt)
 {
     const Redactor& redactor = client->redactor();
@@ -427,8 +428,8 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         if (!entry) {
             return named(entry.error(), input, redactor);
         }
-        return openFileOrSet(client, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
-                             options, std::move(listing));
+        return openFileOrSet(client, base + encodedName(*entry), base, input, parentOf(shown) + *entry, options,
+                             std::move(listing));
     }
     if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);

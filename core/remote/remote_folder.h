@@ -25,8 +25,8 @@ public:
     // `base`: the folder's URL up to and with its last '/'; `shown`: the same as messages show it.
     UrlFolder(std::shared_ptr<HttpClient> client, std::string base, std::string shown,
               std::optional<std::vector<std::string>> listing)
-        : client_(client), connections_(std::make_shared<const Connections>(std::move(client))),
-          base_(std::move(base)), shown_(std::move(shown)), listing_(std::move(listing))
+        : client_(client), connections_(std::make_shared<const Connections>(std::move(client))), base_(std::move(base)),
+          shown_(std::move(shown)), listing_(std::move(listing))
     {
     }
     // Without its last '/', as a local folder's path is shown.

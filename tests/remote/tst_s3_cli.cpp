@@ -249,7 +249,8 @@ gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
         QStringList args{ckpt::test::scriptPath("s3_server.py"), QStringLiteral("--in-flight"),
                          tmp_.filePath(QStringLiteral("in-flight"))};
         for (const auto& f : QDir(dir).entryList(QDir::Files | QDir::Hidden)) {
-            args << QStringLiteral("--object") << QStringLiteral("bkt/big/") + f + QLatin1Char('=') + dir + QLatin1Char('/') + f;
+            args << QStringLiteral("--object")
+                 << QStringLiteral("bkt/big/") + f + QLatin1Char('=') + dir + QLatin1Char('/') + f;
         }
         LoopbackServer counted;
         QVERIFY(counted.launch(kTorch2Python, args));
@@ -260,7 +261,8 @@ gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
         qputenv("AWS_SECRET_ACCESS_KEY", counted.word(1).toUtf8());
         for (const char* command : {"inspect", "check"}) {
             QFile::remove(tmp_.filePath(QStringLiteral("in-flight")));
-            const auto r = cli({QLatin1String(command), QStringLiteral("--json"), QStringLiteral("s3://bkt/big/.metadata")});
+            const auto r =
+                cli({QLatin1String(command), QStringLiteral("--json"), QStringLiteral("s3://bkt/big/.metadata")});
             const auto l = cli({QLatin1String(command), QStringLiteral("--json"), dir});
             QVERIFY2(r.rc == 0 && r.rc == l.rc, qPrintable(describe(r)));
             QFile f(tmp_.filePath(QStringLiteral("in-flight")));
