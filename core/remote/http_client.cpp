@@ -270,6 +270,13 @@ HttpClient::HttpClient(Credentials credentials, HttpOptions options, std::shared
     curl_ = curl_easy_init();
 }
 
+std::shared_ptr<HttpClient> HttpClient::another() const
+{
+    auto c = std::make_shared<HttpClient>(credentials_, options_, stats_);
+    c->redirects_ = redirects_;
+    return c;
+}
+
 HttpClient::~HttpClient()
 {
     if (curl_ != nullptr) {
@@ -466,7 +473,8 @@ Expected<void> HttpClient::fetch(const std::string& url, const std::optional<Byt
         hop = target;
     }
     if (hop != url) {
-        redirected_[url] = hop;
+        const std::lock_guard learnt(redirects_->mutex);
+        redirects_->to[url] = hop;
     }
     if (x.status == x.successStatus) {
         return {};
@@ -564,7 +572,11 @@ Expected<std::uint64_t> HttpClient::getRange(const std::string& url, const ByteR
         e.bodyLimit = checked->length;
         return std::nullopt;
     };
-    const std::string target = redirected_.contains(url) ? redirected_[url] : url;
+    const std::string target = [&] {
+        const std::lock_guard learnt(redirects_->mutex);
+        const auto it = redirects_->to.find(url);
+        return it != redirects_->to.end() ? it->second : url;
+    }();
     if (auto done = fetch(target, range, x); !done) {
         return done.error();
     }

@@ -130,6 +130,11 @@ public:
     // credentials' note on 401/403, the region of a 301).
     Expected<HttpReply> send(const HttpRequest& request);
 
+    // Another connection with this one's credentials, options and statistics, sharing the redirects
+    // it learns (a Hub file's CDN URL is asked once, whichever connection asks): for requests made
+    // beside this one's (connections.h).
+    [[nodiscard]] std::shared_ptr<HttpClient> another() const;
+
     [[nodiscard]] const Redactor& redactor() const { return credentials_.redactor; }
     [[nodiscard]] const std::shared_ptr<TransferStats>& stats() const { return stats_; }
 
@@ -150,8 +155,12 @@ private:
     void* curl_ = nullptr;  // CURL*, reused so connections are kept
     std::mutex mutex_;      // one transfer at a time on the handle
     // Where a URL was last redirected to (the Hub's resolve URL to its CDN): later ranges of the same
-    // file go there directly.
-    std::map<std::string, std::string> redirected_;
+    // file go there directly, on this connection or on another() of it.
+    struct Redirects {
+        std::mutex mutex;
+        std::map<std::string, std::string> to;
+    };
+    std::shared_ptr<Redirects> redirects_ = std::make_shared<Redirects>();
 };
 
 }  // namespace ckpt::remote

@@ -5,10 +5,12 @@
 namespace ckpt::remote {
 
 Expected<std::shared_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClient> client, std::string url, First first,
-                                                       std::uint64_t firstBytes)
+                                                       std::uint64_t firstBytes,
+                                                       std::shared_ptr<const Connections> connections)
 {
     std::shared_ptr<HttpSource> f(new HttpSource());  // private constructor
     f->client_ = std::move(client);
+    f->connections_ = std::move(connections);
     f->url_ = std::move(url);
     auto body = std::make_shared<std::vector<std::byte>>();
     const ByteRange range = first == First::Tail ? ByteRange{ByteRange::Kind::Suffix, 0, firstBytes}
@@ -21,7 +23,7 @@ Expected<std::shared_ptr<HttpSource>> HttpSource::open(std::shared_ptr<HttpClien
         // A head range of a file shorter than it asks past the end: 416 from most servers, which
         // a suffix range never gets. Retried as a suffix of the same length.
         if (first == First::Head && at.error().message.find("HTTP 416") != std::string::npos) {
-            return open(f->client_, f->url_, First::Tail, firstBytes);
+            return open(f->client_, f->url_, First::Tail, firstBytes, f->connections_);
         }
         return at.error();
     }
@@ -82,17 +84,69 @@ bool HttpSource::holds(source::Range range) const
            heldLocked(range.offset, range.length).has_value();
 }
 
-Expected<void> HttpSource::prefetch(std::span<const source::Range> ranges) const
+std::vector<source::Range> HttpSource::missing(std::span<const source::Range> ranges) const
 {
     const std::lock_guard lock(mutex_);
-    std::vector<source::Range> missing;
+    std::vector<source::Range> out;
     for (const auto& r : ranges) {
         if (!heldLocked(std::min(r.offset, size()), std::min(r.length, size() - std::min(r.offset, size())))) {
-            missing.push_back(r);
+            out.push_back(r);
         }
     }
-    for (const auto& r : source::mergedRanges(std::move(missing), kMergeGap, size())) {
-        if (auto got = fetchLocked(r.offset, r.length); !got) {
+    return source::mergedRanges(std::move(out), kMergeGap, size());
+}
+
+Expected<void> HttpSource::fetchOn(HttpClient& client, source::Range range) const
+{
+    auto identity = [&] {
+        const std::lock_guard lock(mutex_);
+        return identityOpt_;
+    }();
+    auto body = std::make_shared<std::vector<std::byte>>();
+    body->reserve(static_cast<std::size_t>(range.length));
+    auto at =
+        client.getRange(url_, ByteRange{ByteRange::Kind::Span, range.offset, range.length}, identity, [&](Bytes b) {
+            body->insert(body->end(), b.begin(), b.end());
+            return true;
+        });
+    if (!at) {
+        return at.error();
+    }
+    const std::lock_guard lock(mutex_);
+    held_[range.offset] = std::move(body);
+    return {};
+}
+
+Expected<void> HttpSource::prefetchAll(const Connections& connections, std::span<const Wanted> wanted)
+{
+    std::vector<std::pair<const HttpSource*, source::Range>> requests;
+    for (const auto& w : wanted) {
+        for (const auto& r : w.source->missing(w.ranges)) {
+            requests.emplace_back(w.source, r);
+        }
+    }
+    std::mutex mutex;
+    std::optional<Error> failed;
+    connections.run(requests.size(), [&](std::size_t k, const std::shared_ptr<HttpClient>& client) {
+        if (auto got = requests[k].first->fetchOn(*client, requests[k].second); !got) {
+            const std::lock_guard lock(mutex);
+            failed = failed ? failed : got.error();
+        }
+    });
+    if (failed) {
+        return *failed;
+    }
+    return {};
+}
+
+Expected<void> HttpSource::prefetch(std::span<const source::Range> ranges) const
+{
+    if (connections_) {
+        const Wanted one{this, {ranges.begin(), ranges.end()}};
+        return prefetchAll(*connections_, std::span(&one, 1));
+    }
+    for (const auto& r : missing(ranges)) {
+        if (auto got = fetchOn(*client_, r); !got) {
             return got.error();
         }
     }

@@ -1,6 +1,8 @@
 // A file over HTTP(S) as a byte source (source/byte_source.h): the ranges a reader asks for, read
 // with range requests. It knows no format: the readers decide what to read, and say ahead of time
-// what they will (prefetch), so that ranges less than 256 KiB apart share one request.
+// what they will (prefetch), so that ranges less than 256 KiB apart share one request. Opened with a
+// pool of connections (connections.h: a folder's members are), a prefetch's requests are made
+// several at a time, and prefetchAll makes those of several files together.
 //
 // The first request is a range of the head or of the tail (a suffix range): its Content-Range
 // gives the file's size and its ETag the version every later reply must match, without a HEAD.
@@ -9,6 +11,7 @@
 // are streamed from the server to the caller, never kept.
 #pragma once
 
+#include "remote/connections.h"
 #include "remote/http_client.h"
 #include "source/byte_source.h"
 
@@ -24,9 +27,20 @@ namespace ckpt::remote {
 class HttpSource final : public source::ByteSource {
 public:
     enum class First : std::uint8_t { Head, Tail };
-    // Opens `url` with one request of `firstBytes` from its head or its tail.
+    // Opens `url` with one request of `firstBytes` from its head or its tail. `connections`: where a
+    // prefetch makes its requests several at a time (none: one after another on `client`).
     static Expected<std::shared_ptr<HttpSource>> open(std::shared_ptr<HttpClient> client, std::string url, First first,
-                                                      std::uint64_t firstBytes);
+                                                      std::uint64_t firstBytes,
+                                                      std::shared_ptr<const Connections> connections = nullptr);
+
+    // Ranges of one source about to be read (prefetchAll's unit).
+    struct Wanted {
+        const HttpSource* source = nullptr;
+        std::vector<source::Range> ranges;
+    };
+    // What prefetch does for each of `wanted`, their requests made together on `connections`; the
+    // first failure, once every request has ended.
+    static Expected<void> prefetchAll(const Connections& connections, std::span<const Wanted> wanted);
 
     [[nodiscard]] std::uint64_t size() const override { return identity_.size; }
     [[nodiscard]] Expected<source::Held> read(std::uint64_t offset, std::uint64_t length) const override;
@@ -50,8 +64,13 @@ private:
     [[nodiscard]] std::optional<source::Held> heldLocked(std::uint64_t offset, std::uint64_t length) const;
     // Fetches [offset, offset + length) and keeps it (mutex_ held).
     Expected<source::Held> fetchLocked(std::uint64_t offset, std::uint64_t length) const;
+    // The requests that fetch what of `ranges` is not held yet, ranges close together merged.
+    [[nodiscard]] std::vector<source::Range> missing(std::span<const source::Range> ranges) const;
+    // Fetches `range` on `client` (mutex_ not held: others run beside it) and keeps it.
+    Expected<void> fetchOn(HttpClient& client, source::Range range) const;
 
     std::shared_ptr<HttpClient> client_;
+    std::shared_ptr<const Connections> connections_;
     std::string url_;
     mutable std::optional<FileIdentity> identityOpt_;
     FileIdentity identity_;

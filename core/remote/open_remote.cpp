@@ -1,6 +1,7 @@
 #include "remote/open_remote.h"
 
 #include "checkpoint/model_folder.h"
+#include "remote/connections.h"
 #include "remote/http_source.h"
 #include "remote/location.h"
 #include "remote/remote_folder.h"
@@ -15,7 +16,6 @@
 #include "sharded/zero.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
@@ -25,7 +25,6 @@
 #include <mutex>
 #include <set>
 #include <sys/statvfs.h>
-#include <thread>
 #include <unistd.h>
 
 namespace ckpt::remote {
@@ -144,15 +143,14 @@ bool notFound(const Error& e)
 
 // A sharded set's files beside its index: `base` is the index's URL up to its last '/'. Shards
 // are opened once each (their metadata stays in their images, their storages are read from
-// there), several at a time when prefetched: a set of 20 shards then waits for about three round
-// trips rather than twenty.
+// there), several at a time when prefetched (connections.h): a set of 20 shards then waits for
+// about three round trips rather than twenty.
 class RemoteSetFiles final : public sharded::SetFiles {
 public:
-    using NewClient = std::function<std::shared_ptr<HttpClient>()>;
-    RemoteSetFiles(std::shared_ptr<HttpClient> client, NewClient newClient, std::string base, std::string shownBase,
+    RemoteSetFiles(const std::shared_ptr<HttpClient>& client, std::string base, std::string shownBase,
                    RemoteOptions options)
-        : client_(std::move(client)), newClient_(std::move(newClient)), base_(std::move(base)),
-          shownBase_(std::move(shownBase)), options_(std::move(options))
+        : client_(client), connections_(client), base_(std::move(base)), shownBase_(std::move(shownBase)),
+          options_(std::move(options))
     {
     }
 
@@ -191,26 +189,14 @@ public:
 
     [[nodiscard]] std::string pathOf(const std::string& name) const override { return shownBase_ + name; }
 
-    // Opens `names` ahead of open(), kParallel at a time, each worker with its own connection.
+    // Opens `names` ahead of open(), kParallelConnections at a time.
     void prefetch(const std::vector<std::string>& names) const
     {
-        constexpr std::size_t kParallel = 8;
-        std::atomic<std::size_t> next{0};
-        auto work = [&]() {
-            const auto client = newClient_();
-            for (std::size_t k = next++; k < names.size(); k = next++) {
-                auto result = openOne(client, names[k]);
-                const std::lock_guard lock(mutex_);
-                opened_.emplace(names[k], std::move(result));
-            }
-        };
-        std::vector<std::thread> workers;
-        for (std::size_t i = 0; i < std::min(kParallel, names.size()); ++i) {
-            workers.emplace_back(work);
-        }
-        for (auto& w : workers) {
-            w.join();
-        }
+        connections_.run(names.size(), [&](std::size_t k, const std::shared_ptr<HttpClient>& client) {
+            auto result = openOne(client, names[k]);
+            const std::lock_guard lock(mutex_);
+            opened_.emplace(names[k], std::move(result));
+        });
     }
 
 private:
@@ -232,7 +218,7 @@ private:
     }
 
     std::shared_ptr<HttpClient> client_;
-    NewClient newClient_;
+    Connections connections_;
     std::string base_;
     std::string shownBase_;
     RemoteOptions options_;
@@ -327,7 +313,6 @@ Expected<CheckpointPtr> openRemoteFile(const std::shared_ptr<HttpClient>& client
 
 namespace {
 
-using NewClient = std::function<std::shared_ptr<HttpClient>()>;
 // The plain file names of the sub-folder `name` of a set's folder, where the transport lists it (an
 // s3:// prefix's ListObjectsV2, a Hub repository's files); nullopt where nothing lists it.
 using ListSub = std::function<Expected<std::optional<std::vector<std::string>>>(const std::string& name)>;
@@ -536,9 +521,9 @@ bool opensZeroSet(const std::string& name, bool folderEntry)
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
-Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const NewClient& newClient,
-                                    const std::string& url, const std::string& base, const std::string& input,
-                                    const std::string& shown, const RemoteOptions& options,
+Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, const std::string& url,
+                                    const std::string& base, const std::string& input, const std::string& shown,
+                                    const RemoteOptions& options,
                                     std::optional<std::vector<std::string>> listing = std::nullopt,
                                     bool folderEntry = false, const ListSub& listSub = nullptr)
 {
@@ -553,8 +538,8 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
         if (!entry) {
             return named(entry.error(), input, redactor);
         }
-        return openFileOrSet(client, newClient, base + encodedName(*entry), base, input, parentOf(shown) + *entry,
-                             options, std::move(listing), true, listSub);
+        return openFileOrSet(client, base + encodedName(*entry), base, input, parentOf(shown) + *entry, options,
+                             std::move(listing), true, listSub);
     }
     if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
@@ -564,8 +549,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     }
     if (fileNameOf(url).ends_with(".index.json")) {
         // A sharded set: the shards lie beside the index.
-        auto files =
-            std::make_shared<RemoteSetFiles>(client, newClient, base, redactor.apply(parentOf(shown)), options);
+        auto files = std::make_shared<RemoteSetFiles>(client, base, redactor.apply(parentOf(shown)), options);
         constexpr std::uint64_t kIndexLimit = std::uint64_t{64} << 20;  // as core/sharded reads an index
         if (auto text = files->readText(fileNameOf(url), kIndexLimit); text && *text) {
             files->prefetch(shardNamesOf(**text));
@@ -585,11 +569,10 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     return out;
 }
 
-// Where a remote input's file is and how to ask for it: a client (and a way to make more, for a
-// set's shards), the file's URL, the folder its set's members would be in, and the name shown.
+// Where a remote input's file is and how to ask for it: a client (connections.h makes more from it),
+// the file's URL, the folder its set's members would be in, and the name shown.
 struct Resolved {
     std::shared_ptr<HttpClient> client;
-    NewClient newClient;
     std::string url;
     std::string base;
     std::string shown;
@@ -612,10 +595,7 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
     }
     const std::string bucketUrl = s3::bucketUrl(*settings, name->bucket);
     const Credentials creds = s3::credentialsFor(*settings, name->bucket);
-    NewClient newClient = [creds, options]() {
-        return std::make_shared<HttpClient>(creds, options.http, options.stats);
-    };
-    auto client = newClient();
+    auto client = std::make_shared<HttpClient>(creds, options.http, options.stats);
     std::string key = name->key;
     std::string shown = input;
     std::optional<std::vector<std::string>> files;
@@ -639,7 +619,6 @@ Expected<Resolved> resolveS3(const std::string& input, const RemoteOptions& opti
                       : Expected<std::optional<std::vector<std::string>>>(listed.error());
     };
     return Resolved{client,
-                    newClient,
                     url,
                     parentOf(url),
                     shown,
@@ -677,10 +656,7 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
     }
     creds.headerOrigins.push_back(originOf(loc->scheme == Scheme::Http ? loc->url : endpoint));
     const Redactor redactor = creds.redactor;
-    NewClient newClient = [creds, options]() {
-        return std::make_shared<HttpClient>(creds, options.http, options.stats);
-    };
-    auto client = newClient();
+    auto client = std::make_shared<HttpClient>(creds, options.http, options.stats);
 
     std::string shown = input;
     std::optional<std::vector<std::string>> listing;
@@ -721,7 +697,7 @@ Expected<Resolved> resolveHttp(const std::string& input, const std::vector<std::
                              : hubFolder                 ? loc->url
                                          : parentOf(resolveUrl(loc->endpoint, loc->repo, loc->revision, loc->path));
     const bool repo = loc->scheme == Scheme::HubRepo;
-    return Resolved{client, newClient, loc->url, base, shown, std::move(listing), repo, std::move(listSub)};
+    return Resolved{client, loc->url, base, shown, std::move(listing), repo, std::move(listSub)};
 }
 
 Expected<Resolved> resolve(const std::string& input, const std::vector<std::string>& extraHeaders,
@@ -746,8 +722,8 @@ Expected<RemoteInput> openRemote(const std::string& input, const std::vector<std
     if (!r) {
         return r.error();
     }
-    return openFileOrSet(r->client, r->newClient, r->url, r->base, input, r->shown, options, std::move(r->listing),
-                         r->folderEntry, r->listSub);
+    return openFileOrSet(r->client, r->url, r->base, input, r->shown, options, std::move(r->listing), r->folderEntry,
+                         r->listSub);
 }
 
 namespace {
@@ -832,8 +808,8 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
     }
     // A set: opened where it is first, for the names of its members; then each is downloaded
     // beside the others, as the folder holds them.
-    auto opened = openFileOrSet(r->client, r->newClient, r->base + encodedName(name), r->base, input,
-                                parentOf(r->shown) + name, options, r->listing, folderEntry, r->listSub);
+    auto opened = openFileOrSet(r->client, r->base + encodedName(name), r->base, input, parentOf(r->shown) + name,
+                                options, r->listing, folderEntry, r->listSub);
     if (!opened) {
         return opened.error();
     }

@@ -9,7 +9,7 @@ find_package(EXPAT REQUIRED)
 ckptscope_core_library(ckptscope_remote
     SOURCES remote/location.cpp remote/credentials.cpp remote/http_client.cpp remote/http_source.cpp
             remote/reply_parse.cpp remote/sigv4.cpp remote/s3.cpp remote/s3_xml.cpp remote/s3_upload.cpp
-            remote/remote_folder.cpp
+            remote/remote_folder.cpp remote/connections.cpp
     DEPS ckptscope_source ckptscope_util CURL::libcurl OpenSSL::Crypto EXPAT::EXPAT nlohmann_json::nlohmann_json)
 # The one path from a remote input to a Checkpoint (open_remote.h),
 # and from a plan to an S3 object (s3_output.h: the writers into a multipart upload).

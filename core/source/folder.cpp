@@ -28,6 +28,20 @@ Expected<bool> Folder::exists(const std::string& name) const
     return opened.error();
 }
 
+Expected<void> Folder::prefetch(std::span<const Wanted> wanted) const
+{
+    std::optional<Error> failed;
+    for (const auto& w : wanted) {
+        if (auto ok = w.source->prefetch(w.ranges); !ok && !failed) {
+            failed = ok.error();
+        }
+    }
+    if (failed) {
+        return *failed;
+    }
+    return {};
+}
+
 std::string LocalFolder::pathOf(const std::string& name) const
 {
     return (fs::path(dir_) / name).string();

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,21 @@ public:
     // Whether members are local files: kept mapped a few at a time (sharded/members.h), their
     // pages released once copied; a remote member holds no descriptor and stays open.
     [[nodiscard]] virtual bool local() const { return false; }
+
+    // Members about to be opened one by one (a DCP folder's data files, named by its .metadata): a
+    // remote folder opens them now, several at a time (remote/connections.h), and open() hands each
+    // over; nothing to do otherwise.
+    virtual void willOpen(const std::vector<std::string>& /*names*/) const {}
+
+    // Ranges of members this folder opened, about to be read (a DCP folder's items' first bytes).
+    struct Wanted {
+        SourcePtr source;
+        std::vector<Range> ranges;
+    };
+    // Each member's prefetch, asked together: a remote folder makes the requests of all of them
+    // several at a time (remote/connections.h), a local one has nothing to do. The first failure;
+    // readers may ignore it, as the read that needs the bytes fails the same way.
+    virtual Expected<void> prefetch(std::span<const Wanted> wanted) const;
 };
 
 using FolderPtr = std::shared_ptr<const Folder>;

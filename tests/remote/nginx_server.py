@@ -12,7 +12,9 @@ Serves ROOT with range requests on two free ports:
   PORT3  /files/NAME over TLS with HTTP/2, a self-signed certificate for 127.0.0.1 (TMP/cert.pem)
 Prints "PORT PORT2 PORT3 CERT" on stdout once nginx answers, then runs until stdin closes or SIGTERM; nginx,
 its config, pid, logs and temp dirs go with it. --delay-ms adds that latency to every request
-(a proxy in front of nginx, for the bench); the printed PORT is then the proxy's.
+(a proxy in front of nginx, for the bench); the printed PORT is then the proxy's. --in-flight FILE
+puts the proxy in front too (with no delay unless --delay-ms), counting requests sent and not yet
+answered across its connections; the most at once is written to FILE (see InFlight).
 """
 import argparse
 import os
@@ -95,10 +97,42 @@ http {{
 """
 
 
-def delaying_proxy(listen_port, target_port, delay_s, stop):
+class InFlight:
+    """Requests sent and not answered yet, over all of a proxy's connections; the most at once is
+    written to `path` as it grows. Each request is held until another is in flight beside it, or
+    HOLD_S has passed: a client with several requests out at once is seen to have them however its
+    threads and this one's are scheduled, and one that sends them one after another is seen to as
+    well (its requests each wait HOLD_S, and never overlap). Removing the file starts a new count."""
+    HOLD_S = 1.0
+
+    def __init__(self, path):
+        self.path = path
+        self.now = 0
+        self.most = 0
+        self.cond = threading.Condition()
+
+    def asked(self):
+        with self.cond:
+            self.now += 1
+            if not os.path.exists(self.path):
+                self.most = 0
+            if self.now > self.most:
+                self.most = self.now
+                with open(self.path, "w") as f:
+                    f.write("%d\n" % self.most)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.now > 1, timeout=self.HOLD_S)
+
+    def answered(self):
+        with self.cond:
+            self.now -= 1
+
+
+def delaying_proxy(listen_port, target_port, delay_s, stop, in_flight=None):
     """Forwards each connection to the server; each request waits delay_s, a round trip: the first
     bytes a client sends after the server's last answer wait, the rest of a request (an upload's
-    body) flows on. (Waiting on every chunk would charge a 1 GiB upload 16,384 round trips.)"""
+    body) flows on. (Waiting on every chunk would charge a 1 GiB upload 16,384 round trips.)
+    `in_flight` (an InFlight): told when each request is sent and when its answer starts."""
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", listen_port))
@@ -112,7 +146,11 @@ def delaying_proxy(listen_port, target_port, delay_s, stop):
                 if not data:
                     break
                 if from_client and state["answered"]:
+                    if in_flight:
+                        in_flight.asked()
                     time.sleep(delay_s)
+                elif not from_client and not state["answered"] and in_flight:
+                    in_flight.answered()
                 state["answered"] = not from_client
                 dst.sendall(data)
         except OSError:
@@ -143,6 +181,7 @@ def main():
     ap.add_argument("root")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--delay-ms", type=float, default=0)
+    ap.add_argument("--in-flight", metavar="FILE")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ckptscope-nginx-")
     port, port2, port3 = free_port(), free_port(), free_port()
@@ -179,9 +218,11 @@ def main():
         except OSError:
             time.sleep(0.05)
     shown = port
-    if args.delay_ms > 0:
+    if args.delay_ms > 0 or args.in_flight:
         shown = free_port()
-        threading.Thread(target=delaying_proxy, args=(shown, port, args.delay_ms / 1000, stop), daemon=True).start()
+        counted = InFlight(args.in_flight) if args.in_flight else None
+        threading.Thread(target=delaying_proxy, args=(shown, port, args.delay_ms / 1000, stop, counted),
+                         daemon=True).start()
         time.sleep(0.2)
     print(shown, port2, port3, os.path.join(tmp, "cert.pem"), flush=True)
     try:

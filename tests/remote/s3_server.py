@@ -3,6 +3,7 @@
 tests, with signatures checked.
 
   s3_server.py [--no-auth] [--object BUCKET/KEY=PATH ...] [--listing BUCKET/PREFIX=COUNT]
+               [--in-flight FILE]
 
 Makes an IAM user whose key is printed (moto then checks every request's Signature Version 4
 against it: INITIAL_NO_AUTH_ACTION_COUNT lets the setup below through, and nothing after it),
@@ -15,7 +16,9 @@ checks on, moto 5.1 cannot serve either: an unsigned request to a public bucket 
 KeyError (HTTP 500), and it refuses every signed ListObjectsV2 whose prefix or delimiter holds a
 '/' (it signs the query with '/' decoded: botocore's own list_objects_v2(Prefix='m/') is refused
 the same way), which is every folder listing.
-Prints "PORT ACCESS_KEY SECRET_KEY" once it answers, then runs until stdin closes.
+--in-flight FILE: clients reach moto through nginx_server.py's proxy, which writes the most requests
+in flight at once to FILE (its InFlight: each request held until another is in flight, or 1 s).
+Prints "PORT ACCESS_KEY SECRET_KEY" once it answers (PORT: the proxy's, with --in-flight), then runs until stdin closes.
 """
 import argparse
 import json
@@ -35,6 +38,7 @@ def main():
     ap.add_argument("--object", action="append", default=[])
     ap.add_argument("--no-auth", action="store_true")
     ap.add_argument("--listing", action="append", default=[])
+    ap.add_argument("--in-flight", metavar="FILE")
     args = ap.parse_args()
 
     objects = []
@@ -90,7 +94,17 @@ def main():
     for b, prefix, count in listings:
         for i in range(count):
             s3.put_object(Bucket=b, Key=f"{prefix}{i:06d}", Body=b"", **acl)
-    print(port, key["AccessKeyId"], key["SecretAccessKey"], flush=True)
+    shown = port
+    if args.in_flight:
+        import threading
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from nginx_server import InFlight, delaying_proxy
+        shown = free_port()
+        threading.Thread(target=delaying_proxy, args=(shown, port, 0, threading.Event(), InFlight(args.in_flight)),
+                         daemon=True).start()
+        import time
+        time.sleep(0.2)  # the proxy listens
+    print(shown, key["AccessKeyId"], key["SecretAccessKey"], flush=True)
     try:
         sys.stdin.read()
     finally:

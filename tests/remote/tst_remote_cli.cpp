@@ -532,6 +532,33 @@ pickle.dump(md, open(evil + '/.metadata', 'wb'))
         QVERIFY2(read >= 16U << 20, qPrintable(QString::number(read)));
     }
 
+    // A DCP folder's prefetched ranges (each item's first bytes, 2 MiB apart: one request each) are
+    // asked for several at a time, across the ranges of a file and across its data files
+    // (remote/connections.h). A proxy in front of nginx holds each request until another is in flight
+    // beside it (or 1 s passes) and writes the most in flight at once: 1 when they are made one after
+    // another. The output is byte for byte what nginx gives without the proxy, requests counted too.
+    void dcpRequestsInParallel()
+    {
+        const QString counted = tmp_.filePath(QStringLiteral("in-flight"));
+        LoopbackServer proxied;
+        QVERIFY(proxied.start(ckpt::test::scriptPath("nginx_server.py"),
+                              {tmp_.filePath(QStringLiteral("root")), QStringLiteral("--in-flight"), counted}));
+        const QString path = QStringLiteral("/files/dcp/big/");
+        for (const char* command : {"inspect", "check"}) {
+            QFile::remove(counted);
+            const auto r = cli({QLatin1String(command), QStringLiteral("--json"), proxied.url(path)});
+            QVERIFY2(r.rc == 0, r.err.constData());
+            QFile f(counted);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const int most = f.readAll().trimmed().toInt();
+            qInfo("%s: at most %d requests in flight at once", command, most);
+            QVERIFY2(most > 1, qPrintable(QLatin1String(command) + QStringLiteral(": ") + QString::number(most)));
+            const auto direct = cli({QLatin1String(command), QStringLiteral("--json"), url(path)});
+            QCOMPARE(QString::fromUtf8(r.out).replace(proxied.url(QString()), QStringLiteral("HOST")),
+                     QString::fromUtf8(direct.out).replace(url(QString()), QStringLiteral("HOST")));
+        }
+    }
+
     // Model folders (model_folder.h) by URL: a folder URL ending in '/' opens the first model file
     // it holds (probed: nothing lists a folder over HTTP), a Hub repository holding an accelerate
     // folder opens its model with the model-folder finding, as the folder on disk does.

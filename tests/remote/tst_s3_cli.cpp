@@ -244,6 +244,59 @@ private Q_SLOTS:
         QCOMPARE(findings(r.out, QStringLiteral("s3://bkt/dcp_basic")), findings(l.out, dir));
     }
 
+    // A 16 MiB DCP folder of two ranks, signed, through a proxy that counts the requests in flight
+    // (s3_server.py --in-flight): its items' first bytes are asked for several at a time, each request
+    // signed on its own connection (moto checks every signature), and the output is what the folder
+    // on disk gives.
+    void signedDcpRequestsInParallel()
+    {
+        const QString dir = tmp_.filePath(QStringLiteral("dcp_big"));
+        QVERIFY2(runProcess({CKPTSCOPE_PYTHON, "-c", R"(
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import gen_dcp
+torch.manual_seed(0)
+sd = {f'layer{i}.weight': gen_dcp.shard_dim(torch.randn(1024, 1024), 0, 2) for i in range(4)}
+gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
+)",
+                             std::string(CKPTSCOPE_SOURCE_DIR) + "/tests/sharded", dir.toStdString()})
+                         .rc == 0,
+                 "python3 with torch could not write the DCP folder");
+        QStringList args{ckpt::test::scriptPath("s3_server.py"), QStringLiteral("--in-flight"),
+                         tmp_.filePath(QStringLiteral("in-flight"))};
+        for (const auto& f : QDir(dir).entryList(QDir::Files | QDir::Hidden)) {
+            args << QStringLiteral("--object")
+                 << QStringLiteral("bkt/big/") + f + QLatin1Char('=') + dir + QLatin1Char('/') + f;
+        }
+        LoopbackServer counted;
+        QVERIFY(counted.launch(kTorch2Python, args));
+        QVERIFY2(counted.waitReady(180000), "moto's S3 server did not start");
+        clearAws();
+        qputenv("AWS_ENDPOINT_URL", endpoint(counted).toUtf8());
+        qputenv("AWS_ACCESS_KEY_ID", counted.word(0).toUtf8());
+        qputenv("AWS_SECRET_ACCESS_KEY", counted.word(1).toUtf8());
+        for (const char* command : {"inspect", "check"}) {
+            QFile::remove(tmp_.filePath(QStringLiteral("in-flight")));
+            const auto r =
+                cli({QLatin1String(command), QStringLiteral("--json"), QStringLiteral("s3://bkt/big/.metadata")});
+            const auto l = cli({QLatin1String(command), QStringLiteral("--json"), dir});
+            QVERIFY2(r.rc == 0 && r.rc == l.rc, qPrintable(describe(r)));
+            QFile f(tmp_.filePath(QStringLiteral("in-flight")));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const int most = f.readAll().trimmed().toInt();
+            qInfo("%s: at most %d requests in flight at once", command, most);
+            QVERIFY2(most > 1, qPrintable(QLatin1String(command) + QStringLiteral(": ") + QString::number(most)));
+            // The set and its tensors as on disk (the input's own name aside: a folder, a .metadata).
+            auto same = [](QByteArray out, const QString& name) {
+                out.replace(name.toUtf8(), "SET");
+                const auto o = json(out);
+                return QJsonArray{o.value(QStringLiteral("set")), o.value(QStringLiteral("tensors")),
+                                  o.value(QStringLiteral("findings"))};
+            };
+            QCOMPARE(same(r.out, QStringLiteral("s3://bkt/big")), same(l.out, dir));
+        }
+    }
+
     void signedSetByIndex()
     {
         useSigned();
