@@ -1,5 +1,6 @@
 #include "compareview.h"
 
+#include "busytext.h"
 #include "columnfit.h"
 #include "diagnose/values.h"
 #include "dialogs.h"
@@ -306,9 +307,11 @@ void CompareView::compareWith(const QString& pathB)
                 return o;
             }
             o.b = std::make_shared<const diff::Side>(std::move(*b));
+            BusyText busy("Comparing");
             o.result = diff::compare(diff::Side::of(a), *o.b, {}, stop, [&](std::uint64_t done, std::uint64_t total) {
-                progress(total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total),
-                         tr("%1 of %2").arg(humanSize(done), humanSize(total)));
+                if (auto text = busy.due(done, total)) {
+                    progress(total == 0 ? 1.0 : static_cast<double>(done) / static_cast<double>(total), *text);
+                }
             });
             return o;
         },
