@@ -53,7 +53,9 @@ public:
         }
         const QByteArray line = proc_->readLine().trimmed();
         for (const auto& p : line.split(' ')) {
-            if (p.startsWith('/')) {
+            // nginx_server.py's certificate path; not an S3 secret that happens to start with '/'
+            // (moto's secrets are base64: one in 64 does).
+            if (p.startsWith('/') && p.endsWith(".pem")) {
                 certificate_ = QString::fromUtf8(p);
                 continue;
             }

@@ -603,10 +603,11 @@ gen_dcp.write_dcp(sys.argv[2], sd, expected=False)
         QVERIFY2(absent.err.contains("NoSuchKey"), qPrintable(describe(absent)));
         for (const auto& [remote, local] : {std::pair{set, localSet}, std::pair{dcp, localDcp}}) {
             QVERIFY2(remote.rc == 0 && local.rc == 0, qPrintable(describe(remote) + describe(local)));
-            // The same lines but for the name of the set (the temporary folder's, the local one's).
+            // The same tensors, storages and device but for the name of the set (the temporary
+            // folder's, the local one's) and the time the load took.
             const auto loaded = [](const QByteArray& out) {
                 const auto at = out.indexOf(": loaded ");
-                return at < 0 ? QByteArray() : out.mid(at, out.indexOf('\n', at) - at);
+                return at < 0 ? QByteArray() : out.mid(at, out.indexOf(" in ", at) - at);
             };
             QVERIFY2(!loaded(remote.out).isEmpty() && loaded(remote.out) == loaded(local.out),
                      qPrintable(QString::fromUtf8(remote.out + "\n---\n" + local.out)));
