@@ -106,6 +106,10 @@ with open(os.path.join(sys.argv[2], "good.xml"), "wb") as f:
 with open(os.path.join(sys.argv[2], "error.xml"), "wb") as f:
     f.write(b"<Error><Code>ExpiredToken</Code><Message>expired</Message><Region>eu-west-1</Region></Error>")
 PY
+# fuzz_model_config reads a model folder's config.json: real transformers 5.12 save_pretrained ones
+# (tests/fuzz/config_seeds: tied and untied classes, a composite text_config, FP8 block-quantized
+# quantization_configs with weight_block_size).
+configseeds="$root/tests/fuzz/config_seeds"
 mkdir -p "$build/crashes"
 # ASan keeps 256 MB of freed memory in quarantine, and it counts against -rss_limit_mb: the 4 MB
 # pickle of a 40k-key state dict went "out of memory" with 101 MB live and 244 MB quarantined.
@@ -123,6 +127,7 @@ fuzz_one() {
     fuzz_dcp_zstd) seeds+=("$layoutseeds/zstd") ;;
     fuzz_hf_index) seeds+=("$indexseeds") ;;
     fuzz_s3_xml) seeds+=("$s3seeds") ;;
+    fuzz_model_config) seeds+=("$configseeds") ;;
     fuzz_zero) seeds+=("$zeroseeds") ;;
     # It parses each input twice (over its in-memory server and from memory, to compare the
     # storages): inputs up to 1 MiB, past the remote reader's 64 KiB first range and merge gaps,

@@ -24,7 +24,8 @@ bool holdsScales(DType t)
 
 std::int64_t ceilDiv(std::int64_t a, std::int64_t b)
 {
-    return b > 0 ? (a + b - 1) / b : 0;
+    // Not (a + b - 1) / b: a weight_block_size from config.json may be near INT64_MAX.
+    return b > 0 ? a / b + (a % b != 0 ? 1 : 0) : 0;
 }
 
 // The names transformers gives a weight's scale (integrations/finegrained_fp8.py: `key.rsplit(".",

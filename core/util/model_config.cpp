@@ -1,6 +1,7 @@
 #include "util/model_config.h"
 
 #include "util/bytes.h"
+#include "util/folder_member.h"
 #include "util/json_text.h"
 
 #include <filesystem>
@@ -99,12 +100,15 @@ Expected<std::string> configForCopy(const ModelConfig& config, std::optional<DTy
 
 std::optional<ModelConfig> readModelConfig(const std::string& dir)
 {
-    const auto path = (std::filesystem::path(dir.empty() ? std::string(".") : dir) / "config.json").string();
+    // A member of the model's folder like a set's shard (util/folder_member.h): a config.json that
+    // leads outside it (a symlink to another model's, or to /etc/passwd), or that is no regular
+    // file, is not read, so nothing of it is shown or copied into a convert's output folder.
+    const auto path = memberOfFolder(dir, "config.json", "the model's folder");
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
+    if (!path || !std::filesystem::is_regular_file(*path, ec)) {
         return std::nullopt;
     }
-    auto text = readSmallFile(path, kMaxConfigBytes);
+    auto text = readSmallFile(*path, kMaxConfigBytes);
     if (!text) {
         return std::nullopt;
     }

@@ -45,7 +45,9 @@ struct ModelConfig {
 // order; transformers' indent of 2. Corrupt when the text is not a JSON object.
 [[nodiscard]] Expected<std::string> configForCopy(const ModelConfig& config, std::optional<DType> dequantizedTo);
 
-// config.json in `dir`, when there is one that parses (at most 64 MiB is read); nullopt otherwise.
+// config.json in `dir`, when there is one that parses (at most 64 MiB is read) and is a regular file
+// inside `dir` once symlinks are resolved (memberOfFolder; a hub cache snapshot's blob link is);
+// nullopt otherwise.
 [[nodiscard]] std::optional<ModelConfig> readModelConfig(const std::string& dir);
 
 }  // namespace ckpt

@@ -2,7 +2,7 @@
 foreach(pair "reader:ckptscope_checkpoint" "zip:ckptscope_archive" "safetensors:ckptscope_archive"
              "pickle:ckptscope_pickle" "check:ckptscope_diagnose" "dcp:ckptscope_sharded"
              "hf_index:ckptscope_sharded" "zero:ckptscope_sharded" "remote:ckptscope_remote_open"
-             "s3_xml:ckptscope_remote")
+             "s3_xml:ckptscope_remote" "model_config:ckptscope_checkpoint")
     string(REPLACE ":" ";" pair "${pair}")
     list(GET pair 0 target)
     list(GET pair 1 lib)

@@ -858,6 +858,152 @@ private Q_SLOTS:
         }
     }
 
+    // ---- config.json ------------------------------------------------------------------------------
+
+    // A model folder's config.json (util/model_config.h; its model class, ties and FP8
+    // quantization_config) bent every way a crafted folder can, under a plain model folder and an
+    // FP8 block-quantized one (hostile_sets.py's cfg_model, cfg_fp8). The rule: a config.json that
+    // is no JSON object, leads outside the folder, is no regular file or is over 64 MiB is not
+    // read (the folder reads as one without it); a field of the wrong type or a weight_block_size
+    // that is not two positive integers is left out. So inspect, check and convert each exit 0 or 1
+    // (2 with one line where the weights cannot be written as asked), within the time and memory
+    // bounds, and no byte of a file outside the folder is printed or copied into an output.
+    void hostileConfigJson_data()
+    {
+        QTest::addColumn<QString>("set");
+        QTest::addColumn<QString>("kind");       // "text", "big", "secret", "passwd", "fifo", "dir"
+        QTest::addColumn<QByteArray>("config");  // config.json's bytes, for "text"
+        const QByteArray fp8 = "\"quant_method\": \"fp8\", \"activation_scheme\": \"dynamic\", \"fmt\": \"e4m3\"";
+        auto block = [&](const char* size) {
+            return QByteArray("{\"architectures\": [\"LlamaForCausalLM\"], \"quantization_config\": {") + fp8 +
+                   ", \"weight_block_size\": " + size + "}}";
+        };
+        const QList<std::pair<const char*, QByteArray>> texts = {
+            {"100k [", QByteArray(100000, '[')},
+            {"100k {\"a\":", QByteArray("{\"a\":").repeated(100000)},
+            {"block INT64_MAX", block("[9223372036854775807, 9223372036854775807]")},
+            {"block UINT64_MAX", block("[18446744073709551615, 128]")},
+            {"block 1e400", block("[1e400, 128]")},
+            {"block negative", block("[-128, 128]")},
+            {"block zero", block("[0, 0]")},
+            {"block fractional", block("[128.5, 128]")},
+            {"block one number", block("[128]")},
+            {"block three numbers", block("[128, 128, 128]")},
+            {"block string", block("\"128x128\"")},
+            {"block null", block("null")},
+            {"tie a string", "{\"architectures\": [\"LlamaForCausalLM\"], \"tie_word_embeddings\": \"yes\"}"},
+            {"architectures an object", "{\"architectures\": {\"a\": 1}, \"tie_word_embeddings\": 1}"},
+            {"text_config a list", "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"text_config\": [1]}"},
+            {"quantization_config a string", "{\"quantization_config\": \"fp8\"}"},
+            {"quantization_config a list", "{\"quantization_config\": [128, 128]}"},
+            {"quant_method a number",
+             "{\"quantization_config\": {\"quant_method\": 8, \"weight_block_size\": [1, 1]}}"},
+            {"not an object", "[1, 2, 3]"},
+            {"empty", ""},
+            {"invalid UTF-8 and escapes",
+             "{\"architectures\": [\"Llama\xff\xfe\x1b[31m\"], \"quantization_config\": {\"quant_method\": "
+             "\"fp\xc0\x80\x1b]0;x\x07\", \"weight_block_size\": [128, 128]}}"},
+            {"bytes that are no JSON", QByteArray("\x00\xff\xfe{\x1b[2J", 7)},
+        };
+        for (const char* set : {"cfg_model", "cfg_fp8"}) {
+            for (const auto& [name, text] : texts) {
+                QTest::newRow(
+                    qPrintable(QStringLiteral("%1, %2").arg(QString::fromLatin1(set), QString::fromUtf8(name))))
+                    << QString::fromLatin1(set) << QStringLiteral("text") << text;
+            }
+            for (const char* kind : {"big", "secret", "passwd", "fifo", "dir"}) {
+                QTest::newRow(
+                    qPrintable(QStringLiteral("%1, %2").arg(QString::fromLatin1(set), QString::fromLatin1(kind))))
+                    << QString::fromLatin1(set) << QString::fromLatin1(kind) << QByteArray();
+            }
+        }
+    }
+    void hostileConfigJson()
+    {
+        QFETCH(QString, set);
+        QFETCH(QString, kind);
+        QFETCH(QByteArray, config);
+        const QString dir = copyOf(set);
+        const QString path = dir + QStringLiteral("/config.json");
+        QFile::remove(path);
+        // What a config.json leading outside the folder would show: a valid one, with a class and a
+        // quant_method nothing inside the folder names.
+        const QString outside = m_work.filePath(QStringLiteral("outside-config.json"));
+        if (QFile f(outside); !f.exists() && f.open(QIODevice::WriteOnly)) {
+            f.write(
+                "{\"architectures\": [\"SecretForCausalLM\"], \"tie_word_embeddings\": true, \"quantization_config\": "
+                "{\"quant_method\": \"secret-fp8\", \"weight_block_size\": [64, 64]}, \"secret\": \"S3CR3T\"}");
+        }
+        if (kind == QStringLiteral("text") || kind == QStringLiteral("big")) {
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            if (kind == QStringLiteral("big")) {  // 100 MB of valid JSON: a string of spaces
+                f.write("{\"architectures\": [\"LlamaForCausalLM\"], \"pad\": \"");
+                const QByteArray mib(1 << 20, ' ');
+                for (int i = 0; i < 100; ++i) {
+                    f.write(mib);
+                }
+                f.write("\"}");
+            } else {
+                f.write(config);
+            }
+        } else if (kind == QStringLiteral("secret")) {
+            QVERIFY(QFile::link(outside, path));
+        } else if (kind == QStringLiteral("passwd")) {
+            QVERIFY(QFile::link(QStringLiteral("/etc/passwd"), path));
+        } else if (kind == QStringLiteral("fifo")) {
+            makeFifo(path);
+        } else {
+            QVERIFY(QDir().mkpath(path));
+        }
+        const QString out = m_work.filePath(QStringLiteral("cfg%1.safetensors").arg(m_copies));
+        const QString outDir = m_work.filePath(QStringLiteral("cfg%1-hf").arg(m_copies));
+        std::vector<std::string> sharded = {"convert", s(dir), "-o", s(outDir), "--shard-size", "1MB"};
+        if (set == QStringLiteral("cfg_fp8")) {
+            sharded.insert(sharded.end(), {"--dequantize", "bf16"});
+        }
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"inspect", s(dir)}, {"check", s(dir)}, {"convert", s(dir), "-o", s(out)}, sharded}) {
+            const auto r = run(args, 30000);
+            const QString what =
+                QString::fromStdString(args.front() + (args.size() > 4 ? " --shard-size" : "") + ": ") + describe(r);
+            QVERIFY2(!r.timedOut && r.ms < ckpt::test::timeBoundMs(20000), qPrintable(what));
+            QVERIFY2(r.rc == 0 || r.rc == 1 || (r.rc == 2 && r.err.count('\n') == 1), qPrintable(what));
+            const QByteArray said = r.out + r.err;
+            QVERIFY2(!said.contains("Secret") && !said.contains("secret-fp8") && !said.contains("root:"),
+                     qPrintable(what + QString::fromUtf8(r.out.left(600))));
+            QVERIFY2(!said.contains('\x1b'), qPrintable(what));  // printed through displayText
+            if (kRssIsTheProgramsOwn) {
+                QVERIFY2(r.maxRssKiB < 200 * 1024, qPrintable(what + QStringLiteral(", peak %1 KiB").arg(r.maxRssKiB)));
+            }
+            qInfo("%s", qPrintable(what.left(300)));
+        }
+        // Nothing from outside was copied into an output either.
+        for (const auto& [file, hash] : hashes(outDir).asKeyValueRange()) {
+            (void)hash;
+            QFile f(file);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray bytes = f.readAll();
+            QVERIFY2(!bytes.contains("S3CR3T") && !bytes.contains("root:"), qPrintable(file));
+        }
+    }
+
+    // weight_block_size [INT64_MAX, INT64_MAX]: the scale grid was ceil(rows / bm) as
+    // (rows + bm - 1) / bm, which overflowed (undefined; it wrapped to "needs [0, 0]"). One block
+    // covers the [256, 256] weight: it needs a [1, 1] scale.
+    void hugeBlockSizeNeedsOneScale()
+    {
+        const QString dir = copyOf(QStringLiteral("cfg_fp8"));
+        QFile f(dir + QStringLiteral("/config.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write("{\"quantization_config\": {\"quant_method\": \"fp8\", \"weight_block_size\": "
+                "[9223372036854775807, 9223372036854775807]}}");
+        f.close();
+        const auto r = run({"check", s(dir)});
+        const QString said = QString::fromUtf8(r.out).simplified();  // the finding's text is wrapped
+        QVERIFY2(r.rc == 1 && said.contains(QStringLiteral("blocks needs [1, 1]")), qPrintable(describe(r) + said));
+    }
+
     // A FIFO opened for reading blocks until someone writes: every command hung on one planted as a
     // shard, a .distcp, a .metadata, a rank file, a diff side or given directly.
     void fifosNeverHang()

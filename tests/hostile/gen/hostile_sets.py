@@ -477,6 +477,45 @@ def dcp_layout_sets(out):
     safetensors_set("dcp_safetensors_past_end", past_end)
 
 
+def write_safetensors(path, tensors):
+    """A safetensors file by hand: tensors is [(name, dtype, shape, bytes)], in that order."""
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(t[3] for t in tensors))
+
+
+def model_config_sets(out):
+    """A model folder (model.safetensors and the config.json of a tied Llama) and an FP8
+    block-quantized one (a float8_e4m3fn weight of [256, 256], its [2, 2] weight_scale_inv and a
+    FineGrainedFP8Config quantization_config, weight_block_size [128, 128]): the test replaces each
+    config.json with a hostile one (tst_hostile_sets hostileConfigJson)."""
+    one = b"\x00\x00\x80\x3f"  # float32 1.0, little-endian
+    plain = os.path.join(out, "cfg_model")
+    os.makedirs(plain)
+    write_safetensors(os.path.join(plain, "model.safetensors"), [
+        ("model.embed_tokens.weight", "F32", [8, 4], one * 32),
+        ("model.norm.weight", "F32", [4], one * 4),
+    ])
+    with open(os.path.join(plain, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "tie_word_embeddings": True}, f)
+    fp8 = os.path.join(out, "cfg_fp8")
+    os.makedirs(fp8)
+    write_safetensors(os.path.join(fp8, "model.safetensors"), [
+        ("model.embed_tokens.weight", "F32", [8, 4], one * 32),
+        ("model.layers.0.mlp.up_proj.weight", "F8_E4M3", [256, 256], b"\x38" * 65536),  # 1.0 each
+        ("model.layers.0.mlp.up_proj.weight_scale_inv", "F32", [2, 2], one * 4),
+    ])
+    with open(os.path.join(fp8, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "tie_word_embeddings": False,
+                   "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                                           "weight_block_size": [128, 128]}}, f, indent=2)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: hostile_sets.py OUTDIR")
@@ -499,6 +538,7 @@ def main():
     many_members(out)
     dcp_memory_bombs(out)
     gzip_sparse_hole(out)
+    model_config_sets(out)
     print("hostile sets written to", out)
 
 
