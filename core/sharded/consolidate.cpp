@@ -259,7 +259,7 @@ CopyStep copyGoesOn(const archive::ZipWriter& zw)
         return {};
     }
     // `zw` counts a copy's bytes once it is done: the copy's own count comes on top until then.
-    return [&zw, start = zw.bytesWritten(), copied = std::uint64_t{0}](std::uint64_t n) mutable {
+    return [start = zw.bytesWritten(), copied = std::uint64_t{0}](std::uint64_t n) mutable {
         copied += n;
         return consolidationGoesOn(start + copied);
     };

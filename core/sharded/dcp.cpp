@@ -547,7 +547,7 @@ namespace {
 
 SetFinding finding(std::string code, std::string title, std::string detail, std::vector<std::string> paths = {})
 {
-    return {std::move(code), diagnose::Severity::Error, std::move(title), std::move(detail), std::move(paths)};
+    return {{std::move(code), diagnose::Severity::Error, std::move(title), std::move(detail), std::move(paths)}};
 }
 
 std::uint64_t volume(const std::vector<std::int64_t>& sizes)
@@ -1062,30 +1062,30 @@ std::string rankList(const std::vector<int>& ranks)
 
 void rankLocalFindings(const RankMetadata& rm, std::vector<SetFinding>& out)
 {
-    out.push_back({"dcp-rank-local-metadata",
-                   diagnose::Severity::Warning,
-                   "Per-rank metadata: dcp_to_torch_save reads rank 0's only",
-                   "The set was saved with use_collectives=False: each rank wrote its own __R.metadata (" +
-                       rankList(rm.ranks) +
-                       ") naming only its own chunks, and there is no .metadata. "
-                       "torch.distributed.checkpoint.load falls back to the loading rank's file, so "
-                       "dcp_to_torch_save and any load with no_dist=True or another world size read __0.metadata "
-                       "alone and return the other ranks' pieces as uninitialised memory, without an error. "
-                       "ckptscope merges every rank's metadata: consolidate with `ckptscope convert DIR -o model.pt "
-                       "--single-card`, or load with the world size that saved it.",
-                   {}});
+    out.push_back(
+        {{"dcp-rank-local-metadata",
+          diagnose::Severity::Warning,
+          "Per-rank metadata: dcp_to_torch_save reads rank 0's only",
+          "The set was saved with use_collectives=False: each rank wrote its own __R.metadata (" + rankList(rm.ranks) +
+              ") naming only its own chunks, and there is no .metadata. "
+              "torch.distributed.checkpoint.load falls back to the loading rank's file, so "
+              "dcp_to_torch_save and any load with no_dist=True or another world size read __0.metadata "
+              "alone and return the other ranks' pieces as uninitialised memory, without an error. "
+              "ckptscope merges every rank's metadata: consolidate with `ckptscope convert DIR -o model.pt "
+              "--single-card`, or load with the world size that saved it.",
+          {}}});
     if (!rm.missing.empty()) {
         std::vector<std::string> names;
         for (const int r : rm.missing) {
             names.push_back("__" + std::to_string(r) + ".metadata");
         }
-        out.push_back({"shard-missing", diagnose::Severity::Error, "A rank's metadata file is missing",
-                       std::to_string(names.size()) + " rank(s) wrote __R_N.distcp data files but left no metadata (" +
-                           listed(names) +
-                           " missing), so nothing says where their chunks go: torch.distributed.checkpoint.load on "
-                           "such a rank fails (\"metadata is None\"), and their pieces show as holes. Copy every "
-                           "__R.metadata file of the save into the folder.",
-                       names});
+        out.push_back({{"shard-missing", diagnose::Severity::Error, "A rank's metadata file is missing",
+                        std::to_string(names.size()) + " rank(s) wrote __R_N.distcp data files but left no metadata (" +
+                            listed(names) +
+                            " missing), so nothing says where their chunks go: torch.distributed.checkpoint.load on "
+                            "such a rank fails (\"metadata is None\"), and their pieces show as holes. Copy every "
+                            "__R.metadata file of the save into the folder.",
+                        names}});
     }
 }
 
@@ -1366,17 +1366,17 @@ void safetensorsFindings(Set& set)
         return;
     }
     set.findings.push_back(
-        {"dcp-safetensors-format", diagnose::Severity::Warning,
-         "Safetensors data files: PyTorch's own DCP reader cannot load this set",
-         std::to_string(set.safetensorsFiles.size()) + " data file(s) (" + listed(set.safetensorsFiles) +
-             ") were written with FileSystemWriter(serialization_format=SAFETENSORS): each ends in a safetensors "
-             "file of its rank's tensor chunks. torch.distributed.checkpoint.load and dcp_to_torch_save read each "
-             "tensor with torch.load at the byte range .metadata gives, which is that safetensors header, and fail "
-             "(PyTorch 2.14: \"Weights only load failed ... Unsupported operand 112\"); "
-             "HuggingFaceStorageReader reads only files named *.safetensors. ckptscope reads the chunks from the "
-             "safetensors files: `ckptscope convert DIR -o model.pt` writes the state dict as one file torch.load "
-             "reads.",
-         set.safetensorsFiles, std::nullopt});
+        {{"dcp-safetensors-format", diagnose::Severity::Warning,
+          "Safetensors data files: PyTorch's own DCP reader cannot load this set",
+          std::to_string(set.safetensorsFiles.size()) + " data file(s) (" + listed(set.safetensorsFiles) +
+              ") were written with FileSystemWriter(serialization_format=SAFETENSORS): each ends in a safetensors "
+              "file of its rank's tensor chunks. torch.distributed.checkpoint.load and dcp_to_torch_save read each "
+              "tensor with torch.load at the byte range .metadata gives, which is that safetensors header, and fail "
+              "(PyTorch 2.14: \"Weights only load failed ... Unsupported operand 112\"); "
+              "HuggingFaceStorageReader reads only files named *.safetensors. ckptscope reads the chunks from the "
+              "safetensors files: `ckptscope convert DIR -o model.pt` writes the state dict as one file torch.load "
+              "reads.",
+          set.safetensorsFiles, std::nullopt}});
 }
 
 template <typename Fail> Expected<Set> finishOpen(Set set, source::FolderPtr folder, const Fail& fail)

@@ -393,13 +393,13 @@ void addProcessGroupFinding(Set& set)
 {
     std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
-        {"needs-process-group", diagnose::Severity::Warning, "torch.load needs a process group for these files",
-         "The rank files hold ShardedTensors, whose __setstate__ refuses to run outside torch.distributed: "
-         "torch.load fails with RuntimeError: Need to initialize default process group using \"init_process_group\" "
-         "before loading ShardedTensor (torch/distributed/_shard/sharded_tensor/api.py), and inside one it also "
-         "needs the same rank and world size. `ckptscope convert` on the folder writes the consolidated plain "
-         "tensors, which load anywhere.",
-         names});
+        {{"needs-process-group", diagnose::Severity::Warning, "torch.load needs a process group for these files",
+          "The rank files hold ShardedTensors, whose __setstate__ refuses to run outside torch.distributed: "
+          "torch.load fails with RuntimeError: Need to initialize default process group using \"init_process_group\" "
+          "before loading ShardedTensor (torch/distributed/_shard/sharded_tensor/api.py), and inside one it also "
+          "needs the same rank and world size. `ckptscope convert` on the folder writes the consolidated plain "
+          "tensors, which load anywhere.",
+          names}});
 }
 
 // What PyTorch 2.11 was seen to do with a DTensor rank file outside a process group
@@ -407,9 +407,9 @@ void addProcessGroupFinding(Set& set)
 // warning about the DeviceMesh; 2.6's default weights_only=True refuses the file.
 void addDTensorFinding(Set& set)
 {
-    set.findings.push_back({std::string(dtensor::kRankFilesCode), diagnose::Severity::Warning,
-                            std::string(dtensor::kRankFilesTitle), std::string(dtensor::kRankFilesDetail),
-                            fileNames(set)});
+    set.findings.push_back(
+        {{std::string(dtensor::kRankFilesCode), diagnose::Severity::Warning, std::string(dtensor::kRankFilesTitle),
+          std::string(dtensor::kRankFilesDetail), fileNames(set)}});
 }
 
 void checkWorld(Set& set, int world, const std::set<int>& ranks)
@@ -425,15 +425,15 @@ void checkWorld(Set& set, int world, const std::set<int>& ranks)
     }
     std::vector<std::string> names = fileNames(set);
     set.findings.push_back(
-        {"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
-         "The files were saved by " + std::to_string(world) +
-             " ranks (world size in the pickles), but the folder "
-             "holds " +
-             std::to_string(set.files.size()) + " rank file(s)" +
-             (missing.empty() ? std::string() : "; missing rank(s): " + missing) +
-             ". Loading needs every rank's file (ShardedTensor's __setstate__ checks \"Global world size at save time "
-             "was ...\"). Copy the missing rank files, or take the set from one save.",
-         names});
+        {{"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
+          "The files were saved by " + std::to_string(world) +
+              " ranks (world size in the pickles), but the folder "
+              "holds " +
+              std::to_string(set.files.size()) + " rank file(s)" +
+              (missing.empty() ? std::string() : "; missing rank(s): " + missing) +
+              ". Loading needs every rank's file (ShardedTensor's __setstate__ checks \"Global world size at save time "
+              "was ...\"). Copy the missing rank files, or take the set from one save.",
+          names}});
 }
 
 }  // namespace

@@ -218,35 +218,35 @@ void shardFindings(ShardedSet& set, std::vector<ShardScan>& scans, const std::st
         if (set.shardErrors[i] == "missing") {
             missing.push_back(set.shardFiles[i]);
         } else {
-            set.findings.push_back({"shard-unreadable",
-                                    diagnose::Severity::Error,
-                                    "A shard of the set cannot be read",
-                                    set.shardFiles[i] + ": " + set.shardErrors[i] +
-                                        ". Loading the set fails on this shard; download it again.",
-                                    {set.shardFiles[i]}});
+            set.findings.push_back({{"shard-unreadable",
+                                     diagnose::Severity::Error,
+                                     "A shard of the set cannot be read",
+                                     set.shardFiles[i] + ": " + set.shardErrors[i] +
+                                         ". Loading the set fails on this shard; download it again.",
+                                     {set.shardFiles[i]}}});
         }
     }
     if (!missing.empty()) {
         set.findings.push_back(
-            {"shard-missing", diagnose::Severity::Error, "Shard files named by the index are missing",
-             std::to_string(missing.size()) + " of the " + std::to_string(set.shardFiles.size()) + " shards " +
-                 indexName + " names are not in the folder: " + listSome(missing) +
-                 ". from_pretrained fails opening them (FileNotFoundError: No such file or directory). Download "
-                 "the missing shards (an interrupted `huggingface-cli download` leaves exactly this).",
-             missing});
+            {{"shard-missing", diagnose::Severity::Error, "Shard files named by the index are missing",
+              std::to_string(missing.size()) + " of the " + std::to_string(set.shardFiles.size()) + " shards " +
+                  indexName + " names are not in the folder: " + listSome(missing) +
+                  ". from_pretrained fails opening them (FileNotFoundError: No such file or directory). Download "
+                  "the missing shards (an interrupted `huggingface-cli download` leaves exactly this).",
+              missing}});
     }
     std::uint64_t declared = 0;
     for (const auto& f : set.shardFiles) {
         declared = std::max(declared, declaredShardCount(f));
     }
     if (declared != 0 && declared != set.shardFiles.size()) {
-        set.findings.push_back({"shard-count-mismatch",
-                                diagnose::Severity::Warning,
-                                "The shard names and the index disagree on the count",
-                                "The shard names say -of-" + std::to_string(declared) + " but " + indexName +
-                                    " names " + std::to_string(set.shardFiles.size()) +
-                                    " files: a shard was renamed or the index edited by hand.",
-                                {}});
+        set.findings.push_back(
+            {{"shard-count-mismatch",
+              diagnose::Severity::Warning,
+              "The shard names and the index disagree on the count",
+              "The shard names say -of-" + std::to_string(declared) + " but " + indexName + " names " +
+                  std::to_string(set.shardFiles.size()) + " files: a shard was renamed or the index edited by hand.",
+              {}}});
     }
 }
 
@@ -328,7 +328,7 @@ void restoreConfigTies(ShardedSet& set)
     }
     for (auto& f : diagnose::tieFindings(report, "the set")) {
         set.findings.push_back(
-            {std::move(f.code), f.severity, std::move(f.title), std::move(f.detail), std::move(f.paths)});
+            {{std::move(f.code), f.severity, std::move(f.title), std::move(f.detail), std::move(f.paths)}});
     }
 }
 
@@ -361,14 +361,14 @@ void totalSizeFinding(ShardedSet& set, const nlohmann::json& meta, const std::st
         problem = "is " + text.substr(0, 80) + ", not a count of bytes";
     }
     if (!problem.empty()) {
-        set.findings.push_back({"index-total-size",
-                                diagnose::Severity::Info,
-                                "The index's metadata.total_size is wrong",
-                                "metadata.total_size in " + indexName + " " + problem +
-                                    ". Loaders ignore it (transformers and accelerate never read it), so the set "
-                                    "loads; tools that size downloads or memory from it are misled. ckptscope "
-                                    "writes the right value when it writes the set.",
-                                {}});
+        set.findings.push_back({{"index-total-size",
+                                 diagnose::Severity::Info,
+                                 "The index's metadata.total_size is wrong",
+                                 "metadata.total_size in " + indexName + " " + problem +
+                                     ". Loaders ignore it (transformers and accelerate never read it), so the set "
+                                     "loads; tools that size downloads or memory from it are misled. ckptscope "
+                                     "writes the right value when it writes the set.",
+                                 {}}});
     }
 }
 
@@ -580,13 +580,13 @@ Expected<ShardedSet> readIndexedSet(ShardedSet set, const Index& parsed)
     restoreConfigTies(set);
     if (!absent.empty()) {
         set.findings.push_back(
-            {"index-missing-tensor", diagnose::Severity::Error, "The index names tensors its shards do not hold",
-             std::to_string(absent.size()) +
-                 " weight_map entries point at a shard without that tensor: " + listSome(absent) +
-                 ". transformers loads the shards and leaves these weights at their random initialisation "
-                 "(\"Some weights of ... were not initialized from the model checkpoint ... and are newly "
-                 "initialized\"). Re-download the shard, or rebuild the index from the shards.",
-             absent});
+            {{"index-missing-tensor", diagnose::Severity::Error, "The index names tensors its shards do not hold",
+              std::to_string(absent.size()) +
+                  " weight_map entries point at a shard without that tensor: " + listSome(absent) +
+                  ". transformers loads the shards and leaves these weights at their random initialisation "
+                  "(\"Some weights of ... were not initialized from the model checkpoint ... and are newly "
+                  "initialized\"). Re-download the shard, or rebuild the index from the shards.",
+              absent}});
     }
     std::vector<std::string> unlisted;
     for (std::size_t i = 0; i < scans->size(); ++i) {
@@ -598,10 +598,10 @@ Expected<ShardedSet> readIndexedSet(ShardedSet set, const Index& parsed)
     totalSizeFinding(set, meta, indexName, absent.empty() && unlisted.empty());
     if (!unlisted.empty()) {
         set.findings.push_back(
-            {"index-unlisted-tensor", diagnose::Severity::Warning, "Shards hold tensors the index does not list",
-             std::to_string(unlisted.size()) + " tensors are in a shard but not in weight_map: " + listSome(unlisted) +
-                 ". Loaders that go by the index never see them; consolidation leaves them out.",
-             unlisted});
+            {{"index-unlisted-tensor", diagnose::Severity::Warning, "Shards hold tensors the index does not list",
+              std::to_string(unlisted.size()) + " tensors are in a shard but not in weight_map: " + listSome(unlisted) +
+                  ". Loaders that go by the index never see them; consolidation leaves them out.",
+              unlisted}});
     }
     return set;
 }

@@ -470,13 +470,13 @@ Expected<void> Builder::openFiles(bool stage3Files)
             names.push_back(u.substr(0, u.find(':')));
         }
         s_.findings.push_back(
-            {"shard-unreadable", diagnose::Severity::Error, "Rank files of the ZeRO checkpoint cannot be read",
-             unreadable_.front() +
-                 (unreadable_.size() > 1 ? " (and " + std::to_string(unreadable_.size() - 1) + " more)"
-                                         : std::string()) +
-                 ". torch.load (and so zero_to_fp32.py) fails on it the same way; copy the file "
-                 "again from the training node.",
-             names});
+            {{"shard-unreadable", diagnose::Severity::Error, "Rank files of the ZeRO checkpoint cannot be read",
+              unreadable_.front() +
+                  (unreadable_.size() > 1 ? " (and " + std::to_string(unreadable_.size() - 1) + " more)"
+                                          : std::string()) +
+                  ". torch.load (and so zero_to_fp32.py) fails on it the same way; copy the file "
+                  "again from the training node.",
+              names}});
     }
     std::vector<std::string> extra;
     for (const auto& n : present) {
@@ -497,16 +497,16 @@ Expected<void> Builder::openFiles(bool stage3Files)
     if (!extra.empty() || (count >= 0 && count != s_.world)) {
         const std::int64_t expected = count >= 0 ? count : s_.world;
         s_.findings.push_back(
-            {"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
-             "dp_world_size is " + std::to_string(s_.world) + ", partition_count " +
-                 (count >= 0 ? std::to_string(count) : std::string("unknown")) + ", and " +
-                 fs::path(s_.loc.index).filename().string() + " holds " + std::to_string(present.size()) +
-                 " *_optim_states.pt" +
-                 (extra.empty() ? std::string() : " (not of this run: " + listNames(extra) + ")") +
-                 ". zero_to_fp32.py stops with \"Expected " + std::to_string(expected) +
-                 " of '*_optim_states.pt' ... but found " + std::to_string(present.size()) +
-                 " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
-             extra});
+            {{"world-size-mismatch", diagnose::Severity::Error, "The rank files disagree with the saved world size",
+              "dp_world_size is " + std::to_string(s_.world) + ", partition_count " +
+                  (count >= 0 ? std::to_string(count) : std::string("unknown")) + ", and " +
+                  fs::path(s_.loc.index).filename().string() + " holds " + std::to_string(present.size()) +
+                  " *_optim_states.pt" +
+                  (extra.empty() ? std::string() : " (not of this run: " + listNames(extra) + ")") +
+                  ". zero_to_fp32.py stops with \"Expected " + std::to_string(expected) +
+                  " of '*_optim_states.pt' ... but found " + std::to_string(present.size()) +
+                  " files\" (DeepSpeed#1793): remove files left by an older save, or take every file from one save.",
+              extra}});
     }
     return {};
 }
@@ -546,15 +546,15 @@ Expected<std::vector<std::string>> Builder::optimFilesPresent()
 void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& missing)
 {
     if (!missing.empty()) {
-        s_.findings.push_back({"zero-rank-missing", diagnose::Severity::Error,
-                               "Rank files of the ZeRO checkpoint are missing",
-                               "dp_world_size is " + std::to_string(s_.world) + " but " +
-                                   fs::path(s_.loc.index).filename().string() + " lacks " + listNames(missing) +
-                                   ". zero_to_fp32.py needs one *_optim_states.pt per rank (it stops with \"Expected " +
-                                   std::to_string(s_.world) +
-                                   " of '*_optim_states.pt' ... but found N files\", DeepSpeed#1793) and the fp32 "
-                                   "weights exist nowhere else; copy every rank's files from the training nodes.",
-                               missing});
+        s_.findings.push_back(
+            {{"zero-rank-missing", diagnose::Severity::Error, "Rank files of the ZeRO checkpoint are missing",
+              "dp_world_size is " + std::to_string(s_.world) + " but " + fs::path(s_.loc.index).filename().string() +
+                  " lacks " + listNames(missing) +
+                  ". zero_to_fp32.py needs one *_optim_states.pt per rank (it stops with \"Expected " +
+                  std::to_string(s_.world) +
+                  " of '*_optim_states.pt' ... but found N files\", DeepSpeed#1793) and the fp32 "
+                  "weights exist nowhere else; copy every rank's files from the training nodes.",
+              missing}});
     }
     if (!stage3Files) {
         return;
@@ -569,17 +569,17 @@ void Builder::rankFindings(bool stage3Files, const std::vector<std::string>& mis
         // What torch.load of the model states gives is worth knowing, but with every rank's optimizer
         // states read the set itself consolidates: `check` of a healthy ZeRO-3 folder passes.
         s_.findings.push_back(
-            {"zero3-placeholder-module", optimComplete() ? diagnose::Severity::Info : diagnose::Severity::Warning,
-             "The model states hold ZeRO-3 placeholders, not weights",
-             std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
-                 " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
-                 "before saving, so load_state_dict with them fails with size mismatch ... "
-                 "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
-                 "the optim states: " +
-                 (optimComplete() ? std::string("every rank's are here, and ")
-                                  : std::string("with every rank's optim states present, ")) +
-                 "`ckptscope convert " + s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
-             paths});
+            {{"zero3-placeholder-module", optimComplete() ? diagnose::Severity::Info : diagnose::Severity::Warning,
+              "The model states hold ZeRO-3 placeholders, not weights",
+              std::to_string(paths.size()) + " tensors under `module` of " + s_.files.front() +
+                  " have 0 elements: ZeRO-3 frees each partitioned parameter to torch.empty(0) "
+                  "before saving, so load_state_dict with them fails with size mismatch ... "
+                  "torch.Size([0]) (transformers#20082). The weights are the fp32 partitions in "
+                  "the optim states: " +
+                  (optimComplete() ? std::string("every rank's are here, and ")
+                                   : std::string("with every rank's optim states present, ")) +
+                  "`ckptscope convert " + s_.loc.dir + " -o model.pt` writes them (as zero_to_fp32.py does).",
+              paths}});
     }
 }
 
