@@ -518,6 +518,13 @@ bool opensZeroSet(const std::string& name, bool folderEntry)
            (folderEntry && std::find(kZeroModelStates.begin(), kZeroModelStates.end(), name) != kZeroModelStates.end());
 }
 
+// Whether `name` opens an FSDP set: a rank file of a listed folder whose checkpoint files are all
+// rank files of one stem.
+bool opensFsdpSet(const std::string& name, const std::optional<std::vector<std::string>>& listing)
+{
+    return listing && sharded::fsdp::rankFileName(name) && fsdpRankFileOf(*listing);
+}
+
 // A file, a Hugging Face set when `url` is its index (its shards beside it, at `base`), a DCP
 // folder when it is its .metadata, or the first of those a folder URL (ending in '/') holds. `listing`: the folder's
 // files, where the transport listed them (an s3:// prefix).
@@ -544,7 +551,7 @@ Expected<RemoteInput> openFileOrSet(const std::shared_ptr<HttpClient>& client, c
     if (fileNameOf(url) == kDcpMetadata) {
         return openDcpFolder(client, base, parentOf(shown), std::move(listing), input);
     }
-    if (listing && sharded::fsdp::rankFileName(fileNameOf(url)) && fsdpRankFileOf(*listing)) {
+    if (opensFsdpSet(name, listing)) {
         return openFsdpFolder(client, base, parentOf(shown), std::move(listing), fileNameOf(url), input);
     }
     if (fileNameOf(url).ends_with(".index.json")) {
@@ -756,8 +763,7 @@ Expected<std::optional<std::uint64_t>> downloadTo(HttpClient& client, const std:
 // Hugging Face index, or an FSDP rank file of a listed folder of them.
 bool opensSet(const std::string& name, const std::optional<std::vector<std::string>>& listing)
 {
-    return name == kDcpMetadata || name.ends_with(".index.json") ||
-           (listing && sharded::fsdp::rankFileName(name) && fsdpRankFileOf(*listing));
+    return name == kDcpMetadata || name.ends_with(".index.json") || opensFsdpSet(name, listing);
 }
 
 }  // namespace
@@ -778,7 +784,8 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
     const Redactor& redactor = r->client->redactor();
     std::string name = fileNameOf(r->shown);
     bool folderEntry = r->folderEntry;
-    if (name.empty()) {
+    const bool probed = name.empty();
+    if (probed) {
         // A folder URL, which nothing lists: the first of the files a folder opens as that it holds.
         auto entry = probeFolderEntry(r->client, r->base, parentOf(r->shown));
         if (!entry) {
@@ -798,7 +805,7 @@ Expected<Downloaded> downloadRemote(const std::string& input, const std::vector<
     if (fileOnly || !opensSet(name, r->listing)) {
         // Saved under its own name where that is a plain one (engines and messages show it).
         out.path = dir + "/" + (isPlainFileName(name) ? name : std::string("remote"));
-        const std::string url = fileNameOf(r->shown).empty() ? r->base + encodedName(name) : r->url;
+        const std::string url = probed ? r->base + encodedName(name) : r->url;
         auto got = downloadTo(*r->client, url, out.path, options, dir, false);
         if (!got) {
             return named(got.error(), r->shown, redactor);
